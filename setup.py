@@ -1,0 +1,38 @@
+"""Build masklab: pure-Python packages plus the Cython extensions of ``toolkit``.
+
+Cython directives are set once here, project-wide.  ``MASKLAB_DEBUG=1`` at build
+time turns bounds checks, wraparound and the profiling hooks back on.
+"""
+
+import os
+
+import numpy
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+DEBUG = os.environ.get("MASKLAB_DEBUG", "") not in ("", "0")
+
+directives = {
+    "language_level": 3,
+    "boundscheck": DEBUG,
+    "wraparound": DEBUG,
+    "initializedcheck": DEBUG,
+    "cdivision": True,
+    "embedsignature": True,
+    "profile": DEBUG,
+    "linetrace": DEBUG,
+}
+
+extensions = [
+    Extension(
+        "toolkit.trie",
+        ["toolkit/trie.pyx"],
+        include_dirs=[numpy.get_include()],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+        extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
+    ),
+]
+
+setup(
+    ext_modules=cythonize(extensions, compiler_directives=directives, annotate=DEBUG),
+)
