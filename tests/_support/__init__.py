@@ -1,0 +1,1 @@
+"""Test helpers outside the public API: small vocabularies and grammar texts."""

@@ -1,0 +1,81 @@
+"""Hand-drawn vocabularies and grammars shared by the tests."""
+
+from __future__ import annotations
+
+from toolkit.vocab import Vocabulary
+
+# A 28-id vocabulary for JSON-ish and digit grammars.  Id 0 is a special token,
+# id 1 is EOS (special), the last two ids are padding (size 30).
+#
+#   id  bytes        id  bytes        id  bytes
+#    2  "{"          11 "1"           20  " "
+#    3  "}"          12 "12"          21  "  "
+#    4  "["          13 "123"         22  '{"'
+#    5  "]"          14 "a"           23  '":'
+#    6  '"'          15 "ab"          24  "true"
+#    7  ","          16 "abc"         25  "tr"
+#    8  ":"          17 "b"           26  "null"
+#    9  "0"          18 "é"           27  "\n"
+#   10  "00"         19 "\xc3" (first byte of é)
+SMALL_TOKENS: list[bytes] = [
+    b"",
+    b"",
+    b"{",
+    b"}",
+    b"[",
+    b"]",
+    b'"',
+    b",",
+    b":",
+    b"0",
+    b"00",
+    b"1",
+    b"12",
+    b"123",
+    b"a",
+    b"ab",
+    b"abc",
+    b"b",
+    "é".encode(),
+    b"\xc3",
+    b" ",
+    b"  ",
+    b'{"',
+    b'":',
+    b"true",
+    b"tr",
+    b"null",
+    b"\n",
+]
+
+
+def small_vocab() -> Vocabulary:
+    return Vocabulary.from_tokens(
+        SMALL_TOKENS,
+        eos_ids=(1,),
+        special_tokens={0: "<unk>", 1: "</s>"},
+        size=30,
+        name="small",
+    )
+
+
+JSON_LARK = r"""
+start: value
+?value: object | array | STRING | NUMBER | "true" | "false" | "null"
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" value
+array: "[" [value ("," value)*] "]"
+STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+%import common.WS
+%ignore WS
+"""
+
+ARITH_LARK = r"""
+start: expr
+expr: expr "+" term | expr "-" term | term
+term: term "*" factor | term "/" factor | factor
+factor: NUMBER | "(" expr ")" | "-" factor
+NUMBER: /[0-9]+/
+%ignore " "
+"""

@@ -1,0 +1,167 @@
+"""toolkit.regex: byte DFAs agree with Python's re.fullmatch (re.ASCII), minimal, canonical."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolkit.errors import LimitExceeded, RegexError
+from toolkit.regex import ByteDFA, canonical_regex, compile_literal, compile_regex
+
+# Characters the generated regexes and strings are built from: ASCII, 2-, 3- and
+# 4-byte UTF-8 characters, regex metacharacters and a newline.
+ALPHABET = ["a", "b", "0", "7", " ", "\n", "-", ".", "é", "ß", "日", "😀", '"', "\\"]
+
+
+def _lit(c: str) -> str:
+    return re.escape(c)
+
+
+@st.composite
+def regexes(draw, depth: int = 3) -> str:
+    """Random regexes over ALPHABET: literals, classes, dot, alternation, repeats."""
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        kind = draw(st.sampled_from(["lit", "class", "nclass", "dot", "short"]))
+        if kind == "lit":
+            return _lit(draw(st.sampled_from(ALPHABET)))
+        if kind in ("class", "nclass"):
+            chars = draw(st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=4))
+            body = "".join("\\" + c if c in "\\]^-" else ("\\n" if c == "\n" else c) for c in chars)
+            return ("[^" if kind == "nclass" else "[") + body + "]"
+        if kind == "short":
+            return draw(st.sampled_from([r"\d", r"\w", r"\s", r"\D", r"\W", r"\S", "[a-z]", "[à-ÿ]"]))
+        return "."
+    op = draw(st.sampled_from(["cat", "alt", "star", "plus", "opt", "range"]))
+    a = draw(regexes(depth=depth - 1))
+    if op in ("cat", "alt"):
+        b = draw(regexes(depth=depth - 1))
+        return f"(?:{a}{b})" if op == "cat" else f"(?:{a}|{b})"
+    if op == "range":
+        lo = draw(st.integers(0, 2))
+        hi = lo + draw(st.integers(0, 2))
+        return f"(?:{a}){{{lo},{hi}}}"
+    return f"(?:{a})" + {"star": "*", "plus": "+", "opt": "?"}[op]
+
+
+texts = st.lists(st.sampled_from(ALPHABET + ["x", "١", "Ω"]), max_size=6).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(regexes(), st.lists(texts, min_size=1, max_size=8))
+def test_dfa_agrees_with_python_re(pattern: str, samples: list[str]) -> None:
+    dfa = compile_regex(pattern)
+    rx = re.compile(pattern, re.ASCII)
+    for s in samples:
+        assert dfa.fullmatch(s.encode()) == (rx.fullmatch(s) is not None), (pattern, s)
+
+
+@settings(max_examples=150, deadline=None)
+@given(regexes())
+def test_canonical_regex_is_the_same_language(pattern: str) -> None:
+    """Minimal DFAs numbered breadth-first are equal arrays iff the languages are equal."""
+    a = compile_regex(pattern)
+    b = compile_regex(canonical_regex(pattern))
+    assert a.start == b.start
+    assert np.array_equal(a.transitions, b.transitions)
+    assert np.array_equal(a.accepting, b.accepting)
+
+
+@settings(max_examples=100, deadline=None)
+@given(regexes(), texts)
+def test_canonical_regex_means_the_same_in_python_re(pattern: str, s: str) -> None:
+    canon = canonical_regex(pattern)
+    assert (re.fullmatch(canon, s) is not None) == (re.fullmatch(pattern, s, re.ASCII) is not None)
+
+
+def test_layout_dead_zero_start_one() -> None:
+    d = compile_regex("[0-9]+")
+    assert isinstance(d, ByteDFA)
+    assert d.transitions.dtype == np.int32 and d.transitions.shape == (3, 256)
+    assert d.transitions.flags.c_contiguous and not d.transitions.flags.writeable
+    assert (d.transitions[0] == 0).all() and not d.accepting[0]
+    assert d.start == 1 and not d.accepting[1]
+    assert d.step(1, ord("5")) == 2 and d.accepting[2]
+    assert d.step(1, ord("a")) == 0
+
+
+def test_minimal() -> None:
+    # (a|b)*abb has a 4-state minimal DFA, plus the dead state.
+    assert compile_regex("(a|b)*abb").n_states == 5
+    assert compile_regex("a*|a+").n_states == 2  # dead, and an accepting start looping on a
+    assert compile_regex("ab|ab").n_states == compile_regex("ab").n_states == 4
+
+
+def test_non_ascii_is_utf8_expanded() -> None:
+    d = compile_regex("[é日😀]")
+    assert d.fullmatch("é".encode()) and d.fullmatch("日".encode()) and d.fullmatch("😀".encode())
+    assert not d.fullmatch(b"\xc3")  # a lone lead byte is a prefix, not a match
+    assert d.run(b"\xc3") != d.dead
+    assert d.run(b"\xc3\x28") == d.dead  # invalid continuation byte
+
+
+def test_negated_class_and_dot_accept_any_valid_utf8_but_not_invalid_bytes() -> None:
+    d = compile_regex('[^"]*')
+    assert d.fullmatch("naïve 日本 😀".encode())
+    assert not d.fullmatch(b'a"')
+    assert d.run(b"\xff") == d.dead  # never valid UTF-8
+    assert d.run(b"\xed\xa0\x80") == d.dead  # an encoded surrogate
+    dot = compile_regex(".")
+    assert not dot.fullmatch(b"\n") and dot.fullmatch("😀".encode())
+
+
+def test_shorthands_are_ascii() -> None:
+    assert not compile_regex(r"\d").fullmatch("١".encode())
+    assert compile_regex(r"\D").fullmatch("١".encode())
+    assert canonical_regex(r"\d+") == "[0-9]+"
+
+
+def test_anchors_at_the_ends_are_dropped() -> None:
+    assert compile_regex(r"^ab$").fullmatch(b"ab")
+    assert compile_regex(r"a\$").fullmatch(b"a$")
+
+
+@pytest.mark.parametrize(
+    "pattern, fragment",
+    [("a(?=b)", "(?"), ("a$b", "$"), ("a^b", "^")],
+)
+def test_unsupported_syntax_names_the_fragment(pattern: str, fragment: str) -> None:
+    with pytest.raises(RegexError) as e:
+        compile_regex(pattern)
+    assert e.value.fragment == fragment
+    assert repr(pattern) in str(e.value)
+
+
+@pytest.mark.parametrize("pattern", ["(a", "a{2,1}", r"(a)\1", "[b-a]"])
+def test_bad_regex_raises_regex_error(pattern: str) -> None:
+    with pytest.raises(RegexError):
+        compile_regex(pattern)
+
+
+def test_state_limit_is_an_error() -> None:
+    # The k-th-from-last letter automaton needs 2**k states.
+    with pytest.raises(LimitExceeded) as e:
+        compile_regex("(a|b)*a(a|b){11}", max_states=500)
+    assert e.value.limit == "max_states" and e.value.maximum == 500
+    assert compile_regex("(a|b)*a(a|b){5}").n_states == 2**6 + 1
+
+
+def test_literal_and_byte_classes() -> None:
+    lit = compile_literal(b'{"a"')
+    assert lit.fullmatch(b'{"a"') and not lit.fullmatch(b'{"a')
+    assert np.array_equal(lit.transitions, compile_regex(re.escape('{"a"')).transitions)
+    d = compile_regex("[a-c]x")
+    classes, table = d.byte_classes()
+    assert classes[ord("a")] == classes[ord("c")] != classes[ord("x")]
+    for b in range(256):
+        assert (d.transitions[:, b] == table[:, classes[b]]).all()
+
+
+def test_empty_language_and_empty_string() -> None:
+    empty = compile_regex("[^\\x00-\U0010ffff]")
+    assert empty.is_empty() and empty.start == 0
+    eps = compile_regex("")
+    assert eps.fullmatch(b"") and not eps.fullmatch(b"a")
