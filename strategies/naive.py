@@ -1,0 +1,150 @@
+"""Strategy ``naive``: check every token against an incremental byte recognizer.
+
+The seed algorithm of constrained decoding: for each text token, feed its bytes to
+the grammar's recognizer (:class:`toolkit._earley.ByteRecognizer`, the same one that
+defines :meth:`Grammar.accepts`) and allow the token when no byte is rejected.  No
+precomputation, no lexer, nothing to get wrong: this engine is the oracle the other
+strategies are tested against.
+
+One economy, which does not change any answer: tokens are visited in byte order,
+so the recognizer state for the prefix a token shares with the previous one is
+kept (``share_prefixes=True``); once a prefix is rejected, every token starting
+with it is rejected without more work.  ``share_prefixes=False`` feeds every token
+from scratch, and the tests check that both agree.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from toolkit import bitmask as bm
+from toolkit._earley import DEFAULT_MAX_ITEMS, ByteRecognizer, CFG, compile_cfg
+from toolkit.errors import UnsupportedGrammar
+from toolkit.grammar import Grammar
+from toolkit.matcher import BaseMatcher
+from toolkit.protocol import MaskInfo
+from toolkit.vocab import Vocabulary
+
+__all__ = ["NaiveEngine", "NaiveCompiled", "NaiveMatcher"]
+
+
+class NaiveCompiled:
+    """A grammar flattened for the byte recognizer."""
+
+    def __init__(self, grammar: Grammar, cfg: CFG) -> None:
+        self.grammar = grammar
+        self.cfg = cfg
+
+    def memory_bytes(self) -> int:
+        return sum(int(d.memory_bytes()) for d in self.cfg.dfas if d is not None)
+
+
+class NaiveEngine:
+    """Checks every token; see the module doc.
+
+    Options: ``max_items`` (Earley items per chart before the matcher fails with
+    :class:`~toolkit.errors.LimitExceeded`), ``share_prefixes`` (see module doc).
+    """
+
+    name = "naive"
+
+    def __init__(self, vocab: Vocabulary, *, max_items: int = DEFAULT_MAX_ITEMS, share_prefixes: bool = True) -> None:
+        self.vocab = vocab
+        self.max_items = int(max_items)
+        self.share_prefixes = bool(share_prefixes)
+        ids = vocab.text_token_ids()
+        tb = vocab.token_bytes
+        order = sorted((int(i) for i in ids), key=tb.__getitem__)
+        self._order = order
+        self._tokens = [tb[i] for i in order]
+        # lcp[k]: bytes token k shares with token k-1 in byte order.
+        lcp = [0] * len(order)
+        prev = b""
+        for k, cur in enumerate(self._tokens):
+            n = min(len(prev), len(cur))
+            i = 0
+            while i < n and prev[i] == cur[i]:
+                i += 1
+            lcp[k] = i
+            prev = cur
+        self._lcp = lcp
+
+    def compile(self, grammar: Grammar) -> NaiveCompiled:
+        if not isinstance(grammar, Grammar):
+            raise UnsupportedGrammar(f"naive compiles toolkit.grammar.Grammar, not {type(grammar).__name__}")
+        return NaiveCompiled(grammar, compile_cfg(grammar))
+
+    def matcher(self, compiled: NaiveCompiled) -> NaiveMatcher:
+        return NaiveMatcher(self, compiled)
+
+
+class NaiveMatcher(BaseMatcher):
+    """One sequence's recognizer state; history records are byte counts."""
+
+    def __init__(self, engine: NaiveEngine, compiled: NaiveCompiled, rec: ByteRecognizer | None = None) -> None:
+        super().__init__(engine.vocab)
+        self.engine = engine
+        self.compiled = compiled
+        self.rec = rec if rec is not None else ByteRecognizer(compiled.cfg, engine.max_items)
+        self.stats = {"bytes_pushed": 0}
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        allowed = self._allowed_shared() if self.engine.share_prefixes else self._allowed_each()
+        bm.set_bits(row, np.asarray(allowed, dtype=np.int64))
+        return MaskInfo(len(allowed), False)
+
+    def _allowed_each(self) -> list[int]:
+        rec = self.rec
+        out = []
+        for tid, data in zip(self.engine._order, self.engine._tokens, strict=True):
+            self.stats["bytes_pushed"] += len(data)
+            if rec.push_bytes(data):
+                rec.pop(len(data))
+                out.append(tid)
+        return out
+
+    def _allowed_shared(self) -> list[int]:
+        rec, eng = self.rec, self.engine
+        out: list[int] = []
+        depth = 0  # bytes pushed beyond the matcher's own position
+        dead_at = None  # length of the shortest rejected prefix on the current path
+        pushed = 0
+        try:
+            for tid, data, shared in zip(eng._order, eng._tokens, eng._lcp, strict=True):
+                if dead_at is not None and shared >= dead_at:
+                    continue  # starts with a rejected prefix
+                dead_at = None
+                if depth > shared:
+                    rec.pop(depth - shared)
+                    depth = shared
+                ok = True
+                while depth < len(data):
+                    pushed += 1
+                    if not rec.push_byte(data[depth]):
+                        dead_at = depth + 1
+                        ok = False
+                        break
+                    depth += 1
+                if ok:
+                    out.append(tid)
+        finally:
+            rec.pop(depth)
+            self.stats["bytes_pushed"] += pushed
+        return out
+
+    def _advance(self, token_id: int, data: bytes) -> Any:
+        return len(data) if self.rec.push_bytes(data) else None
+
+    def _undo(self, record: Any) -> None:
+        self.rec.pop(record)
+
+    def _accepting(self) -> bool:
+        return self.rec.is_accepting()
+
+    def _copy(self) -> NaiveMatcher:
+        return NaiveMatcher(self.engine, self.compiled, self.rec.copy())
+
+    def _reset_state(self) -> None:
+        self.rec = ByteRecognizer(self.compiled.cfg, self.engine.max_items)

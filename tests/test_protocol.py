@@ -1,0 +1,126 @@
+"""The Matcher contract, one suite run against every engine (see toolkit.protocol)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests._support.fixtures import JSON_LARK, small_vocab
+from toolkit import bitmask as bm
+from toolkit.grammar import Grammar
+from toolkit.protocol import MaskEngine, MaskInfo, Matcher
+from strategies import get_engine
+
+# Engines that compile any Grammar on a hand-made vocabulary.  Strategies join as they land.
+ENGINES = ["naive"]
+
+EOS = 1
+PAD = (28, 29)
+SPECIAL = 0
+
+
+def _ids(m: Matcher) -> set[int]:
+    row = bm.allocate(30)
+    m.fill_bitmask(row)
+    return {int(i) for i in bm.allowed_ids(row[0], 30)}
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request) -> MaskEngine:
+    return get_engine(request.param, small_vocab())
+
+
+@pytest.fixture
+def json_matcher(engine: MaskEngine) -> Matcher:
+    return engine.matcher(engine.compile(Grammar.from_lark(JSON_LARK)))
+
+
+def test_protocol_types(engine: MaskEngine, json_matcher: Matcher) -> None:
+    assert isinstance(engine, MaskEngine)
+    assert isinstance(json_matcher, Matcher)
+    assert json_matcher.error is None
+
+
+def test_fill_overwrites_the_whole_row(json_matcher: Matcher) -> None:
+    rows = np.full((3, bm.words(30)), -1, dtype=np.int32)
+    info = json_matcher.fill_bitmask(rows, 1)
+    assert isinstance(info, MaskInfo) and info.allowed == bm.popcount(rows[1])
+    assert (rows[0] == -1).all() and (rows[2] == -1).all()
+    allowed = set(bm.allowed_ids(rows[1], 32).tolist())
+    assert not allowed & {SPECIAL, EOS, *PAD, 30, 31}
+
+
+def test_rejected_token_leaves_the_state_unchanged(json_matcher: Matcher) -> None:
+    before = _ids(json_matcher)
+    for bad in (3, SPECIAL, *PAD, 30, -1, 10_000):
+        assert not json_matcher.accept_token(bad)
+    assert _ids(json_matcher) == before
+    assert json_matcher.validate_tokens([2, 3]) == 2 and _ids(json_matcher) == before
+
+
+def test_eos_exactly_when_accepting_then_terminated(json_matcher: Matcher) -> None:
+    m = json_matcher
+    assert not m.accept_token(EOS) and not m.is_accepting()
+    assert m.accept_token(2)  # {
+    assert EOS not in _ids(m)
+    assert m.accept_token(3)  # }
+    assert m.is_accepting() and EOS in _ids(m)
+    assert m.accept_token(20)  # trailing whitespace is still accepting
+    assert EOS in _ids(m) and not m.is_terminated()
+    assert m.accept_token(EOS)
+    assert m.is_terminated()
+    assert _ids(m) == {EOS}
+    assert not m.accept_token(20)
+    assert m.accept_token(EOS)  # EOS stays allowed, as the mask says
+    m.rollback(2)
+    assert not m.is_terminated() and 20 in _ids(m)
+
+
+def test_rollback_restores_masks_and_validate_is_side_effect_free(json_matcher: Matcher) -> None:
+    m = json_matcher
+    seq = [22, 16, 23, 20, 4, 13, 7, 24, 5, 3]  # {"abc": [123,true]}
+    masks = []
+    for t in seq:
+        masks.append(_ids(m))
+        assert t in masks[-1]
+        assert m.accept_token(t)
+    assert m.is_accepting()
+    for k in range(len(seq), 0, -1):
+        m.rollback(1)
+        assert _ids(m) == masks[k - 1]
+    assert m.validate_tokens(seq + [3]) == len(seq)
+    assert _ids(m) == masks[0]
+    assert m.accept_tokens(seq[:4]) == 4
+    with pytest.raises(ValueError):
+        m.rollback(5)
+
+
+def test_fork_is_independent(json_matcher: Matcher) -> None:
+    m = json_matcher
+    assert m.accept_tokens([2, 6]) == 2  # {"
+    f = m.fork()
+    assert _ids(f) == _ids(m)
+    assert f.accept_tokens([14, 6, 8, 24, 3]) == 5  # a":true}
+    assert f.is_accepting() and not m.is_accepting()
+    assert m.accept_token(6) and not m.accept_token(3)  # {"" then "}" is invalid (needs ":")
+    f.reset()
+    assert f.error is None and not f.is_accepting() and 2 in _ids(f)
+
+
+def test_limit_hit_is_a_sticky_error_with_an_eos_only_mask(engine: MaskEngine) -> None:
+    eng = get_engine(engine.name, small_vocab(), max_items=12)
+    m = eng.matcher(eng.compile(Grammar.from_lark('start: "a" start | "b"\n')))
+    for _ in range(30):
+        assert m.accept_token(14)
+    # Completing thirty nested rules at once needs more than twelve items.
+    assert not m.accept_token(17)
+    assert m.error is not None and "earley_items_per_chart" in m.error
+    assert _ids(m) == {EOS}
+    assert not m.accept_token(17) and not m.accept_token(14)
+    m.reset()
+    assert m.error is None and _ids(m) == {14, 15, 17}  # a, ab, b
+
+
+def test_wrong_bitmask_width_is_a_clear_error(json_matcher: Matcher) -> None:
+    with pytest.raises(ValueError, match="words"):
+        json_matcher.fill_bitmask(np.zeros((1, 5), dtype=np.int32))

@@ -1,0 +1,143 @@
+"""The ``masklab`` command line (also ``python -m toolkit``).
+
+Subcommands:
+
+* ``masklab engines``: registered engines and whether they are installed;
+* ``masklab vocab SPEC``: a vocabulary's size, special and EOS ids, trie size;
+* ``masklab mask --vocab SPEC (--lark FILE | --regex RX) [--prefix TEXT]``: the mask
+  an engine computes after a prefix, with timing and sample tokens;
+* ``masklab accepts (--lark FILE | --regex RX) TEXT``: the reference recognizer's verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from toolkit.errors import MasklabError
+
+__all__ = ["main"]
+
+
+def _grammar(args: argparse.Namespace):
+    from toolkit.grammar import Grammar
+
+    if args.lark:
+        return Grammar.from_lark(Path(args.lark).read_text(encoding="utf-8"))
+    return Grammar.from_regex(args.regex)
+
+
+def _cmd_engines(args: argparse.Namespace) -> int:
+    from strategies import available_engines, registered_engines
+
+    installed = set(available_engines())
+    for name in registered_engines():
+        print(f"{name:24s} {'installed' if name in installed else 'not installed'}")
+    return 0
+
+
+def _cmd_vocab(args: argparse.Namespace) -> int:
+    from toolkit.trie import TokenTrie
+    from toolkit.vocab import load_vocab
+
+    t0 = time.perf_counter()
+    vocab = load_vocab(args.spec)
+    t1 = time.perf_counter()
+    trie = TokenTrie(vocab)
+    t2 = time.perf_counter()
+    text_ids = vocab.text_token_ids()
+    print(f"vocabulary    {vocab.name}")
+    print(f"size          {vocab.size} ids ({vocab.n_defined} defined, {vocab.size - vocab.n_defined} padding)")
+    print(f"text tokens   {len(text_ids)}")
+    print(f"special ids   {len(vocab.special_tokens)}")
+    eos = ", ".join(f"{i} {vocab.special_tokens.get(i, '')!r}" for i in vocab.eos_ids)
+    print(f"EOS           {eos}")
+    print(f"trie          {trie.num_nodes} nodes, longest token {trie.max_depth} bytes, {trie.memory_bytes() / 1e6:.1f} MB")
+    print(f"load / trie   {(t1 - t0) * 1e3:.0f} ms / {(t2 - t1) * 1e3:.0f} ms")
+    return 0
+
+
+def _cmd_mask(args: argparse.Namespace) -> int:
+    from strategies import get_engine
+    from toolkit import bitmask as bm
+    from toolkit.vocab import load_vocab
+
+    vocab = load_vocab(args.vocab)
+    grammar = _grammar(args)
+    engine = get_engine(args.engine, vocab)
+    t0 = time.perf_counter()
+    compiled = engine.compile(grammar)
+    matcher = engine.matcher(compiled)
+    t1 = time.perf_counter()
+    prefix_ids = vocab.encode(args.prefix) if args.prefix else []
+    n = matcher.accept_tokens(prefix_ids)
+    if n != len(prefix_ids):
+        print(f"prefix rejected at token {n}: {vocab.decode(prefix_ids[: n + 1])!r}", file=sys.stderr)
+        return 1
+    row = bm.allocate(vocab.size)
+    t2 = time.perf_counter()
+    info = matcher.fill_bitmask(row)
+    t3 = time.perf_counter()
+    ids = bm.allowed_ids(row[0], vocab.size)
+    print(f"engine {args.engine}: compile {(t1 - t0) * 1e3:.1f} ms, mask {(t3 - t2) * 1e3:.1f} ms")
+    print(f"allowed {info.allowed} of {vocab.size} tokens ({100 * info.allowed / vocab.size:.2f}%)"
+          f"{', sliced' if info.sliced else ''}; accepting: {matcher.is_accepting()}")
+    if matcher.error:
+        print(f"matcher error: {matcher.error}")
+    for t in ids[: args.show]:
+        label = vocab.special_tokens.get(int(t)) or repr(vocab.token_bytes[int(t)])
+        print(f"  {int(t):>7d}  {label}")
+    if len(ids) > args.show:
+        print(f"  ... {len(ids) - args.show} more")
+    return 0
+
+
+def _cmd_accepts(args: argparse.Namespace) -> int:
+    ok = _grammar(args).accepts(args.text)
+    print("accepted" if ok else "rejected")
+    return 0 if ok else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="masklab", description="Compare token-mask strategies for constrained decoding.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("engines", help="list the registered engines").set_defaults(func=_cmd_engines)
+
+    v = sub.add_parser("vocab", help="summarize a vocabulary")
+    v.add_argument("spec", nargs="?", default="tekken", help="tekken | llama3:PATH | hf:PATH (default: tekken)")
+    v.set_defaults(func=_cmd_vocab)
+
+    def grammar_args(sp: argparse.ArgumentParser) -> None:
+        g = sp.add_mutually_exclusive_group(required=True)
+        g.add_argument("--lark", metavar="FILE", help="a Lark grammar file")
+        g.add_argument("--regex", metavar="RX", help="a regex (Python re syntax, ASCII classes)")
+
+    m = sub.add_parser("mask", help="compute one mask after a prefix")
+    m.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
+    m.add_argument("--engine", default="naive", help="engine name (default: naive)")
+    m.add_argument("--prefix", default="", help="text already generated (tokenized canonically)")
+    m.add_argument("--show", type=int, default=20, help="how many allowed tokens to list")
+    grammar_args(m)
+    m.set_defaults(func=_cmd_mask)
+
+    a = sub.add_parser("accepts", help="does the grammar accept TEXT? (exit 0 yes, 1 no)")
+    grammar_args(a)
+    a.add_argument("text")
+    a.set_defaults(func=_cmd_accepts)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except MasklabError as e:
+        print(f"masklab: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"masklab: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,167 @@
+"""The part of the :class:`~toolkit.protocol.Matcher` contract every strategy shares.
+
+:class:`BaseMatcher` owns what is the same for every engine: EOS and termination,
+the sticky error state, the history that ``rollback`` undoes, ``accept_tokens`` and
+``validate_tokens``.  A strategy implements four hooks on its own parser state:
+
+* ``_fill_text(row) -> MaskInfo``: set the bits of the allowed *text* tokens in the
+  (already zeroed) row;
+* ``_advance(token_id, data) -> record | None``: consume a text token's bytes, return
+  an undo record, or None (state unchanged) when the token is not allowed;
+* ``_undo(record)``: undo one ``_advance``;
+* ``_accepting() -> bool`` and ``_copy() -> BaseMatcher`` (a fork of the parser state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from toolkit import bitmask as bm
+from toolkit.protocol import MaskInfo
+from toolkit.vocab import Vocabulary
+
+__all__ = ["BaseMatcher"]
+
+_EOS = object()  # history record of an accepted EOS
+
+
+class BaseMatcher:
+    """Shared matcher logic; see the module doc for the hooks a strategy provides."""
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.vocab = vocab
+        self.error: str | None = None
+        self._terminated = False
+        self._history: list[Any] = []
+        self._eos = np.asarray(vocab.eos_ids, dtype=np.int64)
+
+    # ------------------------------------------------------------ hooks --
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        raise NotImplementedError
+
+    def _advance(self, token_id: int, data: bytes) -> Any:
+        raise NotImplementedError
+
+    def _undo(self, record: Any) -> None:
+        raise NotImplementedError
+
+    def _accepting(self) -> bool:
+        raise NotImplementedError
+
+    def _copy(self) -> BaseMatcher:
+        raise NotImplementedError
+
+    def _reset_state(self) -> None:
+        raise NotImplementedError
+
+    # --------------------------------------------------------- protocol --
+
+    def _fail(self, exc: BaseException) -> None:
+        self.error = f"{type(exc).__name__}: {exc}"
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
+        """Overwrite ``bitmask[row]`` with the allowed tokens; see the protocol."""
+        r = bitmask[row] if bitmask.ndim == 2 else bitmask
+        if r.shape[0] != bm.words(self.vocab.size):
+            raise ValueError(f"bitmask row has {r.shape[0]} words, vocabulary needs {bm.words(self.vocab.size)}")
+        r[:] = 0
+        sliced = False
+        if self.error is None and not self._terminated:
+            try:
+                sliced = self._fill_text(r).sliced
+            except Exception as e:  # noqa: BLE001 - nothing raises mid-decode
+                self._fail(e)
+                r[:] = 0
+        if self._terminated or self.error is not None or self._accepting_safe():
+            bm.set_bits(r, self._eos)
+        return MaskInfo(bm.popcount(r), sliced)
+
+    def _accepting_safe(self) -> bool:
+        try:
+            return self._accepting()
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
+            return False
+
+    def accept_token(self, token_id: int) -> bool:
+        """Consume one token; False (state unchanged) when the mask would not allow it."""
+        t = int(token_id)
+        if t < 0 or t >= self.vocab.size:
+            return False
+        if t in self.vocab.eos_ids:
+            if self._terminated or self.error is not None or self._accepting_safe():
+                self._terminated = True
+                self._history.append(_EOS)
+                return True
+            return False
+        if self._terminated or self.error is not None:
+            return False
+        data = self.vocab.token_bytes[t]
+        if not data or self.vocab.is_special(t):
+            return False
+        try:
+            record = self._advance(t, data)
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
+            return False
+        if record is None:
+            return False
+        self._history.append(record)
+        return True
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> int:
+        """Consume tokens until one is rejected; returns how many were consumed."""
+        n = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
+        n = self.accept_tokens(token_ids)
+        self.rollback(n)
+        return n
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` accepted tokens (EOS included)."""
+        if n < 0 or n > len(self._history):
+            raise ValueError(f"cannot roll back {n} tokens, {len(self._history)} accepted")
+        for _ in range(n):
+            record = self._history.pop()
+            if record is not _EOS:
+                self._undo(record)
+        self._terminated = any(r is _EOS for r in self._history)
+
+    def reset(self) -> None:
+        """Back to the start state; clears the error state."""
+        self._reset_state()
+        self._history.clear()
+        self._terminated = False
+        self.error = None
+
+    def fork(self) -> BaseMatcher:
+        """An independent matcher in the same state."""
+        other = self._copy()
+        other.error = self.error
+        other._terminated = self._terminated
+        other._history = list(self._history)
+        return other
+
+    def is_accepting(self) -> bool:
+        """True when what was consumed is a sentence of the grammar (or EOS was accepted)."""
+        return self._terminated or self._accepting_safe()
+
+    def is_terminated(self) -> bool:
+        """True once an EOS token has been accepted."""
+        return self._terminated
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens accepted so far (what ``rollback`` can undo)."""
+        return len(self._history)

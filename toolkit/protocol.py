@@ -1,0 +1,71 @@
+"""The protocol every mask strategy implements.
+
+Names follow vLLM's structured-output interface (``fill_bitmask``,
+``accept_tokens``, ``validate_tokens``, ``rollback``, ``is_terminated``, ``reset``)
+so that thin adapters can plug masklab engines into vLLM and transformers.
+
+Contract, shared by every engine and checked by the conformance tests:
+
+* ``fill_bitmask(bitmask, row)`` overwrites the whole row (int32 words, bit
+  ``t % 32`` of word ``t // 32``); padding ids and special ids other than EOS are 0;
+  EOS ids are 1 exactly when the grammar accepts what was consumed.
+* ``accept_token(t)`` returns False for a token the mask does not allow and leaves
+  the state unchanged; nothing raises mid-decode.
+* After an EOS id is accepted the matcher is terminated: the mask is EOS-only and
+  only EOS is accepted.
+* A limit hit or an internal failure puts the matcher in a sticky error state
+  (``matcher.error`` says why) whose mask allows only EOS, so a mask is never
+  widened by a failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["MaskInfo", "Matcher", "MaskEngine", "CompiledGrammar"]
+
+
+@dataclass(frozen=True, slots=True)
+class MaskInfo:
+    """What one ``fill_bitmask`` produced: the allowed count and whether slices were used."""
+
+    allowed: int
+    sliced: bool = False
+
+
+@runtime_checkable
+class CompiledGrammar(Protocol):
+    """An engine's compiled form of a grammar; engine-specific, shared by its matchers."""
+
+    def memory_bytes(self) -> int: ...
+
+
+@runtime_checkable
+class Matcher(Protocol):
+    """Per-sequence state; independent of every other matcher."""
+
+    error: str | None
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo: ...
+    def accept_token(self, token_id: int) -> bool: ...
+    def accept_tokens(self, token_ids: Sequence[int]) -> int: ...
+    def validate_tokens(self, token_ids: Sequence[int]) -> int: ...
+    def rollback(self, n: int) -> None: ...
+    def reset(self) -> None: ...
+    def fork(self) -> Matcher: ...
+    def is_accepting(self) -> bool: ...
+    def is_terminated(self) -> bool: ...
+
+
+@runtime_checkable
+class MaskEngine(Protocol):
+    """A strategy: compiles grammars (startup cost) and makes matchers."""
+
+    name: str
+
+    def compile(self, grammar: Any) -> CompiledGrammar: ...
+    def matcher(self, compiled: CompiledGrammar) -> Matcher: ...
