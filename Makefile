@@ -32,7 +32,7 @@ test: build
 
 bench: build
 	@echo "make bench arrives with the harness issue (#4): masklab bench --quick on the embedded defaults."
-	$(BIN)/masklab info --vocab tekken
+	$(BIN)/masklab vocab tekken
 
 lint: install
 	$(BIN)/ruff check toolkit strategies tests setup.py

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from toolkit import bitmask as bm
-from toolkit._earley import DEFAULT_MAX_ITEMS, ByteRecognizer, CFG, compile_cfg
+from toolkit._earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
 from toolkit.errors import UnsupportedGrammar
 from toolkit.grammar import Grammar
 from toolkit.matcher import BaseMatcher

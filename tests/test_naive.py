@@ -7,6 +7,7 @@ import random
 import numpy as np
 import pytest
 
+from strategies import available_engines, get_engine, registered_engines
 from tests._support.fixtures import JSON_LARK, SMALL_TOKENS, small_vocab
 from tests.conftest import require_shared
 from toolkit import bitmask as bm
@@ -14,7 +15,6 @@ from toolkit.grammar import Grammar
 from toolkit.regex import compile_regex
 from toolkit.trie import TokenTrie
 from toolkit.vocab import Vocabulary, load_vocab
-from strategies import available_engines, get_engine, registered_engines
 
 
 def _mask_ids(matcher, vocab: Vocabulary) -> set[int]:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from strategies import get_engine
 from tests._support.fixtures import JSON_LARK, small_vocab
 from toolkit import bitmask as bm
 from toolkit.grammar import Grammar
 from toolkit.protocol import MaskEngine, MaskInfo, Matcher
-from strategies import get_engine
 
 # Engines that compile any Grammar on a hand-made vocabulary.  Strategies join as they land.
 ENGINES = ["naive"]
