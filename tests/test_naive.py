@@ -9,7 +9,7 @@ import pytest
 
 from strategies import available_engines, get_engine, registered_engines
 from tests._support.fixtures import JSON_LARK, SMALL_TOKENS, small_vocab
-from tests.conftest import require_shared
+from tests._support.shared import require_shared
 from toolkit import bitmask as bm
 from toolkit.grammar import Grammar
 from toolkit.regex import compile_regex
