@@ -117,6 +117,13 @@ class Grammar:
             source=pattern,
         )
 
+    @staticmethod
+    def from_json_schema(schema, *, whitespace: str = "flexible", strict: bool = True) -> Grammar:
+        """Compile a JSON Schema; see :func:`toolkit.jsonschema.from_json_schema`."""
+        from toolkit.jsonschema import from_json_schema
+
+        return from_json_schema(schema, whitespace=whitespace, strict=strict)
+
     # ----------------------------------------------------------- queries --
 
     def is_terminal(self, name: str) -> bool:
@@ -143,7 +150,8 @@ class Grammar:
         :func:`canonical_regex`, so shorthand classes and flags mean the same in
         every engine.
         """
-        rule_names = _sanitize(self.rules, _RULE_NAME, "r", str.lower)
+        rules = self._productive_rules()
+        rule_names = _sanitize(rules, _RULE_NAME, "r", str.lower)
         term_names = _sanitize(self.terminals, _TERM_NAME, "T", str.upper, taken=set(rule_names.values()))
         lines = []
         if rule_names.get(self.start) != "start":
@@ -155,14 +163,34 @@ class Grammar:
         def sym(s: str) -> str:
             return term_names[s] if s in self.terminals else rule_names[s]
 
-        for lhs, alts in self.rules.items():
+        for lhs, alts in rules.items():
             body = " | ".join(" ".join(sym(s) for s in alt) if alt else '""' for alt in alts)
             lines.append(f"{rule_names[lhs]}: {body}")
+        used = {s for alts in rules.values() for alt in alts for s in alt} | set(self.ignore)
         for name, t in self.terminals.items():
-            lines.append(f"{term_names[name]}: {_lark_terminal(t)}")
+            if name in used:
+                lines.append(f"{term_names[name]}: {_lark_terminal(t)}")
         for name in self.ignore:
             lines.append(f"%ignore {term_names[name]}")
         return "\n".join(lines) + "\n"
+
+    def _productive_rules(self) -> dict[str, tuple[tuple[str, ...], ...]]:
+        """The rules without alternatives that derive no string (Lark cannot write them)."""
+        live = {n for n, t in self.terminals.items() if not t.dfa().is_empty()}
+        changed = True
+        while changed:
+            changed = False
+            for lhs, alts in self.rules.items():
+                if lhs not in live and any(all(s in live for s in alt) for alt in alts):
+                    live.add(lhs)
+                    changed = True
+        if self.start not in live:
+            raise GrammarError("the grammar's language is empty; Lark cannot express it")
+        return {
+            lhs: tuple(alt for alt in alts if all(s in live for s in alt))
+            for lhs, alts in self.rules.items()
+            if lhs in live
+        }
 
     def __repr__(self) -> str:
         return (

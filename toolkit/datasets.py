@@ -1,0 +1,101 @@
+"""Benchmark items in the MaskBench file format, and the embedded datasets.
+
+A file holds one item: ``{"schema": ..., "tests": [{"data": ..., "valid": bool}]}``
+for JSON Schema work (MaskBench / JSONSchemaBench), or ``{"lark": "..."}`` /
+``{"regex": "..."}`` with tests ``{"text": ..., "valid": bool}``.  The instance text
+of a schema test is ``json.dumps(data)``, as MaskBench tokenizes it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.errors import MasklabError
+
+__all__ = ["Item", "Case", "load_item", "iter_items", "embedded_dir", "DatasetError"]
+
+
+class DatasetError(MasklabError):
+    """A dataset file that is not in the MaskBench format."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test instance: its text, whether it is valid, and its description."""
+
+    text: str
+    valid: bool
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One schema, grammar or regex with its test instances."""
+
+    name: str
+    kind: str  # "schema" | "lark" | "regex"
+    spec: Any
+    cases: tuple[Case, ...] = field(default=())
+    path: Path | None = None
+
+    def grammar(self, **options: Any):
+        """The item's :class:`~toolkit.grammar.Grammar` (options go to the builder)."""
+        from toolkit.grammar import Grammar
+
+        if self.kind == "schema":
+            return Grammar.from_json_schema(self.spec, **options)
+        if self.kind == "lark":
+            return Grammar.from_lark(self.spec)
+        return Grammar.from_regex(self.spec)
+
+
+def load_item(path: str | Path) -> Item:
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise DatasetError(f"cannot read {path}: {e}") from e
+    if not isinstance(doc, dict):
+        raise DatasetError(f"{path}: expected a JSON object")
+    kinds = [k for k in ("schema", "lark", "regex") if k in doc]
+    if len(kinds) != 1:
+        raise DatasetError(f"{path}: expected exactly one of 'schema', 'lark', 'regex'")
+    kind = kinds[0]
+    cases = []
+    for i, t in enumerate(doc.get("tests", [])):
+        if not isinstance(t, dict) or "valid" not in t:
+            raise DatasetError(f"{path}: tests[{i}] needs 'valid'")
+        if kind == "schema":
+            if "data" not in t:
+                raise DatasetError(f"{path}: tests[{i}] needs 'data'")
+            text = json.dumps(t["data"])
+        else:
+            if not isinstance(t.get("text"), str):
+                raise DatasetError(f"{path}: tests[{i}] needs a 'text' string")
+            text = t["text"]
+        cases.append(Case(text, bool(t["valid"]), str(t.get("description", ""))))
+    return Item(path.stem, kind, doc[kind], tuple(cases), path)
+
+
+def iter_items(source: str | Path, limit: int | None = None) -> Iterator[Item]:
+    """Items from a file or a folder of ``*.json`` files (sorted by name)."""
+    source = Path(source)
+    if source.is_dir():
+        paths = sorted(source.glob("*.json"))
+    elif source.is_file():
+        paths = [source]
+    else:
+        raise DatasetError(f"no dataset at {source}")
+    for n, p in enumerate(paths):
+        if limit is not None and n >= limit:
+            return
+        yield load_item(p)
+
+
+def embedded_dir() -> Path:
+    """The project's own ``datasets/`` folder."""
+    return Path(__file__).resolve().parent.parent / "datasets"
