@@ -6,7 +6,8 @@ Subcommands:
 * ``masklab vocab SPEC``: a vocabulary's size, special and EOS ids, trie size;
 * ``masklab mask --vocab SPEC (--lark FILE | --regex RX) [--prefix TEXT]``: the mask
   an engine computes after a prefix, with timing and sample tokens;
-* ``masklab accepts (--lark FILE | --regex RX) TEXT``: the reference recognizer's verdict.
+* ``masklab accepts (--lark FILE | --regex RX) TEXT``: the reference recognizer's verdict;
+* ``masklab schema-coverage --data DIR``: the JSON Schema compiler's MaskBench counts.
 """
 
 from __future__ import annotations
@@ -101,6 +102,24 @@ def _cmd_accepts(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _cmd_schema_coverage(args: argparse.Namespace) -> int:
+    from toolkit.coverage import schema_coverage, summarize
+
+    t0 = time.perf_counter()
+    results = schema_coverage(args.data, limit=args.limit, timeout=args.timeout, progress=not args.quiet)
+    print(summarize(results))
+    print(f"time                 {time.perf_counter() - t0:.1f} s")
+    if args.out:
+        import csv
+
+        with open(args.out, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["name", "status", "detail", "seconds"])
+            for r in results:
+                w.writerow([r.name, r.status, r.detail, f"{r.seconds:.4f}"])
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="masklab", description="Compare token-mask strategies for constrained decoding.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -123,6 +142,14 @@ def _parser() -> argparse.ArgumentParser:
     m.add_argument("--show", type=int, default=20, help="how many allowed tokens to list")
     grammar_args(m)
     m.set_defaults(func=_cmd_mask)
+
+    c = sub.add_parser("schema-coverage", help="JSON Schema compiler coverage on a MaskBench-format dataset")
+    c.add_argument("--data", required=True, help="a MaskBench file or folder")
+    c.add_argument("--limit", type=int, default=None, help="check only the first N schemas")
+    c.add_argument("--timeout", type=float, default=30.0, help="seconds per schema")
+    c.add_argument("--out", default=None, help="write per-schema results as CSV")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.set_defaults(func=_cmd_schema_coverage)
 
     a = sub.add_parser("accepts", help="does the grammar accept TEXT? (exit 0 yes, 1 no)")
     grammar_args(a)

@@ -1,0 +1,39 @@
+"""The MaskBench loader and the schema-coverage command, on real MaskBench files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests._support.shared import require_shared
+from toolkit.cli import main
+from toolkit.coverage import schema_coverage, summarize
+from toolkit.datasets import DatasetError, iter_items, load_item
+
+
+def test_load_item_formats(tmp_path) -> None:
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps({"schema": {"type": "integer"}, "tests": [{"data": 1, "valid": True}, {"data": "x", "valid": False}]}))
+    item = load_item(p)
+    assert item.kind == "schema" and [c.text for c in item.cases] == ["1", '"x"']
+    g = tmp_path / "g.json"
+    g.write_text(json.dumps({"lark": 'start: "a"', "tests": [{"text": "a", "valid": True}]}))
+    assert load_item(g).grammar().accepts("a")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"schema": {}, "lark": "x"}))
+    with pytest.raises(DatasetError):
+        load_item(bad)
+    with pytest.raises(DatasetError):
+        list(iter_items(tmp_path / "missing"))
+
+
+def test_coverage_on_maskbench_sample(capsys) -> None:
+    folder = require_shared("datasets/maskbench")
+    results = schema_coverage(folder, limit=25, timeout=20)
+    assert len(results) == 25
+    assert not [r for r in results if r.status in ("crash", "invalidation_error")], summarize(results)
+    assert sum(r.status == "passing" for r in results) >= 20
+    assert main(["schema-coverage", "--data", str(folder), "--limit", "3", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "invalidation errors" in out and "schemas              3" in out

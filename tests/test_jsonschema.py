@@ -1,0 +1,183 @@
+"""Grammar.from_json_schema: each keyword, judged by the jsonschema package.
+
+For every hand-written schema, each instance's ``json.dumps`` text must be accepted
+exactly when jsonschema (with format checking) says the instance is valid.  The
+instances keep properties in schema order, since the compiler documents that order.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import jsonschema
+import pytest
+
+from toolkit.errors import UnsupportedSchema
+from toolkit.grammar import Grammar
+
+CASES: dict[str, tuple[dict | bool, list]] = {
+    "type_string": ({"type": "string"}, ["abc", "", "é😀\n\"", 1, None, ["a"]]),
+    "type_list_with_null": ({"type": ["integer", "null"]}, [1, -20, None, 1.5, "1", True]),
+    "type_boolean": ({"type": "boolean"}, [True, False, 0, "true"]),
+    "type_number": ({"type": "number"}, [0, -1.5, 3e20, 1e-7, "1", None]),
+    "true_schema": (True, [1, "a", None, {"a": [1, {}]}, []]),
+    "empty_schema": ({}, [1, "a", None, {"a": [1, {}]}, []]),
+    "false_in_property": (
+        {"type": "object", "properties": {"a": False, "b": {"type": "integer"}}, "additionalProperties": False},
+        [{}, {"b": 1}, {"a": 1}, {"a": 1, "b": 2}],
+    ),
+    "properties_required": (
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a"],
+         "additionalProperties": False},
+        [{"a": 1}, {"a": 1, "b": "x"}, {"b": "x"}, {}, {"a": "1"}, {"a": 1, "c": 2}],
+    ),
+    "additional_default_allowed": (
+        {"type": "object", "properties": {"a": {"type": "integer"}}},
+        [{"a": 1}, {"a": 1, "z": [1]}, {"z": None}, {"a": "x"}, {}],
+    ),
+    "additional_schema": (
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": {"type": "string"}},
+        [{"a": 1, "b": "x"}, {"a": 1, "b": 2}, {"b": "x", "c": "y"}, {"a": 1, "ab": "x", "": "y"}],
+    ),
+    "required_outside_properties": (
+        {"type": "object", "required": ["id"], "additionalProperties": {"type": "integer"}},
+        [{"id": 1}, {"id": "x"}, {}, {"id": 1, "n": 2}],
+    ),
+    "pattern_properties_closed": (
+        {"type": "object", "properties": {"a": {"type": "integer"}}, "patternProperties": {"^x-": {}},
+         "additionalProperties": False},
+        [{"a": 1}, {"a": 1, "b": 2}, {}],
+    ),
+    "items": ({"type": "array", "items": {"type": "integer"}}, [[], [1, 2, 3], [1, "2"], "x", [[1]]]),
+    "min_max_items": (
+        {"type": "array", "items": {"type": "boolean"}, "minItems": 1, "maxItems": 3},
+        [[], [True], [True, False, True], [True, False, True, False]],
+    ),
+    "prefix_items": (
+        {"type": "array", "prefixItems": [{"type": "string"}, {"type": "integer"}], "items": False},
+        [[], ["a"], ["a", 1], ["a", 1, 2], [1, "a"]],
+    ),
+    "tuple_items_draft7": (
+        {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
+         "items": [{"type": "string"}], "additionalItems": {"type": "integer"}},
+        [["a"], ["a", 1, 2], ["a", "b"], []],
+    ),
+    "enum": ({"enum": ["red", "green", 1, None, [1, 2], {"a": "b"}]},
+             ["red", "green", "blue", 1, None, [1, 2], [2, 1], {"a": "b"}, {"a": "c"}]),
+    "enum_with_type": ({"type": "string", "enum": ["a", 1, "b"]}, ["a", "b", 1]),
+    "enum_with_max_length": ({"enum": ["ab", "abc", 5], "maxLength": 2}, ["ab", "abc", 5]),
+    "const": ({"const": "fixed"}, ["fixed", "other", 1]),
+    "any_of": ({"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 2}]}, [1, "ab", "abc", None]),
+    "one_of_disjoint": ({"oneOf": [{"type": "integer"}, {"type": "string"}]}, [1, "a", None]),
+    "one_of_discriminated": (
+        {"oneOf": [
+            {"type": "object", "properties": {"k": {"const": "a"}, "x": {"type": "integer"}}, "required": ["k"]},
+            {"type": "object", "properties": {"k": {"const": "b"}, "y": {"type": "string"}}, "required": ["k"]},
+        ]},
+        [{"k": "a", "x": 1}, {"k": "b", "y": "s"}, {"k": "c"}, {"k": "a", "x": "s"}],
+    ),
+    "any_of_with_siblings": (
+        {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+         "additionalProperties": False, "anyOf": [{"required": ["a"]}, {"required": ["b"]}]},
+        [{"a": 1}, {"b": 1}, {"a": 1, "b": 2}, {}],
+    ),
+    "all_of": (
+        {"allOf": [{"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                   {"properties": {"b": {"type": "string"}}, "required": ["b"]}]},
+        [{"a": 1, "b": "x"}, {"a": 1}, {"b": "x"}, {"a": "1", "b": "x"}],
+    ),
+    "ref_defs": (
+        {"$defs": {"pos": {"type": "integer", "minimum": 1}}, "type": "array", "items": {"$ref": "#/$defs/pos"}},
+        [[1, 2], [0], [-1], []],
+    ),
+    "ref_recursive": (
+        {"definitions": {"node": {"type": "object", "properties": {
+            "v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/definitions/node"}, {"type": "null"}]}},
+            "required": ["v", "next"], "additionalProperties": False}},
+         "$ref": "#/definitions/node"},
+        [{"v": 1, "next": None}, {"v": 1, "next": {"v": 2, "next": None}}, {"v": 1, "next": {"v": 2}}, {"v": 1}],
+    ),
+    "string_lengths": ({"type": "string", "minLength": 2, "maxLength": 3}, ["a", "ab", "abc", "abcd", "é😀", "\n\t"]),
+    "pattern": ({"type": "string", "pattern": "^[a-z]+-[0-9]{2}$"}, ["ab-12", "ab-1", "AB-12", "x-99", "ab-123"]),
+    "pattern_unanchored": ({"type": "string", "pattern": "[0-9]"}, ["a1b", "abc", "9", ""]),
+    "integer_range": ({"type": "integer", "minimum": -5, "maximum": 120}, [-6, -5, 0, 99, 120, 121, 1000]),
+    "integer_exclusive": ({"type": "integer", "exclusiveMinimum": 0, "exclusiveMaximum": 10}, [0, 1, 9, 10]),
+    "number_range": ({"type": "number", "minimum": 0, "maximum": 1}, [0, 0.5, 1, 1.0, 1.5, -0.1, 0.999]),
+    "format_date": ({"type": "string", "format": "date"}, ["2024-01-31", "2024-13-01", "2023-02-30", "x"]),
+    "format_uuid": ({"type": "string", "format": "uuid"},
+                    ["123e4567-e89b-12d3-a456-426614174000", "123e4567e89b12d3a456426614174000", "x"]),
+    "format_ipv4": ({"type": "string", "format": "ipv4"}, ["192.168.0.1", "256.1.1.1", "1.2.3", "01.2.3.4"]),
+    "unknown_format_is_an_annotation": ({"type": "string", "format": "grid"}, ["anything", 1]),
+    "annotations_ignored": (
+        {"type": "integer", "title": "t", "description": "d", "default": 3, "examples": [1], "x-custom": {"type": "string"}},
+        [1, "a"],
+    ),
+}
+
+
+def _judge(schema) -> jsonschema.protocols.Validator:
+    cls = jsonschema.validators.validator_for(schema if isinstance(schema, dict) else {})
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_keyword_against_jsonschema(name: str) -> None:
+    schema, instances = CASES[name]
+    grammar = Grammar.from_json_schema(schema)
+    judge = _judge(schema)
+    for inst in instances:
+        expected = judge.is_valid(inst)
+        for text in (json.dumps(inst), json.dumps(inst, indent=2), json.dumps(inst, ensure_ascii=False)):
+            assert grammar.accepts(text) == expected, (name, text, expected)
+
+
+def test_compact_whitespace() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "array", "items": {"type": "integer"}}}}
+    compact = Grammar.from_json_schema(schema, whitespace="compact")
+    assert compact.accepts('{"a":[1,2]}')
+    assert not compact.accepts('{"a": [1, 2]}')
+    assert Grammar.from_json_schema(schema).accepts('{ "a" : [ 1 , 2 ] }\n')
+
+
+@pytest.mark.parametrize(
+    "schema, keyword, pointer",
+    [
+        ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
+        ({"properties": {"a": {"not": {"type": "string"}}}}, "not", "/properties/a/not"),
+        ({"type": "number", "multipleOf": 0.5}, "multipleOf", "/multipleOf"),
+        ({"$ref": "http://example.com/s.json"}, "$ref", "/$ref"),
+        ({"oneOf": [{"type": "integer"}, {"minimum": 3}]}, "oneOf", ""),
+        ({"type": "object", "minProperties": 2}, "minProperties", "/minProperties"),
+        ({"items": {"$ref": "#/definitions/missing"}}, "$ref", "/items/$ref"),
+    ],
+)
+def test_unsupported_names_keyword_and_pointer(schema, keyword: str, pointer: str) -> None:
+    with pytest.raises(UnsupportedSchema) as e:
+        Grammar.from_json_schema(schema)
+    assert e.value.keyword == keyword
+    assert e.value.pointer == pointer
+
+
+def test_non_strict_drops_with_a_warning_that_says_looser() -> None:
+    schema = {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = Grammar.from_json_schema(schema, strict=False)
+    assert any("looser" in str(w.message) and "uniqueItems" in str(w.message) for w in caught)
+    assert g.accepts("[1, 1]")  # looser, as the warning said
+    assert not g.accepts('["a"]')
+
+
+def test_all_of_never_loosens_additional_properties() -> None:
+    schema = {"allOf": [{"properties": {"a": {}}, "additionalProperties": False}, {"properties": {"b": {}}}]}
+    with pytest.raises(UnsupportedSchema) as e:
+        Grammar.from_json_schema(schema)
+    assert e.value.keyword == "allOf"
+
+
+def test_to_lark_of_a_compiled_schema_is_accepted_by_llguidance() -> None:
+    llguidance = pytest.importorskip("llguidance", reason="llguidance ([peers] extra) not installed")
+    for name in ("properties_required", "ref_recursive", "enum", "pattern", "number_range", "format_date"):
+        g = Grammar.from_json_schema(CASES[name][0])
+        assert llguidance.LLMatcher.validate_grammar(llguidance.grammar_from("lark", g.to_lark())) == "", name

@@ -1,0 +1,118 @@
+"""How much of a JSON Schema dataset the grammar compiler covers, judged by its tests.
+
+For every schema: compile with :meth:`Grammar.from_json_schema`; then each test
+instance (``json.dumps(data)``) must be accepted exactly when it is valid.  The
+categories are MaskBench's: *passing* (compiled, every test right), *unsupported*
+(an :class:`UnsupportedSchema`, counted by keyword), *grammar error*, *validation
+error* (a valid instance rejected), *invalidation error* (an invalid instance
+accepted: the grammar is looser than the schema, the worst outcome), *timeout* and
+*crash* (any other exception: always a bug).
+"""
+
+from __future__ import annotations
+
+import collections
+import signal
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from toolkit.datasets import iter_items
+from toolkit.errors import GrammarError, LimitExceeded, RegexError, UnsupportedSchema
+
+__all__ = ["SchemaResult", "schema_coverage", "summarize"]
+
+
+@dataclass
+class SchemaResult:
+    name: str
+    status: str  # passing | unsupported | grammar_error | validation_error | invalidation_error | timeout | crash
+    detail: str = ""
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(signum, frame):  # noqa: ARG001
+    raise _Timeout()
+
+
+def check_item(item, timeout: float) -> SchemaResult:
+    t0 = time.perf_counter()
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        try:
+            grammar = item.grammar()
+        except UnsupportedSchema as e:
+            return SchemaResult(item.name, "unsupported", e.keyword, time.perf_counter() - t0)
+        except (GrammarError, RegexError, LimitExceeded) as e:
+            return SchemaResult(item.name, "grammar_error", f"{type(e).__name__}: {e}"[:200], time.perf_counter() - t0)
+        rejected_valid, accepted_invalid = [], []
+        for case in item.cases:
+            ok = grammar.accepts(case.text)
+            if case.valid and not ok:
+                rejected_valid.append(case.text[:120])
+            elif ok and not case.valid:
+                accepted_invalid.append(case.text[:120])
+        dt = time.perf_counter() - t0
+        if accepted_invalid:
+            return SchemaResult(item.name, "invalidation_error", "", dt, accepted_invalid)
+        if rejected_valid:
+            return SchemaResult(item.name, "validation_error", "", dt, rejected_valid)
+        return SchemaResult(item.name, "passing", "", dt)
+    except _Timeout:
+        return SchemaResult(item.name, "timeout", f"> {timeout:g} s", time.perf_counter() - t0)
+    except Exception as e:  # noqa: BLE001 - counted, and printed: always a bug
+        return SchemaResult(item.name, "crash", "".join(traceback.format_exception_only(e)).strip()[:300],
+                            time.perf_counter() - t0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: float = 30.0,
+                    progress: bool = False) -> list[SchemaResult]:
+    """Check every schema item under ``source``; see the module doc."""
+    items = [it for it in iter_items(source, limit) if it.kind == "schema"]
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(items), unit="schema")
+    out = []
+    for item in items:
+        out.append(check_item(item, timeout))
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return out
+
+
+def summarize(results: list[SchemaResult]) -> str:
+    n = len(results)
+    by = collections.Counter(r.status for r in results)
+    compiled = n - by["unsupported"] - by["grammar_error"] - by["timeout"] - by["crash"]
+    lines = [
+        f"schemas              {n}",
+        f"compiled             {compiled} ({100 * compiled / max(n, 1):.1f}%)",
+        f"passing              {by['passing']} ({100 * by['passing'] / max(n, 1):.1f}%)",
+        f"validation errors    {by['validation_error']}  (a valid instance rejected)",
+        f"invalidation errors  {by['invalidation_error']}  (an invalid instance accepted)",
+        f"unsupported          {by['unsupported']}",
+        f"grammar errors       {by['grammar_error']}",
+        f"timeouts             {by['timeout']}",
+        f"crashes              {by['crash']}",
+    ]
+    kw = collections.Counter(r.detail for r in results if r.status == "unsupported")
+    if kw:
+        lines.append("unsupported by keyword: " + ", ".join(f"{k} {v}" for k, v in kw.most_common()))
+    for r in results:
+        if r.status in ("invalidation_error", "crash", "grammar_error"):
+            lines.append(f"  {r.status}: {r.name}: {r.detail} {r.failures[:2] if r.failures else ''}")
+    return "\n".join(lines)
