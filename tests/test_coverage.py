@@ -34,6 +34,8 @@ def test_coverage_on_maskbench_sample(capsys) -> None:
     assert len(results) == 25
     assert not [r for r in results if r.status in ("crash", "invalidation_error")], summarize(results)
     assert sum(r.status == "passing" for r in results) >= 20
-    assert main(["schema-coverage", "--data", str(folder), "--limit", "3", "--quiet"]) == 0
+    pytest.importorskip("llguidance", reason="llguidance ([peers] extra) not installed")
+    assert main(["schema-coverage", "--data", str(folder), "--limit", "3", "--quiet", "--check-lark"]) == 0
     out = capsys.readouterr().out
     assert "invalidation errors" in out and "schemas              3" in out
+    assert "to_lark() accepted by llguidance" in out

@@ -106,7 +106,8 @@ def _cmd_schema_coverage(args: argparse.Namespace) -> int:
     from toolkit.coverage import schema_coverage, summarize
 
     t0 = time.perf_counter()
-    results = schema_coverage(args.data, limit=args.limit, timeout=args.timeout, progress=not args.quiet)
+    results = schema_coverage(args.data, limit=args.limit, timeout=args.timeout, progress=not args.quiet,
+                              check_lark=args.check_lark)
     print(summarize(results))
     print(f"time                 {time.perf_counter() - t0:.1f} s")
     if args.out:
@@ -149,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--timeout", type=float, default=30.0, help="seconds per schema")
     c.add_argument("--out", default=None, help="write per-schema results as CSV")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
+    c.add_argument("--check-lark", action="store_true", help="also validate to_lark() with llguidance")
     c.set_defaults(func=_cmd_schema_coverage)
 
     a = sub.add_parser("accepts", help="does the grammar accept TEXT? (exit 0 yes, 1 no)")

@@ -31,6 +31,7 @@ class SchemaResult:
     detail: str = ""
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
+    lark_ok: bool | None = None  # llguidance accepts to_lark() (None: not checked or not compiled)
 
 
 class _Timeout(Exception):
@@ -41,7 +42,17 @@ def _alarm(signum, frame):  # noqa: ARG001
     raise _Timeout()
 
 
-def check_item(item, timeout: float) -> SchemaResult:
+def _lark_ok(grammar) -> bool:
+    import llguidance
+
+    try:
+        text = grammar.to_lark()
+    except Exception:  # noqa: BLE001 - an unwritable grammar counts as not accepted
+        return False
+    return llguidance.LLMatcher.validate_grammar(llguidance.grammar_from("lark", text)) == ""
+
+
+def check_item(item, timeout: float, check_lark: bool = False) -> SchemaResult:
     t0 = time.perf_counter()
     old = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout)
@@ -60,11 +71,12 @@ def check_item(item, timeout: float) -> SchemaResult:
             elif ok and not case.valid:
                 accepted_invalid.append(case.text[:120])
         dt = time.perf_counter() - t0
+        lark = _lark_ok(grammar) if check_lark else None
         if accepted_invalid:
-            return SchemaResult(item.name, "invalidation_error", "", dt, accepted_invalid)
+            return SchemaResult(item.name, "invalidation_error", "", dt, accepted_invalid, lark)
         if rejected_valid:
-            return SchemaResult(item.name, "validation_error", "", dt, rejected_valid)
-        return SchemaResult(item.name, "passing", "", dt)
+            return SchemaResult(item.name, "validation_error", "", dt, rejected_valid, lark)
+        return SchemaResult(item.name, "passing", "", dt, lark_ok=lark)
     except _Timeout:
         return SchemaResult(item.name, "timeout", f"> {timeout:g} s", time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - counted, and printed: always a bug
@@ -76,7 +88,7 @@ def check_item(item, timeout: float) -> SchemaResult:
 
 
 def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: float = 30.0,
-                    progress: bool = False) -> list[SchemaResult]:
+                    progress: bool = False, check_lark: bool = False) -> list[SchemaResult]:
     """Check every schema item under ``source``; see the module doc."""
     items = [it for it in iter_items(source, limit) if it.kind == "schema"]
     bar = None
@@ -86,7 +98,7 @@ def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: fl
         bar = tqdm(total=len(items), unit="schema")
     out = []
     for item in items:
-        out.append(check_item(item, timeout))
+        out.append(check_item(item, timeout, check_lark))
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -109,6 +121,10 @@ def summarize(results: list[SchemaResult]) -> str:
         f"timeouts             {by['timeout']}",
         f"crashes              {by['crash']}",
     ]
+    checked = [r for r in results if r.lark_ok is not None]
+    if checked:
+        ok = sum(r.lark_ok for r in checked)
+        lines.append(f"to_lark() accepted by llguidance: {ok} of {len(checked)} compiled ({100 * ok / len(checked):.1f}%)")
     kw = collections.Counter(r.detail for r in results if r.status == "unsupported")
     if kw:
         lines.append("unsupported by keyword: " + ", ".join(f"{k} {v}" for k, v in kw.most_common()))
