@@ -34,8 +34,8 @@ class SchemaResult:
     lark_ok: bool | None = None  # llguidance accepts to_lark() (None: not checked or not compiled)
 
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """Raised by the alarm; a BaseException so no ``except Exception`` swallows it."""
 
 
 def _alarm(signum, frame):  # noqa: ARG001
