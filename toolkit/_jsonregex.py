@@ -33,7 +33,7 @@ from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
 from toolkit.errors import UnsupportedSchema
-from toolkit.regex import _ANY, _NOTHING, _escape_cp
+from toolkit.regex import _escape_cp
 
 __all__ = [
     "JSON_CHAR",
@@ -50,8 +50,14 @@ __all__ = [
     "encode_codepoints",
 ]
 
-NOTHING = _NOTHING
-"""A regex with an empty language (a class of no character); it compiles."""
+NOTHING = "[^\\d\\D]"
+"""A regex with an empty language: a class of no character.
+
+Valid in Python ``re`` and Rust ``regex`` too.  (``toolkit.regex``'s
+``[^\\x00-\U0010ffff]`` means the same but takes seconds to compile: interegular
+materializes the million characters of the class.)"""
+
+_ANY = "[\\d\\D]"  # any character, cheaply (see NOTHING)
 
 MAX_STRING_LENGTH = 10_000
 """Largest ``minLength``/``maxLength`` :func:`json_string` accepts.
@@ -169,11 +175,6 @@ def _quant(text: str, lo: int, hi: int | None) -> str:
     if lo == hi:
         return f"{a}{{{lo}}}"
     return f"{a}{{{lo},{hi}}}"
-
-
-def _cat(*parts: str) -> str:
-    """Concatenation; alternations among ``parts`` must already be grouped."""
-    return "".join(parts)
 
 
 # ------------------------------------------------------------ code point sets --
@@ -620,7 +621,8 @@ def _frac(lo: _FracBound | None, hi: _FracBound | None) -> tuple[str | None, boo
         if rx is None:
             parts.append(head)
         elif tail_empty:
-            parts.append(head + _quant(_atom_if_alt(rx), 0, 1))
+            star = {"[0-9]+": "[0-9]*", "0+": "0*"}.get(rx)
+            parts.append(head + (star or _quant(_atom_if_alt(rx), 0, 1)))
         else:
             parts.append(head + _atom_if_alt(rx))
     return (_join_alt(parts) if parts else None), empty_ok
@@ -748,7 +750,7 @@ def number_range(
 
 # ------------------------------------------------------------------- formats --
 
-_DIGIT = "[0-9]"
+_SL = "\\x2F"  # "/", never written raw: it delimits regexes in Lark grammars
 _YEAR = "(?:[0-9]{3}[1-9]|[0-9]{2}[1-9]0|[0-9][1-9]00|[1-9]000)"  # 0001..9999
 _LEAP_YEAR = "(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:0[48]|[2468][048]|[13579][26])00)"
 _DAY31 = "(?:0[1-9]|[12][0-9]|3[01])"
@@ -815,25 +817,25 @@ _PCHAR = f"(?:[{_UNRESERVED}{_SUB_DELIMS}:@]|{_PCT})"
 _SEGMENT = f"{_PCHAR}*"
 _SEGMENT_NZ = f"{_PCHAR}+"
 _SEGMENT_NZ_NC = f"(?:[{_UNRESERVED}{_SUB_DELIMS}@]|{_PCT})+"
-_QUERY = f"(?:{_PCHAR}|[/?])*"
+_QUERY = f"(?:{_PCHAR}|[{_SL}?])*"
 _USERINFO = f"(?:[{_UNRESERVED}{_SUB_DELIMS}:]|{_PCT})*"
 _REG_NAME = f"(?:[{_UNRESERVED}{_SUB_DELIMS}]|{_PCT})*"
 _IP_LITERAL = f"\\[(?:{_IPV6}|v[0-9a-fA-F]+\\.[{_UNRESERVED}{_SUB_DELIMS}:]+)\\]"
 _AUTHORITY = f"(?:{_USERINFO}@)?(?:{_IP_LITERAL}|{_REG_NAME})(?::[0-9]*)?"
-_PATH_ABEMPTY = f"(?:/{_SEGMENT})*"
-_PATH_ABSOLUTE = f"/(?:{_SEGMENT_NZ}(?:/{_SEGMENT})*)?"
+_PATH_ABEMPTY = f"(?:{_SL}{_SEGMENT})*"
+_PATH_ABSOLUTE = f"{_SL}(?:{_SEGMENT_NZ}(?:{_SL}{_SEGMENT})*)?"
 _SCHEME = "[A-Za-z][A-Za-z0-9+\\-.]*"
 _TAIL = f"(?:\\?{_QUERY})?(?:#{_QUERY})?"
 _URI = (
-    f"{_SCHEME}:(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}"
-    f"|{_SEGMENT_NZ}(?:/{_SEGMENT})*|){_TAIL}"
+    f"{_SCHEME}:(?:{_SL}{_SL}{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}"
+    f"|{_SEGMENT_NZ}(?:{_SL}{_SEGMENT})*|){_TAIL}"
 )
 _RELATIVE_REF = (
-    f"(?://{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}"
-    f"|{_SEGMENT_NZ_NC}(?:/{_SEGMENT})*|){_TAIL}"
+    f"(?:{_SL}{_SL}{_AUTHORITY}{_PATH_ABEMPTY}|{_PATH_ABSOLUTE}"
+    f"|{_SEGMENT_NZ_NC}(?:{_SL}{_SEGMENT})*|){_TAIL}"
 )
 
-_ATEXT = "[A-Za-z0-9!#$%&'*+\\-/=?^_`{|}~]"
+_ATEXT = f"[A-Za-z0-9!#$%&'*+\\-{_SL}=?^_`{{|}}~]"
 _EMAIL = (
     f"{_ATEXT}+(?:\\.{_ATEXT}+)*@{_ALNUM}(?:{_LDH}{{0,61}}{_ALNUM})?"
     f"(?:\\.{_ALNUM}(?:{_LDH}{{0,61}}{_ALNUM})?)*"
@@ -1247,6 +1249,11 @@ def _merged(nodes: list[_Node]) -> _Node:
     return nodes[0] if len(nodes) == 1 else _Alt(tuple(nodes))
 
 
+MAX_ANCHORED_REPEAT = 16
+"""Largest finite bound of a quantifier over a group that contains an anchor; such a
+repeat is unrolled, so its size grows with the bound."""
+
+
 def _forms(node: _Node, p: _EcmaParser) -> _Forms:
     """Split ``node`` by anchors: ``{(starts at 0, ends at end): [anchor-free nodes]}``.
 
@@ -1267,22 +1274,7 @@ def _forms(node: _Node, p: _EcmaParser) -> _Forms:
     if isinstance(node, _Seq):
         acc: _Forms = {(False, False): [_EMPTY]}
         for item in node.items:
-            right = _forms(item, p)
-            nxt: _Forms = {}
-            for (s1, e1), left_nodes in acc.items():
-                for (s2, e2), right_nodes in right.items():
-                    a = _merged(left_nodes)
-                    b = _merged(right_nodes)
-                    if s2:  # the right part starts at 0: the left part matched "" there
-                        if not _nullable(a):
-                            continue
-                        a = _EMPTY
-                    if e1:  # the left part ends at the end: the right part matches ""
-                        if not _nullable(b):
-                            continue
-                        b = _EMPTY
-                    _add(nxt, (s1 or s2, e1 or e2), _seq(a, b))
-            acc = nxt
+            acc = _concat_forms(acc, _forms(item, p))
         return acc
     assert isinstance(node, _Repeat)
     inner = _forms(node.item, p)
@@ -1290,13 +1282,64 @@ def _forms(node: _Node, p: _EcmaParser) -> _Forms:
         return {(False, False): [_Repeat(_merged(inner[(False, False)]), node.lo, node.hi)]}
     if node.hi == 0:
         return {(False, False): [_EMPTY]}
-    if (node.lo, node.hi) == (1, 1):
-        return inner
-    if (node.lo, node.hi) == (0, 1):
-        out = {k: list(v) for k, v in inner.items()}
-        _add(out, (False, False), _EMPTY)
-        return out
-    raise UnsupportedSchema("pattern", p.pointer, f"anchor inside a repeated group in {p.src!r}")
+    # An anchor inside a repeat: X{lo,hi} = X^lo (X?)^(hi-lo), or X^lo X* when unbounded.
+    bound = node.lo if node.hi is None else node.hi
+    if bound > MAX_ANCHORED_REPEAT:
+        raise UnsupportedSchema(
+            "pattern", p.pointer,
+            f"anchor inside a group repeated more than {MAX_ANCHORED_REPEAT} times in {p.src!r}",
+        )
+    optional = {k: list(v) for k, v in inner.items()}
+    _add(optional, (False, False), _EMPTY)
+    acc = {(False, False): [_EMPTY]}
+    for _ in range(node.lo):
+        acc = _concat_forms(acc, inner)
+    if node.hi is None:
+        return _concat_forms(acc, _star_forms(inner))
+    for _ in range(node.hi - node.lo):
+        acc = _concat_forms(acc, optional)
+    return acc
+
+
+def _concat_forms(left: _Forms, right: _Forms) -> _Forms:
+    """Forms of the concatenation of two split nodes (see :func:`_forms`)."""
+    out: _Forms = {}
+    for (s1, e1), left_nodes in left.items():
+        for (s2, e2), right_nodes in right.items():
+            a = _merged(left_nodes)
+            b = _merged(right_nodes)
+            if s2:  # the right part starts at 0: the left part matched "" there
+                if not _nullable(a):
+                    continue
+                a = _EMPTY
+            if e1:  # the left part ends at the end: the right part matches ""
+                if not _nullable(b):
+                    continue
+                b = _EMPTY
+            _add(out, (s1 or s2, e1 or e2), _seq(a, b))
+    return out
+
+
+def _star_forms(inner: _Forms) -> _Forms:
+    """Forms of ``X*`` from those of ``X``.
+
+    Iterations before one tied to the start matched "" at position 0, and iterations
+    after one tied to the end match "" there; dropping them changes nothing, so a
+    start-tied iteration can only come first and an end-tied one only last:
+    ``U*``, ``S U*``, ``U* E``, and ``B | S U* E``.
+    """
+    u = _Repeat(_merged(inner[(False, False)]), 0, None) if (False, False) in inner else _EMPTY
+    out: _Forms = {(False, False): [u]}
+    if (True, False) in inner:
+        out[(True, False)] = [_seq(_merged(inner[(True, False)]), u)]
+    if (False, True) in inner:
+        out[(False, True)] = [_seq(u, _merged(inner[(False, True)]))]
+    both: list[_Node] = list(inner.get((True, True), []))
+    if (True, False) in inner and (False, True) in inner:
+        both.append(_seq(_seq(_merged(inner[(True, False)]), u), _merged(inner[(False, True)])))
+    if both:
+        out[(True, True)] = both
+    return out
 
 
 def _seq(a: _Node, b: _Node) -> _Node:
@@ -1330,14 +1373,16 @@ def ecma_pattern(pattern: str, *, pointer: str = "") -> str:
     quantifier is literal; ``[\\w-.]`` has a literal ``-``).
 
     Anchors may appear anywhere: each alternative is split by whether it is tied to
-    the start and/or end of the string, so ``^a|b$`` and ``^$|^x+$`` are exact.
+    the start and/or end of the string, so ``^a|b$``, ``^$|^x+$`` and ``(a/|b$)*``
+    are exact.
     Each character class then becomes the alternation of all JSON encodings of its
     characters (raw, short escape, ``\\u`` in either hex case, surrogate pairs).
 
     Raises :class:`UnsupportedSchema` (keyword ``pattern``, the fragment in the
     reason) for lookarounds, backreferences, ``\\b``/``\\B``, ``\\p{..}``,
-    ambiguous escapes (e.g. ``\\a``, ``\\z``), anchors inside ``*``/``+``/``{n,m}``,
-    repeat counts above :data:`MAX_REPEAT`, and invalid syntax.  Strings with lone
+    ambiguous escapes (e.g. ``\\a``, ``\\z``), repeat counts above
+    :data:`MAX_REPEAT` (:data:`MAX_ANCHORED_REPEAT` for a group holding an anchor),
+    and invalid syntax.  Strings with lone
     surrogates are never matched (see the module doc).
     """
     if not isinstance(pattern, str):
