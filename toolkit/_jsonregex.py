@@ -54,7 +54,7 @@ NOTHING = "[^\\d\\D]"
 """A regex with an empty language: a class of no character.
 
 Valid in Python ``re`` and Rust ``regex`` too.  (``toolkit.regex``'s
-``[^\\x00-\U0010ffff]`` means the same but takes seconds to compile: interegular
+``[^\\x00-\\U0010ffff]`` means the same but takes seconds to compile: interegular
 materializes the million characters of the class.)"""
 
 _ANY = "[\\d\\D]"  # any character, cheaply (see NOTHING)
@@ -62,12 +62,15 @@ _ANY = "[\\d\\D]"  # any character, cheaply (see NOTHING)
 MAX_STRING_LENGTH = 10_000
 """Largest ``minLength``/``maxLength`` :func:`json_string` accepts.
 
-The DFA of ``maxLength: n`` needs about 13 states per character and the regex
-compiler builds the repeat in time quadratic in ``n`` (``n = 1000`` takes tens of
-seconds with interegular), so bounds are capped here rather than left to hang."""
+A bound is the cap of the repeat: the DFA of ``maxLength: n`` has 20 states per
+character (the escape forms), and :func:`toolkit.regex.compile_regex` builds such a
+repeat in time quadratic in ``n`` (measured: n=100 1.3 s, n=200 4.8 s, n=400 21 s),
+so bounds in the thousands are accepted here but cost minutes to compile; callers
+that need a time budget must enforce it themselves."""
 
 MAX_REPEAT = 1000
-"""Largest bound of a ``{n,m}`` quantifier in :func:`ecma_pattern` (same reason)."""
+"""Largest bound of a ``{n,m}`` quantifier in :func:`ecma_pattern` (the compile cost
+grows with the square of the bound, as for :data:`MAX_STRING_LENGTH`)."""
 
 MAX_BOUND_DIGITS = 400
 """Largest number of decimal digits (integer plus fraction part) of a numeric bound."""
@@ -190,7 +193,7 @@ def _normalize(ranges: Iterable[tuple[int, int]]) -> Ranges:
         for a, b in ((lo, min(hi, _SUR_LO - 1)), (max(lo, _SUR_HI + 1), hi)):
             if a > b:
                 continue
-            if out and a <= out[-1][1] + 1 and not (out[-1][1] < _SUR_LO <= a):
+            if out and a <= out[-1][1] + 1:
                 out[-1][1] = max(out[-1][1], b)
             else:
                 out.append([a, b])
@@ -220,7 +223,7 @@ def _class_of(ranges: Iterable[tuple[int, int]]) -> str:
     """A character class (or a single escaped character) for code point ranges.
 
     A large set is written as the negation of its complement: interegular expands
-    a class into a set of characters, so ``[\\x20-\U0010ffff]`` would cost a million
+    a class into a set of characters, so ``[\\x20-\\U0010ffff]`` would cost a million
     entries while ``[^\\x00-\\x1f]`` costs 32.  Surrogates are outside every set
     here and never match a negated class either (they have no UTF-8 form).
     """
@@ -233,7 +236,7 @@ def _class_of(ranges: Iterable[tuple[int, int]]) -> str:
     if size > 0x800:
         comp = _complement(rs)
         if sum(hi - lo + 1 for lo, hi in comp) < size:
-            return "[^" + _class_body(comp) + "]" if comp else _ANY
+            return ("[^" + _class_body(comp) + "]") if comp else _ANY
     return "[" + _class_body(rs) + "]"
 
 
@@ -1201,7 +1204,6 @@ class _EcmaParser:
                 break
             a = self.class_atom()
             if self.peek() == "-" and self.peek(1) not in ("]", ""):
-                save = self.i
                 self.i += 1
                 b = self.class_atom()
                 if isinstance(a, int) and isinstance(b, int):
@@ -1209,8 +1211,8 @@ class _EcmaParser:
                         raise self.unsupported("class range out of order", start, self.i)
                     members.append((a, b))
                     continue
-                # Annex B: a range with a class escape at either end is literal.
-                self.i = save + 1
+                # Annex B: a range with a class escape at either end is the union of
+                # both ends and "-"; the cursor stays after b, so [\d-a-c] has no "b".
                 members.append((0x2D, 0x2D))
                 if isinstance(b, int):
                     members.append((b, b))
