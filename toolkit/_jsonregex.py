@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from toolkit._utf8 import complement
 from toolkit.errors import UnsupportedSchema
 from toolkit.regex import _escape_cp
 
@@ -205,14 +206,7 @@ _ALL: Ranges = ((0, _SUR_LO - 1), (_SUR_HI + 1, _MAX_CP))
 
 def _complement(ranges: Ranges) -> Ranges:
     """Every non-surrogate code point not in ``ranges``."""
-    out, nxt = [], 0
-    for lo, hi in _normalize(ranges):
-        if lo > nxt:
-            out.append((nxt, lo - 1))
-        nxt = hi + 1
-    if nxt <= _MAX_CP:
-        out.append((nxt, _MAX_CP))
-    return _normalize(out)
+    return _normalize(complement(_normalize(ranges)))
 
 
 def _intersect(ranges: Ranges, lo: int, hi: int) -> list[tuple[int, int]]:

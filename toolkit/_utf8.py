@@ -10,7 +10,7 @@ the boundaries below which the trailing bytes cover their full 0x80..0xBF range.
 
 from __future__ import annotations
 
-__all__ = ["MAX_CODEPOINT", "utf8_sequences", "ranges_of"]
+__all__ = ["MAX_CODEPOINT", "utf8_sequences", "ranges_of", "complement"]
 
 MAX_CODEPOINT = 0x10FFFF
 _SURROGATES = (0xD800, 0xDFFF)
@@ -77,3 +77,21 @@ def ranges_of(codepoints: set[int] | frozenset[int]) -> list[tuple[int, int]]:
         else:
             out.append((cp, cp))
     return out
+
+
+def complement(ranges: list[tuple[int, int]] | tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """The code points of U+0000..U+10FFFF outside ``ranges``, surrogates left out."""
+    out: list[tuple[int, int]] = []
+    nxt = 0
+    for lo, hi in sorted(ranges):
+        if lo > nxt:
+            out.append((nxt, lo - 1))
+        nxt = max(nxt, hi + 1)
+    if nxt <= MAX_CODEPOINT:
+        out.append((nxt, MAX_CODEPOINT))
+    split: list[tuple[int, int]] = []
+    for lo, hi in out:
+        for a, b in ((lo, min(hi, _SURROGATES[0] - 1)), (max(lo, _SURROGATES[1] + 1), hi)):
+            if a <= b:
+                split.append((a, b))
+    return split

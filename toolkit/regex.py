@@ -38,7 +38,7 @@ from interegular.patterns import (
     _Repeated,
 )
 
-from toolkit._utf8 import MAX_CODEPOINT, ranges_of, utf8_sequences
+from toolkit._utf8 import complement, ranges_of, utf8_sequences
 from toolkit.errors import LimitExceeded, RegexError
 
 __all__ = [
@@ -198,13 +198,7 @@ def _symbol_sequences(alphabet) -> dict[int, list[tuple[tuple[int, int], ...]]]:
     for sym, cps in chars.items():
         out[sym] = [seq for lo, hi in ranges_of(cps) for seq in utf8_sequences(lo, hi)]
     if else_symbol is not None:
-        rest, lo = [], 0
-        for a, b in ranges_of(explicit):
-            if a > lo:
-                rest.append((lo, a - 1))
-            lo = b + 1
-        if lo <= MAX_CODEPOINT:
-            rest.append((lo, MAX_CODEPOINT))
+        rest = complement(ranges_of(explicit))
         out.setdefault(else_symbol, []).extend(
             seq for a, b in rest for seq in utf8_sequences(a, b)
         )
@@ -357,8 +351,10 @@ def compile_literal(data: bytes) -> ByteDFA:
 # ------------------------------------------------------------- rendering ----
 
 
-_ANY = "[\\x00-\U0010ffff]"
-_NOTHING = "[^\\x00-\U0010ffff]"
+# interegular lists every character of a positive class, so "any" and "nothing" are
+# written with complementary shorthands (one meaning in Python and Rust alike).
+_ANY = "[\\d\\D]"
+_NOTHING = "[^\\d\\D]"
 
 
 def _escape_cp(cp: int, in_class: bool) -> str:
