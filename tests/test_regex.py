@@ -6,11 +6,17 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from toolkit.errors import LimitExceeded, RegexError
-from toolkit.regex import ByteDFA, canonical_regex, compile_literal, compile_regex
+from toolkit.regex import (
+    ByteDFA,
+    _compile_reference,
+    canonical_regex,
+    compile_literal,
+    compile_regex,
+)
 
 # Characters the generated regexes and strings are built from: ASCII, 2-, 3- and
 # 4-byte UTF-8 characters, regex metacharacters and a newline.
@@ -165,3 +171,181 @@ def test_empty_language_and_empty_string() -> None:
     assert empty.is_empty() and empty.start == 0
     eps = compile_regex("")
     assert eps.fullmatch(b"") and not eps.fullmatch(b"a")
+
+
+# ------------------------------------------- the construction vs the reference ----
+# compile_regex builds its own byte NFA, determinizes and minimizes it (Hopcroft);
+# _compile_reference is the former interegular-based construction.  Minimal DFAs
+# numbered canonically are equal arrays iff the languages are equal, so the two must
+# agree byte for byte.
+
+REFERENCE_CORPUS = [
+    "",
+    "a",
+    "ab|ab",
+    "(a|b)*abb",
+    "a*|a+",
+    "(?i)abc",
+    "(?i)[a-f]x",
+    "(?i)[^a-z]",
+    "(?i)é",
+    "(?i)[^é日]",
+    "(?i:a)A",
+    "(?i)(?-i:a)A",
+    "[^é日]",
+    "[^\\x00-\\x1f\"\\\\]+",
+    "[é-ÿ]{2}",
+    "😀+",
+    "[\u0800-\u0810\u0820-\u0830]",
+    "[\ud7ff-\ue000]",
+    "[\ud800]",
+    "[^\ud800]",
+    ".",
+    "(?s).",
+    "(?s:.)a.",
+    "a.b",
+    "(?s)(?:.|\\n)*",
+    "\\x00\\x7f",
+    "(?:ab|c){3,7}",
+    "(?:a{2,3}){2,4}",
+    "(?:(?:ab)*c){1,3}",
+    "(?:(?:a|b)?){0,4}",
+    "(?:a?){3}",
+    "(?:a?){2,5}b",
+    "(?:(?:ab)?){2,3}",
+    "(?:a*){2,5}",
+    "(?:a{0,2}){1,3}",
+    "(?:(?:a|b){0,2}){3}c",
+    "(?:(?:a?){0,2}){0,}",
+    "(?i:a?){2}",
+    "(?:(?i)b?){2}",
+    "(?:a?b?){0,3}",
+    "(?:a+){2,3}",
+    "(?:a|)b",
+    "a|",
+    "|",
+    "(?:)",
+    "(?:){3}",
+    "a{0}",
+    "a{0}b",
+    "a{0,0}",
+    "(?:a{0}){2,}",
+    "a{3,}",
+    "(?:ab){2,}",
+    "(?:a*)*",
+    "(?:a?){0,}",
+    "(?:a*b*)+c",
+    "x{0,5}y",
+    "[^\\d\\D]",
+    "a[^\\d\\D]",
+    "a[^\\d\\D]|b",
+    "(?:[^\\d\\D])*c",
+    "(?:[^\\d\\D]){0,3}x",
+    "x(?:[^\\d\\D]){2}|y",
+    "(?:[^\\d\\D]|a)+",
+    "(a|b)*a(a|b){5}",
+    "\\d{2,4}-\\w+",
+    "\\s*\\S",
+    "(?:ab|abc|abcd)*",
+    "(?:[a-c]|[b-d])+[^x]",
+    "(?:é|e\u0301)?",
+    '"(?:[^"\\\\\\x00-\\x1F]|\\\\["\\\\/bfnrt]|\\\\u[0-9a-fA-F]{4}){0,12}"',
+    '"(?:p|\\\\u0070)(?:e|\\\\u0065)(?:r|\\\\u0072)"',
+]
+
+
+def _same_dfa(a: ByteDFA, b: ByteDFA) -> bool:
+    return (
+        a.start == b.start
+        and np.array_equal(a.transitions, b.transitions)
+        and np.array_equal(a.accepting, b.accepting)
+    )
+
+
+@pytest.mark.parametrize("pattern", REFERENCE_CORPUS)
+def test_construction_matches_the_reference(pattern: str) -> None:
+    new = compile_regex(pattern)
+    assert _same_dfa(new, _compile_reference(pattern)), pattern
+    assert new.transitions.dtype == np.int32 and new.transitions.shape == (new.n_states, 256)
+    assert new.transitions.flags.c_contiguous and not new.transitions.flags.writeable
+    assert new.accepting.dtype == bool and not new.accepting.flags.writeable
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["", "(?i)", "(?s)", "(?is)"]), regexes())
+def test_random_regexes_match_the_reference(flags: str, pattern: str) -> None:
+    # The reference crashes on case-folding to two characters ("ß".upper() == "SS").
+    assume(not ("i" in flags and "ß" in pattern))
+    assert _same_dfa(compile_regex(flags + pattern), _compile_reference(flags + pattern)), flags + pattern
+
+
+def test_every_state_is_live_and_reachable() -> None:
+    for pattern in REFERENCE_CORPUS:
+        d = compile_regex(pattern)
+        if d.is_empty():
+            assert d.n_states == 1
+            continue
+        trans = d.transitions
+        reach = {d.start}
+        todo = [d.start]
+        while todo:
+            for t in set(trans[todo.pop()].tolist()) - reach:
+                reach.add(t)
+                todo.append(t)
+        assert reach == set(range(d.n_states)), pattern
+        live = set(np.flatnonzero(d.accepting).tolist())
+        grew = True
+        while grew:
+            grew = False
+            for s in range(1, d.n_states):
+                if s not in live and live & set(trans[s].tolist()):
+                    live.add(s)
+                    grew = True
+        assert live == set(range(1, d.n_states)), pattern
+
+
+@pytest.mark.parametrize(
+    "pattern, alphabet, max_len",
+    [
+        ("(?:ab|c){3,7}", "abc", 9),
+        ("(?:a|bc){0,3}d", "abcd", 8),
+        ("(?:x{2}){1,3}", "x", 8),
+        ("(?:(?:ab){1,2}c?){2}", "abc", 9),
+        ("(?:a|b|){2,4}", "ab", 6),
+        ("a{2,}b{0,2}", "ab", 7),
+        ("(?:a?){2,4}b", "ab", 7),
+        ("(?:(?:ab)?){1,3}", "ab", 8),
+        ("(?:a{0,2}b?){2}", "ab", 7),
+        ("(?:é|日a){1,3}", "é日a", 7),
+        ("[^a]{2,3}", "ab日", 5),
+    ],
+)
+def test_bounded_repeats_agree_with_python_re(pattern: str, alphabet: str, max_len: int) -> None:
+    import itertools
+
+    dfa = compile_regex(pattern)
+    rx = re.compile(pattern, re.ASCII)
+    for n in range(max_len + 1):
+        for chars in itertools.product(alphabet, repeat=n):
+            s = "".join(chars)
+            assert dfa.fullmatch(s.encode()) == (rx.fullmatch(s) is not None), (pattern, s)
+
+
+def test_large_repeats_raise_limit_exceeded() -> None:
+    # [ab]{0,5000} needs 5002 states (dead included): over a limit of 1000.
+    with pytest.raises(LimitExceeded) as e:
+        compile_regex("[ab]{0,5000}", max_states=1000)
+    assert e.value.limit == "max_states" and e.value.maximum == 1000
+    # A million copies of a character: the NFA limit stops the copying early.
+    with pytest.raises(LimitExceeded) as e:
+        compile_regex("(?:(?:a|b){1000}){1000}", max_states=1000)
+    assert e.value.limit == "nfa_states"
+    assert compile_regex("[ab]{0,500}", max_states=1000).n_states == 502
+
+
+def test_flag_edge_cases() -> None:
+    with pytest.raises(RegexError):
+        compile_regex("(?m)a")  # interegular refuses MULTILINE on characters
+    d = compile_regex("(?i)ß")  # "ß".upper() is two characters: only ß itself
+    assert d.fullmatch("ß".encode()) and not d.fullmatch(b"SS")
+    assert compile_regex("(?i)k").fullmatch(b"K")

@@ -22,11 +22,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Any
 
-from toolkit.errors import GrammarError, RegexError
+import numpy as np
+
+from toolkit.errors import GrammarError, LimitExceeded, RegexError, UnsupportedGrammar
 from toolkit.regex import ByteDFA, canonical_regex, compile_regex
 
-__all__ = ["Grammar", "Terminal"]
+__all__ = ["Grammar", "Terminal", "json_schema_to_regex"]
 
 _RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TERM_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -37,12 +40,24 @@ class Terminal:
     """A terminal: a regular language given as a regex over text (UTF-8 bytes).
 
     ``literal`` is True when the terminal is exactly the string ``value``.
+    ``also`` and ``excluding`` make it a boolean combination: its language is
+    ``regex``'s, intersected with every ``also`` regex, minus every ``excluding``
+    regex (a length limit on a pattern, keys other than the listed properties).
+    Lark writes those with llguidance's ``&`` and ``~`` operators; a plain regex
+    cannot (see :attr:`is_plain`).
     """
 
     name: str
     regex: str
     literal: bool = False
     value: str | None = None
+    also: tuple[str, ...] = ()
+    excluding: tuple[str, ...] = ()
+
+    @property
+    def is_plain(self) -> bool:
+        """True when the terminal is its ``regex`` alone (no ``also``/``excluding``)."""
+        return not (self.also or self.excluding)
 
     @staticmethod
     def from_literal(name: str, value: str) -> Terminal:
@@ -50,7 +65,11 @@ class Terminal:
 
     def dfa(self) -> ByteDFA:
         """The terminal's minimal byte DFA (cached by :func:`compile_regex`)."""
-        return compile_regex(self.regex)
+        if self.is_plain:
+            return compile_regex(self.regex)
+        from toolkit.dfaops import compile_boolean
+
+        return compile_boolean(self.regex, tuple(self.also), tuple(self.excluding))
 
 
 @dataclass(frozen=True)
@@ -174,6 +193,44 @@ class Grammar:
             lines.append(f"%ignore {term_names[name]}")
         return "\n".join(lines) + "\n"
 
+    def to_regex(self, *, max_depth: int | None = None, max_length: int = 1_000_000) -> str:
+        """A single regex (:mod:`toolkit.regex`'s dialect) for the grammar's language.
+
+        * A grammar built by :meth:`from_regex` gives back its pattern.
+        * Rules are inlined (alternatives as ``(?:a|b)``, each terminal as ``(?:regex)``,
+          literals as their escaped text); with ``ignore`` terminals, ``(?:IGN)*`` (the
+          alternation of the ignore regexes) stands before every terminal and at the
+          end, exactly the scannerless language (ignored matter before, between and
+          after terminals, once per gap however many empty expansions sit in it).
+        * Direct left or right self-recursion (``A: A b | a A | c`` with ``A`` in no
+          other position, which is what Lark's ``x*``/``x+`` and list rules expand to)
+          is the repetition ``(?:a)*c(?:b)*``: exact, and not counted as recursion.
+        * Any other recursion is not regular.  With ``max_depth=None`` it raises
+          :class:`UnsupportedGrammar` naming a rule on the cycle.  With
+          ``max_depth=d`` it is unrolled: in a derivation tree (a loop above counting
+          as one node however many times it repeats), every rule may occur at most
+          ``d`` times *nested inside itself*, i.e. at most ``d + 1`` times on any path
+          from the root.  ``d = 0`` allows no recursion at all; for ``s: "[" s* "]"``,
+          ``d = 3`` accepts ``[[[[]]]]`` and rejects ``[[[[[]]]]]``.  Alternatives that
+          would go deeper are dropped, so the regex accepts a **subset** of the
+          grammar's language (deeper nesting is rejected: tighter, never looser), and
+          exactly the language when nothing is recursive.  A productive start always
+          has a derivation with no rule repeated on a path, so any ``d >= 0`` leaves
+          one (``LimitExceeded("max_depth")`` guards the impossible case).
+        * Unproductive rules and terminals with an empty language are dropped; a
+          grammar whose language is empty gives ``[^\\d\\D]``.
+        * A terminal that intersects or subtracts regexes (``also``/``excluding``:
+          JSON keys other than the listed properties, patterns with length limits)
+          is written from its DFA by state elimination: exact, though possibly long.
+
+        Unrolling multiplies the text (each level repeats what it contains), so the
+        text is capped: more than ``max_length`` characters raises
+        :class:`LimitExceeded` ``("max_length")`` as soon as a piece exceeds it (and
+        more than two million rule expansions ``("to_regex_steps")``, whatever the
+        text, so that no ``max_depth`` hangs).
+        """
+        return _grammar_to_regex(self, max_depth, max_length)
+
     def _productive_rules(self) -> dict[str, tuple[tuple[str, ...], ...]]:
         """The rules without alternatives that derive no string (Lark cannot write them)."""
         live = {n for n, t in self.terminals.items() if not t.dfa().is_empty()}
@@ -215,7 +272,12 @@ def _sanitize(names: Iterable[str], ok: re.Pattern, prefix: str, case, taken: se
 def _lark_terminal(t: Terminal) -> str:
     if t.literal and t.value is not None and t.value.isprintable() and t.value.isascii():
         return json.dumps(t.value)
-    return "/" + canonical_regex(t.regex) + "/"
+    text = "/" + canonical_regex(t.regex) + "/"
+    if t.is_plain:
+        return text
+    parts = [text] + ["/" + canonical_regex(r) + "/" for r in t.also]
+    parts += ["~/" + canonical_regex(r) + "/" for r in t.excluding]
+    return "(" + " & ".join(parts) + ")"
 
 
 # ------------------------------------------------------------- from_lark --
@@ -327,3 +389,580 @@ def grammar_from_spec(kind: str, text: str) -> Grammar:
     if kind == "regex":
         return Grammar.from_regex(text)
     raise GrammarError(f"unknown grammar kind {kind!r} (expected 'lark' or 'regex')")
+
+
+# ------------------------------------------------------------ to_regex --
+
+
+def json_schema_to_regex(
+    schema: Any,
+    *,
+    max_depth: int = 5,
+    whitespace: str = "flexible",
+    strict: bool = True,
+    max_length: int = 1_000_000,
+) -> str:
+    """One regex for a JSON Schema: the input of an Outlines-style (regex → DFA) strategy.
+
+    ``Grammar.from_json_schema(schema, whitespace=..., strict=...).to_regex(max_depth=...)``:
+    the same language as the schema's grammar (flexible whitespace is the ``WS``
+    ignore terminal, written as ``(?:[ \\t\\n\\r]+)*`` before every token and at the
+    end), except that recursion (``$ref`` cycles, and containers nested in free-form
+    values: ``{}``, ``true``, additional properties, which are allowed unless
+    ``additionalProperties`` is false) is unrolled to ``max_depth`` nestings as
+    :meth:`Grammar.to_regex` defines it.  Instances nested deeper are rejected, never
+    the other way round: the regex is never looser than the grammar, and equal to it
+    when the schema has no recursion.  Unbounded arrays and lists of additional
+    properties are repetitions, not recursion, so they stay unbounded.
+
+    A free-form value repeats its inner value four times per level (in objects and
+    in arrays, the first element and the rest), so its text grows about 4x per
+    level (some 600 kB at depth 5): past ``max_length`` characters this raises
+    :class:`LimitExceeded`; close objects (``additionalProperties: false``) or lower
+    ``max_depth``.
+    """
+    g = Grammar.from_json_schema(schema, whitespace=whitespace, strict=strict)
+    return g.to_regex(max_depth=max_depth, max_length=max_length)
+
+
+_NOTHING_REGEX = "[^\\d\\D]"  # the empty language (toolkit.regex writes it so too)
+_EPS: tuple[bool, str] = (False, "")
+_GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
+_CLASS_PLUS = re.compile(r"^\[\^?[^\[\]\\]*(?:\\.[^\[\]\\]*)*\]\+$")  # one class, then +
+_TO_REGEX_MAX_STEPS = 2_000_000
+"""Backstop on the rule expansions one :meth:`Grammar.to_regex` visits, so that a huge
+``max_depth`` fails fast even before any text grows (``LimitExceeded("to_regex_steps")``)."""
+
+
+def _boolean_terminal(t: Terminal) -> bool:
+    """True when ``t`` intersects or subtracts regexes (``also``/``excluding``)."""
+    return bool(getattr(t, "also", ()) or getattr(t, "excluding", ()))
+
+
+# --- byte DFA -> regex (for terminals that intersect or subtract regexes) ---
+
+_SURROGATES = (0xD800, 0xDFFF)
+_MAX_CP = 0x10FFFF
+
+
+def _escape_char(cp: int) -> str:
+    """One code point as a regex atom, in or out of a class (non-ASCII as itself:
+    interegular reads no ``\\u`` escapes)."""
+    if cp < 0x80:
+        c = chr(cp)
+        return c if c.isalnum() else f"\\x{cp:02X}"
+    return chr(cp)
+
+
+def _char_class(ranges: list[tuple[int, int]]) -> str:
+    """A class for sorted, disjoint code point ranges; negated when that is smaller
+    (surrogates have no UTF-8 form, so either side may hold them)."""
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _escape_char(ranges[0][0])
+    size = sum(hi - lo + 1 for lo, hi in ranges)
+    with_surrogates = sorted([*ranges, _SURROGATES])
+    comp, nxt = [], 0
+    for lo, hi in with_surrogates:
+        if lo > nxt:
+            comp.append((nxt, lo - 1))
+        nxt = max(nxt, hi + 1)
+    if nxt <= _MAX_CP:
+        comp.append((nxt, _MAX_CP))
+    if not comp:
+        return "[\\d\\D]"
+
+    def body(rs: list[tuple[int, int]]) -> str:
+        return "".join(
+            _escape_char(lo) if lo == hi else _escape_char(lo) + ("" if hi == lo + 1 else "-") + _escape_char(hi)
+            for lo, hi in rs
+        )
+
+    if sum(hi - lo + 1 for lo, hi in comp) < size:
+        return "[^" + body(comp) + "]"
+    return "[" + body(ranges) + "]"
+
+
+def _char_edges(trans: list[list[int]], state: int, memo: dict) -> dict[int, list[tuple[int, int]]]:
+    """From a state between characters: target state -> code point ranges."""
+
+    def cont(t: int, n: int) -> list[tuple[int, int, int]]:
+        key = (t, n)
+        if key not in memo:
+            out: list[tuple[int, int, int]] = []
+            scale = 64 ** (n - 1)
+            for c in range(64):
+                t2 = trans[t][0x80 + c]
+                if not t2:
+                    continue
+                subs = [(0, 0, t2)] if n == 1 else cont(t2, n - 1)
+                for lo, hi, tg in subs:
+                    lo, hi = c * scale + lo, c * scale + hi
+                    if out and out[-1][2] == tg and out[-1][1] + 1 == lo:
+                        out[-1] = (out[-1][0], hi, tg)
+                    else:
+                        out.append((lo, hi, tg))
+            memo[key] = out
+        return memo[key]
+
+    edges: dict[int, list[tuple[int, int]]] = {}
+
+    def add(lo: int, hi: int, tg: int) -> None:
+        rs = edges.setdefault(tg, [])
+        if rs and rs[-1][1] + 1 == lo:
+            rs[-1] = (rs[-1][0], hi)
+        else:
+            rs.append((lo, hi))
+
+    row = trans[state]
+    for b in range(0x80):
+        if row[b]:
+            add(b, b, row[b])
+    for b in range(0xC0, 0xF8):
+        if row[b]:
+            n = 1 if b < 0xE0 else 2 if b < 0xF0 else 3
+            base = (b & (0x3F >> n)) << (6 * n)
+            for lo, hi, tg in cont(row[b], n):
+                add(base + lo, base + hi, tg)
+    return edges
+
+
+def _dfa_regex(dfa: ByteDFA, max_length: int) -> str:
+    """A regex for a byte DFA's language, by state elimination (Brzozowski and
+    McCluskey) over the DFA's character transitions; states with the fewest
+    predecessor x successor pairs go first.  Raises ``LimitExceeded("max_length")``
+    when a label outgrows ``max_length``."""
+
+    def atom(alts: list[str]) -> str:
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    def star(alts: list[str]) -> str:
+        a = atom(alts)
+        single = len(a) == 1 or (a.startswith("\\x") and len(a) == 4) or (a[0] == "[" and a.count("]") == 1 and a[-1] == "]")
+        return a + "*" if single else "(?:" + "|".join(alts) + ")*"
+
+    def check(n: int) -> None:
+        if n > max_length:
+            raise LimitExceeded("max_length", n, max_length)
+
+    if dfa.is_empty():
+        return _NOTHING_REGEX
+    trans = np.asarray(dfa.transitions).tolist()
+    accepting = np.asarray(dfa.accepting).tolist()
+    memo: dict = {}
+    start, final = -1, -2
+    succ: dict[int, dict[int, list[str]]] = {start: {dfa.start: [""]}}
+    pred: dict[int, set[int]] = {dfa.start: {start}, final: set()}
+    todo = [dfa.start]
+    while todo:
+        q = todo.pop()
+        succ[q] = {}
+        for tg, ranges in _char_edges(trans, q, memo).items():
+            succ[q][tg] = [_char_class(ranges)]
+            pred.setdefault(tg, set()).add(q)
+            if tg not in succ and tg not in todo:
+                todo.append(tg)
+        if accepting[q]:
+            succ[q][final] = [""]
+            pred[final].add(q)
+    nodes = set(succ) - {start}
+    while nodes:
+        k = min(nodes, key=lambda v: (len(pred[v] - {v}) * len(set(succ[v]) - {v}), v))
+        nodes.discard(k)
+        loop = succ[k].pop(k, None)
+        pred[k].discard(k)
+        repeat = "" if not loop or loop == [""] else star(loop)
+        for p in pred[k]:
+            head = atom(succ[p].pop(k)) + repeat
+            for q, labels in succ[k].items():
+                label = head + atom(labels)
+                check(len(label))
+                alts = succ[p].setdefault(q, [])
+                if label not in alts:
+                    alts.append(label)
+                    check(sum(map(len, alts)) + len(alts))
+                pred[q].add(p)
+        for q in succ[k]:
+            pred[q].discard(k)
+        del succ[k], pred[k]
+    return atom(succ[start][final])
+
+
+def _plain_regex(t: Terminal, max_length: int) -> str:
+    """The terminal's regex; for one that intersects or subtracts regexes, a regex
+    written from its DFA (:func:`_dfa_regex`)."""
+    if _boolean_terminal(t):
+        return _dfa_regex(t.dfa(), max_length)
+    return t.regex
+
+
+def _embeddable(pattern: str) -> str:
+    """``pattern`` fit to sit inside a group of a larger pattern, same language.
+
+    A leading ``^`` and a trailing ``$`` are dropped (redundant under full match, an
+    error inside a larger pattern), and leading global flags ``(?i)`` become a
+    scoped group ``(?i:...)``.
+    """
+    p = pattern
+    if p.startswith("^"):
+        p = p[1:]
+    if p.endswith("$"):
+        backslashes = len(p[:-1]) - len(p[:-1].rstrip("\\"))
+        if backslashes % 2 == 0:
+            p = p[:-1]
+    m = _GLOBAL_FLAGS.match(p)
+    if m:
+        p = f"(?{m.group(1)}:{p[m.end():]})"
+    return p
+
+
+def _sccs(nodes: list[str], succ: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Strongly connected components (Tarjan's, iterative: grammars can be deep)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    for root in nodes:
+        if root in index:
+            continue
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        work = [(root, iter(succ[root]))]
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(succ[w])))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    u = work[-1][0]
+                    low[u] = min(low[u], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    out.append(comp)
+    return out
+
+
+class _RegexWriter:
+    """:meth:`Grammar.to_regex` (see there for the language and the depth rule).
+
+    A rendering is ``(lead, body)``: the regex ``W body`` when ``lead`` (``W`` being
+    ``(?:IGN)*``, hoisted out of alternatives whose branches all start with it),
+    else just ``body``; ``body`` is always safe to concatenate.  ``_EPS`` is the
+    empty string, ``None`` the empty language.  Renderings are memoized per
+    ``(rule, counts)``, ``counts`` being the occurrences of each rule of the rule's
+    recursive component on the current path (``()`` outside recursion).
+    """
+
+    def __init__(self, g: Grammar, max_depth: int | None, max_length: int) -> None:
+        self.max_length = max_length
+        self.steps = 0
+        live = {n for n, t in g.terminals.items() if not t.dfa().is_empty()}
+        terms = set(live)
+        changed = True
+        while changed:
+            changed = False
+            for lhs, alts in g.rules.items():
+                if lhs not in live and any(all(s in live for s in alt) for alt in alts):
+                    live.add(lhs)
+                    changed = True
+        self.empty = g.start not in live
+        # Productive alternatives only; A -> A adds nothing to the language.
+        self.rules = {
+            lhs: tuple(dict.fromkeys(
+                alt for alt in alts if all(s in live for s in alt) and alt != (lhs,)
+            ))
+            for lhs, alts in g.rules.items()
+            if lhs in live
+        }
+        ign = [g.terminals[n] for n in dict.fromkeys(g.ignore) if n in terms]
+        texts = list(dict.fromkeys(_embeddable(_plain_regex(t, max_length)) for t in ign))
+        if len(texts) == 1 and _CLASS_PLUS.match(texts[0]):
+            self.ws = texts[0][:-1] + "*"  # (?:[...]+)* is [...]*
+        elif len(texts) == 1:
+            self.ws = "(?:" + texts[0] + ")*"
+        elif texts:
+            self.ws = "(?:" + "|".join(f"(?:{x})" for x in texts) + ")*"
+        else:
+            self.ws = ""
+        self.terminals = g.terminals
+        self.term_item: dict[str, tuple[bool, str]] = {}  # filled as terminals are used
+        # Direct left/right self-recursion (A -> A b | a A | c, A elsewhere in no
+        # alternative) is the repetition a* c b*: a loop, not a nesting.
+        self.loops: dict[str, tuple[tuple, tuple, tuple]] = {}
+        for lhs, alts in self.rules.items():
+            left, right, base, linear, rec = [], [], [], True, False
+            for alt in alts:
+                n = alt.count(lhs)
+                if n == 0:
+                    base.append(alt)
+                elif n == 1 and alt[0] == lhs:
+                    left.append(alt[1:])
+                    rec = True
+                elif n == 1 and alt[-1] == lhs:
+                    right.append(alt[:-1])
+                    rec = True
+                else:
+                    linear = False
+            if linear and rec:
+                self.loops[lhs] = (tuple(right), tuple(base), tuple(left))
+        succ: dict[str, list[str]] = {}
+        for lhs, alts in self.rules.items():
+            parts = self.loops[lhs] if lhs in self.loops else (alts,)
+            succ[lhs] = list(dict.fromkeys(
+                s for group in parts for alt in group for s in alt if s in self.rules
+            ))
+        # The rules the start reaches, and their recursive components.
+        reach: set[str] = set() if self.empty else {g.start}
+        todo = list(reach)
+        while todo:
+            for s in succ[todo.pop()]:
+                if s not in reach:
+                    reach.add(s)
+                    todo.append(s)
+        order = [r for r in self.rules if r in reach]
+        rank = {r: i for i, r in enumerate(order)}
+        self.scc: dict[str, tuple[int, int, int]] = {}  # rule -> (component, position, size)
+        recursive: list[list[str]] = []
+        for comp in _sccs(order, {r: [s for s in succ[r] if s in reach] for r in order}):
+            if len(comp) > 1 or comp[0] in succ[comp[0]]:
+                comp = sorted(comp, key=rank.__getitem__)
+                for i, r in enumerate(comp):
+                    self.scc[r] = (len(recursive), i, len(comp))
+                recursive.append(comp)
+        if recursive and max_depth is None:
+            first = min((c[0] for c in recursive), key=rank.__getitem__)
+            raise UnsupportedGrammar(
+                f"the grammar is recursive: rule {str(first)!r} derives itself "
+                f"({self._cycle(first, succ)}); pass max_depth to unroll the recursion "
+                "(the regex then accepts a subset of the language)"
+            )
+        self.limit = (max_depth or 0) + 1  # occurrences of a rule on a path
+        self.memo: dict[tuple[str, tuple[int, ...]], tuple[bool, str] | None] = {}
+
+    def _cycle(self, rule: str, succ: Mapping[str, list[str]]) -> str:
+        comp = self.scc[rule][0]
+        prev: dict[str, str] = {}
+        todo = [rule]
+        while todo:
+            nxt = []
+            for v in todo:
+                for w in succ[v]:
+                    if w == rule:
+                        path = [str(rule)]
+                        while v != rule:
+                            path.append(str(v))
+                            v = prev[v]
+                        return " -> ".join([str(rule)] + path[:0:-1] + [str(rule)])
+                    if w not in prev and self.scc.get(w, (None,))[0] == comp:
+                        prev[w] = v
+                        nxt.append(w)
+            todo = nxt
+        return str(rule)  # unreachable: a recursive rule is on a cycle
+
+    # ------------------------------------------------------------ pieces --
+
+    def _terminal(self, name: str) -> tuple[bool, str]:
+        item = self.term_item.get(name)
+        if item is None:
+            t = self.terminals[name]
+            rx = _plain_regex(t, self.max_length)
+            if t.literal and t.value and rx == re.escape(t.value):
+                text = rx  # an escaped string: a plain concatenation
+            else:
+                text = "(?:" + _embeddable(rx) + ")"
+            item = self.term_item[name] = (bool(self.ws), text)
+        return item
+
+    def _full(self, item: tuple[bool, str]) -> str:
+        return self.ws + item[1] if item[0] else item[1]
+
+    def _check(self, pieces: list[str], extra: int = 0) -> None:
+        n = sum(map(len, pieces)) + extra
+        if n > self.max_length:
+            raise LimitExceeded("max_length", n, self.max_length)
+
+    def _join(self, pieces: list[str]) -> str:
+        self._check(pieces)
+        return "".join(pieces)
+
+    def _concat(self, items: list[tuple[bool, str]]) -> tuple[bool, str]:
+        items = [it for it in items if it != _EPS]
+        if not items:
+            return _EPS
+        pieces = [items[0][1]] + [self._full(it) for it in items[1:]]
+        return items[0][0], self._join(pieces)
+
+    def _group(self, pieces: list[str], suffix: str = "") -> str:
+        return self._join(["(?:", "|".join(pieces) if len(pieces) > 1 else pieces[0], ")", suffix])
+
+    def _alternation(self, seqs: list[list[tuple[bool, str]] | None]) -> tuple[bool, str] | None:
+        """The union of concatenations, common prefixes and suffixes factored out.
+
+        ``a S | b S`` is ``(?:a|b) S``: without this an optional item that a shared
+        tail follows would repeat the tail, and a chain of them (the optional
+        properties of a JSON object) would double the text per link.
+        """
+        alts = list(dict.fromkeys(tuple(q) for q in seqs if q is not None))
+        if not alts:
+            return None
+        if len(alts) == 1:
+            return self._concat(list(alts[0]))
+        shortest = min(map(len, alts))
+        pre = 0
+        while pre < shortest and all(q[pre] == alts[0][pre] for q in alts):
+            pre += 1
+        suf = 0
+        while suf < shortest - pre and all(q[-1 - suf] == alts[0][-1 - suf] for q in alts):
+            suf += 1
+        if pre or suf:
+            middle = self._alternation([list(q[pre : len(q) - suf]) for q in alts])
+            assert middle is not None
+            return self._concat([*alts[0][:pre], middle, *alts[0][len(alts[0]) - suf :]])
+        # Alternatives that share a first item are factored among themselves.
+        by_first: dict[tuple[bool, str] | None, list[tuple]] = {}
+        for q in alts:
+            by_first.setdefault(q[0] if q else None, []).append(q)
+        items = [
+            self._concat(list(group[0])) if len(group) == 1 else self._alternation([list(q) for q in group])
+            for group in by_first.values()
+        ]
+        rest = [it for it in dict.fromkeys(items) if it != _EPS]
+        if not rest:
+            return _EPS
+        if len(rest) == 1:
+            inner = rest[0]
+        elif all(lead for lead, _ in rest):
+            self._check([b for _, b in rest], len(rest))  # before joining with "|"
+            inner = (True, self._group([b for _, b in rest]))
+        else:
+            full = [self._full(it) for it in rest]
+            self._check(full, len(rest))
+            inner = (False, self._group(full))
+        if _EPS in items:
+            return False, self._group([self._full(inner)], "?")
+        return inner
+
+    # --------------------------------------------------------- rendering --
+
+    def _child(self, parent: str, counts: tuple[int, ...], s: str) -> tuple[str, tuple[int, ...]] | None:
+        where = self.scc.get(s)
+        if where is None:
+            return s, ()
+        comp, i, size = where
+        if parent in self.scc and self.scc[parent][0] == comp:
+            n = counts[i] + 1
+            if n > self.limit:
+                return None
+            return s, counts[:i] + (n,) + counts[i + 1 :]
+        return s, tuple(1 if j == i else 0 for j in range(size))
+
+    def _groups(self, rule: str) -> tuple[tuple[tuple[str, ...], ...], ...]:
+        return self.loops[rule] if rule in self.loops else (self.rules[rule],)
+
+    def _seq(self, rule: str, counts: tuple[int, ...], alt: tuple[str, ...]) -> list[tuple[bool, str]] | None:
+        items: list[tuple[bool, str]] = []
+        for s in alt:
+            if s in self.terminals:
+                items.append(self._terminal(s))
+                continue
+            key = self._child(rule, counts, s)
+            it = None if key is None else self.memo[key]
+            if it is None:
+                return None
+            if it != _EPS:
+                items.append(it)
+        return items
+
+    def _build(self, rule: str, counts: tuple[int, ...]) -> tuple[bool, str] | None:
+        groups = self._groups(rule)
+        if rule not in self.loops:
+            return self._alternation([self._seq(rule, counts, alt) for alt in groups[0]])
+        # a* c b*: ε in a or b repeats nothing, so it is left out.
+        a, c, b = (
+            self._alternation([
+                x for x in (self._seq(rule, counts, alt) for alt in group) if x != [] or k == 1
+            ])
+            for k, group in enumerate(groups)
+        )
+        if c is None:
+            return None
+        if (a is None) != (b is None) and (a or b) == c:
+            return False, self._group([self._full(c)], "+")  # c c* or c* c: c+
+        items = []
+        if a is not None:
+            items.append((False, self._group([self._full(a)], "*")))
+        items.append(c)
+        if b is not None:
+            items.append((False, self._group([self._full(b)], "*")))
+        return self._concat(items)
+
+    def _solve(self, root: tuple[str, tuple[int, ...]]) -> tuple[bool, str] | None:
+        """Render ``root`` bottom-up with an explicit stack (the key graph is acyclic:
+        every step into the same component raises a count, loops excepted)."""
+        memo = self.memo
+        stack = [root]
+        while stack:
+            key = stack[-1]
+            if key in memo:
+                stack.pop()
+                continue
+            rule, counts = key
+            self.steps += 1
+            if self.steps > _TO_REGEX_MAX_STEPS:
+                raise LimitExceeded("to_regex_steps", self.steps, _TO_REGEX_MAX_STEPS)
+            missing = [
+                k
+                for group in self._groups(rule)
+                for alt in group
+                for s in alt
+                if s in self.rules and (k := self._child(rule, counts, s)) is not None and k not in memo
+            ]
+            if missing:
+                stack.extend(dict.fromkeys(missing))
+                continue
+            memo[key] = self._build(rule, counts)
+            stack.pop()
+        return memo[root]
+
+    def regex(self, start: str, max_depth: int | None) -> str:
+        if self.empty:
+            return _NOTHING_REGEX
+        key = self._child("", (), start)
+        assert key is not None
+        top = self._solve(key)
+        if top is None:
+            # Unreachable for max_depth >= 0: replacing a subtree by a same-rule
+            # subtree below it leaves a derivation with no rule repeated on a path.
+            raise LimitExceeded("max_depth", (max_depth or 0) + 1, max_depth or 0)
+        return self._join([self._full(top), self.ws])
+
+
+def _grammar_to_regex(g: Grammar, max_depth: int | None, max_length: int) -> str:
+    if max_depth is not None and (not isinstance(max_depth, int) or max_depth < 0):
+        raise ValueError(f"max_depth must be None or an int >= 0, not {max_depth!r}")
+    if max_length < 1:
+        raise ValueError(f"max_length must be positive, not {max_length!r}")
+    alts = g.rules[g.start]
+    only = alts[0][0] if len(g.rules) == 1 and len(alts) == 1 and len(alts[0]) == 1 else None
+    if not g.ignore and only in g.terminals and not _boolean_terminal(g.terminals[only]):
+        rx = g.terminals[only].regex  # from_regex(p): p itself
+    else:
+        rx = _RegexWriter(g, max_depth, max_length).regex(g.start, max_depth)
+    if len(rx) > max_length:
+        raise LimitExceeded("max_length", len(rx), max_length)
+    return rx

@@ -19,30 +19,58 @@ Tighter than the schema, by design:
   properties (when allowed) come after them, with keys written without escapes;
 * enum/const values are matched in the serialization of their JSON value (objects
   in their key order, numbers as written in the schema);
-* numbers with bounds are written without an exponent; see :mod:`toolkit._jsonregex`.
+* numbers with bounds are written without an exponent; see :mod:`toolkit._jsonregex`;
+* in the complement of a schema (``not``, and ``oneOf``'s "this branch and no
+  other"), non-integral numbers are written without an exponent, excluded integer
+  values only in their canonical spelling (the integer type has no other), and
+  arrays or objects listed in a negated ``enum`` take all arrays or objects along;
+* JSON texts with a repeated key are outside the model (``json.dumps`` never
+  writes one): member counts count written members.
+
+How the boolean keywords compile exactly:
+
+* string keywords are each one regex of JSON string text, intersected in one
+  terminal (:class:`~toolkit.grammar.Terminal` ``also``/``excluding``), so
+  ``maxLength`` with ``pattern`` or ``format``, and two patterns, are exact;
+* ``not`` is rewritten as the union of the violations of its keywords (a schema is
+  the conjunction of its keywords, and each constrains only its own type) and
+  merged into the rest of the schema; ``if``/``then``/``else`` becomes
+  ``(if and then) or (not if and else)``; ``dependencies`` "absent, or present
+  with what it needs";
+* ``oneOf`` is a union when its branches are provably disjoint (types, required vs
+  forbidden properties, constants, numeric ranges, string languages); otherwise
+  each branch is conjoined with the negation of every branch it may overlap;
+* objects count members up to ``minProperties``/``maxProperties``, take pattern
+  members (one rule per set of patterns a key matches) and additional members
+  after the listed properties; arrays track whether an item matched ``contains``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from toolkit._jsonregex import (
+    NOTHING,
     ecma_pattern,
     json_format,
     json_string,
     json_string_literal,
     number_range,
 )
+from toolkit.dfaops import compile_boolean
 from toolkit.errors import LimitExceeded, UnsupportedSchema
 from toolkit.grammar import Grammar, Terminal
+from toolkit.regex import compile_regex
 
 __all__ = ["from_json_schema", "DEFAULT_MAX_RULES"]
 
 DEFAULT_MAX_RULES = 50_000
+_MAX_BRANCHES = 256  # most alternatives a rewrite (anyOf products, oneOf, not) may make
 
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
@@ -51,11 +79,22 @@ _RAW = '[^"\\\\\\x00-\\x1f]'
 
 # Keywords that constrain instances.  Anything else is an annotation (the spec
 # tells validators to ignore unknown keywords), so it is ignored here too.
-_STRING_KW = ("minLength", "maxLength", "pattern", "format")
-_NUMBER_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+# Internal keywords (never in user schemas: "$" names are not validation keywords
+# in any draft) that negation and merging produce: regexes of JSON string text a
+# string must also match / must not match, and canonical integer texts to exclude.
+ALSO_STRINGS = "$masklab:also_strings"
+NOT_STRINGS = "$masklab:not_strings"
+NOT_INTEGERS = "$masklab:not_integers"
+FRACTIONAL = "$masklab:fractional"
+SOME_ADDITIONAL = "$masklab:some_additional"  # a schema one additional member's value must match  # true: a number with a nonzero fraction, written without exponent
+_INTERNAL = (ALSO_STRINGS, NOT_STRINGS, NOT_INTEGERS)
+_FRACTION = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"
+
+_STRING_KW = ("minLength", "maxLength", "pattern", "format", ALSO_STRINGS, NOT_STRINGS)
+_NUMBER_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NOT_INTEGERS, FRACTIONAL)
 _OBJECT_KW = (
     "properties", "required", "additionalProperties", "patternProperties", "minProperties",
-    "maxProperties", "propertyNames", "dependencies", "dependentRequired", "dependentSchemas",
+    "maxProperties", "propertyNames", SOME_ADDITIONAL, "dependencies", "dependentRequired", "dependentSchemas",
     "unevaluatedProperties",
 )
 _ARRAY_KW = (
@@ -109,7 +148,7 @@ class _Compiler:
         self.max_rules = max_rules
         self.rules: dict[str, list[tuple[str, ...]]] = {}
         self.terminals: dict[str, Terminal] = {}
-        self._term_by_regex: dict[str, str] = {}
+        self._term_by_regex: dict[object, str] = {}
         self._memo: dict[str, str] = {}
         self._any: str | None = None
         self.punct = {c: self._literal(name, c) for name, c in (
@@ -124,13 +163,17 @@ class _Compiler:
         self._term_by_regex[t.regex] = name
         return name
 
-    def term(self, regex: str, hint: str) -> str:
-        name = self._term_by_regex.get(regex)
+    def term(self, regex: str, hint: str, also: tuple[str, ...] = (), excluding: tuple[str, ...] = ()) -> str:
+        """The terminal for ``regex`` (∩ ``also``, minus ``excluding``), shared by equal ones."""
+        also = tuple(dict.fromkeys(r for r in also if r != regex))
+        excluding = tuple(dict.fromkeys(excluding))
+        key = regex if not (also or excluding) else (regex, also, excluding)
+        name = self._term_by_regex.get(key)
         if name is None:
             base = re.sub(r"[^A-Z0-9]+", "_", hint.upper()).strip("_") or "T"
             name = f"{base}_{len(self.terminals)}"
-            self.terminals[name] = Terminal(name, regex)
-            self._term_by_regex[regex] = name
+            self.terminals[name] = Terminal(name, regex, also=also, excluding=excluding)
+            self._term_by_regex[key] = name
         return name
 
     def new_rule(self, hint: str) -> str:
@@ -204,8 +247,218 @@ class _Compiler:
             if not isinstance(parts, list):
                 raise UnsupportedSchema("allOf", pointer, "allOf must be a list")
             node = self.merge(parts + [node], pointer + "/allOf")
-            return self.alternatives(node, pointer) if "$ref" in node or "allOf" in node else self._body(node, pointer)
+            if "$ref" in node or "allOf" in node:
+                return self.alternatives(node, pointer)
+        if "if" in node:
+            cond, then, other = node.pop("if"), node.pop("then", True), node.pop("else", True)
+            # (if and then) or (not if and else)
+            node = self.merge([node, {"anyOf": [{"allOf": [cond, then]}, {"allOf": [{"not": cond}, other]}]}],
+                              pointer)
+            return self.alternatives(node, pointer)
+        node.pop("then", None)  # without "if", then/else have no effect
+        node.pop("else", None)
+        if "not" in node:
+            sub = node.pop("not")
+            if sub is True or sub == {}:
+                return []  # the empty schema (merge writes false so)
+            try:
+                negated = self.negate(sub, pointer + "/not")
+            except UnsupportedSchema as e:
+                self.unsupported(e.keyword, e.pointer, e.reason)
+                negated = True
+            node = self.merge([node, negated], pointer)
+            return self.alternatives(node, pointer)
+        deps = self._dependencies(node, pointer)
+        if deps:
+            node = self.merge([node, *deps], pointer)
+            return self.alternatives(node, pointer)
         return self._body(node, pointer)
+
+    def _dependencies(self, node: dict, pointer: str) -> list[dict]:
+        """``dependencies``/``dependentRequired``/``dependentSchemas`` as anyOf parts
+        (the property is absent, or present with what it needs); removes them from ``node``."""
+        out = []
+        for kw in ("dependencies", "dependentRequired", "dependentSchemas"):
+            deps = node.pop(kw, None)
+            if deps is None:
+                continue
+            if not isinstance(deps, dict):
+                raise UnsupportedSchema(kw, f"{pointer}/{kw}", f"{kw} must be an object")
+            for name, need in deps.items():
+                absent = {"properties": {name: False}}
+                if isinstance(need, list):
+                    if not need:
+                        continue
+                    present: Any = {"required": [name, *need]}
+                elif kw == "dependentRequired":
+                    raise UnsupportedSchema(kw, f"{pointer}/{kw}/{_escape_pointer(name)}", "must be a list")
+                else:
+                    present = {"allOf": [{"required": [name]}, need]}
+                out.append({"anyOf": [absent, present]})
+        return out
+
+    # ---------------------------------------------------------- negation --
+
+    def negate(self, node: Any, pointer: str, depth: int = 0) -> Any:
+        """A schema accepting exactly the values ``node`` rejects, or UnsupportedSchema.
+
+        A schema is the conjunction of its keywords, so its complement is the union of
+        each keyword's violations, and a keyword only constrains its own type: the
+        violations of ``maxLength: 3`` are the strings of 4 or more characters.
+        Where a violation is not expressible exactly it is left out only if that is
+        tighter (numbers: only canonical integers, see :data:`NOT_INTEGERS`; arrays
+        and objects in ``enum``); otherwise ``not`` is unsupported.
+        """
+        if depth > 16:
+            raise UnsupportedSchema("not", pointer, "negations nest too deeply")
+        if node is True:
+            return False
+        if node is False:
+            return True
+        if not isinstance(node, dict):
+            raise UnsupportedSchema("not", pointer, "a schema must be an object or a boolean")
+        node = self.merge([node], pointer) if ("$ref" in node or "allOf" in node) else _draft4_bounds(dict(node))
+        if node.get("not") == {} or node.get("not") is True:
+            return True
+        keys = [k for k in node if k in _VALIDATION]
+        if not keys:
+            return False
+        branches: list[Any] = []
+        types = set(self._types(node, pointer))
+        for t in _TYPES:
+            if t == "number":
+                # With type integer, non-integral numbers violate it too: those written
+                # without exponent (tighter: 1.5e0 is left out, as no regex tells the
+                # integral values among exponent forms).
+                if not types & {"number", "integer"}:
+                    branches.append({"type": "number"})
+                elif "number" not in types:
+                    branches.append({"type": "number", FRACTIONAL: True})
+            elif t != "integer" and t not in types:
+                branches.append({"type": t})
+        for k in keys:
+            if k == "type":
+                continue
+            branches.extend(self._violations(k, node[k], node, f"{pointer}/{k}", depth))
+        branches = [b for b in branches if b is not False]
+        if any(b is True for b in branches):
+            return True
+        if not branches:
+            return False
+        if len(branches) > _MAX_BRANCHES:
+            raise UnsupportedSchema("not", pointer, f"the negation has {len(branches)} alternatives")
+        return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+    def _violations(self, k: str, v: Any, node: dict, pointer: str, depth: int) -> list[Any]:
+        """The values that keyword ``k: v`` (of ``node``) rejects, as schemas."""
+        def count(x: Any) -> int:
+            if not _numbers(x) or x < 0:
+                raise UnsupportedSchema(k, pointer, f"{k} must be a non-negative number")
+            return math.ceil(x) if k.startswith("min") else math.floor(x)
+
+        if k in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
+            n = count(v)
+            t = {"L": "string", "I": "array", "P": "object"}[k[3]]
+            other = ("max" if k.startswith("min") else "min") + k[3:]
+            if k.startswith("min"):
+                return [{"type": t, other: n - 1}] if n > 0 else []
+            return [{"type": t, other: n + 1}]
+        if k == "pattern":
+            if not isinstance(v, str):
+                raise UnsupportedSchema("pattern", pointer, "pattern must be a string")
+            return [{"type": "string", NOT_STRINGS: [ecma_pattern(v, pointer=pointer)]}]
+        if k == ALSO_STRINGS:
+            return [{"type": "string", NOT_STRINGS: [r]} for r in v]
+        if k == NOT_STRINGS:
+            return [{"type": "string", ALSO_STRINGS: [r]} for r in v]
+        if k == NOT_INTEGERS:
+            return [{"enum": sorted({int(r) for r in v})}] if v else []
+        if k == FRACTIONAL:
+            return [{"type": "integer"}] if v is True else []
+        if k == "format":
+            if isinstance(v, str) and json_format(v, pointer=pointer) is None:
+                return []  # an unknown format is an annotation
+            raise UnsupportedSchema("not", pointer, "the format regexes are tighter than the formats, so not their complement")
+        if k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+            if not _numbers(v):
+                raise UnsupportedSchema(k, pointer, f"{k} must be a number")
+            flip = {"minimum": "exclusiveMaximum", "maximum": "exclusiveMinimum",
+                    "exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}[k]
+            return [{"type": "number", flip: v}]
+        if k == "multipleOf":
+            raise UnsupportedSchema("not", pointer, "the complement of multipleOf cannot be expressed")
+        if k == "uniqueItems":
+            if v is True:
+                raise UnsupportedSchema("not", pointer, "arrays with a repeated item cannot be expressed")
+            return []
+        if k == "required":
+            if not isinstance(v, list):
+                raise UnsupportedSchema("required", pointer, "required must be a list")
+            return [{"type": "object", "properties": {name: False}} for name in dict.fromkeys(v)]
+        if k == "properties":
+            if not isinstance(v, dict):
+                raise UnsupportedSchema("properties", pointer, "properties must be an object")
+            pats = node.get("patternProperties") or {}
+            out = []
+            for name, sub in v.items():
+                text = json.dumps(name).encode()
+                also = [s for p, s in pats.items()
+                        if compile_regex(ecma_pattern(p, pointer=pointer)).fullmatch(text)]
+                neg = self.negate({"allOf": [sub, *also]} if also else sub, f"{pointer}/{_escape_pointer(name)}",
+                                  depth + 1)
+                if neg is not False:
+                    out.append({"type": "object", "required": [name], "properties": {name: neg}})
+            return out
+        if k in ("enum", "const"):
+            values = v if k == "enum" else [v]
+            if not isinstance(values, list):
+                raise UnsupportedSchema("enum", pointer, "enum must be a list")
+            return self._not_values(values)
+        if k == "anyOf":
+            if not isinstance(v, list) or not v:
+                raise UnsupportedSchema("anyOf", pointer, "anyOf must be a non-empty list")
+            parts = [self.negate(b, f"{pointer}/{i}", depth + 1) for i, b in enumerate(v)]
+            return [{"allOf": parts}]
+        if k == "not":
+            return [v]
+        if k == "additionalProperties":
+            neg = self.negate(v, pointer, depth + 1)
+            if neg is False:
+                return []
+            props = node.get("properties", {})
+            pats = list(node.get("patternProperties") or {})
+            return [{"type": "object", "properties": {n: True for n in props},
+                     "patternProperties": {p: True for p in pats},
+                     SOME_ADDITIONAL: {"schema": neg, "names": list(props), "patterns": pats}}]
+        if k == "items" and not isinstance(v, list):
+            neg = self.negate(v, pointer, depth + 1)
+            if "prefixItems" in node:
+                raise UnsupportedSchema("not", pointer, "the complement of items after prefixItems")
+            return [] if neg is False else [{"type": "array", "contains": neg}]
+        if k == "contains":
+            if "minContains" in node or "maxContains" in node:
+                raise UnsupportedSchema("not", pointer, "the complement of counted contains")
+            neg = self.negate(v, pointer, depth + 1)
+            return [{"type": "array", "items": neg}]
+        raise UnsupportedSchema("not", pointer, f"the complement of {k!r} cannot be expressed")
+
+    def _not_values(self, values: list) -> list[Any]:
+        """The values of no listed value (arrays and objects left out: tighter)."""
+        strings = [x for x in values if isinstance(x, str)]
+        ints = [x for x in values if _json_type(x) == "integer"]
+        out: list[Any] = [
+            {"type": "string", NOT_STRINGS: [json_string_literal(x) for x in strings]},
+            {"type": "integer", NOT_INTEGERS: [t for x in ints for t in _int_texts(x)]},
+        ]
+        for lit in (None, True, False):
+            if not any(x is lit for x in values):
+                out.append({"enum": [lit]})
+        if not any(_json_type(x) == "number" for x in values):
+            out.append({"type": "number", FRACTIONAL: True})
+        for t, py in (("array", list), ("object", dict)):
+            if not any(isinstance(x, py) for x in values):
+                out.append({"type": t})
+        return out
 
     def _body(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
         for kw in ("anyOf", "oneOf"):
@@ -219,7 +472,7 @@ class _Compiler:
                 else:
                     merged = branches
                 if kw == "oneOf" and not self._disjoint(merged):
-                    self.unsupported("oneOf", pointer, "branches may overlap, and oneOf rejects values matching two")
+                    merged = self._exclusive(merged, pointer)
                 return [(self.compile(m, f"{pointer}/{kw}/{i}"),) for i, m in enumerate(merged)]
         for kw in ("not", "if", "then", "else"):
             if kw in node:
@@ -259,7 +512,7 @@ class _Compiler:
                 return {"not": {}}
             if not isinstance(part, dict):
                 raise UnsupportedSchema("allOf", f"{pointer}/{i}", "a schema must be an object or a boolean")
-            part = dict(part)
+            part = _draft4_bounds(dict(part))
             if "$ref" in part:
                 target, _ = self.resolve(part.pop("$ref"), f"{pointer}/{i}/$ref")
                 part = self.merge([target, part], f"{pointer}/{i}", depth + 1)
@@ -275,17 +528,37 @@ class _Compiler:
                 if k not in _VALIDATION:
                     out.setdefault(k, v)
                 elif k not in out:
-                    out[k] = v
+                    out[k] = list(v) if k in _INTERNAL else v
+                elif k == "pattern" and out[k] != v:
+                    # Two patterns: the string must match both.
+                    if not isinstance(v, str):
+                        raise UnsupportedSchema("pattern", f"{pointer}/{i}/pattern", "pattern must be a string")
+                    extra = ecma_pattern(v, pointer=f"{pointer}/{i}/pattern")
+                    out[ALSO_STRINGS] = [*out.get(ALSO_STRINGS, []), extra]
                 else:
                     out[k] = self._merge_keyword(k, out[k], v, f"{pointer}/{i}/{k}")
-        # additionalProperties speaks of its own part's properties: another part may
-        # not add names to it, or the merge would be looser than the schema.
-        names = set(out.get("properties", {}))
-        for i, part in enumerate(flat):
-            if part.get("additionalProperties", True) is not True or part.get("patternProperties"):
-                if not names <= set(part.get("properties", {})):
-                    raise UnsupportedSchema("allOf", f"{pointer}/{i}/additionalProperties",
-                                            "additionalProperties with properties from another subschema")
+        # additionalProperties speaks of its own part's properties: a name another part
+        # lists is additional to this part, so its value must satisfy this part's
+        # additionalProperties too (false: the name may not appear).
+        pats = [p.get("patternProperties") for p in flat if p.get("patternProperties")]
+        restrictive = [(i, p) for i, p in enumerate(flat) if p.get("additionalProperties", True) is not True]
+        for i, part in restrictive:
+            if pats and part.get("patternProperties") != pats[0] or any(x != pats[0] for x in pats):
+                raise UnsupportedSchema("allOf", f"{pointer}/{i}/additionalProperties",
+                                        "additionalProperties next to patternProperties of another subschema")
+        if restrictive and isinstance(out.get("properties", {}), dict):
+            props = dict(out.get("properties", {}))
+            for i, part in restrictive:
+                own = part.get("properties", {})
+                matchers = [compile_regex(ecma_pattern(p, pointer=f"{pointer}/{i}/patternProperties"))
+                            for p in part.get("patternProperties") or {}]
+                for name in props:
+                    if name in own or any(m.fullmatch(json.dumps(name).encode()) for m in matchers):
+                        continue
+                    extra = part["additionalProperties"]
+                    props[name] = extra if props[name] is True else {"allOf": [props[name], extra]}
+            if props:
+                out["properties"] = props
         return out
 
     def _merge_keyword(self, k: str, a: Any, b: Any, pointer: str) -> Any:
@@ -307,6 +580,22 @@ class _Compiler:
             return max(a, b)
         if k in ("maxLength", "maxItems", "exclusiveMaximum") and _numbers(a, b):
             return min(a, b)
+        if k in _INTERNAL:
+            return list(a) + [x for x in b if x not in a]
+        if k in ("minimum", "minProperties") and _numbers(a, b):
+            return max(a, b)
+        if k in ("maximum", "maxProperties") and _numbers(a, b):
+            return min(a, b)
+        if k == "not":
+            return {"anyOf": [a, b]}  # not A and not B
+        if k in ("items", "additionalItems", "propertyNames", "additionalProperties") and \
+                not isinstance(a, list) and not isinstance(b, list):
+            return {"allOf": [a, b]}
+        if k == "anyOf" and isinstance(a, list) and isinstance(b, list):
+            # (a1 or a2) and (b1 or b2): the pairwise conjunctions.
+            if len(a) * len(b) > _MAX_BRANCHES:
+                raise UnsupportedSchema(k, pointer, f"allOf of two anyOf lists has {len(a) * len(b)} combinations")
+            return [{"allOf": [x, y]} for x in a for y in b]
         if k in ("anyOf", "oneOf"):
             raise UnsupportedSchema(k, pointer, f"allOf of two {k} lists")
         if k == "enum" and isinstance(a, list) and isinstance(b, list):
@@ -314,53 +603,96 @@ class _Compiler:
             return [x for x in a if json.dumps(x, sort_keys=True) in keep]
         raise UnsupportedSchema("allOf", pointer, f"cannot merge two different {k!r} keywords exactly")
 
-    def _disjoint(self, branches: list[dict]) -> bool:
-        """True when no JSON value can match two of the (merged) oneOf branches."""
-        sigs = []
-        for b in branches:
-            if b is False or (isinstance(b, dict) and b.get("not") == {}):
-                continue
-            if b is True:
-                return len(branches) == 1
-            if "$ref" in b or "allOf" in b:
-                b = self.merge([b], "")
-            types = set(self._types(b, "")) if "enum" not in b and "const" not in b else {
-                _json_type(v) for v in (b["enum"] if "enum" in b else [b["const"]])
-            }
-            if "number" in types:
-                types.add("integer")
-            values = None
-            if "enum" in b or "const" in b:
-                values = [json.dumps(v, sort_keys=True) for v in (b["enum"] if "enum" in b else [b["const"]])]
-            sigs.append((types, values, b))
-        for i in range(len(sigs)):
-            for j in range(i + 1, len(sigs)):
-                ti, vi, bi = sigs[i]
-                tj, vj, bj = sigs[j]
-                if not (ti & tj):
-                    continue
-                if vi is not None and vj is not None and not set(vi) & set(vj):
-                    continue
-                if self._discriminated(bi, bj):
-                    continue
-                return False
-        return True
+    def _exclusive(self, branches: list[Any], pointer: str) -> list[Any]:
+        """oneOf as a union: each branch minus every other branch it may overlap
+        (exact when those can be negated; otherwise ``oneOf`` is unsupported)."""
+        n = len(branches)
+        overlaps = {(i, j) for i in range(n) for j in range(n) if i != j and not self._disjoint_pair(branches[i], branches[j])}
+        if len(overlaps) > _MAX_BRANCHES:
+            self.unsupported("oneOf", pointer, f"{n} overlapping branches")
+            return branches
+        negs: dict[int, Any] = {}
+        for j in sorted({j for _, j in overlaps}):
+            try:
+                negs[j] = self.negate(branches[j], f"{pointer}/oneOf/{j}")
+            except UnsupportedSchema as e:
+                self.unsupported("oneOf", pointer,
+                                 f"branches may overlap, and the complement of one is not expressible ({e.reason})")
+                return branches
+        return [{"allOf": [b] + [negs[j] for j in range(n) if (i, j) in overlaps]} for i, b in enumerate(branches)]
 
-    @staticmethod
-    def _discriminated(a: dict, b: dict) -> bool:
-        """Both are objects requiring a property whose const/enum values differ."""
-        if a.get("type") != "object" or b.get("type") != "object":
+    def _disjoint(self, branches: list[Any]) -> bool:
+        """True when no JSON value can match two of the (merged) oneOf branches."""
+        return all(self._disjoint_pair(a, b) for i, a in enumerate(branches) for b in branches[i + 1:])
+
+    def _flat(self, node: Any) -> Any:
+        if isinstance(node, dict) and ("$ref" in node or "allOf" in node):
+            return self.merge([node], "")
+        return _draft4_bounds(dict(node)) if isinstance(node, dict) else node
+
+    def _disjoint_pair(self, a: Any, b: Any, depth: int = 0) -> bool:
+        """True when provably no value matches both ``a`` and ``b`` (False: maybe)."""
+        if depth > 8:
             return False
-        pa, pb = a.get("properties", {}), b.get("properties", {})
-        for name in set(a.get("required", [])) & set(b.get("required", [])):
-            sa, sb = pa.get(name), pb.get(name)
-            if not isinstance(sa, dict) or not isinstance(sb, dict):
-                continue
-            va = sa["enum"] if "enum" in sa else [sa["const"]] if "const" in sa else None
-            vb = sb["enum"] if "enum" in sb else [sb["const"]] if "const" in sb else None
-            if va is not None and vb is not None:
-                if not {json.dumps(v, sort_keys=True) for v in va} & {json.dumps(v, sort_keys=True) for v in vb}:
+        try:
+            a, b = self._flat(a), self._flat(b)
+        except UnsupportedSchema:
+            return False
+        if a is False or b is False:
+            return True
+        if a is True or b is True:
+            return False
+        for x in (a, b):
+            if x.get("not") == {} or x.get("not") is True:
+                return True
+        for x, y in ((a, b), (b, a)):
+            if "enum" in x or "const" in x:
+                values = x["enum"] if "enum" in x else [x["const"]]
+                if not isinstance(values, list):
+                    return False
+                try:
+                    return not any(self._valid(v, y, "") for v in values)
+                except UnsupportedSchema:
+                    return False
+        try:
+            ta, tb = set(self._types(a, "")), set(self._types(b, ""))
+        except UnsupportedSchema:
+            return False
+        for ts in (ta, tb):
+            if "number" in ts:
+                ts.add("integer")
+        return all(self._disjoint_in_type(t, a, b, depth) for t in ta & tb)
+
+    def _disjoint_in_type(self, t: str, a: dict, b: dict, depth: int) -> bool:
+        if t == "object":
+            for x, y in ((a, b), (b, a)):
+                req = x.get("required", [])
+                if isinstance(req, list) and any(_forbids(y, name) for name in req):
                     return True
+            pa, pb = a.get("properties", {}), b.get("properties", {})
+            if isinstance(pa, dict) and isinstance(pb, dict):
+                both = set(a.get("required", [])) & set(b.get("required", []))
+                for name in both & set(pa) & set(pb):
+                    if self._disjoint_pair(pa[name], pb[name], depth + 1):
+                        return True
+            return _ranges_apart(a, b, "minProperties", "maxProperties")
+        if t == "array":
+            return _ranges_apart(a, b, "minItems", "maxItems")
+        if t in ("number", "integer"):
+            la, ha = _bounds(a)
+            lb, hb = _bounds(b)
+            return _before(ha, lb) or _before(hb, la)
+        if t == "string":
+            if not (set(a) & set(_STRING_KW)) or not (set(b) & set(_STRING_KW)):
+                return False
+            try:
+                from toolkit.dfaops import disjoint
+
+                da = compile_boolean(*self.string_spec(a, ""))
+                db = compile_boolean(*self.string_spec(b, ""))
+                return disjoint(da, db)
+            except (UnsupportedSchema, LimitExceeded):
+                return False
         return False
 
     # -------------------------------------------------------------- enum --
@@ -376,7 +708,7 @@ class _Compiler:
             values = [node["const"]]
         rest = {k: v for k, v in node.items() if k in _VALIDATION and k not in ("enum", "const")}
         if rest:
-            values = [v for v in values if self._valid(v, rest, pointer)]
+            values = [v for v in values if _internal_ok(v, rest) and self._valid(v, rest, pointer)]
         alts = []
         seen = set()
         for v in values:
@@ -472,59 +804,98 @@ class _Compiler:
             m = node["multipleOf"]
             if not (integer and _numbers(m) and float(m) == 1.0):
                 self.unsupported("multipleOf", f"{pointer}/multipleOf", "multiples cannot be expressed")
+        excluding = tuple(node.get(NOT_INTEGERS, ()))
+        if node.get(FRACTIONAL) is True:
+            if integer:
+                return self.term(NOTHING, "NOTHING")
+            regex = NUMBER if lo is None and hi is None else number_range(
+                lo, hi, lo_exclusive=lo_x, hi_exclusive=hi_x, integer=False)
+            return self.term(regex, "NUMBER", also=(_FRACTION,))
+        if excluding and not integer:
+            # Only canonical integer texts are excluded: a number type would still
+            # match 2.0 or 2e0 for an excluded 2.
+            self.unsupported("not", pointer, "excluding values from non-integer numbers")
+            excluding = ()
         if lo is None and hi is None:
-            return self.term(INTEGER if integer else NUMBER, "INT" if integer else "NUMBER")
+            return self.term(INTEGER if integer else NUMBER, "INT" if integer else "NUMBER", excluding=excluding)
         regex = number_range(lo, hi, lo_exclusive=lo_x, hi_exclusive=hi_x, integer=integer)
-        return self.term(regex, "INT" if integer else "NUMBER")
+        return self.term(regex, "INT" if integer else "NUMBER", excluding=excluding)
 
     def _string(self, node: dict, pointer: str) -> str:
+        regex, also, excluding = self.string_spec(node, pointer)
+        return self.term(regex, "STRING", also, excluding)
+
+    def string_spec(self, node: dict, pointer: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """The string keywords of ``node`` as (regex, also, excluding) of JSON string text.
+
+        Every constraint is one regex (length, each pattern, the format); the first is
+        the terminal's regex and the others are intersected with it (see
+        :class:`~toolkit.grammar.Terminal`), so ``maxLength`` with ``pattern`` is exact.
+        """
         lo = node.get("minLength", 0)
         hi = node.get("maxLength")
+        if not _numbers(lo) or (hi is not None and not _numbers(hi)):
+            raise UnsupportedSchema("minLength" if not _numbers(lo) else "maxLength", pointer,
+                                    "string lengths must be numbers")
+        parts: list[str] = []
         pattern = node.get("pattern")
-        fmt = node.get("format")
-        fmt_regex = json_format(fmt, pointer=pointer + "/format") if isinstance(fmt, str) else None
-        if pattern is not None and fmt_regex is not None:
-            self.unsupported("format", pointer + "/format", "format together with pattern")
-            fmt_regex = None
-        if (pattern is not None or fmt_regex is not None) and (lo or hi is not None):
-            kw = "pattern" if pattern is not None else "format"
-            self.unsupported("maxLength" if hi is not None else "minLength", pointer,
-                             f"length limits together with {kw}")
-            lo, hi = 0, None
         if pattern is not None:
             if not isinstance(pattern, str):
                 raise UnsupportedSchema("pattern", pointer + "/pattern", "pattern must be a string")
-            return self.term(ecma_pattern(pattern, pointer=pointer + "/pattern"), "STRING")
-        if fmt_regex is not None:
-            return self.term(fmt_regex, "STRING")
-        return self.term(json_string(lo, hi, pointer=pointer), "STRING")
+            parts.append(ecma_pattern(pattern, pointer=pointer + "/pattern"))
+        parts.extend(node.get(ALSO_STRINGS, ()))
+        fmt = node.get("format")
+        if isinstance(fmt, str):
+            fmt_regex = json_format(fmt, pointer=pointer + "/format")
+            if fmt_regex is not None:
+                parts.append(fmt_regex)
+        if lo or hi is not None or not parts:
+            parts.insert(0, json_string(int(lo), None if hi is None else int(hi), pointer=pointer))
+        return parts[0], tuple(parts[1:]), tuple(node.get(NOT_STRINGS, ()))
 
     def _object(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
+        """Listed properties in order (optional ones may be skipped), then any number
+        of other members: keys matching ``patternProperties`` (their schemas), and
+        additional keys (``additionalProperties``, written without escapes).  The
+        member count is tracked up to the bound for ``minProperties``/``maxProperties``.
+        """
         props = node.get("properties", {})
         if not isinstance(props, dict):
             raise UnsupportedSchema("properties", pointer + "/properties", "properties must be an object")
+        props = dict(props)
         required = node.get("required", [])
         if not isinstance(required, list):
             raise UnsupportedSchema("required", pointer + "/required", "required must be a list")
-        for kw in ("minProperties", "maxProperties", "propertyNames", "dependencies", "dependentRequired",
-                   "dependentSchemas", "unevaluatedProperties"):
-            if kw in node and not (kw == "minProperties" and node[kw] == 0):
-                self.unsupported(kw, f"{pointer}/{kw}", "not expressible by this compiler")
+        if "unevaluatedProperties" in node:
+            self.unsupported("unevaluatedProperties", f"{pointer}/unevaluatedProperties", "not expressible by this compiler")
+        lo, hi = node.get("minProperties", 0), node.get("maxProperties")
+        if not _numbers(lo) or (hi is not None and not _numbers(hi)):
+            raise UnsupportedSchema("minProperties", pointer, "minProperties/maxProperties must be numbers")
+        lo, hi = math.ceil(lo), (None if hi is None else math.floor(hi))
+        if hi is not None and hi < lo:
+            return []
         additional = node.get("additionalProperties", True)
-        if node.get("patternProperties") and additional is not False:
-            # With additionalProperties false, leaving the pattern-matched keys out is
-            # tighter than the schema; otherwise their values would go unchecked.
-            self.unsupported("patternProperties", pointer + "/patternProperties",
-                             "pattern-matched keys next to additional properties")
-        missing = [r for r in required if r not in props]
-        if missing:
-            if additional is False:
-                return []  # a required property that may never appear: no instance
-            # Required names outside properties are additional properties that must appear.
-            props = {**props, **{r: additional for r in missing}}
+        patterns = node.get("patternProperties") or {}
+        if not isinstance(patterns, dict):
+            raise UnsupportedSchema("patternProperties", pointer + "/patternProperties", "must be an object")
+        pat_rx = {p: ecma_pattern(p, pointer=f"{pointer}/patternProperties/{_escape_pointer(p)}") for p in patterns}
+        names_schema = node.get("propertyNames", True)
+        key_spec = self._key_spec(names_schema, pointer + "/propertyNames")
+        # A listed or required name is validated by every schema that applies to it.
+        for r in required:
+            if r not in props:
+                props[r] = True if any(compile_regex(rx).fullmatch(json.dumps(r).encode()) for rx in pat_rx.values()) \
+                    else additional
+        for name in list(props):
+            text = json.dumps(name).encode()
+            extra = [patterns[p] for p, rx in pat_rx.items() if compile_regex(rx).fullmatch(text)]
+            if key_spec is not None and not compile_boolean(*key_spec).fullmatch(text):
+                extra.append(False)
+            if extra:
+                props[name] = {"allOf": [props[name], *extra]}
         names = list(props)
         req = set(required)
-        pairs = []
+        pairs: list[str | None] = []
         for name in names:
             sub = f"{pointer}/properties/{_escape_pointer(name)}"
             if props[name] is False:
@@ -536,41 +907,129 @@ class _Compiler:
             key = self.term(json_string_literal(name), "KEY")
             self.rules[pair] = [(key, self.punct[":"], self.compile(props[name], sub))]
             pairs.append(pair)
+        extras = self._other_members(names, patterns, pat_rx, additional, key_spec, pointer)
         comma = self.punct[","]
-        # tail(e): the additional properties after the listed ones; e = a pair came before.
-        tails: dict[bool, str] = {}
-        extra = None
-        if additional is not False:
-            extra = self.new_rule("additional_pair")
-            self.rules[extra] = [(
-                self.term(_key_excluding(names), "AKEY"),
-                self.punct[":"],
-                self.compile(additional, pointer + "/additionalProperties"),
-            )]
-            more = self.new_rule("additional_more")
-            self.rules[more] = [(), (comma, extra, more)]
-        for e in (False, True):
-            tail = self.new_rule("props_end")
-            alts: list[tuple[str, ...]] = [()]
-            if extra is not None:
-                alts.append(((comma,) if e else ()) + (extra, more))
+        # Member counts: exact below ``cap``, which stands for "cap or more" without maxProperties.
+        cap = hi if hi is not None else max(lo, 1)
+
+        def step(c: int) -> int | None:
+            if hi is not None:
+                return c + 1 if c + 1 <= hi else None
+            return min(c + 1, cap)
+
+        # With SOME_ADDITIONAL, one additional member must also match that schema
+        # (the witness); f: it was written (always true without the keyword).
+        # The witness is an additional member of the merged object, or a listed
+        # property that the negated schema did not list (nor match by pattern).
+        witness = None
+        witness_pairs: dict[int, str] = {}
+        if SOME_ADDITIONAL in node:
+            some = node[SOME_ADDITIONAL]
+            if additional is not False:
+                witness = self._other_members(names, patterns, pat_rx, {"allOf": [additional, some["schema"]]},
+                                              key_spec, pointer, only_additional=True)[0]
+            their = [compile_regex(ecma_pattern(p, pointer=pointer)) for p in some["patterns"]]
+            for i, name in enumerate(names):
+                text = json.dumps(name).encode()
+                if pairs[i] is None or name in some["names"] or any(m.fullmatch(text) for m in their):
+                    continue
+                wp = self.new_rule(f"pair_{name}")
+                self.rules[wp] = [(self.term(json_string_literal(name), "KEY"), self.punct[":"],
+                                   self.compile({"allOf": [props[name], some["schema"]]}, pointer))]
+                witness_pairs[i] = wp
+        flags = (False, True) if SOME_ADDITIONAL in node else (True,)
+        tails: dict[tuple[int, bool], str] = {}
+        for c in range(cap, -1, -1):
+            for f in flags:
+                tails[c, f] = self.new_rule("props_end")
+        for (c, f), tail in tails.items():
+            alts: list[tuple[str, ...]] = [()] if c >= lo and f else []
+            nc = step(c)
+            if nc is not None:
+                for x in extras:
+                    alts.append(((comma,) if c else ()) + (x, tails[nc, f]))
+                if not f and witness is not None:
+                    alts.append(((comma,) if c else ()) + (witness, tails[nc, True]))
             self.rules[tail] = alts
-            tails[e] = tail
-        # chain(i, e): properties i.. in order; skipping is allowed for optional ones.
+        # chain(i, c, f): properties i.. in order after c members.
         nxt = tails
         for i in range(len(names) - 1, -1, -1):
             cur = {}
-            for e in (False, True):
-                r = self.new_rule(f"props_{i}")
-                alts = []
-                if pairs[i] is not None:
-                    alts.append(((comma,) if e else ()) + (pairs[i], nxt[True]))
-                if names[i] not in req or pairs[i] is None:
-                    alts.append((nxt[e],))
-                self.rules[r] = alts
-                cur[e] = r
+            for c in range(min(i, cap) + 1):
+                for f in flags:
+                    r = self.new_rule(f"props_{i}")
+                    alts = []
+                    nc = step(c)
+                    if pairs[i] is not None and nc is not None:
+                        alts.append(((comma,) if c else ()) + (pairs[i], nxt[nc, f]))
+                        if not f and i in witness_pairs:
+                            alts.append(((comma,) if c else ()) + (witness_pairs[i], nxt[nc, True]))
+                    if names[i] not in req or pairs[i] is None:
+                        alts.append((nxt[c, f],))
+                    self.rules[r] = alts
+                    cur[c, f] = r
             nxt = cur
-        return [(self.punct["{"], nxt[False], self.punct["}"])]
+        return [(self.punct["{"], nxt[0, flags[0]], self.punct["}"])]
+
+    def _key_spec(self, schema: Any, pointer: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
+        """``propertyNames`` as a key terminal spec (None: any key)."""
+        if schema is True or schema == {}:
+            return None
+        if schema is False:
+            return (NOTHING, (), ())
+        if not isinstance(schema, dict):
+            raise UnsupportedSchema("propertyNames", pointer, "must be a schema")
+        schema = self.merge([schema], pointer)
+        allowed = set(_STRING_KW) | {"type", "enum", "const"}
+        if set(schema) & _VALIDATION - allowed:
+            self.unsupported("propertyNames", pointer, "only string keywords, enum and const are supported here")
+            return None
+        if "type" in schema and "string" not in self._types(schema, pointer):
+            return (NOTHING, (), ())
+        regex, also, excluding = self.string_spec(schema, pointer)
+        if "enum" in schema or "const" in schema:
+            values = schema["enum"] if "enum" in schema else [schema["const"]]
+            lits = [json_string_literal(v) for v in values if isinstance(v, str)]
+            also = (*also, "|".join(f"(?:{x})" for x in lits) if lits else NOTHING)
+        return regex, also, excluding
+
+    def _other_members(self, names: list[str], patterns: dict, pat_rx: dict[str, str], additional: Any,
+                       key_spec: tuple | None, pointer: str, only_additional: bool = False) -> list[str]:
+        """Rules for members after the listed properties: one per set of patterns a
+        key matches (their schemas together), and one for additional keys."""
+        colon = self.punct[":"]
+        spec_also: tuple[str, ...] = ()
+        spec_excl: tuple[str, ...] = ()
+        if key_spec is not None:
+            spec_also, spec_excl = (key_spec[0], *key_spec[1]), key_spec[2]
+        listed = tuple(json_string_literal(n) for n in names)
+        out = []
+        pats = list(patterns)
+        if len(pats) > 4 and not only_additional:
+            self.unsupported("patternProperties", pointer + "/patternProperties", f"{len(pats)} patterns (at most 4)")
+            pats = []
+        for mask in range(1, 1 << len(pats) if not only_additional else 1):
+            inside = [p for i, p in enumerate(pats) if mask >> i & 1]
+            outside = [p for i, p in enumerate(pats) if not mask >> i & 1]
+            rxs = [pat_rx[p] for p in inside]
+            excl = listed + tuple(pat_rx[p] for p in outside) + spec_excl
+            key = self.term(rxs[0], "PKEY", (*rxs[1:], *spec_also), excl)
+            if self.terminals[key].dfa().is_empty():
+                continue
+            value = patterns[inside[0]] if len(inside) == 1 else {"allOf": [patterns[p] for p in inside]}
+            member = self.new_rule("pattern_pair")
+            ptr = f"{pointer}/patternProperties/{_escape_pointer(inside[0])}"
+            self.rules[member] = [(key, colon, self.compile(value, ptr))]
+            out.append(member)
+        if additional is not False:
+            excl = tuple(pat_rx[p] for p in pats) + spec_excl
+            if names:
+                excl = (_raw_keys(names), *excl)
+            key = self.term(f'"{_RAW}*"', "AKEY", spec_also, excl)
+            member = self.new_rule("additional_pair")
+            self.rules[member] = [(key, colon, self.compile(additional, pointer + "/additionalProperties"))]
+            out.append(member)
+        return out
 
     def _array(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
         items = node.get("items")
@@ -586,9 +1045,15 @@ class _Compiler:
             raise UnsupportedSchema("minItems", pointer, "minItems/maxItems must be integers")
         if rest is False:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
-        for kw in ("contains", "minContains", "maxContains", "unevaluatedItems"):
-            if kw in node:
-                self.unsupported(kw, f"{pointer}/{kw}", "not expressible by this compiler")
+        contains = node.get("contains")
+        min_contains = node.get("minContains", 1)
+        if "unevaluatedItems" in node:
+            self.unsupported("unevaluatedItems", f"{pointer}/unevaluatedItems", "not expressible by this compiler")
+        if contains is not None and ("maxContains" in node or min_contains not in (0, 1)):
+            self.unsupported("maxContains" if "maxContains" in node else "minContains", pointer,
+                             "counting the items that match contains")
+        if min_contains == 0:
+            contains = None
         if node.get("uniqueItems") is True and (hi is None or hi > 1):
             self.unsupported("uniqueItems", pointer + "/uniqueItems", "uniqueness cannot be expressed")
         if hi is not None and hi < lo:
@@ -597,32 +1062,49 @@ class _Compiler:
         if unroll > 2000:
             raise UnsupportedSchema("maxItems" if hi is not None else "minItems", pointer, f"{unroll} items to unroll")
 
-        def elem(k: int) -> str:
+        def elem(k: int, witness: bool = False) -> str:
             if k < len(prefix):
-                return self.compile(prefix[k], f"{pointer}/{'items' if isinstance(items, list) else 'prefixItems'}/{k}")
-            return self.compile(rest, rest_ptr)
+                schema, ptr = prefix[k], f"{pointer}/{'items' if isinstance(items, list) else 'prefixItems'}/{k}"
+            else:
+                schema, ptr = rest, rest_ptr
+            if witness:  # an item that also matches contains
+                return self.compile({"allOf": [schema, contains]}, pointer + "/contains")
+            return self.compile(schema, ptr)
 
         comma = self.punct[","]
-        # after(k): what may follow once k >= 1 items were written.
-        if hi is None:
-            loop = self.new_rule("items_more")
-            self.rules[loop] = [(), (comma, elem(unroll), loop)]
-            after = loop
-        else:
-            after = self.new_rule("items_end")
-            self.rules[after] = [()]
+        # after[f](k): what may follow once k >= 1 items were written; f: an item
+        # matching contains was among them (always true without contains).
+        flags = (False, True) if contains is not None else (True,)
+        after: dict[bool, str] = {}
+        for f in flags:
+            after[f] = self.new_rule("items_more" if hi is None else "items_end")
+        for f in flags:
+            alts: list[tuple[str, ...]] = [()] if f else []
+            if hi is None:
+                alts.append((comma, elem(unroll), after[f]))
+                if not f:
+                    alts.append((comma, elem(unroll, True), after[True]))
+            self.rules[after[f]] = alts
         for k in range(unroll - 1, 0, -1):
-            r = self.new_rule(f"items_{k}")
-            alts = [(comma, elem(k), after)]
-            if k >= lo:
-                alts.append(())
-            self.rules[r] = alts
-            after = r
+            cur = {}
+            for f in flags:
+                r = self.new_rule(f"items_{k}")
+                alts = [(comma, elem(k), after[f])]
+                if not f:
+                    alts.append((comma, elem(k, True), after[True]))
+                if k >= lo and f:
+                    alts.append(())
+                self.rules[r] = alts
+                cur[f] = r
+            after = cur
         body: list[tuple[str, ...]] = []
-        if lo == 0:
+        if lo == 0 and contains is None:
             body.append((self.punct["["], self.punct["]"]))
         if hi is None or hi >= 1:
-            body.append((self.punct["["], elem(0), after, self.punct["]"]))
+            start = flags[0]
+            body.append((self.punct["["], elem(0), after[start], self.punct["]"]))
+            if contains is not None:
+                body.append((self.punct["["], elem(0, True), after[True], self.punct["]"]))
         return body
 
     # --------------------------------------------------------- any value --
@@ -659,42 +1141,97 @@ class _Compiler:
                        source=json.dumps(self.root) if not isinstance(self.root, bool) else str(self.root))
 
 
+def _internal_ok(v: Any, node: dict) -> bool:
+    """``v`` satisfies the internal keywords of ``node`` (jsonschema ignores them)."""
+    if isinstance(v, str):
+        text = json.dumps(v).encode()
+        if any(compile_regex(r).fullmatch(text) for r in node.get(NOT_STRINGS, ())):
+            return False
+        if not all(compile_regex(r).fullmatch(text) for r in node.get(ALSO_STRINGS, ())):
+            return False
+    if isinstance(v, dict) and SOME_ADDITIONAL in node:
+        return False  # (not decided here: leaving the value out is tighter)
+    if _numbers(v):
+        integral = float(v).is_integer()
+        if integral and node.get(NOT_INTEGERS) and str(int(v)) in node[NOT_INTEGERS]:
+            return False
+        if node.get(FRACTIONAL) is True and integral:
+            return False
+    return True
+
+
+def _forbids(node: dict, name: str) -> bool:
+    """``node`` (an object schema) rejects every object that has property ``name``."""
+    props = node.get("properties", {})
+    if isinstance(props, dict) and name in props:
+        return props[name] is False
+    pats = node.get("patternProperties") or {}
+    if pats:
+        return False  # (a pattern might match the name; not worth deciding here)
+    return node.get("additionalProperties", True) is False
+
+
+def _ranges_apart(a: dict, b: dict, lo_kw: str, hi_kw: str) -> bool:
+    """The [min, max] count ranges of ``a`` and ``b`` do not meet."""
+    la, ha, lb, hb = a.get(lo_kw, 0), a.get(hi_kw), b.get(lo_kw, 0), b.get(hi_kw)
+    if not _numbers(la, lb) or (ha is not None and not _numbers(ha)) or (hb is not None and not _numbers(hb)):
+        return False
+    return (ha is not None and ha < lb) or (hb is not None and hb < la)
+
+
+def _bounds(node: dict) -> tuple[tuple[float, bool] | None, tuple[float, bool] | None]:
+    """((low, exclusive), (high, exclusive)) of a number schema (draft-6 form)."""
+    lo = hi = None
+    if _numbers(node.get("minimum")):
+        lo = (node["minimum"], False)
+    if _numbers(node.get("exclusiveMinimum")) and (lo is None or node["exclusiveMinimum"] >= lo[0]):
+        lo = (node["exclusiveMinimum"], True)
+    if _numbers(node.get("maximum")):
+        hi = (node["maximum"], False)
+    if _numbers(node.get("exclusiveMaximum")) and (hi is None or node["exclusiveMaximum"] <= hi[0]):
+        hi = (node["exclusiveMaximum"], True)
+    return lo, hi
+
+
+def _before(hi: tuple[float, bool] | None, lo: tuple[float, bool] | None) -> bool:
+    """Every number under ``hi`` is below every number over ``lo``."""
+    if hi is None or lo is None:
+        return False
+    return hi[0] < lo[0] or (hi[0] == lo[0] and (hi[1] or lo[1]))
+
+
+def _draft4_bounds(part: dict) -> dict:
+    """Draft 4's boolean ``exclusiveMinimum``/``exclusiveMaximum`` in the numeric form."""
+    for bound, flag in (("minimum", "exclusiveMinimum"), ("maximum", "exclusiveMaximum")):
+        if isinstance(part.get(flag), bool):
+            if part[flag] and bound in part:
+                part[flag] = part.pop(bound)
+            else:
+                del part[flag]
+    return part
+
+
+def _int_texts(v: Any) -> list[str]:
+    """The canonical JSON texts of an integral value (0 is also written -0)."""
+    n = int(v)
+    return ["0", "-0"] if n == 0 else [str(n)]
+
+
 def _numbers(*xs: Any) -> bool:
     return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
 
 
-def _class_excluding(chars: set[str]) -> str:
-    body = "".join("\\" + c if c in "\\]^-[" else c for c in sorted(chars))
-    return '[^"\\\\\\x00-\\x1f' + body + "]"
+def _raw_keys(names: list[str]) -> str:
+    """The listed names as JSON keys written without escapes (one flat alternation).
 
-
-def _key_excluding(names: list[str]) -> str:
-    """A JSON key written without escapes that is none of ``names``.
-
-    Built on the trie of the names: from each node, either stop (if the node is not
-    a name), or take a character that leaves the trie (then anything), or follow a
-    child.  Names holding characters that need escaping can never be written
-    without escapes, so they need no exclusion.
+    Additional keys are written without escapes (tighter than the schema), so
+    excluding the listed names in that form is exact: a listed name can never be
+    written as an additional key.
     """
-    trie: dict = {}
-    for n in names:
-        if all(c not in '"\\' and ord(c) >= 0x20 for c in n):
-            node = trie
-            for c in n:
-                node = node.setdefault(c, {})
-            node[""] = {}
-
-    def rx(node: dict) -> str:
-        children = {c: sub for c, sub in node.items() if c}
-        alts = []
-        if "" not in node:
-            alts.append("")
-        alts.append(_class_excluding(set(children)) + _RAW + "*")
-        for c, sub in sorted(children.items()):
-            alts.append(re.escape(c) + rx(sub))
-        return "(?:" + "|".join(alts) + ")"
-
-    return '"' + (rx(trie) if trie else _RAW + "*") + '"'
+    raw = [n for n in dict.fromkeys(names) if all(c not in '"\\' and ord(c) >= 0x20 for c in n)]
+    if not raw:
+        return NOTHING
+    return '"(?:' + "|".join(re.escape(n) for n in raw) + ')"'
 
 
 def from_json_schema(

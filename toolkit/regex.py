@@ -8,18 +8,32 @@ and negated classes match any Unicode character (``.`` not ``\\n``).  A leading
 semantics and are dropped; anchors elsewhere, lookarounds and back-references raise
 :class:`~toolkit.errors.RegexError`.
 
-interegular gives a DFA over *characters* whose alphabet is a set of character
-classes.  :func:`compile_regex` expands each class into UTF-8 byte-range sequences
-(:mod:`toolkit._utf8`), determinizes the result over bytes (the continuation of a
-multi-byte character is hash-consed, so equal continuations share states), and
-minimizes it (Moore's partition refinement over byte classes).  States are numbered
-with the dead state at 0 and the start state at 1, in breadth-first order, so two
-equal languages give identical arrays.
+The construction is our own; interegular only parses.  :func:`compile_regex` walks
+the parse tree into a Thompson NFA over bytes (:func:`_build`): each character class
+becomes the UTF-8 byte-range sequences of its code points (:mod:`toolkit._utf8`;
+surrogates have none), with equal continuations of a multi-byte character shared,
+and a bounded repeat ``x{m,n}`` becomes ``n`` copies of ``x``'s fragment, the
+optional ones nested (``x(x(x)?)?``) so that epsilon closures stay small; a limit on
+NFA states turns a huge repeat into :class:`~toolkit.errors.LimitExceeded` rather
+than an out-of-memory.  Fragments of the empty language are dropped while building,
+so every NFA state that can be reached can also reach acceptance.  The subset
+construction (:func:`_determinize`) runs over byte *classes* (the coarsest partition
+of the bytes that no edge range cuts), with epsilon closures memoized, and stops at
+``max_states``; every nonempty subset is then a live state.  Hopcroft's algorithm
+(:func:`_minimize`, O(m log n)) merges equivalent states, and the minimal states are
+numbered with the dead state at 0 and the start state at 1, in breadth-first order
+(successors by smallest byte), so two equal languages give identical arrays.
+
+The former construction (interegular's character FSM, expanded to bytes and
+minimized by Moore's refinement: quadratic in repeat bounds, one round per state of
+the longest chain) is kept as :func:`_compile_reference`, which the tests compare
+against byte for byte.
 """
 
 from __future__ import annotations
 
 import functools
+from array import array
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -179,7 +193,557 @@ def _reject_lookarounds(node: object, pattern: str) -> None:
         _reject_lookarounds(node.base, pattern)
 
 
-# ------------------------------------------------------ char FSM -> bytes ----
+# ------------------------------------------------------------ the NFA ----
+
+_NFA_STATES_PER_DFA_STATE = 4
+_MIN_NFA_STATES = 100_000
+
+_Fragment = tuple[int, int] | None
+"""``(start, end)`` of an NFA fragment, or None when its language is empty."""
+
+
+def _nfa_limit(max_states: int) -> int:
+    """The most NFA states a compile with ``max_states`` may build (bounded repeats are copies)."""
+    return max(_NFA_STATES_PER_DFA_STATE * max_states, _MIN_NFA_STATES)
+
+
+class _NFA:
+    """A Thompson NFA over bytes under construction; states are list indices.
+
+    Moves are stored relative to their source state: ``edges[s]`` is a tuple of
+    ``(lo, hi, delta)`` byte ranges (inclusive) to state ``s + delta``, and
+    ``eps[s]`` holds the deltas of the epsilon moves.  A fragment ``(start, end)``
+    has its states in one contiguous range with no move leaving it, so a bounded
+    repeat copies a fragment by copying its slice of both lists: only the end of a
+    finished fragment ever gets new moves (it is entered only at its start and left
+    only from its end), so the copies share every other list and every edge tuple.
+    Fragments of the empty language are never linked in (see :func:`_build`), so
+    every state reachable from the start can reach the final state.
+    """
+
+    __slots__ = ("eps", "edges", "limit", "pattern")
+
+    def __init__(self, limit: int, pattern: str) -> None:
+        self.eps: list[list[int] | tuple[int, ...]] = []
+        self.edges: list[tuple[tuple[int, int, int], ...]] = []
+        self.limit = limit
+        self.pattern = pattern
+
+    def reserve(self, n: int) -> None:
+        total = len(self.eps) + n
+        if total > self.limit:
+            raise LimitExceeded("nfa_states", total, self.limit)
+
+    def state(self) -> int:
+        self.reserve(1)
+        self.eps.append([])
+        self.edges.append(())
+        return len(self.eps) - 1
+
+    def link(self, a: int, b: int) -> None:
+        """An epsilon move from ``a`` (a fragment's end, or a new state) to ``b``."""
+        self.eps[a].append(b - a)
+
+    def copy(self, lo: int, hi: int, end: int) -> int:
+        """Append a copy of the finished fragment in states ``lo..hi-1`` ending at
+        ``end``; returns the index offset of the copy."""
+        self.reserve(hi - lo)
+        off = len(self.eps) - lo
+        self.eps.extend(self.eps[lo:hi])
+        self.edges.extend(self.edges[lo:hi])
+        self.eps[end + off] = list(self.eps[end])
+        return off
+
+    def instantiate(self, template: tuple[tuple[tuple[int, int, int], ...], ...]) -> _Fragment:
+        """Append a one-character fragment (see :func:`_template`)."""
+        if not template[0]:
+            return None
+        self.reserve(len(template))
+        base = len(self.eps)
+        self.edges.extend(template)
+        self.eps.extend([()] * len(template))
+        self.eps[base + 1] = []
+        return base, base + 1
+
+
+def _template(cp_ranges: list[tuple[int, int]]) -> tuple[tuple[tuple[int, int, int], ...], ...]:
+    """The edges of a fragment matching one code point of ``cp_ranges`` in UTF-8.
+
+    State 0 is the start and state 1 the end (edges relative, as in :class:`_NFA`);
+    the states inside a multi-byte character are keyed by the byte ranges left to
+    read, so equal continuations are one state.  The byte-range sequences are those
+    of :func:`toolkit._utf8.utf8_sequences` (surrogates have none), as in
+    :func:`_symbol_sequences`.
+    """
+    states: list[list[tuple[int, int, int]]] = [[], []]
+    ids: dict[tuple, int] = {(): 1}
+
+    def node(rest: tuple[tuple[int, int], ...]) -> int:
+        i = ids.get(rest)
+        if i is None:
+            nxt = node(rest[1:])
+            i = len(states)
+            states.append([(rest[0][0], rest[0][1], nxt - i)])
+            ids[rest] = i
+        return i
+
+    for lo, hi in cp_ranges:
+        for seq in _utf8_sequences(lo, hi):
+            states[0].append((seq[0][0], seq[0][1], node(seq[1:])))
+    return tuple(tuple(es) for es in states)
+
+
+@functools.lru_cache(maxsize=8192)
+def _utf8_sequences(lo: int, hi: int) -> tuple[tuple[tuple[int, int], ...], ...]:
+    if hi < 0x80:
+        return (((lo, hi),),)
+    return tuple(utf8_sequences(lo, hi))
+
+
+@functools.lru_cache(maxsize=8192)
+def _char_group_template(chars: frozenset[str], negated: bool, case_insensitive: bool):
+    cps = _case_variants(chars) if case_insensitive else {ord(c) for c in chars}
+    ranges = ranges_of(cps)
+    return _template(complement(ranges) if negated else ranges)
+
+
+@functools.lru_cache(maxsize=2)
+def _dot_template(single_line: bool):
+    return _template(complement([] if single_line else [(0x0A, 0x0A)]))
+
+
+def _build(nfa: _NFA, node: object, flags: REFlags) -> _Fragment:
+    """Append the fragment of an interegular AST node (see ``_render`` for the node types)."""
+    if isinstance(node, _CharGroup):
+        if flags & REFlags.MULTILINE:  # as interegular: (?m) is refused on characters
+            raise RegexError(f"unsupported regex feature ({REFlags.MULTILINE})", nfa.pattern)
+        ci = bool(flags & REFlags.CASE_INSENSITIVE)
+        return nfa.instantiate(_char_group_template(node.chars, node.negated, ci))
+    if isinstance(node, _Concatenation):
+        frags = [_build(nfa, p, flags) for p in node.parts]  # all built: errors come out
+        if None in frags:
+            return None
+        if not frags:
+            s = nfa.state()
+            return s, s
+        start, end = frags[0]
+        for s, e in frags[1:]:
+            nfa.link(end, s)
+            end = e
+        return start, end
+    if isinstance(node, Pattern):
+        if node.added_flags or node.removed_flags:
+            flags = (flags | node.added_flags) & ~node.removed_flags
+        if len(node.options) == 1:
+            return _build(nfa, node.options[0], flags)
+        start = nfa.state()
+        frags = [f for f in (_build(nfa, o, flags) for o in node.options) if f is not None]
+        if not frags:
+            return None
+        end = nfa.state()
+        for s, e in frags:
+            nfa.link(start, s)
+            nfa.link(e, end)
+        return start, end
+    if isinstance(node, _Repeated):
+        return _build_repeat(nfa, node, flags)
+    name = type(node).__name__
+    if name.endswith("DotCls"):
+        return nfa.instantiate(_dot_template(bool(flags & REFlags.SINGLE_LINE)))
+    if name.endswith("EmptyCls"):
+        s = nfa.state()
+        return s, s
+    raise RegexError(f"unsupported regex node {name}", nfa.pattern)
+
+
+def _build_repeat(nfa: _NFA, node: _Repeated, flags: REFlags) -> _Fragment:
+    """``x{lo,hi}``: ``lo`` copies of ``x`` in a row, then a loop (``hi`` None: the
+    last copy is ``x+``, or ``x*`` when ``lo`` is 0) or a nested chain of ``hi - lo``
+    optional copies, ``x(x(x)?)?``, whose epsilon closures stay small."""
+    lo, hi = node.min, node.max
+    if hi is not None and lo > hi:
+        raise RegexError(f"cannot build the automaton (bad repeat {{{lo},{hi}}})", nfa.pattern)
+    inner = _unwrap(node.base)
+    if isinstance(inner, _Repeated) and inner.min == 0 and inner.max != 0 and hi != 0:
+        # (y{0,h}){lo,hi} is y{0,h*hi}: any count up to h*hi is a sum of hi counts
+        # in 0..h.  Copies of a nullable unit would make closures (and subsets)
+        # grow with the bound.
+        h = None if inner.max is None or hi is None else inner.max * hi
+        return _build_repeat(nfa, _Repeated(inner.base, 0, h), flags)
+    first = len(nfa.eps)
+    unit = _build(nfa, node.base, flags)  # built even for {0}: errors come out
+    if hi == 0 or (unit is None and lo == 0):
+        s = nfa.state()
+        return s, s
+    if unit is None:
+        return None
+    us, ue = unit
+    last = len(nfa.eps)
+    n_copies = (lo or 1) if hi is None else hi
+    nfa.reserve((last - first) * (n_copies - 1))
+    units = [unit]
+    for _ in range(n_copies - 1):
+        off = nfa.copy(first, last, ue)
+        units.append((us + off, ue + off))
+    link = nfa.link
+    if hi is None:
+        if lo == 0:
+            h = nfa.state()
+            link(h, us)
+            link(ue, h)
+            return h, h
+        for (_, e), (s, _) in zip(units, units[1:], strict=False):
+            link(e, s)
+        s, e = units[-1]
+        link(e, s)
+        return us, e
+    if lo:
+        for (_, e), (s, _) in zip(units[:lo], units[1:lo], strict=False):
+            link(e, s)
+        start, end = us, units[lo - 1][1]
+    else:
+        start = end = nfa.state()
+    if hi == lo:
+        return start, end
+    out = nfa.state()
+    for s, e in units[lo:]:
+        link(end, s)
+        link(end, out)
+        end = e
+    link(end, out)
+    return start, out
+
+
+def _unwrap(node: object) -> object:
+    """``node`` without groups that hold a single item and set no flags."""
+    while True:
+        if isinstance(node, Pattern) and len(node.options) == 1 and not (node.added_flags or node.removed_flags):
+            node = node.options[0]
+        elif isinstance(node, _Concatenation) and len(node.parts) == 1:
+            node = node.parts[0]
+        else:
+            return node
+
+
+# ------------------------------------------------------ determinizing ----
+
+
+class _SubsetDFA:
+    """The result of :func:`_determinize`.
+
+    ``table[s * k + c]`` is the state after a byte of class ``c`` (bytes
+    ``cuts[c]`` to ``cuts[c+1]-1``, ``k`` classes); ``succ[s]`` maps each live successor of ``s`` to the bitmask
+    of the classes that lead there, in order of the smallest such class.  State 0
+    is dead (the empty set), state 1 the start; every other state is live.
+    """
+
+    __slots__ = ("table", "succ", "accepting", "cuts")
+
+    def __init__(self, table, succ, accepting, cuts) -> None:
+        self.table: array = table
+        self.succ: list[dict[int, int]] = succ
+        self.accepting: list[bool] = accepting
+        self.cuts: list[int] = cuts
+
+
+def _determinize(nfa: _NFA, frag: _Fragment, max_states: int) -> _SubsetDFA:
+    """Subset construction over byte classes (the coarsest partition of the bytes
+    that no edge range cuts).
+
+    A DFA state is the set of *kernel* NFA states (those with byte edges, and the
+    final one) of an epsilon closure.  Closures are memoized per NFA state, and the
+    DFA state of a set of edge targets per set, so most transitions cost one lookup.
+    Since every NFA state reachable from the start can reach the final state, every
+    nonempty set is a live DFA state.
+    """
+    eps, edges = nfa.eps, nfa.edges
+    distinct = {id(es): es for es in edges}  # copies share their edge tuples
+    bounds = {0, 256}
+    for es in distinct.values():
+        for a, b, _ in es:
+            bounds.add(a)
+            bounds.add(b + 1)
+    cuts = sorted(bounds)
+    k = len(cuts) - 1
+    empty: frozenset[int] = frozenset()
+    sets: list[frozenset[int]] = [empty]
+    zero_row = array("i", bytes(4 * k))
+    table = array("i", zero_row)
+    succ: list[dict[int, int]] = [{}]
+    accepting = [False]
+    result = _SubsetDFA(table, succ, accepting, cuts)
+    if frag is None:
+        return result
+    start, final = frag
+    index = {c: i for i, c in enumerate(cuts)}
+    # Edges as half-open class ranges (still relative); None for states without.
+    converted = {i: tuple((index[a], index[b + 1], d) for a, b, d in es) or None for i, es in distinct.items()}
+    cedges = [converted[id(es)] for es in edges]
+    kernel = [es is not None for es in cedges]
+    kernel[final] = True
+    n_nfa = len(eps)
+    closures: list[frozenset[int] | None] = [None] * n_nfa
+
+    def closure(q: int) -> frozenset[int]:
+        c = closures[q]
+        if c is None:
+            if eps[q]:
+                seen = {q}
+                stack = [q]
+                while stack:
+                    s = stack.pop()
+                    for d in eps[s]:
+                        if s + d not in seen:
+                            seen.add(s + d)
+                            stack.append(s + d)
+                c = frozenset([s for s in seen if kernel[s]])
+            else:
+                c = frozenset((q,)) if kernel[q] else empty
+            closures[q] = c
+        return c
+
+    ids: dict[frozenset[int], int] = {empty: 0}
+    single = [-1] * n_nfa  # DFA state of the closure of one NFA state
+    multi: dict[frozenset[int], int] = {}  # DFA state of the closure of a set
+
+    def state_of(kset: frozenset[int]) -> int:
+        j = ids.get(kset)
+        if j is None:
+            j = len(sets)
+            if j >= max_states:
+                raise LimitExceeded("max_states", j + 1, max_states)
+            ids[kset] = j
+            sets.append(kset)
+            table.extend(zero_row)
+            succ.append({})
+            accepting.append(final in kset)
+        return j
+
+    def target_state(ts: tuple[int, ...]) -> int:
+        if len(ts) == 1:
+            t = ts[0]
+            j = single[t]
+            if j < 0:
+                j = single[t] = state_of(closure(t))
+            return j
+        key = frozenset(ts)
+        j = multi.get(key, -1)
+        if j < 0:
+            if len(key) <= 8:
+                kset = frozenset().union(*[closure(t) for t in key])
+            else:  # one search: the closures of many targets tend to overlap
+                seen = set(key)
+                stack = list(key)
+                while stack:
+                    s = stack.pop()
+                    for d in eps[s]:
+                        if s + d not in seen:
+                            seen.add(s + d)
+                            stack.append(s + d)
+                kset = frozenset([s for s in seen if kernel[s]])
+            j = multi[key] = state_of(kset)
+        return j
+
+    state_of(closure(start))
+    i = 1
+    while i < len(sets):
+        base = i * k
+        nxt = succ[i]
+        out = []
+        for q in sets[i]:
+            ce = cedges[q]
+            if ce is not None:
+                out += [(a, b, q + d) for a, b, d in ce]
+        i += 1
+        disjoint = True
+        if len(out) > 1:
+            out.sort()
+            prev = 0
+            for a, b, _ in out:
+                if a < prev:
+                    disjoint = False
+                    break
+                prev = b
+        if disjoint:
+            # Disjoint ranges (the usual case): each is one target.
+            for a, b, t in out:
+                j = single[t]
+                if j < 0:
+                    j = single[t] = state_of(closure(t))
+                if j:
+                    if b - a == 1:
+                        table[base + a] = j
+                    else:
+                        table[base + a:base + b] = array("i", (j,)) * (b - a)
+                    nxt[j] = nxt.get(j, 0) | ((1 << b) - (1 << a))
+            continue
+        # Overlapping ranges: the targets of each class, then runs of equal targets.
+        cover: list[tuple[int, ...]] = [()] * k
+        for a, b, t in out:
+            for c in range(a, b):
+                cover[c] += (t,)
+        c = 0
+        while c < k:
+            ts = cover[c]
+            b = c + 1
+            while b < k and cover[b] == ts:
+                b += 1
+            if ts:
+                j = target_state(ts)
+                if j:
+                    table[base + c:base + b] = array("i", (j,)) * (b - c)
+                    nxt[j] = nxt.get(j, 0) | ((1 << b) - (1 << c))
+            c = b
+    return result
+
+
+# ---------------------------------------------------------- minimizing ----
+
+
+def _minimize(dfa: _SubsetDFA) -> tuple[np.ndarray, np.ndarray, int]:
+    """Minimize (Hopcroft) and renumber canonically; returns ``(trans, accepting, start)``.
+
+    Partition refinement over the live states, from {accepting, not accepting}
+    with both blocks as splitters (the dead state is its own block and never a
+    splitter).  A splitter block is processed for all byte classes at once: each
+    predecessor gets the bitmask of its classes into the splitter, and every block
+    splits by that signature; a block off the work list puts all its pieces but
+    the largest on it.  Each state is thus in O(log n) processed splitters, and the
+    whole is O(m log n) for m distinct (source, target) pairs.  Minimal states are
+    numbered as :func:`_minimize_moore` does: dead 0, start 1, then breadth-first,
+    with targets in order of the smallest byte that reaches them.
+    """
+    succ, acc, cuts = dfa.succ, dfa.accepting, dfa.cuts
+    n = len(succ)
+    if n == 1:
+        return np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0
+    inv: list[list[tuple[int, int]]] = [[] for _ in range(n)]
+    for s in range(1, n):
+        for t, m in succ[s].items():
+            inv[t].append((s, m))
+
+    block_of = [-1] * n  # the dead state stays -1
+    blocks: list[set[int]] = []
+    for want in (True, False):
+        members = [s for s in range(1, n) if acc[s] is want]
+        if members:
+            for s in members:
+                block_of[s] = len(blocks)
+            blocks.append(set(members))
+    work = list(range(len(blocks)))
+    in_work = [True] * len(blocks)
+    while work:
+        b = work.pop()
+        in_work[b] = False
+        sig: dict[int, int] = {}
+        for t in blocks[b]:
+            for s, m in inv[t]:
+                sig[s] = sig.get(s, 0) | m
+        touched: dict[int, dict[int, list[int]]] = {}
+        for s, m in sig.items():
+            groups = touched.get(block_of[s])
+            if groups is None:
+                touched[block_of[s]] = {m: [s]}
+            else:
+                g = groups.get(m)
+                if g is None:
+                    groups[m] = [s]
+                else:
+                    g.append(s)
+        for bs, groups in touched.items():
+            whole = blocks[bs]
+            parts = list(groups.values())
+            if sum(map(len, parts)) == len(whole):
+                if len(parts) == 1:
+                    continue
+                parts.remove(max(parts, key=len))  # it stays in block bs
+            was_in_work = in_work[bs]
+            new_ids = []
+            for p in parts:
+                moved = set(p)
+                whole -= moved
+                new = len(blocks)
+                blocks.append(moved)
+                in_work.append(False)
+                for s in p:
+                    block_of[s] = new
+                new_ids.append(new)
+            if was_in_work:
+                pieces = new_ids
+            else:
+                pieces = [bs, *new_ids]
+                pieces.remove(max(pieces, key=lambda x: len(blocks[x])))
+            for x in pieces:
+                if not in_work[x]:
+                    in_work[x] = True
+                    work.append(x)
+
+    # Canonical numbering: breadth-first from the start, successors by smallest byte.
+    rep = [next(iter(bl)) for bl in blocks]
+    new_id = [0] * len(blocks)
+    order = [block_of[1]]
+    new_id[order[0]] = 1
+    for b in order:
+        for t in succ[rep[b]]:
+            bt = block_of[t]
+            if not new_id[bt]:
+                order.append(bt)
+                new_id[bt] = len(order)
+    state_id = np.zeros(n, dtype=np.int32)
+    state_id[1:] = np.array(new_id, dtype=np.int32)[np.array(block_of[1:], dtype=np.int64)]
+    reps = [rep[b] for b in order]
+    small = np.zeros((len(order) + 1, len(cuts) - 1), dtype=np.int32)
+    table = np.frombuffer(dfa.table, dtype=np.intc).reshape(n, len(cuts) - 1)
+    small[1:] = state_id[table[reps]]
+    out_acc = np.zeros(len(order) + 1, dtype=bool)
+    out_acc[1:] = [acc[s] for s in reps]
+    return np.repeat(small, np.diff(cuts), axis=1), out_acc, 1
+
+
+def _freeze(trans: np.ndarray, accepting: np.ndarray, start: int, pattern: str | None) -> ByteDFA:
+    trans = np.ascontiguousarray(trans, dtype=np.int32)
+    accepting = np.ascontiguousarray(accepting, dtype=bool)
+    trans.setflags(write=False)
+    accepting.setflags(write=False)
+    return ByteDFA(trans, accepting, int(start), pattern)
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_cached(pattern: str, max_states: int) -> ByteDFA:
+    parsed = _parse(pattern)
+    nfa = _NFA(_nfa_limit(max_states), pattern)
+    frag = _build(nfa, parsed, REFlags(0))
+    trans, acc, start = _minimize(_determinize(nfa, frag, max_states))
+    return _freeze(trans, acc, start, pattern)
+
+
+def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """Compile ``pattern`` to a minimal :class:`ByteDFA` over its UTF-8 bytes.
+
+    Raises :class:`RegexError` for syntax outside the dialect (see the module doc)
+    and :class:`LimitExceeded` when determinization needs more than ``max_states``
+    states (limit ``"max_states"``) or the NFA, where bounded repeats are copies,
+    more than ``max(4 * max_states, 100_000)`` (limit ``"nfa_states"``).
+    Results are cached; the returned DFA is immutable.
+    """
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be str, not {type(pattern).__name__}")
+    return _compile_cached(pattern, max_states)
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_literal(data: bytes) -> ByteDFA:
+    """The DFA of exactly one byte string (a chain; already minimal)."""
+    n = len(data)
+    trans = np.zeros((n + 2, 256), dtype=np.int32)
+    for i, b in enumerate(data):
+        trans[i + 1, b] = i + 2
+    acc = np.zeros(n + 2, dtype=bool)
+    acc[n + 1] = True
+    return _freeze(trans, acc, 1, None)
+
+
+# ------------------------------------------- the former construction ----
 
 
 def _symbol_sequences(alphabet) -> dict[int, list[tuple[tuple[int, int], ...]]]:
@@ -256,10 +820,7 @@ def _bytes_from_fsm(fsm, max_states: int, pattern: str) -> tuple[np.ndarray, np.
     return trans, np.array(accepting, dtype=bool), start
 
 
-# ------------------------------------------------------------ minimizing ----
-
-
-def _minimize(trans: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, int]:
+def _minimize_moore(trans: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Moore partition refinement, then renumber: dead 0, start 1, breadth-first."""
     classes, table = _byte_classes(trans)
     block = accepting.astype(np.int64)
@@ -302,16 +863,12 @@ def _minimize(trans: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.
     return out, acc, (1 if len(order) > 1 else 0)
 
 
-def _freeze(trans: np.ndarray, accepting: np.ndarray, start: int, pattern: str | None) -> ByteDFA:
-    trans = np.ascontiguousarray(trans, dtype=np.int32)
-    accepting = np.ascontiguousarray(accepting, dtype=bool)
-    trans.setflags(write=False)
-    accepting.setflags(write=False)
-    return ByteDFA(trans, accepting, int(start), pattern)
+def _compile_reference(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The former construction, kept as a reference for the tests only.
 
-
-@functools.lru_cache(maxsize=4096)
-def _compile_cached(pattern: str, max_states: int) -> ByteDFA:
+    interegular's character FSM (``to_fsm``, quadratic in repeat bounds), expanded to
+    bytes and minimized by Moore refinement; no cache.
+    """
     parsed = _parse(pattern)
     try:
         fsm = parsed.to_fsm()
@@ -320,32 +877,8 @@ def _compile_cached(pattern: str, max_states: int) -> ByteDFA:
     except Exception as e:  # interegular raises bare Exception, e.g. for a{2,1}
         raise RegexError(f"cannot build the automaton ({e})", pattern) from e
     trans, acc, start = _bytes_from_fsm(fsm, max_states, pattern)
-    trans, acc, start = _minimize(trans, acc, start)
+    trans, acc, start = _minimize_moore(trans, acc, start)
     return _freeze(trans, acc, start, pattern)
-
-
-def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
-    """Compile ``pattern`` to a minimal :class:`ByteDFA` over its UTF-8 bytes.
-
-    Raises :class:`RegexError` for syntax outside the dialect (see the module doc)
-    and :class:`LimitExceeded` when determinization needs more than ``max_states``.
-    Results are cached; the returned DFA is immutable.
-    """
-    if not isinstance(pattern, str):
-        raise TypeError(f"pattern must be str, not {type(pattern).__name__}")
-    return _compile_cached(pattern, max_states)
-
-
-@functools.lru_cache(maxsize=4096)
-def compile_literal(data: bytes) -> ByteDFA:
-    """The DFA of exactly one byte string (a chain; already minimal)."""
-    n = len(data)
-    trans = np.zeros((n + 2, 256), dtype=np.int32)
-    for i, b in enumerate(data):
-        trans[i + 1, b] = i + 2
-    acc = np.zeros(n + 2, dtype=bool)
-    acc[n + 1] = True
-    return _freeze(trans, acc, 1, None)
 
 
 # ------------------------------------------------------------- rendering ----

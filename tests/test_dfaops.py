@@ -1,0 +1,90 @@
+"""toolkit.dfaops: products of byte DFAs against re, and boolean terminals in every writer."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolkit.dfaops import compile_boolean, difference, disjoint, intersect, union
+from toolkit.grammar import Grammar, Terminal
+from toolkit.regex import compile_regex
+
+PATTERNS = ["[a-c]*", "a+b?", "(ab|c){1,3}", ".{0,3}", "[^a]*", "é+|a", "x*", "(a|bc)*c", ""]
+TEXTS = st.text(alphabet="abcxé", max_size=7)
+
+
+def _m(p: str, s: str) -> bool:
+    return re.fullmatch(p, s, re.ASCII) is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(PATTERNS), st.sampled_from(PATTERNS), TEXTS)
+def test_products_agree_with_re(p: str, q: str, s: str) -> None:
+    a, b = compile_regex(p), compile_regex(q)
+    data = s.encode()
+    assert intersect(a, b).fullmatch(data) == (_m(p, s) and _m(q, s))
+    assert union(a, b).fullmatch(data) == (_m(p, s) or _m(q, s))
+    assert difference(a, b).fullmatch(data) == (_m(p, s) and not _m(q, s))
+
+
+@pytest.mark.parametrize(
+    "op, p, q, same_as",
+    [
+        (intersect, "[a-z]*", "[a-m0-9]*", "[a-m]*"),
+        (intersect, "[a-z]*x", "[a-mx]*", "[a-mx]*x"),
+        (difference, "[a-z]+", "[b-z][a-z]*", "a[a-z]*"),
+        (union, "a+", "b", "a+|b"),
+    ],
+)
+def test_products_are_canonical(op, p: str, q: str, same_as: str) -> None:
+    # Equal languages give equal arrays, however they were built.
+    built = op(compile_regex(p), compile_regex(q))
+    direct = compile_regex(same_as)
+    assert built.start == direct.start
+    assert (built.transitions == direct.transitions).all()
+    assert (built.accepting == direct.accepting).all()
+
+
+def test_disjoint_and_empty() -> None:
+    assert disjoint(compile_regex("a+"), compile_regex("b+"))
+    assert intersect(compile_regex("a+"), compile_regex("b+")).is_empty()
+    assert not disjoint(compile_regex("a+"), compile_regex("[ab]"))
+
+
+def test_compile_boolean_and_terminal() -> None:
+    t = Terminal("T", "[a-z]+", also=(".{0,3}",), excluding=("ab", "b.*"))
+    dfa = t.dfa()
+    assert dfa is compile_boolean("[a-z]+", (".{0,3}",), ("ab", "b.*"))
+    for s, ok in [("a", True), ("ab", False), ("abc", True), ("abcd", False), ("bc", False), ("", False)]:
+        assert dfa.fullmatch(s.encode()) == ok, s
+    assert not t.is_plain and Terminal("U", "x").is_plain
+
+
+def _byte_tokenizer():
+    llguidance = pytest.importorskip("llguidance", reason="llguidance ([peers] extra) not installed")
+
+    class ByteTok:
+        tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+        eos_token_id = 256
+        bos_token_id = None
+        is_tokenizer_wrapper = True
+
+        def __call__(self, s):
+            return list(s.encode() if isinstance(s, str) else s)
+
+    return llguidance, llguidance.LLTokenizer(llguidance.TokenizerWrapper(ByteTok()))
+
+
+def test_boolean_terminals_mean_the_same_in_llguidance() -> None:
+    llguidance, tok = _byte_tokenizer()
+    g = Grammar("start", {"start": (("T",),)},
+                {"T": Terminal("T", "[a-z]+", also=(".{0,3}",), excluding=("ab",))})
+    text = g.to_lark()
+    assert "&" in text and "~" in text
+    for s in ["a", "ab", "abc", "abcd", "", "zz"]:
+        m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", text))
+        ok = m.consume_tokens(list(s.encode())) and not m.is_error() and m.is_accepting()
+        assert bool(ok) == g.accepts(s), s
