@@ -211,3 +211,11 @@ def test_earley_on_a_regex_grammar_agrees_with_its_dfa(pattern: str, s: str) -> 
     from toolkit.regex import compile_regex
 
     assert Grammar.from_regex(pattern).accepts(s) == compile_regex(pattern).fullmatch(s.encode())
+
+
+def test_empty_language_writes_lark_that_matches_nothing() -> None:
+    llguidance = pytest.importorskip("llguidance", reason="llguidance ([peers] extra) not installed")
+    g = Grammar.from_json_schema({"type": "integer", "not": {"type": "integer"}})
+    assert g.is_empty() and not g.accepts("1")
+    assert llguidance.LLMatcher.validate_grammar(llguidance.grammar_from("lark", g.to_lark())) == ""
+    assert not Grammar.from_regex("a").is_empty()

@@ -289,3 +289,11 @@ def test_enum_respects_a_negated_sibling() -> None:
     # internally, where jsonschema cannot see it.
     g = Grammar.from_json_schema({"allOf": [{"enum": ["a", "b", 1, 2]}, {"not": {"enum": ["a", 1]}}]})
     assert [g.accepts(json.dumps(v)) for v in ("a", "b", 1, 2)] == [False, True, False, True]
+
+
+def test_a_property_named_start_is_not_the_start_symbol() -> None:
+    schema = {"type": "object", "properties": {"start": {"type": "number"}, "end": {"type": "number"}},
+              "required": ["start"], "additionalProperties": False}
+    g = Grammar.from_json_schema(schema)
+    assert g.accepts('{"start": 1, "end": 2}')
+    assert not g.accepts("1")

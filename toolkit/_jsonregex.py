@@ -63,15 +63,15 @@ _ANY = "[\\d\\D]"  # any character, cheaply (see NOTHING)
 MAX_STRING_LENGTH = 10_000
 """Largest ``minLength``/``maxLength`` :func:`json_string` accepts.
 
-A bound is the cap of the repeat: the DFA of ``maxLength: n`` has 20 states per
-character (the escape forms), and :func:`toolkit.regex.compile_regex` builds such a
-repeat in time quadratic in ``n`` (measured: n=100 1.3 s, n=200 4.8 s, n=400 21 s),
-so bounds in the thousands are accepted here but cost minutes to compile; callers
-that need a time budget must enforce it themselves."""
+A bound is the cap of the repeat: the minimal DFA of ``maxLength: n`` has about
+20 states per character (the escape forms), so ``n = 8192`` already takes ~164k of
+:data:`toolkit.regex.DEFAULT_MAX_STATES` (200k) and ~160 MB of transition table;
+larger bounds are :class:`~toolkit.errors.UnsupportedSchema`, never a silently
+shorter string."""
 
 MAX_REPEAT = 1000
-"""Largest bound of a ``{n,m}`` quantifier in :func:`ecma_pattern` (the compile cost
-grows with the square of the bound, as for :data:`MAX_STRING_LENGTH`)."""
+"""Largest bound of a ``{n,m}`` quantifier in :func:`ecma_pattern` (the DFA grows
+linearly with the bound, and each copy of the repeated part costs its states)."""
 
 MAX_BOUND_DIGITS = 400
 """Largest number of decimal digits (integer plus fraction part) of a numeric bound."""

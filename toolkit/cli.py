@@ -115,9 +115,9 @@ def _cmd_schema_coverage(args: argparse.Namespace) -> int:
 
         with open(args.out, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["name", "status", "detail", "seconds"])
+            w.writerow(["name", "status", "detail", "seconds", "lark_ok"])
             for r in results:
-                w.writerow([r.name, r.status, r.detail, f"{r.seconds:.4f}"])
+                w.writerow([r.name, r.status, r.detail, f"{r.seconds:.4f}", "" if r.lark_ok is None else r.lark_ok])
     return 0
 
 

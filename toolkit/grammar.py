@@ -17,6 +17,7 @@ that every engine runs the very same language).
 from __future__ import annotations
 
 import functools
+import heapq
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -167,8 +168,10 @@ class Grammar:
 
         Names are sanitized to Lark's conventions; terminal regexes go through
         :func:`canonical_regex`, so shorthand classes and flags mean the same in
-        every engine.
+        every engine.  An empty language is written as a terminal that matches nothing.
         """
+        if self.is_empty():
+            return "start: EMPTY\nEMPTY: /[^\\d\\D]/\n"
         rules = self._productive_rules()
         rule_names = _sanitize(rules, _RULE_NAME, "r", str.lower)
         term_names = _sanitize(self.terminals, _TERM_NAME, "T", str.upper, taken=set(rule_names.values()))
@@ -230,6 +233,14 @@ class Grammar:
         text, so that no ``max_depth`` hangs).
         """
         return _grammar_to_regex(self, max_depth, max_length)
+
+    def is_empty(self) -> bool:
+        """True when the grammar derives no string (e.g. an unsatisfiable schema)."""
+        try:
+            self._productive_rules()
+        except GrammarError:
+            return True
+        return False
 
     def _productive_rules(self) -> dict[str, tuple[tuple[str, ...], ...]]:
         """The rules without alternatives that derive no string (Lark cannot write them)."""
@@ -564,9 +575,21 @@ def _dfa_regex(dfa: ByteDFA, max_length: int) -> str:
         if accepting[q]:
             succ[q][final] = [""]
             pred[final].add(q)
+
+    def cost(v: int) -> int:
+        loops = v in succ[v]
+        return (len(pred[v]) - loops) * (len(succ[v]) - loops)
+
     nodes = set(succ) - {start}
-    while nodes:
-        k = min(nodes, key=lambda v: (len(pred[v] - {v}) * len(set(succ[v]) - {v}), v))
+    heap = [(cost(v), v) for v in nodes]
+    heapq.heapify(heap)
+    while heap:
+        c, k = heapq.heappop(heap)
+        if k not in nodes:
+            continue
+        if c != cost(k):  # stale: a neighbour went first
+            heapq.heappush(heap, (cost(k), k))
+            continue
         nodes.discard(k)
         loop = succ[k].pop(k, None)
         pred[k].discard(k)
@@ -583,6 +606,9 @@ def _dfa_regex(dfa: ByteDFA, max_length: int) -> str:
                 pred[q].add(p)
         for q in succ[k]:
             pred[q].discard(k)
+        for v in pred[k] | set(succ[k]):
+            if v in nodes:
+                heapq.heappush(heap, (cost(v), v))
         del succ[k], pred[k]
     return atom(succ[start][final])
 

@@ -180,7 +180,8 @@ class _Compiler:
         if len(self.rules) >= self.max_rules:
             raise LimitExceeded("max_rules", len(self.rules) + 1, self.max_rules)
         base = re.sub(r"[^a-z0-9]+", "_", hint.lower()).strip("_")[:40] or "r"
-        name = f"{base}_{len(self.rules)}" if base != "start" else "start"
+        # "start" is the grammar's start symbol alone; a property called "start" gets a number.
+        name = "start" if hint == "" and "start" not in self.rules else f"{base}_{len(self.rules)}"
         self.rules[name] = []
         return name
 
@@ -230,7 +231,7 @@ class _Compiler:
         key = json.dumps(node, sort_keys=True, default=repr)
         if key in self._memo:
             return self._memo[key]
-        name = self.new_rule("start" if pointer == "" else pointer.rsplit("/", 1)[-1])
+        name = self.new_rule("" if pointer == "" else pointer.rsplit("/", 1)[-1] or "r")
         self._memo[key] = name
         self.rules[name] = self.alternatives(node, pointer)
         return name
