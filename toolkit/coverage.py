@@ -38,8 +38,12 @@ class _Timeout(BaseException):
     """Raised by the alarm; a BaseException so no ``except Exception`` swallows it."""
 
 
+_ARMED = [False]
+
+
 def _alarm(signum, frame):  # noqa: ARG001
-    raise _Timeout()
+    if _ARMED[0]:  # an alarm that lands while disarming is ignored
+        raise _Timeout()
 
 
 def _lark_ok(grammar) -> bool:
@@ -55,6 +59,7 @@ def _lark_ok(grammar) -> bool:
 def check_item(item, timeout: float, check_lark: bool = False) -> SchemaResult:
     t0 = time.perf_counter()
     old = signal.signal(signal.SIGALRM, _alarm)
+    _ARMED[0] = True
     signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
         try:
@@ -71,6 +76,7 @@ def check_item(item, timeout: float, check_lark: bool = False) -> SchemaResult:
             elif ok and not case.valid:
                 accepted_invalid.append(case.text[:120])
         dt = time.perf_counter() - t0
+        _ARMED[0] = False  # the time limit is for compiling and checking, not for llguidance
         lark = _lark_ok(grammar) if check_lark else None
         if accepted_invalid:
             return SchemaResult(item.name, "invalidation_error", "", dt, accepted_invalid, lark)
@@ -83,6 +89,7 @@ def check_item(item, timeout: float, check_lark: bool = False) -> SchemaResult:
         return SchemaResult(item.name, "crash", "".join(traceback.format_exception_only(e)).strip()[:300],
                             time.perf_counter() - t0)
     finally:
+        _ARMED[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
 
