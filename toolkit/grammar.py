@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import GrammarError, LimitExceeded, RegexError, UnsupportedGrammar
-from toolkit.regex import ByteDFA, canonical_regex, compile_regex
+from toolkit.regex import ByteDFA, _strip_anchors, canonical_regex, compile_regex
 
 __all__ = ["Grammar", "Terminal", "json_schema_to_regex"]
 
@@ -242,8 +242,8 @@ class Grammar:
             return True
         return False
 
-    def _productive_rules(self) -> dict[str, tuple[tuple[str, ...], ...]]:
-        """The rules without alternatives that derive no string (Lark cannot write them)."""
+    def _live_symbols(self) -> set[str]:
+        """The terminals with a nonempty language and the rules that derive a string."""
         live = {n for n, t in self.terminals.items() if not t.dfa().is_empty()}
         changed = True
         while changed:
@@ -252,6 +252,11 @@ class Grammar:
                 if lhs not in live and any(all(s in live for s in alt) for alt in alts):
                     live.add(lhs)
                     changed = True
+        return live
+
+    def _productive_rules(self) -> dict[str, tuple[tuple[str, ...], ...]]:
+        """The rules without alternatives that derive no string (Lark cannot write them)."""
+        live = self._live_symbols()
         if self.start not in live:
             raise GrammarError("the grammar's language is empty; Lark cannot express it")
         return {
@@ -628,13 +633,7 @@ def _embeddable(pattern: str) -> str:
     error inside a larger pattern), and leading global flags ``(?i)`` become a
     scoped group ``(?i:...)``.
     """
-    p = pattern
-    if p.startswith("^"):
-        p = p[1:]
-    if p.endswith("$"):
-        backslashes = len(p[:-1]) - len(p[:-1].rstrip("\\"))
-        if backslashes % 2 == 0:
-            p = p[:-1]
+    p = _strip_anchors(pattern)
     m = _GLOBAL_FLAGS.match(p)
     if m:
         p = f"(?{m.group(1)}:{p[m.end():]})"
@@ -697,15 +696,8 @@ class _RegexWriter:
     def __init__(self, g: Grammar, max_depth: int | None, max_length: int) -> None:
         self.max_length = max_length
         self.steps = 0
-        live = {n for n, t in g.terminals.items() if not t.dfa().is_empty()}
-        terms = set(live)
-        changed = True
-        while changed:
-            changed = False
-            for lhs, alts in g.rules.items():
-                if lhs not in live and any(all(s in live for s in alt) for alt in alts):
-                    live.add(lhs)
-                    changed = True
+        live = g._live_symbols()
+        terms = {n for n in g.terminals if n in live}
         self.empty = g.start not in live
         # Productive alternatives only; A -> A adds nothing to the language.
         self.rules = {

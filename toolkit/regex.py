@@ -484,19 +484,23 @@ def _determinize(nfa: _NFA, frag: _Fragment, max_states: int) -> _SubsetDFA:
     n_nfa = len(eps)
     closures: list[frozenset[int] | None] = [None] * n_nfa
 
+    def kernel_closure(starts) -> frozenset[int]:
+        """The kernel states epsilon-reachable from ``starts`` (one search)."""
+        seen = set(starts)
+        stack = list(starts)
+        while stack:
+            s = stack.pop()
+            for d in eps[s]:
+                if s + d not in seen:
+                    seen.add(s + d)
+                    stack.append(s + d)
+        return frozenset([s for s in seen if kernel[s]])
+
     def closure(q: int) -> frozenset[int]:
         c = closures[q]
         if c is None:
             if eps[q]:
-                seen = {q}
-                stack = [q]
-                while stack:
-                    s = stack.pop()
-                    for d in eps[s]:
-                        if s + d not in seen:
-                            seen.add(s + d)
-                            stack.append(s + d)
-                c = frozenset([s for s in seen if kernel[s]])
+                c = kernel_closure((q,))
             else:
                 c = frozenset((q,)) if kernel[q] else empty
             closures[q] = c
@@ -532,15 +536,7 @@ def _determinize(nfa: _NFA, frag: _Fragment, max_states: int) -> _SubsetDFA:
             if len(key) <= 8:
                 kset = frozenset().union(*[closure(t) for t in key])
             else:  # one search: the closures of many targets tend to overlap
-                seen = set(key)
-                stack = list(key)
-                while stack:
-                    s = stack.pop()
-                    for d in eps[s]:
-                        if s + d not in seen:
-                            seen.add(s + d)
-                            stack.append(s + d)
-                kset = frozenset([s for s in seen if kernel[s]])
+                kset = kernel_closure(key)
             j = multi[key] = state_of(kset)
         return j
 
