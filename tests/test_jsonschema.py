@@ -297,3 +297,10 @@ def test_a_property_named_start_is_not_the_start_symbol() -> None:
     g = Grammar.from_json_schema(schema)
     assert g.accepts('{"start": 1, "end": 2}')
     assert not g.accepts("1")
+
+
+def test_a_string_automaton_over_the_state_limit_is_unsupported_at_its_keyword() -> None:
+    with pytest.raises(UnsupportedSchema) as e:
+        Grammar.from_json_schema({"properties": {"q": {"type": "string", "maxLength": 9999}}})
+    assert (e.value.keyword, e.value.pointer) == ("maxLength", "/properties/q/maxLength")
+    assert "max_states" in e.value.reason

@@ -824,7 +824,14 @@ class _Compiler:
 
     def _string(self, node: dict, pointer: str) -> str:
         regex, also, excluding = self.string_spec(node, pointer)
-        return self.term(regex, "STRING", also, excluding)
+        name = self.term(regex, "STRING", also, excluding)
+        try:
+            self.terminals[name].dfa()
+        except LimitExceeded as e:
+            kw = next((k for k in ("maxLength", "minLength", "pattern", "format") if k in node), "type")
+            raise UnsupportedSchema(kw, f"{pointer}/{kw}" if kw != "type" else pointer,
+                                    f"the string's automaton is too large ({e})") from e
+        return name
 
     def string_spec(self, node: dict, pointer: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         """The string keywords of ``node`` as (regex, also, excluding) of JSON string text.
