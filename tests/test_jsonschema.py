@@ -304,3 +304,28 @@ def test_a_string_automaton_over_the_state_limit_is_unsupported_at_its_keyword()
         Grammar.from_json_schema({"properties": {"q": {"type": "string", "maxLength": 9999}}})
     assert (e.value.keyword, e.value.pointer) == ("maxLength", "/properties/q/maxLength")
     assert "max_states" in e.value.reason
+
+
+@pytest.mark.parametrize(
+    "schema, keyword, pointer",
+    [
+        ({"oneOf": [5, {}]}, "oneOf", "/oneOf/0"),
+        ({"anyOf": [{}, "x"]}, "anyOf", "/anyOf/1"),
+        ({"if": 5, "then": {}}, "if", "/if"),
+        ({"type": "array", "contains": []}, "contains", "/contains"),
+        ({"dependencies": {"a": 5}}, "dependencies", "/dependencies/a"),
+    ],
+)
+def test_malformed_subschemas_are_reported_where_they_are(schema, keyword: str, pointer: str) -> None:
+    with pytest.raises(UnsupportedSchema) as e:
+        Grammar.from_json_schema(schema)
+    assert (e.value.keyword, e.value.pointer) == (keyword, pointer)
+
+
+def test_max_properties_of_a_closed_object_needs_no_counting() -> None:
+    # A bound no closed object can reach is no constraint: it must not unroll 10**5 counts.
+    schema = {"type": "object", "properties": {"a": {}, "b": {}}, "additionalProperties": False,
+              "maxProperties": 100_000}
+    g = Grammar.from_json_schema(schema)
+    assert g.accepts('{"a": 1, "b": 2}') and g.accepts("{}")
+    assert Grammar.from_json_schema({**schema, "minProperties": 3}).is_empty()

@@ -252,6 +252,8 @@ class _Compiler:
                 return self.alternatives(node, pointer)
         if "if" in node:
             cond, then, other = node.pop("if"), node.pop("then", True), node.pop("else", True)
+            for kw, sub in (("if", cond), ("then", then), ("else", other)):
+                _check_schemas([sub], kw, f"{pointer}/{kw}", single=True)
             # (if and then) or (not if and else)
             node = self.merge([node, {"anyOf": [{"allOf": [cond, then]}, {"allOf": [{"not": cond}, other]}]}],
                               pointer)
@@ -287,6 +289,9 @@ class _Compiler:
                 raise UnsupportedSchema(kw, f"{pointer}/{kw}", f"{kw} must be an object")
             for name, need in deps.items():
                 absent = {"properties": {name: False}}
+                if not isinstance(need, (list, dict, bool)):
+                    raise UnsupportedSchema(kw, f"{pointer}/{kw}/{_escape_pointer(name)}",
+                                            "must be a list of names or a schema")
                 if isinstance(need, list):
                     if not need:
                         continue
@@ -467,6 +472,7 @@ class _Compiler:
                 branches = node[kw]
                 if not isinstance(branches, list) or not branches:
                     raise UnsupportedSchema(kw, pointer, f"{kw} must be a non-empty list")
+                _check_schemas(branches, kw, f"{pointer}/{kw}")
                 rest = {k: v for k, v in node.items() if k != kw}
                 if set(rest) & _VALIDATION:
                     merged = [self.merge([rest, b], f"{pointer}/{kw}/{i}") for i, b in enumerate(branches)]
@@ -543,8 +549,9 @@ class _Compiler:
         # additionalProperties too (false: the name may not appear).
         pats = [p.get("patternProperties") for p in flat if p.get("patternProperties")]
         restrictive = [(i, p) for i, p in enumerate(flat) if p.get("additionalProperties", True) is not True]
+        same_patterns = all(x == pats[0] for x in pats)
         for i, part in restrictive:
-            if pats and part.get("patternProperties") != pats[0] or any(x != pats[0] for x in pats):
+            if pats and (not same_patterns or part.get("patternProperties") != pats[0]):
                 raise UnsupportedSchema("allOf", f"{pointer}/{i}/additionalProperties",
                                         "additionalProperties next to patternProperties of another subschema")
         if restrictive and isinstance(out.get("properties", {}), dict):
@@ -886,6 +893,13 @@ class _Compiler:
         patterns = node.get("patternProperties") or {}
         if not isinstance(patterns, dict):
             raise UnsupportedSchema("patternProperties", pointer + "/patternProperties", "must be an object")
+        if additional is False and not patterns and SOME_ADDITIONAL not in node:
+            # A closed object has at most its listed (and required) names.
+            most = len(set(props) | set(required))
+            if lo > most:
+                return []
+            if hi is not None and hi >= most:
+                hi = None
         pat_rx = {p: ecma_pattern(p, pointer=f"{pointer}/patternProperties/{_escape_pointer(p)}") for p in patterns}
         names_schema = node.get("propertyNames", True)
         key_spec = self._key_spec(names_schema, pointer + "/propertyNames")
@@ -1054,6 +1068,8 @@ class _Compiler:
         if rest is False:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
         contains = node.get("contains")
+        if contains is not None:
+            _check_schemas([contains], "contains", pointer + "/contains", single=True)
         min_contains = node.get("minContains", 1)
         if "unevaluatedItems" in node:
             self.unsupported("unevaluatedItems", f"{pointer}/unevaluatedItems", "not expressible by this compiler")
@@ -1147,6 +1163,14 @@ class _Compiler:
         rules = {k: tuple(v) for k, v in self.rules.items()}
         return Grammar(start="start", rules=rules, terminals=self.terminals, ignore=ignore,
                        source=json.dumps(self.root) if not isinstance(self.root, bool) else str(self.root))
+
+
+def _check_schemas(items: list, keyword: str, pointer: str, single: bool = False) -> None:
+    """Each item is a schema (an object or a boolean), or UnsupportedSchema there."""
+    for i, x in enumerate(items):
+        if not isinstance(x, (dict, bool)):
+            where = pointer if single else f"{pointer}/{i}"
+            raise UnsupportedSchema(keyword, where, f"a schema must be an object or a boolean, not {type(x).__name__}")
 
 
 def _internal_ok(v: Any, node: dict) -> bool:
