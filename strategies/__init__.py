@@ -3,11 +3,15 @@
 Names: ``naive`` (checks every token; the baseline and the test oracle), and, as
 they land, ``outlines``, ``xgrammar``, ``llguidance`` (our reimplementations) and
 ``peer:llguidance``, ``peer:xgrammar``, ``peer:outlines-core`` (the real engines,
-from the optional ``[peers]`` extra).
+from the optional ``[peers]`` extra; see :mod:`strategies.peers`).
+
+An engine outside the registry can be named by its factory, ``"package.module:Factory"``
+(called as ``Factory(vocab, **options)``), wherever an engine name is taken.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from importlib import import_module
 from typing import Any
@@ -17,9 +21,14 @@ from toolkit.vocab import Vocabulary
 
 __all__ = ["get_engine", "available_engines", "registered_engines", "register"]
 
+_PLUGIN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
 # name -> "module:factory"; imported on first use so optional peers cost nothing.
 _REGISTRY: dict[str, str] = {
     "naive": "strategies.naive:NaiveEngine",
+    "peer:llguidance": "strategies.peers:LLGuidanceEngine",
+    "peer:xgrammar": "strategies.peers:XGrammarEngine",
+    "peer:outlines-core": "strategies.peers:OutlinesCoreEngine",
 }
 
 
@@ -34,12 +43,19 @@ def registered_engines() -> list[str]:
 
 
 def _factory(name: str) -> Callable[..., MaskEngine]:
-    try:
-        target = _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown engine {name!r}; registered: {', '.join(registered_engines())}") from None
+    target = _REGISTRY.get(name)
+    if target is None and _PLUGIN.fullmatch(name):
+        target = name  # "package.module:Factory", an engine outside the registry
+    if target is None:
+        raise ValueError(
+            f"unknown engine {name!r}; registered: {', '.join(registered_engines())} "
+            "(or give 'package.module:Factory')"
+        )
     module, attr = target.split(":")
-    return getattr(import_module(module), attr)
+    try:
+        return getattr(import_module(module), attr)
+    except AttributeError:
+        raise ValueError(f"engine {name!r}: module {module!r} has no {attr!r}") from None
 
 
 def available_engines() -> list[str]:

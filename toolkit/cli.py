@@ -7,7 +7,10 @@ Subcommands:
 * ``masklab mask --vocab SPEC (--lark FILE | --regex RX) [--prefix TEXT]``: the mask
   an engine computes after a prefix, with timing and sample tokens;
 * ``masklab accepts (--lark FILE | --regex RX) TEXT``: the reference recognizer's verdict;
-* ``masklab schema-coverage --data DIR``: the JSON Schema compiler's MaskBench counts.
+* ``masklab schema-coverage --data DIR``: the JSON Schema compiler's MaskBench counts;
+* ``masklab bench --engines a,b --data DIR --vocab SPEC --out DIR``: a benchmark run
+  (:mod:`toolkit.harness`); ``masklab report DIR...``: its tables and figures
+  (:mod:`toolkit.report`).
 """
 
 from __future__ import annotations
@@ -121,6 +124,67 @@ def _cmd_schema_coverage(args: argparse.Namespace) -> int:
     return 0
 
 
+def _option_value(text: str) -> object:
+    import json
+
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _engine_options(pairs: Sequence[str]) -> dict[str, dict[str, object]]:
+    """``NAME.KEY=VALUE`` pairs (VALUE read as JSON when it parses) per engine name."""
+    out: dict[str, dict[str, object]] = {}
+    for pair in pairs:
+        left, eq, value = pair.partition("=")
+        name, dot, key = left.rpartition(".")
+        if not eq or not dot or not name or not key:
+            raise MasklabError(f"--option {pair!r}: expected ENGINE.KEY=VALUE, e.g. peer:xgrammar.strict_mode=false")
+        out.setdefault(name, {})[key] = _option_value(value)
+    return out
+
+
+def default_bench_engines() -> list[str]:
+    """Every installed engine except ``naive`` (the oracle checks every token per mask:
+    too slow for a real vocabulary, it belongs in the tests)."""
+    from strategies import available_engines
+
+    return [e for e in available_engines() if e != "naive"]
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    import shlex
+
+    from toolkit.harness import run_bench
+
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()] if args.engines else default_bench_engines()
+    command = "masklab " + " ".join(shlex.quote(a) for a in (args.argv or []))
+    timeout = args.timeout if args.timeout is not None else (30.0 if args.quick else 60.0)
+    df = run_bench(engines, args.data, vocab=args.vocab, out=args.out, limit=args.limit, timeout=timeout,
+                   jobs=args.jobs, seed=args.seed, quick=args.quick, options=_engine_options(args.option),
+                   source=args.source, memory_limit_gb=args.memory_limit, progress=not args.quiet,
+                   command=command)
+    if len(df):
+        counts = df.groupby(["engine", "status"]).size().unstack(fill_value=0)
+        print(counts.to_string())
+    print(f"records in {Path(args.out) / 'records.jsonl'}")
+    if args.report:
+        from toolkit.report import write_report
+
+        print(f"report in {write_report([args.out])}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from toolkit.report import write_report
+
+    path = write_report(args.dirs, out=args.out)
+    print(path.read_text(encoding="utf-8"))
+    print(f"written to {path.parent}")
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="masklab", description="Compare token-mask strategies for constrained decoding.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -153,6 +217,34 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--check-lark", action="store_true", help="also validate to_lark() with llguidance")
     c.set_defaults(func=_cmd_schema_coverage)
 
+    b = sub.add_parser("bench", help="run engines on a MaskBench-format dataset (TTFM, TBM, validity)")
+    b.add_argument("--engines", default=None,
+                   help="comma-separated engine names (default: every installed engine but naive)")
+    b.add_argument("--data", default=None, help="a MaskBench file or folder (default: the embedded datasets/)")
+    b.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
+    b.add_argument("--out", default="results/bench", help="run folder; an existing run resumes (default: results/bench)")
+    b.add_argument("--limit", type=int, default=None, help="only the first N items (after --seed's shuffle)")
+    b.add_argument("--timeout", type=float, default=None,
+                   help="seconds per engine and item, compile and instances (default 60, 30 with --quick)")
+    b.add_argument("--jobs", type=int, default=1, help="worker processes side by side (default 1)")
+    b.add_argument("--seed", type=int, default=None, help="shuffle the items with this seed before --limit")
+    b.add_argument("--quick", action="store_true", help="at most 3 valid and 3 invalid instances per item (harness.QUICK_CASES)")
+    b.add_argument("--source", choices=("native", "grammar"), default="native",
+                   help="native: schemas go to each engine's own compiler; grammar: every engine gets "
+                        "Grammar.from_json_schema (default: native)")
+    b.add_argument("-o", "--option", action="append", default=[], metavar="ENGINE.KEY=VALUE",
+                   help="an engine option, e.g. peer:xgrammar.strict_mode=false (repeatable)")
+    b.add_argument("--memory-limit", type=float, default=None, metavar="GB",
+                   help="resident memory per worker before it is killed (default: 80%% of RAM / jobs)")
+    b.add_argument("--report", action="store_true", help="write the report into the run folder when done")
+    b.add_argument("--quiet", action="store_true", help="no progress bar")
+    b.set_defaults(func=_cmd_bench)
+
+    r = sub.add_parser("report", help="tables and figures from bench run folders")
+    r.add_argument("dirs", nargs="+", help="run folders (holding run.json and records.jsonl)")
+    r.add_argument("--out", default=None, help="where to write (default: the first run folder)")
+    r.set_defaults(func=_cmd_report)
+
     a = sub.add_parser("accepts", help="does the grammar accept TEXT? (exit 0 yes, 1 no)")
     grammar_args(a)
     a.add_argument("text")
@@ -162,6 +254,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args))
     except MasklabError as e:

@@ -82,10 +82,11 @@ def load_item(path: str | Path) -> Item:
 
 
 def iter_items(source: str | Path, limit: int | None = None) -> Iterator[Item]:
-    """Items from a file or a folder of ``*.json`` files (sorted by name)."""
+    """Items from a file, or from the ``*.json`` files under a folder and its subfolders
+    (sorted by path)."""
     source = Path(source)
     if source.is_dir():
-        paths = sorted(source.glob("*.json"))
+        paths = sorted(source.rglob("*.json"))
     elif source.is_file():
         paths = [source]
     else:

@@ -163,13 +163,20 @@ class Grammar:
 
     # ----------------------------------------------------------- writers --
 
-    def to_lark(self) -> str:
+    def to_lark(self, *, boolean: str = "native", max_length: int = 1_000_000) -> str:
         """Lark text for llguidance (and any Lark-syntax engine) with the same language.
 
         Names are sanitized to Lark's conventions; terminal regexes go through
         :func:`canonical_regex`, so shorthand classes and flags mean the same in
         every engine.  An empty language is written as a terminal that matches nothing.
+
+        Terminals that intersect or subtract regexes are written with llguidance's
+        ``(/a/ & /b/ & ~/c/)`` (``boolean="native"``), or, for engines without those
+        operators (xgrammar), as one plain regex written from the terminal's DFA
+        (``boolean="regex"``; :class:`LimitExceeded` when it passes ``max_length``).
         """
+        if boolean not in ("native", "regex"):
+            raise ValueError(f"boolean must be 'native' or 'regex', not {boolean!r}")
         if self.is_empty():
             return "start: EMPTY\nEMPTY: /[^\\d\\D]/\n"
         rules = self._productive_rules()
@@ -191,7 +198,11 @@ class Grammar:
         used = {s for alts in rules.values() for alt in alts for s in alt} | set(self.ignore)
         for name, t in self.terminals.items():
             if name in used:
-                lines.append(f"{term_names[name]}: {_lark_terminal(t)}")
+                if boolean == "regex" and _boolean_terminal(t):
+                    body = "/" + canonical_regex(_plain_regex(t, max_length)) + "/"
+                else:
+                    body = _lark_terminal(t)
+                lines.append(f"{term_names[name]}: {body}")
         for name in self.ignore:
             lines.append(f"%ignore {term_names[name]}")
         return "\n".join(lines) + "\n"

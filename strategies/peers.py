@@ -1,0 +1,460 @@
+"""The production engines behind the :class:`~toolkit.protocol.MaskEngine` protocol.
+
+``peer:llguidance``, ``peer:xgrammar`` and ``peer:outlines-core`` adapt the PyPI
+packages (the optional ``[peers]`` extra) to the same :class:`~toolkit.vocab.Vocabulary`
+as every masklab strategy, so their masks compare bit for bit with ours:
+
+* **llguidance**: an ``LLTokenizer`` built from the token bytes (special tokens by
+  name, listed as special; padding ids empty);
+* **xgrammar**: a ``TokenizerInfo`` with ``VocabType.RAW`` bytes (special and padding
+  ids empty, which xgrammar treats as special), the vocabulary's EOS ids as stop tokens;
+* **outlines-core**: a ``Vocabulary`` of the text tokens only (ids grouped by bytes).
+
+``compile`` takes either
+
+* a JSON schema (a ``dict`` or ``bool``, or a JSON string wrapped in
+  :class:`JsonSchemaText`): compiled **the way the engine ships**, by its own schema
+  compiler (llguidance's ``%json``, xgrammar's ``compile_json_schema``,
+  outlines-core's ``build_regex_from_schema``); or
+* a :class:`~toolkit.grammar.Grammar`: the *same grammar* in every engine, through
+  :meth:`Grammar.to_lark` (llguidance, xgrammar's Lark front end; boolean terminals
+  are written as one plain regex for xgrammar, which has no ``&``/``~``) or
+  :meth:`Grammar.to_regex` (outlines-core; regular grammars only, a grammar built by
+  :meth:`Grammar.from_regex` gives back its pattern).
+
+EOS, special and padding ids follow the protocol, not the engine: each adapter
+clears every non-text bit the engine set and lets :class:`~toolkit.matcher.BaseMatcher`
+allow the vocabulary's EOS ids exactly where the engine says the input is complete.
+EOS is never passed to the engine, so termination is the protocol's too.
+
+Engines run single-threaded (``max_threads=1`` for xgrammar's compiler; the harness
+sets ``RAYON_NUM_THREADS=1`` for llguidance's workers).  Peers do not report whether
+a mask used slices, so their ``MaskInfo.sliced`` is always False.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from toolkit import bitmask as bm
+from toolkit.errors import MasklabError, UnsupportedGrammar
+from toolkit.grammar import Grammar
+from toolkit.matcher import BaseMatcher
+from toolkit.protocol import MaskInfo
+from toolkit.vocab import Vocabulary
+
+__all__ = [
+    "JsonSchemaText",
+    "LLGuidanceEngine",
+    "XGrammarEngine",
+    "OutlinesCoreEngine",
+    "PeerCompiled",
+    "PeerError",
+]
+
+
+class PeerError(MasklabError):
+    """A peer engine refused a grammar or failed while matching; the message is its own."""
+
+
+@dataclass(frozen=True)
+class JsonSchemaText:
+    """A JSON schema given as text, to hand to an engine's own schema compiler verbatim."""
+
+    text: str
+
+
+def _schema_text(spec: Any) -> str | None:
+    """The JSON text of a schema spec, or None when ``spec`` is not a schema."""
+    if isinstance(spec, JsonSchemaText):
+        return spec.text
+    if isinstance(spec, Mapping | bool):
+        return json.dumps(spec)
+    return None
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:  # pragma: no cover - imported but not installed
+        return "unknown"
+
+
+def _text_words(vocab: Vocabulary) -> np.ndarray:
+    """The bitmask row of every text token (what an engine's mask is clipped to)."""
+    return bm.from_bool(vocab.text_token_mask())
+
+
+@dataclass
+class PeerCompiled:
+    """An engine's compiled grammar plus what it was made from (``source``: the text given)."""
+
+    handle: Any
+    source: str
+    kind: str  # "json_schema" | "lark" | "regex"
+    nbytes: int = 0
+
+    def memory_bytes(self) -> int:
+        return self.nbytes
+
+
+class _PeerEngine:
+    """What the three adapters share: vocabulary, text mask, version, input dispatch."""
+
+    name = "peer"
+    dist = ""
+    #: inputs the engine compiles with its own front end, besides Grammar
+    native_inputs = frozenset({"json_schema"})
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.vocab = vocab
+        self.version = _version(self.dist)
+        self.text_words = _text_words(vocab)
+        self.options: dict[str, Any] = {}
+
+    def compile(self, grammar: Any) -> PeerCompiled:
+        """Compile a JSON schema (engine's own compiler) or a :class:`Grammar`."""
+        text = _schema_text(grammar)
+        try:
+            if text is not None:
+                return self._compile_schema(text)
+            if isinstance(grammar, Grammar):
+                return self._compile_grammar(grammar)
+        except MasklabError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the engines raise RuntimeError/ValueError
+            raise PeerError(f"{self.name}: {type(e).__name__}: {e}") from e
+        raise UnsupportedGrammar(
+            f"{self.name} compiles a JSON schema (dict/bool/JsonSchemaText) or a toolkit Grammar, "
+            f"not {type(grammar).__name__}"
+        )
+
+    def _compile_schema(self, text: str) -> PeerCompiled:
+        raise NotImplementedError
+
+    def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """Version and options, as the harness records them."""
+        return {"version": self.version, "options": dict(self.options)}
+
+
+class _PeerMatcher(BaseMatcher):
+    """BaseMatcher over an engine handle: text bits from the engine, EOS from the protocol."""
+
+    def __init__(self, engine: _PeerEngine, compiled: PeerCompiled) -> None:
+        super().__init__(engine.vocab)
+        self.engine = engine
+        self.compiled = compiled
+
+    def _clip(self, row: np.ndarray) -> MaskInfo:
+        np.bitwise_and(row, self.engine.text_words, out=row)
+        return MaskInfo(0, False)
+
+
+# ------------------------------------------------------------- llguidance --
+
+
+class LLGuidanceEngine(_PeerEngine):
+    """``peer:llguidance``.
+
+    Options:
+
+    * ``forcing`` (default False): llguidance narrows the mask to the canonical token
+      when the grammar forces bytes (after ``Ap`` in ``"April" | "August"`` it allows
+      ``ril`` but not ``r`` or ``ri``).  False writes ``%llguidance {"no_forcing": true}``
+      so masks are the exact set of tokens that keep the output valid (like
+      xgrammar's); True is llguidance as shipped.
+    * ``slices``: ``"default"`` (llguidance's own choice), ``"general"``, ``"json"``,
+      ``"none"``, or a list of slice regexes.
+    * ``limits``: a dict of ``LLParserLimits`` fields (``max_items_in_row``,
+      ``step_lexer_fuel``, ...).
+    * ``json_options``: ``x-guidance`` settings for its JSON compiler
+      (``whitespace_flexible``, ``item_separator``, ``key_separator``, ``lenient``, ...),
+      added to schemas that do not set them.
+    """
+
+    name = "peer:llguidance"
+    dist = "llguidance"
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        *,
+        forcing: bool = False,
+        slices: str | Sequence[str] = "default",
+        limits: Mapping[str, int] | None = None,
+        json_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        import llguidance
+
+        super().__init__(vocab)
+        self._ll = llguidance
+        self.forcing = bool(forcing)
+        self.options = {"forcing": self.forcing, "slices": slices if isinstance(slices, str) else list(slices)}
+        if limits:
+            self.options["limits"] = dict(limits)
+        if json_options:
+            self.options["json_options"] = dict(json_options)
+        self.limits = llguidance.LLParserLimits(**dict(limits)) if limits else None
+        self.json_options = dict(json_options or {})
+        tokens = list(vocab.token_bytes)
+        for i, name in vocab.special_tokens.items():
+            tokens[i] = name.encode("utf-8")
+
+        class _Wrapped:
+            is_tokenizer_wrapper = True
+
+            def __init__(self) -> None:
+                self.tokens = tokens
+                self.eos_token_id = vocab.eos_ids[0] if vocab.eos_ids else None
+                self.bos_token_id = None
+                self.special_token_ids = sorted(vocab.special_tokens)
+
+            def __call__(self, s: str | bytes) -> list[int]:
+                return vocab.encode(s.decode("utf-8") if isinstance(s, bytes) else s)
+
+        kw: dict[str, Any] = {"n_vocab": vocab.size}
+        if slices == "none":
+            kw["slices"] = []
+        elif slices == "general":
+            kw["slices"] = llguidance.LLTokenizer.general_slices()
+        elif slices == "json":
+            kw["slices"] = llguidance.LLTokenizer.json_slices()
+        elif slices != "default":
+            kw["slices"] = list(slices)
+        self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Wrapped()), **kw)
+
+    def _header(self) -> str:
+        return "" if self.forcing else '%llguidance {"no_forcing": true}\n'
+
+    def _compile_schema(self, text: str) -> PeerCompiled:
+        if self.json_options:
+            schema = json.loads(text)
+            if isinstance(schema, dict):
+                guidance = dict(self.json_options)
+                guidance.update(schema.get("x-guidance") or {})
+                schema = {**schema, "x-guidance": guidance}
+            text = json.dumps(schema)
+        return self._build(self._header() + f"start: %json {text}\n", "json_schema")
+
+    def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
+        return self._build(self._header() + grammar.to_lark(), "lark")
+
+    def _build(self, lark: str, kind: str) -> PeerCompiled:
+        kw: dict[str, Any] = {"log_level": 0}
+        if self.limits is not None:
+            kw["limits"] = self.limits
+        m = self._ll.LLMatcher(self.tokenizer, lark, **kw)
+        if m.is_error():
+            raise PeerError(f"{self.name}: {m.get_error()}")
+        return PeerCompiled(m, lark, kind, len(lark))
+
+    def matcher(self, compiled: PeerCompiled) -> LLGuidanceMatcher:
+        return LLGuidanceMatcher(self, compiled, compiled.handle.deep_copy())
+
+
+class LLGuidanceMatcher(_PeerMatcher):
+    def __init__(self, engine: LLGuidanceEngine, compiled: PeerCompiled, m: Any) -> None:
+        super().__init__(engine, compiled)
+        self.m = m
+
+    def _check(self) -> None:
+        if self.m.is_error():
+            raise PeerError(self.m.get_error())
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        self.m.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
+        self._check()
+        return self._clip(row)
+
+    def _advance(self, token_id: int, data: bytes) -> Any:
+        return True if self.m.try_consume_tokens([token_id]) == 1 else None
+
+    def _undo(self, record: Any) -> None:
+        self.m.rollback(1)
+
+    def _accepting(self) -> bool:
+        return bool(self.m.is_accepting())
+
+    def _copy(self) -> LLGuidanceMatcher:
+        return LLGuidanceMatcher(self.engine, self.compiled, self.m.deep_copy())
+
+    def _reset_state(self) -> None:
+        self.m.reset()
+
+
+# --------------------------------------------------------------- xgrammar --
+
+
+class XGrammarEngine(_PeerEngine):
+    """``peer:xgrammar``.
+
+    Options (passed to xgrammar): ``strict_mode`` (default True, xgrammar's: objects
+    without ``additionalProperties`` are closed), ``any_whitespace`` (default True),
+    ``cache`` (the compiler's cache, default **off**, as TTFM measurements need),
+    ``max_threads`` (compiler threads, default 1: single-threaded like every engine here).
+    """
+
+    name = "peer:xgrammar"
+    dist = "xgrammar"
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        *,
+        strict_mode: bool = True,
+        any_whitespace: bool = True,
+        cache: bool = False,
+        max_threads: int = 1,
+    ) -> None:
+        import xgrammar
+
+        super().__init__(vocab)
+        self._xg = xgrammar
+        self.strict_mode = bool(strict_mode)
+        self.any_whitespace = bool(any_whitespace)
+        self.options = {
+            "strict_mode": self.strict_mode,
+            "any_whitespace": self.any_whitespace,
+            "cache": bool(cache),
+            "max_threads": int(max_threads),
+        }
+        self.info = xgrammar.TokenizerInfo(
+            list(vocab.token_bytes),
+            xgrammar.VocabType.RAW,
+            vocab_size=vocab.size,
+            stop_token_ids=list(vocab.eos_ids),
+        )
+        self.compiler = xgrammar.GrammarCompiler(
+            self.info, max_threads=int(max_threads), cache_enabled=bool(cache)
+        )
+
+    def _compile_schema(self, text: str) -> PeerCompiled:
+        c = self.compiler.compile_json_schema(
+            text, any_whitespace=self.any_whitespace, strict_mode=self.strict_mode
+        )
+        return PeerCompiled(c, text, "json_schema", int(c.memory_size_bytes))
+
+    def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
+        lark = grammar.to_lark(boolean="regex")
+        c = self.compiler.compile_grammar(self._xg.Grammar.from_lark(lark))
+        return PeerCompiled(c, lark, "lark", int(c.memory_size_bytes))
+
+    def matcher(self, compiled: PeerCompiled) -> XGrammarMatcher:
+        return XGrammarMatcher(self, compiled, self._xg.GrammarMatcher(compiled.handle))
+
+
+class XGrammarMatcher(_PeerMatcher):
+    def __init__(self, engine: XGrammarEngine, compiled: PeerCompiled, m: Any) -> None:
+        super().__init__(engine, compiled)
+        self.m = m
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        self.m.fill_next_token_bitmask(row)
+        return self._clip(row)
+
+    def _advance(self, token_id: int, data: bytes) -> Any:
+        return True if self.m.accept_token(token_id) else None
+
+    def _undo(self, record: Any) -> None:
+        self.m.rollback(1)
+
+    def _accepting(self) -> bool:
+        return bool(self.m.is_completed())
+
+    def _copy(self) -> XGrammarMatcher:
+        return XGrammarMatcher(self.engine, self.compiled, self.m.fork())
+
+    def _reset_state(self) -> None:
+        self.m.reset()
+
+
+# ----------------------------------------------------------- outlines-core --
+
+
+class OutlinesCoreEngine(_PeerEngine):
+    """``peer:outlines-core``: a regex compiled to a token index, up front.
+
+    Options: ``whitespace_pattern`` (its JSON compiler's; default None, outlines-core's
+    own ``[ ]?``), ``max_depth`` (for :meth:`Grammar.to_regex`: None refuses recursive
+    grammars, an integer unrolls them, a subset of the language).
+    """
+
+    name = "peer:outlines-core"
+    dist = "outlines_core"
+
+    def __init__(
+        self, vocab: Vocabulary, *, whitespace_pattern: str | None = None, max_depth: int | None = None
+    ) -> None:
+        import outlines_core
+
+        super().__init__(vocab)
+        self._oc = outlines_core
+        self.whitespace_pattern = whitespace_pattern
+        self.max_depth = max_depth
+        self.options = {"whitespace_pattern": whitespace_pattern, "max_depth": max_depth}
+        groups: dict[bytes, list[int]] = {}
+        tb = vocab.token_bytes
+        for i in vocab.text_token_ids():
+            groups.setdefault(tb[int(i)], []).append(int(i))
+        # outlines-core needs one EOS id of its own; any special id will do, its bit is
+        # cleared and the vocabulary's EOS ids are set by the protocol.
+        specials = sorted(vocab.special_tokens)
+        eos = vocab.eos_ids[0] if vocab.eos_ids else (specials[0] if specials else vocab.size)
+        self.eos = eos
+        self.oc_vocab = outlines_core.Vocabulary(eos, groups)
+
+    def _compile_schema(self, text: str) -> PeerCompiled:
+        from outlines_core.json_schema import build_regex_from_schema
+
+        regex = build_regex_from_schema(text, self.whitespace_pattern)
+        return self._index(regex, "json_schema")
+
+    def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
+        return self._index(grammar.to_regex(max_depth=self.max_depth), "regex")
+
+    def _index(self, regex: str, kind: str) -> PeerCompiled:
+        index = self._oc.Index(regex, self.oc_vocab)
+        return PeerCompiled(index, regex, kind, 0)
+
+    def matcher(self, compiled: PeerCompiled) -> OutlinesCoreMatcher:
+        return OutlinesCoreMatcher(self, compiled, self._oc.Guide(compiled.handle, max_rollback=1 << 30))
+
+
+class OutlinesCoreMatcher(_PeerMatcher):
+    def __init__(self, engine: OutlinesCoreEngine, compiled: PeerCompiled, guide: Any) -> None:
+        super().__init__(engine, compiled)
+        self.guide = guide
+        self.index = compiled.handle
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        self.guide.write_mask_into(row.ctypes.data, row.shape[0], 4)
+        return self._clip(row)
+
+    def _advance(self, token_id: int, data: bytes) -> Any:
+        if self.index.get_next_state(self.guide.get_state(), token_id) is None:
+            return None
+        self.guide.advance(token_id, return_tokens=False)
+        return True
+
+    def _undo(self, record: Any) -> None:
+        self.guide.rollback_state(1)
+
+    def _accepting(self) -> bool:
+        return bool(self.index.is_final_state(self.guide.get_state()))
+
+    def _copy(self) -> OutlinesCoreMatcher:
+        return OutlinesCoreMatcher(self.engine, self.compiled, copy.copy(self.guide))
+
+    def _reset_state(self) -> None:
+        self.guide.reset()
+
