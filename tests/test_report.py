@@ -1,0 +1,360 @@
+"""toolkit.report: tables, figures and report.md from synthetic benchmark run directories."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import matplotlib as mpl
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+
+from toolkit.errors import MasklabError
+from toolkit.report import (
+    DENSITY_CATEGORIES,
+    ReportError,
+    density_table,
+    engine_table,
+    load_runs,
+    plot_density,
+    plot_tbm_cdf,
+    plot_ttfm_cdf,
+    to_markdown,
+    write_report,
+)
+
+V = 131072
+LLG = "peer:llguidance"
+XGR = "peer:xgrammar"
+BROKEN = "masklab:broken"
+
+
+def _meta(engines: dict[str, Any], processor: str = "cpu-a") -> dict[str, Any]:
+    return {
+        "masklab_version": "0.1.0",
+        "command": "masklab bench --quick",
+        "started": "2026-11-21T10:00:00",
+        "finished": "2026-11-21T10:05:00",
+        "vocab": {"spec": "tekken", "size": V, "text_tokens": 130072},
+        "data": "datasets",
+        "timeout_s": 30.0,
+        "jobs": 2,
+        "seed": None,
+        "quick": True,
+        "engines": engines,
+        "machine": {
+            "platform": "Linux",
+            "processor": processor,
+            "cpu_count": 2,
+            "memory_gb": 24.0,
+            "python": "3.11.9",
+            "gpu": None,
+        },
+    }
+
+
+def _rec(
+    engine: str, item: str, status: str, tbm_us=(), allowed=(), sliced=None, ttfm=None, detail=""
+):
+    n = len(tbm_us)
+    return {
+        "engine": engine,
+        "item": item,
+        "kind": "schema",
+        "status": status,
+        "detail": detail,
+        "compile_s": None if ttfm is None else ttfm * 0.9,
+        "ttfm_s": ttfm,
+        "memory_bytes": 1000,
+        "vocab_size": V,
+        "tbm_s": [t * 1e-6 for t in tbm_us],
+        "allowed": list(allowed),
+        "sliced": list(sliced) if sliced is not None else [False] * n,
+        "cases": [{"valid": True, "ok": status == "passing", "tokens": n, "consumed": n}],
+        "wall_s": 0.5,
+    }
+
+
+def _write_run(
+    d: Path, meta: dict[str, Any], records: list[dict[str, Any]], tail: str = ""
+) -> Path:
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    lines = [json.dumps(r) for r in records]
+    (d / "records.jsonl").write_text("\n".join(lines) + "\n" + tail, encoding="utf-8")
+    return d
+
+
+# llguidance: TBM (µs) 1, 2, 3, 4, 10; TTFM (ms) 10, 20; statuses passing, validation_error, timeout
+LLG_RECORDS = [
+    _rec(
+        LLG,
+        "s01",
+        "passing",
+        tbm_us=[1, 2, 3, 4],
+        allowed=[1310, V // 2, V, 130000],  # 0.99%, 50%, 100%, 99.2% sliced
+        sliced=[False, False, False, True],
+        ttfm=0.010,
+    ),
+    _rec(
+        LLG,
+        "s02",
+        "validation_error",
+        tbm_us=[10],
+        allowed=[1],
+        ttfm=0.020,
+        detail="rejected | valid\nline",
+    ),
+    _rec(LLG, "s03", "timeout", detail="timed out after 30 s"),
+]
+XGR_RECORDS = [
+    _rec(
+        XGR,
+        "s01",
+        "passing",
+        tbm_us=[5, 5, 20],
+        allowed=[100, 50000, V],
+        sliced=[True, False, True],
+        ttfm=0.5,
+    ),
+    _rec(XGR, "s02", "crash", detail="Traceback ..."),
+    _rec(XGR, "s03", "passing", tbm_us=[6], allowed=[V], ttfm=1.5),
+]
+BROKEN_RECORDS = [_rec(BROKEN, f"s0{i}", "compile_error", detail="no") for i in (1, 2, 3)]
+
+ENGINES_A = {
+    LLG: {"version": "1.9.1", "options": {"forcing": False}},
+    XGR: {"version": "0.2.8", "options": {}},
+    BROKEN: {"version": "0.1.0", "options": {}},
+}
+
+
+@pytest.fixture
+def run_a(tmp_path: Path) -> Path:
+    records = LLG_RECORDS + XGR_RECORDS + BROKEN_RECORDS
+    return _write_run(tmp_path / "runA", _meta(ENGINES_A), records, tail='{"engine": "peer:xgr')
+
+
+@pytest.fixture
+def run_b(tmp_path: Path) -> Path:
+    """llguidance again, same version, other options."""
+    meta = _meta({LLG: {"version": "1.9.1", "options": {"forcing": True}}})
+    return _write_run(tmp_path / "runB", meta, [_rec(LLG, "s01", "passing", [7], [V], ttfm=0.03)])
+
+
+def test_load_runs_skips_truncated_line(run_a: Path) -> None:
+    runs = load_runs(run_a)
+    assert runs.meta[0]["skipped_lines"] == 1
+    assert runs.meta[0]["records"] == 9
+    assert len(runs.records) == 9
+    assert runs.engines == [f"{BROKEN} 0.1.0", f"{LLG} 1.9.1", f"{XGR} 0.2.8"]
+    assert set(runs.records["engine_label"].astype(str)) == set(runs.engines)
+    assert len(runs.masks) == 5 + 4
+    m = runs.masks[(runs.masks["engine_label"] == f"{LLG} 1.9.1") & (runs.masks["item"] == "s01")]
+    assert m["density"].to_numpy() == pytest.approx([1310 / V, 0.5, 1.0, 130000 / V])
+    assert list(m["sliced"]) == [False, False, False, True]
+    assert list(m["step"]) == [0, 1, 2, 3]
+
+
+def test_engine_table_numbers(run_a: Path) -> None:
+    t = engine_table(load_runs(run_a))
+    llg = t.loc[f"{LLG} 1.9.1"]
+    tbm = np.array([1, 2, 3, 4, 10.0])
+    assert llg["TBM avg (µs)"] == pytest.approx(4.0)
+    assert llg["TBM p50 (µs)"] == pytest.approx(3.0)
+    assert llg["TBM p25 (µs)"] == pytest.approx(2.0)
+    assert llg["TBM p99.9 (µs)"] == pytest.approx(np.percentile(tbm, 99.9))
+    assert llg["TBM max (µs)"] == pytest.approx(10.0)
+    assert llg["TTFM avg (ms)"] == pytest.approx(15.0)
+    assert llg["TTFM p50 (ms)"] == pytest.approx(15.0)
+    assert llg["TTFM p90 (ms)"] == pytest.approx(19.0)  # linear: 10 + 0.9 * 10
+    assert (llg["masks"], llg["items"]) == (5, 3)
+    assert (llg["passing"], llg["validation_error"], llg["timeout"], llg["crash"]) == (1, 1, 1, 0)
+    assert llg["passing %"] == pytest.approx(100 / 3)
+
+    xgr = t.loc[f"{XGR} 0.2.8"]
+    assert xgr["TBM avg (µs)"] == pytest.approx(9.0)
+    assert (xgr["passing"], xgr["crash"], xgr["items"]) == (2, 1, 3)
+
+    # every item failed to compile: still a row, timings NaN
+    broken = t.loc[f"{BROKEN} 0.1.0"]
+    assert broken["compile_error"] == 3 and broken["masks"] == 0 and broken["passing %"] == 0
+    assert math.isnan(broken["TBM avg (µs)"]) and math.isnan(broken["TTFM p99 (ms)"])
+
+    assert list(t.columns[:9]) == [
+        f"TBM {s} (µs)" for s in ("avg", "p25", "p50", "p75", "p90", "p95", "p99", "p99.9", "max")
+    ]
+    assert "other" not in t.columns
+    assert t["masks"].dtype == np.int64
+
+
+def test_density_table(run_a: Path) -> None:
+    d = density_table(load_runs(run_a))
+    cats = list(DENSITY_CATEGORIES) + ["<85% sliced"]  # xgrammar has a sliced 100/V mask
+    llg, xgr = f"{LLG} 1.9.1", f"{XGR} 0.2.8"
+    assert list(d.loc[llg].index) == cats
+    assert f"{BROKEN} 0.1.0" not in d.index.get_level_values(0)
+    for engine in (llg, xgr):
+        assert d.loc[engine, "% of masks"].sum() == pytest.approx(100.0)
+        assert d.loc[engine, "% of mask time"].sum() == pytest.approx(100.0)
+    # llguidance: 0-2% holds the 1 µs and the 10 µs masks (2 of 5 masks, 11 of 20 µs)
+    row = d.loc[(llg, "0-2% !sliced")]
+    assert row["masks"] == 2
+    assert row["% of masks"] == pytest.approx(40.0)
+    assert row["% of mask time"] == pytest.approx(55.0)
+    assert row["µs per mask"] == pytest.approx(5.5)
+    assert d.loc[(llg, "2-85% !sliced"), "masks"] == 1
+    assert d.loc[(llg, "85%+ !sliced"), "masks"] == 1
+    assert d.loc[(llg, "85%+ sliced"), "µs per mask"] == pytest.approx(4.0)
+    assert d.loc[(llg, "<85% sliced"), "masks"] == 0
+    assert math.isnan(d.loc[(llg, "<85% sliced"), "µs per mask"])
+    assert d.loc[(xgr, "<85% sliced"), "masks"] == 1
+    assert d.loc[(xgr, "85%+ sliced"), "masks"] == 1
+    assert d.loc[(xgr, "85%+ !sliced"), "masks"] == 1  # s03's unsliced full mask
+
+
+def test_density_table_without_sliced_low(tmp_path: Path) -> None:
+    run = _write_run(tmp_path / "r", _meta(ENGINES_A), LLG_RECORDS)
+    d = density_table(load_runs(run))
+    assert list(d.index.get_level_values(1)) == list(DENSITY_CATEGORIES)
+
+
+def test_labels_apart_by_options(run_a: Path, run_b: Path) -> None:
+    runs = load_runs([run_a, run_b])
+    labels = set(runs.engines)
+    assert f"{LLG} 1.9.1 (forcing=false)" in labels
+    assert f"{LLG} 1.9.1 (forcing=true)" in labels
+    assert f"{XGR} 0.2.8" in labels  # only in one run: no suffix
+    t = engine_table(runs)
+    assert t.loc[f"{LLG} 1.9.1 (forcing=true)", "masks"] == 1
+    assert t.loc[f"{LLG} 1.9.1 (forcing=false)", "masks"] == 5
+    assert (
+        list(runs.records.groupby("engine_label", observed=True)["run"].unique().map(len))
+        == [1] * 4
+    )
+
+
+def test_labels_apart_by_run_dir(tmp_path: Path, run_a: Path) -> None:
+    # same engine, version and options on another machine: told apart by directory name
+    other = _write_run(tmp_path / "h200", _meta(ENGINES_A, processor="cpu-b"), LLG_RECORDS[:1])
+    runs = load_runs([run_a, other])
+    assert f"{LLG} 1.9.1 (runA)" in runs.engines and f"{LLG} 1.9.1 (h200)" in runs.engines
+    # same directory names in two places: by position
+    twin = _write_run(tmp_path / "x" / "runA", _meta(ENGINES_A), LLG_RECORDS[:1])
+    runs = load_runs([run_a, twin])
+    assert f"{LLG} 1.9.1 (run1)" in runs.engines and f"{LLG} 1.9.1 (run2)" in runs.engines
+    t = engine_table(runs)
+    assert t.loc[f"{LLG} 1.9.1 (run2)", "masks"] == 4
+
+
+def test_engine_missing_from_run_json(tmp_path: Path) -> None:
+    run = _write_run(tmp_path / "r", _meta({}), [_rec("naive", "s01", "passing", [3], [V])])
+    runs = load_runs(run)
+    assert runs.engines == ["naive"]
+    assert engine_table(runs).loc["naive", "TBM avg (µs)"] == pytest.approx(3.0)
+
+
+def test_zero_records_is_a_clear_error(tmp_path: Path) -> None:
+    empty = _write_run(tmp_path / "empty", _meta(ENGINES_A), [], tail='{"engine": "x", "it')
+    with pytest.raises(ReportError, match="no records") as info:
+        load_runs(empty)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, MasklabError)
+    with pytest.raises(ValueError, match="no records"):
+        write_report([empty], out=tmp_path / "out")
+    with pytest.raises(ReportError, match="no records.jsonl"):
+        load_runs(tmp_path)
+    with pytest.raises(ReportError, match="not a directory"):
+        load_runs(tmp_path / "missing")
+    with pytest.raises(ReportError, match="no run directory"):
+        load_runs([])
+
+
+def test_to_markdown() -> None:
+    df = pd.DataFrame(
+        {"x": [1.234, float("nan")], "n": [3, 1200], "name": ["a|b", "c\nd"]},
+        index=pd.Index(["e1", "e2"], name="engine"),
+    )
+    assert to_markdown(df, ".1f", intfmt=",").splitlines() == [
+        "| engine |   x |     n | name |",
+        "| :----- | --: | ----: | :--- |",
+        "| e1     | 1.2 |     3 | a\\|b |",
+        "| e2     |   – | 1,200 | c d  |",
+    ]
+    plain = to_markdown(pd.DataFrame({"a": [0.5]}), {"a": ".3f"})
+    assert plain.splitlines() == ["|     a |", "| ----: |", "| 0.500 |"]
+
+
+def test_to_markdown_multiindex(run_a: Path) -> None:
+    lines = to_markdown(density_table(load_runs(run_a)), ".1f").splitlines()
+    cells = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert cells == ["engine", "category", "% of masks", "% of mask time", "µs per mask", "masks"]
+    assert len(lines) == 2 + 2 * 5  # two engines with masks, five categories
+    assert all(line.count("|") == 7 for line in lines)
+    assert [c.strip() for c in lines[2].strip("|").split("|")][:3] == [
+        f"{LLG} 1.9.1",
+        "0-2% !sliced",
+        "40.0",
+    ]
+
+
+def test_figures(run_a: Path, tmp_path: Path) -> None:
+    runs = load_runs(run_a)
+    before = dict(mpl.rcParams)
+    out = tmp_path / "figs"
+    written = [
+        *plot_tbm_cdf(runs, out / "tbm"),
+        *plot_ttfm_cdf(runs, out / "ttfm.png"),
+        *plot_density(runs, out / "density"),
+    ]
+    assert [p.name for p in written] == [
+        "tbm.png",
+        "tbm.pdf",
+        "ttfm.png",
+        "ttfm.pdf",
+        "density.png",
+        "density.pdf",
+    ]
+    for p in written:
+        assert p.is_file() and p.stat().st_size > 1000
+    img = mpimg.imread(out / "tbm.png")
+    assert img.ndim == 3 and img.shape[0] > 500 and img.shape[1] > 800  # 200 dpi
+    assert (out / "tbm.pdf").read_bytes().startswith(b"%PDF")
+    assert dict(mpl.rcParams) == before  # no global state changed
+
+
+def test_write_report(run_a: Path, run_b: Path, tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    path = write_report([run_a, run_b], out=out)
+    assert path == out / "report.md"
+    names = {"report.md", "engines.csv", "density.csv"} | {
+        f"{s}.{e}" for s in ("tbm_cdf", "ttfm_cdf", "density") for e in ("png", "pdf")
+    }
+    assert names <= {p.name for p in out.iterdir()}
+    for name in names:
+        assert (out / name).stat().st_size > 0
+    md = path.read_text(encoding="utf-8")
+    for text in (
+        "# masklab benchmark report",
+        "vocabulary: tekken (131,072 ids)",
+        "masklab bench --quick",
+        "![TBM CDF](tbm_cdf.png)",
+        "(ttfm_cdf.pdf)",
+        "## How to read",
+        "1 line(s) of records.jsonl skipped",
+        f"{LLG} 1.9.1 (forcing=true)",
+        "rejected \\| valid line",
+    ):
+        assert text in md, text
+    engines = pd.read_csv(out / "engines.csv", index_col=0)
+    assert engines.loc[f"{LLG} 1.9.1 (forcing=false)", "TBM max (µs)"] == pytest.approx(10.0)
+    density = pd.read_csv(out / "density.csv")
+    assert list(density.columns[:2]) == ["engine", "category"]
+
+
+def test_write_report_default_out_is_first_run(run_a: Path) -> None:
+    assert write_report([run_a]) == run_a / "report.md"
+    assert (run_a / "density.png").is_file()
