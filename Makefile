@@ -30,9 +30,14 @@ build: install
 test: build
 	MASKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q
 
+# The main job: every installed engine but the naive oracle, on the embedded datasets
+# with the Tekken vocabulary, then the report (tables and figures) in results/quick/.
+# A run that was interrupted resumes; BENCH_FLAGS adds options (e.g. --jobs 1).
+BENCH_FLAGS ?= --jobs 2
 bench: build
-	@echo "make bench arrives with the harness issue (#4): masklab bench --quick on the embedded defaults."
-	$(BIN)/masklab vocab tekken
+	$(BIN)/masklab bench --quick --out results/quick $(BENCH_FLAGS)
+	$(BIN)/masklab report results/quick > /dev/null
+	@echo "report: results/quick/report.md (figures: results/quick/*.png, *.pdf)"
 
 lint: install
 	$(BIN)/ruff check toolkit strategies tests setup.py

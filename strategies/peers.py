@@ -22,6 +22,13 @@ as every masklab strategy, so their masks compare bit for bit with ours:
   :meth:`Grammar.to_regex` (outlines-core; regular grammars only, a grammar built by
   :meth:`Grammar.from_regex` gives back its pattern).
 
+A Grammar with ``ignore`` terminals allows ignored text before its first terminal
+too; llguidance and xgrammar refuse that by default, so the adapters switch on their
+``allow_initial_skip`` grammar option (Lark ``%llguidance {...}`` and
+``%grammar_options {...}``).  What still differs from the Grammar's language is the
+engines' own and is documented in ``tests/test_peers.py`` (llguidance lexes greedily
+and allows ignored text only where another lexeme may follow).
+
 EOS, special and padding ids follow the protocol, not the engine: each adapter
 clears every non-text bit the engine set and lets :class:`~toolkit.matcher.BaseMatcher`
 allow the vocabulary's EOS ids exactly where the engine says the input is complete.
@@ -233,8 +240,11 @@ class LLGuidanceEngine(_PeerEngine):
             kw["slices"] = list(slices)
         self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Wrapped()), **kw)
 
-    def _header(self) -> str:
-        return "" if self.forcing else '%llguidance {"no_forcing": true}\n'
+    def _header(self, *, initial_skip: bool = False) -> str:
+        flags = {} if self.forcing else {"no_forcing": True}
+        if initial_skip:
+            flags["allow_initial_skip"] = True
+        return f"%llguidance {json.dumps(flags)}\n" if flags else ""
 
     def _compile_schema(self, text: str) -> PeerCompiled:
         if self.json_options:
@@ -247,7 +257,7 @@ class LLGuidanceEngine(_PeerEngine):
         return self._build(self._header() + f"start: %json {text}\n", "json_schema")
 
     def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
-        return self._build(self._header() + grammar.to_lark(), "lark")
+        return self._build(self._header(initial_skip=bool(grammar.ignore)) + grammar.to_lark(), "lark")
 
     def _build(self, lark: str, kind: str) -> PeerCompiled:
         kw: dict[str, Any] = {"log_level": 0}
@@ -277,7 +287,10 @@ class LLGuidanceMatcher(_PeerMatcher):
         return self._clip(row)
 
     def _advance(self, token_id: int, data: bytes) -> Any:
-        return True if self.m.try_consume_tokens([token_id]) == 1 else None
+        if self.m.try_consume_tokens([token_id]) == 1:
+            return True
+        self._check()  # a limit hit: the engine's error state becomes the matcher's, now
+        return None
 
     def _undo(self, record: Any) -> None:
         self.m.rollback(1)
@@ -289,7 +302,8 @@ class LLGuidanceMatcher(_PeerMatcher):
         return LLGuidanceMatcher(self.engine, self.compiled, self.m.deep_copy())
 
     def _reset_state(self) -> None:
-        self.m.reset()
+        # LLMatcher.reset() keeps an error state; a fresh copy of the compiled one does not.
+        self.m = self.compiled.handle.deep_copy()
 
 
 # --------------------------------------------------------------- xgrammar --
@@ -346,6 +360,8 @@ class XGrammarEngine(_PeerEngine):
 
     def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
         lark = grammar.to_lark(boolean="regex")
+        if grammar.ignore:
+            lark = '%grammar_options {"allow_initial_skip": true}\n' + lark
         c = self.compiler.compile_grammar(self._xg.Grammar.from_lark(lark))
         return PeerCompiled(c, lark, "lark", int(c.memory_size_bytes))
 

@@ -222,7 +222,10 @@ def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mappin
     engines: dict[str, Any] = {}
     conn.send(("ready", os.getpid()))
     while True:
-        msg = conn.recv()
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):  # the parent is gone (killed run): nothing left to do
+            return
         if msg is None:
             return
         name, item = msg
@@ -489,7 +492,7 @@ def _check_resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[st
                 "resume with the same settings or choose another --out"
             )
     for name, info in (old.get("engines") or {}).items():
-        if name in options and dict(options[name]) and info.get("requested_options", {}) != dict(options[name]):
+        if name in options and info.get("requested_options", {}) != dict(options[name]):
             raise HarnessError(
                 f"engine {name!r} ran with options {info.get('requested_options')} in this folder, "
                 f"now {dict(options[name])}; choose another --out"

@@ -1,0 +1,40 @@
+"""An engine that misbehaves on request, for the harness's crash, timeout and resume tests.
+
+``FaultyEngine`` is llguidance (``peer:llguidance``) except when a schema's
+``description`` says otherwise:
+
+* ``"masklab-test: crash"``: the worker dies of SIGSEGV while compiling;
+* ``"masklab-test: hang"``: compiling never finishes (sleeps an hour);
+* ``"masklab-test: slow"``: compiling takes 1.5 s, then works;
+* ``"masklab-test: loose"``: the schema is replaced by ``{}`` (any JSON: invalid
+  instances get accepted);
+* ``"masklab-test: tight"``: the schema is replaced by ``{"const": 0}`` (valid
+  instances get rejected).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+from strategies.peers import LLGuidanceEngine
+
+
+class FaultyEngine(LLGuidanceEngine):
+    name = "faulty"
+
+    def compile(self, grammar: Any) -> Any:
+        how = grammar.get("description", "") if isinstance(grammar, dict) else ""
+        if how == "masklab-test: crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if how == "masklab-test: hang":
+            time.sleep(3600)
+        if how == "masklab-test: slow":
+            time.sleep(1.5)
+        if how == "masklab-test: loose":
+            grammar = {}
+        if how == "masklab-test: tight":
+            grammar = {"const": 0}
+        return super().compile(grammar)

@@ -1,0 +1,147 @@
+"""The benchmark harness: records, crash and timeout recovery, resume after a kill, CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests._support.shared import PROJECT_ROOT
+from toolkit.datasets import load_item
+from toolkit.harness import HarnessError, measure_item, read_records, run_bench
+
+pytest.importorskip("llguidance", reason="the harness tests drive peer:llguidance (install .[peers])")
+
+FAULTY = "tests._support.faulty:FaultyEngine"
+SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+TESTS = [{"data": {"n": 1}, "valid": True}, {"data": {"n": 22}, "valid": True}, {"data": {"n": "x"}, "valid": False}]
+
+
+def _write_items(folder: Path, kinds: dict[str, str]) -> Path:
+    """One schema item per name; ``kinds[name]`` goes to the schema's description."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, how in kinds.items():
+        schema = dict(SCHEMA, description=f"masklab-test: {how}") if how else SCHEMA
+        (folder / f"{name}.json").write_text(json.dumps({"schema": schema, "tests": TESTS}))
+    return folder
+
+
+def _by_item(records: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(r["engine"], r["item"]): r for r in records}
+
+
+def test_measure_item_records_masks_and_statuses(tmp_path: Path) -> None:
+    from strategies import get_engine
+    from toolkit.vocab import load_vocab
+
+    vocab = load_vocab("tekken")
+    engine = get_engine(FAULTY, vocab)
+    items = _write_items(tmp_path, {"ok": "", "loose": "loose", "tight": "tight"})
+    ok = measure_item(engine, vocab, load_item(items / "ok.json"))
+    assert ok["status"] == "passing", ok["detail"]
+    assert ok["ttfm_s"] >= ok["compile_s"] > 0
+    # one mask per token of each valid instance plus its EOS step
+    steps = sum(len(vocab.encode(json.dumps(t["data"]))) + 1 for t in TESTS if t["valid"])
+    assert len(ok["tbm_s"]) == len(ok["allowed"]) == len(ok["sliced"]) == steps
+    assert all(0 < a <= vocab.size for a in ok["allowed"])
+    assert [c["ok"] for c in ok["cases"]] == [True, True, True]
+    assert measure_item(engine, vocab, load_item(items / "loose.json"))["status"] == "invalidation_error"
+    tight = measure_item(engine, vocab, load_item(items / "tight.json"))
+    assert tight["status"] == "validation_error" and "rejected at token" in tight["detail"]
+    quick = measure_item(engine, vocab, load_item(items / "ok.json"), quick=True)
+    assert len(quick["cases"]) == 3
+
+
+def test_crash_and_timeout_are_recorded_and_the_run_goes_on(tmp_path: Path) -> None:
+    data = _write_items(tmp_path / "data", {"a_ok": "", "b_crash": "crash", "c_hang": "hang", "d_ok": ""})
+    t0 = time.monotonic()
+    df = run_bench([FAULTY, "peer:llguidance"], data, out=tmp_path / "run", timeout=4, jobs=2, progress=False)
+    assert time.monotonic() - t0 < 120
+    got = {(r.engine, r.item): r.status for r in df.itertuples()}
+    assert got == {
+        (FAULTY, "a_ok"): "passing",
+        (FAULTY, "b_crash"): "crash",
+        (FAULTY, "c_hang"): "timeout",
+        (FAULTY, "d_ok"): "passing",
+        **{("peer:llguidance", n): "passing" for n in ("a_ok", "b_crash", "c_hang", "d_ok")},
+    }
+    recs = _by_item(read_records(tmp_path / "run"))
+    assert "signal 11" in recs[(FAULTY, "b_crash")]["detail"]
+    assert "4 s" in recs[(FAULTY, "c_hang")]["detail"]
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["engines"]["peer:llguidance"]["version"] and meta["finished"]
+    assert meta["machine"]["cpu_count"] >= 1
+
+
+def test_a_killed_run_resumes_without_redoing_or_losing_items(tmp_path: Path) -> None:
+    names = [f"i{k}" for k in range(6)]
+    data = _write_items(tmp_path / "data", dict.fromkeys(names, "slow"))
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "toolkit", "bench", "--engines", FAULTY, "--data", str(data),
+           "--out", str(out), "--timeout", "60", "--quiet"]
+    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    records = out / "records.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if records.exists() and len(records.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # the run and its worker, mid-item
+    proc.wait()
+    before = records.read_text().splitlines()
+    assert 2 <= len(before) < len(names), "the run was not killed mid-way"
+    with records.open("a") as f:  # a record torn by the kill
+        f.write('{"engine": "tests._support.faulty:FaultyEngine", "item": "i5", "sta')
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    after = records.read_text().splitlines()
+    assert after[: len(before)] == before  # finished records kept as they were
+    items = [json.loads(line)["item"] for line in after]
+    assert sorted(items) == names  # each item exactly once, none redone, none lost
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["resumed"] and meta["finished"]
+
+
+def test_resume_refuses_different_settings(tmp_path: Path) -> None:
+    data = _write_items(tmp_path / "data", {"a": ""})
+    run_bench(["peer:llguidance"], data, out=tmp_path / "run", progress=False)
+    with pytest.raises(HarnessError, match="quick"):
+        run_bench(["peer:llguidance"], data, quick=True, out=tmp_path / "run", progress=False)
+    with pytest.raises(HarnessError, match="options"):
+        run_bench(["peer:llguidance"], data, options={"peer:llguidance": {"forcing": True}}, out=tmp_path / "run",
+                  progress=False)
+
+
+def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="unknown engine"):
+        run_bench(["no-such-engine"], tmp_path, out=tmp_path / "run", progress=False)
+    with pytest.raises(HarnessError, match="options given for engines not in the run"):
+        run_bench(["peer:llguidance"], tmp_path, out=tmp_path / "run", options={"peer:xgrammar": {}}, progress=False)
+    with pytest.raises(HarnessError, match="jobs"):
+        run_bench(["peer:llguidance"], tmp_path, out=tmp_path / "run", jobs=0, progress=False)
+
+
+def test_cli_bench_and_report_on_embedded_grammars(tmp_path: Path) -> None:
+    pytest.importorskip("xgrammar", reason="needs peer:xgrammar")
+    out = tmp_path / "quick"
+    from toolkit.cli import main
+
+    code = main(["bench", "--quick", "--limit", "3", "--engines", "peer:llguidance,peer:xgrammar",
+                 "--data", str(PROJECT_ROOT / "datasets" / "grammars"), "--out", str(out), "--quiet",
+                 "-o", "peer:llguidance.forcing=false", "--report"])
+    assert code == 0
+    recs = read_records(out)
+    assert {r["engine"] for r in recs} == {"peer:llguidance", "peer:xgrammar"}
+    assert len(recs) == 6 and all(r["kind"] == "lark" for r in recs)
+    assert all(r["status"] != "crash" for r in recs)
+    for name in ("report.md", "engines.csv", "density.csv", "tbm_cdf.png", "tbm_cdf.pdf", "ttfm_cdf.png", "density.pdf"):
+        assert (out / name).stat().st_size > 0, name
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["engines"]["peer:llguidance"]["requested_options"] == {"forcing": False}
