@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from importlib import import_module
+from importlib.util import find_spec
 from typing import Any
 
 from toolkit.protocol import MaskEngine
@@ -42,31 +43,49 @@ def registered_engines() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def _unknown(name: str) -> ValueError:
+    return ValueError(
+        f"unknown engine {name!r}; registered: {', '.join(registered_engines())} "
+        "(or give 'package.module:Factory')"
+    )
+
+
 def _factory(name: str) -> Callable[..., MaskEngine]:
     target = _REGISTRY.get(name)
-    if target is None and _PLUGIN.fullmatch(name):
+    plugin = target is None and _PLUGIN.fullmatch(name) is not None
+    if plugin:
         target = name  # "package.module:Factory", an engine outside the registry
     if target is None:
-        raise ValueError(
-            f"unknown engine {name!r}; registered: {', '.join(registered_engines())} "
-            "(or give 'package.module:Factory')"
-        )
+        raise _unknown(name)
     module, attr = target.split(":")
     try:
-        return getattr(import_module(module), attr)
+        mod = import_module(module)
+    except ModuleNotFoundError as e:
+        # "peer:xgrammer" reads as a plugin of a module "peer": a misspelt name, not a
+        # missing dependency (which stays an ImportError, see available_engines).
+        if plugin and e.name is not None and (module == e.name or module.startswith(e.name + ".")):
+            raise _unknown(name) from None
+        raise
+    try:
+        return getattr(mod, attr)
     except AttributeError:
         raise ValueError(f"engine {name!r}: module {module!r} has no {attr!r}") from None
 
 
 def available_engines() -> list[str]:
-    """Registered engines whose dependencies import on this machine."""
+    """Registered engines whose dependencies are installed on this machine.
+
+    A factory may list the modules it imports when built in ``requires`` (the peers
+    import their packages only then); each must be findable.
+    """
     out = []
     for name in registered_engines():
         try:
-            _factory(name)
+            factory = _factory(name)
         except ImportError:
             continue
-        out.append(name)
+        if all(find_spec(m) is not None for m in getattr(factory, "requires", ())):
+            out.append(name)
     return out
 
 

@@ -117,6 +117,8 @@ class _PeerEngine:
 
     name = "peer"
     dist = ""
+    #: modules imported when an engine is built (``available_engines`` checks them)
+    requires: tuple[str, ...] = ()
     #: inputs the engine compiles with its own front end, besides Grammar
     native_inputs = frozenset({"json_schema"})
 
@@ -179,7 +181,8 @@ class LLGuidanceEngine(_PeerEngine):
       when the grammar forces bytes (after ``Ap`` in ``"April" | "August"`` it allows
       ``ril`` but not ``r`` or ``ri``).  False writes ``%llguidance {"no_forcing": true}``
       so masks are the exact set of tokens that keep the output valid (like
-      xgrammar's); True is llguidance as shipped.
+      xgrammar's); True is llguidance as shipped.  Forcing narrows the mask only:
+      ``accept_token`` still takes any token the grammar allows (``r`` above).
     * ``slices``: ``"default"`` (llguidance's own choice), ``"general"``, ``"json"``,
       ``"none"``, or a list of slice regexes.
     * ``limits``: a dict of ``LLParserLimits`` fields (``max_items_in_row``,
@@ -191,6 +194,7 @@ class LLGuidanceEngine(_PeerEngine):
 
     name = "peer:llguidance"
     dist = "llguidance"
+    requires = ("llguidance",)
 
     def __init__(
         self,
@@ -320,6 +324,7 @@ class XGrammarEngine(_PeerEngine):
 
     name = "peer:xgrammar"
     dist = "xgrammar"
+    requires = ("xgrammar",)
 
     def __init__(
         self,
@@ -407,6 +412,7 @@ class OutlinesCoreEngine(_PeerEngine):
 
     name = "peer:outlines-core"
     dist = "outlines_core"
+    requires = ("outlines_core",)
 
     def __init__(
         self, vocab: Vocabulary, *, whitespace_pattern: str | None = None, max_depth: int | None = None
