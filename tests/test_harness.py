@@ -145,3 +145,18 @@ def test_cli_bench_and_report_on_embedded_grammars(tmp_path: Path) -> None:
         assert (out / name).stat().st_size > 0, name
     meta = json.loads((out / "run.json").read_text())
     assert meta["engines"]["peer:llguidance"]["requested_options"] == {"forcing": False}
+
+
+def test_archived_records_are_read_from_gzip(tmp_path: Path) -> None:
+    import gzip
+
+    from toolkit.harness import load_records, records_file
+
+    lines = [json.dumps({"engine": "e", "item": f"i{k}", "status": "passing"}) for k in range(2)] + ['{"engine": "e", "it']
+    with gzip.open(tmp_path / "records.jsonl.gz", "wt") as f:
+        f.write("\n".join(lines) + "\n")
+    assert records_file(tmp_path).name == "records.jsonl.gz"
+    recs, skipped = load_records(tmp_path)
+    assert [r["item"] for r in recs] == ["i0", "i1"] and skipped == 1
+    (tmp_path / "records.jsonl").write_text(lines[0] + "\n")  # a live run wins over its archive
+    assert records_file(tmp_path).name == "records.jsonl" and len(read_records(tmp_path)) == 1

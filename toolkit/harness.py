@@ -42,6 +42,7 @@ and options, machine).  A run resumes where it stopped: pairs already in
 from __future__ import annotations
 
 import gc
+import gzip
 import json
 import multiprocessing as mp
 import os
@@ -67,6 +68,8 @@ __all__ = [
     "run_bench",
     "measure_item",
     "read_records",
+    "load_records",
+    "records_file",
     "machine_info",
     "DEFAULT_TIMEOUT",
     "QUICK_CASES",
@@ -396,26 +399,45 @@ def _rss(pid: int) -> float:
 # -------------------------------------------------------------- run files --
 
 
-def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The records of ``records.jsonl`` (or of the run folder holding it).
+def records_file(folder: str | Path) -> Path:
+    """A run folder's records: ``records.jsonl``, or ``records.jsonl.gz`` when only that
+    is there (an archived run, as committed under ``results/``)."""
+    folder = Path(folder)
+    plain, packed = folder / "records.jsonl", folder / "records.jsonl.gz"
+    return packed if packed.exists() and not plain.exists() else plain
 
-    A line that is not JSON (the truncated last line of a killed run) is skipped.
-    """
+
+def load_records(path: str | Path) -> tuple[list[dict[str, Any]], int]:
+    """The records of a records file (or of the run folder holding one) and how many
+    lines were skipped: a line that is not a JSON record with an engine and an item
+    (the truncated last line of a killed run) is counted, not read."""
     path = Path(path)
     if path.is_dir():
-        path = path / "records.jsonl"
+        path = records_file(path)
     if not path.exists():
-        return []
-    out = []
-    with path.open(encoding="utf-8") as f:
+        return [], 0
+    out: list[dict[str, Any]] = []
+    skipped = 0
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
         for line in f:
+            if not line.strip():
+                continue
             try:
                 rec = json.loads(line)
             except ValueError:
+                skipped += 1
                 continue
             if isinstance(rec, dict) and "engine" in rec and "item" in rec:
                 out.append(rec)
-    return out
+            else:
+                skipped += 1
+    return out, skipped
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of ``records.jsonl`` (or of the run folder holding it); see :func:`load_records`."""
+    return load_records(path)[0]
 
 
 def _repair_tail(path: Path) -> None:

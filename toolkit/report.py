@@ -53,6 +53,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.errors import MasklabError
+from toolkit.harness import load_records, records_file
 
 __all__ = [
     "Runs",
@@ -188,24 +189,8 @@ def _read_meta(d: Path) -> dict[str, Any]:
 
 
 def _read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """The JSON-object lines of ``path`` with an engine and an item, and the skip count."""
-    records: list[dict[str, Any]] = []
-    skipped = 0
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                skipped += 1
-                continue
-            if not isinstance(rec, dict) or "engine" not in rec or "item" not in rec:
-                skipped += 1
-                continue
-            records.append(rec)
-    return records, skipped
+    """The records of ``path`` (engine and item present) and the count of skipped lines."""
+    return load_records(path)
 
 
 def _base_label(engine: str, info: Any) -> str:
@@ -288,7 +273,7 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
     for d in paths:
         if not d.is_dir():
             raise ReportError(f"{d}: not a directory")
-        rec_path = d / "records.jsonl"
+        rec_path = records_file(d)
         if not rec_path.is_file():
             raise ReportError(f"{d}: no records.jsonl (is this a masklab bench run directory?)")
         recs, skipped = _read_records(rec_path)
