@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._support.fixtures import llguidance_byte_tokenizer
 from toolkit.dfaops import compile_boolean, difference, disjoint, intersect, union
 from toolkit.grammar import Grammar, Terminal
 from toolkit.regex import compile_regex
@@ -64,18 +65,7 @@ def test_compile_boolean_and_terminal() -> None:
 
 
 def _byte_tokenizer():
-    llguidance = pytest.importorskip("llguidance", reason="llguidance ([peers] extra) not installed")
-
-    class ByteTok:
-        tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
-        eos_token_id = 256
-        bos_token_id = None
-        is_tokenizer_wrapper = True
-
-        def __call__(self, s):
-            return list(s.encode() if isinstance(s, str) else s)
-
-    return llguidance, llguidance.LLTokenizer(llguidance.TokenizerWrapper(ByteTok()))
+    return llguidance_byte_tokenizer()
 
 
 def test_boolean_terminals_mean_the_same_in_llguidance() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._support.fixtures import llguidance_byte_tokenizer
 from toolkit.datasets import embedded_dir, iter_items, load_item
 from toolkit.grammar import Grammar
 
@@ -125,18 +126,7 @@ def test_lark_grammar_agrees(path: Path) -> None:
 @pytest.fixture(scope="module")
 def llg():
     """llguidance and a tokenizer whose tokens are the 256 bytes (plus EOS)."""
-    llguidance = pytest.importorskip("llguidance", reason="llguidance ([peers] extra) not installed")
-
-    class ByteTok:
-        tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
-        eos_token_id = 256
-        bos_token_id = None
-        is_tokenizer_wrapper = True
-
-        def __call__(self, s):
-            return list(s.encode() if isinstance(s, str) else s)
-
-    return llguidance, llguidance.LLTokenizer(llguidance.TokenizerWrapper(ByteTok()))
+    return llguidance_byte_tokenizer()
 
 
 @pytest.mark.parametrize("path", _params("grammars"))

@@ -79,3 +79,22 @@ factor: NUMBER | "(" expr ")" | "-" factor
 NUMBER: /[0-9]+/
 %ignore " "
 """
+
+
+def llguidance_byte_tokenizer():
+    """``(llguidance, tokenizer)`` with one token per byte plus EOS (id 256), so that a
+    string is fed to llguidance byte by byte; skips the test without llguidance."""
+    import pytest
+
+    llguidance = pytest.importorskip("llguidance", reason="llguidance ([peers] extra) not installed")
+
+    class ByteTok:
+        tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+        eos_token_id = 256
+        bos_token_id = None
+        is_tokenizer_wrapper = True
+
+        def __call__(self, s):
+            return list(s.encode() if isinstance(s, str) else s)
+
+    return llguidance, llguidance.LLTokenizer(llguidance.TokenizerWrapper(ByteTok()))
