@@ -160,3 +160,16 @@ def test_archived_records_are_read_from_gzip(tmp_path: Path) -> None:
     assert [r["item"] for r in recs] == ["i0", "i1"] and skipped == 1
     (tmp_path / "records.jsonl").write_text(lines[0] + "\n")  # a live run wins over its archive
     assert records_file(tmp_path).name == "records.jsonl" and len(read_records(tmp_path)) == 1
+
+
+def test_a_case_the_vocabulary_cannot_tokenize_is_skipped_not_failed() -> None:
+    from strategies import get_engine
+    from tests._support.fixtures import small_vocab
+    from toolkit.datasets import Case, Item
+
+    vocab = small_vocab()
+    item = Item("digits", "regex", "[0-9]+", (Case("12", True), Case("zz", False), Case("x1", True), Case("1", True)))
+    rec = measure_item(get_engine("naive", vocab), vocab, item)
+    assert rec["status"] == "passing", rec["detail"]
+    assert [c["ok"] for c in rec["cases"]] == [True, None, None, True]
+    assert "cannot tokenize" in rec["detail"]
