@@ -106,9 +106,14 @@ class PeerCompiled:
     handle: Any
     source: str
     kind: str  # "json_schema" | "lark" | "regex"
-    nbytes: int = 0
+    nbytes: int | None = None  # None: the engine does not report its memory
 
     def memory_bytes(self) -> int:
+        """The engine's own figure (xgrammar's ``memory_size_bytes``); llguidance and
+        outlines-core report none, which raises ``NotImplementedError`` (the harness
+        then records no memory rather than a made-up one)."""
+        if self.nbytes is None:
+            raise NotImplementedError(f"{self.kind} grammar: the engine does not report its memory")
         return self.nbytes
 
 
@@ -270,7 +275,7 @@ class LLGuidanceEngine(_PeerEngine):
         m = self._ll.LLMatcher(self.tokenizer, lark, **kw)
         if m.is_error():
             raise PeerError(f"{self.name}: {m.get_error()}")
-        return PeerCompiled(m, lark, kind, len(lark))
+        return PeerCompiled(m, lark, kind)
 
     def matcher(self, compiled: PeerCompiled) -> LLGuidanceMatcher:
         return LLGuidanceMatcher(self, compiled, compiled.handle.deep_copy())
@@ -446,7 +451,7 @@ class OutlinesCoreEngine(_PeerEngine):
 
     def _index(self, regex: str, kind: str) -> PeerCompiled:
         index = self._oc.Index(regex, self.oc_vocab)
-        return PeerCompiled(index, regex, kind, 0)
+        return PeerCompiled(index, regex, kind)
 
     def matcher(self, compiled: PeerCompiled) -> OutlinesCoreMatcher:
         return OutlinesCoreMatcher(self, compiled, self._oc.Guide(compiled.handle, max_rollback=1 << 30))

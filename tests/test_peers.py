@@ -663,3 +663,11 @@ def test_available_engines_checks_what_a_factory_requires(monkeypatch: pytest.Mo
     for name in ("peer:llguidance", "peer:xgrammar", "peer:outlines-core"):
         dist = {"peer:outlines-core": "outlines_core"}.get(name, name.split(":")[1])
         assert (name in strategies.available_engines()) == (importlib.util.find_spec(dist) is not None)
+
+
+def test_memory_is_the_engines_own_figure_or_none() -> None:
+    from strategies.peers import PeerCompiled
+
+    assert PeerCompiled(None, "", "lark", 1234).memory_bytes() == 1234
+    with pytest.raises(NotImplementedError, match="does not report"):
+        PeerCompiled(None, "", "lark").memory_bytes()
