@@ -34,7 +34,7 @@ from fractions import Fraction
 
 from toolkit._utf8 import complement
 from toolkit.errors import UnsupportedSchema
-from toolkit.regex import _escape_cp
+from toolkit.regex import _class_body, _escape_cp
 
 __all__ = [
     "JSON_CHAR",
@@ -232,18 +232,6 @@ def _class_of(ranges: Iterable[tuple[int, int]]) -> str:
         if sum(hi - lo + 1 for lo, hi in comp) < size:
             return ("[^" + _class_body(comp) + "]") if comp else _ANY
     return "[" + _class_body(rs) + "]"
-
-
-def _class_body(rs: Ranges) -> str:
-    body = []
-    for lo, hi in rs:
-        if lo == hi:
-            body.append(_escape_cp(lo, True))
-        elif hi == lo + 1:
-            body.append(_escape_cp(lo, True) + _escape_cp(hi, True))
-        else:
-            body.append(_escape_cp(lo, True) + "-" + _escape_cp(hi, True))
-    return "".join(body)
 
 
 # ---------------------------------------------------- fixed-width digit ranges --

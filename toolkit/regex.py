@@ -35,7 +35,7 @@ from __future__ import annotations
 import functools
 from array import array
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import interegular
@@ -900,23 +900,26 @@ def _escape_cp(cp: int, in_class: bool) -> str:
     return ch
 
 
-def _render_class(cps: Iterable[int], negated: bool) -> str:
-    parts = []
-    for lo, hi in ranges_of(set(cps)):
+def _class_body(rs: Sequence[tuple[int, int]]) -> str:
+    """The inside of a character class for sorted disjoint code point ranges."""
+    body = []
+    for lo, hi in rs:
         if lo == hi:
-            parts.append(_escape_cp(lo, True))
+            body.append(_escape_cp(lo, True))
         elif hi == lo + 1:
-            parts.append(_escape_cp(lo, True) + _escape_cp(hi, True))
+            body.append(_escape_cp(lo, True) + _escape_cp(hi, True))
         else:
-            parts.append(_escape_cp(lo, True) + "-" + _escape_cp(hi, True))
-    body = "".join(parts)
-    if not negated and len(parts) == 1 and "-" not in body and len(ranges_of(set(cps))) == 1:
-        lo, hi = ranges_of(set(cps))[0]
-        if lo == hi:
-            return _escape_cp(lo, False)
-    if not body:
+            body.append(_escape_cp(lo, True) + "-" + _escape_cp(hi, True))
+    return "".join(body)
+
+
+def _render_class(cps: Iterable[int], negated: bool) -> str:
+    rs = ranges_of(set(cps))
+    if not negated and len(rs) == 1 and rs[0][0] == rs[0][1]:
+        return _escape_cp(rs[0][0], False)
+    if not rs:
         return _NOTHING if not negated else _ANY
-    return ("[^" if negated else "[") + body + "]"
+    return ("[^" if negated else "[") + _class_body(rs) + "]"
 
 
 def _case_variants(chars: Iterable[str]) -> set[int]:
