@@ -1131,12 +1131,7 @@ class _EcmaParser:
             raise self.unsupported("Unicode property escape", start, self.src.find("}", self.i) + 1 or None)
         if c == "k" or (c.isdigit() and c != "0"):
             raise self.unsupported("backreference", start, self.i + 1)
-        cp = self.code_escape(start)
-        if cp is None:
-            if c.isascii() and c.isalnum():
-                raise self.unsupported("unknown escape", start, self.i + 1)
-            self.i += 1
-            cp = ord(c)
+        cp = self.literal_escape(start, c)
         return _Chars(_normalize([(cp, cp)]))
 
     def class_atom(self) -> int | Ranges:
@@ -1163,6 +1158,12 @@ class _EcmaParser:
             raise self.unsupported("Unicode property escape", start, self.src.find("}", self.i) + 1 or None)
         if c.isdigit() and c != "0" or c == "k":
             raise self.unsupported("octal or backreference escape in a class", start, self.i + 1)
+        return self.literal_escape(start, c)
+
+    def literal_escape(self, start: int, c: str) -> int:
+        """The code point of ``\\c`` once the special escapes are ruled out: a code
+        escape (``\\x41``, ``\\u0041``, ``\\n``...) or an escaped punctuation mark;
+        an unknown letter or digit escape is unsupported."""
         cp = self.code_escape(start)
         if cp is None:
             if c.isascii() and c.isalnum():
