@@ -124,6 +124,10 @@ def test_bad_arguments_are_clear_errors(tmp_path: Path) -> None:
         run_bench(["no-such-engine"], tmp_path, out=tmp_path / "run", progress=False)
     with pytest.raises(HarnessError, match="options given for engines not in the run"):
         run_bench(["peer:llguidance"], tmp_path, out=tmp_path / "run", options={"peer:xgrammar": {}}, progress=False)
+    with pytest.raises(HarnessError, match="limit"):
+        run_bench(["peer:llguidance"], tmp_path, out=tmp_path / "run", limit=0, progress=False)
+    with pytest.raises(HarnessError, match="timeout"):
+        run_bench(["peer:llguidance"], tmp_path, out=tmp_path / "run", timeout=0, progress=False)
     with pytest.raises(HarnessError, match="jobs"):
         run_bench(["peer:llguidance"], tmp_path, out=tmp_path / "run", jobs=0, progress=False)
 
@@ -173,3 +177,17 @@ def test_a_case_the_vocabulary_cannot_tokenize_is_skipped_not_failed() -> None:
     assert rec["status"] == "passing", rec["detail"]
     assert [c["ok"] for c in rec["cases"]] == [True, None, None, True]
     assert "cannot tokenize" in rec["detail"]
+
+
+def test_a_worker_that_never_starts_is_a_clear_error_not_a_hang() -> None:
+    from tests._support.faulty import hanging_worker
+    from toolkit.datasets import Case, Item
+    from toolkit.harness import _Pool
+
+    pool = _Pool(1, "tekken", {}, "native", False, 5.0, None, startup_timeout=2.0, target=hanging_worker)
+    item = Item("x", "regex", "a", (Case("a", True),))
+    t0 = time.monotonic()
+    with pytest.raises(HarnessError, match="took over 2 s to start"):
+        list(pool.run([("peer:llguidance", item)]))
+    assert time.monotonic() - t0 < 30
+    assert all(s.proc is None for s in pool.slots)  # the hung worker was killed

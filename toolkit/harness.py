@@ -284,8 +284,11 @@ class _Slot:
 
 class _Pool:
     def __init__(self, jobs: int, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str,
-                 quick: bool, timeout: float, memory_limit: float | None) -> None:
+                 quick: bool, timeout: float, memory_limit: float | None, *,
+                 startup_timeout: float = _STARTUP_TIMEOUT, target: Any = None) -> None:
         self.ctx = mp.get_context("spawn")
+        self.target = _worker_main if target is None else target
+        self.startup_timeout = startup_timeout
         self.args = (vocab_spec, {k: dict(v) for k, v in options.items()}, source, quick)
         self.timeout = timeout
         self.memory_limit = memory_limit
@@ -294,7 +297,7 @@ class _Pool:
 
     def _start(self, slot: _Slot) -> None:
         parent, child = self.ctx.Pipe()
-        proc = self.ctx.Process(target=_worker_main, args=(child, *self.args), daemon=True)
+        proc = self.ctx.Process(target=self.target, args=(child, *self.args), daemon=True)
         proc.start()
         child.close()
         slot.proc, slot.conn, slot.ready, slot.task, slot.started = proc, parent, False, None, None
@@ -373,13 +376,19 @@ class _Pool:
                     yield msg[1]
             now = time.monotonic()
             for slot in self.slots:
-                if slot.task is None or slot.proc is None:
+                if slot.proc is None:
+                    continue
+                starting = not slot.ready or (slot.task is not None and slot.started is None)
+                if starting and now - slot.sent > self.startup_timeout:
+                    # loading the vocabulary or building an engine: not an item's fault
+                    what = "start" if slot.task is None else f"build engine {slot.task[0]!r}"
+                    self.close()
+                    raise HarnessError(f"a worker took over {self.startup_timeout:g} s to {what}")
+                if slot.task is None:
                     continue
                 if slot.started is not None and now - slot.started > self.timeout:
                     yield self._failed(slot, "timeout", f"over the {self.timeout:g} s limit")
                     continue
-                if slot.started is None and now - slot.sent > _STARTUP_TIMEOUT:
-                    raise HarnessError(f"a worker took over {_STARTUP_TIMEOUT:g} s to build engine {slot.task[0]!r}")
                 if self.memory_limit is not None and slot.started is not None:
                     rss = _rss(slot.proc.pid)
                     if rss > self.memory_limit:
@@ -533,7 +542,7 @@ def _items(data: str | Path | None, limit: int | None, seed: int | None) -> list
     if seed is not None:
         random.Random(seed).shuffle(items)
     if limit is not None:
-        items = items[: max(0, int(limit))]
+        items = items[: int(limit)]
     return items
 
 
@@ -577,6 +586,8 @@ def run_bench(
         raise HarnessError(f"jobs must be at least 1, got {jobs}")
     if timeout <= 0:
         raise HarnessError(f"timeout must be positive, got {timeout}")
+    if limit is not None and limit < 1:
+        raise HarnessError(f"limit must be at least 1, got {limit}")
     engines = list(dict.fromkeys(engines))
     if not engines:
         raise HarnessError("no engines given")

@@ -38,3 +38,8 @@ class FaultyEngine(LLGuidanceEngine):
         if how == "masklab-test: tight":
             grammar = {"const": 0}
         return super().compile(grammar)
+
+
+def hanging_worker(conn, *args) -> None:  # noqa: ANN001 - a stand-in for harness._worker_main
+    """A worker that never finishes starting (as if loading a vocabulary hung)."""
+    time.sleep(3600)
