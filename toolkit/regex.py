@@ -1,14 +1,18 @@
 """Regexes to minimal byte-level DFAs.
 
-The dialect is Python's ``re`` syntax as parsed by ``interegular``, with the
-semantics of ``re.fullmatch(pattern, text, re.ASCII)``: ``\\d``, ``\\w`` and ``\\s``
-are the ASCII classes (as in Outlines and ECMAScript's ``\\d``/``\\w``), while ``.``
-and negated classes match any Unicode character (``.`` not ``\\n``).  A leading
-``^`` and a trailing ``$`` of the whole pattern are redundant under full-match
-semantics and are dropped; anchors elsewhere, lookarounds and back-references raise
-:class:`~toolkit.errors.RegexError`.
+The dialect is Python's ``re`` syntax (:mod:`toolkit._rxparse` lists what it
+takes), with the semantics of ``re.fullmatch(pattern, text, re.ASCII)``: ``\\d``,
+``\\w`` and ``\\s`` are the ASCII classes (as in Outlines and ECMAScript's
+``\\d``/``\\w``), while ``.`` and negated classes match any Unicode character (``.``
+not ``\\n``).  A leading ``^`` and a trailing ``$`` of the whole pattern are
+redundant under full-match semantics and are dropped; anchors elsewhere, lookarounds
+and back-references raise :class:`~toolkit.errors.RegexError`, whose message gives
+the offset of the fragment.
 
-The construction is our own; interegular only parses.  :func:`compile_regex` walks
+Parser and construction are our own.  :func:`toolkit._rxparse.parse` reads a pattern
+in one linear pass (no recursion, so any nesting depth) into the node classes of
+``interegular.patterns``, which both constructions below walk; interegular's own
+parser, super-linear and recursive, is no longer used.  :func:`compile_regex` walks
 the parse tree into a Thompson NFA over bytes (:func:`_build`): each character class
 becomes the UTF-8 byte-range sequences of its code points (:mod:`toolkit._utf8`;
 surrogates have none), with equal continuations of a multi-byte character shared,
@@ -27,7 +31,9 @@ numbered with the dead state at 0 and the start state at 1, in breadth-first ord
 The former construction (interegular's character FSM, expanded to bytes and
 minimized by Moore's refinement: quadratic in repeat bounds, one round per state of
 the longest chain) is kept as :func:`_compile_reference`, which the tests compare
-against byte for byte.
+against byte for byte.  The walks of the tree (:func:`_build`, :func:`_render`)
+recurse once per level of group nesting; past Python's recursion limit (a few
+hundred levels) they raise :class:`~toolkit.errors.RegexError`.
 """
 
 from __future__ import annotations
@@ -38,20 +44,18 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-import interegular
 import numpy as np
 from interegular.fsm import anything_else
 from interegular.patterns import (
-    InvalidSyntax,
     Pattern,
     REFlags,
     Unsupported,
     _CharGroup,
     _Concatenation,
-    _NonCapturing,
     _Repeated,
 )
 
+from toolkit._rxparse import parse
 from toolkit._utf8 import complement, ranges_of, utf8_sequences
 from toolkit.errors import LimitExceeded, RegexError
 
@@ -158,39 +162,13 @@ def _strip_anchors(pattern: str) -> str:
     return p
 
 
+_TOO_DEEP = "regex nested too deeply (groups within groups) to compile"
+
+
 def _parse(pattern: str) -> Pattern:
-    try:
-        parsed = interegular.parse_pattern(_strip_anchors(pattern))
-    except Unsupported as e:
-        raise RegexError(f"unsupported regex syntax ({e})", pattern, _fragment_hint(str(e))) from e
-    except InvalidSyntax as e:
-        raise RegexError(f"invalid regex syntax ({e})", pattern) from e
-    except Exception as e:  # interegular raises plain errors on some malformed input
-        raise RegexError(f"cannot parse regex ({type(e).__name__}: {e})", pattern) from e
-    _reject_lookarounds(parsed, pattern)
-    return parsed
-
-
-def _fragment_hint(message: str) -> str | None:
-    if "'$'" in message:
-        return "$"
-    if "'^'" in message:
-        return "^"
-    return None
-
-
-def _reject_lookarounds(node: object, pattern: str) -> None:
-    if isinstance(node, _NonCapturing):
-        kind = "lookbehind" if node.backwards else "lookahead"
-        raise RegexError(f"{kind} assertions are not regular over a full match", pattern, "(?")
-    if isinstance(node, Pattern):
-        for o in node.options:
-            _reject_lookarounds(o, pattern)
-    elif isinstance(node, _Concatenation):
-        for p in node.parts:
-            _reject_lookarounds(p, pattern)
-    elif isinstance(node, _Repeated):
-        _reject_lookarounds(node.base, pattern)
+    """The tree of ``pattern`` without its end anchors (see :mod:`toolkit._rxparse`)."""
+    lead = 1 if pattern.startswith("^") else 0  # offsets in errors count in the full pattern
+    return parse(_strip_anchors(pattern), source=pattern, offset=lead)
 
 
 # ------------------------------------------------------------ the NFA ----
@@ -708,7 +686,10 @@ def _freeze(trans: np.ndarray, accepting: np.ndarray, start: int, pattern: str |
 def _compile_cached(pattern: str, max_states: int) -> ByteDFA:
     parsed = _parse(pattern)
     nfa = _NFA(_nfa_limit(max_states), pattern)
-    frag = _build(nfa, parsed, REFlags(0))
+    try:
+        frag = _build(nfa, parsed, REFlags(0))
+    except RecursionError:  # _build recurses once per level of nesting
+        raise RegexError(_TOO_DEEP, pattern) from None
     trans, acc, start = _minimize(_determinize(nfa, frag, max_states))
     return _freeze(trans, acc, start, pattern)
 
@@ -979,4 +960,8 @@ def canonical_regex(pattern: str) -> str:
     ``[0-9]``, ``.`` becomes ``[^\\n]``, case-insensitive letters become classes,
     non-ASCII characters are written as themselves.
     """
-    return _render(_parse(pattern), REFlags(0))
+    parsed = _parse(pattern)
+    try:
+        return _render(parsed, REFlags(0))
+    except RecursionError:  # _render recurses once per level of nesting
+        raise RegexError(_TOO_DEEP, pattern) from None
