@@ -23,15 +23,18 @@ directives = {
     "linetrace": DEBUG,
 }
 
-extensions = [
-    Extension(
-        "toolkit.trie",
-        ["toolkit/trie.pyx"],
-        include_dirs=[numpy.get_include()],
+
+def _extension(name: str) -> Extension:
+    return Extension(
+        name,
+        [name.replace(".", "/") + ".pyx"],
+        include_dirs=[numpy.get_include(), "."],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
-    ),
-]
+    )
+
+
+extensions = [_extension("toolkit.trie"), _extension("strategies.outlines._index")]
 
 setup(
     ext_modules=cythonize(extensions, compiler_directives=directives, annotate=DEBUG),

@@ -27,6 +27,7 @@ _PLUGIN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 # name -> "module:factory"; imported on first use so optional peers cost nothing.
 _REGISTRY: dict[str, str] = {
     "naive": "strategies.naive:NaiveEngine",
+    "outlines": "strategies.outlines:OutlinesEngine",
     "peer:llguidance": "strategies.peers:LLGuidanceEngine",
     "peer:xgrammar": "strategies.peers:XGrammarEngine",
     "peer:outlines-core": "strategies.peers:OutlinesCoreEngine",

@@ -53,6 +53,7 @@ import numpy as np
 from toolkit import bitmask as bm
 from toolkit.errors import MasklabError, UnsupportedGrammar
 from toolkit.grammar import Grammar
+from toolkit.jsonschema import JsonSchemaText, schema_text
 from toolkit.matcher import BaseMatcher
 from toolkit.protocol import MaskInfo
 from toolkit.vocab import Vocabulary
@@ -69,22 +70,6 @@ __all__ = [
 
 class PeerError(MasklabError):
     """A peer engine refused a grammar or failed while matching; the message is its own."""
-
-
-@dataclass(frozen=True)
-class JsonSchemaText:
-    """A JSON schema given as text, to hand to an engine's own schema compiler verbatim."""
-
-    text: str
-
-
-def _schema_text(spec: Any) -> str | None:
-    """The JSON text of a schema spec, or None when ``spec`` is not a schema."""
-    if isinstance(spec, JsonSchemaText):
-        return spec.text
-    if isinstance(spec, Mapping | bool):
-        return json.dumps(spec)
-    return None
 
 
 def _version(dist: str) -> str:
@@ -135,7 +120,7 @@ class _PeerEngine:
 
     def compile(self, grammar: Any) -> PeerCompiled:
         """Compile a JSON schema (engine's own compiler) or a :class:`Grammar`."""
-        text = _schema_text(grammar)
+        text = schema_text(grammar)
         try:
             if text is not None:
                 return self._compile_schema(text)

@@ -148,21 +148,23 @@ WORD: /[a-z]+/
 """
 LITERALS_RE = r"(true|false|null)(,(true|false|null))*"
 
-# name: (grammar, valid walks, peers whose masks equal naive's on every step).
-# A peer missing from a row has a documented difference below (test_*_differs_*).
+# name: (grammar, valid walks, engines whose masks equal naive's on every step).
+# A peer missing from a row has a documented difference below (test_*_differs_*);
+# ``outlines`` (ours) is in every regular row and compiles no recursive grammar.
+OUT = "outlines"
 AGREEMENT: dict[str, tuple[Grammar, tuple[str, ...], tuple[str, ...]]] = {
     # regular
-    "regex-ident": (Grammar.from_regex(r"[a-c]+[0-9]*"), ("abc12", "a", "cab0"), PEERS),
+    "regex-ident": (Grammar.from_regex(r"[a-c]+[0-9]*"), ("abc12", "a", "cab0"), (*PEERS, OUT)),
     "regex-object": (
         Grammar.from_regex(r'\{"[a-z]+": ?[0-9]+(, "[a-z]+": ?[0-9]+)*\}'),
         ('{"ab": 12}', '{"x":1, "yz": 123}'),
-        PEERS,
+        (*PEERS, OUT),
     ),
-    "regex-utf8": (Grammar.from_regex(r'"[a-cé]*"'), ('"aé"', '""', '"éé"'), PEERS),
-    "lark-list": (Grammar.from_lark(LIST_LARK), ("[1,ab,true]", "[true]", "[123]"), PEERS),
+    "regex-utf8": (Grammar.from_regex(r'"[a-cé]*"'), ('"aé"', '""', '"éé"'), (*PEERS, OUT)),
+    "lark-list": (Grammar.from_lark(LIST_LARK), ("[1,ab,true]", "[true]", "[123]"), (*PEERS, OUT)),
     # regular, but outlines-core drops tokens leaving an accepting state (see below)
-    "regex-literals": (Grammar.from_regex(LITERALS_RE), ("true", "null,false,true"), (LLG, XGR)),
-    "lark-kv-ignore": (Grammar.from_lark(KV_LARK), ("a=1", "ab = 12 , c=3", " x=0 ", "a=1 "), (LLG, XGR)),
+    "regex-literals": (Grammar.from_regex(LITERALS_RE), ("true", "null,false,true"), (LLG, XGR, OUT)),
+    "lark-kv-ignore": (Grammar.from_lark(KV_LARK), ("a=1", "ab = 12 , c=3", " x=0 ", "a=1 "), (LLG, XGR, OUT)),
     # context-free
     "json-no-ws": (Grammar.from_lark(JSON_NO_WS), ('{"abc":[123,true]}', "[]", '{"a":{"b":null},"c":[1,[2]]}'), (LLG, XGR)),
     "json-ignore-ws": (Grammar.from_lark(JSON_LARK), ('{"abc": [123, true]}', " [ ] ", '\n{"a": {"b": null}}'), (XGR,)),
@@ -604,9 +606,10 @@ IDENT = Grammar.from_regex(r"[a-c]+[0-9]*")
 OBJECT = AGREEMENT["regex-object"][0]
 
 
-@pytest.mark.parametrize("name", ["naive", *PEERS])
+@pytest.mark.parametrize("name", ["naive", *PEERS, "outlines"])
 def test_contract_on_regular_grammars(hand, name: str) -> None:
-    """tests/test_protocol.py's checks on regular grammars, so outlines-core is held to them."""
+    """tests/test_protocol.py's checks on regular grammars, so outlines-core (and our
+    ``outlines``, which compiles no recursive grammar) are held to them."""
     eng = hand(name)
     m = eng.matcher(eng.compile(OBJECT))
     # fill overwrites the whole row and nothing else; no special, EOS or padding bit

@@ -16,6 +16,7 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -185,6 +186,28 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_agree(args: argparse.Namespace) -> int:
+    from toolkit.agree import AgreementError, explain, write_agreement
+
+    names = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if len(names) != 2:
+        raise AgreementError(f"--engines takes two engine names, got {args.engines!r}")
+    a, b = names
+    table, totals, path = write_agreement(args.run, a, b, args.out)
+    print(f"{a} vs {b} in {args.run}: {totals['items']} items compiled by both, "
+          f"{totals['items_equal']} with every mask equal; {totals['steps']} steps compared, "
+          f"{totals['steps_differ']} differ, {totals['length_mismatch']} instances stopped at different steps")
+    bad = table[(table["differ"] > 0) | (table["length_mismatch"] > 0)]
+    if len(bad):
+        print(bad.head(args.show).to_string(index=False))
+    for item in bad["item"].head(args.explain):
+        print(f"\n{item}:")
+        for d in explain(args.run, item, a, b):
+            print("  " + json.dumps(d, ensure_ascii=False))
+    print(f"written to {path} (and .json)")
+    return 0 if totals["steps_differ"] == 0 and totals["length_mismatch"] == 0 else 1
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="masklab", description="Compare token-mask strategies for constrained decoding.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -244,6 +267,15 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("dirs", nargs="+", help="run folders (holding run.json and records.jsonl)")
     r.add_argument("--out", default=None, help="where to write (default: the first run folder)")
     r.set_defaults(func=_cmd_report)
+
+    ag = sub.add_parser("agree", help="do two engines of a bench run compute the same masks? (exit 1 if not)")
+    ag.add_argument("run", help="a bench run folder holding both engines' records")
+    ag.add_argument("--engines", required=True, metavar="A,B", help="the two engines to compare")
+    ag.add_argument("--out", default=None, help="where to write the CSV/JSON (default: the run folder)")
+    ag.add_argument("--show", type=int, default=20, help="how many differing items to list")
+    ag.add_argument("--explain", type=int, default=0, metavar="N",
+                    help="re-run the first N differing items and list the tokens only one engine allows")
+    ag.set_defaults(func=_cmd_agree)
 
     a = sub.add_parser("accepts", help="does the grammar accept TEXT? (exit 0 yes, 1 no)")
     grammar_args(a)

@@ -66,11 +66,12 @@ class UnsupportedSchema(MasklabError):
 class LimitExceeded(MasklabError):
     """A configured limit (states, items, time, memory) was exceeded."""
 
-    def __init__(self, limit: str, value: int | float, maximum: int | float):
+    def __init__(self, limit: str, value: int | float, maximum: int | float, detail: str = ""):
         self.limit = limit
         self.value = value
         self.maximum = maximum
-        super().__init__(f"limit {limit!r} exceeded: {value} > {maximum}")
+        self.detail = detail
+        super().__init__(f"limit {limit!r} exceeded: {value} > {maximum}" + (f" ({detail})" if detail else ""))
 
 
 class VocabError(MasklabError):

@@ -7,7 +7,10 @@ For each (item, engine) pair, a worker process:
 2. runs each test instance, tokenized with ``vocab.encode`` of ``json.dumps(data)``
    (schemas) or of ``text`` (grammars, regexes), then EOS: per step
    ``fill_bitmask`` + a check of the token's bit + ``accept_token``, timed together
-   (``tbm_s``, valid instances only) with the mask's popcount and sliced flag;
+   (``tbm_s``, valid instances only) with the mask's popcount and sliced flag, and
+   per valid instance a digest of every mask (``cases[k]["digests"]``, blake2b of the
+   row, outside the timed region), so that two engines' masks can be compared step by
+   step after the run (:mod:`toolkit.agree`);
 3. judges validity: a valid instance must be accepted through EOS (else a
    *validation error*), an invalid one must be rejected somewhere (else an
    *invalidation error*).
@@ -55,6 +58,7 @@ import time
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
@@ -177,6 +181,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
                 continue
             m = engine.matcher(compiled)
             consumed = 0
+            digests: list[str] = []
             for t in tokens:
                 s = perf()
                 info = m.fill_bitmask(row)
@@ -186,11 +191,14 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
                     tbm.append(round(e_ - s, 9))
                     allowed.append(info.allowed)
                     sliced.append(bool(info.sliced))
+                    digests.append(blake2b(row, digest_size=8).hexdigest())
                 if not ok:
                     break
                 consumed += 1
             accepted = consumed == len(tokens)
             entry: dict[str, Any] = {"valid": case.valid, "ok": accepted == case.valid, "tokens": len(tokens), "consumed": consumed}
+            if case.valid:
+                entry["digests"] = digests
             if m.error is not None:
                 entry["error"] = m.error
             rec["cases"].append(entry)
@@ -242,7 +250,7 @@ def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mappin
             _single_thread_torch()
             engines[name] = engine
             describe = getattr(engine, "describe", None)
-            info = describe() if callable(describe) else {"version": _masklab_version(), "options": dict(options.get(name, {}))}
+            info = describe() if callable(describe) else {"version": masklab_version(), "options": dict(options.get(name, {}))}
             conn.send(("engine", name, info))
         conn.send(("start", name, item.name))
         try:
@@ -260,7 +268,7 @@ def _single_thread_torch() -> None:
         torch.set_num_threads(1)
 
 
-def _masklab_version() -> str:
+def masklab_version() -> str:
     from importlib import metadata
 
     try:
@@ -614,7 +622,7 @@ def run_bench(
         except ImportError:
             memory_limit_gb = None
     meta: dict[str, Any] = {
-        "masklab_version": _masklab_version(),
+        "masklab_version": masklab_version(),
         "command": command or f"run_bench({engines!r}, {str(data)!r})",
         "started": _now(),
         "finished": None,

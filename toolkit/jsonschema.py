@@ -52,6 +52,7 @@ import math
 import re
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from toolkit._jsonregex import (
@@ -67,9 +68,27 @@ from toolkit.errors import LimitExceeded, UnsupportedSchema
 from toolkit.grammar import Grammar, Terminal
 from toolkit.regex import compile_regex
 
-__all__ = ["from_json_schema", "DEFAULT_MAX_RULES"]
+__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "JsonSchemaText", "schema_text"]
 
 DEFAULT_MAX_RULES = 50_000
+
+
+@dataclass(frozen=True)
+class JsonSchemaText:
+    """A JSON schema given as text, to hand to an engine's own schema compiler verbatim."""
+
+    text: str
+
+
+def schema_text(spec: Any) -> str | None:
+    """The JSON text of a schema spec (dict, bool or :class:`JsonSchemaText`), or None
+    when ``spec`` is not a schema.  What every engine that takes schemas natively reads."""
+    if isinstance(spec, JsonSchemaText):
+        return spec.text
+    if isinstance(spec, Mapping | bool):
+        return json.dumps(spec)
+    return None
+
 _MAX_BRANCHES = 256  # most alternatives a rewrite (anyOf products, oneOf, not) may make
 
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"

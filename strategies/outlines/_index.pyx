@@ -1,0 +1,340 @@
+"""The Outlines token index: for every DFA state, the allowed tokens and where each leads.
+
+Built once per compiled regex (Willard & Louf 2023).  For each live state ``s`` of
+the byte DFA, the flat token trie (:mod:`toolkit.trie`) is walked from ``s``: a
+shared prefix is read once and a prefix that kills the DFA skips its whole subtree,
+so the walk costs the number of *viable* trie nodes, not the vocabulary's bytes.
+Every token whose bytes keep the DFA alive is allowed in ``s``; the state its last
+byte reaches is its next state.
+
+Each row is stored in whichever form is smaller:
+
+* **sparse** rows (at most ``n_words / 2`` tokens): the (token, next state) pairs
+  sorted by token id, in one CSR table (``offsets`` per state).  A mask zeroes the
+  row and sets the bits; accepting a token is a binary search for it.
+* **dense** rows: the row's bitmask itself (``n_words`` int32 words), so a mask is a
+  ``memcpy``.  Next states are not stored (a dense row would need ~8 bytes per
+  allowed token, some 1 MB per state on a 128k vocabulary, where the bitmask takes
+  16 kB): accepting a token checks its bit, then runs its bytes through the DFA
+  table, a few lookups that give the very state the walk found.
+
+Special and padding ids are not in the trie, so no row ever allows them; EOS is the
+matcher's business (allowed in accepting states).
+"""
+
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdlib cimport qsort
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+cimport numpy as cnp
+
+from toolkit._types cimport DEAD, state_t, token_t, word_t
+from toolkit.trie cimport TokenTrie, TrieNode
+
+from toolkit.errors import LimitExceeded
+
+cnp.import_array()
+
+__all__ = ["TokenIndex"]
+
+cdef enum:
+    _BYTES = 256
+
+
+cdef struct Pair:
+    token_t token
+    state_t next
+
+
+cdef int _cmp_pairs(const void* a, const void* b) noexcept nogil:
+    cdef token_t x = (<const Pair*>a).token, y = (<const Pair*>b).token
+    return (x > y) - (x < y)
+
+
+cdef int64_t _walk(
+    const TrieNode* nodes,
+    int32_t num_nodes,
+    const token_t* token_ids,
+    const state_t* transitions,
+    state_t state,
+    state_t* stack,
+    Pair* out,
+    int64_t* visited,
+) noexcept nogil:
+    """Write (token, end state) for every token that keeps the DFA alive from state.
+
+    The loop of :func:`toolkit.trie.trie_walk_dfa`, recording the state each token
+    ends in instead of a bit.  Returns the number of pairs written (``out`` has room
+    for every token of the trie); adds the nodes looked at to ``visited``.
+    """
+    cdef int32_t p = 1, depth = 1, i, end
+    cdef int64_t n = 0
+    cdef state_t s
+    cdef const TrieNode* node
+    cdef int64_t seen = 0
+    stack[0] = state
+    while p < num_nodes:
+        node = &nodes[p]
+        seen += 1
+        s = transitions[<int64_t>stack[depth - 1] * _BYTES + node.byte]
+        if s == DEAD:
+            depth -= node.num_parents - 1
+            p += node.subtree_size
+            continue
+        end = node.token_start + node.token_count
+        for i in range(node.token_start, end):
+            out[n].token = token_ids[i]
+            out[n].next = s
+            n += 1
+        if node.subtree_size == 1:
+            depth -= node.num_parents - 1
+        else:
+            stack[depth] = s
+            depth += 1
+        p += 1
+    visited[0] += seen
+    return n
+
+
+cdef class TokenIndex:
+    """The per-state token table of one DFA over one vocabulary's trie (see module doc).
+
+    ``TokenIndex(trie, transitions, accepting, token_blob, token_offsets,
+    max_memory, dense_min_tokens=-1)``: ``transitions`` is the DFA's C-contiguous int32 ``[n_states, 256]``
+    table (state 0 dead), ``accepting`` its uint8 flags; ``token_blob`` /
+    ``token_offsets`` hold every id's bytes (``token_offsets`` has ``vocab_size + 1``
+    int64 entries).  A state with at least ``dense_min_tokens`` allowed tokens is
+    stored as a bitmask row (-1: the smaller form, more than ``n_words / 2`` tokens).
+    Raises :class:`~toolkit.errors.LimitExceeded` as soon as the index outgrows
+    ``max_memory`` bytes, naming the states and the estimate.
+    """
+
+    cdef readonly int32_t num_states     # DFA states, the dead state 0 included
+    cdef readonly int32_t vocab_size     # bitmask width in tokens
+    cdef readonly int32_t n_words        # int32 words per bitmask row
+    cdef readonly int32_t num_dense      # states stored as a bitmask row
+    cdef readonly int64_t num_pairs      # (token, next) pairs stored for sparse rows
+    cdef readonly int64_t nodes_visited  # trie nodes the build looked at (all states)
+    cdef object _transitions             # numpy owners of the borrowed arrays
+    cdef object _accepting
+    cdef object _blob
+    cdef object _token_offsets
+    cdef const state_t* trans
+    cdef const uint8_t* accept
+    cdef const uint8_t* blob
+    cdef const int64_t* tok_off
+    cdef int64_t* offsets                # [num_states + 1] into pairs (sparse rows)
+    cdef int32_t* counts                 # [num_states] allowed text tokens
+    cdef int32_t* dense_of               # [num_states] row in dense, or -1
+    cdef Pair* pairs                     # [num_pairs]
+    cdef word_t* dense                   # [num_dense, n_words]
+
+    def __cinit__(self):
+        self.offsets = NULL
+        self.counts = NULL
+        self.dense_of = NULL
+        self.pairs = NULL
+        self.dense = NULL
+
+    def __dealloc__(self):
+        PyMem_Free(self.offsets)
+        PyMem_Free(self.counts)
+        PyMem_Free(self.dense_of)
+        PyMem_Free(self.pairs)
+        PyMem_Free(self.dense)
+
+    def __init__(self, TokenTrie trie, transitions, accepting, token_blob, token_offsets,
+                 int64_t max_memory, int64_t dense_min_tokens=-1):
+        transitions = np.ascontiguousarray(transitions, dtype=np.int32)
+        accepting = np.ascontiguousarray(accepting, dtype=np.uint8)
+        token_offsets = np.ascontiguousarray(token_offsets, dtype=np.int64)
+        if transitions.ndim != 2 or transitions.shape[1] != _BYTES or transitions.shape[0] < 1:
+            raise ValueError(f"transitions must have shape (n_states, 256), got {transitions.shape}")
+        if accepting.shape != (transitions.shape[0],):
+            raise ValueError("accepting must have one flag per state")
+        if token_offsets.shape != (trie.vocab_size + 1,):
+            raise ValueError(f"token_offsets must have vocab_size + 1 = {trie.vocab_size + 1} entries")
+        if transitions.size and (transitions.min() < 0 or transitions.max() >= transitions.shape[0]):
+            raise ValueError("transitions holds a state outside [0, n_states)")
+        self._transitions = transitions
+        self._accepting = accepting
+        self._blob = bytes(token_blob)
+        self._token_offsets = token_offsets
+        self.trans = <const state_t*>cnp.PyArray_DATA(transitions)
+        self.accept = <const uint8_t*>cnp.PyArray_DATA(accepting)
+        self.blob = <const uint8_t*>(<bytes>self._blob)
+        self.tok_off = <const int64_t*>cnp.PyArray_DATA(token_offsets)
+        self.num_states = <int32_t>transitions.shape[0]
+        self.vocab_size = trie.vocab_size
+        self.n_words = (trie.vocab_size + 31) // 32
+        self._build(trie, max_memory,
+                    self.n_words // 2 + 1 if dense_min_tokens < 0 else dense_min_tokens)
+
+    cdef _build(self, TokenTrie trie, int64_t max_memory, int64_t dense_min_tokens):
+        cdef int32_t n = self.num_states, s
+        cdef int64_t k, i, pair_cap = 0, dense_cap = 0, used, estimate
+        cdef int64_t row_bytes = <int64_t>self.n_words * sizeof(word_t)
+        cdef int64_t fixed = (<int64_t>n + 1) * sizeof(int64_t) + 2 * <int64_t>n * sizeof(int32_t)
+        cdef word_t* row
+        cdef void* grown
+        cdef Pair* scratch = <Pair*>PyMem_Malloc((<int64_t>trie.num_tokens + 1) * sizeof(Pair))
+        cdef state_t* stack = <state_t*>PyMem_Malloc((<int64_t>trie.max_depth + 1) * sizeof(state_t))
+        self.offsets = <int64_t*>PyMem_Malloc((<int64_t>n + 1) * sizeof(int64_t))
+        self.counts = <int32_t*>PyMem_Malloc(<int64_t>n * sizeof(int32_t))
+        self.dense_of = <int32_t*>PyMem_Malloc(<int64_t>n * sizeof(int32_t))
+        try:
+            if scratch == NULL or stack == NULL or self.offsets == NULL or self.counts == NULL or self.dense_of == NULL:
+                raise MemoryError()
+            self.offsets[0] = 0
+            self.counts[0] = 0
+            self.dense_of[0] = -1
+            self.offsets[1] = 0
+            for s in range(1, n):
+                with nogil:
+                    k = _walk(trie.nodes, trie.num_nodes, trie.token_ids, self.trans, <state_t>s,
+                              stack, scratch, &self.nodes_visited)
+                self.counts[s] = <int32_t>k
+                if k >= dense_min_tokens and k > 0:
+                    if self.num_dense == dense_cap:
+                        dense_cap = dense_cap * 2 if dense_cap else 4
+                        grown = PyMem_Realloc(self.dense, dense_cap * row_bytes)
+                        if grown == NULL:
+                            raise MemoryError()
+                        self.dense = <word_t*>grown
+                    row = self.dense + <int64_t>self.num_dense * self.n_words
+                    memset(row, 0, row_bytes)
+                    for i in range(k):
+                        row[scratch[i].token >> 5] |= (<word_t>1) << (scratch[i].token & 31)
+                    self.dense_of[s] = self.num_dense
+                    self.num_dense += 1
+                else:
+                    self.dense_of[s] = -1
+                    if self.num_pairs + k > pair_cap:
+                        pair_cap = max(2 * pair_cap, self.num_pairs + k, 1024)
+                        grown = PyMem_Realloc(self.pairs, pair_cap * sizeof(Pair))
+                        if grown == NULL:
+                            raise MemoryError()
+                        self.pairs = <Pair*>grown
+                    if k:
+                        qsort(scratch, k, sizeof(Pair), _cmp_pairs)
+                        memcpy(self.pairs + self.num_pairs, scratch, k * sizeof(Pair))
+                    self.num_pairs += k
+                self.offsets[s + 1] = self.num_pairs
+                used = fixed + self.num_pairs * sizeof(Pair) + self.num_dense * row_bytes
+                if used > max_memory:
+                    estimate = used * (n - 1) // s
+                    raise LimitExceeded(
+                        "index_memory", estimate, max_memory,
+                        f"the token index of a {n - 1}-state DFA would need about "
+                        f"{estimate / 2**20:.1f} MiB (estimated after {s} states, "
+                        f"{self.num_dense} of them dense); raise max_memory or simplify the regex",
+                    )
+            if self.num_pairs < pair_cap:  # give back the growth slack
+                grown = PyMem_Realloc(self.pairs, max(self.num_pairs, 1) * sizeof(Pair))
+                if grown != NULL:
+                    self.pairs = <Pair*>grown
+        finally:
+            PyMem_Free(scratch)
+            PyMem_Free(stack)
+
+    # -- queries -----------------------------------------------------------
+
+    def memory_bytes(self):
+        """Bytes of the index itself plus the DFA table it walks (not the shared vocabulary)."""
+        cdef int64_t n = self.num_states
+        return int(
+            (n + 1) * sizeof(int64_t) + 2 * n * sizeof(int32_t)
+            + self.num_pairs * sizeof(Pair)
+            + <int64_t>self.num_dense * self.n_words * sizeof(word_t)
+            + self._transitions.nbytes + self._accepting.nbytes
+        )
+
+    def count(self, int32_t state):
+        """Allowed text tokens in ``state``."""
+        _check_state(state, self.num_states)
+        return self.counts[state]
+
+    def is_dense(self, int32_t state):
+        _check_state(state, self.num_states)
+        return self.dense_of[state] >= 0
+
+    def is_accepting(self, int32_t state):
+        _check_state(state, self.num_states)
+        return self.accept[state] != 0
+
+    def fill(self, int32_t state, row):
+        """Overwrite ``row`` (int32, ``n_words``, C-contiguous, writeable) with ``state``'s
+        text tokens; returns their count."""
+        _check_state(state, self.num_states)
+        if not cnp.PyArray_Check(row):
+            raise ValueError(f"row must be a numpy int32 array, got {type(row).__name__}")
+        cdef cnp.ndarray arr = <cnp.ndarray>row
+        if (cnp.PyArray_TYPE(arr) != cnp.NPY_INT32 or cnp.PyArray_NDIM(arr) != 1
+                or cnp.PyArray_DIM(arr, 0) != self.n_words
+                or not cnp.PyArray_ISCARRAY(arr)):
+            raise ValueError(
+                f"row must be a writeable C-contiguous int32 array of {self.n_words} words"
+            )
+        cdef word_t* out = <word_t*>cnp.PyArray_DATA(arr)
+        with nogil:
+            self._fill(state, out)
+        return self.counts[state]
+
+    cdef void _fill(self, int32_t state, word_t* out) noexcept nogil:
+        cdef int32_t d = self.dense_of[state]
+        cdef int64_t i
+        cdef token_t t
+        if d >= 0:
+            memcpy(out, self.dense + <int64_t>d * self.n_words, <int64_t>self.n_words * sizeof(word_t))
+            return
+        memset(out, 0, <int64_t>self.n_words * sizeof(word_t))
+        for i in range(self.offsets[state], self.offsets[state + 1]):
+            t = self.pairs[i].token
+            out[t >> 5] |= (<word_t>1) << (t & 31)
+
+    def next_state(self, int32_t state, int64_t token):
+        """The state after ``token`` in ``state``, or 0 (dead) when it is not allowed."""
+        _check_state(state, self.num_states)
+        if token < 0 or token >= self.vocab_size:
+            return 0
+        return self._next(state, <token_t>token)
+
+    cdef state_t _next(self, int32_t state, token_t token) noexcept nogil:
+        cdef int32_t d = self.dense_of[state]
+        cdef int64_t lo, hi, mid, i
+        cdef state_t s
+        if d >= 0:
+            if not (self.dense[<int64_t>d * self.n_words + (token >> 5)] >> (token & 31)) & 1:
+                return DEAD
+            s = state
+            for i in range(self.tok_off[token], self.tok_off[token + 1]):
+                s = self.trans[<int64_t>s * _BYTES + self.blob[i]]
+            return s
+        lo = self.offsets[state]
+        hi = self.offsets[state + 1]
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self.pairs[mid].token < token:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < self.offsets[state + 1] and self.pairs[lo].token == token:
+            return self.pairs[lo].next
+        return DEAD
+
+    def row_tokens(self, int32_t state):
+        """The allowed text token ids of ``state``, sorted (for tests and inspection)."""
+        _check_state(state, self.num_states)
+        out = np.zeros(self.n_words, dtype=np.int32)
+        self.fill(state, out)
+        bits = np.unpackbits(out.view(np.uint8), bitorder="little")
+        return np.flatnonzero(bits[: self.vocab_size]).astype(np.int32)
+
+
+cdef inline int _check_state(int32_t state, int32_t num_states) except -1:
+    if state < 0 or state >= num_states:
+        raise ValueError(f"state {state} is outside [0, {num_states})")
+    return 0

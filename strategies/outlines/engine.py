@@ -1,0 +1,265 @@
+"""Strategy ``outlines``: a regex's byte DFA, with every state's tokens precomputed.
+
+Willard & Louf, "Efficient Guided Generation for Large Language Models" (2023), the
+approach of Outlines and outlines-core: the constraint must be regular.  ``compile``
+turns it into a minimal byte DFA (:func:`toolkit.regex.compile_regex`) and builds the
+token index (:class:`strategies.outlines._index.TokenIndex`): for every DFA state, the
+allowed tokens and the state each leads to, found by one walk of the token trie per
+state.  At decode time a mask is a row copy and accepting a token a lookup; all the
+cost is startup time and memory.
+
+What ``compile`` takes:
+
+* a regex (``str``): the pattern itself (full-match semantics, see :mod:`toolkit.regex`);
+* a JSON schema (dict, bool or :class:`~toolkit.jsonschema.JsonSchemaText`): made into
+  a regex by ``schema_regex="masklab"`` (default), our
+  :func:`toolkit.grammar.json_schema_to_regex`, or by ``schema_regex="outlines-core"``,
+  outlines-core's own ``build_regex_from_schema`` (its ``[ ]?`` whitespace unless
+  ``whitespace_pattern`` says otherwise), so the index can be compared with
+  ``peer:outlines-core`` on the very same regex;
+* a :class:`~toolkit.grammar.Grammar` that is regular: :meth:`Grammar.to_regex` (a
+  grammar from :meth:`Grammar.from_regex` gives back its pattern).  A recursive
+  grammar raises :class:`~toolkit.errors.UnsupportedGrammar` naming the cycle, unless
+  ``grammar_max_depth`` unrolls it (the regex then accepts a subset: text nested
+  deeper is refused, never the other way round).
+
+Recursion in JSON schemas (``$ref`` cycles, containers inside free-form values) is
+unrolled the same way to ``max_depth`` levels (default 3), as Outlines does: an
+instance nested deeper is refused.  A regex that outgrows ``max_regex_length`` characters, a DFA that outgrows
+``max_states`` states or an index that outgrows ``max_memory`` bytes is a
+:class:`~toolkit.errors.LimitExceeded` that says which and by how much.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from strategies.outlines._index import TokenIndex
+from toolkit import bitmask as bm
+from toolkit.errors import UnsupportedGrammar
+from toolkit.grammar import Grammar, json_schema_to_regex
+from toolkit.jsonschema import JsonSchemaText, schema_text
+from toolkit.matcher import BaseMatcher
+from toolkit.protocol import MaskInfo
+from toolkit.regex import DEFAULT_MAX_STATES, ByteDFA, compile_regex
+from toolkit.trie import TokenTrie
+from toolkit.vocab import Vocabulary
+
+__all__ = ["OutlinesEngine", "OutlinesCompiled", "OutlinesMatcher", "DEFAULT_MAX_MEMORY"]
+
+DEFAULT_MAX_MEMORY = 4 << 30
+"""Default cap on one token index, in bytes (4 GiB)."""
+
+_SCHEMA_REGEX = ("masklab", "outlines-core")
+
+
+class OutlinesCompiled:
+    """A compiled constraint: its regex, byte DFA and token index."""
+
+    def __init__(self, regex: str, kind: str, dfa: ByteDFA, index: TokenIndex) -> None:
+        self.regex = regex
+        self.kind = kind  # "regex", "json_schema" or "grammar": what compile was given
+        self.dfa = dfa
+        self.index = index
+
+    @property
+    def num_states(self) -> int:
+        """Live DFA states (the dead state not counted)."""
+        return self.dfa.n_states - 1
+
+    def memory_bytes(self) -> int:
+        """The index plus the DFA table it walks (the vocabulary's trie is shared)."""
+        return int(self.index.memory_bytes())
+
+    def stats(self) -> dict[str, int]:
+        """Index shape: states, dense rows, stored (token, next) pairs, memory."""
+        ix = self.index
+        return {
+            "states": self.num_states,
+            "dense_states": ix.num_dense,
+            "pairs": ix.num_pairs,
+            "memory_bytes": self.memory_bytes(),
+            "trie_nodes_visited": ix.nodes_visited,
+        }
+
+    def __repr__(self) -> str:
+        return (f"OutlinesCompiled(kind={self.kind!r}, states={self.num_states}, "
+                f"dense={self.index.num_dense}, memory={self.memory_bytes()})")
+
+
+class OutlinesEngine:
+    """The precomputed-index strategy; see the module doc.
+
+    Options: ``schema_regex`` (``"masklab"`` or ``"outlines-core"``), ``whitespace``
+    (our schema compiler's: ``"flexible"`` or ``"compact"``), ``whitespace_pattern``
+    (outlines-core's), ``max_depth`` (recursion unrolled in schemas),
+    ``grammar_max_depth`` (in grammars; None refuses recursive grammars),
+    ``max_states`` (DFA), ``max_regex_length``,
+    ``max_memory`` (bytes per index), ``dense_min_tokens`` (a state with this many
+    allowed tokens keeps a bitmask row; None: whichever form is smaller).
+    """
+
+    name = "outlines"
+    native_inputs = frozenset({"json_schema"})
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        *,
+        schema_regex: str = "masklab",
+        whitespace: str = "flexible",
+        whitespace_pattern: str | None = None,
+        max_depth: int = 3,
+        grammar_max_depth: int | None = None,
+        max_states: int = DEFAULT_MAX_STATES,
+        max_regex_length: int = 1_000_000,
+        max_memory: int = DEFAULT_MAX_MEMORY,
+        dense_min_tokens: int | None = None,
+    ) -> None:
+        if schema_regex not in _SCHEMA_REGEX:
+            raise ValueError(f"schema_regex must be one of {_SCHEMA_REGEX}, got {schema_regex!r}")
+        if max_depth < 0 or (grammar_max_depth is not None and grammar_max_depth < 0):
+            raise ValueError(f"max_depth and grammar_max_depth must be >= 0, got {max_depth}, {grammar_max_depth}")
+        for opt, value in (("max_states", max_states), ("max_regex_length", max_regex_length),
+                           ("max_memory", max_memory)):
+            if int(value) < 1:
+                raise ValueError(f"{opt} must be positive, got {value}")
+        self.vocab = vocab
+        self.schema_regex = schema_regex
+        self.whitespace = whitespace
+        self.whitespace_pattern = whitespace_pattern
+        self.max_depth = int(max_depth)
+        self.grammar_max_depth = grammar_max_depth
+        self.max_states = int(max_states)
+        self.max_regex_length = int(max_regex_length)
+        self.max_memory = int(max_memory)
+        self.dense_min_tokens = -1 if dense_min_tokens is None else int(dense_min_tokens)
+        self.options = {
+            "schema_regex": schema_regex, "whitespace": whitespace,
+            "whitespace_pattern": whitespace_pattern, "max_depth": self.max_depth,
+            "grammar_max_depth": grammar_max_depth,
+            "max_states": self.max_states, "max_regex_length": self.max_regex_length,
+            "max_memory": self.max_memory, "dense_min_tokens": dense_min_tokens,
+        }
+        self.trie = TokenTrie(vocab)
+        tb = vocab.token_bytes
+        lengths = np.fromiter(map(len, tb), dtype=np.int64, count=len(tb))
+        self._token_offsets = np.zeros(len(tb) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self._token_offsets[1:])
+        self._token_blob = b"".join(tb)
+        self.eos_ids = np.asarray(vocab.eos_ids, dtype=np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        """Version and options, as the harness records them."""
+        from toolkit.harness import masklab_version
+
+        return {"version": masklab_version(), "options": dict(self.options)}
+
+    # ------------------------------------------------------------ compile --
+
+    def regex_for(self, spec: Any) -> tuple[str, str]:
+        """``(regex, kind)`` for what :meth:`compile` accepts (see the module doc)."""
+        if isinstance(spec, str):
+            return spec, "regex"
+        text = schema_text(spec)
+        if text is not None:
+            return self._schema_regex(spec, text), "json_schema"
+        if isinstance(spec, Grammar):
+            return spec.to_regex(max_depth=self.grammar_max_depth, max_length=self.max_regex_length), "grammar"
+        raise UnsupportedGrammar(
+            "outlines compiles a regex (str), a JSON schema (dict/bool/JsonSchemaText) or a "
+            f"regular toolkit Grammar, not {type(spec).__name__}"
+        )
+
+    def _schema_regex(self, spec: Any, text: str) -> str:
+        if self.schema_regex == "outlines-core":
+            from outlines_core.json_schema import build_regex_from_schema
+
+            try:
+                return build_regex_from_schema(text, self.whitespace_pattern)
+            except Exception as e:  # noqa: BLE001 - outlines-core raises ValueError/RuntimeError
+                raise UnsupportedGrammar(f"outlines-core's schema compiler: {e}") from e
+        schema = _json_loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
+        return json_schema_to_regex(
+            schema,
+            max_depth=self.max_depth,
+            whitespace=self.whitespace,
+            max_length=self.max_regex_length,
+        )
+
+    def compile(self, spec: Any) -> OutlinesCompiled:
+        """Regex → minimal byte DFA → token index; the startup cost the harness measures."""
+        regex, kind = self.regex_for(spec)
+        dfa = compile_regex(regex, max_states=self.max_states)
+        index = TokenIndex(self.trie, dfa.transitions, dfa.accepting, self._token_blob,
+                           self._token_offsets, self.max_memory, self.dense_min_tokens)
+        return OutlinesCompiled(regex, kind, dfa, index)
+
+    def matcher(self, compiled: OutlinesCompiled) -> OutlinesMatcher:
+        return OutlinesMatcher(self, compiled)
+
+
+def _json_loads(text: str) -> Any:
+    import json
+
+    return json.loads(text)
+
+
+class OutlinesMatcher(BaseMatcher):
+    """One sequence: a DFA state; history records are the states before each token."""
+
+    def __init__(self, engine: OutlinesEngine, compiled: OutlinesCompiled, state: int | None = None) -> None:
+        super().__init__(engine.vocab)
+        self.engine = engine
+        self.compiled = compiled
+        self.index = compiled.index
+        self.state = compiled.dfa.start if state is None else state
+        self._n_eos = len(set(engine.vocab.eos_ids))
+
+    # The protocol's two hot calls, without the generic path's numpy bookkeeping: the
+    # row is written by the index (a memcpy or a few bits) and the count is stored.
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
+        if self.error is not None or self._terminated:
+            return super().fill_bitmask(bitmask, row)
+        r = bitmask[row] if bitmask.ndim == 2 else bitmask
+        n = self.index.fill(self.state, r)
+        if self.index.is_accepting(self.state):
+            bm.set_bits(r, self.engine.eos_ids)
+            n += self._n_eos
+        return MaskInfo(n, False)
+
+    def accept_token(self, token_id: int) -> bool:
+        if self.error is not None or self._terminated or token_id in self.vocab.eos_ids:
+            return super().accept_token(token_id)
+        nxt = self.index.next_state(self.state, token_id)
+        if nxt == 0:
+            return False
+        self._history.append(self.state)
+        self.state = nxt
+        return True
+
+    # ------------------------------------------------------------ hooks --
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        return MaskInfo(self.index.fill(self.state, row), False)
+
+    def _advance(self, token_id: int, data: bytes) -> Any:
+        nxt = self.index.next_state(self.state, token_id)
+        if nxt == 0:
+            return None
+        prev, self.state = self.state, nxt
+        return prev
+
+    def _undo(self, record: Any) -> None:
+        self.state = record
+
+    def _accepting(self) -> bool:
+        return bool(self.index.is_accepting(self.state))
+
+    def _copy(self) -> OutlinesMatcher:
+        return OutlinesMatcher(self.engine, self.compiled, self.state)
+
+    def _reset_state(self) -> None:
+        self.state = self.compiled.dfa.start
