@@ -38,6 +38,8 @@ def test_every_valid_step_carries_a_mask_digest(run: Path) -> None:
         valid = [c for c in r["cases"] if c["valid"]]
         assert sum(len(c["digests"]) for c in valid) == len(r["tbm_s"])
         assert all(len(d) == 16 for c in valid for d in c["digests"])
+        if r["engine"] == OURS:  # an engine's own compile figures ride along
+            assert r["compiled_stats"]["states"] >= 1 and r["compiled_stats"]["memory_bytes"] == r["memory_bytes"]
 
 
 def test_exact_engines_agree_and_forcing_is_caught(run: Path) -> None:

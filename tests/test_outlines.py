@@ -142,7 +142,7 @@ def test_index_layout_memory_and_stats() -> None:
     assert st_["states"] == c.num_states == c.dfa.n_states - 1
     assert 0 < st_["dense_states"] < st_["states"]  # inside the quotes few tokens; after digits many
     assert c.memory_bytes() >= c.dfa.transitions.nbytes + st_["pairs"] * 8
-    assert st_["trie_nodes_visited"] > 0
+    assert st_["trie_nodes_visited"] > 0 and st_["index_s"] > 0 and st_["regex_chars"] == len(c.regex)
     for s in range(1, c.index.num_states):
         assert c.index.count(s) == len(c.index.row_tokens(s))
 

@@ -22,7 +22,10 @@ matching semantics):
 * literals; ``\\`` before any character that is not an ASCII letter, a digit or a
   non-ASCII letter; ``\\a \\f \\n \\r \\t \\v``; ``\\xHH``; octal ``\\0``, ``\\0o``,
   ``\\0oo`` and ``\\ooo`` (at most 0o377; in a class ``\\o`` and ``\\oo`` too);
-  ``\\d \\D \\w \\W \\s \\S`` (ASCII);
+  ``\\d \\D \\w \\W \\s \\S`` (ASCII; with ``unicode=True`` Unicode, as Rust's
+  ``regex`` crate reads them: ``\\d`` is ``\\p{Nd}``, ``\\s`` White_Space, ``\\w``
+  Alphabetic, marks, ``Nd``, ``Pc`` and the joiners, per the Unicode version of
+  Python's ``unicodedata``);
 * ``.``; classes ``[...]``/``[^...]`` with ranges, escapes (``\\b`` is a backspace
   there) and shorthands; a ``]`` right after ``[`` or ``[^`` is a literal;
 * groups ``( )``, ``(?: )``, ``(?P<name> )``; comments ``(?# )``; flags ``i``, ``s``
@@ -54,6 +57,7 @@ them in ways Python does not).
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 from functools import reduce
@@ -106,6 +110,35 @@ _SHORTHANDS = {
 }
 _CONTROLS = {"a": "\a", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 
+# Rust's regex crate (outlines-core, llguidance) reads \d \w \s as Unicode classes:
+# \d = \p{Nd}; \s = \p{White_Space}; \w = \p{Alphabetic} + \p{M} + \p{Nd} + \p{Pc} +
+# \p{Join_Control}.  Python's unicodedata gives the general categories (of its Unicode
+# version); Alphabetic is the letters, Nl and Other_Alphabetic, whose members outside
+# the marks are the circled and squared Latin letters listed here.
+_WHITE_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+_OTHER_ALPHABETIC_SYMBOLS = ((0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189))
+
+
+@functools.cache
+def _unicode_shorthands() -> dict[str, _CharGroup]:
+    import unicodedata
+
+    digit, word = [], []
+    for cp in range(0x110000):
+        cat = unicodedata.category(chr(cp))
+        if cat == "Nd":
+            digit.append(chr(cp))
+        if cat[0] in "LM" or cat in ("Nd", "Nl", "Pc"):
+            word.append(chr(cp))
+    word += ["\u200c", "\u200d"]
+    word += [chr(c) for lo, hi in _OTHER_ALPHABETIC_SYMBOLS for c in range(lo, hi + 1)]
+    d, w, sp = frozenset(digit), frozenset(word), frozenset(_WHITE_SPACE)
+    return {
+        "d": _CharGroup(d, False), "D": _CharGroup(d, True),
+        "w": _CharGroup(w, False), "W": _CharGroup(w, True),
+        "s": _CharGroup(sp, False), "S": _CharGroup(sp, True),
+    }
+
 
 def _simple_escapes() -> dict[str, _CharGroup]:
     """The two-character escapes ``\\X`` whose meaning needs no look further."""
@@ -124,26 +157,36 @@ _class_cache_chars = 0
 
 
 class _Source:
-    """Where errors point: the pattern as the caller knows it, and the offset of ours in it."""
+    """Where errors point: the pattern as the caller knows it, and the offset of ours in
+    it; and the meaning of ``\\d \\w \\s`` (ASCII, or Unicode for ``unicode=True``)."""
 
-    __slots__ = ("text", "offset")
+    __slots__ = ("text", "offset", "shorthands", "escapes", "class_key")
 
-    def __init__(self, text: str, offset: int) -> None:
+    def __init__(self, text: str, offset: int, unicode: bool = False) -> None:
         self.text = text
         self.offset = offset
+        if unicode:
+            self.shorthands = _unicode_shorthands()
+            self.escapes = {**_SIMPLE_ESCAPES, **self.shorthands}
+            self.class_key = "u"  # classes are cached per dialect
+        else:
+            self.shorthands = _SHORTHANDS
+            self.escapes = _SIMPLE_ESCAPES
+            self.class_key = ""
 
     def error(self, what: str, pos: int, fragment: str | None) -> RegexError:
         return RegexError(f"{what} (offset {pos + self.offset})", self.text, fragment)
 
 
-def parse(pattern: str, *, source: str | None = None, offset: int = 0) -> Pattern:
+def parse(pattern: str, *, source: str | None = None, offset: int = 0, unicode: bool = False) -> Pattern:
     """The interegular ``Pattern`` tree of ``pattern`` (see the module doc).
 
     Raises :class:`~toolkit.errors.RegexError` naming ``source`` (default:
     ``pattern``), with offsets counted from ``offset``: pass the full text and the
     position of ``pattern`` in it when ``pattern`` is a slice of a larger text.
+    ``unicode=True``: ``\\d \\w \\s`` are Rust's Unicode classes (see above), not ASCII.
     """
-    src = _Source(pattern if source is None else source, offset)
+    src = _Source(pattern if source is None else source, offset, unicode)
     # The tree is acyclic: collections while it grows would only rescan it (a
     # megabyte pattern makes millions of nodes, and the scans take most of the time).
     gc_was_enabled = gc.isenabled()
@@ -166,7 +209,7 @@ def _parse(pattern: str, src: _Source) -> Pattern:
     global_flags = _NO_FLAGS
     names: set[str] = set()
     chars = _CHARS
-    simple_escapes = _SIMPLE_ESCAPES
+    simple_escapes = src.escapes
     literals = _LITERALS.match
     while i < n:
         c = s[i]
@@ -189,7 +232,7 @@ def _parse(pattern: str, src: _Source) -> Pattern:
             if m is None:
                 raise src.error("unterminated character set", i, s[i : i + 10])
             j = m.end()
-            text = s[i:j]
+            text = src.class_key + s[i:j]
             g = _CLASS_CACHE.get(text)
             if g is None:
                 g = _char_class(s, i, j, src)
@@ -359,8 +402,8 @@ def _escape(s: str, i: int, in_class: bool, src: _Source) -> tuple[_CharGroup, i
     e = s[i + 1 : i + 2]
     if not e:
         raise src.error("bad escape (end of pattern)", i, "\\")
-    if e in _SHORTHANDS:
-        return _SHORTHANDS[e], i + 2
+    if e in src.shorthands:
+        return src.shorthands[e], i + 2
     if e in _CONTROLS:
         return _CHARS[_CONTROLS[e]], i + 2
     if e == "b" and in_class:

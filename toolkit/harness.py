@@ -10,7 +10,9 @@ For each (item, engine) pair, a worker process:
    (``tbm_s``, valid instances only) with the mask's popcount and sliced flag, and
    per valid instance a digest of every mask (``cases[k]["digests"]``, blake2b of the
    row, outside the timed region), so that two engines' masks can be compared step by
-   step after the run (:mod:`toolkit.agree`);
+   step after the run (:mod:`toolkit.agree`); an engine whose compiled form has a
+   ``stats()`` method (e.g. ``outlines``: DFA states, index memory, build phases)
+   gets it recorded as ``compiled_stats``;
 3. judges validity: a valid instance must be accepted through EOS (else a
    *validation error*), an invalid one must be rejected somewhere (else an
    *invalidation error*).
@@ -168,6 +170,12 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             rec["memory_bytes"] = int(compiled.memory_bytes())
         except Exception:  # noqa: BLE001 - memory is informative only
             rec["memory_bytes"] = None
+        stats = getattr(compiled, "stats", None)
+        if callable(stats):  # an engine's own figures (states, build phases), informative only
+            try:
+                rec["compiled_stats"] = dict(stats())
+            except Exception:  # noqa: BLE001
+                pass
         eos = vocab.eos_ids[0]
         tbm, allowed, sliced = rec["tbm_s"], rec["allowed"], rec["sliced"]
         failures: list[str] = []

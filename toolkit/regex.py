@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 from array import array
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -165,10 +165,10 @@ def _strip_anchors(pattern: str) -> str:
 _TOO_DEEP = "regex nested too deeply (groups within groups) to compile"
 
 
-def _parse(pattern: str) -> Pattern:
+def _parse(pattern: str, unicode: bool = False) -> Pattern:
     """The tree of ``pattern`` without its end anchors (see :mod:`toolkit._rxparse`)."""
     lead = 1 if pattern.startswith("^") else 0  # offsets in errors count in the full pattern
-    return parse(_strip_anchors(pattern), source=pattern, offset=lead)
+    return parse(_strip_anchors(pattern), source=pattern, offset=lead, unicode=unicode)
 
 
 # ------------------------------------------------------------ the NFA ----
@@ -682,9 +682,29 @@ def _freeze(trans: np.ndarray, accepting: np.ndarray, start: int, pattern: str |
     return ByteDFA(trans, accepting, int(start), pattern)
 
 
-@functools.lru_cache(maxsize=4096)
-def _compile_cached(pattern: str, max_states: int) -> ByteDFA:
-    parsed = _parse(pattern)
+_CACHE: OrderedDict[tuple[str, int, bool], ByteDFA] = OrderedDict()
+_CACHE_ENTRIES = 4096
+_CACHE_MAX_TABLE = 1 << 20  # bytes: larger DFAs are not kept (a worker compiles thousands)
+
+
+def _compile_cached(pattern: str, max_states: int, unicode: bool = False) -> ByteDFA:
+    """:func:`compile_regex` behind an LRU cache of the small DFAs (grammar terminals
+    repeat; a big schema regex is compiled once and would only pin memory)."""
+    key = (pattern, max_states, unicode)
+    dfa = _CACHE.get(key)
+    if dfa is not None:
+        _CACHE.move_to_end(key)
+        return dfa
+    dfa = _compile(pattern, max_states, unicode)
+    if dfa.transitions.nbytes <= _CACHE_MAX_TABLE:
+        _CACHE[key] = dfa
+        if len(_CACHE) > _CACHE_ENTRIES:
+            _CACHE.popitem(last=False)
+    return dfa
+
+
+def _compile(pattern: str, max_states: int, unicode: bool) -> ByteDFA:
+    parsed = _parse(pattern, unicode)
     nfa = _NFA(_nfa_limit(max_states), pattern)
     try:
         frag = _build(nfa, parsed, REFlags(0))
@@ -694,18 +714,20 @@ def _compile_cached(pattern: str, max_states: int) -> ByteDFA:
     return _freeze(trans, acc, start, pattern)
 
 
-def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES, unicode: bool = False) -> ByteDFA:
     """Compile ``pattern`` to a minimal :class:`ByteDFA` over its UTF-8 bytes.
 
     Raises :class:`RegexError` for syntax outside the dialect (see the module doc)
     and :class:`LimitExceeded` when determinization needs more than ``max_states``
     states (limit ``"max_states"``) or the NFA, where bounded repeats are copies,
     more than ``max(4 * max_states, 100_000)`` (limit ``"nfa_states"``).
-    Results are cached; the returned DFA is immutable.
+    ``unicode=True`` reads ``\\d \\w \\s`` (and their negations) as Unicode classes,
+    the way Rust's ``regex`` crate does (outlines-core's dialect; see
+    :mod:`toolkit._rxparse`).  Small results are cached; the DFA is immutable.
     """
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be str, not {type(pattern).__name__}")
-    return _compile_cached(pattern, max_states)
+    return _compile_cached(pattern, max_states, bool(unicode))
 
 
 @functools.lru_cache(maxsize=4096)

@@ -16,7 +16,10 @@ What ``compile`` takes:
   :func:`toolkit.grammar.json_schema_to_regex`, or by ``schema_regex="outlines-core"``,
   outlines-core's own ``build_regex_from_schema`` (its ``[ ]?`` whitespace unless
   ``whitespace_pattern`` says otherwise), so the index can be compared with
-  ``peer:outlines-core`` on the very same regex;
+  ``peer:outlines-core`` on the very same regex.  That regex is read in outlines-core's
+  dialect, Rust's ``regex`` crate, where ``\\d \\w \\s`` in a schema's ``pattern`` are
+  Unicode classes (``compile_regex(unicode=True)``); everywhere else they are ASCII, as
+  JSON Schema's ECMAScript patterns mean them;
 * a :class:`~toolkit.grammar.Grammar` that is regular: :meth:`Grammar.to_regex` (a
   grammar from :meth:`Grammar.from_regex` gives back its pattern).  A recursive
   grammar raises :class:`~toolkit.errors.UnsupportedGrammar` naming the cycle, unless
@@ -32,6 +35,8 @@ instance nested deeper is refused.  A regex that outgrows ``max_regex_length`` c
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import numpy as np
@@ -58,11 +63,13 @@ _SCHEMA_REGEX = ("masklab", "outlines-core")
 class OutlinesCompiled:
     """A compiled constraint: its regex, byte DFA and token index."""
 
-    def __init__(self, regex: str, kind: str, dfa: ByteDFA, index: TokenIndex) -> None:
+    def __init__(self, regex: str, kind: str, dfa: ByteDFA, index: TokenIndex,
+                 timings: dict[str, float] | None = None) -> None:
         self.regex = regex
         self.kind = kind  # "regex", "json_schema" or "grammar": what compile was given
         self.dfa = dfa
         self.index = index
+        self.timings = dict(timings or {})  # seconds: regex, dfa, index (the build phases)
 
     @property
     def num_states(self) -> int:
@@ -73,8 +80,10 @@ class OutlinesCompiled:
         """The index plus the DFA table it walks (the vocabulary's trie is shared)."""
         return int(self.index.memory_bytes())
 
-    def stats(self) -> dict[str, int]:
-        """Index shape: states, dense rows, stored (token, next) pairs, memory."""
+    def stats(self) -> dict[str, float]:
+        """Index shape and build: states, dense rows, stored (token, next) pairs, memory,
+        trie nodes walked, regex length, and the seconds of each phase (``regex_s``,
+        ``dfa_s``, ``index_s``)."""
         ix = self.index
         return {
             "states": self.num_states,
@@ -82,6 +91,8 @@ class OutlinesCompiled:
             "pairs": ix.num_pairs,
             "memory_bytes": self.memory_bytes(),
             "trie_nodes_visited": ix.nodes_visited,
+            "regex_chars": len(self.regex),
+            **{f"{k}_s": round(v, 6) for k, v in self.timings.items()},
         }
 
     def __repr__(self) -> str:
@@ -181,7 +192,7 @@ class OutlinesEngine:
                 return build_regex_from_schema(text, self.whitespace_pattern)
             except Exception as e:  # noqa: BLE001 - outlines-core raises ValueError/RuntimeError
                 raise UnsupportedGrammar(f"outlines-core's schema compiler: {e}") from e
-        schema = _json_loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
+        schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
         return json_schema_to_regex(
             schema,
             max_depth=self.max_depth,
@@ -191,20 +202,19 @@ class OutlinesEngine:
 
     def compile(self, spec: Any) -> OutlinesCompiled:
         """Regex → minimal byte DFA → token index; the startup cost the harness measures."""
+        t0 = time.perf_counter()
         regex, kind = self.regex_for(spec)
-        dfa = compile_regex(regex, max_states=self.max_states)
+        t1 = time.perf_counter()
+        unicode = kind == "json_schema" and self.schema_regex == "outlines-core"
+        dfa = compile_regex(regex, max_states=self.max_states, unicode=unicode)
+        t2 = time.perf_counter()
         index = TokenIndex(self.trie, dfa.transitions, dfa.accepting, self._token_blob,
                            self._token_offsets, self.max_memory, self.dense_min_tokens)
-        return OutlinesCompiled(regex, kind, dfa, index)
+        t3 = time.perf_counter()
+        return OutlinesCompiled(regex, kind, dfa, index, {"regex": t1 - t0, "dfa": t2 - t1, "index": t3 - t2})
 
     def matcher(self, compiled: OutlinesCompiled) -> OutlinesMatcher:
         return OutlinesMatcher(self, compiled)
-
-
-def _json_loads(text: str) -> Any:
-    import json
-
-    return json.loads(text)
 
 
 class OutlinesMatcher(BaseMatcher):
