@@ -28,6 +28,12 @@ cdef packed struct TrieNode:
     uint8_t byte          # the byte on the edge from the parent (0 at the root)
 
 
+cdef struct TokenEnd:
+    # A token a DFA walk allowed, and the state its last byte reached.
+    token_t token
+    state_t state
+
+
 cdef int64_t trie_walk_dfa(
     const TrieNode* nodes,
     int32_t num_nodes,
@@ -37,6 +43,8 @@ cdef int64_t trie_walk_dfa(
     state_t state,
     state_t* stack,
     word_t* mask,
+    TokenEnd* ends,
+    int64_t* num_ends,
 ) noexcept nogil
 
 

@@ -166,12 +166,16 @@ cdef int64_t trie_walk_dfa(
     state_t state,
     state_t* stack,
     word_t* mask,
+    TokenEnd* ends,
+    int64_t* num_ends,
 ) noexcept nogil:
-    """OR into mask the bit of every token whose bytes, run from state, never reach DEAD.
+    """Every token whose bytes, run from state, never reach DEAD: its bit is ORed into
+    mask, or, when ends is not NULL, it is written to ends[num_ends[0]++] with the
+    state its last byte reached (ends has room for every token of the trie).
 
     transitions is a C-contiguous [num_states, 256] table; stack has room for
     max_depth + 1 states.  Returns the number of nodes visited, or -1 when the table
-    leads to a state outside [0, num_states) (the mask is then incomplete).
+    leads to a state outside [0, num_states) (the output is then incomplete).
     """
     cdef int32_t p = 1, depth = 1, i, end
     cdef int64_t visited = 0
@@ -192,9 +196,15 @@ cdef int64_t trie_walk_dfa(
         if <uint32_t>s >= <uint32_t>num_states:
             return -1
         end = node.token_start + node.token_count
-        for i in range(node.token_start, end):
-            t = token_ids[i]
-            mask[t >> 5] |= (<word_t>1) << (t & 31)
+        if ends != NULL:
+            for i in range(node.token_start, end):
+                ends[num_ends[0]].token = token_ids[i]
+                ends[num_ends[0]].state = s
+                num_ends[0] += 1
+        else:
+            for i in range(node.token_start, end):
+                t = token_ids[i]
+                mask[t >> 5] |= (<word_t>1) << (t & 31)
         if node.subtree_size == 1:
             depth -= node.num_parents - 1
         else:
@@ -370,7 +380,7 @@ cdef class TokenTrie:
             with nogil:
                 visited = trie_walk_dfa(
                     self.nodes, self.num_nodes, self.token_ids, table, num_states, s0,
-                    stack, mask,
+                    stack, mask, NULL, NULL,
                 )
         finally:
             PyMem_Free(stack)

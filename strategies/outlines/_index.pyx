@@ -32,7 +32,7 @@ import numpy as np
 cimport numpy as cnp
 
 from toolkit._types cimport DEAD, state_t, token_t, word_t
-from toolkit.trie cimport TokenTrie, TrieNode
+from toolkit.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
 
 from toolkit.errors import LimitExceeded
 
@@ -44,59 +44,12 @@ cdef enum:
     _BYTES = 256
 
 
-cdef struct Pair:
-    token_t token
-    state_t next
+ctypedef TokenEnd Pair  # (token, next state); sparse rows keep them sorted by token
 
 
 cdef int _cmp_pairs(const void* a, const void* b) noexcept nogil:
     cdef token_t x = (<const Pair*>a).token, y = (<const Pair*>b).token
     return (x > y) - (x < y)
-
-
-cdef int64_t _walk(
-    const TrieNode* nodes,
-    int32_t num_nodes,
-    const token_t* token_ids,
-    const state_t* transitions,
-    state_t state,
-    state_t* stack,
-    Pair* out,
-    int64_t* visited,
-) noexcept nogil:
-    """Write (token, end state) for every token that keeps the DFA alive from state.
-
-    The loop of :func:`toolkit.trie.trie_walk_dfa`, recording the state each token
-    ends in instead of a bit.  Returns the number of pairs written (``out`` has room
-    for every token of the trie); adds the nodes looked at to ``visited``.
-    """
-    cdef int32_t p = 1, depth = 1, i, end
-    cdef int64_t n = 0
-    cdef state_t s
-    cdef const TrieNode* node
-    cdef int64_t seen = 0
-    stack[0] = state
-    while p < num_nodes:
-        node = &nodes[p]
-        seen += 1
-        s = transitions[<int64_t>stack[depth - 1] * _BYTES + node.byte]
-        if s == DEAD:
-            depth -= node.num_parents - 1
-            p += node.subtree_size
-            continue
-        end = node.token_start + node.token_count
-        for i in range(node.token_start, end):
-            out[n].token = token_ids[i]
-            out[n].next = s
-            n += 1
-        if node.subtree_size == 1:
-            depth -= node.num_parents - 1
-        else:
-            stack[depth] = s
-            depth += 1
-        p += 1
-    visited[0] += seen
-    return n
 
 
 cdef class TokenIndex:
@@ -175,7 +128,7 @@ cdef class TokenIndex:
 
     cdef _build(self, TokenTrie trie, int64_t max_memory, int64_t dense_min_tokens):
         cdef int32_t n = self.num_states, s
-        cdef int64_t k, i, pair_cap = 0, dense_cap = 0, used, estimate
+        cdef int64_t k, i, visited, pair_cap = 0, dense_cap = 0, used, estimate
         cdef int64_t row_bytes = <int64_t>self.n_words * sizeof(word_t)
         cdef int64_t fixed = (<int64_t>n + 1) * sizeof(int64_t) + 2 * <int64_t>n * sizeof(int32_t)
         cdef word_t* row
@@ -193,9 +146,13 @@ cdef class TokenIndex:
             self.dense_of[0] = -1
             self.offsets[1] = 0
             for s in range(1, n):
+                k = 0
                 with nogil:
-                    k = _walk(trie.nodes, trie.num_nodes, trie.token_ids, self.trans, <state_t>s,
-                              stack, scratch, &self.nodes_visited)
+                    visited = trie_walk_dfa(trie.nodes, trie.num_nodes, trie.token_ids, self.trans,
+                                            n, <state_t>s, stack, NULL, scratch, &k)
+                if visited < 0:
+                    raise ValueError("transitions holds a state outside [0, n_states)")
+                self.nodes_visited += visited
                 self.counts[s] = <int32_t>k
                 if k >= dense_min_tokens and k > 0:
                     if self.num_dense == dense_cap:
@@ -322,7 +279,7 @@ cdef class TokenIndex:
             else:
                 hi = mid
         if lo < self.offsets[state + 1] and self.pairs[lo].token == token:
-            return self.pairs[lo].next
+            return self.pairs[lo].state
         return DEAD
 
     def row_tokens(self, int32_t state):
