@@ -84,9 +84,9 @@ def test_masks_equal_naive_on_random_walks(engines, data, which: str, layout: st
         if t == EOS:
             assert m.is_terminated() and _ids(_row(m, SMALL), SMALL) == {EOS}
             break
-    # a token outside the mask is refused and changes nothing
+    # a token outside the mask (or the vocabulary) is refused and changes nothing
     before = _row(m, SMALL)
-    for bad in sorted(set(range(SMALL.size)) - _ids(before, SMALL))[:5]:
+    for bad in [*sorted(set(range(SMALL.size)) - _ids(before, SMALL))[:5], -1, SMALL.size, 2**70]:
         assert not m.accept_token(bad)
     assert np.array_equal(_row(m, SMALL), before)
 
@@ -159,7 +159,7 @@ def test_limits_are_clear_errors() -> None:
         get_engine("outlines", SMALL).compile(r"a(?=b)")
     with pytest.raises(UnsupportedGrammar, match="not int"):
         get_engine("outlines", SMALL).compile(42)
-    for bad in ({"schema_regex": "xgrammar"}, {"max_depth": -1}, {"max_memory": 0}):
+    for bad in ({"schema_regex": "xgrammar"}, {"max_depth": -1}, {"max_memory": 0}, {"whitespace": "tabs"}):
         with pytest.raises(ValueError):
             OutlinesEngine(SMALL, **bad)
 

@@ -131,6 +131,8 @@ class OutlinesEngine:
     ) -> None:
         if schema_regex not in _SCHEMA_REGEX:
             raise ValueError(f"schema_regex must be one of {_SCHEMA_REGEX}, got {schema_regex!r}")
+        if whitespace not in ("flexible", "compact"):
+            raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
         if max_depth < 0 or (grammar_max_depth is not None and grammar_max_depth < 0):
             raise ValueError(f"max_depth and grammar_max_depth must be >= 0, got {max_depth}, {grammar_max_depth}")
         for opt, value in (("max_states", max_states), ("max_regex_length", max_regex_length),
@@ -241,9 +243,12 @@ class OutlinesMatcher(BaseMatcher):
         return MaskInfo(n, False)
 
     def accept_token(self, token_id: int) -> bool:
-        if self.error is not None or self._terminated or token_id in self.vocab.eos_ids:
-            return super().accept_token(token_id)
-        nxt = self.index.next_state(self.state, token_id)
+        t = int(token_id)
+        if self.error is not None or self._terminated or t in self.vocab.eos_ids:
+            return super().accept_token(t)
+        if t < 0 or t >= self.vocab.size:
+            return False
+        nxt = self.index.next_state(self.state, t)
         if nxt == 0:
             return False
         self._history.append(self.state)
