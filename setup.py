@@ -34,7 +34,11 @@ def _extension(name: str) -> Extension:
     )
 
 
-extensions = [_extension("toolkit.trie"), _extension("strategies.outlines._index")]
+extensions = [
+    _extension("toolkit.trie"),
+    _extension("strategies.outlines._index"),
+    _extension("strategies.llguidance._parser"),
+]
 
 setup(
     ext_modules=cythonize(extensions, compiler_directives=directives, annotate=DEBUG),

@@ -28,6 +28,7 @@ _PLUGIN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _REGISTRY: dict[str, str] = {
     "naive": "strategies.naive:NaiveEngine",
     "outlines": "strategies.outlines:OutlinesEngine",
+    "llguidance": "strategies.llguidance:LLGuidanceEngine",
     "peer:llguidance": "strategies.peers:LLGuidanceEngine",
     "peer:xgrammar": "strategies.peers:XGrammarEngine",
     "peer:outlines-core": "strategies.peers:OutlinesCoreEngine",

@@ -1,0 +1,1168 @@
+"""The llguidance-style core: a lazy lexer, an Earley parser over lexemes, the trie walk.
+
+Moskal et al., "Making Structured Outputs Go Brrr" (2025).  Three pieces, all C data
+walked without the GIL:
+
+**Lexer.**  Every terminal of the grammar is a *lexeme* with its own minimal byte
+DFA; lexeme ``l``'s states are numbered globally as ``lex_off[l] + s``.  A lexer state
+is the set of still-live (lexeme, DFA state) pairs, kept as a sorted list of global
+states and *hash-consed* (equal sets get one id).  Its byte transitions are a table
+``ls_trans[state * 256 + byte]`` filled lazily: an entry is computed (and the new set
+interned) the first time it is needed, so a walk is almost always one table lookup
+per trie node.  The lexer state at a lexeme start holds the lexemes the parser allows
+there, plus the ``%ignore`` lexeme ("skip") when the parser allows any lexeme.
+
+Lexing is greedy, as in llguidance: a byte that extends some live lexeme always
+extends it.  A lexeme ends only when the next byte cannot extend any live lexeme and
+the current set accepts: the accepting lexemes go to the parser (a skip lexeme does
+not), and the byte starts the next lexeme in the lexer state the parser allows.
+
+**Parser.**  Earley over lexemes, with Aycock & Horspool's nullable fix: a *row*
+(Earley set) per lexeme, items ``(dotted rule, origin row)`` in one growing array;
+rows are pushed when a lexeme ends and popped by truncation, so the trie walk's
+``try_push_byte`` / ``pop_bytes`` are cheap and a fork is a copy of two arrays.
+Each row records the lexer state its allowed lexemes start from and whether the
+grammar accepts there.
+
+**Trie walk.**  The flat DFS token trie of :mod:`toolkit.trie` is scanned once; a
+node's byte goes through the lexer table, the parser is consulted only when that
+byte ends a lexeme, and a rejected node skips its subtree.
+
+**Slicer.**  When the lexer state is a single (lexeme, state) pair, a token slice
+(a set of tokens given by a regex, with its own trie) whose regex language stays
+alive in that lexeme state is allowed wholesale: every byte of every slice token
+extends the lexeme, so no byte can end it and the parser has nothing to say.  That
+containment is decided on the DFAs (a walk of the product automaton) and cached
+per (lexeme state, slice).
+
+Limits (lexer states, Earley items per row, steps per mask) are checked in C; a hit
+sets an error code that the Python wrapper raises as
+:class:`~toolkit.errors.LimitExceeded`.  One :class:`ParserTables` is shared by
+every :class:`EarleyParser` of a compiled grammar (the lazy tables are a cache), so
+matchers of one grammar must not run concurrently.
+"""
+
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.string cimport memcpy, memset
+
+import numpy as np
+
+cimport numpy as cnp
+
+from toolkit._types cimport token_t, word_t
+from toolkit.trie cimport TokenTrie, TrieNode
+
+from toolkit.errors import LimitExceeded
+
+cnp.import_array()
+
+__all__ = ["ParserTables", "EarleyParser", "SliceSet", "full_matches"]
+
+cdef enum:
+    _BYTES = 256
+    LS_DEAD = -1       # ls_trans entry: no live pair after this byte
+    LS_MISSING = -2    # ls_trans entry not computed yet
+    LS_ERROR = -3      # a limit was hit (or memory ran out) while computing it
+
+cdef enum:
+    ERR_NONE = 0
+    ERR_LEXER_STATES = 1
+    ERR_ROW_ITEMS = 2
+    ERR_STEPS = 3
+    ERR_MEMORY = 4
+
+cdef enum:
+    F_SKIP_ACC = 1     # the skip lexeme accepts in this lexer state
+    F_EXTEND = 2       # some byte keeps a pair alive
+
+
+cdef struct Item:
+    int32_t dr         # dotted rule: production's first rhs slot + dot
+    int32_t origin     # row the production was predicted in
+
+
+cdef inline uint64_t _mix(uint64_t h, uint64_t x) noexcept nogil:
+    h ^= x
+    h *= <uint64_t>0x100000001b3
+    return h
+
+
+cdef inline uint64_t _hash_set(const int32_t* gs, int32_t n) noexcept nogil:
+    cdef uint64_t h = <uint64_t>0xcbf29ce484222325
+    cdef int32_t i
+    for i in range(n):
+        h = _mix(h, <uint32_t>gs[i])
+    h = _mix(h, <uint32_t>n)
+    return h ^ (h >> 29)
+
+
+cdef inline uint64_t _hash_item(int32_t dr, int32_t origin) noexcept nogil:
+    cdef uint64_t k = ((<uint64_t><uint32_t>dr) << 32) | <uint32_t>origin
+    k ^= k >> 33
+    k *= <uint64_t>0xff51afd7ed558ccd
+    k ^= k >> 33
+    return k
+
+
+cdef void* _grow(void* p, int64_t* cap, int64_t need, size_t elem) noexcept nogil:
+    """realloc p so it holds at least need elements (doubling); NULL when out of memory."""
+    cdef int64_t c = cap[0]
+    if need <= c:
+        return p
+    if c < 16:
+        c = 16
+    while c < need:
+        c *= 2
+    cdef void* q = realloc(p, <size_t>c * elem)
+    if q != NULL:
+        cap[0] = c
+    return q
+
+
+# ---------------------------------------------------------------------------
+# Tables shared by the parsers of one compiled grammar
+# ---------------------------------------------------------------------------
+
+cdef class ParserTables:
+    """The grammar as C arrays, the lexemes' DFAs and the lazy lexer-state cache.
+
+    Built by :mod:`strategies.llguidance.engine` from a :class:`~toolkit.grammar.Grammar`:
+
+    * ``dr_sym[d]``: the symbol after the dot of dotted rule ``d`` (-1 at the end of
+      the production), ``dr_lhs[d]`` its production's left-hand side; symbols
+      ``0 .. n_nt-1`` are nonterminals, ``n_nt + l`` is lexeme ``l``;
+    * ``nt_off`` / ``nt_drs``: CSR list of the dot-0 dotted rules of each nonterminal;
+    * ``nullable[sym]``; ``start_sym``: the augmented start nonterminal;
+    * ``lexemes``: per lexeme ``(transitions int32[n, 256], accepting bool[n], start)``,
+      each DFA's dead state 0, none accepting the empty string; ``skip`` is the index
+      of the %ignore lexeme (the last one) or -1;
+    * limits: ``max_lexer_states``, ``max_row_items``, ``max_steps``.
+    """
+
+    # grammar
+    cdef readonly int32_t n_nt, n_lex, skip, start_sym, n_dr, n_global
+    cdef int32_t* dr_sym
+    cdef int32_t* dr_lhs
+    cdef int32_t* nt_off
+    cdef int32_t* nt_drs
+    cdef uint8_t* nullable
+    # lexemes
+    cdef int32_t* lex_off
+    cdef int32_t* lex_start
+    cdef const int32_t** lex_trans
+    cdef int32_t* g_lex
+    cdef uint8_t* g_acc
+    cdef uint8_t* g_ext
+    cdef object _keep
+    # lexer states (hash-consed sets of global states)
+    cdef readonly int32_t n_ls
+    cdef int64_t cap_ls
+    cdef int32_t* ls_trans
+    cdef int32_t* ls_set_off
+    cdef int32_t* ls_set_len
+    cdef int32_t* ls_acc_off
+    cdef int32_t* ls_acc_len
+    cdef uint8_t* ls_flags
+    cdef int32_t* ls_single
+    cdef int32_t* pool
+    cdef int64_t pool_len, pool_cap
+    cdef int32_t* ht
+    cdef int64_t ht_cap
+    # scratch
+    cdef int32_t* buf
+    cdef int32_t* allowed
+    cdef int32_t* nt_stamp
+    cdef int32_t* allow_stamp
+    cdef int32_t* scan_stamp
+    cdef int32_t stamp
+    cdef int64_t* iht_key
+    cdef int32_t* iht_stamp
+    cdef int64_t iht_cap
+    # limits and errors
+    cdef readonly int64_t max_lexer_states, max_row_items, max_steps
+    cdef int64_t steps
+    cdef readonly int64_t peak_row_items, peak_steps
+    cdef int err
+    cdef int64_t err_value
+    # slicer cache: per (global state, slice): 0 unknown, 1 contained, 2 not
+    cdef int8_t* slice_ok
+    cdef int32_t n_slices
+
+    def __cinit__(self):
+        self.dr_sym = NULL
+
+    def __init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, int32_t n_nt,
+                 int32_t start_sym, lexemes, int32_t skip, *, int64_t max_lexer_states,
+                 int64_t max_row_items, int64_t max_steps, int32_t n_slices=0):
+        cdef int32_t l, s, n, g
+        cdef cnp.ndarray a
+        self.n_nt = n_nt
+        self.start_sym = start_sym
+        self.skip = skip
+        self.n_lex = len(lexemes)
+        self.max_lexer_states = max_lexer_states
+        self.max_row_items = max_row_items
+        self.max_steps = max_steps
+        self._keep = []
+        self.dr_sym = self._copy_i32(dr_sym)
+        self.dr_lhs = self._copy_i32(dr_lhs)
+        self.nt_off = self._copy_i32(nt_off)
+        self.nt_drs = self._copy_i32(nt_drs)
+        self.n_dr = len(dr_sym)
+        nb = np.ascontiguousarray(nullable, dtype=np.uint8)
+        self.nullable = <uint8_t*>malloc(max(1, nb.shape[0]))
+        if nb.shape[0]:
+            memcpy(self.nullable, cnp.PyArray_DATA(nb), nb.shape[0])
+
+        self.lex_off = <int32_t*>malloc((self.n_lex + 1) * sizeof(int32_t))
+        self.lex_start = <int32_t*>malloc(max(1, self.n_lex) * sizeof(int32_t))
+        self.lex_trans = <const int32_t**>malloc(max(1, self.n_lex) * sizeof(int32_t*))
+        total = 0
+        for l in range(self.n_lex):
+            trans, acc, start = lexemes[l]
+            a = np.ascontiguousarray(trans, dtype=np.int32)
+            if a.ndim != 2 or a.shape[1] != _BYTES:
+                raise ValueError(f"lexeme {l}: transitions must be [n, 256], got {np.shape(trans)}")
+            self._keep.append(a)
+            self.lex_trans[l] = <const int32_t*>cnp.PyArray_DATA(a)
+            self.lex_off[l] = total
+            self.lex_start[l] = start
+            total += a.shape[0]
+        self.lex_off[self.n_lex] = total
+        self.n_global = total
+        self.g_lex = <int32_t*>malloc(max(1, total) * sizeof(int32_t))
+        self.g_acc = <uint8_t*>calloc(max(1, total), 1)
+        self.g_ext = <uint8_t*>calloc(max(1, total), 1)
+        for l in range(self.n_lex):
+            trans, acc, start = lexemes[l]
+            acc_a = np.asarray(acc, dtype=bool)
+            ext_a = (np.asarray(trans) != 0).any(axis=1)
+            n = self.lex_off[l + 1] - self.lex_off[l]
+            for s in range(n):
+                g = self.lex_off[l] + s
+                self.g_lex[g] = l
+                self.g_acc[g] = 1 if (s != 0 and acc_a[s]) else 0
+                self.g_ext[g] = 1 if (s != 0 and ext_a[s]) else 0
+
+        self.cap_ls = 0
+        self.ls_trans = NULL
+        self.ls_set_off = self.ls_set_len = self.ls_acc_off = self.ls_acc_len = NULL
+        self.ls_single = NULL
+        self.ls_flags = NULL
+        self.pool = NULL
+        self.pool_len = self.pool_cap = 0
+        self.ht_cap = 1024
+        self.ht = <int32_t*>malloc(self.ht_cap * sizeof(int32_t))
+        memset(self.ht, 0xff, self.ht_cap * sizeof(int32_t))
+        self.buf = <int32_t*>malloc((self.n_lex + 1) * sizeof(int32_t))
+        self.allowed = <int32_t*>malloc((self.n_lex + 1) * sizeof(int32_t))
+        self.nt_stamp = <int32_t*>calloc(max(1, n_nt), sizeof(int32_t))
+        self.allow_stamp = <int32_t*>calloc(max(1, self.n_lex), sizeof(int32_t))
+        self.scan_stamp = <int32_t*>calloc(max(1, self.n_lex), sizeof(int32_t))
+        self.stamp = 0
+        self.iht_cap = 1024
+        self.iht_key = <int64_t*>malloc(self.iht_cap * sizeof(int64_t))
+        self.iht_stamp = <int32_t*>calloc(self.iht_cap, sizeof(int32_t))
+        self.n_slices = n_slices
+        self.slice_ok = <int8_t*>calloc(max(1, <int64_t>total * max(1, n_slices)), 1)
+        if (self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL or self.ht == NULL
+                or self.buf == NULL or self.allowed == NULL or self.nt_stamp == NULL
+                or self.allow_stamp == NULL or self.scan_stamp == NULL or self.iht_key == NULL
+                or self.iht_stamp == NULL or self.slice_ok == NULL):
+            raise MemoryError()
+
+    cdef int32_t* _copy_i32(self, arr) except NULL:
+        a = np.ascontiguousarray(arr, dtype=np.int32)
+        cdef int32_t* p = <int32_t*>malloc(max(1, a.shape[0]) * sizeof(int32_t))
+        if p == NULL:
+            raise MemoryError()
+        if a.shape[0]:
+            memcpy(p, cnp.PyArray_DATA(a), a.shape[0] * sizeof(int32_t))
+        return p
+
+    def __dealloc__(self):
+        free(self.dr_sym); free(self.dr_lhs); free(self.nt_off); free(self.nt_drs)
+        free(self.nullable); free(self.lex_off); free(self.lex_start); free(<void*>self.lex_trans)
+        free(self.g_lex); free(self.g_acc); free(self.g_ext)
+        free(self.ls_trans); free(self.ls_set_off); free(self.ls_set_len)
+        free(self.ls_acc_off); free(self.ls_acc_len); free(self.ls_flags); free(self.ls_single)
+        free(self.pool); free(self.ht); free(self.buf); free(self.allowed)
+        free(self.nt_stamp); free(self.allow_stamp); free(self.scan_stamp)
+        free(self.iht_key); free(self.iht_stamp); free(self.slice_ok)
+
+    # ------------------------------------------------------ lexer states --
+
+    cdef int _fail(self, int code, int64_t value) noexcept nogil:
+        if self.err == ERR_NONE:
+            self.err = code
+            self.err_value = value
+        return -1
+
+    cdef inline int _spend(self, int64_t n) noexcept nogil:
+        self.steps += n
+        if self.steps > self.max_steps:
+            return self._fail(ERR_STEPS, self.steps)
+        return 0
+
+    cdef int _ht_grow(self) noexcept nogil:
+        cdef int64_t cap = self.ht_cap * 2, i, h
+        cdef int32_t* ht = <int32_t*>malloc(cap * sizeof(int32_t))
+        if ht == NULL:
+            return self._fail(ERR_MEMORY, cap)
+        memset(ht, 0xff, cap * sizeof(int32_t))
+        for i in range(self.n_ls):
+            h = <int64_t>(_hash_set(self.pool + self.ls_set_off[i], self.ls_set_len[i]) & <uint64_t>(cap - 1))
+            while ht[h] >= 0:
+                h = (h + 1) & (cap - 1)
+            ht[h] = <int32_t>i
+        free(self.ht)
+        self.ht = ht
+        self.ht_cap = cap
+        return 0
+
+    cdef int32_t intern(self, const int32_t* gs, int32_t n) noexcept nogil:
+        """The id of the lexer state holding global states gs[0..n) (sorted); LS_ERROR on a limit."""
+        cdef uint64_t hv = _hash_set(gs, n)
+        cdef int64_t h = <int64_t>(hv & <uint64_t>(self.ht_cap - 1))
+        cdef int32_t i, id_, k, g, l, n_acc = 0
+        cdef uint8_t flags = 0
+        cdef int64_t cap
+        while self.ht[h] >= 0:
+            id_ = self.ht[h]
+            if self.ls_set_len[id_] == n:
+                k = 0
+                while k < n and self.pool[self.ls_set_off[id_] + k] == gs[k]:
+                    k += 1
+                if k == n:
+                    return id_
+            h = (h + 1) & (self.ht_cap - 1)
+        if self.n_ls >= self.max_lexer_states:
+            self._fail(ERR_LEXER_STATES, self.n_ls + 1)
+            return LS_ERROR
+        if self._spend(n + 1) < 0:
+            return LS_ERROR
+        id_ = self.n_ls
+        if id_ + 1 > self.cap_ls:
+            cap = self.cap_ls
+            if not self._grow_ls(id_ + 1):
+                self._fail(ERR_MEMORY, id_ + 1)
+                return LS_ERROR
+        # the set and, after it, its accepting (non-skip) lexemes
+        cap = self.pool_cap
+        p = <int32_t*>_grow(self.pool, &cap, self.pool_len + 2 * n, sizeof(int32_t))
+        if p == NULL:
+            self._fail(ERR_MEMORY, self.pool_len + 2 * n)
+            return LS_ERROR
+        self.pool = p
+        self.pool_cap = cap
+        self.ls_set_off[id_] = <int32_t>self.pool_len
+        self.ls_set_len[id_] = n
+        memcpy(self.pool + self.pool_len, gs, n * sizeof(int32_t))
+        self.pool_len += n
+        self.ls_acc_off[id_] = <int32_t>self.pool_len
+        for i in range(n):
+            g = gs[i]
+            if self.g_ext[g]:
+                flags |= F_EXTEND
+            if self.g_acc[g]:
+                l = self.g_lex[g]
+                if l == self.skip:
+                    flags |= F_SKIP_ACC
+                else:
+                    self.pool[self.pool_len] = l
+                    self.pool_len += 1
+                    n_acc += 1
+        self.ls_acc_len[id_] = n_acc
+        self.ls_flags[id_] = flags
+        self.ls_single[id_] = gs[0] if n == 1 else -1
+        for i in range(_BYTES):
+            self.ls_trans[<int64_t>id_ * _BYTES + i] = LS_MISSING
+        self.ht[h] = id_
+        self.n_ls += 1
+        if 2 * self.n_ls > self.ht_cap:
+            if self._ht_grow() < 0:
+                return LS_ERROR
+        return id_
+
+    cdef bint _grow_ls(self, int64_t need) noexcept nogil:
+        cdef int64_t c = self.cap_ls if self.cap_ls >= 16 else 16
+        while c < need:
+            c *= 2
+        cdef int32_t* t = <int32_t*>realloc(self.ls_trans, <size_t>c * _BYTES * sizeof(int32_t))
+        if t == NULL:
+            return False
+        self.ls_trans = t
+        cdef int32_t** arrays[6]
+        arrays[0] = &self.ls_set_off
+        arrays[1] = &self.ls_set_len
+        arrays[2] = &self.ls_acc_off
+        arrays[3] = &self.ls_acc_len
+        arrays[4] = &self.ls_single
+        cdef int k
+        cdef int32_t* q
+        for k in range(5):
+            q = <int32_t*>realloc(arrays[k][0], <size_t>c * sizeof(int32_t))
+            if q == NULL:
+                return False
+            arrays[k][0] = q
+        cdef uint8_t* f = <uint8_t*>realloc(self.ls_flags, <size_t>c)
+        if f == NULL:
+            return False
+        self.ls_flags = f
+        self.cap_ls = c
+        return True
+
+    cdef int32_t step(self, int32_t x, uint8_t b) noexcept nogil:
+        """The lexer state after byte b in state x: an id, LS_DEAD or LS_ERROR."""
+        cdef int32_t y = self.ls_trans[<int64_t>x * _BYTES + b]
+        if y != LS_MISSING:
+            return y
+        cdef int32_t i, g, l, s2, m = 0
+        cdef int32_t off = self.ls_set_off[x], n = self.ls_set_len[x]
+        for i in range(n):
+            g = self.pool[off + i]
+            l = self.g_lex[g]
+            s2 = self.lex_trans[l][<int64_t>(g - self.lex_off[l]) * _BYTES + b]
+            if s2 != 0:
+                self.buf[m] = self.lex_off[l] + s2
+                m += 1
+        if m == 0:
+            y = LS_DEAD
+        else:
+            y = self.intern(self.buf, m)
+            if y == LS_ERROR:
+                return y
+        self.ls_trans[<int64_t>x * _BYTES + b] = y
+        return y
+
+    cdef int32_t start_state(self, const int32_t* lexemes, int32_t n) noexcept nogil:
+        """The lexer state at the start of one of lexemes[0..n) (sorted), skip added when n > 0."""
+        cdef int32_t i, l
+        for i in range(n):
+            l = lexemes[i]
+            self.buf[i] = self.lex_off[l] + self.lex_start[l]
+        if n > 0 and self.skip >= 0:
+            self.buf[n] = self.lex_off[self.skip] + self.lex_start[self.skip]
+            n += 1
+        return self.intern(self.buf, n)
+
+    # ------------------------------------------------------------ slicer --
+
+    cdef int contained(self, int32_t g, int32_t k, const int32_t* strans, int32_t sn,
+                       int32_t sstart) noexcept nogil:
+        """1 when every string of slice k's language keeps global state g alive, else 0; -1 on error."""
+        cdef int64_t idx = <int64_t>g * self.n_slices + k
+        cdef int8_t c = self.slice_ok[idx]
+        if c:
+            return 1 if c == 1 else 0
+        cdef int32_t l = self.g_lex[g]
+        cdef int32_t ln = self.lex_off[l + 1] - self.lex_off[l]
+        cdef const int32_t* ltrans = self.lex_trans[l]
+        cdef int64_t npairs = <int64_t>sn * ln
+        cdef uint8_t* seen = <uint8_t*>calloc(npairs, 1)
+        cdef int64_t* queue = <int64_t*>malloc(npairs * sizeof(int64_t))
+        cdef int64_t head = 0, tail = 0, pr, q2, r2
+        cdef int32_t q, r, b
+        cdef int result = 1
+        if seen == NULL or queue == NULL:
+            free(seen)
+            free(queue)
+            return self._fail(ERR_MEMORY, npairs)
+        pr = <int64_t>sstart * ln + (g - self.lex_off[l])
+        seen[pr] = 1
+        queue[tail] = pr
+        tail += 1
+        while head < tail and result:
+            pr = queue[head]
+            head += 1
+            q = <int32_t>(pr // ln)
+            r = <int32_t>(pr % ln)
+            for b in range(_BYTES):
+                q2 = strans[<int64_t>q * _BYTES + b]
+                if q2 == 0:
+                    continue
+                r2 = ltrans[<int64_t>r * _BYTES + b]
+                if r2 == 0:
+                    result = 0
+                    break
+                pr = q2 * ln + r2
+                if not seen[pr]:
+                    seen[pr] = 1
+                    queue[tail] = pr
+                    tail += 1
+        free(seen)
+        free(queue)
+        self.slice_ok[idx] = 1 if result else 2
+        return result
+
+    cdef inline void note_steps(self) noexcept:
+        if self.steps > self.peak_steps:
+            self.peak_steps = self.steps
+
+    # ----------------------------------------------------- python access --
+
+    def raise_error(self):
+        """Raise the pending limit error (and clear it)."""
+        code, value = self.err, self.err_value
+        self.err = ERR_NONE
+        if code == ERR_LEXER_STATES:
+            raise LimitExceeded("max_lexer_states", value, self.max_lexer_states,
+                                "lexer states (sets of live lexeme states) built for this grammar")
+        if code == ERR_ROW_ITEMS:
+            raise LimitExceeded("max_row_items", value, self.max_row_items,
+                                "Earley items in one row (parser set)")
+        if code == ERR_STEPS:
+            raise LimitExceeded("max_steps", value, self.max_steps,
+                                "parser items plus lexer states built for one mask or token")
+        if code == ERR_MEMORY:
+            raise MemoryError(f"llguidance parser: out of memory growing a table to {value} entries")
+
+    def lexer_state(self, int32_t x):
+        """``(global states, accepting lexemes, skip accepts, can extend)`` of lexer state x."""
+        if x < 0 or x >= self.n_ls:
+            raise IndexError(f"lexer state {x} out of range [0, {self.n_ls})")
+        gs = [self.pool[self.ls_set_off[x] + i] for i in range(self.ls_set_len[x])]
+        acc = [self.pool[self.ls_acc_off[x] + i] for i in range(self.ls_acc_len[x])]
+        return gs, acc, bool(self.ls_flags[x] & F_SKIP_ACC), bool(self.ls_flags[x] & F_EXTEND)
+
+    def memory_bytes(self):
+        """The C tables (grammar arrays, lexer-state cache, scratch); lexeme DFAs included."""
+        cdef int64_t total = 0
+        total += (2 * self.n_dr + self.n_nt + 1 + self.nt_off[self.n_nt]) * 4 + self.n_nt + self.n_lex
+        total += self.n_global * 6 + self.n_lex * 16
+        total += self.cap_ls * (_BYTES * 4 + 5 * 4 + 1) + self.pool_cap * 4 + self.ht_cap * 4
+        total += self.iht_cap * 12 + <int64_t>self.n_global * max(1, self.n_slices)
+        for a in self._keep:
+            total += a.nbytes
+        return total
+
+
+# ---------------------------------------------------------------------------
+# One parse: Earley rows + the current lexer state
+# ---------------------------------------------------------------------------
+
+cdef class EarleyParser:
+    """The state of one sequence: the Earley rows of its lexemes and its lexer state.
+
+    ``EarleyParser(tables)`` starts at the grammar's start; :meth:`push_bytes` /
+    :meth:`truncate` move it, :meth:`fill` writes the token mask.
+    """
+
+    cdef ParserTables T
+    cdef Item* items
+    cdef int64_t n_items, cap_items
+    cdef int32_t* row_beg     # row k's items: items[row_beg[k] : row_beg[k + 1]]
+    cdef int32_t* row_ls      # lexer state at the start of the next lexeme
+    cdef uint8_t* row_acc     # the grammar accepts after this row's lexemes
+    cdef int32_t* row_key     # the lexer state whose lexemes were scanned into the row
+    cdef int32_t n_rows
+    cdef int32_t rows_valid   # rows 0 .. rows_valid-1 are intact in memory (truncation
+                              # keeps the rows above n_rows, so a rescan can reuse them)
+    cdef int64_t cap_rows
+    cdef readonly int32_t ls  # current lexer state
+    cdef readonly bint fresh  # no byte consumed yet (ls is row 0's start state)
+    cdef int32_t* st_ls       # walk stacks, one entry per trie depth
+    cdef int32_t* st_rows
+    cdef int32_t st_cap
+
+    def __cinit__(self, ParserTables tables not None, *args):
+        self.T = tables
+        self.items = NULL
+        self.row_beg = NULL
+        self.row_ls = NULL
+        self.row_acc = NULL
+        self.row_key = NULL
+        self.rows_valid = 0
+        self.st_ls = NULL
+        self.st_rows = NULL
+        self.st_cap = 0
+        self.n_items = self.cap_items = 0
+        self.n_rows = 0
+        self.cap_rows = 0
+
+    def __init__(self, ParserTables tables not None, bint _empty=False):
+        if _empty:
+            return
+        self.T.steps = 0
+        if self._start() < 0:
+            self.T.raise_error()
+            raise RuntimeError("llguidance parser: could not build the start row")
+
+    def __dealloc__(self):
+        free(self.items)
+        free(self.row_beg)
+        free(self.row_ls)
+        free(self.row_acc)
+        free(self.row_key)
+        free(self.st_ls)
+        free(self.st_rows)
+
+    cdef int _start(self) noexcept nogil:
+        cdef int32_t i
+        if self._new_row() < 0:
+            return -1
+        for i in range(self.T.nt_off[self.T.start_sym], self.T.nt_off[self.T.start_sym + 1]):
+            if self._add(self.T.nt_drs[i], 0) < 0:
+                return -1
+        if self._close_row() < 0:
+            return -1
+        self.ls = self.row_ls[0]
+        self.fresh = True
+        return 0
+
+    # -------------------------------------------------------------- rows --
+
+    cdef int _new_row(self) noexcept nogil:
+        """Open row n_rows (empty) and a fresh dedupe stamp."""
+        cdef int64_t cap = self.cap_rows
+        cdef int32_t* rb
+        cdef int32_t* rl
+        cdef uint8_t* ra
+        if self.n_rows + 2 > cap:
+            cap = self.cap_rows
+            rb = <int32_t*>_grow(self.row_beg, &cap, self.n_rows + 2, sizeof(int32_t))
+            if rb == NULL:
+                return self.T._fail(ERR_MEMORY, self.n_rows + 2)
+            self.row_beg = rb
+            cap = self.cap_rows
+            rl = <int32_t*>_grow(self.row_ls, &cap, self.n_rows + 2, sizeof(int32_t))
+            if rl == NULL:
+                return self.T._fail(ERR_MEMORY, self.n_rows + 2)
+            self.row_ls = rl
+            cap = self.cap_rows
+            ra = <uint8_t*>_grow(self.row_acc, &cap, self.n_rows + 2, sizeof(uint8_t))
+            if ra == NULL:
+                return self.T._fail(ERR_MEMORY, self.n_rows + 2)
+            self.row_acc = ra
+            cap = self.cap_rows
+            rl = <int32_t*>_grow(self.row_key, &cap, self.n_rows + 2, sizeof(int32_t))
+            if rl == NULL:
+                return self.T._fail(ERR_MEMORY, self.n_rows + 2)
+            self.row_key = rl
+            self.cap_rows = cap
+        self.row_beg[self.n_rows] = <int32_t>self.n_items
+        self.row_key[self.n_rows] = -1
+        self.n_rows += 1
+        self.rows_valid = self.n_rows - 1  # the new row is valid once closed
+        self.T.stamp += 1
+        if self.T.stamp == 0x7fffffff:
+            memset(self.T.iht_stamp, 0, self.T.iht_cap * sizeof(int32_t))
+            memset(self.T.nt_stamp, 0, max(1, self.T.n_nt) * sizeof(int32_t))
+            memset(self.T.allow_stamp, 0, max(1, self.T.n_lex) * sizeof(int32_t))
+            self.T.stamp = 1
+        return 0
+
+    cdef int _iht_grow(self) noexcept nogil:
+        cdef int64_t cap = self.T.iht_cap * 2, i, h, beg = self.row_beg[self.n_rows - 1]
+        cdef int64_t* keys = <int64_t*>malloc(cap * sizeof(int64_t))
+        cdef int32_t* st = <int32_t*>calloc(cap, sizeof(int32_t))
+        if keys == NULL or st == NULL:
+            free(keys)
+            free(st)
+            return self.T._fail(ERR_MEMORY, cap)
+        for i in range(beg, self.n_items):
+            h = <int64_t>(_hash_item(self.items[i].dr, self.items[i].origin) & <uint64_t>(cap - 1))
+            while st[h] == self.T.stamp:
+                h = (h + 1) & (cap - 1)
+            st[h] = self.T.stamp
+            keys[h] = ((<int64_t>self.items[i].dr) << 32) | <uint32_t>self.items[i].origin
+        free(self.T.iht_key)
+        free(self.T.iht_stamp)
+        self.T.iht_key = keys
+        self.T.iht_stamp = st
+        self.T.iht_cap = cap
+        return 0
+
+    cdef int _add(self, int32_t dr, int32_t origin) noexcept nogil:
+        """Add item (dr, origin) to the open row unless it is there; -1 on a limit."""
+        cdef int64_t key = ((<int64_t>dr) << 32) | <uint32_t>origin
+        cdef int64_t h = <int64_t>(_hash_item(dr, origin) & <uint64_t>(self.T.iht_cap - 1))
+        cdef int64_t row_size, cap
+        cdef Item* it
+        while self.T.iht_stamp[h] == self.T.stamp:
+            if self.T.iht_key[h] == key:
+                return 0
+            h = (h + 1) & (self.T.iht_cap - 1)
+        self.T.iht_stamp[h] = self.T.stamp
+        self.T.iht_key[h] = key
+        if self.n_items + 1 > self.cap_items:
+            cap = self.cap_items
+            it = <Item*>_grow(self.items, &cap, self.n_items + 1, sizeof(Item))
+            if it == NULL:
+                return self.T._fail(ERR_MEMORY, self.n_items + 1)
+            self.items = it
+            self.cap_items = cap
+        self.items[self.n_items].dr = dr
+        self.items[self.n_items].origin = origin
+        self.n_items += 1
+        row_size = self.n_items - self.row_beg[self.n_rows - 1]
+        if row_size > self.T.peak_row_items:
+            self.T.peak_row_items = row_size
+        if row_size > self.T.max_row_items:
+            return self.T._fail(ERR_ROW_ITEMS, row_size)
+        if self.T._spend(1) < 0:
+            return -1
+        if 2 * row_size > self.T.iht_cap:
+            return self._iht_grow()
+        return 0
+
+    cdef int _close_row(self) noexcept nogil:
+        """Predict and complete the open row; record its start lexer state and acceptance."""
+        cdef int32_t j = self.n_rows - 1
+        cdef int64_t i = self.row_beg[j], k, kend
+        cdef int32_t d, o, x, a, n_allowed = 0, l, m, tmp
+        cdef uint8_t acc = 0
+        while i < self.n_items:
+            d = self.items[i].dr
+            o = self.items[i].origin
+            i += 1
+            x = self.T.dr_sym[d]
+            if x < 0:
+                if o == j:
+                    continue  # a nullable completion: done at prediction (Aycock-Horspool)
+                a = self.T.dr_lhs[d]
+                if a == self.T.start_sym and o == 0:
+                    acc = 1
+                kend = self.row_beg[o + 1]
+                for k in range(self.row_beg[o], kend):
+                    if self.T.dr_sym[self.items[k].dr] == a:
+                        if self._add(self.items[k].dr + 1, self.items[k].origin) < 0:
+                            return -1
+            elif x < self.T.n_nt:
+                if self.T.nt_stamp[x] != self.T.stamp:
+                    self.T.nt_stamp[x] = self.T.stamp
+                    for k in range(self.T.nt_off[x], self.T.nt_off[x + 1]):
+                        if self._add(self.T.nt_drs[k], j) < 0:
+                            return -1
+                if self.T.nullable[x]:
+                    if self._add(d + 1, o) < 0:
+                        return -1
+            else:
+                l = x - self.T.n_nt
+                if self.T.allow_stamp[l] != self.T.stamp:
+                    self.T.allow_stamp[l] = self.T.stamp
+                    self.T.allowed[n_allowed] = l
+                    n_allowed += 1
+        # A start production completed inside this row with origin 0: only possible
+        # in row 0 (nullable start), found by the loop's o == j shortcut otherwise.
+        if j == 0 and self.T.nullable[self.T.start_sym]:
+            acc = 1
+        # insertion sort of the allowed lexemes (few)
+        for m in range(1, n_allowed):
+            tmp = self.T.allowed[m]
+            l = m - 1
+            while l >= 0 and self.T.allowed[l] > tmp:
+                self.T.allowed[l + 1] = self.T.allowed[l]
+                l -= 1
+            self.T.allowed[l + 1] = tmp
+        x = self.T.start_state(self.T.allowed, n_allowed)
+        if x == LS_ERROR:
+            return -1
+        self.row_ls[j] = x
+        self.row_acc[j] = acc
+        self.row_beg[j + 1] = <int32_t>self.n_items
+        self.rows_valid = j + 1
+        return 0
+
+    cdef inline void _truncate(self, int32_t n_rows) noexcept nogil:
+        self.n_rows = n_rows
+        self.n_items = self.row_beg[n_rows]
+
+    cdef int _scan(self, int32_t x) noexcept nogil:
+        """Push the row after the lexemes lexer state x accepts; -1 on a limit."""
+        cdef int32_t i, j = self.n_rows - 1, sym, off = self.T.ls_acc_off[x], n = self.T.ls_acc_len[x]
+        cdef int64_t k, kend
+        if j + 1 < self.rows_valid and self.row_key[j + 1] == x:
+            # the row this scan builds is still in memory (built, then truncated)
+            self.n_rows = j + 2
+            self.n_items = self.row_beg[j + 2]
+            return 0
+        self.T.stamp += 1  # a scan stamp distinct from every row's
+        for i in range(n):
+            self.T.scan_stamp[self.T.pool[off + i]] = self.T.stamp
+        cdef int32_t mark = self.T.stamp
+        kend = self.row_beg[j + 1]
+        if self._new_row() < 0:
+            return -1
+        for k in range(self.row_beg[j], kend):
+            sym = self.T.dr_sym[self.items[k].dr]
+            if sym >= self.T.n_nt and self.T.scan_stamp[sym - self.T.n_nt] == mark:
+                if self._add(self.items[k].dr + 1, self.items[k].origin) < 0:
+                    return -1
+        self.row_key[j + 1] = x
+        return self._close_row()
+
+    cdef int _push_byte(self, int32_t x, uint8_t b, int32_t* out) noexcept nogil:
+        """Lexer state x then byte b: 1 (out = new state; a row may have been pushed),
+        0 rejected, -1 error.  On 0 a pushed row may remain: callers truncate."""
+        cdef int32_t y = self.T.ls_trans[<int64_t>x * _BYTES + b]
+        cdef int32_t s
+        if y == LS_MISSING:
+            y = self.T.step(x, b)
+        if y >= 0:
+            out[0] = y
+            return 1
+        if y == LS_ERROR:
+            return -1
+        # b cannot extend any live lexeme: the lexeme ends here, if one accepts.  A
+        # skip lexeme wins over real ones accepting with it (llguidance's choice);
+        # the parser does not see it and the same lexemes are allowed after it.
+        if self.T.ls_flags[x] & F_SKIP_ACC:
+            s = self.row_ls[self.n_rows - 1]
+        elif self.T.ls_acc_len[x] > 0:
+            if self._scan(x) < 0:
+                return -1
+            s = self.row_ls[self.n_rows - 1]
+        else:
+            return 0
+        y = self.T.ls_trans[<int64_t>s * _BYTES + b]
+        if y == LS_MISSING:
+            y = self.T.step(s, b)
+        if y >= 0:
+            out[0] = y
+            return 1
+        return -1 if y == LS_ERROR else 0
+
+    cdef int _accepting(self) noexcept nogil:
+        """1 when the grammar accepts what was consumed (the lexeme ends at EOS); -1 error."""
+        cdef int32_t saved = self.n_rows
+        cdef int r = 0
+        if self.fresh:
+            return self.row_acc[self.n_rows - 1]
+        if self.T.ls_flags[self.ls] & F_SKIP_ACC:
+            return self.row_acc[self.n_rows - 1]
+        if self.T.ls_acc_len[self.ls] > 0:
+            if self._scan(self.ls) < 0:
+                self._truncate(saved)
+                return -1
+            r = self.row_acc[self.n_rows - 1]
+            self._truncate(saved)
+        return r
+
+    # -------------------------------------------------------------- walk --
+
+    cdef int _ensure_stack(self, int32_t depth) noexcept nogil:
+        cdef int32_t* a
+        cdef int32_t* b
+        if depth + 1 <= self.st_cap:
+            return 0
+        a = <int32_t*>realloc(self.st_ls, (depth + 1) * sizeof(int32_t))
+        if a == NULL:
+            return self.T._fail(ERR_MEMORY, depth + 1)
+        self.st_ls = a
+        b = <int32_t*>realloc(self.st_rows, (depth + 1) * sizeof(int32_t))
+        if b == NULL:
+            return self.T._fail(ERR_MEMORY, depth + 1)
+        self.st_rows = b
+        self.st_cap = depth + 1
+        return 0
+
+    cdef int64_t _walk(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
+                       word_t* mask) noexcept nogil:
+        """OR the bits of every token of the trie whose bytes all push; -1 on error."""
+        cdef int32_t p = 1, depth = 1, i, end, y, base_rows = self.n_rows
+        cdef int r
+        cdef int64_t visited = 0
+        cdef token_t t
+        cdef const TrieNode* node
+        cdef int32_t* st_ls = self.st_ls
+        cdef int32_t* st_rows = self.st_rows
+        st_ls[0] = self.ls
+        st_rows[0] = base_rows
+        while p < num_nodes:
+            node = &nodes[p]
+            visited += 1
+            if self.n_rows != st_rows[depth - 1]:
+                self._truncate(st_rows[depth - 1])
+            y = self.T.ls_trans[<int64_t>st_ls[depth - 1] * _BYTES + node.byte]
+            if y < 0:
+                r = self._push_byte(st_ls[depth - 1], node.byte, &y)
+                if r < 0:
+                    self._truncate(base_rows)
+                    return -1
+                if r == 0:
+                    depth -= node.num_parents - 1
+                    p += node.subtree_size
+                    continue
+            end = node.token_start + node.token_count
+            for i in range(node.token_start, end):
+                t = token_ids[i]
+                mask[t >> 5] |= (<word_t>1) << (t & 31)
+            if node.subtree_size == 1:
+                depth -= node.num_parents - 1
+            else:
+                st_ls[depth] = y
+                st_rows[depth] = self.n_rows
+                depth += 1
+            p += 1
+        self._truncate(base_rows)
+        return visited
+
+    # ------------------------------------------------------------ python --
+
+    def fill(self, TokenTrie trie not None, word_t[::1] mask, SliceSet slices=None):
+        """OR the allowed text tokens into ``mask``; returns ``(nodes visited, sliced)``.
+
+        With ``slices``: a slice whose language stays alive in some (lexeme, state)
+        pair of the current lexer state is ORed in wholesale, and the other slices'
+        tries and the rest's trie are walked; when no slice qualifies the whole
+        ``trie`` is walked (one walk shares the prefixes the slice tries split).
+        """
+        cdef ParserTables T = self.T
+        cdef int64_t visited = 0
+        cdef int32_t k, w, i, off, n
+        cdef int c
+        cdef bint sliced = False
+        cdef const word_t* smask
+        cdef int32_t n_words = <int32_t>mask.shape[0]
+        if n_words * 32 < trie.vocab_size:
+            raise ValueError(f"mask has {n_words} words, the vocabulary needs {(trie.vocab_size + 31) // 32}")
+        T.steps = 0
+        if slices is not None and slices.n > 0:
+            if T.n_slices < slices.n:
+                raise ValueError(f"tables were built for {T.n_slices} slices, {slices.n} given")
+            if slices.n_words > n_words:
+                raise ValueError(f"slice masks have {slices.n_words} words, the mask {n_words}")
+            off = T.ls_set_off[self.ls]
+            n = T.ls_set_len[self.ls]
+            ok = [False] * slices.n
+            for k in range(slices.n):
+                for i in range(n):
+                    c = T.contained(T.pool[off + i], k, slices.trans[k], slices.n_states[k],
+                                    slices.starts[k])
+                    if c < 0:
+                        T.raise_error()
+                    if c == 1:
+                        ok[k] = True
+                        sliced = True
+                        break
+            if sliced:
+                for k in range(slices.n):
+                    if ok[k]:
+                        smask = slices.masks[k]
+                        for w in range(slices.n_words):
+                            mask[w] |= smask[w]
+                    else:
+                        visited += self._walk_py(slices.tries[k], mask)
+                visited += self._walk_py(slices.tries[slices.n], mask)
+                T.note_steps()
+                return visited, True
+        visited = self._walk_py(trie, mask)
+        T.note_steps()
+        return visited, False
+
+    cdef int64_t _walk_py(self, TokenTrie trie, word_t[::1] mask) except -2:
+        cdef int64_t v
+        if self._ensure_stack(trie.max_depth + 1) < 0:
+            self.T.raise_error()
+        with nogil:
+            v = self._walk(trie.nodes, trie.num_nodes, trie.token_ids, &mask[0])
+        if v < 0:
+            self.T.raise_error()
+            raise RuntimeError("llguidance parser: walk failed")
+        return v
+
+    def push_bytes(self, const uint8_t[::1] data):
+        """Consume all of ``data``: ``None`` when some byte is rejected (state unchanged),
+        else the undo record ``(lexer state, fresh, rows)`` of the state before."""
+        cdef ParserTables T = self.T
+        cdef int32_t saved_rows = self.n_rows, x = self.ls, y
+        cdef Py_ssize_t i, n = data.shape[0]
+        cdef int r = 1
+        cdef bint fresh = False
+        record = (self.ls, self.fresh, self.n_rows)
+        if n == 0:
+            return record
+        T.steps = 0
+        with nogil:
+            for i in range(n):
+                r = self._push_byte(x, data[i], &y)
+                if r <= 0:
+                    break
+                x = y
+            if r == 1 and not (T.ls_flags[x] & F_EXTEND):
+                # Every live lexeme is complete and cannot grow: it ends now, as in
+                # llguidance, so the parser sees it (and its limits) with this token.
+                if T.ls_flags[x] & F_SKIP_ACC:
+                    x = self.row_ls[self.n_rows - 1]
+                    fresh = True
+                elif T.ls_acc_len[x] > 0:
+                    if self._scan(x) < 0:
+                        r = -1
+                    else:
+                        x = self.row_ls[self.n_rows - 1]
+                        fresh = True
+            if r <= 0:
+                self._truncate(saved_rows)
+        if r < 0:
+            T.raise_error()
+            raise RuntimeError("llguidance parser: push failed")
+        T.note_steps()
+        if r == 0:
+            return None
+        self.ls = x
+        self.fresh = fresh
+        return record
+
+    def undo(self, record):
+        """Back to the state ``push_bytes`` returned as ``record``."""
+        ls, fresh, n_rows = record
+        if n_rows > self.n_rows or n_rows < 1:
+            raise ValueError(f"cannot restore {n_rows} rows, the parser has {self.n_rows}")
+        self._truncate(n_rows)
+        self.ls = ls
+        self.fresh = fresh
+
+    def is_accepting(self):
+        """True when the bytes consumed are a sentence (the last lexeme ends at EOS)."""
+        cdef int r
+        self.T.steps = 0
+        with nogil:
+            r = self._accepting()
+        if r < 0:
+            self.T.raise_error()
+            raise RuntimeError("llguidance parser: acceptance check failed")
+        return bool(r)
+
+    def copy(self):
+        """An independent parser in the same state (rows copied)."""
+        cdef EarleyParser other = EarleyParser(self.T, True)
+        other.items = <Item*>malloc(max(1, self.n_items) * sizeof(Item))
+        other.row_beg = <int32_t*>malloc((self.n_rows + 2) * sizeof(int32_t))
+        other.row_ls = <int32_t*>malloc((self.n_rows + 2) * sizeof(int32_t))
+        other.row_acc = <uint8_t*>malloc(self.n_rows + 2)
+        other.row_key = <int32_t*>malloc((self.n_rows + 2) * sizeof(int32_t))
+        if (other.items == NULL or other.row_beg == NULL or other.row_ls == NULL
+                or other.row_acc == NULL or other.row_key == NULL):
+            raise MemoryError()
+        memcpy(other.row_key, self.row_key, self.n_rows * sizeof(int32_t))
+        other.rows_valid = self.n_rows
+        memcpy(other.items, self.items, self.n_items * sizeof(Item))
+        memcpy(other.row_beg, self.row_beg, (self.n_rows + 1) * sizeof(int32_t))
+        memcpy(other.row_ls, self.row_ls, self.n_rows * sizeof(int32_t))
+        memcpy(other.row_acc, self.row_acc, self.n_rows)
+        other.n_items = other.cap_items = self.n_items
+        other.n_rows = self.n_rows
+        other.cap_rows = self.n_rows + 2
+        if other.cap_items == 0:
+            other.cap_items = 1
+        other.ls = self.ls
+        other.fresh = self.fresh
+        return other
+
+    @property
+    def num_rows(self):
+        """Rows on the stack (1 + lexemes scanned)."""
+        return self.n_rows
+
+    @property
+    def num_items(self):
+        """Earley items in all rows."""
+        return self.n_items
+
+    def row_items(self, int32_t k):
+        """The items ``(dotted rule, origin)`` of row k (for tests and debugging)."""
+        if k < 0 or k >= self.n_rows:
+            raise IndexError(f"row {k} out of range [0, {self.n_rows})")
+        return [(self.items[i].dr, self.items[i].origin)
+                for i in range(self.row_beg[k], self.row_beg[k + 1])]
+
+
+# ---------------------------------------------------------------------------
+# Token slices
+# ---------------------------------------------------------------------------
+
+cdef class SliceSet:
+    """Token slices over one vocabulary: per slice its regex DFA, token trie and bitmask,
+    plus a trie of the tokens in no slice (``tries[n]``).
+
+    ``SliceSet(dfas, tries, masks)``: ``dfas`` as ``(transitions int32[n, 256], start)``
+    per slice, ``tries`` the slices' :class:`~toolkit.trie.TokenTrie` and then the
+    rest's, ``masks`` each slice's tokens as uint32 words.
+    """
+
+    cdef readonly int32_t n, n_words
+    cdef const int32_t** trans
+    cdef int32_t* n_states
+    cdef int32_t* starts
+    cdef const word_t** masks
+    cdef readonly list tries
+    cdef list _keep
+
+    def __cinit__(self):
+        self.trans = NULL
+        self.n_states = NULL
+        self.starts = NULL
+        self.masks = NULL
+
+    def __init__(self, dfas, tries, masks):
+        cdef int32_t k
+        cdef cnp.ndarray a, m
+        self.n = len(dfas)
+        if len(tries) != self.n + 1 or len(masks) != self.n:
+            raise ValueError("need one trie per slice plus the rest's, and one mask per slice")
+        self.tries = list(tries)
+        self._keep = []
+        self.trans = <const int32_t**>malloc(max(1, self.n) * sizeof(int32_t*))
+        self.n_states = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
+        self.starts = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
+        self.masks = <const word_t**>malloc(max(1, self.n) * sizeof(word_t*))
+        if self.trans == NULL or self.n_states == NULL or self.starts == NULL or self.masks == NULL:
+            raise MemoryError()
+        self.n_words = 0
+        for k in range(self.n):
+            trans, start = dfas[k]
+            a = np.ascontiguousarray(trans, dtype=np.int32)
+            m = np.ascontiguousarray(masks[k], dtype=np.uint32)
+            self._keep.extend((a, m))
+            self.trans[k] = <const int32_t*>cnp.PyArray_DATA(a)
+            self.n_states[k] = a.shape[0]
+            self.starts[k] = start
+            self.masks[k] = <const word_t*>cnp.PyArray_DATA(m)
+            self.n_words = m.shape[0]
+
+    def __dealloc__(self):
+        free(<void*>self.trans)
+        free(self.n_states)
+        free(self.starts)
+        free(<void*>self.masks)
+
+
+def full_matches(TokenTrie trie not None, transitions, accepting, int32_t start):
+    """Bool array over the vocabulary: the text tokens whose bytes a DFA accepts whole."""
+    cdef cnp.ndarray t = np.ascontiguousarray(transitions, dtype=np.int32)
+    cdef cnp.ndarray a = np.ascontiguousarray(accepting, dtype=np.uint8)
+    out = np.zeros(trie.vocab_size, dtype=bool)
+    if t.ndim != 2 or t.shape[1] != _BYTES or a.shape[0] != t.shape[0]:
+        raise ValueError("transitions must be [n, 256] with one accepting flag per state")
+    if start <= 0 or start >= t.shape[0]:
+        return out
+    cdef const int32_t* tr = <const int32_t*>cnp.PyArray_DATA(t)
+    cdef const uint8_t* acc = <const uint8_t*>cnp.PyArray_DATA(a)
+    cdef uint8_t[::1] o = out.view(np.uint8)
+    cdef const TrieNode* nodes = trie.nodes
+    cdef const token_t* ids = trie.token_ids
+    cdef int32_t n = trie.num_nodes, p = 1, depth = 1, s, i
+    cdef int32_t* stack = <int32_t*>malloc((trie.max_depth + 2) * sizeof(int32_t))
+    if stack == NULL:
+        raise MemoryError()
+    stack[0] = start
+    with nogil:
+        while p < n:
+            s = tr[<int64_t>stack[depth - 1] * _BYTES + nodes[p].byte]
+            if s == 0:
+                depth -= nodes[p].num_parents - 1
+                p += nodes[p].subtree_size
+                continue
+            if acc[s]:
+                for i in range(nodes[p].token_start, nodes[p].token_start + nodes[p].token_count):
+                    o[ids[i]] = 1
+            if nodes[p].subtree_size == 1:
+                depth -= nodes[p].num_parents - 1
+            else:
+                stack[depth] = s
+                depth += 1
+            p += 1
+    free(stack)
+    return out

@@ -1,0 +1,376 @@
+"""Strategy ``llguidance``: lazy lexer + Earley parser over lexemes + token-trie walk + slicer.
+
+Moskal et al., "Making Structured Outputs Go Brrr" (2025), the approach of the
+llguidance engine, reimplemented on masklab's toolkit.  Nothing is precomputed per
+token: each mask is one walk of the vocabulary's flat DFS trie
+(:class:`toolkit.trie.TokenTrie`) in which every byte is a lookup in the lazy lexer
+table and the Earley parser is consulted only where a byte ends a lexeme; a dense
+mask inside a long lexeme (a JSON string) is mostly added slice by slice without a
+walk.  The C core is :mod:`strategies.llguidance._parser`; this module turns a
+:class:`~toolkit.grammar.Grammar` into its tables.
+
+Lexing semantics (llguidance's, not the scannerless :class:`Grammar` language):
+
+* lexing is greedy: a byte that extends a live lexeme extends it, so with
+  ``STEM: "list" | "listen"`` followed by ``"ed"`` the text ``listed`` is refused
+  (``listen`` is the only way to read ``liste``);
+* ``%ignore`` text (the skip lexeme) may stand before any lexeme the parser allows,
+  at the start too, but not after the last lexeme: once the grammar cannot continue,
+  nothing more is allowed (``{"a": 1}`` then a space is refused; ``naive`` allows it);
+* when the skip lexeme and a real one accept the same text, it is skipped.
+
+On JSON-schema grammars these never change a mask of a valid instance except the
+trailing-whitespace rule.  Terminals that match the empty string are optional
+lexemes (``T`` becomes ``T | ε``, as llguidance rewrites them).
+
+What ``compile`` takes: a :class:`Grammar`, a JSON schema (dict, bool or
+:class:`~toolkit.jsonschema.JsonSchemaText`, compiled by
+:meth:`Grammar.from_json_schema`) or a regex (``str``, :meth:`Grammar.from_regex`).
+
+Options: ``slices`` (``"default"``: llguidance's three JSON-string slices;
+``"none"``; or a list of regexes), ``whitespace`` (for schemas), and the limits
+``max_lexer_states`` (lexer states built per grammar, default 250,000, as
+llguidance's), ``max_row_items`` (Earley items in one row, default 10,000) and
+``max_steps`` (parser items plus lexer states built during one mask or one token,
+default 1,000,000).  Exceeding one is a :class:`~toolkit.errors.LimitExceeded`, which
+puts a matcher in the sticky error state of the protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from strategies.llguidance._parser import EarleyParser, ParserTables, SliceSet, full_matches
+from toolkit.errors import UnsupportedGrammar
+from toolkit.grammar import Grammar
+from toolkit.jsonschema import JsonSchemaText, schema_text
+from toolkit.matcher import BaseMatcher
+from toolkit.protocol import MaskInfo
+from toolkit.regex import ByteDFA, compile_regex
+from toolkit.trie import TokenTrie
+from toolkit.vocab import Vocabulary
+
+__all__ = ["LLGuidanceEngine", "LLGuidanceCompiled", "LLGuidanceMatcher", "DEFAULT_SLICES"]
+
+_STRING_CHAR = r'[^"\\\x00-\x1F\x7F]'
+DEFAULT_SLICES: tuple[str, ...] = (_STRING_CHAR + "{1,10}", _STRING_CHAR + "{1,30}", _STRING_CHAR + "+")
+"""llguidance's default slices: JSON string content of up to 10, up to 30 and any
+number of characters.  A token belongs to the first slice that matches all its bytes,
+so the three hold tokens of 1-10, 11-30 and 31+ such characters; the rest (partial
+UTF-8, quotes, punctuation runs...) are walked every time."""
+
+_START = "%start"
+
+
+class _Subset:
+    """The vocabulary protocol :class:`TokenTrie` reads, restricted to some token ids."""
+
+    def __init__(self, vocab: Vocabulary, ids: np.ndarray) -> None:
+        self.size = vocab.size
+        self.token_bytes = vocab.token_bytes
+        self._ids = np.asarray(ids, dtype=np.int64)
+
+    def text_token_ids(self) -> np.ndarray:
+        return self._ids
+
+
+class Slicer:
+    """A vocabulary's token slices: regex DFAs, one trie per slice and one for the rest."""
+
+    def __init__(self, vocab: Vocabulary, trie: TokenTrie, regexes: Sequence[str]) -> None:
+        self.regexes = tuple(regexes)
+        text = np.asarray(vocab.text_token_ids(), dtype=np.int64)
+        free = np.zeros(vocab.size, dtype=bool)
+        free[text] = True
+        dfas, tries, masks, self.sizes = [], [], [], []
+        for rx in self.regexes:
+            dfa = compile_regex(rx)
+            hit = full_matches(trie, dfa.transitions, dfa.accepting, dfa.start) & free
+            free &= ~hit
+            ids = np.flatnonzero(hit)
+            dfas.append((dfa.transitions, dfa.start))
+            tries.append(TokenTrie(_Subset(vocab, ids)))
+            words = np.zeros((vocab.size + 31) // 32, dtype=np.uint32)
+            np.bitwise_or.at(words, ids >> 5, (np.uint32(1) << (ids & 31).astype(np.uint32)))
+            masks.append(words)
+            self.sizes.append(int(ids.size))
+        tries.append(TokenTrie(_Subset(vocab, np.flatnonzero(free))))
+        self.rest = int(free.sum())
+        self.set = SliceSet(dfas, tries, masks)
+
+    def memory_bytes(self) -> int:
+        return sum(int(t.memory_bytes()) for t in self.set.tries) + len(self.regexes) * ((self.set.n_words or 0) * 4)
+
+
+class LLGuidanceCompiled:
+    """A grammar as parser tables: dotted rules, lexeme DFAs, the lazy lexer cache."""
+
+    def __init__(self, grammar: Grammar, tables: ParserTables, kind: str, symbols: dict[str, Any],
+                 timings: dict[str, float]) -> None:
+        self.grammar = grammar
+        self.tables = tables
+        self.kind = kind
+        self.symbols = symbols
+        self.timings = timings
+
+    def memory_bytes(self) -> int:
+        return int(self.tables.memory_bytes())
+
+    def stats(self) -> dict[str, float]:
+        """Grammar size (nonterminals, dotted rules, lexemes, lexeme DFA states), lexer
+        states built so far, the largest Earley row and step count seen, build seconds."""
+        t = self.tables
+        return {
+            "nonterminals": t.n_nt,
+            "dotted_rules": t.n_dr,
+            "lexemes": t.n_lex,
+            "lexeme_dfa_states": t.n_global,
+            "lexer_states": t.n_ls,
+            "peak_row_items": t.peak_row_items,
+            "peak_steps": t.peak_steps,
+            "memory_bytes": self.memory_bytes(),
+            **{f"{k}_s": round(v, 6) for k, v in self.timings.items()},
+        }
+
+    def __repr__(self) -> str:
+        t = self.tables
+        return f"LLGuidanceCompiled(kind={self.kind!r}, lexemes={t.n_lex}, dotted_rules={t.n_dr}, lexer_states={t.n_ls})"
+
+
+def _lexeme_dfa(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """The DFA of ``L \\ {ε}`` as (transitions, accepting, start), or None when that is empty.
+
+    When the start state accepts, a copy of it that does not accept becomes the start
+    (the original stays the target of the transitions into it).
+    """
+    trans, acc, start = dfa.transitions, dfa.accepting, dfa.start
+    if start == 0:
+        return None
+    if not acc[start]:
+        return trans, acc, start
+    if not trans[start].any():
+        return None  # only the empty string
+    trans = np.vstack([trans, trans[start : start + 1]])
+    acc = np.append(np.asarray(acc, dtype=bool), False)
+    return np.ascontiguousarray(trans, dtype=np.int32), acc, trans.shape[0] - 1
+
+
+def _flatten(grammar: Grammar) -> tuple[dict[str, list[tuple[str, ...]]], list[str], dict[str, Any], str | None]:
+    """Rules over lexeme names (nullable terminals made optional, unproductive and
+    unreachable rules dropped), the lexemes in use, their DFAs, and the skip lexeme."""
+    lex: dict[str, Any] = {}
+    optional: dict[str, str] = {}  # terminal -> the nonterminal "T | ε" standing for it
+    rules: dict[str, list[tuple[str, ...]]] = {}
+    for name, t in grammar.terminals.items():
+        d = t.dfa()
+        if d.start == 0:
+            continue  # empty language: unproductive
+        nonempty = _lexeme_dfa(d)
+        if nonempty is not None:
+            lex[name] = nonempty
+        if d.accepting[d.start]:
+            opt = f"%opt {name}"
+            optional[name] = opt
+            rules[opt] = [(name,), ()] if nonempty is not None else [()]
+
+    def sym(s: str) -> str:
+        return optional.get(s, s)
+
+    for lhs, alts in grammar.rules.items():
+        rules[lhs] = [tuple(sym(s) for s in alt) for alt in alts]
+    rules[_START] = [(grammar.start,)]
+    # productive
+    live = set(lex)
+    changed = True
+    while changed:
+        changed = False
+        for lhs, alts in rules.items():
+            if lhs not in live and any(all(s in live for s in alt) for alt in alts):
+                live.add(lhs)
+                changed = True
+    rules = {lhs: [a for a in alts if all(s in live for s in a)] for lhs, alts in rules.items() if lhs in live}
+    # reachable from the start
+    reach = {_START} if _START in rules else set()
+    todo = list(reach)
+    while todo:
+        for alt in rules[todo.pop()]:
+            for s in alt:
+                if s in rules and s not in reach:
+                    reach.add(s)
+                    todo.append(s)
+    rules = {lhs: alts for lhs, alts in rules.items() if lhs in reach}
+    used = sorted({s for alts in rules.values() for alt in alts for s in alt if s in lex})
+    skip = None
+    if grammar.ignore:
+        from toolkit.dfaops import union
+
+        d = grammar.terminals[grammar.ignore[0]].dfa()
+        for name in grammar.ignore[1:]:
+            d = union(d, grammar.terminals[name].dfa())
+        nonempty = _lexeme_dfa(d)
+        if nonempty is not None:
+            skip = "%ignore"
+            lex[skip] = nonempty
+    return rules, used, lex, skip
+
+
+def build_tables(grammar: Grammar, *, max_lexer_states: int, max_row_items: int, max_steps: int,
+                 n_slices: int) -> tuple[ParserTables, dict[str, Any]]:
+    """The C tables of a grammar, and the symbol numbering (for debugging and tests)."""
+    rules, used, lex, skip = _flatten(grammar)
+    if _START not in rules:
+        rules = {_START: []}  # empty language
+    nts = [_START] + [n for n in rules if n != _START]
+    lexemes = used + ([skip] if skip is not None else [])
+    index = {n: i for i, n in enumerate(nts)}
+    n_nt = len(nts)
+    for i, name in enumerate(lexemes):
+        index[name] = n_nt + i
+    dr_sym: list[int] = []
+    dr_lhs: list[int] = []
+    nt_off = [0]
+    nt_drs: list[int] = []
+    for a, name in enumerate(nts):
+        for alt in rules[name]:
+            nt_drs.append(len(dr_sym))
+            for s in alt:
+                dr_sym.append(index[s])
+                dr_lhs.append(a)
+            dr_sym.append(-1)
+            dr_lhs.append(a)
+        nt_off.append(len(nt_drs))
+    nullable = np.zeros(n_nt + len(lexemes), dtype=np.uint8)
+    changed = True
+    while changed:
+        changed = False
+        for a, name in enumerate(nts):
+            if not nullable[a] and any(all(nullable[index[s]] for s in alt) for alt in rules[name]):
+                nullable[a] = 1
+                changed = True
+    tables = ParserTables(
+        np.asarray(dr_sym, dtype=np.int32), np.asarray(dr_lhs, dtype=np.int32),
+        np.asarray(nt_off, dtype=np.int32), np.asarray(nt_drs, dtype=np.int32), nullable,
+        n_nt, 0, [lex[n] for n in lexemes], len(lexemes) - 1 if skip is not None else -1,
+        max_lexer_states=max_lexer_states, max_row_items=max_row_items, max_steps=max_steps,
+        n_slices=n_slices,
+    )
+    return tables, {"nonterminals": nts, "lexemes": lexemes, "index": index}
+
+
+class LLGuidanceEngine:
+    """The lexer + Earley + trie-walk strategy; see the module doc for the options."""
+
+    name = "llguidance"
+    native_inputs = frozenset({"json_schema"})
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        *,
+        slices: str | Sequence[str] = "default",
+        whitespace: str = "flexible",
+        max_lexer_states: int = 250_000,
+        max_row_items: int = 10_000,
+        max_steps: int = 1_000_000,
+    ) -> None:
+        if isinstance(slices, str):
+            if slices == "default":
+                regexes: tuple[str, ...] = DEFAULT_SLICES
+            elif slices == "none":
+                regexes = ()
+            else:
+                raise ValueError(f"slices must be 'default', 'none' or a list of regexes, got {slices!r}")
+        else:
+            regexes = tuple(slices)
+        if whitespace not in ("flexible", "compact"):
+            raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
+        for opt, value in (("max_lexer_states", max_lexer_states), ("max_row_items", max_row_items),
+                           ("max_steps", max_steps)):
+            if int(value) < 1:
+                raise ValueError(f"{opt} must be positive, got {value}")
+        self.vocab = vocab
+        self.whitespace = whitespace
+        self.max_lexer_states = int(max_lexer_states)
+        self.max_row_items = int(max_row_items)
+        self.max_steps = int(max_steps)
+        self.options = {
+            "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace,
+            "max_lexer_states": self.max_lexer_states, "max_row_items": self.max_row_items,
+            "max_steps": self.max_steps,
+        }
+        self.trie = TokenTrie(vocab)
+        self.slicer = Slicer(vocab, self.trie, regexes) if regexes else None
+        self.eos_ids = np.asarray(vocab.eos_ids, dtype=np.int64)
+
+    def describe(self) -> dict[str, Any]:
+        """Version and options, as the harness records them."""
+        from toolkit.harness import masklab_version
+
+        return {"version": masklab_version(), "options": dict(self.options)}
+
+    def grammar_for(self, spec: Any) -> tuple[Grammar, str]:
+        """``(Grammar, kind)`` for what :meth:`compile` accepts."""
+        if isinstance(spec, Grammar):
+            return spec, "grammar"
+        if isinstance(spec, str):
+            return Grammar.from_regex(spec), "regex"
+        if schema_text(spec) is not None:
+            import json
+
+            schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
+            return Grammar.from_json_schema(schema, whitespace=self.whitespace), "json_schema"
+        raise UnsupportedGrammar(
+            "llguidance compiles a toolkit Grammar, a JSON schema (dict/bool/JsonSchemaText) "
+            f"or a regex (str), not {type(spec).__name__}"
+        )
+
+    def compile(self, spec: Any) -> LLGuidanceCompiled:
+        t0 = time.perf_counter()
+        grammar, kind = self.grammar_for(spec)
+        t1 = time.perf_counter()
+        tables, symbols = build_tables(
+            grammar, max_lexer_states=self.max_lexer_states, max_row_items=self.max_row_items,
+            max_steps=self.max_steps, n_slices=len(self.slicer.regexes) if self.slicer else 0,
+        )
+        t2 = time.perf_counter()
+        return LLGuidanceCompiled(grammar, tables, kind, symbols, {"grammar": t1 - t0, "tables": t2 - t1})
+
+    def matcher(self, compiled: LLGuidanceCompiled) -> LLGuidanceMatcher:
+        return LLGuidanceMatcher(self, compiled, EarleyParser(compiled.tables))
+
+
+class LLGuidanceMatcher(BaseMatcher):
+    """One sequence: an :class:`EarleyParser`; history records are its undo records."""
+
+    def __init__(self, engine: LLGuidanceEngine, compiled: LLGuidanceCompiled, parser: EarleyParser) -> None:
+        super().__init__(engine.vocab)
+        self.engine = engine
+        self.compiled = compiled
+        self.parser = parser
+        self.nodes_visited = 0
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        slicer = self.engine.slicer
+        visited, sliced = self.parser.fill(self.engine.trie, row.view(np.uint32),
+                                           slicer.set if slicer is not None else None)
+        self.nodes_visited = visited
+        return MaskInfo(0, sliced)
+
+    def _advance(self, token_id: int, data: bytes) -> Any:
+        return self.parser.push_bytes(data)
+
+    def _undo(self, record: Any) -> None:
+        self.parser.undo(record)
+
+    def _accepting(self) -> bool:
+        return self.parser.is_accepting()
+
+    def _copy(self) -> LLGuidanceMatcher:
+        return LLGuidanceMatcher(self.engine, self.compiled, self.parser.copy())
+
+    def _reset_state(self) -> None:
+        self.parser = EarleyParser(self.compiled.tables)
