@@ -29,7 +29,9 @@ How items reach an engine (``source``):
   ("same grammar, different engine"; peers read it through ``to_lark``/``to_regex``).
 
 Grammar and regex items always go as a :class:`Grammar` (converted in the worker,
-counted in the compile time).
+counted in the compile time).  Every compile starts with the toolkit's caches empty
+(:func:`clear_toolkit_caches`), so no engine finds DFAs another one built for the
+same item: TTFM is a cold start for every engine, item and run order.
 
 Isolation: each engine runs single-threaded (``RAYON_NUM_THREADS``,
 ``OMP_NUM_THREADS`` = 1) in a worker process; ``jobs`` workers run side by side.
@@ -73,6 +75,7 @@ __all__ = [
     "STATUSES",
     "run_bench",
     "measure_item",
+    "clear_toolkit_caches",
     "read_records",
     "load_records",
     "records_file",
@@ -101,6 +104,30 @@ class HarnessError(MasklabError):
 
 
 # ------------------------------------------------------- one item, in-process --
+
+
+_CACHED_MODULES = ("toolkit.regex", "toolkit.dfaops", "toolkit._rxparse", "toolkit._jsonregex",
+                   "toolkit.grammar", "toolkit.jsonschema")
+
+
+def clear_toolkit_caches() -> None:
+    """Empty the toolkit's memo caches (regex parses, DFAs, schema fragments).
+
+    The harness calls it before every compile, so each engine starts each item cold:
+    otherwise the engine measured second on an item would find the DFAs the first
+    one built (with ``--source grammar`` both build the same :class:`Grammar`).
+    """
+    import importlib
+
+    from toolkit.regex import clear_cache
+
+    clear_cache()
+    for name in _CACHED_MODULES:
+        mod = importlib.import_module(name)
+        for value in vars(mod).values():
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == name:
+                clear()
 
 
 def _spec_for(engine: Any, item: Item, source: str) -> Any:
@@ -149,6 +176,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
     gc_was = gc.isenabled()
     gc.disable()
     try:
+        clear_toolkit_caches()
         t0 = perf()
         try:
             compiled = engine.compile(_spec_for(engine, item, source))

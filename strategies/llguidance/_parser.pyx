@@ -73,6 +73,13 @@ cdef enum:
     ERR_MEMORY = 4
 
 cdef enum:
+    P_UNKNOWN = 0      # slicer memo: product pair not decided
+    P_GOOD = 1         # no slice string from here kills the lexeme
+    P_BAD = 2          # some slice string from here kills it
+    P_OPEN = 3         # on the current search's stack
+    P_DONE = 4         # searched in the current search, nothing found (yet)
+
+cdef enum:
     F_SKIP_ACC = 1     # the skip lexeme accepts in this lexer state
     F_EXTEND = 2       # some byte keeps a pair alive
 
@@ -188,6 +195,12 @@ cdef class ParserTables:
     # slicer cache: per (global state, slice): 0 unknown, 1 contained, 2 not
     cdef int8_t* slice_ok
     cdef int32_t n_slices
+    cdef uint8_t** memo       # per (lexeme, slice): P_* verdict per product pair, lazily
+    cdef int64_t* dfs_pair
+    cdef int64_t* dfs_seen
+    cdef int32_t* dfs_byte
+    cdef int64_t dfs_cap
+    cdef int64_t memo_bytes
 
     def __cinit__(self):
         self.dr_sym = NULL
@@ -266,10 +279,14 @@ cdef class ParserTables:
         self.iht_stamp = <int32_t*>calloc(self.iht_cap, sizeof(int32_t))
         self.n_slices = n_slices
         self.slice_ok = <int8_t*>calloc(max(1, <int64_t>total * max(1, n_slices)), 1)
+        self.memo = <uint8_t**>calloc(max(1, <int64_t>self.n_lex * max(1, n_slices)), sizeof(uint8_t*))
+        self.dfs_pair = self.dfs_seen = NULL
+        self.dfs_byte = NULL
+        self.dfs_cap = 0
         if (self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL or self.ht == NULL
                 or self.buf == NULL or self.allowed == NULL or self.nt_stamp == NULL
                 or self.allow_stamp == NULL or self.scan_stamp == NULL or self.iht_key == NULL
-                or self.iht_stamp == NULL or self.slice_ok == NULL):
+                or self.iht_stamp == NULL or self.slice_ok == NULL or self.memo == NULL):
             raise MemoryError()
 
     cdef int32_t* _copy_i32(self, arr) except NULL:
@@ -282,6 +299,7 @@ cdef class ParserTables:
         return p
 
     def __dealloc__(self):
+        cdef int64_t i
         free(self.dr_sym); free(self.dr_lhs); free(self.nt_off); free(self.nt_drs)
         free(self.nullable); free(self.lex_off); free(self.lex_start); free(<void*>self.lex_trans)
         free(self.g_lex); free(self.g_acc); free(self.g_ext)
@@ -290,6 +308,10 @@ cdef class ParserTables:
         free(self.pool); free(self.ht); free(self.buf); free(self.allowed)
         free(self.nt_stamp); free(self.allow_stamp); free(self.scan_stamp)
         free(self.iht_key); free(self.iht_stamp); free(self.slice_ok)
+        if self.memo != NULL:
+            for i in range(<int64_t>self.n_lex * max(1, self.n_slices)):
+                free(self.memo[i])
+        free(self.memo); free(self.dfs_pair); free(self.dfs_seen); free(self.dfs_byte)
 
     # ------------------------------------------------------ lexer states --
 
@@ -451,50 +473,121 @@ cdef class ParserTables:
 
     cdef int contained(self, int32_t g, int32_t k, const int32_t* strans, int32_t sn,
                        int32_t sstart) noexcept nogil:
-        """1 when every string of slice k's language keeps global state g alive, else 0; -1 on error."""
+        """1 when every string of slice k's language keeps global state g alive, else 0; -1 on error.
+
+        Decided on the product of the slice's DFA and g's lexeme DFA: the slice is
+        contained in the prefixes of g's language unless some product pair reachable
+        from (slice start, g) takes a byte the slice allows and the lexeme does not.
+        The slice DFA is minimal (every live state reaches acceptance), so any such
+        byte is on a slice string.  A depth-first search finds such a pair; its
+        verdicts are memoized per (lexeme, slice) over all pairs (a pair on the path
+        to a dead end is bad; every pair of a search that found none is good), so
+        the checks at successive positions of one long lexeme cost little more
+        than the first.
+        """
         cdef int64_t idx = <int64_t>g * self.n_slices + k
         cdef int8_t c = self.slice_ok[idx]
         if c:
             return 1 if c == 1 else 0
         cdef int32_t l = self.g_lex[g]
-        cdef int32_t ln = self.lex_off[l + 1] - self.lex_off[l]
+        cdef int64_t ln = self.lex_off[l + 1] - self.lex_off[l]
         cdef const int32_t* ltrans = self.lex_trans[l]
         cdef int64_t npairs = <int64_t>sn * ln
-        cdef uint8_t* seen = <uint8_t*>calloc(npairs, 1)
-        cdef int64_t* queue = <int64_t*>malloc(npairs * sizeof(int64_t))
-        cdef int64_t head = 0, tail = 0, pr, q2, r2
-        cdef int32_t q, r, b
+        cdef int64_t mi = <int64_t>l * self.n_slices + k
+        cdef uint8_t* memo = self.memo[mi]
+        cdef int64_t root = <int64_t>sstart * ln + (g - self.lex_off[l])
+        cdef int64_t pr, pr2, cap, i, n_stack = 0, n_seen = 0
+        cdef int32_t q, r, q2, r2, b
         cdef int result = 1
-        if seen == NULL or queue == NULL:
-            free(seen)
-            free(queue)
-            return self._fail(ERR_MEMORY, npairs)
-        pr = <int64_t>sstart * ln + (g - self.lex_off[l])
-        seen[pr] = 1
-        queue[tail] = pr
-        tail += 1
-        while head < tail and result:
-            pr = queue[head]
-            head += 1
+        cdef uint8_t st
+        if memo == NULL:
+            memo = <uint8_t*>calloc(npairs, 1)
+            if memo == NULL:
+                return self._fail(ERR_MEMORY, npairs)
+            self.memo[mi] = memo
+            self.memo_bytes += npairs
+        if memo[root] == P_GOOD or memo[root] == P_BAD:
+            result = 1 if memo[root] == P_GOOD else 0
+            self.slice_ok[idx] = 1 if result else 2
+            return result
+        if self._dfs_reserve(1) < 0:
+            return -1
+        memo[root] = P_OPEN
+        self.dfs_pair[0] = root
+        self.dfs_byte[0] = 0
+        self.dfs_seen[0] = root
+        n_stack = 1
+        n_seen = 1
+        while n_stack > 0:
+            pr = self.dfs_pair[n_stack - 1]
             q = <int32_t>(pr // ln)
             r = <int32_t>(pr % ln)
-            for b in range(_BYTES):
+            b = self.dfs_byte[n_stack - 1]
+            while b < _BYTES:
                 q2 = strans[<int64_t>q * _BYTES + b]
-                if q2 == 0:
-                    continue
-                r2 = ltrans[<int64_t>r * _BYTES + b]
-                if r2 == 0:
-                    result = 0
-                    break
-                pr = q2 * ln + r2
-                if not seen[pr]:
-                    seen[pr] = 1
-                    queue[tail] = pr
-                    tail += 1
-        free(seen)
-        free(queue)
+                if q2 != 0:
+                    r2 = ltrans[<int64_t>r * _BYTES + b]
+                    if r2 == 0:
+                        result = 0
+                        break
+                    pr2 = <int64_t>q2 * ln + r2
+                    st = memo[pr2]
+                    if st == P_BAD:
+                        result = 0
+                        break
+                    if st == P_UNKNOWN:
+                        break
+                b += 1
+            if not result:
+                break
+            if b == _BYTES:
+                memo[pr] = P_DONE
+                n_stack -= 1
+                continue
+            self.dfs_byte[n_stack - 1] = b + 1
+            if self._dfs_reserve(n_seen + 1) < 0:
+                return -1
+            memo[pr2] = P_OPEN
+            self.dfs_pair[n_stack] = pr2
+            self.dfs_byte[n_stack] = 0
+            n_stack += 1
+            self.dfs_seen[n_seen] = pr2
+            n_seen += 1
+        if result:
+            for i in range(n_seen):
+                memo[self.dfs_seen[i]] = P_GOOD
+        else:
+            for i in range(n_seen):
+                if memo[self.dfs_seen[i]] != P_BAD:
+                    memo[self.dfs_seen[i]] = P_UNKNOWN
+            for i in range(n_stack):
+                memo[self.dfs_pair[i]] = P_BAD
         self.slice_ok[idx] = 1 if result else 2
         return result
+
+    cdef int _dfs_reserve(self, int64_t need) noexcept nogil:
+        cdef int64_t cap
+        cdef int64_t* a
+        cdef int32_t* bb
+        if need <= self.dfs_cap:
+            return 0
+        cap = self.dfs_cap
+        a = <int64_t*>_grow(self.dfs_pair, &cap, need, sizeof(int64_t))
+        if a == NULL:
+            return self._fail(ERR_MEMORY, need)
+        self.dfs_pair = a
+        cap = self.dfs_cap
+        a = <int64_t*>_grow(self.dfs_seen, &cap, need, sizeof(int64_t))
+        if a == NULL:
+            return self._fail(ERR_MEMORY, need)
+        self.dfs_seen = a
+        cap = self.dfs_cap
+        bb = <int32_t*>_grow(self.dfs_byte, &cap, need, sizeof(int32_t))
+        if bb == NULL:
+            return self._fail(ERR_MEMORY, need)
+        self.dfs_byte = bb
+        self.dfs_cap = cap
+        return 0
 
     cdef inline void note_steps(self) noexcept:
         if self.steps > self.peak_steps:
@@ -533,6 +626,7 @@ cdef class ParserTables:
         total += self.n_global * 6 + self.n_lex * 16
         total += self.cap_ls * (_BYTES * 4 + 5 * 4 + 1) + self.pool_cap * 4 + self.ht_cap * 4
         total += self.iht_cap * 12 + <int64_t>self.n_global * max(1, self.n_slices)
+        total += self.memo_bytes + self.dfs_cap * 20
         for a in self._keep:
             total += a.nbytes
         return total
