@@ -80,6 +80,9 @@ cdef enum:
     P_DONE = 4         # searched in the current search, nothing found (yet)
 
 cdef enum:
+    SL_KNOWN = 0x80000000  # ls_sl: the slices of this lexer state are decided
+
+cdef enum:
     F_SKIP_ACC = 1     # the skip lexeme accepts in this lexer state
     F_EXTEND = 2       # some byte keeps a pair alive
 
@@ -128,6 +131,89 @@ cdef void* _grow(void* p, int64_t* cap, int64_t need, size_t elem) noexcept nogi
 
 
 # ---------------------------------------------------------------------------
+# Token slices
+# ---------------------------------------------------------------------------
+
+cdef class SliceSet:
+    """Token slices over one vocabulary: per slice its regex DFA, token trie and bitmask,
+    plus a trie of the tokens in no slice (``tries[n]``).
+
+    ``SliceSet(dfas, tries, masks)``: ``dfas`` as ``(transitions int32[n, 256], start)``
+    per slice, ``tries`` the slices' :class:`~toolkit.trie.TokenTrie` and then the
+    rest's, ``masks`` each slice's tokens as uint32 words.
+    """
+
+    cdef readonly int32_t n, n_words
+    cdef const int32_t** trans
+    cdef int32_t* n_states
+    cdef int32_t* starts
+    cdef const word_t** masks
+    cdef int32_t* order         # slices, each after every slice whose language holds it
+    cdef uint8_t* incl          # incl[i * n + j]: slice i's language is inside slice j's
+    cdef readonly list tries
+    cdef list _keep
+
+    def __cinit__(self):
+        self.trans = NULL
+        self.n_states = NULL
+        self.starts = NULL
+        self.masks = NULL
+        self.order = NULL
+        self.incl = NULL
+
+    def __init__(self, dfas, tries, masks, inclusion=None):
+        cdef int32_t k
+        cdef cnp.ndarray a, m
+        self.n = len(dfas)
+        if len(tries) != self.n + 1 or len(masks) != self.n:
+            raise ValueError("need one trie per slice plus the rest's, and one mask per slice")
+        if self.n > 31:
+            raise ValueError(f"at most 31 slices, got {self.n}")
+        inc = np.zeros((self.n, self.n), dtype=np.uint8) if inclusion is None else np.asarray(inclusion, dtype=np.uint8)
+        if inc.shape != (self.n, self.n):
+            raise ValueError(f"inclusion must be {self.n}x{self.n}, got {inc.shape}")
+        # supersets first: order by how many slices each one holds, most first
+        held = inc.sum(axis=0)
+        order = sorted(range(self.n), key=lambda k: (-int(held[k]), k))
+        self.order = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
+        self.incl = <uint8_t*>malloc(max(1, self.n * self.n))
+        if self.order == NULL or self.incl == NULL:
+            raise MemoryError()
+        for k in range(self.n):
+            self.order[k] = order[k]
+            for j in range(self.n):
+                self.incl[k * self.n + j] = inc[k, j]
+        self.tries = list(tries)
+        self._keep = []
+        self.trans = <const int32_t**>malloc(max(1, self.n) * sizeof(int32_t*))
+        self.n_states = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
+        self.starts = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
+        self.masks = <const word_t**>malloc(max(1, self.n) * sizeof(word_t*))
+        if self.trans == NULL or self.n_states == NULL or self.starts == NULL or self.masks == NULL:
+            raise MemoryError()
+        self.n_words = 0
+        for k in range(self.n):
+            trans, start = dfas[k]
+            a = np.ascontiguousarray(trans, dtype=np.int32)
+            m = np.ascontiguousarray(masks[k], dtype=np.uint32)
+            self._keep.extend((a, m))
+            self.trans[k] = <const int32_t*>cnp.PyArray_DATA(a)
+            self.n_states[k] = a.shape[0]
+            self.starts[k] = start
+            self.masks[k] = <const word_t*>cnp.PyArray_DATA(m)
+            self.n_words = m.shape[0]
+
+    def __dealloc__(self):
+        free(<void*>self.trans)
+        free(self.n_states)
+        free(self.starts)
+        free(<void*>self.masks)
+        free(self.order)
+        free(self.incl)
+
+
+
+# ---------------------------------------------------------------------------
 # Tables shared by the parsers of one compiled grammar
 # ---------------------------------------------------------------------------
 
@@ -172,6 +258,7 @@ cdef class ParserTables:
     cdef int32_t* ls_acc_len
     cdef uint8_t* ls_flags
     cdef int32_t* ls_single
+    cdef uint32_t* ls_sl        # slices contained in the state (bit k), SL_KNOWN once computed
     cdef int32_t* pool
     cdef int64_t pool_len, pool_cap
     cdef int32_t* ht
@@ -262,6 +349,7 @@ cdef class ParserTables:
         self.ls_trans = NULL
         self.ls_set_off = self.ls_set_len = self.ls_acc_off = self.ls_acc_len = NULL
         self.ls_single = NULL
+        self.ls_sl = NULL
         self.ls_flags = NULL
         self.pool = NULL
         self.pool_len = self.pool_cap = 0
@@ -305,6 +393,7 @@ cdef class ParserTables:
         free(self.g_lex); free(self.g_acc); free(self.g_ext)
         free(self.ls_trans); free(self.ls_set_off); free(self.ls_set_len)
         free(self.ls_acc_off); free(self.ls_acc_len); free(self.ls_flags); free(self.ls_single)
+        free(self.ls_sl)
         free(self.pool); free(self.ht); free(self.buf); free(self.allowed)
         free(self.nt_stamp); free(self.allow_stamp); free(self.scan_stamp)
         free(self.iht_key); free(self.iht_stamp); free(self.slice_ok)
@@ -398,6 +487,7 @@ cdef class ParserTables:
         self.ls_acc_len[id_] = n_acc
         self.ls_flags[id_] = flags
         self.ls_single[id_] = gs[0] if n == 1 else -1
+        self.ls_sl[id_] = 0
         for i in range(_BYTES):
             self.ls_trans[<int64_t>id_ * _BYTES + i] = LS_MISSING
         self.ht[h] = id_
@@ -432,6 +522,10 @@ cdef class ParserTables:
         if f == NULL:
             return False
         self.ls_flags = f
+        cdef uint32_t* sl = <uint32_t*>realloc(self.ls_sl, <size_t>c * sizeof(uint32_t))
+        if sl == NULL:
+            return False
+        self.ls_sl = sl
         self.cap_ls = c
         return True
 
@@ -589,6 +683,43 @@ cdef class ParserTables:
         self.dfs_cap = cap
         return 0
 
+    cdef int64_t slice_bits(self, int32_t x, SliceSet sl) noexcept nogil:
+        """Bit k set when slice k is contained in some pair of lexer state x; -1 on error.
+
+        Slices are tried supersets first: a slice inside a contained one is contained,
+        one holding a refused one is refused, without a search.  Cached per state.
+        """
+        cdef uint32_t bits = self.ls_sl[x], decided = 0
+        cdef int32_t idx, k, j, i, off = self.ls_set_off[x], n = self.ls_set_len[x]
+        cdef int c
+        if bits & SL_KNOWN:
+            return bits & ~SL_KNOWN
+        bits = 0
+        for idx in range(sl.n):
+            k = sl.order[idx]
+            c = -2
+            for j in range(sl.n):
+                if (decided >> j) & 1:
+                    if ((bits >> j) & 1) and sl.incl[k * sl.n + j]:
+                        c = 1
+                        break
+                    if not ((bits >> j) & 1) and sl.incl[j * sl.n + k]:
+                        c = 0
+                        break
+            if c == -2:
+                c = 0
+                for i in range(n):
+                    c = self.contained(self.pool[off + i], k, sl.trans[k], sl.n_states[k], sl.starts[k])
+                    if c != 0:
+                        break
+                if c < 0:
+                    return -1
+            decided |= (<uint32_t>1) << k
+            if c == 1:
+                bits |= (<uint32_t>1) << k
+        self.ls_sl[x] = bits | SL_KNOWN
+        return bits
+
     cdef inline void note_steps(self) noexcept:
         if self.steps > self.peak_steps:
             self.peak_steps = self.steps
@@ -624,7 +755,7 @@ cdef class ParserTables:
         cdef int64_t total = 0
         total += (2 * self.n_dr + self.n_nt + 1 + self.nt_off[self.n_nt]) * 4 + self.n_nt + self.n_lex
         total += self.n_global * 6 + self.n_lex * 16
-        total += self.cap_ls * (_BYTES * 4 + 5 * 4 + 1) + self.pool_cap * 4 + self.ht_cap * 4
+        total += self.cap_ls * (_BYTES * 4 + 6 * 4 + 1) + self.pool_cap * 4 + self.ht_cap * 4
         total += self.iht_cap * 12 + <int64_t>self.n_global * max(1, self.n_slices)
         total += self.memo_bytes + self.dfs_cap * 20
         for a in self._keep:
@@ -1005,8 +1136,8 @@ cdef class EarleyParser:
         """
         cdef ParserTables T = self.T
         cdef int64_t visited = 0
-        cdef int32_t k, w, i, off, n
-        cdef int c
+        cdef int32_t k, w
+        cdef int64_t bits
         cdef bint sliced = False
         cdef const word_t* smask
         cdef int32_t n_words = <int32_t>mask.shape[0]
@@ -1018,22 +1149,15 @@ cdef class EarleyParser:
                 raise ValueError(f"tables were built for {T.n_slices} slices, {slices.n} given")
             if slices.n_words > n_words:
                 raise ValueError(f"slice masks have {slices.n_words} words, the mask {n_words}")
-            off = T.ls_set_off[self.ls]
-            n = T.ls_set_len[self.ls]
-            ok = [False] * slices.n
-            for k in range(slices.n):
-                for i in range(n):
-                    c = T.contained(T.pool[off + i], k, slices.trans[k], slices.n_states[k],
-                                    slices.starts[k])
-                    if c < 0:
-                        T.raise_error()
-                    if c == 1:
-                        ok[k] = True
-                        sliced = True
-                        break
+            with nogil:
+                bits = T.slice_bits(self.ls, slices)
+            if bits < 0:
+                T.raise_error()
+                raise RuntimeError("llguidance parser: slice check failed")
+            sliced = bits != 0
             if sliced:
                 for k in range(slices.n):
-                    if ok[k]:
+                    if (bits >> k) & 1:
                         smask = slices.masks[k]
                         for w in range(slices.n_words):
                             mask[w] |= smask[w]
@@ -1163,64 +1287,6 @@ cdef class EarleyParser:
                 for i in range(self.row_beg[k], self.row_beg[k + 1])]
 
 
-# ---------------------------------------------------------------------------
-# Token slices
-# ---------------------------------------------------------------------------
-
-cdef class SliceSet:
-    """Token slices over one vocabulary: per slice its regex DFA, token trie and bitmask,
-    plus a trie of the tokens in no slice (``tries[n]``).
-
-    ``SliceSet(dfas, tries, masks)``: ``dfas`` as ``(transitions int32[n, 256], start)``
-    per slice, ``tries`` the slices' :class:`~toolkit.trie.TokenTrie` and then the
-    rest's, ``masks`` each slice's tokens as uint32 words.
-    """
-
-    cdef readonly int32_t n, n_words
-    cdef const int32_t** trans
-    cdef int32_t* n_states
-    cdef int32_t* starts
-    cdef const word_t** masks
-    cdef readonly list tries
-    cdef list _keep
-
-    def __cinit__(self):
-        self.trans = NULL
-        self.n_states = NULL
-        self.starts = NULL
-        self.masks = NULL
-
-    def __init__(self, dfas, tries, masks):
-        cdef int32_t k
-        cdef cnp.ndarray a, m
-        self.n = len(dfas)
-        if len(tries) != self.n + 1 or len(masks) != self.n:
-            raise ValueError("need one trie per slice plus the rest's, and one mask per slice")
-        self.tries = list(tries)
-        self._keep = []
-        self.trans = <const int32_t**>malloc(max(1, self.n) * sizeof(int32_t*))
-        self.n_states = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
-        self.starts = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
-        self.masks = <const word_t**>malloc(max(1, self.n) * sizeof(word_t*))
-        if self.trans == NULL or self.n_states == NULL or self.starts == NULL or self.masks == NULL:
-            raise MemoryError()
-        self.n_words = 0
-        for k in range(self.n):
-            trans, start = dfas[k]
-            a = np.ascontiguousarray(trans, dtype=np.int32)
-            m = np.ascontiguousarray(masks[k], dtype=np.uint32)
-            self._keep.extend((a, m))
-            self.trans[k] = <const int32_t*>cnp.PyArray_DATA(a)
-            self.n_states[k] = a.shape[0]
-            self.starts[k] = start
-            self.masks[k] = <const word_t*>cnp.PyArray_DATA(m)
-            self.n_words = m.shape[0]
-
-    def __dealloc__(self):
-        free(<void*>self.trans)
-        free(self.n_states)
-        free(self.starts)
-        free(<void*>self.masks)
 
 
 def full_matches(TokenTrie trie not None, transitions, accepting, int32_t start):

@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from strategies.llguidance._parser import EarleyParser, ParserTables, SliceSet, full_matches
+from toolkit.dfaops import difference
 from toolkit.errors import UnsupportedGrammar
 from toolkit.grammar import Grammar
 from toolkit.jsonschema import JsonSchemaText, schema_text
@@ -100,7 +101,16 @@ class Slicer:
             self.sizes.append(int(ids.size))
         tries.append(TokenTrie(_Subset(vocab, np.flatnonzero(free))))
         self.rest = int(free.sum())
-        self.set = SliceSet(dfas, tries, masks)
+        # inclusion[i, j]: slice i's language inside slice j's (the slicer tries the
+        # larger first: containment of a superset settles its subsets)
+        langs = [compile_regex(rx) for rx in self.regexes]
+        n = len(langs)
+        self.inclusion = np.eye(n, dtype=np.uint8)
+        for i in range(n):
+            for j in range(n):
+                if i != j:
+                    self.inclusion[i, j] = difference(langs[i], langs[j]).is_empty()
+        self.set = SliceSet(dfas, tries, masks, self.inclusion)
 
     def memory_bytes(self) -> int:
         return sum(int(t.memory_bytes()) for t in self.set.tries) + len(self.regexes) * ((self.set.n_words or 0) * 4)
