@@ -351,8 +351,9 @@ cdef class ParserTables:
         self.ls_single = NULL
         self.ls_sl = NULL
         self.ls_flags = NULL
-        self.pool = NULL
-        self.pool_len = self.pool_cap = 0
+        self.pool_len = 0
+        self.pool_cap = 64
+        self.pool = <int32_t*>malloc(self.pool_cap * sizeof(int32_t))  # never NULL: sets may be empty
         self.ht_cap = 1024
         self.ht = <int32_t*>malloc(self.ht_cap * sizeof(int32_t))
         memset(self.ht, 0xff, self.ht_cap * sizeof(int32_t))
@@ -374,7 +375,8 @@ cdef class ParserTables:
         if (self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL or self.ht == NULL
                 or self.buf == NULL or self.allowed == NULL or self.nt_stamp == NULL
                 or self.allow_stamp == NULL or self.scan_stamp == NULL or self.iht_key == NULL
-                or self.iht_stamp == NULL or self.slice_ok == NULL or self.memo == NULL):
+                or self.iht_stamp == NULL or self.slice_ok == NULL or self.memo == NULL
+                or self.pool == NULL):
             raise MemoryError()
 
     cdef int32_t* _copy_i32(self, arr) except NULL:
@@ -922,10 +924,10 @@ cdef class EarleyParser:
         self.items[self.n_items].origin = origin
         self.n_items += 1
         row_size = self.n_items - self.row_beg[self.n_rows - 1]
-        if row_size > self.T.peak_row_items:
-            self.T.peak_row_items = row_size
         if row_size > self.T.max_row_items:
             return self.T._fail(ERR_ROW_ITEMS, row_size)
+        if row_size > self.T.peak_row_items:
+            self.T.peak_row_items = row_size
         if self.T._spend(1) < 0:
             return -1
         if 2 * row_size > self.T.iht_cap:
