@@ -1088,40 +1088,47 @@ cdef class EarleyParser:
     cdef int64_t _walk(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
                        word_t* mask) noexcept nogil:
         """OR the bits of every token of the trie whose bytes all push; -1 on error."""
-        cdef int32_t p = 1, depth = 1, i, end, y, base_rows = self.n_rows
+        cdef int32_t p = 1, depth = 1, i, end, y, rows, base_rows = self.n_rows
         cdef int r
         cdef int64_t visited = 0
         cdef token_t t
         cdef const TrieNode* node
         cdef int32_t* st_ls = self.st_ls
         cdef int32_t* st_rows = self.st_rows
+        cdef const int32_t* trans = self.T.ls_trans
+        cdef int32_t parent = self.ls  # the lexer state after the parent node's bytes
         st_ls[0] = self.ls
         st_rows[0] = base_rows
         while p < num_nodes:
             node = &nodes[p]
             visited += 1
-            if self.n_rows != st_rows[depth - 1]:
-                self._truncate(st_rows[depth - 1])
-            y = self.T.ls_trans[<int64_t>st_ls[depth - 1] * _BYTES + node.byte]
+            y = trans[<int64_t>parent * _BYTES + node.byte]
+            rows = st_rows[depth - 1]
             if y < 0:
-                r = self._push_byte(st_ls[depth - 1], node.byte, &y)
+                # slow path: the table entry is missing, or the byte ends a lexeme
+                if self.n_rows != rows:
+                    self._truncate(rows)  # drop rows a sibling subtree pushed
+                r = self._push_byte(parent, node.byte, &y)
+                trans = self.T.ls_trans  # a new lexer state may have moved the table
                 if r < 0:
                     self._truncate(base_rows)
                     return -1
                 if r == 0:
                     depth -= node.num_parents - 1
                     p += node.subtree_size
+                    parent = st_ls[depth - 1]
                     continue
+                rows = self.n_rows
             end = node.token_start + node.token_count
             for i in range(node.token_start, end):
                 t = token_ids[i]
                 mask[t >> 5] |= (<word_t>1) << (t & 31)
-            if node.subtree_size == 1:
-                depth -= node.num_parents - 1
-            else:
-                st_ls[depth] = y
-                st_rows[depth] = self.n_rows
-                depth += 1
+            # Branch-free descent: the node's slot is written either way (a leaf's is
+            # unused); a leaf then pops num_parents levels, an inner node none.
+            st_ls[depth] = y
+            st_rows[depth] = rows
+            depth += 1 - (node.num_parents if node.subtree_size == 1 else 0)
+            parent = st_ls[depth - 1]
             p += 1
         self._truncate(base_rows)
         return visited

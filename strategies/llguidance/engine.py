@@ -58,11 +58,14 @@ from toolkit.vocab import Vocabulary
 __all__ = ["LLGuidanceEngine", "LLGuidanceCompiled", "LLGuidanceMatcher", "DEFAULT_SLICES"]
 
 _STRING_CHAR = r'[^"\\\x00-\x1F\x7F]'
-DEFAULT_SLICES: tuple[str, ...] = (_STRING_CHAR + "{1,10}", _STRING_CHAR + "{1,30}", _STRING_CHAR + "+")
-"""llguidance's default slices: JSON string content of up to 10, up to 30 and any
-number of characters.  A token belongs to the first slice that matches all its bytes,
-so the three hold tokens of 1-10, 11-30 and 31+ such characters; the rest (partial
-UTF-8, quotes, punctuation runs...) are walked every time."""
+DEFAULT_SLICES: tuple[str, ...] = (
+    r"[\x20\x0A\x0D\x09]+", _STRING_CHAR + "{1,10}", _STRING_CHAR + "{1,30}", _STRING_CHAR + "+",
+)
+"""llguidance's default slices (``LLTokenizer.general_slices()``, 1.9): runs of JSON
+whitespace, then JSON string content of up to 10, up to 30 and any number of
+characters.  A token belongs to the first slice that matches all its bytes, so the
+string slices hold tokens of 1-10, 11-30 and 31+ characters; the rest (partial UTF-8,
+quotes, punctuation runs...) are walked every time."""
 
 _START = "%start"
 
