@@ -35,7 +35,7 @@ from hypothesis import strategies as st
 
 from strategies import get_engine
 from strategies.llguidance import DEFAULT_SLICES, LLGuidanceCompiled, LLGuidanceEngine
-from tests._support.fixtures import ARITH_LARK, JSON_LARK
+from tests._support.fixtures import ARITH_LARK, JSON_LARK, REGULAR_REGEXES
 from tests._support.shared import require_shared
 from toolkit import bitmask as bm
 from toolkit.datasets import load_item
@@ -135,19 +135,7 @@ SCHEMAS = {
 GRAMMARS = {**EXACT, **IGNORING, **LLG_ONLY, **SCHEMAS}
 
 # Regular languages (outlines' test set, plus the greedy-lexing example as one regex).
-REGEXES = [
-    r"(true|null)( (true|null))*",
-    r'\{("[a-z]*": ?[0-9]+(, ?"[a-z]*": ?[0-9]+)*)?\}',
-    r"[0-9]+(\.[0-9]+)?",
-    r"(ab|a|b)*c?",
-    r"\[( ?(true|[0-9]{1,3}),?)*\]",
-    r'"[^"\\]{0,4}"',
-    r"(é|a)+",
-    r"a{3}|b",
-    r"list(en)?(ed)?",
-    r"(ab)?",
-    r"",
-]
+REGEXES = [*REGULAR_REGEXES, r"list(en)?(ed)?", r"(ab)?"]
 
 
 # ------------------------------------------------------------------ helpers --

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from strategies import get_engine
 from strategies.outlines import OutlinesCompiled, OutlinesEngine
-from tests._support.fixtures import JSON_LARK, small_vocab
+from tests._support.fixtures import JSON_LARK, REGULAR_REGEXES, small_vocab
 from toolkit import bitmask as bm
 from toolkit.datasets import embedded_dir, iter_items
 from toolkit.errors import LimitExceeded, RegexError, UnsupportedGrammar
@@ -29,20 +29,7 @@ from toolkit.vocab import Vocabulary, load_vocab
 SMALL = small_vocab()
 EOS = 1
 
-# Regular languages over the small vocabulary's bytes (JSON-ish: braces, quotes,
-# letters of true/null, digits, spaces), some with accepting states that text can
-# leave (the case outlines-core gets wrong), one with a multi-byte character.
-REGEXES = [
-    r"(true|null)( (true|null))*",
-    r'\{("[a-z]*": ?[0-9]+(, ?"[a-z]*": ?[0-9]+)*)?\}',
-    r"[0-9]+(\.[0-9]+)?",
-    r"(ab|a|b)*c?",
-    r"\[( ?(true|[0-9]{1,3}),?)*\]",
-    r'"[^"\\]{0,4}"',
-    r"(é|a)+",
-    r"a{3}|b",
-    r"",
-]
+REGEXES = REGULAR_REGEXES
 
 
 def _row(m, vocab: Vocabulary) -> np.ndarray:

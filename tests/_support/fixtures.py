@@ -98,3 +98,20 @@ def llguidance_byte_tokenizer():
             return list(s.encode() if isinstance(s, str) else s)
 
     return llguidance, llguidance.LLTokenizer(llguidance.TokenizerWrapper(ByteTok()))
+
+
+# Regular languages over the small vocabularies' bytes (JSON-ish: braces, quotes,
+# letters of true/null, digits, spaces), some with accepting states that text can
+# leave (the case outlines-core gets wrong), one with a multi-byte character, and the
+# language of the empty string.
+REGULAR_REGEXES: list[str] = [
+    r"(true|null)( (true|null))*",
+    r'\{("[a-z]*": ?[0-9]+(, ?"[a-z]*": ?[0-9]+)*)?\}',
+    r"[0-9]+(\.[0-9]+)?",
+    r"(ab|a|b)*c?",
+    r"\[( ?(true|[0-9]{1,3}),?)*\]",
+    r'"[^"\\]{0,4}"',
+    r"(é|a)+",
+    r"a{3}|b",
+    r"",
+]
