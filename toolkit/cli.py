@@ -177,6 +177,43 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_generate(args: argparse.Namespace) -> int:
+    import shlex
+
+    from strategies import get_engine
+    from toolkit.datasets import embedded_dir, iter_items
+    from toolkit.generate import generate, write_run
+    from toolkit.model import load_model
+    from toolkit.vocab import load_vocab
+
+    vocab = load_vocab(args.vocab)
+    items = list(iter_items(args.data or embedded_dir()))
+    if args.limit is not None:
+        items = items[: args.limit]
+    options = _engine_options(args.option).get(args.engine, {})
+    engine = get_engine(args.engine, vocab, **options)
+    lm = load_model(args.model, vocab, device=args.device, dtype=args.dtype, seed=args.seed)
+    meta = {"command": "masklab " + " ".join(shlex.quote(a) for a in (args.argv or [])),
+            "engine": args.engine, "engine_options": options, "model": lm.describe(),
+            "vocab": {"spec": args.vocab, "size": vocab.size}, "items": len(items),
+            "max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
+    for note in lm.notes:
+        print(f"note: {note}")
+    summaries = []
+    for batch in args.batch:
+        run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
+                       temperature=args.temperature, seed=args.seed, baseline=args.unconstrained_baseline)
+        out = write_run(run, Path(args.out) / f"batch-{batch}", {**meta, "batch": batch})
+        summaries.append(run.summary)
+        print(f"batch {batch}: {out}")
+    import pandas as pd
+
+    cols = ["batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct", "forward_ms",
+            "mask_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid", "invalid", "unfinished", "forced_tokens"]
+    print(pd.DataFrame(summaries)[cols].round(3).to_string(index=False))
+    return 1 if any(s["invalid"] or s["rejected"] or s["error"] for s in summaries) else 0
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from toolkit.report import write_report
 
@@ -262,6 +299,25 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--report", action="store_true", help="write the report into the run folder when done")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=_cmd_bench)
+
+    g = sub.add_parser("generate", help="decode with a model, masks computed during the forward pass")
+    g.add_argument("--engine", required=True, help="the engine computing the masks")
+    g.add_argument("--model", default="random:tiny", help="checkpoint directory or random:NAME (default: random:tiny)")
+    g.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
+    g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    g.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto (bf16 on cuda)")
+    g.add_argument("--data", default=None, help="a MaskBench file or folder (default: the embedded datasets/)")
+    g.add_argument("--limit", type=int, default=None, help="only the first N items")
+    g.add_argument("--batch", type=int, nargs="+", default=[1], help="batch sizes, one run each (default: 1)")
+    g.add_argument("--max-tokens", type=int, default=256, help="tokens per sequence at most (default 256)")
+    g.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--unconstrained-baseline", action="store_true",
+                   help="also decode without masks, for tokens/s and the overhead")
+    g.add_argument("-o", "--option", action="append", default=[], metavar="ENGINE.KEY=VALUE",
+                   help="an engine option (repeatable)")
+    g.add_argument("--out", default="results/generate", help="output folder (default: results/generate)")
+    g.set_defaults(func=_cmd_generate)
 
     r = sub.add_parser("report", help="tables and figures from bench run folders")
     r.add_argument("dirs", nargs="+", help="run folders (holding run.json and records.jsonl)")

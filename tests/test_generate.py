@@ -1,0 +1,91 @@
+"""The decoding harness on CPU: ``random:tiny``, the Tekken vocabulary, embedded items.
+
+Random weights decode noise, so outputs are sampled (temperature 1) and bounded
+items are used: ISO dates, IPv4 addresses, hex colours, small array schemas (compact
+whitespace, so a sequence cannot idle in whitespace).  Every output that finishes
+must pass its check; the figures of the summary must be there and consistent.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("transformers", reason="the model harness needs the [model] extra")
+
+from strategies import get_engine  # noqa: E402
+from tests._support.shared import require_shared  # noqa: E402
+from toolkit.cli import main  # noqa: E402
+from toolkit.datasets import embedded_dir, iter_items  # noqa: E402
+from toolkit.generate import check_output, generate, write_run  # noqa: E402
+from toolkit.model import ModelError, load_model  # noqa: E402
+from toolkit.vocab import load_vocab  # noqa: E402
+
+NAMES = ("r01_iso_date", "r03_ipv4", "r05_hex_color", "s08_array_matrix", "s09_array_tuple")
+
+
+@pytest.fixture(scope="module")
+def tekken():
+    return load_vocab("tekken")
+
+
+@pytest.fixture(scope="module")
+def tiny(tekken):
+    return load_model("random:tiny", tekken)
+
+
+@pytest.fixture(scope="module")
+def items():
+    found = {it.name: it for it in iter_items(embedded_dir()) if it.name in NAMES}
+    return [found[n] for n in NAMES]
+
+
+@pytest.mark.parametrize("name", ["llguidance", "outlines"])
+def test_every_finished_output_is_valid(name, tekken, tiny, items, tmp_path) -> None:
+    engine = get_engine(name, tekken, whitespace="compact")
+    run = generate(engine, tiny, tekken, items, batch=2, max_tokens=40, temperature=1.0, seed=3)
+    s = run.summary
+    assert s["sequences"] == 6  # 5 items in batches of 2: the last batch cycles to the first item
+    assert s["invalid"] == s["rejected"] == s["error"] == 0
+    assert s["valid"] >= 3  # dates, addresses and colours are short
+    for seq in run.sequences:
+        if seq["status"] == "valid":
+            item = next(i for i in items if i.name == seq["item"])
+            assert check_output(item, seq["text"])[0]
+        assert seq["ttfm_s"] > 0 and 0 < seq["tokens"] <= 40
+    con = [r for r in run.steps if r["mode"] == "constrained"]
+    unc = [r for r in run.steps if r["mode"] == "unconstrained"]
+    assert con and unc and s["steps"] == len(con)
+    assert all(r["wait_s"] >= 0 and r["forward_s"] > 0 for r in con)
+    assert s["tokens_per_s"] > 0 and s["unconstrained_tokens_per_s"] > 0
+    out = write_run(run, tmp_path / "run", {"engine": name})
+    assert json.loads((out / "run.json").read_text())["summary"]["valid"] == s["valid"]
+    assert len((out / "sequences.jsonl").read_text().splitlines()) == 6
+
+
+def test_check_output_catches_wrong_text(items) -> None:
+    date, matrix = items[0], items[3]
+    assert check_output(date, "2024-02-29")[0]
+    assert not check_output(date, "2024-2-29")[0]
+    assert not check_output(matrix, "{")[0]
+
+
+def test_vocabulary_mismatch_is_a_clear_error(tekken) -> None:
+    require_shared("tokenizers/mistral-7b-v0.3/config.json")
+    with pytest.raises(ModelError, match=r"32768 logits .* 131072 ids"):
+        load_model("random:mistral-7b", tekken, device="meta")
+    with pytest.raises(ModelError, match="unknown random architecture"):
+        load_model("random:gpt-9", tekken)
+
+
+def test_cli_generate(tmp_path, capsys) -> None:
+    out = tmp_path / "gen"
+    rc = main(["generate", "--engine", "llguidance", "-o", "llguidance.whitespace=compact",
+               "--data", str(embedded_dir() / "regex"), "--limit", "3", "--batch", "1", "2",
+               "--max-tokens", "24", "--temperature", "1", "--unconstrained-baseline", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0 and "random weights" in text and "overhead_pct" in text
+    for b in (1, 2):
+        meta = json.loads((out / f"batch-{b}" / "run.json").read_text())
+        assert meta["model"]["random_weights"] and meta["summary"]["batch"] == b

@@ -1,0 +1,318 @@
+"""The decoding harness: engines inside a real model's decoding loop.
+
+The claim under test (llguidance, xgrammar): a fast enough mask costs nothing end to
+end, because it is computed on the CPU while the device runs the forward pass.  For
+each step ``t`` of a batch of ``B`` sequences (one matcher each):
+
+1. the masks for step ``t`` are submitted to a thread pool (they depend only on the
+   tokens already accepted; Cython engines release the GIL in their walks);
+2. the forward pass for step ``t`` runs (on a GPU it is launched asynchronously and
+   synchronized, so both overlap);
+3. the loop waits for the masks (the *wait* is the mask time the forward pass did not
+   hide), copies them to the device and applies them to the logits
+   (:func:`toolkit.bitmask.apply_to_logits`, a torch op);
+4. a token is sampled per sequence (greedy, or with ``temperature``), accepted by
+   its matcher; EOS ends a sequence (the mask allows it only where the grammar
+   accepts).  A step whose mask allows a single token is counted as forced.
+
+Measured per step: forward, mask (per sequence), wait, apply, sample times; per
+run: constrained tokens/s, and with ``baseline=True`` the same loop without masks
+(unconstrained tokens/s) and the overhead; TTFM per sequence (compile + first mask).
+Every finished output is checked: a schema item's output must parse as JSON and
+validate (``jsonschema``), a grammar or regex item's must be in the grammar's
+language (:meth:`Grammar.accepts`).  Outputs cut by ``max_tokens`` are
+``unfinished``; an output that finished but fails its check is ``invalid`` (a wrong
+mask: the worst bug this project can have).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toolkit import bitmask as bm
+from toolkit.datasets import Item
+from toolkit.model import LoadedModel
+from toolkit.vocab import Vocabulary
+
+__all__ = ["GenerateRun", "generate", "check_output", "summarize", "DEFAULT_PROMPT"]
+
+DEFAULT_PROMPT = "Answer in the requested format.\n"
+
+
+@dataclass
+class _Seq:
+    item: Item
+    matcher: Any
+    tokens: list[int]
+    ttfm_s: float
+    done: bool = False
+    status: str = "unfinished"
+    forced: int = 0
+
+
+def check_output(item: Item, text: str) -> tuple[bool, str]:
+    """``(ok, why)``: does a finished output satisfy its item (see the module doc)?"""
+    if item.kind == "schema":
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            return False, f"not JSON: {e}"
+        import jsonschema
+
+        schema = json.loads(item.spec.text) if hasattr(item.spec, "text") else item.spec
+        try:
+            jsonschema.validate(value, schema)
+        except jsonschema.ValidationError as e:
+            return False, f"schema: {e.message}"
+        except jsonschema.SchemaError as e:
+            return True, f"schema not checkable: {e.message}"
+        return True, ""
+    ok = item.grammar().accepts(text)
+    return ok, "" if ok else "not in the grammar's language"
+
+
+@dataclass
+class GenerateRun:
+    """What :func:`generate` measured: per-step rows, per-sequence rows, the run's figures."""
+
+    steps: list[dict[str, Any]]
+    sequences: list[dict[str, Any]]
+    summary: dict[str, Any]
+
+
+def _sample(logits: Any, temperature: float, generator: Any) -> Any:
+    import torch
+
+    if temperature <= 0:
+        return torch.argmax(logits, dim=-1)
+    probs = torch.softmax(logits.float() / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _decode_loop(lm: LoadedModel, prompt: list[int], batch: int, max_tokens: int, temperature: float,
+                 seed: int, masker: Any | None) -> tuple[list[dict[str, Any]], list[list[int]], float]:
+    """Run one batch; ``masker(step)`` fills and returns the bitmask (None: unconstrained).
+
+    Returns the step rows, the tokens per sequence and the wall time of the steps.
+    ``masker.finished(i)`` says when sequence i is done; ``masker.accept(i, t)`` feeds it.
+    """
+    import torch
+
+    device = lm.device
+    gen = torch.Generator(device=device).manual_seed(seed)
+    ids = torch.tensor([prompt] * batch, dtype=torch.long, device=device)
+    past = None
+    rows: list[dict[str, Any]] = []
+    outs: list[list[int]] = [[] for _ in range(batch)]
+    with torch.inference_mode():
+        t_start = time.perf_counter()
+        for step in range(max_tokens):
+            if masker is not None and masker.all_done():
+                break
+            t0 = time.perf_counter()
+            fut = masker.submit(step) if masker is not None else None
+            out = lm.model(input_ids=ids, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            logits = out.logits[:, -1, :]
+            _sync(device)
+            t1 = time.perf_counter()
+            mask_s = 0.0
+            if fut is not None:
+                mask_np, mask_s = fut.result()
+                t2 = time.perf_counter()
+                bm.apply_to_logits(logits, torch.from_numpy(mask_np).to(device, non_blocking=True), lm.vocab_size)
+                _sync(device)
+            else:
+                t2 = t1
+            t3 = time.perf_counter()
+            nxt = _sample(logits, temperature, gen)
+            tokens = nxt.tolist()
+            t4 = time.perf_counter()
+            active = 0
+            for i, t in enumerate(tokens):
+                if masker is not None:
+                    if masker.finished(i):
+                        continue
+                    masker.accept(i, t)
+                outs[i].append(t)
+                active += 1
+            rows.append({"step": step, "active": active, "forward_s": t1 - t0, "mask_s": mask_s,
+                         "wait_s": t2 - t1, "apply_s": t3 - t2, "sample_s": t4 - t3, "step_s": t4 - t0})
+            ids = nxt.unsqueeze(-1)
+        wall = time.perf_counter() - t_start
+    return rows, outs, wall
+
+
+class _Pending:
+    """The masks of one step being filled: ``result()`` waits for them all."""
+
+    def __init__(self, mask: np.ndarray, futures: list[Any]) -> None:
+        self.mask = mask
+        self.futures = futures
+
+    def result(self) -> tuple[np.ndarray, float]:
+        return self.mask, float(sum(f.result() for f in self.futures))
+
+
+class _Masker:
+    """The matchers of one batch and the pool that fills their masks during the forward pass."""
+
+    def __init__(self, seqs: list[_Seq], vocab: Vocabulary, pool: ThreadPoolExecutor) -> None:
+        self.seqs = seqs
+        self.vocab = vocab
+        self.pool = pool
+        self.mask = bm.allocate(vocab.size, len(seqs))
+        self.eos = np.asarray(vocab.eos_ids[:1], dtype=np.int64)
+        self.first = True
+
+    def _fill(self, i: int) -> float:
+        s = self.seqs[i]
+        row = self.mask[i]
+        t0 = time.perf_counter()
+        if s.done:
+            row[:] = 0
+            bm.set_bits(row, self.eos)  # a finished sequence only repeats EOS (ignored)
+            return 0.0
+        info = s.matcher.fill_bitmask(self.mask, i)
+        if info.allowed == 1:
+            s.forced += 1
+        return time.perf_counter() - t0
+
+    def submit(self, step: int) -> _Pending:
+        """Start this step's masks, one pool task per sequence (none nested: no deadlock)."""
+        if self.first:  # computed (and timed) as part of TTFM already
+            self.first = False
+            return _Pending(self.mask, [])
+        return _Pending(self.mask, [self.pool.submit(self._fill, i) for i in range(len(self.seqs))])
+
+    def finished(self, i: int) -> bool:
+        return self.seqs[i].done
+
+    def all_done(self) -> bool:
+        return all(s.done for s in self.seqs)
+
+    def accept(self, i: int, t: int) -> None:
+        s = self.seqs[i]
+        if not s.matcher.accept_token(t):
+            s.done = True
+            s.status = "error" if s.matcher.error else "rejected"
+            return
+        s.tokens.append(t)
+        if t in self.vocab.eos_ids:
+            s.done = True
+            s.status = "finished"
+
+
+def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item], *, batch: int = 1,
+             max_tokens: int = 256, temperature: float = 0.0, seed: int = 0, baseline: bool = True,
+             threads: int | None = None, prompt: str = DEFAULT_PROMPT) -> GenerateRun:
+    """Decode every item (``batch`` sequences at a time, items cycled to fill the last
+    batch) with ``engine``'s masks; see the module doc for what is measured."""
+    if batch < 1 or max_tokens < 1:
+        raise ValueError(f"batch and max_tokens must be >= 1, got {batch}, {max_tokens}")
+    if not items:
+        raise ValueError("no items to decode")
+    prompt_ids = vocab.encode(prompt)
+    items = list(items)
+    n_batches = -(-len(items) // batch)
+    pool = ThreadPoolExecutor(max_workers=threads or min(batch, 8))
+    steps: list[dict[str, Any]] = []
+    sequences: list[dict[str, Any]] = []
+    walls = {"constrained": 0.0, "unconstrained": 0.0}
+    tokens = {"constrained": 0, "unconstrained": 0}
+    try:
+        for b in range(n_batches):
+            group = [items[(b * batch + k) % len(items)] for k in range(batch)]
+            seqs = []
+            for item in group:
+                t0 = time.perf_counter()
+                compiled = engine.compile(item.spec if item.kind == "schema" and "json_schema" in
+                                          getattr(engine, "native_inputs", ()) else item.grammar())
+                m = engine.matcher(compiled)
+                seqs.append(_Seq(item, m, [], time.perf_counter() - t0))
+            masker = _Masker(seqs, vocab, pool)
+            for k, s in enumerate(seqs):  # the first masks: TTFM = compile + first mask
+                t0 = time.perf_counter()
+                masker._fill(k)
+                s.ttfm_s += time.perf_counter() - t0
+            rows, _, wall = _decode_loop(lm, prompt_ids, batch, max_tokens, temperature, seed + b, masker)
+            for r in rows:
+                r.update(batch_index=b, mode="constrained")
+            steps.extend(rows)
+            walls["constrained"] += wall
+            tokens["constrained"] += sum(r["active"] for r in rows)
+            for k, s in enumerate(seqs):
+                data = b"".join(vocab.token_bytes[t] for t in s.tokens if t not in vocab.eos_ids)
+                text = data.decode("utf-8", errors="replace")
+                status, why = s.status, ""
+                if status == "finished":
+                    ok, why = check_output(s.item, text)
+                    status = "valid" if ok else "invalid"
+                sequences.append({"batch_index": b, "slot": k, "item": s.item.name, "kind": s.item.kind,
+                                  "status": status, "detail": why or (s.matcher.error or ""),
+                                  "tokens": len(s.tokens), "forced": s.forced, "ttfm_s": s.ttfm_s,
+                                  "text": text[:2000]})
+            if baseline:
+                rows, _, wall = _decode_loop(lm, prompt_ids, batch, max(1, len(rows)), temperature, seed + b, None)
+                for r in rows:
+                    r.update(batch_index=b, mode="unconstrained")
+                steps.extend(rows)
+                walls["unconstrained"] += wall
+                tokens["unconstrained"] += sum(r["active"] for r in rows)
+    finally:
+        pool.shutdown()
+    return GenerateRun(steps, sequences, summarize(steps, sequences, walls, tokens, batch))
+
+
+def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], walls: dict[str, float],
+              tokens: dict[str, int], batch: int) -> dict[str, Any]:
+    """The run's figures: tokens/s, mean step parts, overhead %, statuses, TTFM."""
+    con = [r for r in steps if r["mode"] == "constrained"]
+    unc = [r for r in steps if r["mode"] == "unconstrained"]
+
+    def mean(rows: list[dict[str, Any]], key: str) -> float:
+        return float(np.mean([r[key] for r in rows])) if rows else float("nan")
+
+    out: dict[str, Any] = {"batch": batch, "sequences": len(sequences), "steps": len(con)}
+    out["tokens_per_s"] = tokens["constrained"] / walls["constrained"] if walls["constrained"] else float("nan")
+    out["unconstrained_tokens_per_s"] = (tokens["unconstrained"] / walls["unconstrained"]
+                                         if walls["unconstrained"] else float("nan"))
+    for key in ("forward_s", "mask_s", "wait_s", "apply_s", "sample_s", "step_s"):
+        out[f"{key[:-2]}_ms"] = 1e3 * mean(con, key)
+    out["unconstrained_step_ms"] = 1e3 * mean(unc, "step_s")
+    out["overhead_pct"] = (100.0 * (out["step_ms"] / out["unconstrained_step_ms"] - 1.0)
+                           if unc else float("nan"))
+    out["ttfm_ms_p50"] = 1e3 * float(np.median([s["ttfm_s"] for s in sequences])) if sequences else float("nan")
+    for status in ("valid", "invalid", "unfinished", "rejected", "error"):
+        out[status] = sum(1 for s in sequences if s["status"] == status)
+    out["forced_tokens"] = sum(s["forced"] for s in sequences)
+    return out
+
+
+def write_run(run: GenerateRun, out: str | Path, meta: dict[str, Any]) -> Path:
+    """Write ``run.json`` (meta + summary), ``steps.csv`` and ``sequences.jsonl`` into ``out``."""
+    import pandas as pd
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "run.json").write_text(json.dumps({**meta, "summary": run.summary}, indent=2) + "\n")
+    pd.DataFrame(run.steps).to_csv(out / "steps.csv", index=False)
+    with open(out / "sequences.jsonl", "w", encoding="utf-8") as f:
+        for s in run.sequences:
+            f.write(json.dumps(s) + "\n")
+    return out
