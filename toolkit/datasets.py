@@ -9,6 +9,7 @@ of a schema test is ``json.dumps(data)``, as MaskBench tokenizes it.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +98,18 @@ def iter_items(source: str | Path, limit: int | None = None) -> Iterator[Item]:
         yield load_item(p)
 
 
+def project_root() -> Path:
+    """The folder holding ``setup.py`` (the checkout this package runs from)."""
+    return Path(__file__).resolve().parent.parent
+
+
 def embedded_dir() -> Path:
     """The project's own ``datasets/`` folder."""
-    return Path(__file__).resolve().parent.parent / "datasets"
+    return project_root() / "datasets"
+
+
+def shared_dir() -> Path:
+    """The shared folder (tokenizers, MaskBench data): ``MASKLAB_SHARED``, default
+    ``../shared``; a relative value is read against :func:`project_root`, not the
+    current directory.  It may not exist: callers say so when they need a file."""
+    return (project_root() / Path(os.environ.get("MASKLAB_SHARED", "../shared")).expanduser()).resolve()

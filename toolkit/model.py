@@ -19,11 +19,11 @@ truncation.  Needs the ``[model]`` extra (torch, transformers).
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolkit.datasets import shared_dir
 from toolkit.errors import MasklabError
 from toolkit.vocab import Vocabulary
 
@@ -71,11 +71,6 @@ class LoadedModel:
                 "notes": list(self.notes)}
 
 
-def _shared() -> Path:
-    root = Path(__file__).resolve().parent.parent
-    return (root / os.environ.get("MASKLAB_SHARED", "../shared")).resolve()
-
-
 def _random_config(name: str, vocab: Vocabulary) -> Any:
     from transformers import AutoConfig
 
@@ -83,9 +78,9 @@ def _random_config(name: str, vocab: Vocabulary) -> Any:
     if arch is None:
         raise ModelError(f"unknown random architecture {name!r}; known: {', '.join(sorted(RANDOM_ARCHS))}")
     if isinstance(arch, str):
-        path = _shared() / arch
+        path = shared_dir() / arch
         if not path.is_file():
-            raise ModelError(f"random:{name} needs {arch} under MASKLAB_SHARED ({_shared()}), not found")
+            raise ModelError(f"random:{name} needs {arch} under MASKLAB_SHARED ({shared_dir()}), not found")
         arch = json.loads(path.read_text())
     values = dict(arch)
     if values.get("vocab_size") is None:

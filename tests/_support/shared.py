@@ -6,24 +6,17 @@ against the project root (the folder holding ``setup.py``), not the current dire
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from toolkit.datasets import project_root, shared_dir
+
 __all__ = ["PROJECT_ROOT", "SHARED", "require_shared"]
 
 
-def _project_root() -> Path:
-    here = Path(__file__).resolve().parent
-    for folder in (here, *here.parents):
-        if (folder / "setup.py").is_file():
-            return folder
-    return here.parent
-
-
-PROJECT_ROOT = _project_root()
-SHARED = (PROJECT_ROOT / Path(os.environ.get("MASKLAB_SHARED", "../shared")).expanduser()).resolve()
+PROJECT_ROOT = project_root()
+SHARED = shared_dir()
 
 
 def require_shared(relpath: str) -> Path:
