@@ -17,7 +17,7 @@ pytest.importorskip("transformers", reason="the model harness needs the [model] 
 from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
 from toolkit.cli import main  # noqa: E402
-from toolkit.datasets import embedded_dir, iter_items  # noqa: E402
+from toolkit.datasets import Item, embedded_dir, iter_items  # noqa: E402
 from toolkit.generate import check_output, generate, write_run  # noqa: E402
 from toolkit.model import ModelError, load_model  # noqa: E402
 from toolkit.vocab import load_vocab  # noqa: E402
@@ -66,9 +66,27 @@ def test_every_finished_output_is_valid(name, tekken, tiny, items, tmp_path) -> 
 
 def test_check_output_catches_wrong_text(items) -> None:
     date, matrix = items[0], items[3]
-    assert check_output(date, "2024-02-29")[0]
-    assert not check_output(date, "2024-2-29")[0]
-    assert not check_output(matrix, "{")[0]
+    assert check_output(date, "2024-02-29")[0] is True
+    assert check_output(date, "2024-2-29")[0] is False
+    assert check_output(date, b"2024-02-2\xff")[0] is False  # bytes are checked, not a repaired text
+    assert check_output(matrix, "{")[0] is False
+    assert check_output(matrix, b'[[1, "\xff"]]')[0] is False
+    broken = Item("broken", "schema", {"type": "array", "minItems": "two"})
+    ok, why = check_output(broken, "[]")
+    assert ok is None and "cannot check" in why  # never counted valid
+
+
+def test_an_item_the_engine_refuses_is_recorded_and_the_run_goes_on(tekken, tiny) -> None:
+    found = {it.name: it for it in iter_items(embedded_dir())}
+    recursive, date = found["g01_json"], found["r01_iso_date"]  # outlines refuses recursion
+    engine = get_engine("outlines", tekken)
+    run = generate(engine, tiny, tekken, [recursive, date], batch=2, max_tokens=16, temperature=1.0,
+                   baseline=False)
+    by = {s["item"]: s for s in run.sequences}
+    assert by["g01_json"]["status"] == "compile_error" and "UnsupportedGrammar" in by["g01_json"]["detail"]
+    assert by["g01_json"]["tokens"] == 0 and by["g01_json"]["ttfm_s"] is None
+    assert by["r01_iso_date"]["status"] in ("valid", "unfinished") and by["r01_iso_date"]["tokens"] > 0
+    assert run.summary["compile_error"] == 1 and run.summary["invalid"] == 0
 
 
 def test_vocabulary_mismatch_is_a_clear_error(tekken) -> None:

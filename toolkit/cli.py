@@ -209,7 +209,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     import pandas as pd
 
     cols = ["batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct", "forward_ms",
-            "mask_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid", "invalid", "unfinished", "forced_tokens"]
+            "mask_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid", "invalid", "unchecked", "unfinished",
+            "compile_error", "forced_tokens"]
     print(pd.DataFrame(summaries)[cols].round(3).to_string(index=False))
     return 1 if any(s["invalid"] or s["rejected"] or s["error"] for s in summaries) else 0
 

@@ -22,7 +22,9 @@ Every finished output is checked: a schema item's output must parse as JSON and
 validate (``jsonschema``), a grammar or regex item's must be in the grammar's
 language (:meth:`Grammar.accepts`).  Outputs cut by ``max_tokens`` are
 ``unfinished``; an output that finished but fails its check is ``invalid`` (a wrong
-mask: the worst bug this project can have).
+mask: the worst bug this project can have); one whose schema ``jsonschema`` cannot
+check is ``unchecked``, never counted valid.  An item the engine refuses to compile
+is a ``compile_error`` sequence (its slot idles); the run goes on.
 """
 
 from __future__ import annotations
@@ -56,14 +58,17 @@ class _Seq:
     done: bool = False
     status: str = "unfinished"
     forced: int = 0
+    error: str = ""
 
 
-def check_output(item: Item, text: str) -> tuple[bool, str]:
-    """``(ok, why)``: does a finished output satisfy its item (see the module doc)?"""
+def check_output(item: Item, data: bytes | str) -> tuple[bool | None, str]:
+    """``(ok, why)``: does a finished output (its bytes) satisfy its item (see the module
+    doc)?  ``ok`` is None when it cannot be checked (a schema ``jsonschema`` refuses)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
     if item.kind == "schema":
         try:
-            value = json.loads(text)
-        except ValueError as e:
+            value = json.loads(raw)
+        except ValueError as e:  # UnicodeDecodeError included
             return False, f"not JSON: {e}"
         import jsonschema
 
@@ -73,9 +78,9 @@ def check_output(item: Item, text: str) -> tuple[bool, str]:
         except jsonschema.ValidationError as e:
             return False, f"schema: {e.message}"
         except jsonschema.SchemaError as e:
-            return True, f"schema not checkable: {e.message}"
+            return None, f"jsonschema cannot check this schema: {e.message}"
         return True, ""
-    ok = item.grammar().accepts(text)
+    ok = item.grammar().accepts(raw)
     return ok, "" if ok else "not in the grammar's language"
 
 
@@ -241,14 +246,20 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
             seqs = []
             for item in group:
                 t0 = time.perf_counter()
-                compiled = engine.compile(item.spec if item.kind == "schema" and "json_schema" in
-                                          getattr(engine, "native_inputs", ()) else item.grammar())
-                m = engine.matcher(compiled)
+                try:
+                    compiled = engine.compile(item.spec if item.kind == "schema" and "json_schema" in
+                                              getattr(engine, "native_inputs", ()) else item.grammar())
+                    m = engine.matcher(compiled)
+                except Exception as e:  # noqa: BLE001 - the engine refuses this item: recorded, run goes on
+                    seq = _Seq(item, None, [], 0.0, done=True, status="compile_error")
+                    seq.error = f"{type(e).__name__}: {e}"[:2000]
+                    seqs.append(seq)
+                    continue
                 seqs.append(_Seq(item, m, [], time.perf_counter() - t0))
             masker = _Masker(seqs, vocab, pool)
             for k, s in enumerate(seqs):  # the first masks: TTFM = compile + first mask
                 t0 = time.perf_counter()
-                masker._fill(k)
+                masker._fill(k)  # a refused item's slot gets its EOS-only row here too
                 s.ttfm_s += time.perf_counter() - t0
             rows, _, wall = _decode_loop(lm, prompt_ids, batch, max_tokens, temperature, seed + b, masker)
             for r in rows:
@@ -258,15 +269,17 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
             tokens["constrained"] += sum(r["active"] for r in rows)
             for k, s in enumerate(seqs):
                 data = b"".join(vocab.token_bytes[t] for t in s.tokens if t not in vocab.eos_ids)
-                text = data.decode("utf-8", errors="replace")
-                status, why = s.status, ""
+                status, why = s.status, s.error
                 if status == "finished":
-                    ok, why = check_output(s.item, text)
-                    status = "valid" if ok else "invalid"
+                    ok, why = check_output(s.item, data)
+                    status = "unchecked" if ok is None else "valid" if ok else "invalid"
+                elif s.matcher is not None and s.matcher.error:
+                    why = s.matcher.error
                 sequences.append({"batch_index": b, "slot": k, "item": s.item.name, "kind": s.item.kind,
-                                  "status": status, "detail": why or (s.matcher.error or ""),
-                                  "tokens": len(s.tokens), "forced": s.forced, "ttfm_s": s.ttfm_s,
-                                  "text": text[:2000]})
+                                  "status": status, "detail": why,
+                                  "tokens": len(s.tokens), "forced": s.forced,
+                                  "ttfm_s": s.ttfm_s if s.matcher is not None else None,
+                                  "text": data.decode("utf-8", errors="replace")[:2000]})
             if baseline:
                 rows, _, wall = _decode_loop(lm, prompt_ids, batch, max(1, len(rows)), temperature, seed + b, None)
                 for r in rows:
@@ -297,8 +310,9 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["unconstrained_step_ms"] = 1e3 * mean(unc, "step_s")
     out["overhead_pct"] = (100.0 * (out["step_ms"] / out["unconstrained_step_ms"] - 1.0)
                            if unc else float("nan"))
-    out["ttfm_ms_p50"] = 1e3 * float(np.median([s["ttfm_s"] for s in sequences])) if sequences else float("nan")
-    for status in ("valid", "invalid", "unfinished", "rejected", "error"):
+    ttfm = [s["ttfm_s"] for s in sequences if s["ttfm_s"] is not None]
+    out["ttfm_ms_p50"] = 1e3 * float(np.median(ttfm)) if ttfm else float("nan")
+    for status in ("valid", "invalid", "unchecked", "unfinished", "rejected", "error", "compile_error"):
         out[status] = sum(1 for s in sequences if s["status"] == status)
     out["forced_tokens"] = sum(s["forced"] for s in sequences)
     return out
