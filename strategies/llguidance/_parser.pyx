@@ -80,6 +80,9 @@ cdef enum:
     P_DONE = 4         # searched in the current search, nothing found (yet)
 
 cdef enum:
+    MAX_MEMO_PAIRS = 1 << 26  # product pairs (bytes of memo) one (lexeme, slice) may use
+
+cdef enum:
     SL_KNOWN = 0x80000000  # ls_sl: the slices of this lexer state are decided
 
 cdef enum:
@@ -128,6 +131,15 @@ cdef void* _grow(void* p, int64_t* cap, int64_t need, size_t elem) noexcept nogi
     if q != NULL:
         cap[0] = c
     return q
+
+
+cdef int _resize(void** p, int64_t n, size_t elem) noexcept nogil:
+    """realloc *p to n elements; -1 (and *p unchanged) when out of memory."""
+    cdef void* q = realloc(p[0], <size_t>n * elem)
+    if q == NULL:
+        return -1
+    p[0] = q
+    return 0
 
 
 # ---------------------------------------------------------------------------
@@ -596,6 +608,11 @@ cdef class ParserTables:
         cdef int32_t q, r, q2, r2, b
         cdef int result = 1
         cdef uint8_t st
+        if npairs > MAX_MEMO_PAIRS:
+            # A product too large to memoize (a lexeme with millions of DFA states):
+            # the slice is walked like the rest, which gives the same mask.
+            self.slice_ok[idx] = 2
+            return 0
         if memo == NULL:
             memo = <uint8_t*>calloc(npairs, 1)
             if memo == NULL:
@@ -842,41 +859,25 @@ cdef class EarleyParser:
 
     cdef int _new_row(self) noexcept nogil:
         """Open row n_rows (empty) and a fresh dedupe stamp."""
-        cdef int64_t cap = self.cap_rows
-        cdef int32_t* rb
-        cdef int32_t* rl
-        cdef uint8_t* ra
-        if self.n_rows + 2 > cap:
-            cap = self.cap_rows
-            rb = <int32_t*>_grow(self.row_beg, &cap, self.n_rows + 2, sizeof(int32_t))
-            if rb == NULL:
-                return self.T._fail(ERR_MEMORY, self.n_rows + 2)
-            self.row_beg = rb
-            cap = self.cap_rows
-            rl = <int32_t*>_grow(self.row_ls, &cap, self.n_rows + 2, sizeof(int32_t))
-            if rl == NULL:
-                return self.T._fail(ERR_MEMORY, self.n_rows + 2)
-            self.row_ls = rl
-            cap = self.cap_rows
-            ra = <uint8_t*>_grow(self.row_acc, &cap, self.n_rows + 2, sizeof(uint8_t))
-            if ra == NULL:
-                return self.T._fail(ERR_MEMORY, self.n_rows + 2)
-            self.row_acc = ra
-            cap = self.cap_rows
-            rl = <int32_t*>_grow(self.row_key, &cap, self.n_rows + 2, sizeof(int32_t))
-            if rl == NULL:
-                return self.T._fail(ERR_MEMORY, self.n_rows + 2)
-            self.row_key = rl
+        cdef int64_t cap
+        if self.n_rows + 2 > self.cap_rows:
+            cap = self.cap_rows * 2 if self.cap_rows >= 16 else 16
+            if (_resize(<void**>&self.row_beg, cap, sizeof(int32_t)) < 0
+                    or _resize(<void**>&self.row_ls, cap, sizeof(int32_t)) < 0
+                    or _resize(<void**>&self.row_key, cap, sizeof(int32_t)) < 0
+                    or _resize(<void**>&self.row_acc, cap, sizeof(uint8_t)) < 0):
+                return self.T._fail(ERR_MEMORY, cap)
             self.cap_rows = cap
         self.row_beg[self.n_rows] = <int32_t>self.n_items
         self.row_key[self.n_rows] = -1
         self.n_rows += 1
         self.rows_valid = self.n_rows - 1  # the new row is valid once closed
         self.T.stamp += 1
-        if self.T.stamp == 0x7fffffff:
+        if self.T.stamp >= 0x7ffffff0:  # _scan takes stamps too: reset well before overflow
             memset(self.T.iht_stamp, 0, self.T.iht_cap * sizeof(int32_t))
             memset(self.T.nt_stamp, 0, max(1, self.T.n_nt) * sizeof(int32_t))
             memset(self.T.allow_stamp, 0, max(1, self.T.n_lex) * sizeof(int32_t))
+            memset(self.T.scan_stamp, 0, max(1, self.T.n_lex) * sizeof(int32_t))
             self.T.stamp = 1
         return 0
 
