@@ -90,20 +90,24 @@ def _walk(engine: MaskEngine, compiled, text: str, vocab: Vocabulary = HAND) -> 
     return masks
 
 
-@pytest.fixture(scope="module")
-def hand():
-    """``hand(name, **options)``: an engine on HAND, made once per module."""
+def _engines_on(vocab: Vocabulary):
+    """``get(name, **options)``: an engine on ``vocab``, made once per (name, options)."""
     made: dict[tuple[str, str], MaskEngine] = {}
 
     def get(name: str, **options) -> MaskEngine:
         key = (name, repr(sorted(options.items())))
         if key not in made:
             _require(name)
-            made[key] = get_engine(name, HAND, **options)
+            made[key] = get_engine(name, vocab, **options)
         return made[key]
 
-    yield get
-    made.clear()
+    return get
+
+
+@pytest.fixture(scope="module")
+def hand():
+    """``hand(name, **options)``: an engine on HAND, made once per module."""
+    return _engines_on(HAND)
 
 
 @pytest.fixture(scope="module")
@@ -115,17 +119,7 @@ def tekken() -> Vocabulary:
 def tek(tekken: Vocabulary):
     """``tek(name, **options)``: an engine on tekken, made once per module (xgrammar's
     TokenizerInfo over 131k tokens takes over a second)."""
-    made: dict[tuple[str, str], MaskEngine] = {}
-
-    def get(name: str, **options) -> MaskEngine:
-        key = (name, repr(sorted(options.items())))
-        if key not in made:
-            _require(name)
-            made[key] = get_engine(name, tekken, **options)
-        return made[key]
-
-    yield get
-    made.clear()
+    return _engines_on(tekken)
 
 
 # --------------------------------------------------------------- agreement --
