@@ -65,12 +65,23 @@ class Terminal:
         return Terminal(name, re.escape(value), True, value)
 
     def dfa(self) -> ByteDFA:
-        """The terminal's minimal byte DFA (cached by :func:`compile_regex`)."""
-        if self.is_plain:
-            return compile_regex(self.regex)
-        from toolkit.dfaops import compile_boolean
+        """The terminal's minimal byte DFA, built once per terminal.
 
-        return compile_boolean(self.regex, tuple(self.also), tuple(self.excluding))
+        Kept on the terminal: :func:`compile_regex` caches only small DFAs, and a
+        grammar's big ones (a string with a large ``maxLength``) are needed again by
+        every engine that compiles the grammar after :class:`Grammar` checked them.
+        """
+        cached = self.__dict__.get("_dfa")
+        if cached is not None:
+            return cached
+        if self.is_plain:
+            dfa = compile_regex(self.regex)
+        else:
+            from toolkit.dfaops import compile_boolean
+
+            dfa = compile_boolean(self.regex, tuple(self.also), tuple(self.excluding))
+        object.__setattr__(self, "_dfa", dfa)
+        return dfa
 
 
 @dataclass(frozen=True)

@@ -346,16 +346,23 @@ cdef class ParserTables:
         self.g_lex = <int32_t*>malloc(max(1, total) * sizeof(int32_t))
         self.g_acc = <uint8_t*>calloc(max(1, total), 1)
         self.g_ext = <uint8_t*>calloc(max(1, total), 1)
+        # per global state: its lexeme, accepting, can extend (dead states 0: neither);
+        # built with numpy, a lexeme DFA may have 100k+ states
+        g_lex = np.repeat(np.arange(self.n_lex, dtype=np.int32),
+                          np.diff(np.array([self.lex_off[l] for l in range(self.n_lex + 1)], dtype=np.int64)))
+        g_acc = np.zeros(max(1, total), dtype=np.uint8)
+        g_ext = np.zeros(max(1, total), dtype=np.uint8)
         for l in range(self.n_lex):
             trans, acc, start = lexemes[l]
-            acc_a = np.asarray(acc, dtype=bool)
-            ext_a = (np.asarray(trans) != 0).any(axis=1)
-            n = self.lex_off[l + 1] - self.lex_off[l]
-            for s in range(n):
-                g = self.lex_off[l] + s
-                self.g_lex[g] = l
-                self.g_acc[g] = 1 if (s != 0 and acc_a[s]) else 0
-                self.g_ext[g] = 1 if (s != 0 and ext_a[s]) else 0
+            a = self._keep[l]
+            lo, hi = self.lex_off[l], self.lex_off[l + 1]
+            g_acc[lo:hi] = np.asarray(acc, dtype=bool)
+            g_ext[lo:hi] = (a != 0).any(axis=1)
+            g_acc[lo] = g_ext[lo] = 0  # the dead state
+        if total:
+            memcpy(self.g_lex, cnp.PyArray_DATA(g_lex), total * sizeof(int32_t))
+            memcpy(self.g_acc, cnp.PyArray_DATA(g_acc), total)
+            memcpy(self.g_ext, cnp.PyArray_DATA(g_ext), total)
 
         self.cap_ls = 0
         self.ls_trans = NULL
