@@ -251,3 +251,33 @@ def test_apply_torch_cuda(rng: np.random.Generator) -> None:
     bitmask.apply_to_logits(logits, bitmask.from_bool(allowed))
     assert logits.device.type == "cuda"
     np.testing.assert_array_equal(logits.cpu().numpy(), _expected(base, allowed))
+
+
+@pytest.mark.parametrize(
+    ("n_words", "width", "vocab_size"),
+    [(4, 128, None), (5, 131, None), (5, 160, 131), (4, 150, None), (5, 96, None), (4, 128, 77)],
+)
+def test_apply_kernels_agree_with_the_numpy_op(rng: np.random.Generator, n_words, width, vocab_size) -> None:
+    """Every apply kernel installed (torch op, xgrammar's, llguidance's) blocks exactly
+    what the numpy op blocks, padding included: ids past the bitmask, at or past
+    ``vocab_size``, and logits wider or narrower than the bitmask."""
+    torch = pytest.importorskip("torch")
+    mask = rng.integers(-(2**31), 2**31 - 1, size=(3, n_words), dtype=np.int32)
+    base = rng.standard_normal((3, width)).astype(np.float32)
+    expected = bitmask.apply_to_logits(base.copy(), mask, vocab_size)
+    rows = bitmask.compare_apply_kernels(torch.from_numpy(base), torch.from_numpy(mask), vocab_size, repeats=2)
+    assert [r["kernel"] for r in rows] == list(bitmask.APPLY_KERNELS)
+    for r in rows:
+        if not r["available"]:
+            assert r["kernel"] != "torch" and r["error"]
+            continue
+        assert r["equal"] is True and r["ms_p50"] > 0, r
+        x = torch.from_numpy(base.copy())
+        bitmask.apply_kernel(r["kernel"])(x, torch.from_numpy(mask), vocab_size)
+        np.testing.assert_array_equal(x.numpy(), expected, err_msg=r["kernel"])
+
+
+def test_apply_kernel_names() -> None:
+    with pytest.raises(ValueError, match="unknown apply kernel 'cuda'"):
+        bitmask.apply_kernel("cuda")
+    assert callable(bitmask.apply_kernel("torch"))

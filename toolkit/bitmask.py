@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -29,6 +30,9 @@ __all__ = [
     "get_bit",
     "allowed_ids",
     "apply_to_logits",
+    "APPLY_KERNELS",
+    "apply_kernel",
+    "compare_apply_kernels",
 ]
 
 Logits = TypeVar("Logits", "np.ndarray", "torch.Tensor")
@@ -236,11 +240,138 @@ def _apply_torch(logits: torch.Tensor, bitmask: Any, vocab_size: int | None) -> 
     _check_pair(tuple(logits.shape), tuple(bitmask.shape))
     width = logits.shape[-1]
     limit = _limit(width, bitmask.shape[-1], vocab_size)
-    bitmask = bitmask.to(logits.device)
-    shifts = torch.arange(_BITS, dtype=torch.int32, device=logits.device)
-    # (..., words, 32) -> (..., 32 * words): bit j of word w is token 32w + j.
-    bits = ((bitmask.unsqueeze(-1) >> shifts) & 1).bool().flatten(-2)
-    allowed = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
-    allowed[..., :limit] = bits[..., :limit]
-    logits.masked_fill_(~allowed, float("-inf"))
+    # Little-endian words as bytes (x86 and CUDA): bit j of byte k of word w is token
+    # 32w + 8k + j.  Unpacking bytes keeps the intermediate 4x smaller than int32 lanes.
+    octets = bitmask.to(logits.device).contiguous().view(torch.uint8)
+    shifts = torch.arange(8, dtype=torch.uint8, device=logits.device)
+    blocked = ((octets.unsqueeze(-1) >> shifts) & 1).flatten(-2)[..., :limit] == 0
+    logits[..., :limit].masked_fill_(blocked, float("-inf"))
+    if limit < width:
+        logits[..., limit:] = float("-inf")
     return logits
+
+
+# ---------------------------------------------------------------------------- apply kernels
+
+APPLY_KERNELS: tuple[str, ...] = ("torch", "xgrammar", "llguidance")
+"""Kernels that apply a bitmask to torch logits on their device: ``torch`` is
+:func:`apply_to_logits` (plain torch ops), ``xgrammar`` is
+``xgrammar.apply_token_bitmask_inplace`` (its C++ kernel on CPU, Triton on CUDA),
+``llguidance`` is ``llguidance.torch.apply_token_bitmask_inplace`` (a
+``torch.compile``'d kernel: the first call compiles, seconds on CPU)."""
+
+
+def _padded_for(bitmask: torch.Tensor, width: int, vocab_size: int | None) -> torch.Tensor:
+    """``bitmask`` with ``words(width)`` words per row and every bit at or past
+    ``min(width, vocab_size, 32 * words)`` cleared: the peers' kernels then block
+    padding ids the way :func:`apply_to_logits` does (xgrammar leaves logits past the
+    bitmask unmasked; both trust the bits below their vocabulary size)."""
+    import torch
+
+    limit = _limit(width, bitmask.shape[-1], vocab_size)
+    need = words(width)
+    if bitmask.shape[-1] == need and limit == width:
+        return bitmask
+    out = torch.zeros(bitmask.shape[:-1] + (need,), dtype=torch.int32, device=bitmask.device)
+    full, rest = divmod(limit, _BITS)
+    out[..., :full] = bitmask[..., :full]
+    if rest:
+        out[..., full] = bitmask[..., full] & ((1 << rest) - 1)  # rest < 32: fits in int32
+    return out
+
+
+def _torch_kernel(logits: torch.Tensor, bitmask: torch.Tensor, vocab_size: int | None) -> None:
+    _apply_torch(logits, bitmask, vocab_size)
+
+
+def _xgrammar_kernel(logits: torch.Tensor, bitmask: torch.Tensor, vocab_size: int | None) -> None:
+    import xgrammar
+
+    width = logits.shape[-1]
+    xgrammar.apply_token_bitmask_inplace(logits, _padded_for(bitmask, width, vocab_size),
+                                         vocab_size=width)
+
+
+def _llguidance_kernel(logits: torch.Tensor, bitmask: torch.Tensor, vocab_size: int | None) -> None:
+    import llguidance.torch
+
+    llguidance.torch.apply_token_bitmask_inplace(
+        logits, _padded_for(bitmask, logits.shape[-1], vocab_size))
+
+
+def apply_kernel(name: str) -> Any:
+    """The apply kernel ``name`` (one of :data:`APPLY_KERNELS`) as
+    ``kernel(logits, bitmask, vocab_size)``: torch logits ``(B, V)``, an int32 bitmask
+    tensor ``(B, words)`` on the logits' device, ids at or past ``vocab_size`` (when
+    given) or past the bitmask blocked, in place.  Every kernel computes the same
+    result (tests check it); they differ in speed.  Raises ``ValueError`` for an
+    unknown name and ``ImportError`` naming the package when it is not installed."""
+    kernels = {"torch": _torch_kernel, "xgrammar": _xgrammar_kernel, "llguidance": _llguidance_kernel}
+    if name not in kernels:
+        raise ValueError(f"unknown apply kernel {name!r}; known: {', '.join(APPLY_KERNELS)}")
+    if name != "torch":
+        import importlib
+
+        try:
+            importlib.import_module("llguidance.torch" if name == "llguidance" else name)
+        except ImportError as e:
+            raise ImportError(f"apply kernel {name!r} needs the {name} package (pip install "
+                              f"'masklab[peers]'): {e}") from e
+    return kernels[name]
+
+
+def compare_apply_kernels(
+    logits: torch.Tensor,
+    bitmask: torch.Tensor,
+    vocab_size: int | None = None,
+    kernels: Sequence[str] = APPLY_KERNELS,
+    repeats: int = 20,
+) -> list[dict[str, Any]]:
+    """Time each kernel on copies of ``logits`` with ``bitmask`` (same device) and check
+    it blocks exactly what :func:`apply_to_logits` blocks.
+
+    One row per kernel: ``kernel``, ``available`` (False with ``error`` when it is not
+    installed or fails on these inputs), ``warmup_ms`` (the first call: compilation
+    for ``torch.compile``'d kernels), ``ms_p50`` / ``ms_mean`` over ``repeats`` timed
+    calls (device synchronized around each), and ``equal`` (the masked logits are
+    bit-identical to the torch op's).
+    """
+    import time
+
+    import torch
+
+    def sync() -> None:
+        if logits.device.type == "cuda":
+            torch.cuda.synchronize(logits.device)
+
+    ref = logits.clone()
+    _apply_torch(ref, bitmask, vocab_size)
+    rows: list[dict[str, Any]] = []
+    for name in kernels:
+        row: dict[str, Any] = {"kernel": name, "available": False, "error": "", "warmup_ms": None,
+                               "ms_p50": None, "ms_mean": None, "equal": None}
+        rows.append(row)
+        try:
+            fn = apply_kernel(name)
+            x = logits.clone()
+            sync()
+            t0 = time.perf_counter()
+            fn(x, bitmask, vocab_size)
+            sync()
+            row["warmup_ms"] = 1e3 * (time.perf_counter() - t0)
+            row["equal"] = bool(torch.equal(x, ref))
+            times = []
+            for _ in range(repeats):
+                x = logits.clone()
+                sync()
+                t0 = time.perf_counter()
+                fn(x, bitmask, vocab_size)
+                sync()
+                times.append(time.perf_counter() - t0)
+                row["equal"] = row["equal"] and bool(torch.equal(x, ref))
+        except Exception as e:  # noqa: BLE001 - a kernel that fails here is reported, not fatal
+            row["error"] = f"{type(e).__name__}: {e}"[:500]
+            continue
+        row.update(available=True, ms_p50=1e3 * float(np.median(times)),
+                   ms_mean=1e3 * float(np.mean(times)))
+    return rows
