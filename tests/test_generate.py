@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 pytest.importorskip("transformers", reason="the model harness needs the [model] extra")
@@ -18,8 +19,9 @@ from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
 from toolkit.cli import main  # noqa: E402
 from toolkit.datasets import Item, embedded_dir, iter_items  # noqa: E402
-from toolkit.generate import check_output, generate, write_run  # noqa: E402
+from toolkit.generate import _sample, check_output, generate, write_run  # noqa: E402
 from toolkit.model import ModelError, load_model  # noqa: E402
+from toolkit.report import ReportError, write_report  # noqa: E402
 from toolkit.vocab import load_vocab  # noqa: E402
 
 NAMES = ("r01_iso_date", "r03_ipv4", "r05_hex_color", "s08_array_matrix", "s09_array_tuple")
@@ -97,13 +99,69 @@ def test_vocabulary_mismatch_is_a_clear_error(tekken) -> None:
         load_model("random:gpt-9", tekken)
 
 
-def test_cli_generate(tmp_path, capsys) -> None:
+def test_cli_generate_then_report(tmp_path, capsys) -> None:
+    """Two engines, two batch sizes, the apply kernels compared; then ``masklab report``
+    on the folder: the end-to-end table, the kernel table and the overhead figure."""
     out = tmp_path / "gen"
-    rc = main(["generate", "--engine", "llguidance", "-o", "llguidance.whitespace=compact",
+    rc = main(["generate", "--engine", "llguidance", "outlines", "-o", "llguidance.whitespace=compact",
                "--data", str(embedded_dir() / "regex"), "--limit", "3", "--batch", "1", "2",
                "--max-tokens", "24", "--temperature", "1", "--unconstrained-baseline", "--out", str(out)])
     text = capsys.readouterr().out
     assert rc == 0 and "random weights" in text and "overhead_pct" in text
-    for b in (1, 2):
-        meta = json.loads((out / f"batch-{b}" / "run.json").read_text())
-        assert meta["model"]["random_weights"] and meta["summary"]["batch"] == b
+    assert "apply kernel torch:" in text and "same logits as torch: True" in text
+    for engine in ("llguidance", "outlines"):
+        for b in (1, 2):
+            meta = json.loads((out / engine / f"batch-{b}" / "run.json").read_text())
+            assert meta["model"]["random_weights"] and meta["summary"]["batch"] == b
+            assert meta["engine"] == engine and meta["summary"]["apply"] == "torch"
+            kernels = {k["kernel"]: k for k in meta["apply_kernels"]}
+            assert kernels["torch"]["available"] and kernels["torch"]["equal"] is True
+            assert all(k["equal"] is True for k in kernels.values() if k["available"])
+    assert main(["report", str(out)]) == 0
+    report = (out / "report.md").read_text()
+    assert "# masklab end-to-end report" in report and "Random weights" in report
+    assert "![overhead vs batch size](e2e_overhead.png)" in report and "### Apply kernels" in report
+    for name in ("e2e_overhead.png", "e2e_overhead.pdf", "e2e_steps.png", "e2e.csv", "apply_kernels.csv"):
+        assert (out / name).stat().st_size > 0, name
+    table = pd.read_csv(out / "e2e.csv")
+    assert len(table) == 4 and set(table["batch"]) == {1, 2}
+    assert table["engine"].str.startswith(("llguidance", "outlines")).all()
+    assert (table["invalid"] == 0).all() and table["overhead %"].notna().all()
+    kernels = pd.read_csv(out / "apply_kernels.csv")
+    assert set(kernels["kernel"]) >= {"torch"} and kernels[kernels["runs"] > 0]["equal"].all()
+
+
+def test_report_refuses_a_folder_without_runs(tmp_path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReportError, match="no masklab generate run"):
+        write_report([tmp_path / "empty"])
+
+
+def test_peer_apply_kernel_in_the_loop(tekken, tiny, items) -> None:
+    """The masks applied by xgrammar's kernel in the loop: outputs stay valid."""
+    pytest.importorskip("xgrammar")
+    engine = get_engine("outlines", tekken, whitespace="compact")
+    run = generate(engine, tiny, tekken, items[:3], batch=3, max_tokens=24, temperature=1.0, seed=5,
+                   apply="xgrammar", baseline=False)
+    s = run.summary
+    assert s["apply"] == "xgrammar" and s["invalid"] == s["rejected"] == s["error"] == 0 and s["valid"] >= 1
+    assert s["masks"] > 0 and s["mask_seq_ms_p50"] <= s["mask_seq_ms_p99"]
+    with pytest.raises(ValueError, match="unknown apply kernel"):
+        generate(engine, tiny, tekken, items[:1], apply="nope")
+
+
+def test_sampling_never_draws_a_masked_token() -> None:
+    import torch
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.full((2, 50), float("-inf"))
+    logits[0, [0, 49]] = 0.0  # the first and the last id: the inverse CDF's edges
+    logits[1, 7] = 3.0
+    seen = torch.stack([_sample(logits, 1.0, gen) for _ in range(3000)])
+    assert set(seen[:, 0].tolist()) == {0, 49} and set(seen[:, 1].tolist()) == {7}
+    assert 1300 < int((seen[:, 0] == 0).sum()) < 1700  # each half the time
+    three = torch.tensor([[0.0, 1.0, 2.0]])
+    draws = torch.stack([_sample(three, 1.0, gen) for _ in range(20000)])[:, 0]
+    freq = torch.bincount(draws, minlength=3) / 20000
+    assert torch.allclose(freq, torch.softmax(three[0], -1), atol=0.015)
+    assert _sample(three, 0.0, gen).tolist() == [2]

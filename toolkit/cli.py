@@ -186,31 +186,41 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from toolkit.model import load_model
     from toolkit.vocab import load_vocab
 
+    names = [e.strip() for part in args.engine for e in part.split(",") if e.strip()]
     vocab = load_vocab(args.vocab)
     items = list(iter_items(args.data or embedded_dir()))
     if args.limit is not None:
         items = items[: args.limit]
-    options = _engine_options(args.option).get(args.engine, {})
-    engine = get_engine(args.engine, vocab, **options)
+    options = _engine_options(args.option)
+    engines = {name: get_engine(name, vocab, **options.get(name, {})) for name in names}
     lm = load_model(args.model, vocab, device=args.device, dtype=args.dtype, seed=args.seed)
+    from toolkit.harness import engine_info, machine_info
+
     meta = {"command": "masklab " + " ".join(shlex.quote(a) for a in (args.argv or [])),
-            "engine": args.engine, "engine_options": options, "model": lm.describe(),
-            "vocab": {"spec": args.vocab, "size": vocab.size}, "items": len(items),
-            "max_tokens": args.max_tokens, "temperature": args.temperature, "seed": args.seed}
+            "model": lm.describe(), "vocab": {"spec": args.vocab, "size": vocab.size},
+            "data": str(args.data or embedded_dir()), "items": len(items), "max_tokens": args.max_tokens,
+            "temperature": args.temperature, "seed": args.seed, "machine": machine_info()}
     for note in lm.notes:
         print(f"note: {note}")
     summaries = []
-    for batch in args.batch:
-        run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
-                       temperature=args.temperature, seed=args.seed, baseline=args.unconstrained_baseline)
-        out = write_run(run, Path(args.out) / f"batch-{batch}", {**meta, "batch": batch})
-        summaries.append(run.summary)
-        print(f"batch {batch}: {out}")
+    for name, engine in engines.items():
+        for batch in args.batch:
+            run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
+                           temperature=args.temperature, seed=args.seed, baseline=args.unconstrained_baseline,
+                           apply=args.apply, compare_kernels=args.compare_kernels)
+            out = write_run(run, Path(args.out) / name.replace(":", "-") / f"batch-{batch}",
+                            {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})), "batch": batch})
+            summaries.append({"engine": name, **run.summary})
+            print(f"{name} batch {batch}: {out}")
+            for k in run.kernels:
+                state = (f"{k['ms_p50']:.3f} ms, same logits as torch: {k['equal']}" if k["available"]
+                         else f"unavailable ({k['error']})")
+                print(f"  apply kernel {k['kernel']}: {state}")
     import pandas as pd
 
-    cols = ["batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct", "forward_ms",
-            "mask_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid", "invalid", "unchecked", "unfinished",
-            "compile_error", "forced_tokens"]
+    cols = ["engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
+            "forward_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid", "invalid", "unchecked",
+            "unfinished", "compile_error", "forced_tokens"]
     print(pd.DataFrame(summaries)[cols].round(3).to_string(index=False))
     return 1 if any(s["invalid"] or s["rejected"] or s["error"] for s in summaries) else 0
 
@@ -302,7 +312,8 @@ def _parser() -> argparse.ArgumentParser:
     b.set_defaults(func=_cmd_bench)
 
     g = sub.add_parser("generate", help="decode with a model, masks computed during the forward pass")
-    g.add_argument("--engine", required=True, help="the engine computing the masks")
+    g.add_argument("--engine", required=True, nargs="+",
+                   help="the engines computing the masks (several: one run each, OUT/ENGINE/batch-B)")
     g.add_argument("--model", default="random:tiny", help="checkpoint directory or random:NAME (default: random:tiny)")
     g.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
     g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
@@ -315,13 +326,19 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--unconstrained-baseline", action="store_true",
                    help="also decode without masks, for tokens/s and the overhead")
+    g.add_argument("--apply", default="torch", choices=("torch", "xgrammar", "llguidance"),
+                   help="the kernel applying masks to the logits (default: torch)")
+    g.add_argument("--compare-kernels", action=argparse.BooleanOptionalAction, default=True,
+                   help="time every apply kernel on a real mask of each run (default: yes)")
     g.add_argument("-o", "--option", action="append", default=[], metavar="ENGINE.KEY=VALUE",
                    help="an engine option (repeatable)")
-    g.add_argument("--out", default="results/generate", help="output folder (default: results/generate)")
+    g.add_argument("--out", default="results/generate",
+                   help="output folder: OUT/ENGINE/batch-B/ per run (default: results/generate)")
     g.set_defaults(func=_cmd_generate)
 
-    r = sub.add_parser("report", help="tables and figures from bench run folders")
-    r.add_argument("dirs", nargs="+", help="run folders (holding run.json and records.jsonl)")
+    r = sub.add_parser("report", help="tables and figures from bench and generate run folders")
+    r.add_argument("dirs", nargs="+",
+                   help="bench run folders (holding records.jsonl) and folders with generate runs in or below them")
     r.add_argument("--out", default=None, help="where to write (default: the first run folder)")
     r.set_defaults(func=_cmd_report)
 

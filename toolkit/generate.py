@@ -9,15 +9,20 @@ each step ``t`` of a batch of ``B`` sequences (one matcher each):
 2. the forward pass for step ``t`` runs (on a GPU it is launched asynchronously and
    synchronized, so both overlap);
 3. the loop waits for the masks (the *wait* is the mask time the forward pass did not
-   hide), copies them to the device and applies them to the logits
-   (:func:`toolkit.bitmask.apply_to_logits`, a torch op);
+   hide), copies them to the device (from pinned memory on CUDA) and applies them to
+   the logits with the ``apply`` kernel (:data:`toolkit.bitmask.APPLY_KERNELS`:
+   ``torch``, our torch op, or xgrammar's or llguidance's kernel where installed);
 4. a token is sampled per sequence (greedy, or with ``temperature``), accepted by
    its matcher; EOS ends a sequence (the mask allows it only where the grammar
    accepts).  A step whose mask allows a single token is counted as forced.
 
-Measured per step: forward, mask (per sequence), wait, apply, sample times; per
-run: constrained tokens/s, and with ``baseline=True`` the same loop without masks
-(unconstrained tokens/s) and the overhead; TTFM per sequence (compile + first mask).
+Measured per step: forward, mask (total over the batch, the slowest sequence, and
+every sequence's own time), wait, apply, sample times; per run: constrained tokens/s,
+and with ``baseline=True`` the same loop without masks (unconstrained tokens/s) and
+the overhead (constrained step time over unconstrained, minus 1); TTFM per sequence
+(compile + first mask).  With ``compare_kernels`` every apply kernel is timed on the
+run's device, batch and logits dtype with a real mask of the run, and checked to block
+exactly what the torch op blocks (:func:`toolkit.bitmask.compare_apply_kernels`).
 Every finished output is checked: a schema item's output must parse as JSON and
 validate (``jsonschema``), a grammar or regex item's must be in the grammar's
 language (:meth:`Grammar.accepts`).  Outputs cut by ``max_tokens`` are
@@ -33,7 +38,7 @@ import json
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,20 +91,30 @@ def check_output(item: Item, data: bytes | str) -> tuple[bool | None, str]:
 
 @dataclass
 class GenerateRun:
-    """What :func:`generate` measured: per-step rows, per-sequence rows, the run's figures."""
+    """What :func:`generate` measured: per-step rows, per-sequence rows, the run's
+    figures, and the apply kernels compared (empty unless ``compare_kernels``)."""
 
     steps: list[dict[str, Any]]
     sequences: list[dict[str, Any]]
     summary: dict[str, Any]
+    kernels: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _sample(logits: Any, temperature: float, generator: Any) -> Any:
+    """Greedy (``temperature <= 0``) or one draw per row from softmax(logits / T), by the
+    inverse CDF (one uniform per row; ``torch.multinomial`` is ~6x slower on CPU).
+    A token with probability 0 (a masked one) is never drawn: the draw is the first id
+    whose float64 CDF exceeds ``u * total`` with ``u * total`` strictly below the total."""
     import torch
 
     if temperature <= 0:
         return torch.argmax(logits, dim=-1)
     probs = torch.softmax(logits.float() / temperature, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+    cdf = torch.cumsum(probs, dim=-1, dtype=torch.float64)
+    total = cdf[:, -1:]
+    u = torch.rand(total.shape, generator=generator, dtype=torch.float64, device=logits.device)
+    x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
+    return torch.searchsorted(cdf, x, right=True).squeeze(-1)
 
 
 def _sync(device: str) -> None:
@@ -110,8 +125,10 @@ def _sync(device: str) -> None:
 
 
 def _decode_loop(lm: LoadedModel, prompt: list[int], batch: int, max_tokens: int, temperature: float,
-                 seed: int, masker: Any | None) -> tuple[list[dict[str, Any]], list[list[int]], float]:
-    """Run one batch; ``masker(step)`` fills and returns the bitmask (None: unconstrained).
+                 seed: int, masker: Any | None, kernel: Any = None
+                 ) -> tuple[list[dict[str, Any]], list[list[int]], float]:
+    """Run one batch; ``masker.submit(step)`` starts the step's masks, applied with
+    ``kernel`` (see :func:`toolkit.bitmask.apply_kernel`); no masker: unconstrained.
 
     Returns the step rows, the tokens per sequence and the wall time of the steps.
     ``masker.finished(i)`` says when sequence i is done; ``masker.accept(i, t)`` feeds it.
@@ -131,16 +148,14 @@ def _decode_loop(lm: LoadedModel, prompt: list[int], batch: int, max_tokens: int
                 break
             t0 = time.perf_counter()
             fut = masker.submit(step) if masker is not None else None
-            out = lm.model(input_ids=ids, past_key_values=past, use_cache=True)
-            past = out.past_key_values
-            logits = out.logits[:, -1, :]
+            logits, past = lm.step(ids, past)
             _sync(device)
             t1 = time.perf_counter()
-            mask_s = 0.0
+            times: list[float] = []
             if fut is not None:
-                mask_np, mask_s = fut.result()
+                mask_t, times = fut.result()
                 t2 = time.perf_counter()
-                bm.apply_to_logits(logits, torch.from_numpy(mask_np).to(device, non_blocking=True), lm.vocab_size)
+                kernel(logits, mask_t.to(device, non_blocking=True), masker.vocab.size)
                 _sync(device)
             else:
                 t2 = t1
@@ -156,43 +171,54 @@ def _decode_loop(lm: LoadedModel, prompt: list[int], batch: int, max_tokens: int
                     masker.accept(i, t)
                 outs[i].append(t)
                 active += 1
-            rows.append({"step": step, "active": active, "forward_s": t1 - t0, "mask_s": mask_s,
-                         "wait_s": t2 - t1, "apply_s": t3 - t2, "sample_s": t4 - t3, "step_s": t4 - t0})
+            rows.append({"step": step, "active": active, "forward_s": t1 - t0, "mask_s": sum(times),
+                         "mask_max_s": max(times, default=0.0), "masks": len(times), "wait_s": t2 - t1,
+                         "apply_s": t3 - t2, "sample_s": t4 - t3, "step_s": t4 - t0})
+            if masker is not None:
+                masker.seq_times.extend(times)
             ids = nxt.unsqueeze(-1)
         wall = time.perf_counter() - t_start
     return rows, outs, wall
 
 
 class _Pending:
-    """The masks of one step being filled: ``result()`` waits for them all."""
+    """The masks of one step being filled: ``result()`` waits for them all and gives the
+    mask tensor and the mask time of each sequence masked (finished ones are not)."""
 
-    def __init__(self, mask: np.ndarray, futures: list[Any]) -> None:
+    def __init__(self, mask: Any, futures: list[Any]) -> None:
         self.mask = mask
         self.futures = futures
 
-    def result(self) -> tuple[np.ndarray, float]:
-        return self.mask, float(sum(f.result() for f in self.futures))
+    def result(self) -> tuple[Any, list[float]]:
+        return self.mask, [t for t in (f.result() for f in self.futures) if t is not None]
 
 
 class _Masker:
     """The matchers of one batch and the pool that fills their masks during the forward pass."""
 
-    def __init__(self, seqs: list[_Seq], vocab: Vocabulary, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, seqs: list[_Seq], vocab: Vocabulary, pool: ThreadPoolExecutor, device: str) -> None:
+        import torch
+
         self.seqs = seqs
         self.vocab = vocab
         self.pool = pool
-        self.mask = bm.allocate(vocab.size, len(seqs))
+        # engines fill a numpy view; the tensor over the same memory is copied to the
+        # device (pinned on CUDA, so the copy is a plain DMA)
+        self.tensor = torch.zeros((len(seqs), bm.words(vocab.size)), dtype=torch.int32,
+                                  pin_memory=device.startswith("cuda"))
+        self.mask = self.tensor.numpy()
         self.eos = np.asarray(vocab.eos_ids[:1], dtype=np.int64)
         self.first = True
+        self.seq_times: list[float] = []
 
-    def _fill(self, i: int) -> float:
+    def _fill(self, i: int) -> float | None:
         s = self.seqs[i]
         row = self.mask[i]
         t0 = time.perf_counter()
         if s.done:
             row[:] = 0
             bm.set_bits(row, self.eos)  # a finished sequence only repeats EOS (ignored)
-            return 0.0
+            return None
         info = s.matcher.fill_bitmask(self.mask, i)
         if info.allowed == 1:
             s.forced += 1
@@ -202,8 +228,8 @@ class _Masker:
         """Start this step's masks, one pool task per sequence (none nested: no deadlock)."""
         if self.first:  # computed (and timed) as part of TTFM already
             self.first = False
-            return _Pending(self.mask, [])
-        return _Pending(self.mask, [self.pool.submit(self._fill, i) for i in range(len(self.seqs))])
+            return _Pending(self.tensor, [])
+        return _Pending(self.tensor, [self.pool.submit(self._fill, i) for i in range(len(self.seqs))])
 
     def finished(self, i: int) -> bool:
         return self.seqs[i].done
@@ -223,16 +249,53 @@ class _Masker:
             s.status = "finished"
 
 
+def _warm_up(lm: LoadedModel, prompt: list[int], batch: int, kernel: Any, vocab: Vocabulary) -> tuple[float, Any]:
+    """One untimed forward pass of the batch (the device's first call pays its start-up
+    costs here, not in the first measured batch), then the kernel's first call on its
+    logits (compilation, for the ``torch.compile``'d kernels).  Returns the kernel's
+    first-call seconds and the logits' dtype."""
+    import torch
+
+    # the mask is made as the loop makes it (outside inference mode, then moved): a
+    # torch.compile'd kernel guards on such properties and would recompile in step 0
+    mask = torch.full((batch, bm.words(vocab.size)), -1, dtype=torch.int32)
+    with torch.inference_mode():
+        ids = torch.tensor([prompt] * batch, dtype=torch.long, device=lm.device)
+        logits, _ = lm.step(ids)
+        _sync(lm.device)
+        t0 = time.perf_counter()
+        kernel(logits, mask.to(lm.device, non_blocking=True), vocab.size)
+        _sync(lm.device)
+    return time.perf_counter() - t0, logits.dtype
+
+
+def _kernel_rows(lm: LoadedModel, vocab: Vocabulary, mask: np.ndarray, dtype: Any, seed: int
+                 ) -> list[dict[str, Any]]:
+    """:func:`toolkit.bitmask.compare_apply_kernels` on the run's device, logits dtype
+    and width, with ``mask`` (a real step's masks, one row per sequence)."""
+    import torch
+
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    logits = torch.randn((mask.shape[0], lm.vocab_size), generator=gen).to(lm.device, dtype)
+    with torch.inference_mode():
+        return bm.compare_apply_kernels(logits, torch.from_numpy(mask).to(lm.device), vocab.size)
+
+
 def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item], *, batch: int = 1,
              max_tokens: int = 256, temperature: float = 0.0, seed: int = 0, baseline: bool = True,
-             threads: int | None = None, prompt: str = DEFAULT_PROMPT) -> GenerateRun:
+             threads: int | None = None, prompt: str = DEFAULT_PROMPT, apply: str = "torch",
+             compare_kernels: bool = False) -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
-    batch) with ``engine``'s masks; see the module doc for what is measured."""
+    batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
+    for what is measured.  ``compare_kernels`` also times every apply kernel on a real
+    mask of the run (``GenerateRun.kernels``)."""
     if batch < 1 or max_tokens < 1:
         raise ValueError(f"batch and max_tokens must be >= 1, got {batch}, {max_tokens}")
     if not items:
         raise ValueError("no items to decode")
+    kernel = bm.apply_kernel(apply)
     prompt_ids = vocab.encode(prompt)
+    warmup_s, logits_dtype = _warm_up(lm, prompt_ids, batch, kernel, vocab)
     items = list(items)
     n_batches = -(-len(items) // batch)
     pool = ThreadPoolExecutor(max_workers=threads or min(batch, 8))
@@ -240,6 +303,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     sequences: list[dict[str, Any]] = []
     walls = {"constrained": 0.0, "unconstrained": 0.0}
     tokens = {"constrained": 0, "unconstrained": 0}
+    seq_times: list[float] = []
+    sample_mask: np.ndarray | None = None  # the densest step's masks, for the kernel comparison
     try:
         for b in range(n_batches):
             group = [items[(b * batch + k) % len(items)] for k in range(batch)]
@@ -256,12 +321,16 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                     seqs.append(seq)
                     continue
                 seqs.append(_Seq(item, m, [], time.perf_counter() - t0))
-            masker = _Masker(seqs, vocab, pool)
+            masker = _Masker(seqs, vocab, pool, lm.device)
             for k, s in enumerate(seqs):  # the first masks: TTFM = compile + first mask
                 t0 = time.perf_counter()
                 masker._fill(k)  # a refused item's slot gets its EOS-only row here too
                 s.ttfm_s += time.perf_counter() - t0
-            rows, _, wall = _decode_loop(lm, prompt_ids, batch, max_tokens, temperature, seed + b, masker)
+            if sample_mask is None:
+                sample_mask = masker.mask.copy()  # the first step's masks (all sequences live)
+            rows, _, wall = _decode_loop(lm, prompt_ids, batch, max_tokens, temperature, seed + b, masker,
+                                         kernel)
+            seq_times.extend(masker.seq_times)
             for r in rows:
                 r.update(batch_index=b, mode="constrained")
             steps.extend(rows)
@@ -289,12 +358,22 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 tokens["unconstrained"] += sum(r["active"] for r in rows)
     finally:
         pool.shutdown()
-    return GenerateRun(steps, sequences, summarize(steps, sequences, walls, tokens, batch))
+    summary = summarize(steps, sequences, walls, tokens, batch, seq_times)
+    summary.update(apply=apply, apply_warmup_ms=1e3 * warmup_s)
+    kernels = (_kernel_rows(lm, vocab, sample_mask, logits_dtype, seed)
+               if compare_kernels and sample_mask is not None else [])
+    return GenerateRun(steps, sequences, summary, kernels)
 
 
 def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], walls: dict[str, float],
-              tokens: dict[str, int], batch: int) -> dict[str, Any]:
-    """The run's figures: tokens/s, mean step parts, overhead %, statuses, TTFM."""
+              tokens: dict[str, int], batch: int, seq_times: Sequence[float] = ()) -> dict[str, Any]:
+    """The run's figures: tokens/s, mean step parts, overhead %, statuses, TTFM.
+
+    ``mask_ms`` is the mean per step of the batch's summed mask time (CPU work),
+    ``mask_max_ms`` the mean per step of the slowest sequence's (what a thread per
+    sequence would wait for), ``mask_seq_ms_p50`` / ``_p99`` / ``mask_seq_ms_mean``
+    are over every sequence's mask in the loop (``seq_times``; the first masks are in TTFM).
+    """
     con = [r for r in steps if r["mode"] == "constrained"]
     unc = [r for r in steps if r["mode"] == "unconstrained"]
 
@@ -305,8 +384,12 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["tokens_per_s"] = tokens["constrained"] / walls["constrained"] if walls["constrained"] else float("nan")
     out["unconstrained_tokens_per_s"] = (tokens["unconstrained"] / walls["unconstrained"]
                                          if walls["unconstrained"] else float("nan"))
-    for key in ("forward_s", "mask_s", "wait_s", "apply_s", "sample_s", "step_s"):
+    for key in ("forward_s", "mask_s", "mask_max_s", "wait_s", "apply_s", "sample_s", "step_s"):
         out[f"{key[:-2]}_ms"] = 1e3 * mean(con, key)
+    times = np.asarray(seq_times, dtype=float)
+    out["masks"] = len(times)
+    for name, value in (("mean", np.mean), ("p50", np.median), ("p99", lambda a: np.percentile(a, 99))):
+        out[f"mask_seq_ms_{name}"] = 1e3 * float(value(times)) if len(times) else float("nan")
     out["unconstrained_step_ms"] = 1e3 * mean(unc, "step_s")
     out["overhead_pct"] = (100.0 * (out["step_ms"] / out["unconstrained_step_ms"] - 1.0)
                            if unc else float("nan"))
@@ -319,12 +402,16 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
 
 
 def write_run(run: GenerateRun, out: str | Path, meta: dict[str, Any]) -> Path:
-    """Write ``run.json`` (meta + summary), ``steps.csv`` and ``sequences.jsonl`` into ``out``."""
+    """Write ``run.json`` (meta, summary and the apply-kernel comparison when made),
+    ``steps.csv`` and ``sequences.jsonl`` into ``out``; ``masklab report`` reads them."""
     import pandas as pd
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "run.json").write_text(json.dumps({**meta, "summary": run.summary}, indent=2) + "\n")
+    record = {**meta, "summary": run.summary}
+    if run.kernels:
+        record["apply_kernels"] = run.kernels
+    (out / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     pd.DataFrame(run.steps).to_csv(out / "steps.csv", index=False)
     with open(out / "sequences.jsonl", "w", encoding="utf-8") as f:
         for s in run.sequences:

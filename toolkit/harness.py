@@ -285,9 +285,7 @@ def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mappin
                 return
             _single_thread_torch()
             engines[name] = engine
-            describe = getattr(engine, "describe", None)
-            info = describe() if callable(describe) else {"version": masklab_version(), "options": dict(options.get(name, {}))}
-            conn.send(("engine", name, info))
+            conn.send(("engine", name, engine_info(engine, options.get(name, {}))))
         conn.send(("start", name, item.name))
         try:
             rec = measure_item(engines[name], vocab, item, source=source, quick=quick)
@@ -302,6 +300,13 @@ def _single_thread_torch() -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+
+
+def engine_info(engine: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run records of an engine: its ``describe()`` (version, options), or
+    masklab's version and the options it was built with."""
+    describe = getattr(engine, "describe", None)
+    return describe() if callable(describe) else {"version": masklab_version(), "options": dict(options)}
 
 
 def masklab_version() -> str:

@@ -64,6 +64,23 @@ class LoadedModel:
     dtype: str
     parameters: int
     notes: list[str] = field(default_factory=list)
+    _takes_keep: bool | None = field(default=None, repr=False)
+
+    def step(self, ids: Any, past: Any = None) -> tuple[Any, Any]:
+        """One forward pass: the logits of the last position, ``(B, V)`` and contiguous,
+        and the new KV cache.  Only the last position's logits are computed when the
+        model takes ``logits_to_keep`` (transformers' Llama, Mistral and most others)."""
+        extra = {"logits_to_keep": 1} if self._keep else {}
+        out = self.model(input_ids=ids, past_key_values=past, use_cache=True, **extra)
+        return out.logits[:, -1, :].contiguous(), out.past_key_values
+
+    @property
+    def _keep(self) -> bool:
+        if self._takes_keep is None:
+            import inspect
+
+            self._takes_keep = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        return self._takes_keep
 
     def describe(self) -> dict[str, Any]:
         return {"spec": self.spec, "random_weights": self.random, "vocab_size": self.vocab_size,

@@ -956,17 +956,44 @@ def write_report(
     dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     out: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Load ``dirs`` and write the report into ``out`` (default: the first run directory).
+    """Load ``dirs`` and write the report into ``out`` (default: the first directory).
 
-    Writes ``report.md``, ``engines.csv``, ``density.csv``, ``tbm_cdf.png/.pdf``,
-    ``ttfm_cdf.png/.pdf`` and ``density.png/.pdf``; returns the path of ``report.md``.
-    Raises :class:`ReportError` (a ``ValueError``) for a run that cannot be read or
-    has no records.
+    A directory holding ``records.jsonl`` is a bench run: the report gets
+    ``engines.csv``, ``density.csv``, ``tbm_cdf.png/.pdf``, ``ttfm_cdf.png/.pdf`` and
+    ``density.png/.pdf``.  Any other directory is searched for ``masklab generate``
+    runs (:mod:`toolkit.e2e`): the report gets the end-to-end section, ``e2e.csv``,
+    ``apply_kernels.csv``, ``e2e_overhead.png/.pdf`` (overhead vs batch size) and
+    ``e2e_steps.png/.pdf``.  Returns the path of ``report.md``.  Raises
+    :class:`ReportError` (a ``ValueError``) for a directory that is neither, or a
+    bench run that cannot be read or has no records.
     """
     paths = _as_dirs(dirs)
-    runs = load_runs(paths)
+    if not paths:
+        raise ReportError("no run directory given")
+    for d in paths:
+        if not d.is_dir():
+            raise ReportError(f"{d}: not a directory")
+    bench = [d for d in paths if records_file(d).is_file()]
+    others = [d for d in paths if d not in bench]
     out_dir = Path(out) if out is not None else paths[0]
     out_dir.mkdir(parents=True, exist_ok=True)
+    e2e_lines: list[str] = []
+    n_gen = 0
+    if others:
+        from toolkit.e2e import e2e_sections, find_generate_runs
+
+        for d in others:
+            if not find_generate_runs([d]):
+                raise ReportError(f"{d}: no records.jsonl (a masklab bench run) and no masklab generate "
+                                  "run (run.json with a summary, steps.csv) in it or below it")
+        e2e_lines, n_gen = e2e_sections(others, out_dir)
+    if not bench:
+        lines = ["# masklab end-to-end report", "",
+                 f"{n_gen} generate run{'s' if n_gen != 1 else ''} from {', '.join(f'`{d}`' for d in others)}", ""]
+        report = out_dir / "report.md"
+        report.write_text("\n".join(lines + e2e_lines).rstrip() + "\n", encoding="utf-8")
+        return report
+    runs = load_runs(bench)
 
     engines = engine_table(runs)
     density = density_table(runs)
@@ -1043,6 +1070,7 @@ def write_report(
         "",
     ]
     lines += _failures(runs)
+    lines += [""] + e2e_lines
     report = out_dir / "report.md"
     report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
     return report

@@ -1,0 +1,336 @@
+"""End-to-end tables and figures from ``masklab generate`` runs (part of ``masklab report``).
+
+A generate run folder (:func:`toolkit.generate.write_run`) holds ``run.json`` (the
+command, model, vocabulary, engine, batch size, the run's ``summary`` and, when made,
+the ``apply_kernels`` comparison), ``steps.csv`` and ``sequences.jsonl``.
+``masklab generate`` writes one per engine and batch size, ``OUT/ENGINE/batch-B/``;
+:func:`find_generate_runs` finds them under any folder given.
+
+* :func:`load_generate_runs` reads them: one row per run (engine x batch x setting),
+  and one row per run x apply kernel;
+* :func:`e2e_table` is the end-to-end table: tokens/s constrained and unconstrained,
+  overhead %, the parts of a step (forward, mask, wait, apply, sample), TTFM and the
+  outputs' statuses, per engine and batch size;
+* :func:`kernel_table` compares the apply kernels (median time, same logits as the
+  torch op) per device, dtype and batch size;
+* :func:`plot_overhead` draws overhead % and tokens/s against the batch size, one line
+  per engine; :func:`plot_step_parts` where a step's time goes;
+* :func:`e2e_sections` writes all of it and returns the report's markdown.
+
+Labels are ``"<engine> <version>"``; when the runs differ in model, device, dtype or
+apply kernel, the differing settings are added (``"llguidance (cuda, bfloat16)"``).
+A model with random weights is said so in every table title and figure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from toolkit.errors import MasklabError
+
+__all__ = [
+    "find_generate_runs",
+    "is_generate_run",
+    "load_generate_runs",
+    "e2e_table",
+    "kernel_table",
+    "plot_overhead",
+    "plot_step_parts",
+    "e2e_sections",
+]
+
+_STATUSES = ("valid", "invalid", "unchecked", "unfinished", "rejected", "error", "compile_error")
+_SETTINGS = ("model", "device", "dtype", "apply")
+_PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
+          ("sample_ms", "sample"))
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_generate_run(d: str | os.PathLike[str]) -> bool:
+    """Whether ``d`` holds a ``masklab generate`` run (``run.json`` with a summary, ``steps.csv``)."""
+    d = Path(d)
+    meta = _read_json(d / "run.json") if (d / "run.json").is_file() else None
+    return bool(meta and isinstance(meta.get("summary"), dict) and (d / "steps.csv").is_file())
+
+
+def find_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Every generate run folder in ``dirs`` or below them, in path order."""
+    found: list[Path] = []
+    for d in map(Path, dirs):
+        if is_generate_run(d):
+            found.append(d)
+        elif d.is_dir():
+            found += sorted(p.parent for p in d.rglob("run.json") if is_generate_run(p.parent))
+    return list(dict.fromkeys(found))
+
+
+def _model_text(model: dict[str, Any]) -> str:
+    spec = str(model.get("spec", "?"))
+    return f"{spec} (random weights)" if model.get("random_weights") else spec
+
+
+def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(runs, kernels)`` of the generate runs found in ``dirs`` (see the module doc).
+
+    ``runs``: one row per run with ``label``, ``engine``, ``version``, ``model``,
+    ``random_weights``, ``device``, ``dtype``, ``apply``, ``vocab``, ``data``,
+    ``batch``, ``dir`` and every field of the run's summary.  ``kernels``: one row per
+    run x kernel (``label``, ``device``, ``dtype``, ``batch``, ``kernel``,
+    ``available``, ``ms_p50``, ``equal``, ``error``).  Raises :class:`MasklabError`
+    when there is none.
+    """
+    paths = find_generate_runs(dirs)
+    if not paths:
+        raise MasklabError("no masklab generate run (run.json with a summary, steps.csv) found")
+    rows, krows = [], []
+    for p in paths:
+        meta = _read_json(p / "run.json") or {}
+        model = meta.get("model") if isinstance(meta.get("model"), dict) else {}
+        summary = meta["summary"]
+        info = meta.get("engine_info") if isinstance(meta.get("engine_info"), dict) else {}
+        vocab = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
+        row = {
+            "engine": str(meta.get("engine", "?")),
+            "version": info.get("version"),
+            "model": _model_text(model),
+            "random_weights": bool(model.get("random_weights")),
+            "device": model.get("device", "?"),
+            "dtype": model.get("dtype", "?"),
+            "apply": summary.get("apply", "torch"),
+            "vocab": vocab.get("spec", "?"),
+            "data": meta.get("data"),
+            "dir": str(p),
+            **summary,
+        }
+        row["batch"] = int(summary.get("batch", meta.get("batch", 0)))
+        rows.append(row)
+        for k in meta.get("apply_kernels") or []:
+            krows.append({"dir": str(p), "device": row["device"], "dtype": row["dtype"], "batch": row["batch"],
+                          **{key: k.get(key) for key in ("kernel", "available", "ms_p50", "equal", "error")}})
+    runs = pd.DataFrame(rows)
+    differing = [s for s in _SETTINGS if runs[s].nunique() > 1]
+    base = [f"{e} {v}" if isinstance(v, str) and v else e for e, v in zip(runs["engine"], runs["version"], strict=True)]
+    runs["label"] = [
+        b + (" (" + ", ".join(str(r[s]) for s in differing) + ")" if differing else "")
+        for b, (_, r) in zip(base, runs.iterrows(), strict=True)
+    ]
+    runs = runs.sort_values(["label", "batch"], kind="stable").reset_index(drop=True)
+    kernels = pd.DataFrame(krows, columns=["dir", "device", "dtype", "batch", "kernel", "available", "ms_p50",
+                                           "equal", "error"])
+    return runs, kernels
+
+
+def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per engine label x batch size (the index): throughput, overhead, the
+    mean parts of a step (ms), mask times per sequence, TTFM and the outputs' statuses."""
+    cols = {
+        "tokens_per_s": "tokens/s",
+        "unconstrained_tokens_per_s": "unconstrained tokens/s",
+        "overhead_pct": "overhead %",
+        "step_ms": "step ms",
+        "unconstrained_step_ms": "unconstrained step ms",
+        "forward_ms": "forward ms",
+        "mask_max_ms": "mask ms (slowest seq)",
+        "mask_seq_ms_p50": "mask p50 ms",
+        "mask_seq_ms_p99": "mask p99 ms",
+        "wait_ms": "wait ms",
+        "apply_ms": "apply ms",
+        "sample_ms": "sample ms",
+        "ttfm_ms_p50": "TTFM p50 ms",
+        "sequences": "sequences",
+        **{s: s for s in _STATUSES},
+        "forced_tokens": "forced tokens",
+    }
+    table = runs.reindex(columns=["label", "batch", *cols]).rename(columns=cols)
+    table = table.rename(columns={"label": "engine"}).set_index(["engine", "batch"])
+    ints = ["sequences", *_STATUSES, "forced tokens"]
+    table[ints] = table[ints].fillna(0).astype("int64")
+    return table
+
+
+def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Apply kernels per device x dtype x batch x kernel: median of the runs' median
+    times (ms), how many runs measured it, and whether every run found its logits equal
+    to the torch op's (``equal``; False if any differed)."""
+    if kernels.empty:
+        return pd.DataFrame(columns=["ms p50", "runs", "equal", "error"])
+    rows = []
+    for key, g in kernels.groupby(["device", "dtype", "batch", "kernel"], sort=True):
+        ok = g[g["available"].astype(bool)]
+        rows.append({"device": key[0], "dtype": key[1], "batch": key[2], "kernel": key[3],
+                     "ms p50": float(ok["ms_p50"].median()) if len(ok) else math.nan, "runs": len(ok),
+                     "equal": bool(ok["equal"].astype(bool).all()) if len(ok) else None,
+                     "error": "" if len(ok) else str(g["error"].iloc[0])[:120]})
+    return pd.DataFrame(rows).set_index(["device", "dtype", "batch", "kernel"])
+
+
+def _subtitle(runs: pd.DataFrame) -> str:
+    parts = []
+    for col, name in (("model", "model"), ("device", "device"), ("dtype", "dtype"), ("vocab", "vocabulary")):
+        values = list(dict.fromkeys(str(v) for v in runs[col]))
+        parts.append(f"{name}: {' / '.join(values)}")
+    return " · ".join(parts)
+
+
+def _line_styles(labels: list[str]) -> dict[str, dict[str, Any]]:
+    from toolkit.report import _LINESTYLES, _PALETTE
+
+    markers = ("o", "s", "^", "D", "v", "P", "X", "*")
+    return {lab: {"color": _PALETTE[i % len(_PALETTE)], "linestyle": _LINESTYLES[i % len(_LINESTYLES)],
+                  "marker": markers[i % len(markers)]} for i, lab in enumerate(labels)}
+
+
+def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Overhead % (constrained step time over unconstrained, minus 1) and tokens/s
+    against the batch size (log 2 axis), one line per engine; PNG and PDF."""
+    import matplotlib as mpl
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    from toolkit.report import _RC, _new_figure, _save
+
+    labels = list(dict.fromkeys(runs["label"]))
+    styles = _line_styles(labels)
+    batches = sorted(runs["batch"].unique())
+    with mpl.rc_context(_RC):
+        fig = _new_figure(10.0, 4.4)
+        ax_o, ax_t = fig.subplots(1, 2)
+        handles = []
+        for lab in labels:
+            g = runs[runs["label"] == lab].sort_values("batch")
+            st = styles[lab]
+            (h,) = ax_o.plot(g["batch"], g["overhead_pct"], color=st["color"], linestyle=st["linestyle"],
+                             marker=st["marker"])
+            handles.append(h)
+            ax_t.plot(g["batch"], g["tokens_per_s"], color=st["color"], linestyle=st["linestyle"],
+                      marker=st["marker"])
+        unc = runs.groupby("batch")["unconstrained_tokens_per_s"].median()
+        if unc.notna().any():
+            (h_unc,) = ax_t.plot(unc.index, unc.to_numpy(), color="0.45", linestyle=":", marker="_",
+                                 markersize=12)
+            handles.append(h_unc)
+        ax_o.axhline(0.0, color="0.3", linewidth=0.8)
+        for ax in (ax_o, ax_t):
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_locator(FixedLocator(batches))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticklabels([str(b) for b in batches])
+            ax.set_xlabel("batch size (sequences decoded together)")
+        ax_o.set_ylabel("overhead vs unconstrained (%)")
+        ax_o.set_title("Cost of the masks per step")
+        ax_t.set_ylabel("tokens/s (live sequences)")
+        ax_t.set_title("Throughput")
+        fig.suptitle(f"End-to-end decoding\n{_subtitle(runs)}")
+        names = labels + (["unconstrained (median over runs)"] if len(handles) > len(labels) else [])
+        fig.legend(handles, names, loc="outside lower center", ncols=min(len(names), 3))
+        return _save(fig, path)
+
+
+def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Stacked bars of a mean constrained step (forward, wait for masks, apply,
+    sample, rest) per engine and batch size, next to the unconstrained step; PNG and PDF."""
+    import matplotlib as mpl
+
+    from toolkit.report import _HATCHES, _PALETTE, _RC, _new_figure, _save
+
+    rows = runs.sort_values(["batch", "label"])
+    names = [f"{lab} · B={b}" for lab, b in zip(rows["label"], rows["batch"], strict=True)]
+    with mpl.rc_context(_RC):
+        fig = _new_figure(9.0, 1.2 + 0.42 * len(rows))
+        ax = fig.add_subplot()
+        y = np.arange(len(rows))
+        left = np.zeros(len(rows))
+        handles, labels = [], []
+        for i, (col, name) in enumerate(_PARTS):
+            vals = rows[col].fillna(0.0).to_numpy(dtype=float)
+            h = ax.barh(y, vals, left=left, color=_PALETTE[i], hatch=_HATCHES[i], edgecolor="white", height=0.7)
+            left += vals
+            handles.append(h)
+            labels.append(name)
+        rest = np.clip(rows["step_ms"].to_numpy(dtype=float) - left, 0.0, None)
+        handles.append(ax.barh(y, rest, left=left, color="0.8", height=0.7))
+        labels.append("rest (accept, bookkeeping)")
+        unc = rows["unconstrained_step_ms"].to_numpy(dtype=float)
+        if np.isfinite(unc).any():
+            handles.append(ax.scatter(unc, y, marker="|", s=300, color="black", zorder=3))
+            labels.append("unconstrained step")
+        ax.set_yticks(y, names)
+        ax.invert_yaxis()
+        ax.set_xlabel("mean time per step (ms)")
+        ax.grid(True, axis="x")
+        ax.grid(False, axis="y")
+        fig.suptitle(f"Where a decoding step's time goes\n{_subtitle(runs)}")
+        fig.legend(handles, labels, loc="outside lower center", ncols=3)
+        return _save(fig, path)
+
+
+_HOW_TO_READ = """\
+Each row is one `masklab generate` run: B sequences decoded together, one matcher
+each.  In every step the masks are computed by worker threads while the device runs
+the forward pass; *wait ms* is the mask time the forward pass did not hide, *apply ms*
+copies the masks to the device and applies them to the logits.  *overhead %* is the
+mean constrained step time over the mean unconstrained one (the same loop without
+masks, same batch and number of steps), minus 1.  *tokens/s* counts the tokens of
+live sequences (finished ones stop counting), so it falls as sequences end; the
+overhead does not.  *mask ms (slowest seq)* is the mean per step of the slowest
+sequence's mask; *mask p50/p99 ms* are over every sequence's masks in the loop (the
+first mask of each is in *TTFM*: compile + first mask).  Every finished output was
+checked: *valid* (parses and satisfies its schema, or is in its grammar's language),
+*invalid* (a wrong mask), *unchecked* (jsonschema cannot check the schema); *unfinished*
+outputs hit `--max-tokens`; *forced tokens* are steps whose mask allowed one token."""
+
+
+def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple[list[str], int]:
+    """Write ``e2e.csv``, ``apply_kernels.csv``, ``e2e_overhead`` and ``e2e_steps``
+    (PNG + PDF) into ``out_dir`` for the generate runs under ``dirs``; return the report's
+    markdown lines and the number of runs."""
+    from toolkit.report import to_markdown
+
+    runs, kernels = load_generate_runs(dirs)
+    table = e2e_table(runs)
+    ktable = kernel_table(kernels)
+    table.to_csv(out_dir / "e2e.csv")
+    ktable.to_csv(out_dir / "apply_kernels.csv")
+    plot_overhead(runs, out_dir / "e2e_overhead")
+    plot_step_parts(runs, out_dir / "e2e_steps")
+    lines = ["## End to end: decoding with a model", "", _subtitle(runs), ""]
+    if runs["random_weights"].any():
+        lines += ["**Random weights**: no checkpoint could be downloaded; step times are the real "
+                  "architecture's, the text is noise (sequences wander until `--max-tokens` more often "
+                  "than a trained model's would).", ""]
+    lines += ["Runs:", ""]
+    for _, r in runs.iterrows():
+        lines.append(f"- `{r['dir']}`: {r['label']}, batch {r['batch']}, apply kernel {r['apply']}")
+    speed = ["tokens/s", "unconstrained tokens/s", "overhead %", "step ms", "unconstrained step ms",
+             "forward ms", "mask ms (slowest seq)", "mask p50 ms", "mask p99 ms", "wait ms", "apply ms",
+             "sample ms", "TTFM p50 ms"]
+    lines += ["", "### Speed (means per step, ms)", "", to_markdown(table[speed], ".2f", intfmt=","), "",
+              "### Outputs", "", to_markdown(table[[c for c in table.columns if c not in speed]], ".2f",
+                                                  intfmt=","), ""]
+    lines += ["### Apply kernels", ""]
+    if len(ktable):
+        lines += ["The same real masks applied to the same logits by each kernel: median time of one call "
+                  "(device synchronized), and whether its logits equal the torch op's bit for bit.", "",
+                  to_markdown(ktable, ".3f", intfmt=","), ""]
+    else:
+        lines += ["(not compared in these runs: `masklab generate --compare-kernels`)", ""]
+    lines += ["### Figures", "", "![overhead vs batch size](e2e_overhead.png)", "",
+              "Overhead and throughput against the batch size ([PDF](e2e_overhead.pdf))", "",
+              "![step parts](e2e_steps.png)", "", "Where a step's time goes ([PDF](e2e_steps.pdf))", "",
+              "### How to read", "", _HOW_TO_READ, "",
+              "The full-precision tables are `e2e.csv` and `apply_kernels.csv`.", ""]
+    return lines, len(runs)
