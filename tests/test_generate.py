@@ -19,7 +19,7 @@ from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
 from toolkit.cli import main  # noqa: E402
 from toolkit.datasets import Item, embedded_dir, iter_items  # noqa: E402
-from toolkit.generate import _sample, check_output, generate, write_run  # noqa: E402
+from toolkit.generate import _sample, check_output, check_prefix, generate, unconstrained, write_run  # noqa: E402
 from toolkit.model import ModelError, load_model  # noqa: E402
 from toolkit.report import ReportError, write_report  # noqa: E402
 from toolkit.vocab import load_vocab  # noqa: E402
@@ -49,13 +49,14 @@ def test_every_finished_output_is_valid(name, tekken, tiny, items, tmp_path) -> 
     run = generate(engine, tiny, tekken, items, batch=2, max_tokens=40, temperature=1.0, seed=3)
     s = run.summary
     assert s["sequences"] == 6  # 5 items in batches of 2: the last batch cycles to the first item
-    assert s["invalid"] == s["rejected"] == s["error"] == 0
+    assert s["invalid"] == s["rejected"] == s["error"] == s["bad_prefix"] == 0
     assert s["valid"] >= 3  # dates, addresses and colours are short
     for seq in run.sequences:
         if seq["status"] == "valid":
             item = next(i for i in items if i.name == seq["item"])
             assert check_output(item, seq["text"])[0]
         assert seq["ttfm_s"] > 0 and 0 < seq["tokens"] <= 40
+        assert seq["prefix_ok"] is (True if seq["status"] == "unfinished" else None)
     con = [r for r in run.steps if r["mode"] == "constrained"]
     unc = [r for r in run.steps if r["mode"] == "unconstrained"]
     assert con and unc and s["steps"] == len(con)
@@ -73,9 +74,12 @@ def test_check_output_catches_wrong_text(items) -> None:
     assert check_output(date, b"2024-02-2\xff")[0] is False  # bytes are checked, not a repaired text
     assert check_output(matrix, "{")[0] is False
     assert check_output(matrix, b'[[1, "\xff"]]')[0] is False
+    assert check_prefix(date, b"2024-0") is True and check_prefix(date, b"2024-a") is False
+    assert check_prefix(matrix, b"[[1, ") is True and check_prefix(matrix, b"[[1, }") is False
     broken = Item("broken", "schema", {"type": "array", "minItems": "two"})
     ok, why = check_output(broken, "[]")
     assert ok is None and "cannot check" in why  # never counted valid
+    assert check_prefix(broken, b"[") is None  # no grammar masklab can build
 
 
 def test_an_item_the_engine_refuses_is_recorded_and_the_run_goes_on(tekken, tiny) -> None:
@@ -114,6 +118,8 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
             meta = json.loads((out / engine / f"batch-{b}" / "run.json").read_text())
             assert meta["model"]["random_weights"] and meta["summary"]["batch"] == b
             assert meta["engine"] == engine and meta["summary"]["apply"] == "torch"
+            assert meta["summary"]["baseline"] == "shared" and meta["summary"]["overhead_pct"] == meta["summary"][
+                "overhead_pct"]  # not NaN: the shared baseline is there
             kernels = {k["kernel"]: k for k in meta["apply_kernels"]}
             assert kernels["torch"]["available"] and kernels["torch"]["equal"] is True
             assert all(k["equal"] is True for k in kernels.values() if k["available"])
@@ -165,3 +171,15 @@ def test_sampling_never_draws_a_masked_token() -> None:
     freq = torch.bincount(draws, minlength=3) / 20000
     assert torch.allclose(freq, torch.softmax(three[0], -1), atol=0.015)
     assert _sample(three, 0.0, gen).tolist() == [2]
+
+
+def test_shared_baseline(tekken, tiny, items) -> None:
+    base = unconstrained(tiny, tekken, 3, batch=2, max_tokens=5, temperature=1.0)
+    assert len(base.steps) == 10 and base.tokens == 20 and base.wall_s > 0  # 2 batches x 5 steps x 2 sequences
+    engine = get_engine("outlines", tekken, whitespace="compact")
+    run = generate(engine, tiny, tekken, items[:3], batch=2, max_tokens=5, temperature=1.0, baseline=base)
+    s = run.summary
+    assert s["baseline"] == "shared" and s["unconstrained_tokens_per_s"] == base.tokens / base.wall_s
+    assert s["overhead_pct"] == 100.0 * (s["step_ms"] / s["unconstrained_step_ms"] - 1.0)
+    with pytest.raises(ValueError, match="baseline was measured at batch 2"):
+        generate(engine, tiny, tekken, items[:3], batch=3, max_tokens=5, baseline=base)

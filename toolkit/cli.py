@@ -181,32 +181,35 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     import shlex
 
     from strategies import get_engine
-    from toolkit.datasets import embedded_dir, iter_items
-    from toolkit.generate import generate, write_run
+    from toolkit.datasets import embedded_dir
+    from toolkit.generate import generate, unconstrained, write_run
+    from toolkit.harness import engine_info, machine_info, select_items
     from toolkit.model import load_model
     from toolkit.vocab import load_vocab
 
     names = [e.strip() for part in args.engine for e in part.split(",") if e.strip()]
     vocab = load_vocab(args.vocab)
-    items = list(iter_items(args.data or embedded_dir()))
-    if args.limit is not None:
-        items = items[: args.limit]
+    items = select_items(args.data, args.limit, args.shuffle)
     options = _engine_options(args.option)
     engines = {name: get_engine(name, vocab, **options.get(name, {})) for name in names}
     lm = load_model(args.model, vocab, device=args.device, dtype=args.dtype, seed=args.seed)
-    from toolkit.harness import engine_info, machine_info
-
     meta = {"command": "masklab " + " ".join(shlex.quote(a) for a in (args.argv or [])),
             "model": lm.describe(), "vocab": {"spec": args.vocab, "size": vocab.size},
-            "data": str(args.data or embedded_dir()), "items": len(items), "max_tokens": args.max_tokens,
+            "data": str(args.data or embedded_dir()), "items": [i.name for i in items], "shuffle": args.shuffle, "max_tokens": args.max_tokens,
             "temperature": args.temperature, "seed": args.seed, "machine": machine_info()}
     for note in lm.notes:
         print(f"note: {note}")
     summaries = []
+    baselines = {}
+    if args.unconstrained_baseline:  # once per batch size, shared by the engines
+        for batch in args.batch:
+            baselines[batch] = unconstrained(lm, vocab, len(items), batch=batch, max_tokens=args.max_tokens,
+                                             temperature=args.temperature, seed=args.seed)
+            print(f"unconstrained batch {batch}: {baselines[batch].tokens / baselines[batch].wall_s:.1f} tokens/s")
     for name, engine in engines.items():
         for batch in args.batch:
             run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
-                           temperature=args.temperature, seed=args.seed, baseline=args.unconstrained_baseline,
+                           temperature=args.temperature, seed=args.seed, baseline=baselines.get(batch, False),
                            apply=args.apply, compare_kernels=args.compare_kernels)
             out = write_run(run, Path(args.out) / name.replace(":", "-") / f"batch-{batch}",
                             {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})), "batch": batch})
@@ -220,9 +223,9 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     cols = ["engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
             "forward_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid", "invalid", "unchecked",
-            "unfinished", "compile_error", "forced_tokens"]
+            "unfinished", "bad_prefix", "compile_error", "forced_tokens"]
     print(pd.DataFrame(summaries)[cols].round(3).to_string(index=False))
-    return 1 if any(s["invalid"] or s["rejected"] or s["error"] for s in summaries) else 0
+    return 1 if any(s["invalid"] or s["rejected"] or s["error"] or s["bad_prefix"] for s in summaries) else 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -319,13 +322,16 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     g.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto (bf16 on cuda)")
     g.add_argument("--data", default=None, help="a MaskBench file or folder (default: the embedded datasets/)")
-    g.add_argument("--limit", type=int, default=None, help="only the first N items")
+    g.add_argument("--limit", type=int, default=None, help="only the first N items (after --shuffle)")
+    g.add_argument("--shuffle", type=int, default=None, metavar="SEED",
+                   help="shuffle the items with this seed before --limit (a sample across the dataset)")
     g.add_argument("--batch", type=int, nargs="+", default=[1], help="batch sizes, one run each (default: 1)")
     g.add_argument("--max-tokens", type=int, default=256, help="tokens per sequence at most (default 256)")
     g.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--unconstrained-baseline", action="store_true",
-                   help="also decode without masks, for tokens/s and the overhead")
+                   help="also decode without masks (max-tokens steps per batch, once per batch size, shared "
+                        "by the engines), for tokens/s and the overhead")
     g.add_argument("--apply", default="torch", choices=("torch", "xgrammar", "llguidance"),
                    help="the kernel applying masks to the logits (default: torch)")
     g.add_argument("--compare-kernels", action=argparse.BooleanOptionalAction, default=True,

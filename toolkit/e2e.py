@@ -47,7 +47,7 @@ __all__ = [
     "e2e_sections",
 ]
 
-_STATUSES = ("valid", "invalid", "unchecked", "unfinished", "rejected", "error", "compile_error")
+_STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "rejected", "error", "compile_error")
 _SETTINGS = ("model", "device", "dtype", "apply")
 _PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
           ("sample_ms", "sample"))
@@ -291,7 +291,9 @@ sequence's mask; *mask p50/p99 ms* are over every sequence's masks in the loop (
 first mask of each is in *TTFM*: compile + first mask).  Every finished output was
 checked: *valid* (parses and satisfies its schema, or is in its grammar's language),
 *invalid* (a wrong mask), *unchecked* (jsonschema cannot check the schema); *unfinished*
-outputs hit `--max-tokens`; *forced tokens* are steps whose mask allowed one token."""
+outputs hit `--max-tokens` and are checked as prefixes: *bad_prefix* counts those the
+item's grammar (masklab's) cannot complete; *forced tokens* are steps whose mask
+allowed one token."""
 
 
 def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple[list[str], int]:

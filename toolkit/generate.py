@@ -26,9 +26,12 @@ exactly what the torch op blocks (:func:`toolkit.bitmask.compare_apply_kernels`)
 Every finished output is checked: a schema item's output must parse as JSON and
 validate (``jsonschema``), a grammar or regex item's must be in the grammar's
 language (:meth:`Grammar.accepts`).  Outputs cut by ``max_tokens`` are
-``unfinished``; an output that finished but fails its check is ``invalid`` (a wrong
-mask: the worst bug this project can have); one whose schema ``jsonschema`` cannot
-check is ``unchecked``, never counted valid.  An item the engine refuses to compile
+``unfinished`` and are checked as prefixes: ``prefix_ok`` says whether the item's
+grammar can still complete them (:meth:`Grammar.accepts_prefix`; None when the item
+has no grammar masklab can build), and a False is counted in ``bad_prefix``.  An
+output that finished but fails its check is ``invalid`` (a wrong mask: the worst bug
+this project can have); one whose schema ``jsonschema`` cannot check is
+``unchecked``, never counted valid.  An item the engine refuses to compile
 is a ``compile_error`` sequence (its slot idles); the run goes on.
 """
 
@@ -46,10 +49,11 @@ import numpy as np
 
 from toolkit import bitmask as bm
 from toolkit.datasets import Item
+from toolkit.errors import MasklabError
 from toolkit.model import LoadedModel
 from toolkit.vocab import Vocabulary
 
-__all__ = ["GenerateRun", "generate", "check_output", "summarize", "DEFAULT_PROMPT"]
+__all__ = ["GenerateRun", "Baseline", "generate", "unconstrained", "check_output", "check_prefix", "summarize", "DEFAULT_PROMPT"]
 
 DEFAULT_PROMPT = "Answer in the requested format.\n"
 
@@ -87,6 +91,20 @@ def check_output(item: Item, data: bytes | str) -> tuple[bool | None, str]:
         return True, ""
     ok = item.grammar().accepts(raw)
     return ok, "" if ok else "not in the grammar's language"
+
+
+def check_prefix(item: Item, data: bytes, cache: dict[str, Any] | None = None) -> bool | None:
+    """Can the item's grammar still complete ``data`` (an unfinished output)?  None when
+    masklab cannot build the item's grammar (e.g. a schema keyword it does not support).
+    ``cache`` keeps the grammars by item name across calls."""
+    cache = {} if cache is None else cache
+    if item.name not in cache:
+        try:
+            cache[item.name] = item.grammar()
+        except MasklabError:
+            cache[item.name] = None
+    grammar = cache[item.name]
+    return None if grammar is None else grammar.accepts_prefix(data)
 
 
 @dataclass
@@ -281,16 +299,50 @@ def _kernel_rows(lm: LoadedModel, vocab: Vocabulary, mask: np.ndarray, dtype: An
         return bm.compare_apply_kernels(logits, torch.from_numpy(mask).to(lm.device), vocab.size)
 
 
+@dataclass
+class Baseline:
+    """The unconstrained loop measured once, to be shared by several engines' runs
+    (:func:`unconstrained`): its step rows, wall time and tokens."""
+
+    steps: list[dict[str, Any]]
+    wall_s: float
+    tokens: int
+    batch: int
+
+
+def unconstrained(lm: LoadedModel, vocab: Vocabulary, n_items: int, *, batch: int = 1, max_tokens: int = 256,
+                  temperature: float = 0.0, seed: int = 0, prompt: str = DEFAULT_PROMPT) -> Baseline:
+    """Decode ``ceil(n_items / batch)`` batches of ``max_tokens`` steps without masks:
+    the baseline of every engine decoding those items (``generate(baseline=...)``), so a
+    sweep over engines pays for it once per batch size."""
+    prompt_ids = vocab.encode(prompt)
+    _warm_up(lm, prompt_ids, batch, bm.apply_kernel("torch"), vocab)
+    steps: list[dict[str, Any]] = []
+    wall = 0.0
+    for b in range(-(-n_items // batch)):
+        rows, _, w = _decode_loop(lm, prompt_ids, batch, max_tokens, temperature, seed + b, None)
+        for r in rows:
+            r.update(batch_index=b, mode="unconstrained")
+        steps.extend(rows)
+        wall += w
+    return Baseline(steps, wall, sum(r["active"] for r in steps), batch)
+
+
 def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item], *, batch: int = 1,
-             max_tokens: int = 256, temperature: float = 0.0, seed: int = 0, baseline: bool = True,
+             max_tokens: int = 256, temperature: float = 0.0, seed: int = 0, baseline: bool | Baseline = True,
              threads: int | None = None, prompt: str = DEFAULT_PROMPT, apply: str = "torch",
              compare_kernels: bool = False) -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
-    for what is measured.  ``compare_kernels`` also times every apply kernel on a real
-    mask of the run (``GenerateRun.kernels``)."""
+    for what is measured.  ``baseline``: True runs the unconstrained loop after each
+    batch, as many steps as the batch took (interleaved, so drift hits both alike); a
+    :class:`Baseline` from :func:`unconstrained` is used as it is; False: none.
+    ``compare_kernels`` also times every apply kernel on a real mask of the run
+    (``GenerateRun.kernels``)."""
     if batch < 1 or max_tokens < 1:
         raise ValueError(f"batch and max_tokens must be >= 1, got {batch}, {max_tokens}")
+    if isinstance(baseline, Baseline) and baseline.batch != batch:
+        raise ValueError(f"the baseline was measured at batch {baseline.batch}, this run has batch {batch}")
     if not items:
         raise ValueError("no items to decode")
     kernel = bm.apply_kernel(apply)
@@ -304,7 +356,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     walls = {"constrained": 0.0, "unconstrained": 0.0}
     tokens = {"constrained": 0, "unconstrained": 0}
     seq_times: list[float] = []
-    sample_mask: np.ndarray | None = None  # the densest step's masks, for the kernel comparison
+    grammars: dict[str, Any] = {}  # for the prefix checks
+    sample_mask: np.ndarray | None = None  # the first step's masks, for the kernel comparison
     try:
         for b in range(n_batches):
             group = [items[(b * batch + k) % len(items)] for k in range(batch)]
@@ -344,12 +397,13 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                     status = "unchecked" if ok is None else "valid" if ok else "invalid"
                 elif s.matcher is not None and s.matcher.error:
                     why = s.matcher.error
+                prefix_ok = check_prefix(s.item, data, grammars) if status == "unfinished" else None
                 sequences.append({"batch_index": b, "slot": k, "item": s.item.name, "kind": s.item.kind,
                                   "status": status, "detail": why,
-                                  "tokens": len(s.tokens), "forced": s.forced,
+                                  "prefix_ok": prefix_ok, "tokens": len(s.tokens), "forced": s.forced,
                                   "ttfm_s": s.ttfm_s if s.matcher is not None else None,
                                   "text": data.decode("utf-8", errors="replace")[:2000]})
-            if baseline:
+            if baseline is True:
                 rows, _, wall = _decode_loop(lm, prompt_ids, batch, max(1, len(rows)), temperature, seed + b, None)
                 for r in rows:
                     r.update(batch_index=b, mode="unconstrained")
@@ -358,8 +412,12 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 tokens["unconstrained"] += sum(r["active"] for r in rows)
     finally:
         pool.shutdown()
+    if isinstance(baseline, Baseline):
+        steps.extend(baseline.steps)
+        walls["unconstrained"], tokens["unconstrained"] = baseline.wall_s, baseline.tokens
     summary = summarize(steps, sequences, walls, tokens, batch, seq_times)
-    summary.update(apply=apply, apply_warmup_ms=1e3 * warmup_s)
+    summary.update(apply=apply, apply_warmup_ms=1e3 * warmup_s,
+                   baseline="shared" if isinstance(baseline, Baseline) else "interleaved" if baseline else "none")
     kernels = (_kernel_rows(lm, vocab, sample_mask, logits_dtype, seed)
                if compare_kernels and sample_mask is not None else [])
     return GenerateRun(steps, sequences, summary, kernels)
@@ -397,6 +455,7 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["ttfm_ms_p50"] = 1e3 * float(np.median(ttfm)) if ttfm else float("nan")
     for status in ("valid", "invalid", "unchecked", "unfinished", "rejected", "error", "compile_error"):
         out[status] = sum(1 for s in sequences if s["status"] == status)
+    out["bad_prefix"] = sum(1 for s in sequences if s.get("prefix_ok") is False)
     out["forced_tokens"] = sum(s["forced"] for s in sequences)
     return out
 

@@ -172,6 +172,15 @@ class Grammar:
         rec = ByteRecognizer(compile_cfg(self))
         return rec.push_bytes(data) and rec.is_accepting()
 
+    def accepts_prefix(self, data: bytes | str) -> bool:
+        """True when ``data`` can be continued into a sentence of the grammar's language
+        (the question every mask answers for one more token; ``naive``'s semantics)."""
+        from toolkit._earley import ByteRecognizer, compile_cfg
+
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        return ByteRecognizer(compile_cfg(self)).push_bytes(data)
+
     # ----------------------------------------------------------- writers --
 
     def to_lark(self, *, boolean: str = "native", max_length: int = 1_000_000) -> str:

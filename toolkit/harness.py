@@ -76,6 +76,7 @@ __all__ = [
     "run_bench",
     "measure_item",
     "clear_toolkit_caches",
+    "select_items",
     "read_records",
     "load_records",
     "records_file",
@@ -581,7 +582,9 @@ def _check_resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[st
 # ----------------------------------------------------------------- the run --
 
 
-def _items(data: str | Path | None, limit: int | None, seed: int | None) -> list[Item]:
+def select_items(data: str | Path | None, limit: int | None = None, seed: int | None = None) -> list[Item]:
+    """The items of ``data`` (default: the embedded datasets), shuffled with ``seed``
+    when given, then the first ``limit``; item names must be unique."""
     source = Path(data) if data is not None else embedded_dir()
     items = list(iter_items(source))
     names = [i.name for i in items]
@@ -650,7 +653,7 @@ def run_bench(
     if unknown:
         raise HarnessError(f"options given for engines not in the run: {', '.join(unknown)}")
     voc = load_vocab(vocab)
-    items = _items(data, limit, seed)
+    items = select_items(data, limit, seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / "records.jsonl"
