@@ -111,6 +111,8 @@ class _PeerEngine:
     requires: tuple[str, ...] = ()
     #: inputs the engine compiles with its own front end, besides Grammar
     native_inputs = frozenset({"json_schema"})
+    #: whose JSON Schema compiler turns a schema into the language the masks follow
+    schema_grammar = "own"
 
     def __init__(self, vocab: Vocabulary) -> None:
         self.vocab = vocab

@@ -19,7 +19,15 @@ from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
 from toolkit.cli import main  # noqa: E402
 from toolkit.datasets import Item, embedded_dir, iter_items  # noqa: E402
-from toolkit.generate import _sample, check_output, check_prefix, generate, unconstrained, write_run  # noqa: E402
+from toolkit.generate import (  # noqa: E402
+    _sample,
+    check_output,
+    check_prefix,
+    generate,
+    summarize,
+    unconstrained,
+    write_run,
+)
 from toolkit.model import ModelError, load_model  # noqa: E402
 from toolkit.report import ReportError, write_report  # noqa: E402
 from toolkit.vocab import load_vocab  # noqa: E402
@@ -109,7 +117,7 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
     out = tmp_path / "gen"
     rc = main(["generate", "--engine", "llguidance", "outlines", "-o", "llguidance.whitespace=compact",
                "--data", str(embedded_dir() / "regex"), "--limit", "3", "--batch", "1", "2",
-               "--max-tokens", "24", "--temperature", "1", "--unconstrained-baseline", "--out", str(out)])
+               "--max-tokens", "24", "--temperature", "1", "--shared-baseline", "--out", str(out)])
     text = capsys.readouterr().out
     assert rc == 0 and "random weights" in text and "overhead_pct" in text
     assert "apply kernel torch:" in text and "same logits as torch: True" in text
@@ -183,3 +191,15 @@ def test_shared_baseline(tekken, tiny, items) -> None:
     assert s["overhead_pct"] == 100.0 * (s["step_ms"] / s["unconstrained_step_ms"] - 1.0)
     with pytest.raises(ValueError, match="baseline was measured at batch 2"):
         generate(engine, tiny, tekken, items[:3], batch=3, max_tokens=5, baseline=base)
+
+
+def test_a_bad_prefix_counts_as_a_failure_only_for_masklab_grammars() -> None:
+    """A peer compiling a schema itself may leave masklab's (tighter) grammar legitimately."""
+    def seq(grammar: str, prefix_ok: bool | None) -> dict:
+        return {"status": "unfinished", "grammar": grammar, "prefix_ok": prefix_ok, "forced": 0, "ttfm_s": 0.001}
+
+    rows = [seq("masklab", False), seq("own", False), seq("own", False), seq("masklab", True), seq("own", None)]
+    s = summarize([], rows, {"constrained": 0.0, "unconstrained": 0.0}, {"constrained": 0, "unconstrained": 0}, 1)
+    assert s["bad_prefix"] == 1 and s["outside_grammar"] == 2 and s["unfinished"] == 5
+    assert get_engine("outlines", load_vocab("tekken")).schema_grammar == "masklab"
+    assert get_engine("outlines", load_vocab("tekken"), schema_regex="outlines-core").schema_grammar == "own"

@@ -201,7 +201,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     summaries = []
     baselines = {}
-    if args.unconstrained_baseline:  # once per batch size, shared by the engines
+    if args.shared_baseline:  # once per batch size, shared by the engines
         for batch in args.batch:
             baselines[batch] = unconstrained(lm, vocab, len(items), batch=batch, max_tokens=args.max_tokens,
                                              temperature=args.temperature, seed=args.seed)
@@ -209,7 +209,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     for name, engine in engines.items():
         for batch in args.batch:
             run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
-                           temperature=args.temperature, seed=args.seed, baseline=baselines.get(batch, False),
+                           temperature=args.temperature, seed=args.seed,
+                           baseline=baselines.get(batch, args.unconstrained_baseline),
                            apply=args.apply, compare_kernels=args.compare_kernels)
             out = write_run(run, Path(args.out) / name.replace(":", "-") / f"batch-{batch}",
                             {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})), "batch": batch})
@@ -223,7 +224,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     cols = ["engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
             "forward_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid", "invalid", "unchecked",
-            "unfinished", "bad_prefix", "compile_error", "forced_tokens"]
+            "unfinished", "bad_prefix", "outside_grammar", "compile_error", "forced_tokens"]
     print(pd.DataFrame(summaries)[cols].round(3).to_string(index=False))
     return 1 if any(s["invalid"] or s["rejected"] or s["error"] or s["bad_prefix"] for s in summaries) else 0
 
@@ -330,8 +331,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--unconstrained-baseline", action="store_true",
-                   help="also decode without masks (max-tokens steps per batch, once per batch size, shared "
-                        "by the engines), for tokens/s and the overhead")
+                   help="also decode without masks after each batch, as many steps (per engine, interleaved "
+                        "so drift hits both alike), for tokens/s and the overhead")
+    g.add_argument("--shared-baseline", action="store_true",
+                   help="instead, decode without masks once per batch size (max-tokens steps per batch) and "
+                        "share it between the engines: half the device time for a sweep, more exposed to drift")
     g.add_argument("--apply", default="torch", choices=("torch", "xgrammar", "llguidance"),
                    help="the kernel applying masks to the logits (default: torch)")
     g.add_argument("--compare-kernels", action=argparse.BooleanOptionalAction, default=True,

@@ -47,7 +47,8 @@ __all__ = [
     "e2e_sections",
 ]
 
-_STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "rejected", "error", "compile_error")
+_STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "rejected", "error",
+             "compile_error")
 _SETTINGS = ("model", "device", "dtype", "apply")
 _PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
           ("sample_ms", "sample"))
@@ -291,9 +292,12 @@ sequence's mask; *mask p50/p99 ms* are over every sequence's masks in the loop (
 first mask of each is in *TTFM*: compile + first mask).  Every finished output was
 checked: *valid* (parses and satisfies its schema, or is in its grammar's language),
 *invalid* (a wrong mask), *unchecked* (jsonschema cannot check the schema); *unfinished*
-outputs hit `--max-tokens` and are checked as prefixes: *bad_prefix* counts those the
-item's grammar (masklab's) cannot complete; *forced tokens* are steps whose mask
-allowed one token."""
+outputs hit `--max-tokens` and are checked as prefixes of masklab's grammar of the
+item: *bad_prefix* counts those it cannot complete when the engine's masks follow that
+grammar (a wrong mask); *outside_grammar* counts them for an engine with its own
+schema compiler (the peers), whose outputs may leave masklab's grammar legitimately
+(it is tighter than the schema by design: property order, unescaped extra keys);
+*forced tokens* are steps whose mask allowed one token."""
 
 
 def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple[list[str], int]:

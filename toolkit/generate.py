@@ -27,8 +27,13 @@ Every finished output is checked: a schema item's output must parse as JSON and
 validate (``jsonschema``), a grammar or regex item's must be in the grammar's
 language (:meth:`Grammar.accepts`).  Outputs cut by ``max_tokens`` are
 ``unfinished`` and are checked as prefixes: ``prefix_ok`` says whether the item's
-grammar can still complete them (:meth:`Grammar.accepts_prefix`; None when the item
-has no grammar masklab can build), and a False is counted in ``bad_prefix``.  An
+masklab grammar can still complete them (:meth:`Grammar.accepts_prefix`; None when
+the item has no grammar masklab can build).  When the engine's masks follow that
+grammar (``grammar: "masklab"``: every non-schema item, and schemas for engines whose
+``schema_grammar`` is ``"masklab"``) a False is a wrong mask, counted in
+``bad_prefix``; when they follow the engine's own schema compiler (the peers) a False
+only says the output left masklab's grammar, which is tighter than the schema by
+design (:mod:`toolkit.jsonschema`), and is counted in ``outside_grammar``.  An
 output that finished but fails its check is ``invalid`` (a wrong mask: the worst bug
 this project can have); one whose schema ``jsonschema`` cannot check is
 ``unchecked``, never counted valid.  An item the engine refuses to compile
@@ -267,6 +272,11 @@ class _Masker:
             s.status = "finished"
 
 
+def _native(engine: Any, item: Item) -> bool:
+    """Does ``engine`` compile this item from its spec (a schema it reads itself)?"""
+    return item.kind == "schema" and "json_schema" in getattr(engine, "native_inputs", ())
+
+
 def _warm_up(lm: LoadedModel, prompt: list[int], batch: int, kernel: Any, vocab: Vocabulary) -> tuple[float, Any]:
     """One untimed forward pass of the batch (the device's first call pays its start-up
     costs here, not in the first measured batch), then the kernel's first call on its
@@ -365,8 +375,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
             for item in group:
                 t0 = time.perf_counter()
                 try:
-                    compiled = engine.compile(item.spec if item.kind == "schema" and "json_schema" in
-                                              getattr(engine, "native_inputs", ()) else item.grammar())
+                    compiled = engine.compile(item.spec if _native(engine, item) else item.grammar())
                     m = engine.matcher(compiled)
                 except Exception as e:  # noqa: BLE001 - the engine refuses this item: recorded, run goes on
                     seq = _Seq(item, None, [], 0.0, done=True, status="compile_error")
@@ -398,8 +407,9 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 elif s.matcher is not None and s.matcher.error:
                     why = s.matcher.error
                 prefix_ok = check_prefix(s.item, data, grammars) if status == "unfinished" else None
+                own = _native(engine, s.item) and getattr(engine, "schema_grammar", "masklab") != "masklab"
                 sequences.append({"batch_index": b, "slot": k, "item": s.item.name, "kind": s.item.kind,
-                                  "status": status, "detail": why,
+                                  "status": status, "detail": why, "grammar": "own" if own else "masklab",
                                   "prefix_ok": prefix_ok, "tokens": len(s.tokens), "forced": s.forced,
                                   "ttfm_s": s.ttfm_s if s.matcher is not None else None,
                                   "text": data.decode("utf-8", errors="replace")[:2000]})
@@ -455,7 +465,8 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["ttfm_ms_p50"] = 1e3 * float(np.median(ttfm)) if ttfm else float("nan")
     for status in ("valid", "invalid", "unchecked", "unfinished", "rejected", "error", "compile_error"):
         out[status] = sum(1 for s in sequences if s["status"] == status)
-    out["bad_prefix"] = sum(1 for s in sequences if s.get("prefix_ok") is False)
+    out["bad_prefix"] = sum(1 for s in sequences if s.get("prefix_ok") is False and s.get("grammar") != "own")
+    out["outside_grammar"] = sum(1 for s in sequences if s.get("prefix_ok") is False and s.get("grammar") == "own")
     out["forced_tokens"] = sum(s["forced"] for s in sequences)
     return out
 

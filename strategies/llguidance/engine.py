@@ -279,6 +279,7 @@ class LLGuidanceEngine:
 
     name = "llguidance"
     native_inputs = frozenset({"json_schema"})
+    schema_grammar = "masklab"  # schemas go through Grammar.from_json_schema
 
     def __init__(
         self,

@@ -115,6 +115,12 @@ class OutlinesEngine:
     name = "outlines"
     native_inputs = frozenset({"json_schema"})
 
+    @property
+    def schema_grammar(self) -> str:
+        """``"masklab"`` when schemas compile with masklab's schema compiler (the default),
+        ``"own"`` with ``schema_regex="outlines-core"``."""
+        return "own" if self.schema_regex == "outlines-core" else "masklab"
+
     def __init__(
         self,
         vocab: Vocabulary,
