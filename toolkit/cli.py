@@ -177,6 +177,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _versions(dists: Sequence[str]) -> dict[str, str | None]:
+    """Installed versions of ``dists`` (None where absent), for a run's record."""
+    from importlib import metadata
+
+    out: dict[str, str | None] = {}
+    for d in dists:
+        try:
+            out[d] = metadata.version(d)
+        except metadata.PackageNotFoundError:
+            out[d] = None
+    return out
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     import shlex
 
@@ -196,7 +209,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     meta = {"command": "masklab " + " ".join(shlex.quote(a) for a in (args.argv or [])),
             "model": lm.describe(), "vocab": {"spec": args.vocab, "size": vocab.size},
             "data": str(args.data or embedded_dir()), "items": [i.name for i in items], "shuffle": args.shuffle, "max_tokens": args.max_tokens,
-            "temperature": args.temperature, "seed": args.seed, "machine": machine_info()}
+            "temperature": args.temperature, "seed": args.seed, "machine": machine_info(),
+            "versions": _versions(("torch", "transformers", "numpy", "masklab"))}
     for note in lm.notes:
         print(f"note: {note}")
     summaries = []

@@ -80,6 +80,16 @@ def find_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return list(dict.fromkeys(found))
 
 
+def _machine_text(m: Any) -> str:
+    if not isinstance(m, dict):
+        return ""
+    parts = [str(m.get("processor") or "")]
+    if m.get("cpu_count"):
+        parts.append(f"{m['cpu_count']} CPUs")
+    parts.append(f"GPU {m['gpu']}" if m.get("gpu") else "no GPU")
+    return ", ".join(p for p in parts if p)
+
+
 def _model_text(model: dict[str, Any]) -> str:
     spec = str(model.get("spec", "?"))
     return f"{spec} (random weights)" if model.get("random_weights") else spec
@@ -115,6 +125,9 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
             "apply": summary.get("apply", "torch"),
             "vocab": vocab.get("spec", "?"),
             "data": meta.get("data"),
+            "command": meta.get("command"),
+            "machine": _machine_text(meta.get("machine")),
+            "versions": ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items() if v),
             "dir": str(p),
             **summary,
         }
@@ -318,7 +331,10 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple
         lines += ["**Random weights**: no checkpoint could be downloaded; step times are the real "
                   "architecture's, the text is noise (sequences wander until `--max-tokens` more often "
                   "than a trained model's would).", ""]
-    lines += ["Runs:", ""]
+    for col, name in (("command", "command"), ("machine", "machine"), ("versions", "versions")):
+        for value in dict.fromkeys(v for v in runs[col] if isinstance(v, str) and v):
+            lines.append(f"- {name}: `{value}`" if col == "command" else f"- {name}: {value}")
+    lines += ["", "Runs:", ""]
     for _, r in runs.iterrows():
         lines.append(f"- `{r['dir']}`: {r['label']}, batch {r['batch']}, apply kernel {r['apply']}")
     speed = ["tokens/s", "unconstrained tokens/s", "overhead %", "step ms", "unconstrained step ms",
