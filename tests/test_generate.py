@@ -69,6 +69,8 @@ def test_every_finished_output_is_valid(name, tekken, tiny, items, tmp_path) -> 
     unc = [r for r in run.steps if r["mode"] == "unconstrained"]
     assert con and unc and s["steps"] == len(con)
     assert all(r["wait_s"] >= 0 and r["forward_s"] > 0 for r in con)
+    parts = ("forward_s", "wait_s", "apply_s", "sample_s", "accept_s")
+    assert all(r["step_s"] == pytest.approx(sum(r[p] for p in parts), abs=1e-9) for r in con + unc)
     assert s["tokens_per_s"] > 0 and s["unconstrained_tokens_per_s"] > 0
     out = write_run(run, tmp_path / "run", {"engine": name})
     assert json.loads((out / "run.json").read_text())["summary"]["valid"] == s["valid"]

@@ -51,7 +51,7 @@ _STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outsi
              "compile_error")
 _SETTINGS = ("model", "device", "dtype", "apply")
 _PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
-          ("sample_ms", "sample"))
+          ("sample_ms", "sample"), ("accept_ms", "accept tokens"))
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -165,6 +165,7 @@ def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
         "wait_ms": "wait ms",
         "apply_ms": "apply ms",
         "sample_ms": "sample ms",
+        "accept_ms": "accept ms",
         "ttfm_ms_p50": "TTFM p50 ms",
         "sequences": "sequences",
         **{s: s for s in _STATUSES},
@@ -277,7 +278,7 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[P
             labels.append(name)
         rest = np.clip(rows["step_ms"].to_numpy(dtype=float) - left, 0.0, None)
         handles.append(ax.barh(y, rest, left=left, color="0.8", height=0.7))
-        labels.append("rest (accept, bookkeeping)")
+        labels.append("rest (bookkeeping)")
         unc = rows["unconstrained_step_ms"].to_numpy(dtype=float)
         if np.isfinite(unc).any():
             handles.append(ax.scatter(unc, y, marker="|", s=300, color="black", zorder=3))
@@ -296,7 +297,8 @@ _HOW_TO_READ = """\
 Each row is one `masklab generate` run: B sequences decoded together, one matcher
 each.  In every step the masks are computed by worker threads while the device runs
 the forward pass; *wait ms* is the mask time the forward pass did not hide, *apply ms*
-copies the masks to the device and applies them to the logits.  *overhead %* is the
+copies the masks to the device and applies them to the logits, *accept ms* is the
+matchers consuming the sampled tokens (all part of the step time).  *overhead %* is the
 mean constrained step time over the mean unconstrained one (the same loop without
 masks, same batch and number of steps), minus 1.  *tokens/s* counts the tokens of
 live sequences (finished ones stop counting), so it falls as sequences end; the
@@ -339,7 +341,7 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple
         lines.append(f"- `{r['dir']}`: {r['label']}, batch {r['batch']}, apply kernel {r['apply']}")
     speed = ["tokens/s", "unconstrained tokens/s", "overhead %", "step ms", "unconstrained step ms",
              "forward ms", "mask ms (slowest seq)", "mask p50 ms", "mask p99 ms", "wait ms", "apply ms",
-             "sample ms", "TTFM p50 ms"]
+             "sample ms", "accept ms", "TTFM p50 ms"]
     lines += ["", "### Speed (means per step, ms)", "", to_markdown(table[speed], ".2f", intfmt=","), "",
               "### Outputs", "", to_markdown(table[[c for c in table.columns if c not in speed]], ".2f",
                                                   intfmt=","), ""]

@@ -17,7 +17,8 @@ each step ``t`` of a batch of ``B`` sequences (one matcher each):
    accepts).  A step whose mask allows a single token is counted as forced.
 
 Measured per step: forward, mask (total over the batch, the slowest sequence, and
-every sequence's own time), wait, apply, sample times; per run: constrained tokens/s,
+every sequence's own time), wait, apply, sample and accept (the matchers consuming
+the sampled tokens) times; per run: constrained tokens/s,
 and with ``baseline=True`` the same loop without masks (unconstrained tokens/s) and
 the overhead (constrained step time over unconstrained, minus 1); TTFM per sequence
 (compile + first mask).  With ``compare_kernels`` every apply kernel is timed on the
@@ -194,9 +195,10 @@ def _decode_loop(lm: LoadedModel, prompt: list[int], batch: int, max_tokens: int
                     masker.accept(i, t)
                 outs[i].append(t)
                 active += 1
+            t5 = time.perf_counter()
             rows.append({"step": step, "active": active, "forward_s": t1 - t0, "mask_s": sum(times),
                          "mask_max_s": max(times, default=0.0), "masks": len(times), "wait_s": t2 - t1,
-                         "apply_s": t3 - t2, "sample_s": t4 - t3, "step_s": t4 - t0})
+                         "apply_s": t3 - t2, "sample_s": t4 - t3, "accept_s": t5 - t4, "step_s": t5 - t0})
             if masker is not None:
                 masker.seq_times.extend(times)
             ids = nxt.unsqueeze(-1)
@@ -452,7 +454,7 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["tokens_per_s"] = tokens["constrained"] / walls["constrained"] if walls["constrained"] else float("nan")
     out["unconstrained_tokens_per_s"] = (tokens["unconstrained"] / walls["unconstrained"]
                                          if walls["unconstrained"] else float("nan"))
-    for key in ("forward_s", "mask_s", "mask_max_s", "wait_s", "apply_s", "sample_s", "step_s"):
+    for key in ("forward_s", "mask_s", "mask_max_s", "wait_s", "apply_s", "sample_s", "accept_s", "step_s"):
         out[f"{key[:-2]}_ms"] = 1e3 * mean(con, key)
     times = np.asarray(seq_times, dtype=float)
     out["masks"] = len(times)
