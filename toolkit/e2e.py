@@ -256,8 +256,9 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Pat
 
 
 def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """Stacked bars of a mean constrained step (forward, wait for masks, apply,
-    sample, rest) per engine and batch size, next to the unconstrained step; PNG and PDF."""
+    """Stacked bars of a mean constrained step (forward, wait for masks, apply, sample,
+    accept: they add up to the step) per engine and batch size, next to the
+    unconstrained step; PNG and PDF."""
     import matplotlib as mpl
 
     from toolkit.report import _HATCHES, _PALETTE, _RC, _new_figure, _save
@@ -276,9 +277,6 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[P
             left += vals
             handles.append(h)
             labels.append(name)
-        rest = np.clip(rows["step_ms"].to_numpy(dtype=float) - left, 0.0, None)
-        handles.append(ax.barh(y, rest, left=left, color="0.8", height=0.7))
-        labels.append("rest (bookkeeping)")
         unc = rows["unconstrained_step_ms"].to_numpy(dtype=float)
         if np.isfinite(unc).any():
             handles.append(ax.scatter(unc, y, marker="|", s=300, color="black", zorder=3))
