@@ -164,6 +164,18 @@ def test_peer_apply_kernel_in_the_loop(tekken, tiny, items) -> None:
     assert s["masks"] > 0 and s["mask_seq_ms_p50"] <= s["mask_seq_ms_p99"]
     with pytest.raises(ValueError, match="unknown apply kernel"):
         generate(engine, tiny, tekken, items[:1], apply="nope")
+    with pytest.raises(ValueError, match="temperature must be >= 0"):
+        generate(engine, tiny, tekken, items[:1], temperature=-1.0)
+    with pytest.raises(ValueError, match="batch and max_tokens must be >= 1"):
+        generate(engine, tiny, tekken, items[:1], batch=0)
+
+
+@pytest.mark.parametrize("args", [["--batch", "0"], ["--max-tokens", "-3"], ["--temperature", "-1"],
+                                  ["--temperature", "nan"], ["--limit", "0"]])
+def test_cli_generate_refuses_bad_numbers_before_loading(args, capsys) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["generate", "--engine", "outlines", *args])
+    assert info.value.code == 2 and "must be >=" in capsys.readouterr().err
 
 
 def test_sampling_never_draws_a_masked_token() -> None:

@@ -177,6 +177,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_float(text: str) -> float:
+    value = float(text)
+    if not value >= 0:  # NaN too
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
 def _versions(dists: Sequence[str]) -> dict[str, str | None]:
     """Installed versions of ``dists`` (None where absent), for a run's record."""
     from importlib import metadata
@@ -337,12 +351,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     g.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto (bf16 on cuda)")
     g.add_argument("--data", default=None, help="a MaskBench file or folder (default: the embedded datasets/)")
-    g.add_argument("--limit", type=int, default=None, help="only the first N items (after --shuffle)")
+    g.add_argument("--limit", type=_positive_int, default=None, help="only the first N items (after --shuffle)")
     g.add_argument("--shuffle", type=int, default=None, metavar="SEED",
                    help="shuffle the items with this seed before --limit (a sample across the dataset)")
-    g.add_argument("--batch", type=int, nargs="+", default=[1], help="batch sizes, one run each (default: 1)")
-    g.add_argument("--max-tokens", type=int, default=256, help="tokens per sequence at most (default 256)")
-    g.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
+    g.add_argument("--batch", type=_positive_int, nargs="+", default=[1], help="batch sizes, one run each (default: 1)")
+    g.add_argument("--max-tokens", type=_positive_int, default=256, help="tokens per sequence at most (default 256)")
+    g.add_argument("--temperature", type=_non_negative_float, default=0.0, help="0: greedy (default)")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--unconstrained-baseline", action="store_true",
                    help="also decode without masks after each batch, as many steps (per engine, interleaved "

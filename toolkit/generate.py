@@ -353,6 +353,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     (``GenerateRun.kernels``)."""
     if batch < 1 or max_tokens < 1:
         raise ValueError(f"batch and max_tokens must be >= 1, got {batch}, {max_tokens}")
+    if not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0 (0: greedy), got {temperature}")
     if isinstance(baseline, Baseline) and baseline.batch != batch:
         raise ValueError(f"the baseline was measured at batch {baseline.batch}, this run has batch {batch}")
     if not items:
