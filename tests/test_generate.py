@@ -20,10 +20,14 @@ from tests._support.shared import require_shared  # noqa: E402
 from toolkit.cli import main  # noqa: E402
 from toolkit.datasets import Item, embedded_dir, iter_items  # noqa: E402
 from toolkit.generate import (  # noqa: E402
+    SPEC_PROMPT,
+    _decode_loop,
+    _prompt_inputs,
     _sample,
     check_output,
     check_prefix,
     generate,
+    render_prompt,
     summarize,
     unconstrained,
     write_run,
@@ -119,7 +123,8 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
     out = tmp_path / "gen"
     rc = main(["generate", "--engine", "llguidance", "outlines", "-o", "llguidance.whitespace=compact",
                "--data", str(embedded_dir() / "regex"), "--limit", "3", "--batch", "1", "2",
-               "--max-tokens", "24", "--temperature", "1", "--shared-baseline", "--out", str(out)])
+               "--max-tokens", "24", "--temperature", "1", "--shared-baseline", "--prompt", "spec",
+               "--out", str(out)])
     text = capsys.readouterr().out
     assert rc == 0 and "random weights" in text and "overhead_pct" in text
     assert "apply kernel torch:" in text and "same logits as torch: True" in text
@@ -128,6 +133,9 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
             meta = json.loads((out / engine / f"batch-{b}" / "run.json").read_text())
             assert meta["model"]["random_weights"] and meta["summary"]["batch"] == b
             assert meta["engine"] == engine and meta["summary"]["apply"] == "torch"
+            assert meta["prompt"] == SPEC_PROMPT == meta["summary"]["prompt"]
+            seqs = [json.loads(line) for line in (out / engine / f"batch-{b}" / "sequences.jsonl").open()]
+            assert len({s["prompt_tokens"] for s in seqs}) == 3  # each regex in its prompt: padded batches
             assert meta["summary"]["baseline"] == "shared" and meta["summary"]["overhead_pct"] == meta["summary"][
                 "overhead_pct"]  # not NaN: the shared baseline is there
             kernels = {k["kernel"]: k for k in meta["apply_kernels"]}
@@ -143,6 +151,7 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
     assert len(table) == 4 and set(table["batch"]) == {1, 2}
     assert table["engine"].str.startswith(("llguidance", "outlines")).all()
     assert (table["invalid"] == 0).all() and table["overhead %"].notna().all()
+    assert (table["prompt tokens"] > len(SPEC_PROMPT) // 8).all()  # the spec is in the prompt
     kernels = pd.read_csv(out / "apply_kernels.csv")
     assert set(kernels["kernel"]) >= {"torch"} and kernels[kernels["runs"] > 0]["equal"].all()
 
@@ -217,3 +226,46 @@ def test_a_bad_prefix_counts_as_a_failure_only_for_masklab_grammars() -> None:
     assert s["bad_prefix"] == 1 and s["outside_grammar"] == 2 and s["unfinished"] == 5
     assert get_engine("outlines", load_vocab("tekken")).schema_grammar == "masklab"
     assert get_engine("outlines", load_vocab("tekken"), schema_regex="outlines-core").schema_grammar == "own"
+
+
+def test_a_left_padded_batch_decodes_each_sequence_as_alone(tekken, tiny) -> None:
+    """Prompts of different lengths share a batch: left padding, attention mask and
+    position ids give each row the logits and greedy tokens it gets by itself."""
+    import torch
+
+    short = [1, *tekken.encode("short")]
+    long = [1, *tekken.encode("a much longer prompt than the other one, with more tokens in it")]
+    ids, attn, pos = _prompt_inputs([short, long], "cpu")
+    assert attn is not None and attn[0].tolist() == [0] * (len(long) - len(short)) + [1] * len(short)
+    assert pos[0, -1] == len(short) - 1 and pos[1, -1] == len(long) - 1
+    with torch.inference_mode():
+        both, _ = tiny.step(ids, None, attn, pos)
+        for row, prompt in enumerate((short, long)):
+            alone, _ = tiny.step(torch.tensor([prompt]))
+            assert torch.allclose(both[row], alone[0], atol=1e-5)
+        unmasked, _ = tiny.step(ids)  # the padding seen: another distribution
+        assert not torch.allclose(unmasked[0], both[0], atol=1e-3)
+    assert _prompt_inputs([short, short], "cpu")[1] is None  # equal lengths: no mask at all
+    _, together, _ = _decode_loop(tiny, [short, long], 10, 0.0, 0, None)
+    assert together == [_decode_loop(tiny, [p], 10, 0.0, 0, None)[1][0] for p in (short, long)]
+
+
+def test_prompts_put_each_items_spec_in_front(tekken, tiny, items) -> None:
+    date, matrix = items[0], items[3]
+    assert render_prompt(SPEC_PROMPT, date).endswith(f"regular expression:\n{date.spec}\n")
+    text = render_prompt("{name} as {kind}: {spec} {other}", matrix)
+    assert text.startswith("s08_array_matrix as JSON schema: {") and text.endswith("} {other}")
+    assert json.loads(text.split(": ", 1)[1][:-8]) == matrix.spec
+    engine = get_engine("llguidance", tekken, whitespace="compact")
+    run = generate(engine, tiny, tekken, items, batch=3, max_tokens=30, temperature=1.0, prompt=SPEC_PROMPT)
+    s = run.summary
+    assert s["invalid"] == s["rejected"] == s["error"] == s["bad_prefix"] == 0 and s["prompt"] == SPEC_PROMPT
+    lengths = {q["item"]: q["prompt_tokens"] for q in run.sequences}
+    assert lengths[matrix.name] > lengths[date.name] > len(tekken.encode(SPEC_PROMPT)) // 2
+    assert s["prompt_tokens_max"] == max(lengths.values())
+    base = unconstrained(tiny, tekken, items, batch=3, max_tokens=4, prompt=SPEC_PROMPT)
+    assert base.tokens == 2 * 3 * 4  # 5 items: 2 batches of 3
+    with pytest.raises(ValueError, match="placeholders but no item"):
+        unconstrained(tiny, tekken, 3, batch=1, max_tokens=4, prompt=SPEC_PROMPT)
+    with pytest.raises(ModelError, match=r"item 's08_array_matrix': a prompt of \d+ tokens and --max-tokens 4090"):
+        generate(engine, tiny, tekken, [matrix], max_tokens=4090, prompt=SPEC_PROMPT)

@@ -209,7 +209,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     from strategies import get_engine
     from toolkit.datasets import embedded_dir
-    from toolkit.generate import generate, unconstrained, write_run
+    from toolkit.generate import DEFAULT_PROMPT, SPEC_PROMPT, generate, unconstrained, write_run
     from toolkit.harness import engine_info, machine_info, select_items
     from toolkit.model import load_model
     from toolkit.vocab import load_vocab
@@ -218,12 +218,20 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     vocab = load_vocab(args.vocab)
     items = select_items(args.data, args.limit, args.shuffle)
     options = _engine_options(args.option)
+    if args.prompt is None or args.prompt == "default":
+        prompt = DEFAULT_PROMPT
+    elif args.prompt == "spec":
+        prompt = SPEC_PROMPT
+    elif args.prompt.startswith("@"):
+        prompt = Path(args.prompt[1:]).read_text(encoding="utf-8")  # OSError: main says which file
+    else:
+        prompt = args.prompt
     engines = {name: get_engine(name, vocab, **options.get(name, {})) for name in names}
     lm = load_model(args.model, vocab, device=args.device, dtype=args.dtype, seed=args.seed)
     meta = {"command": "masklab " + " ".join(shlex.quote(a) for a in (args.argv or [])),
             "model": lm.describe(), "vocab": {"spec": args.vocab, "size": vocab.size},
             "data": str(args.data or embedded_dir()), "items": [i.name for i in items], "shuffle": args.shuffle, "max_tokens": args.max_tokens,
-            "temperature": args.temperature, "seed": args.seed, "machine": machine_info(),
+            "prompt": prompt, "temperature": args.temperature, "seed": args.seed, "machine": machine_info(),
             "versions": _versions(("torch", "transformers", "numpy", "masklab"))}
     for note in lm.notes:
         print(f"note: {note}")
@@ -231,15 +239,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     baselines = {}
     if args.shared_baseline:  # once per batch size, shared by the engines
         for batch in args.batch:
-            baselines[batch] = unconstrained(lm, vocab, len(items), batch=batch, max_tokens=args.max_tokens,
-                                             temperature=args.temperature, seed=args.seed)
+            baselines[batch] = unconstrained(lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
+                                             temperature=args.temperature, seed=args.seed, prompt=prompt)
             print(f"unconstrained batch {batch}: {baselines[batch].tokens / baselines[batch].wall_s:.1f} tokens/s")
     for name, engine in engines.items():
         for batch in args.batch:
             run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
                            temperature=args.temperature, seed=args.seed,
                            baseline=baselines.get(batch, args.unconstrained_baseline),
-                           apply=args.apply, compare_kernels=args.compare_kernels)
+                           prompt=prompt, apply=args.apply, compare_kernels=args.compare_kernels)
             out = write_run(run, Path(args.out) / name.replace(":", "-") / f"batch-{batch}",
                             {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})), "batch": batch})
             summaries.append({"engine": name, **run.summary})
@@ -358,6 +366,12 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--max-tokens", type=_positive_int, default=256, help="tokens per sequence at most (default 256)")
     g.add_argument("--temperature", type=_non_negative_float, default=0.0, help="0: greedy (default)")
     g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--prompt", default=None, metavar="TEXT|@FILE|spec|default",
+                   help="the prompt template: {spec} is replaced by the item's schema, grammar or regex, {kind} "
+                        "by what it is, {name} by its name; @FILE reads it from a file; 'spec' puts the spec "
+                        "in a short instruction (what a real checkpoint needs); default: the same short text "
+                        "for every item.  The model's BOS token comes first when it has one; prompts of "
+                        "different lengths are left-padded")
     g.add_argument("--unconstrained-baseline", action="store_true",
                    help="also decode without masks after each batch, as many steps (per engine, interleaved "
                         "so drift hits both alike), for tokens/s and the overhead")

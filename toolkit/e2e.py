@@ -151,7 +151,8 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
 
 def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
     """One row per engine label x batch size (the index): throughput, overhead, the
-    mean parts of a step (ms), mask times per sequence, TTFM and the outputs' statuses."""
+    mean parts of a step (ms), mask times per sequence, TTFM, the mean prompt length
+    (tokens; longer prompts make every forward pass slower) and the outputs' statuses."""
     cols = {
         "tokens_per_s": "tokens/s",
         "unconstrained_tokens_per_s": "unconstrained tokens/s",
@@ -167,6 +168,7 @@ def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
         "sample_ms": "sample ms",
         "accept_ms": "accept ms",
         "ttfm_ms_p50": "TTFM p50 ms",
+        "prompt_tokens_mean": "prompt tokens",
         "sequences": "sequences",
         **{s: s for s in _STATUSES},
         "forced_tokens": "forced tokens",

@@ -39,6 +39,17 @@ output that finished but fails its check is ``invalid`` (a wrong mask: the worst
 this project can have); one whose schema ``jsonschema`` cannot check is
 ``unchecked``, never counted valid.  An item the engine refuses to compile
 is a ``compile_error`` sequence (its slot idles); the run goes on.
+
+Prompts: ``prompt`` is a template rendered per item (:func:`render_prompt`: ``{spec}``
+is the item's schema, grammar or regex text, ``{kind}`` what it is, ``{name}`` its
+name), tokenized with the vocabulary after the model's BOS token when its
+configuration has one.  The default, :data:`DEFAULT_PROMPT`, is the same short text
+for every item; :data:`SPEC_PROMPT` puts the item's spec in the prompt, as a real
+checkpoint needs.  Prompts of different lengths are left-padded, with an attention
+mask and position ids counted from each sequence's first real token, so a sequence
+decodes exactly as it would alone.  A prompt and ``max_tokens`` that do not fit the
+model's positions are an error before anything runs.  The unconstrained baseline
+decodes the same prompts.
 """
 
 from __future__ import annotations
@@ -56,12 +67,66 @@ import numpy as np
 from toolkit import bitmask as bm
 from toolkit.datasets import Item
 from toolkit.errors import MasklabError
-from toolkit.model import LoadedModel
+from toolkit.model import LoadedModel, ModelError
 from toolkit.vocab import Vocabulary
 
-__all__ = ["GenerateRun", "Baseline", "generate", "unconstrained", "check_output", "check_prefix", "summarize", "DEFAULT_PROMPT"]
+__all__ = ["GenerateRun", "Baseline", "generate", "unconstrained", "check_output", "check_prefix", "summarize",
+           "render_prompt", "DEFAULT_PROMPT", "SPEC_PROMPT"]
 
 DEFAULT_PROMPT = "Answer in the requested format.\n"
+"""The prompt of every sequence unless told otherwise: short, the same for every item."""
+
+SPEC_PROMPT = "Reply with only the output, nothing else. It must match this {kind}:\n{spec}\n"
+"""A prompt that gives the model the item's spec (what a real checkpoint needs)."""
+
+_KINDS = {"schema": "JSON schema", "lark": "Lark grammar", "regex": "regular expression"}
+_PLACEHOLDERS = ("{spec}", "{kind}", "{name}")
+
+
+def render_prompt(template: str, item: Item | None) -> str:
+    """``template`` with ``{spec}`` (the schema as JSON, the grammar or the regex),
+    ``{kind}`` (``JSON schema``, ``Lark grammar``, ``regular expression``) and
+    ``{name}`` replaced for ``item``; other braces are left as they are.  A template
+    with placeholders needs an item (ValueError)."""
+    if item is None:
+        if any(p in template for p in _PLACEHOLDERS):
+            raise ValueError(f"the prompt {template[:60]!r} has item placeholders but no item is given")
+        return template
+    spec = item.spec if isinstance(item.spec, str) else json.dumps(item.spec, ensure_ascii=False)
+    return (template.replace("{spec}", spec).replace("{kind}", _KINDS.get(item.kind, item.kind))
+            .replace("{name}", item.name))
+
+
+class _Prompts:
+    """The token ids of each item's prompt (BOS first when the model has one), encoded once."""
+
+    def __init__(self, template: str, vocab: Vocabulary, lm: LoadedModel) -> None:
+        self.template, self.vocab, self.lm = template, vocab, lm
+        self._ids: dict[str, list[int]] = {}
+
+    def __call__(self, item: Item | None) -> list[int]:
+        text = render_prompt(self.template, item)
+        if text not in self._ids:
+            bos = [] if self.lm.bos_id is None else [self.lm.bos_id]
+            self._ids[text] = bos + self.vocab.encode(text)
+            if not self._ids[text]:
+                raise ValueError("the prompt is empty (no BOS and no text): the model needs a first token")
+        return self._ids[text]
+
+    def check(self, items: Sequence[Item | None], max_tokens: int) -> None:
+        """Every prompt plus ``max_tokens`` must fit the model's positions (ModelError)."""
+        limit = self.lm.max_positions
+        for item in items:
+            n = len(self(item))
+            if limit is not None and n + max_tokens > limit:
+                where = f"item {item.name!r}: " if item is not None else ""
+                raise ModelError(f"{where}a prompt of {n} tokens and --max-tokens {max_tokens} exceed the "
+                                 f"{limit} positions of model {self.lm.spec}")
+
+
+def _groups(items: Sequence[Any], batch: int) -> list[list[Any]]:
+    """``items`` in batches of ``batch``, cycling to fill the last one."""
+    return [[items[(b * batch + k) % len(items)] for k in range(batch)] for b in range(-(-len(items) // batch))]
 
 
 @dataclass
@@ -148,11 +213,26 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _decode_loop(lm: LoadedModel, prompt: list[int], batch: int, max_tokens: int, temperature: float,
+def _prompt_inputs(prompts: list[list[int]], device: str) -> tuple[Any, Any, Any]:
+    """The first forward pass's ``(ids, attention_mask, position_ids)``: prompts of
+    different lengths are left-padded (id 0, masked out) and positioned from their
+    first real token; equal lengths need neither (both None)."""
+    import torch
+
+    n = max(len(p) for p in prompts)
+    ids = torch.tensor([[0] * (n - len(p)) + p for p in prompts], dtype=torch.long, device=device)
+    if all(len(p) == n for p in prompts):
+        return ids, None, None
+    attn = torch.tensor([[0] * (n - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long, device=device)
+    return ids, attn, (attn.cumsum(-1) - 1).clamp(min=0)
+
+
+def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
                  seed: int, masker: Any | None, kernel: Any = None
                  ) -> tuple[list[dict[str, Any]], list[list[int]], float]:
-    """Run one batch; ``masker.submit(step)`` starts the step's masks, applied with
-    ``kernel`` (see :func:`toolkit.bitmask.apply_kernel`); no masker: unconstrained.
+    """Run one batch (one prompt per sequence); ``masker.submit(step)`` starts the
+    step's masks, applied with ``kernel`` (see :func:`toolkit.bitmask.apply_kernel`);
+    no masker: unconstrained.
 
     Returns the step rows, the tokens per sequence and the wall time of the steps.
     ``masker.finished(i)`` says when sequence i is done; ``masker.accept(i, t)`` feeds it.
@@ -160,8 +240,9 @@ def _decode_loop(lm: LoadedModel, prompt: list[int], batch: int, max_tokens: int
     import torch
 
     device = lm.device
+    batch = len(prompts)
     gen = torch.Generator(device=device).manual_seed(seed)
-    ids = torch.tensor([prompt] * batch, dtype=torch.long, device=device)
+    ids, attn, pos = _prompt_inputs(prompts, device)
     past = None
     rows: list[dict[str, Any]] = []
     outs: list[list[int]] = [[] for _ in range(batch)]
@@ -172,7 +253,7 @@ def _decode_loop(lm: LoadedModel, prompt: list[int], batch: int, max_tokens: int
                 break
             t0 = time.perf_counter()
             fut = masker.submit(step) if masker is not None else None
-            logits, past = lm.step(ids, past)
+            logits, past = lm.step(ids, past, attn, pos)
             _sync(device)
             t1 = time.perf_counter()
             times: list[float] = []
@@ -202,6 +283,9 @@ def _decode_loop(lm: LoadedModel, prompt: list[int], batch: int, max_tokens: int
             if masker is not None:
                 masker.seq_times.extend(times)
             ids = nxt.unsqueeze(-1)
+            if attn is not None:  # the new token is real in every row, one position on
+                attn = torch.cat([attn, attn.new_ones((batch, 1))], dim=1)
+                pos = pos[:, -1:] + 1
         wall = time.perf_counter() - t_start
     return rows, outs, wall
 
@@ -279,19 +363,19 @@ def _native(engine: Any, item: Item) -> bool:
     return item.kind == "schema" and "json_schema" in getattr(engine, "native_inputs", ())
 
 
-def _warm_up(lm: LoadedModel, prompt: list[int], batch: int, kernel: Any, vocab: Vocabulary) -> tuple[float, Any]:
-    """One untimed forward pass of the batch (the device's first call pays its start-up
-    costs here, not in the first measured batch), then the kernel's first call on its
-    logits (compilation, for the ``torch.compile``'d kernels).  Returns the kernel's
-    first-call seconds and the logits' dtype."""
+def _warm_up(lm: LoadedModel, prompts: list[list[int]], kernel: Any, vocab: Vocabulary) -> tuple[float, Any]:
+    """One untimed forward pass of the first batch's prompts (the device's first call
+    pays its start-up costs here, not in the first measured batch), then the kernel's
+    first call on its logits (compilation, for the ``torch.compile``'d kernels).
+    Returns the kernel's first-call seconds and the logits' dtype."""
     import torch
 
     # the mask is made as the loop makes it (outside inference mode, then moved): a
     # torch.compile'd kernel guards on such properties and would recompile in step 0
-    mask = torch.full((batch, bm.words(vocab.size)), -1, dtype=torch.int32)
+    mask = torch.full((len(prompts), bm.words(vocab.size)), -1, dtype=torch.int32)
     with torch.inference_mode():
-        ids = torch.tensor([prompt] * batch, dtype=torch.long, device=lm.device)
-        logits, _ = lm.step(ids)
+        ids, attn, pos = _prompt_inputs(prompts, lm.device)
+        logits, _ = lm.step(ids, None, attn, pos)
         _sync(lm.device)
         t0 = time.perf_counter()
         kernel(logits, mask.to(lm.device, non_blocking=True), vocab.size)
@@ -322,17 +406,24 @@ class Baseline:
     batch: int
 
 
-def unconstrained(lm: LoadedModel, vocab: Vocabulary, n_items: int, *, batch: int = 1, max_tokens: int = 256,
-                  temperature: float = 0.0, seed: int = 0, prompt: str = DEFAULT_PROMPT) -> Baseline:
-    """Decode ``ceil(n_items / batch)`` batches of ``max_tokens`` steps without masks:
-    the baseline of every engine decoding those items (``generate(baseline=...)``), so a
-    sweep over engines pays for it once per batch size."""
-    prompt_ids = vocab.encode(prompt)
-    _warm_up(lm, prompt_ids, batch, bm.apply_kernel("torch"), vocab)
+def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | int, *, batch: int = 1,
+                  max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
+                  prompt: str = DEFAULT_PROMPT) -> Baseline:
+    """Decode ``items`` (or that many copies of a prompt without placeholders) in
+    batches of ``batch``, ``max_tokens`` steps each, without masks: the baseline of
+    every engine decoding those items with the same prompt (``generate(baseline=...)``),
+    so a sweep over engines pays for it once per batch size."""
+    seqs: Sequence[Item | None] = [None] * items if isinstance(items, int) else list(items)
+    if not seqs or batch < 1 or max_tokens < 1:
+        raise ValueError(f"need items, batch >= 1 and max_tokens >= 1, got {len(seqs)}, {batch}, {max_tokens}")
+    prompts = _Prompts(prompt, vocab, lm)
+    prompts.check(seqs, max_tokens)
+    groups = _groups(seqs, batch)
+    _warm_up(lm, [prompts(i) for i in groups[0]], bm.apply_kernel("torch"), vocab)
     steps: list[dict[str, Any]] = []
     wall = 0.0
-    for b in range(-(-n_items // batch)):
-        rows, _, w = _decode_loop(lm, prompt_ids, batch, max_tokens, temperature, seed + b, None)
+    for b, group in enumerate(groups):
+        rows, _, w = _decode_loop(lm, [prompts(i) for i in group], max_tokens, temperature, seed + b, None)
         for r in rows:
             r.update(batch_index=b, mode="unconstrained")
         steps.extend(rows)
@@ -360,10 +451,11 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     if not items:
         raise ValueError("no items to decode")
     kernel = bm.apply_kernel(apply)
-    prompt_ids = vocab.encode(prompt)
-    warmup_s, logits_dtype = _warm_up(lm, prompt_ids, batch, kernel, vocab)
     items = list(items)
-    n_batches = -(-len(items) // batch)
+    prompts = _Prompts(prompt, vocab, lm)
+    prompts.check(items, max_tokens)
+    groups = _groups(items, batch)
+    warmup_s, logits_dtype = _warm_up(lm, [prompts(i) for i in groups[0]], kernel, vocab)
     pool = ThreadPoolExecutor(max_workers=threads or min(batch, 8))
     steps: list[dict[str, Any]] = []
     sequences: list[dict[str, Any]] = []
@@ -373,8 +465,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     grammars: dict[str, Any] = {}  # for the prefix checks
     sample_mask: np.ndarray | None = None  # the first step's masks, for the kernel comparison
     try:
-        for b in range(n_batches):
-            group = [items[(b * batch + k) % len(items)] for k in range(batch)]
+        for b, group in enumerate(groups):
             seqs = []
             for item in group:
                 t0 = time.perf_counter()
@@ -394,8 +485,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 s.ttfm_s += time.perf_counter() - t0
             if sample_mask is None:
                 sample_mask = masker.mask.copy()  # the first step's masks (all sequences live)
-            rows, _, wall = _decode_loop(lm, prompt_ids, batch, max_tokens, temperature, seed + b, masker,
-                                         kernel)
+            group_prompts = [prompts(i) for i in group]
+            rows, _, wall = _decode_loop(lm, group_prompts, max_tokens, temperature, seed + b, masker, kernel)
             seq_times.extend(masker.seq_times)
             for r in rows:
                 r.update(batch_index=b, mode="constrained")
@@ -414,11 +505,12 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 own = _native(engine, s.item) and getattr(engine, "schema_grammar", "masklab") != "masklab"
                 sequences.append({"batch_index": b, "slot": k, "item": s.item.name, "kind": s.item.kind,
                                   "status": status, "detail": why, "grammar": "own" if own else "masklab",
-                                  "prefix_ok": prefix_ok, "tokens": len(s.tokens), "forced": s.forced,
+                                  "prefix_ok": prefix_ok, "prompt_tokens": len(group_prompts[k]),
+                                  "tokens": len(s.tokens), "forced": s.forced,
                                   "ttfm_s": s.ttfm_s if s.matcher is not None else None,
                                   "text": data.decode("utf-8", errors="replace")[:2000]})
             if baseline is True:
-                rows, _, wall = _decode_loop(lm, prompt_ids, batch, max(1, len(rows)), temperature, seed + b, None)
+                rows, _, wall = _decode_loop(lm, group_prompts, max(1, len(rows)), temperature, seed + b, None)
                 for r in rows:
                     r.update(batch_index=b, mode="unconstrained")
                 steps.extend(rows)
@@ -430,7 +522,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
         steps.extend(baseline.steps)
         walls["unconstrained"], tokens["unconstrained"] = baseline.wall_s, baseline.tokens
     summary = summarize(steps, sequences, walls, tokens, batch, seq_times)
-    summary.update(apply=apply, apply_warmup_ms=1e3 * warmup_s,
+    summary.update(apply=apply, apply_warmup_ms=1e3 * warmup_s, prompt=prompt,
                    baseline="shared" if isinstance(baseline, Baseline) else "interleaved" if baseline else "none")
     kernels = (_kernel_rows(lm, vocab, sample_mask, logits_dtype, seed)
                if compare_kernels and sample_mask is not None else [])
@@ -472,6 +564,9 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["bad_prefix"] = sum(1 for s in sequences if s.get("prefix_ok") is False and s.get("grammar") != "own")
     out["outside_grammar"] = sum(1 for s in sequences if s.get("prefix_ok") is False and s.get("grammar") == "own")
     out["forced_tokens"] = sum(s["forced"] for s in sequences)
+    prompt_tokens = [s["prompt_tokens"] for s in sequences if s.get("prompt_tokens") is not None]
+    out["prompt_tokens_mean"] = float(np.mean(prompt_tokens)) if prompt_tokens else float("nan")
+    out["prompt_tokens_max"] = max(prompt_tokens, default=0)
     return out
 
 

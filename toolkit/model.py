@@ -66,13 +66,32 @@ class LoadedModel:
     notes: list[str] = field(default_factory=list)
     _takes_keep: bool | None = field(default=None, repr=False)
 
-    def step(self, ids: Any, past: Any = None) -> tuple[Any, Any]:
+    def step(self, ids: Any, past: Any = None, attention_mask: Any = None,
+             position_ids: Any = None) -> tuple[Any, Any]:
         """One forward pass: the logits of the last position, ``(B, V)`` and contiguous,
         and the new KV cache.  Only the last position's logits are computed when the
-        model takes ``logits_to_keep`` (transformers' Llama, Mistral and most others)."""
+        model takes ``logits_to_keep`` (transformers' Llama, Mistral and most others).
+        A left-padded batch passes its ``attention_mask`` (past and new positions, 0 on
+        padding) and ``position_ids`` (counted from each sequence's first real token)."""
         extra = {"logits_to_keep": 1} if self._keep else {}
+        if attention_mask is not None:
+            extra.update(attention_mask=attention_mask, position_ids=position_ids)
         out = self.model(input_ids=ids, past_key_values=past, use_cache=True, **extra)
         return out.logits[:, -1, :].contiguous(), out.past_key_values
+
+    @property
+    def bos_id(self) -> int | None:
+        """The id the model's configuration starts a text with (None: none)."""
+        bos = getattr(self.model.config, "bos_token_id", None)
+        if isinstance(bos, (list, tuple)):
+            bos = bos[0] if bos else None
+        return int(bos) if bos is not None and 0 <= int(bos) < self.vocab_size else None
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest sequence (prompt and output) the model's positions cover."""
+        n = getattr(self.model.config, "max_position_embeddings", None)
+        return int(n) if n else None
 
     @property
     def _keep(self) -> bool:
