@@ -17,7 +17,9 @@ from toolkit.errors import MasklabError
 from toolkit.report import (
     DENSITY_CATEGORIES,
     ReportError,
+    _styles,
     density_table,
+    engine_styles,
     engine_table,
     load_runs,
     plot_density,
@@ -249,6 +251,22 @@ def test_labels_apart_by_run_dir(tmp_path: Path, run_a: Path) -> None:
     assert f"{LLG} 1.9.1 (run1)" in runs.engines and f"{LLG} 1.9.1 (run2)" in runs.engines
     t = engine_table(runs)
     assert t.loc[f"{LLG} 1.9.1 (run2)", "masks"] == 4
+
+
+def test_engine_colours_are_the_same_in_every_figure(run_a: Path, run_b: Path) -> None:
+    """A known engine keeps its colour whatever else a report draws; peers are dashed;
+    labels of one engine differ by line style, unknown engines by colour."""
+    alone = engine_styles({"outlines 0.1.0": "outlines"})
+    many = engine_styles({"x": "naive", "peer:llguidance 1.9.1": LLG, "outlines 0.1.0 (run1)": "outlines",
+                          "outlines 0.1.0 (run2)": "outlines", "mine": "masklab:mine", "yours": "masklab:yours"})
+    assert many["outlines 0.1.0 (run1)"]["color"] == alone["outlines 0.1.0"]["color"]
+    assert many["outlines 0.1.0 (run1)"]["linestyle"] != many["outlines 0.1.0 (run2)"]["linestyle"]
+    assert alone["outlines 0.1.0"]["linestyle"] == "-" and many["peer:llguidance 1.9.1"]["linestyle"] == "--"
+    colours = [many[k]["color"] for k in ("x", "peer:llguidance 1.9.1", "outlines 0.1.0 (run1)", "mine", "yours")]
+    assert len(set(colours)) == 5
+    one, two = _styles(load_runs(run_a)), _styles(load_runs([run_a, run_b]))
+    assert one[f"{XGR} 0.2.8"]["color"] == two[f"{XGR} 0.2.8"]["color"]
+    assert {st["color"] for k, st in two.items() if k.startswith(LLG)} == {one[f"{LLG} 1.9.1"]["color"]}
 
 
 def test_engine_missing_from_run_json(tmp_path: Path) -> None:

@@ -177,6 +177,8 @@ def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
     table = table.rename(columns={"label": "engine"}).set_index(["engine", "batch"])
     ints = ["sequences", *_STATUSES, "forced tokens"]
     table[ints] = table[ints].fillna(0).astype("int64")
+    if table["prompt tokens"].isna().all():  # runs from before prompts were recorded
+        table = table.drop(columns="prompt tokens")
     return table
 
 
@@ -204,24 +206,16 @@ def _subtitle(runs: pd.DataFrame) -> str:
     return " · ".join(parts)
 
 
-def _line_styles(labels: list[str]) -> dict[str, dict[str, Any]]:
-    from toolkit.report import _LINESTYLES, _PALETTE
-
-    markers = ("o", "s", "^", "D", "v", "P", "X", "*")
-    return {lab: {"color": _PALETTE[i % len(_PALETTE)], "linestyle": _LINESTYLES[i % len(_LINESTYLES)],
-                  "marker": markers[i % len(markers)]} for i, lab in enumerate(labels)}
-
-
 def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Overhead % (constrained step time over unconstrained, minus 1) and tokens/s
     against the batch size (log 2 axis), one line per engine; PNG and PDF."""
     import matplotlib as mpl
     from matplotlib.ticker import FixedLocator, NullLocator
 
-    from toolkit.report import _RC, _new_figure, _save
+    from toolkit.report import _RC, _new_figure, _save, engine_styles
 
     labels = list(dict.fromkeys(runs["label"]))
-    styles = _line_styles(labels)
+    styles = engine_styles({lab: str(runs.loc[runs["label"] == lab, "engine"].iloc[0]) for lab in labels})
     batches = sorted(runs["batch"].unique())
     with mpl.rc_context(_RC):
         fig = _new_figure(10.0, 4.4)
@@ -341,8 +335,10 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple
         lines.append(f"- `{r['dir']}`: {r['label']}, batch {r['batch']}, apply kernel {r['apply']}")
     speed = ["tokens/s", "unconstrained tokens/s", "overhead %", "step ms", "unconstrained step ms",
              "forward ms", "mask ms (slowest seq)", "mask p50 ms", "mask p99 ms", "wait ms", "apply ms",
-             "sample ms", "accept ms", "TTFM p50 ms"]
-    lines += ["", "### Speed (means per step, ms)", "", to_markdown(table[speed], ".2f", intfmt=","), "",
+             "sample ms", "accept ms", "TTFM p50 ms", "prompt tokens"]
+    speed = [c for c in speed if c in table.columns]
+    lines += ["", "### Speed (means per step, ms; prompt tokens: mean per sequence)", "",
+              to_markdown(table[speed], ".2f", intfmt=","), "",
               "### Outputs", "", to_markdown(table[[c for c in table.columns if c not in speed]], ".2f",
                                                   intfmt=","), ""]
     lines += ["### Apply kernels", ""]

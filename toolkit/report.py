@@ -581,16 +581,56 @@ def to_markdown(
 # ---------------------------------------------------------------------------- figures
 
 
-def _styles(runs: Runs) -> dict[str, dict[str, Any]]:
-    """Colour, line style and hatch per engine label, by position in ``runs.engines``."""
-    return {
-        label: {
-            "color": _PALETTE[i % len(_PALETTE)],
-            "linestyle": _LINESTYLES[i % len(_LINESTYLES)],
-            "hatch": _HATCHES[i % len(_HATCHES)],
+# Each known engine keeps its colour in every figure of every report, so figures of
+# different runs (or papers) compare at a glance; a strategy and its production
+# engine share a hue family (blue, red-orange), ours drawn solid, the peers dashed.
+_ENGINE_COLOURS = {
+    "llguidance": 0,  # blue
+    "peer:llguidance": 5,  # sky blue
+    "outlines": 1,  # vermillion
+    "peer:outlines-core": 4,  # orange
+    "peer:xgrammar": 3,  # reddish purple
+    "xgrammar": 2,  # bluish green
+    "naive": 6,  # black
+}
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def engine_styles(engines: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Colour, line style, hatch and marker per engine label, ``engines`` mapping each
+    label to its engine name.  A known engine has the same colour in every figure
+    (:data:`_ENGINE_COLOURS`); other engines take the colours left, in order.  Peers
+    are dashed and hatched; a second label of the same engine (another version, other
+    options) takes the next line style and hatch."""
+    taken = {_ENGINE_COLOURS[e] for e in engines.values() if e in _ENGINE_COLOURS}
+    free = [i for i in range(len(_PALETTE)) if i not in taken] or list(range(len(_PALETTE)))
+    unknown = list(dict.fromkeys(e for e in engines.values() if e not in _ENGINE_COLOURS))
+    seen: dict[str, int] = {}
+    out = {}
+    for label, engine in engines.items():
+        if engine in _ENGINE_COLOURS:
+            slot, cycle = _ENGINE_COLOURS[engine], 0
+        else:  # past the free colours, the line style tells them apart
+            n = unknown.index(engine)
+            slot, cycle = free[n % len(free)], n // len(free)
+        seen[engine] = seen.get(engine, -1) + 1  # earlier labels of this engine
+        style = seen[engine] + cycle + (1 if engine.startswith("peer:") else 0)
+        out[label] = {
+            "color": _PALETTE[slot],
+            "linestyle": _LINESTYLES[style % len(_LINESTYLES)],
+            "hatch": _HATCHES[style % len(_HATCHES)],
+            "marker": _MARKERS[slot],
         }
-        for i, label in enumerate(runs.engines)
-    }
+    return out
+
+
+def _styles(runs: Runs) -> dict[str, dict[str, Any]]:
+    """:func:`engine_styles` for the engine labels of ``runs``."""
+    names: dict[str, str] = {}
+    if "engine_label" in runs.records and "engine" in runs.records:
+        pairs = runs.records[["engine_label", "engine"]].astype(str).drop_duplicates("engine_label")
+        names = dict(zip(pairs["engine_label"], pairs["engine"], strict=True))
+    return engine_styles({label: names.get(label, label.split(" ")[0]) for label in runs.engines})
 
 
 def _unique(values: Iterable[Any]) -> list[Any]:
