@@ -22,7 +22,6 @@ from toolkit.datasets import Item, embedded_dir, iter_items  # noqa: E402
 from toolkit.generate import (  # noqa: E402
     SPEC_PROMPT,
     _decode_loop,
-    _prompt_inputs,
     _sample,
     check_output,
     check_prefix,
@@ -235,19 +234,51 @@ def test_a_left_padded_batch_decodes_each_sequence_as_alone(tekken, tiny) -> Non
 
     short = [1, *tekken.encode("short")]
     long = [1, *tekken.encode("a much longer prompt than the other one, with more tokens in it")]
-    ids, attn, pos = _prompt_inputs([short, long], "cpu")
-    assert attn is not None and attn[0].tolist() == [0] * (len(long) - len(short)) + [1] * len(short)
-    assert pos[0, -1] == len(short) - 1 and pos[1, -1] == len(long) - 1
+    dec = tiny.start([short, long], 8)
+    assert dec.attn[0].tolist() == [0] * (len(long) - len(short)) + [1] * len(short)
+    assert dec.pos[0, -1] == len(short) - 1 and dec.pos[1, -1] == len(long) - 1
     with torch.inference_mode():
-        both, _ = tiny.step(ids, None, attn, pos)
+        both = dec.forward()
         for row, prompt in enumerate((short, long)):
-            alone, _ = tiny.step(torch.tensor([prompt]))
+            alone = tiny.start([prompt], 8).forward()
             assert torch.allclose(both[row], alone[0], atol=1e-5)
-        unmasked, _ = tiny.step(ids)  # the padding seen: another distribution
-        assert not torch.allclose(unmasked[0], both[0], atol=1e-3)
-    assert _prompt_inputs([short, short], "cpu")[1] is None  # equal lengths: no mask at all
+        assert not torch.allclose(both[0], _unmasked(tiny, [short, long])[0], atol=1e-3)  # padding seen
+    assert tiny.start([short, short], 8).attn is None  # equal lengths: no mask at all
     _, together, _ = _decode_loop(tiny, [short, long], 10, 0.0, 0, None)
     assert together == [_decode_loop(tiny, [p], 10, 0.0, 0, None)[1][0] for p in (short, long)]
+
+
+def _unmasked(lm, prompts):
+    """The prompts' logits with the padding attended to (no mask): what the mask prevents."""
+    dec = lm.start(prompts, 4)
+    dec.attn = dec.pos = None
+    return dec.forward()
+
+
+@pytest.mark.parametrize("compile_mode", [None, "default"])
+def test_static_cache_and_compiled_steps_decode_the_same_tokens(tekken, tiny, compile_mode) -> None:
+    """The static KV cache (fixed shapes) and torch.compile'd one-token steps decode
+    exactly what the dynamic cache decodes, padded batches included."""
+    import torch
+
+    lm = load_model("random:tiny", tekken, cache="static", compile=compile_mode)
+    assert lm.cache == "static" and lm.describe()["compile"] == compile_mode
+    prompts = [[1, *tekken.encode("short")], [1, *tekken.encode("a longer prompt than that one")]]
+    for group in (prompts, prompts[:1] * 2):
+        _, want, _ = _decode_loop(tiny, group, 12, 0.0, 0, None)
+        _, got, _ = _decode_loop(lm, group, 12, 0.0, 0, None)
+        assert got == want
+    dec = lm.start(prompts, 12)
+    assert dec.cache_len == 256 and dec.shape == (2, 256, True)
+    with torch.inference_mode(), pytest.raises(ModelError, match="run the prompts first"):
+        dec.forward(torch.tensor([5, 5]))
+    engine = get_engine("llguidance", tekken, whitespace="compact")
+    regexes = [it for it in iter_items(embedded_dir() / "regex")][:3]
+    run = generate(engine, lm, tekken, regexes, batch=2, max_tokens=12, temperature=1.0, prompt=SPEC_PROMPT)
+    assert run.summary["compiles_in_loop"] == 0  # every shape compiled in the warm-up, none while timed
+    assert run.summary["invalid"] == run.summary["bad_prefix"] == 0
+    with pytest.raises(ModelError, match="unknown cache"):
+        load_model("random:tiny", tekken, cache="paged")
 
 
 def test_prompts_put_each_items_spec_in_front(tekken, tiny, items) -> None:

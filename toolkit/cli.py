@@ -227,7 +227,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     else:
         prompt = args.prompt
     engines = {name: get_engine(name, vocab, **options.get(name, {})) for name in names}
-    lm = load_model(args.model, vocab, device=args.device, dtype=args.dtype, seed=args.seed)
+    lm = load_model(args.model, vocab, device=args.device, dtype=args.dtype, seed=args.seed, cache=args.cache,
+                    compile=args.compile)
     meta = {"command": "masklab " + " ".join(shlex.quote(a) for a in (args.argv or [])),
             "model": lm.describe(), "vocab": {"spec": args.vocab, "size": vocab.size},
             "data": str(args.data or embedded_dir()), "items": [i.name for i in items], "shuffle": args.shuffle, "max_tokens": args.max_tokens,
@@ -358,6 +359,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
     g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     g.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto (bf16 on cuda)")
+    g.add_argument("--cache", default="dynamic", choices=("dynamic", "static"),
+                   help="the KV cache: transformers' dynamic one (default), or static (fixed shapes)")
+    g.add_argument("--compile", nargs="?", const="reduce-overhead", default=None, metavar="MODE",
+                   choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"),
+                   help="torch.compile the one-token steps (implies --cache static); MODE default: "
+                        "reduce-overhead (CUDA graphs on a GPU: a serving engine's step time, which "
+                        "leaves less time to hide the masks in); compiled before anything is timed")
     g.add_argument("--data", default=None, help="a MaskBench file or folder (default: the embedded datasets/)")
     g.add_argument("--limit", type=_positive_int, default=None, help="only the first N items (after --shuffle)")
     g.add_argument("--shuffle", type=int, default=None, metavar="SEED",

@@ -49,7 +49,7 @@ __all__ = [
 
 _STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "rejected", "error",
              "compile_error")
-_SETTINGS = ("model", "device", "dtype", "apply")
+_SETTINGS = ("model", "device", "dtype", "apply", "forward", "prompt")
 _PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
           ("sample_ms", "sample"), ("accept_ms", "accept tokens"))
 
@@ -99,7 +99,8 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
     """``(runs, kernels)`` of the generate runs found in ``dirs`` (see the module doc).
 
     ``runs``: one row per run with ``label``, ``engine``, ``version``, ``model``,
-    ``random_weights``, ``device``, ``dtype``, ``apply``, ``vocab``, ``data``,
+    ``random_weights``, ``device``, ``dtype``, ``apply``, ``forward`` (KV cache and
+    compile mode), ``prompt`` (default, spec or custom), ``vocab``, ``data``,
     ``batch``, ``dir`` and every field of the run's summary.  ``kernels``: one row per
     run x kernel (``label``, ``device``, ``dtype``, ``batch``, ``kernel``,
     ``available``, ``ms_p50``, ``equal``, ``error``).  Raises :class:`MasklabError`
@@ -123,6 +124,8 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
             "device": model.get("device", "?"),
             "dtype": model.get("dtype", "?"),
             "apply": summary.get("apply", "torch"),
+            "forward": (f"compiled {model['compile']}" if model.get("compile")
+                        else f"{model.get('cache') or 'dynamic'} cache"),
             "vocab": vocab.get("spec", "?"),
             "data": meta.get("data"),
             "command": meta.get("command"),
@@ -132,6 +135,7 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
             **summary,
         }
         row["batch"] = int(summary.get("batch", meta.get("batch", 0)))
+        row["prompt"] = _prompt_text(summary.get("prompt"))  # the template itself is in run.json
         rows.append(row)
         for k in meta.get("apply_kernels") or []:
             krows.append({"dir": str(p), "device": row["device"], "dtype": row["dtype"], "batch": row["batch"],
@@ -198,9 +202,18 @@ def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["device", "dtype", "batch", "kernel"])
 
 
+def _prompt_text(prompt: Any) -> str:
+    from toolkit.generate import DEFAULT_PROMPT, SPEC_PROMPT
+
+    if prompt is None or prompt == DEFAULT_PROMPT:
+        return "default prompt"
+    return "spec prompt" if prompt == SPEC_PROMPT else "custom prompt"
+
+
 def _subtitle(runs: pd.DataFrame) -> str:
     parts = []
-    for col, name in (("model", "model"), ("device", "device"), ("dtype", "dtype"), ("vocab", "vocabulary")):
+    for col, name in (("model", "model"), ("device", "device"), ("dtype", "dtype"), ("forward", "forward"),
+                      ("vocab", "vocabulary")):
         values = list(dict.fromkeys(str(v) for v in runs[col]))
         parts.append(f"{name}: {' / '.join(values)}")
     return " · ".join(parts)
@@ -327,6 +340,11 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple
         lines += ["**Random weights**: no checkpoint could be downloaded; step times are the real "
                   "architecture's, the text is noise (sequences wander until `--max-tokens` more often "
                   "than a trained model's would).", ""]
+    if "compiles_in_loop" in runs and (runs["compiles_in_loop"].fillna(0) > 0).any():
+        bad = runs[runs["compiles_in_loop"].fillna(0) > 0]
+        lines += ["**Warning**: torch.compile compiled inside the timed loop of "
+                  + ", ".join(f"{r['label']} batch {r['batch']}" for _, r in bad.iterrows())
+                  + "; those step times include compilation.", ""]
     for col, name in (("command", "command"), ("machine", "machine"), ("versions", "versions")):
         for value in dict.fromkeys(v for v in runs[col] if isinstance(v, str) and v):
             lines.append(f"- {name}: `{value}`" if col == "command" else f"- {name}: {value}")

@@ -213,20 +213,6 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _prompt_inputs(prompts: list[list[int]], device: str) -> tuple[Any, Any, Any]:
-    """The first forward pass's ``(ids, attention_mask, position_ids)``: prompts of
-    different lengths are left-padded (id 0, masked out) and positioned from their
-    first real token; equal lengths need neither (both None)."""
-    import torch
-
-    n = max(len(p) for p in prompts)
-    ids = torch.tensor([[0] * (n - len(p)) + p for p in prompts], dtype=torch.long, device=device)
-    if all(len(p) == n for p in prompts):
-        return ids, None, None
-    attn = torch.tensor([[0] * (n - len(p)) + [1] * len(p) for p in prompts], dtype=torch.long, device=device)
-    return ids, attn, (attn.cumsum(-1) - 1).clamp(min=0)
-
-
 def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
                  seed: int, masker: Any | None, kernel: Any = None
                  ) -> tuple[list[dict[str, Any]], list[list[int]], float]:
@@ -240,12 +226,11 @@ def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, tem
     import torch
 
     device = lm.device
-    batch = len(prompts)
     gen = torch.Generator(device=device).manual_seed(seed)
-    ids, attn, pos = _prompt_inputs(prompts, device)
-    past = None
+    dec = lm.start(prompts, max_tokens)
+    nxt = None
     rows: list[dict[str, Any]] = []
-    outs: list[list[int]] = [[] for _ in range(batch)]
+    outs: list[list[int]] = [[] for _ in prompts]
     with torch.inference_mode():
         t_start = time.perf_counter()
         for step in range(max_tokens):
@@ -253,7 +238,7 @@ def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, tem
                 break
             t0 = time.perf_counter()
             fut = masker.submit(step) if masker is not None else None
-            logits, past = lm.step(ids, past, attn, pos)
+            logits = dec.forward(nxt)
             _sync(device)
             t1 = time.perf_counter()
             times: list[float] = []
@@ -282,10 +267,6 @@ def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, tem
                          "apply_s": t3 - t2, "sample_s": t4 - t3, "accept_s": t5 - t4, "step_s": t5 - t0})
             if masker is not None:
                 masker.seq_times.extend(times)
-            ids = nxt.unsqueeze(-1)
-            if attn is not None:  # the new token is real in every row, one position on
-                attn = torch.cat([attn, attn.new_ones((batch, 1))], dim=1)
-                pos = pos[:, -1:] + 1
         wall = time.perf_counter() - t_start
     return rows, outs, wall
 
@@ -363,24 +344,46 @@ def _native(engine: Any, item: Item) -> bool:
     return item.kind == "schema" and "json_schema" in getattr(engine, "native_inputs", ())
 
 
-def _warm_up(lm: LoadedModel, prompts: list[list[int]], kernel: Any, vocab: Vocabulary) -> tuple[float, Any]:
-    """One untimed forward pass of the first batch's prompts (the device's first call
-    pays its start-up costs here, not in the first measured batch), then the kernel's
-    first call on its logits (compilation, for the ``torch.compile``'d kernels).
+def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, kernel: Any,
+             vocab: Vocabulary) -> tuple[float, Any]:
+    """Untimed: the first batch's prompt pass (the device's first call pays its start-up
+    costs here, not in the first measured batch), then the kernel's first call on its
+    logits (compilation, for the ``torch.compile``'d kernels).  A compiled model also
+    runs three one-token steps for every batch shape of the run (``groups``: the prompts
+    of each batch), so its compilation and CUDA-graph capture are not timed either.
     Returns the kernel's first-call seconds and the logits' dtype."""
     import torch
 
     # the mask is made as the loop makes it (outside inference mode, then moved): a
     # torch.compile'd kernel guards on such properties and would recompile in step 0
-    mask = torch.full((len(prompts), bm.words(vocab.size)), -1, dtype=torch.int32)
+    mask = torch.full((len(groups[0]), bm.words(vocab.size)), -1, dtype=torch.int32)
+    shapes: set[tuple[int, int, bool]] = set()
+    kernel_s, dtype = 0.0, None
     with torch.inference_mode():
-        ids, attn, pos = _prompt_inputs(prompts, lm.device)
-        logits, _ = lm.step(ids, None, attn, pos)
-        _sync(lm.device)
-        t0 = time.perf_counter()
-        kernel(logits, mask.to(lm.device, non_blocking=True), vocab.size)
-        _sync(lm.device)
-    return time.perf_counter() - t0, logits.dtype
+        for prompts in groups if lm.compile else groups[:1]:
+            dec = lm.start(prompts, max_tokens)
+            if dec.shape in shapes:
+                continue
+            shapes.add(dec.shape)
+            logits = dec.forward()
+            for _ in range(min(3, dec.cache_len - dec.prompt_len) if lm.compile else 0):
+                logits = dec.forward(torch.argmax(logits, dim=-1))
+            _sync(lm.device)
+            if dtype is None:
+                t0 = time.perf_counter()
+                kernel(logits, mask.to(lm.device, non_blocking=True), vocab.size)
+                _sync(lm.device)
+                kernel_s, dtype = time.perf_counter() - t0, logits.dtype
+    return kernel_s, dtype
+
+
+def _compiled_graphs() -> int:
+    """Graphs ``torch.compile`` has made in this process so far."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:  # pragma: no cover - torch without dynamo
+        return 0
+    return int(counters["stats"]["unique_graphs"])
 
 
 def _kernel_rows(lm: LoadedModel, vocab: Vocabulary, mask: np.ndarray, dtype: Any, seed: int
@@ -419,7 +422,7 @@ def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | in
     prompts = _Prompts(prompt, vocab, lm)
     prompts.check(seqs, max_tokens)
     groups = _groups(seqs, batch)
-    _warm_up(lm, [prompts(i) for i in groups[0]], bm.apply_kernel("torch"), vocab)
+    _warm_up(lm, [[prompts(i) for i in g] for g in groups], max_tokens, bm.apply_kernel("torch"), vocab)
     steps: list[dict[str, Any]] = []
     wall = 0.0
     for b, group in enumerate(groups):
@@ -455,7 +458,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     prompts = _Prompts(prompt, vocab, lm)
     prompts.check(items, max_tokens)
     groups = _groups(items, batch)
-    warmup_s, logits_dtype = _warm_up(lm, [prompts(i) for i in groups[0]], kernel, vocab)
+    warmup_s, logits_dtype = _warm_up(lm, [[prompts(i) for i in g] for g in groups], max_tokens, kernel, vocab)
+    graphs_before = _compiled_graphs()
     pool = ThreadPoolExecutor(max_workers=threads or min(batch, 8))
     steps: list[dict[str, Any]] = []
     sequences: list[dict[str, Any]] = []
@@ -522,6 +526,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
         steps.extend(baseline.steps)
         walls["unconstrained"], tokens["unconstrained"] = baseline.wall_s, baseline.tokens
     summary = summarize(steps, sequences, walls, tokens, batch, seq_times)
+    summary["compiles_in_loop"] = _compiled_graphs() - graphs_before  # >0: a timing paid for compilation
     summary.update(apply=apply, apply_warmup_ms=1e3 * warmup_s, prompt=prompt,
                    baseline="shared" if isinstance(baseline, Baseline) else "interleaved" if baseline else "none")
     kernels = (_kernel_rows(lm, vocab, sample_mask, logits_dtype, seed)

@@ -27,7 +27,14 @@ from toolkit.datasets import shared_dir
 from toolkit.errors import MasklabError
 from toolkit.vocab import Vocabulary
 
-__all__ = ["ModelError", "LoadedModel", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE"]
+__all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES",
+           "CACHE_BLOCK"]
+
+CACHE_BLOCK = 256
+"""A static KV cache's length is the batch's prompt plus ``max_tokens``, rounded up to this."""
+
+CACHES = ("dynamic", "static")
+_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 RANDOM_NOTE = "random weights (no checkpoint can be downloaded here): times are a real model's, text is noise"
 
@@ -64,20 +71,50 @@ class LoadedModel:
     dtype: str
     parameters: int
     notes: list[str] = field(default_factory=list)
+    cache: str = "dynamic"
+    compile: str | None = None
     _takes_keep: bool | None = field(default=None, repr=False)
+    _caches: dict[tuple[int, int], Any] = field(default_factory=dict, repr=False)
+    _compiled: Any = field(default=None, repr=False)
 
-    def step(self, ids: Any, past: Any = None, attention_mask: Any = None,
-             position_ids: Any = None) -> tuple[Any, Any]:
-        """One forward pass: the logits of the last position, ``(B, V)`` and contiguous,
-        and the new KV cache.  Only the last position's logits are computed when the
-        model takes ``logits_to_keep`` (transformers' Llama, Mistral and most others).
-        A left-padded batch passes its ``attention_mask`` (past and new positions, 0 on
-        padding) and ``position_ids`` (counted from each sequence's first real token)."""
-        extra = {"logits_to_keep": 1} if self._keep else {}
-        if attention_mask is not None:
-            extra.update(attention_mask=attention_mask, position_ids=position_ids)
-        out = self.model(input_ids=ids, past_key_values=past, use_cache=True, **extra)
-        return out.logits[:, -1, :].contiguous(), out.past_key_values
+    def start(self, prompts: list[list[int]], max_tokens: int) -> Decoding:
+        """A batch's decoding: one prompt (token ids) per sequence, ``max_tokens`` steps
+        at most (see :class:`Decoding`)."""
+        return Decoding(self, prompts, max_tokens)
+
+    @property
+    def _keep(self) -> bool:
+        if self._takes_keep is None:
+            import inspect
+
+            self._takes_keep = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        return self._takes_keep
+
+    def _static_cache(self, batch: int, length: int) -> Any:
+        """The static KV cache of this shape, emptied (one per shape, reused: a captured
+        CUDA graph writes into the same memory every batch)."""
+        key = (batch, length)
+        cache = self._caches.get(key)
+        if cache is None:
+            from transformers import StaticCache
+
+            cache = self._caches[key] = StaticCache(config=self.model.config, max_cache_len=length)
+        else:
+            import torch
+
+            with torch.inference_mode():  # its tensors were made in the loop's inference mode
+                cache.reset()
+        return cache
+
+    def _decode_fn(self) -> Any:
+        """The forward pass of the one-token steps: the model's, or torch.compile'd."""
+        if self.compile is None:
+            return self.model
+        if self._compiled is None:
+            import torch
+
+            self._compiled = torch.compile(self.model.forward, mode=self.compile, dynamic=False, fullgraph=True)
+        return self._compiled
 
     @property
     def bos_id(self) -> int | None:
@@ -93,18 +130,98 @@ class LoadedModel:
         n = getattr(self.model.config, "max_position_embeddings", None)
         return int(n) if n else None
 
-    @property
-    def _keep(self) -> bool:
-        if self._takes_keep is None:
-            import inspect
-
-            self._takes_keep = "logits_to_keep" in inspect.signature(self.model.forward).parameters
-        return self._takes_keep
-
     def describe(self) -> dict[str, Any]:
         return {"spec": self.spec, "random_weights": self.random, "vocab_size": self.vocab_size,
                 "device": self.device, "dtype": self.dtype, "parameters": self.parameters,
-                "notes": list(self.notes)}
+                "cache": self.cache, "compile": self.compile, "notes": list(self.notes)}
+
+
+class Decoding:
+    """One batch being decoded: ``forward()`` runs the prompts (the first pass), then
+    ``forward(tokens)`` one token per sequence; each returns the last position's logits,
+    ``(B, V)``, contiguous, owned by the caller until the next call.
+
+    Prompts of different lengths are left-padded (id 0) under an attention mask, with
+    position ids counted from each sequence's first real token, so every row decodes
+    as it would alone.  With the model's ``cache="static"`` the KV cache has a fixed
+    length (prompt + ``max_tokens``, rounded up to :data:`CACHE_BLOCK` so batches share
+    shapes) and the attention mask is allocated at that length once: every one-token
+    step has the same shapes, which is what ``compile`` (``torch.compile``; CUDA graphs
+    with ``reduce-overhead``) needs.  Only the last position's logits are computed when
+    the model takes ``logits_to_keep`` (transformers' Llama, Mistral and most others).
+    """
+
+    def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int) -> None:
+        import torch
+
+        if not prompts or not all(prompts):
+            raise ModelError("every sequence needs a prompt of at least one token")
+        with torch.inference_mode():  # whatever the caller's mode: a compiled step guards on it
+            self._setup(lm, prompts, max_tokens)
+
+    def _setup(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int) -> None:
+        import torch
+
+        self.lm = lm
+        self.batch = len(prompts)
+        n = self.prompt_len = max(len(p) for p in prompts)
+        dev = lm.device
+        self.ids = torch.tensor([[0] * (n - len(p)) + p for p in prompts], dtype=torch.long, device=dev)
+        padded = any(len(p) != n for p in prompts)
+        self.cache_len = -(-(n + max_tokens) // CACHE_BLOCK) * CACHE_BLOCK if lm.cache == "static" else 0
+        width = self.cache_len or n  # a dynamic cache's mask grows by a column per step
+        self.attn = self.pos = None
+        if padded:
+            self.attn = torch.ones((self.batch, width), dtype=torch.long, device=dev)
+            for row, p in enumerate(prompts):
+                self.attn[row, : n - len(p)] = 0
+            self.pos = (self.attn[:, :n].cumsum(-1) - 1).clamp(min=0)
+        self.past = lm._static_cache(self.batch, self.cache_len) if self.cache_len else None
+        self.seen = 0  # positions in the cache
+        self.shape = (self.batch, self.cache_len, padded)  # what a compiled step specializes on
+
+    def forward(self, tokens: Any = None) -> Any:
+        """The prompts' pass (``tokens`` None, first call only), or one step feeding
+        ``tokens`` (``(B,)`` ids); the logits of the last position (inference tensors)."""
+        import torch
+
+        with torch.inference_mode():
+            return self._forward(tokens)
+
+    def _forward(self, tokens: Any) -> Any:
+        import torch
+
+        lm = self.lm
+        extra: dict[str, Any] = {"logits_to_keep": 1} if lm._keep else {}
+        if tokens is None:
+            if self.seen:
+                raise ModelError("the prompts were already run: feed the sampled tokens")
+            ids, fn, n = self.ids, lm.model, self.prompt_len
+            pos = self.pos
+        else:
+            if not self.seen:
+                raise ModelError("run the prompts first: forward() without tokens")
+            ids, fn, n = tokens.reshape(self.batch, 1), lm._decode_fn(), 1
+            if self.pos is not None:
+                self.pos = self.pos[:, -1:] + 1
+                pos = self.pos
+                if not self.cache_len:
+                    self.attn = torch.cat([self.attn, self.attn.new_ones((self.batch, 1))], dim=1)
+            else:
+                pos = None
+        if self.attn is not None:
+            extra.update(attention_mask=self.attn, position_ids=pos)
+        if self.cache_len:
+            if self.seen + n > self.cache_len:
+                raise ModelError(f"the static cache holds {self.cache_len} positions; step {self.seen + n} "
+                                 "is past it")
+            extra["cache_position"] = torch.arange(self.seen, self.seen + n, device=lm.device)
+        out = fn(input_ids=ids, past_key_values=self.past, use_cache=True, **extra)
+        self.past = out.past_key_values
+        self.seen += n
+        logits = out.logits[:, -1, :]
+        # a CUDA graph's output is overwritten by its next replay: the caller gets a copy
+        return logits.clone() if fn is not lm.model else logits.contiguous()
 
 
 def _random_config(name: str, vocab: Vocabulary) -> Any:
@@ -139,8 +256,21 @@ def _dtype(dtype: str, device: str) -> Any:
         raise ModelError(f"unknown dtype {dtype!r} (float32, bfloat16, float16, auto)") from None
 
 
-def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str = "auto", seed: int = 0) -> LoadedModel:
-    """Load ``spec`` (see the module doc) on ``device`` for decoding with ``vocab``."""
+def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str = "auto", seed: int = 0,
+               cache: str = "dynamic", compile: str | None = None) -> LoadedModel:
+    """Load ``spec`` (see the module doc) on ``device`` for decoding with ``vocab``.
+
+    ``cache``: ``dynamic`` (transformers' default, grows per step) or ``static`` (fixed
+    shapes, see :class:`Decoding`).  ``compile``: a ``torch.compile`` mode for the
+    one-token steps (``default``, ``reduce-overhead``: CUDA graphs, ``max-autotune``);
+    it implies the static cache.  Compiling happens on the first steps of each shape,
+    which :func:`toolkit.generate.generate` runs before it times anything."""
+    if cache not in CACHES:
+        raise ModelError(f"unknown cache {cache!r} (dynamic or static)")
+    if compile is not None:
+        if compile not in _COMPILE_MODES:
+            raise ModelError(f"unknown compile mode {compile!r} ({', '.join(_COMPILE_MODES)})")
+        cache = "static"
     try:
         import torch
         from transformers import AutoModelForCausalLM
@@ -171,4 +301,4 @@ def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str 
             "a model decodes with its own tokenizer"
         )
     n_params = sum(p.numel() for p in model.parameters())
-    return LoadedModel(model, spec, random, logits, device, dtype_name, int(n_params), notes)
+    return LoadedModel(model, spec, random, logits, device, dtype_name, int(n_params), notes, cache, compile)
