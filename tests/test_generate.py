@@ -300,3 +300,43 @@ def test_prompts_put_each_items_spec_in_front(tekken, tiny, items) -> None:
         unconstrained(tiny, tekken, 3, batch=1, max_tokens=4, prompt=SPEC_PROMPT)
     with pytest.raises(ModelError, match=r"item 's08_array_matrix': a prompt of \d+ tokens and --max-tokens 4090"):
         generate(engine, tiny, tekken, [matrix], max_tokens=4090, prompt=SPEC_PROMPT)
+
+
+def _spin_forever() -> None:
+    while True:
+        try:
+            sum(range(1000))
+        except Exception:  # noqa: BLE001, S112 - careless code: the time limit must get through it
+            continue
+
+
+class _NeverCompiles:
+    """Compiles as ``inner`` does, except the ``n``-th call, which never returns."""
+
+    def __init__(self, inner, n: int) -> None:
+        self.inner, self.n, self.calls = inner, n, 0
+
+    def compile(self, spec):
+        self.calls += 1
+        if self.calls == self.n:
+            _spin_forever()
+        return self.inner.compile(spec)
+
+    def matcher(self, compiled):
+        return self.inner.matcher(compiled)
+
+
+def test_a_compile_past_the_time_limit_is_a_compile_error_and_the_run_goes_on(tekken, tiny, items) -> None:
+    from toolkit.errors import TimeLimitExceeded, time_limit
+
+    with pytest.raises(TimeLimitExceeded, match="'block' exceeded"), time_limit(0.2, "block"):
+        _spin_forever()
+    with time_limit(5.0):  # a block that ends in time: nothing raised, the alarm disarmed
+        pass
+    engine = _NeverCompiles(get_engine("outlines", tekken, whitespace="compact"), 2)
+    run = generate(engine, tiny, tekken, items[:3], batch=3, max_tokens=8, temperature=1.0, baseline=False,
+                   compile_timeout=0.5)
+    by = {q["item"]: q for q in run.sequences}
+    assert by[items[1].name]["status"] == "compile_error" and run.summary["compile_error"] == 1
+    assert "TimeLimitExceeded" in by[items[1].name]["detail"] and "compile seconds" in by[items[1].name]["detail"]
+    assert by[items[0].name]["tokens"] > 0 and by[items[2].name]["tokens"] > 0

@@ -248,7 +248,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
                            temperature=args.temperature, seed=args.seed,
                            baseline=baselines.get(batch, args.unconstrained_baseline),
-                           prompt=prompt, apply=args.apply, compare_kernels=args.compare_kernels)
+                           prompt=prompt, apply=args.apply, compare_kernels=args.compare_kernels,
+                           compile_timeout=args.compile_timeout or None)
             out = write_run(run, Path(args.out) / name.replace(":", "-") / f"batch-{batch}",
                             {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})), "batch": batch})
             summaries.append({"engine": name, **run.summary})
@@ -392,6 +393,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="time every apply kernel on a real mask of each run (default: yes)")
     g.add_argument("-o", "--option", action="append", default=[], metavar="ENGINE.KEY=VALUE",
                    help="an engine option (repeatable)")
+    g.add_argument("--compile-timeout", type=_non_negative_float, default=60.0, metavar="SECONDS",
+                   help="an engine compiling one item longer than this: that item is a compile_error and the "
+                        "run goes on (default 60; 0: no limit)")
     g.add_argument("--out", default="results/generate",
                    help="output folder: OUT/ENGINE/batch-B/ per run (default: results/generate)")
     g.set_defaults(func=_cmd_generate)

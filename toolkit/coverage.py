@@ -12,14 +12,20 @@ accepted: the grammar is looser than the schema, the worst outcome), *timeout* a
 from __future__ import annotations
 
 import collections
-import signal
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from toolkit.datasets import iter_items
-from toolkit.errors import GrammarError, LimitExceeded, RegexError, UnsupportedSchema
+from toolkit.errors import (
+    GrammarError,
+    LimitExceeded,
+    RegexError,
+    TimeLimitExceeded,
+    UnsupportedSchema,
+    time_limit,
+)
 
 __all__ = ["SchemaResult", "schema_coverage", "summarize"]
 
@@ -34,18 +40,6 @@ class SchemaResult:
     lark_ok: bool | None = None  # llguidance accepts to_lark() (None: not checked or not compiled)
 
 
-class _Timeout(BaseException):
-    """Raised by the alarm; a BaseException so no ``except Exception`` swallows it."""
-
-
-_ARMED = [False]
-
-
-def _alarm(signum, frame):  # noqa: ARG001
-    if _ARMED[0]:  # an alarm that lands while disarming is ignored
-        raise _Timeout()
-
-
 def _lark_ok(grammar) -> bool:
     import llguidance
 
@@ -58,40 +52,36 @@ def _lark_ok(grammar) -> bool:
 
 def check_item(item, timeout: float, check_lark: bool = False) -> SchemaResult:
     t0 = time.perf_counter()
-    old = signal.signal(signal.SIGALRM, _alarm)
-    _ARMED[0] = True
-    signal.setitimer(signal.ITIMER_REAL, timeout)
     try:
-        try:
-            grammar = item.grammar()
-        except UnsupportedSchema as e:
-            return SchemaResult(item.name, "unsupported", e.keyword, time.perf_counter() - t0)
-        except (GrammarError, RegexError, LimitExceeded) as e:
-            return SchemaResult(item.name, "grammar_error", f"{type(e).__name__}: {e}"[:200], time.perf_counter() - t0)
-        rejected_valid, accepted_invalid = [], []
-        for case in item.cases:
-            ok = grammar.accepts(case.text)
-            if case.valid and not ok:
-                rejected_valid.append(case.text[:120])
-            elif ok and not case.valid:
-                accepted_invalid.append(case.text[:120])
-        dt = time.perf_counter() - t0
-        _ARMED[0] = False  # the time limit is for compiling and checking, not for llguidance
+        with time_limit(timeout, "seconds per schema"):  # compiling and checking, not llguidance
+            try:
+                grammar = item.grammar()
+            except UnsupportedSchema as e:
+                return SchemaResult(item.name, "unsupported", e.keyword, time.perf_counter() - t0)
+            except TimeLimitExceeded:
+                raise
+            except (GrammarError, RegexError, LimitExceeded) as e:
+                return SchemaResult(item.name, "grammar_error", f"{type(e).__name__}: {e}"[:200],
+                                    time.perf_counter() - t0)
+            rejected_valid, accepted_invalid = [], []
+            for case in item.cases:
+                ok = grammar.accepts(case.text)
+                if case.valid and not ok:
+                    rejected_valid.append(case.text[:120])
+                elif ok and not case.valid:
+                    accepted_invalid.append(case.text[:120])
+            dt = time.perf_counter() - t0
         lark = _lark_ok(grammar) if check_lark else None
         if accepted_invalid:
             return SchemaResult(item.name, "invalidation_error", "", dt, accepted_invalid, lark)
         if rejected_valid:
             return SchemaResult(item.name, "validation_error", "", dt, rejected_valid, lark)
         return SchemaResult(item.name, "passing", "", dt, lark_ok=lark)
-    except _Timeout:
+    except TimeLimitExceeded:
         return SchemaResult(item.name, "timeout", f"> {timeout:g} s", time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - counted, and printed: always a bug
         return SchemaResult(item.name, "crash", "".join(traceback.format_exception_only(e)).strip()[:300],
                             time.perf_counter() - t0)
-    finally:
-        _ARMED[0] = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: float = 30.0,

@@ -5,6 +5,12 @@ One module, so callers can catch the whole family with :class:`MasklabError`.
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 __all__ = [
     "MasklabError",
     "GrammarError",
@@ -12,6 +18,8 @@ __all__ = [
     "UnsupportedGrammar",
     "UnsupportedSchema",
     "LimitExceeded",
+    "TimeLimitExceeded",
+    "time_limit",
     "VocabError",
 ]
 
@@ -72,6 +80,44 @@ class LimitExceeded(MasklabError):
         self.maximum = maximum
         self.detail = detail
         super().__init__(f"limit {limit!r} exceeded: {value} > {maximum}" + (f" ({detail})" if detail else ""))
+
+
+class TimeLimitExceeded(LimitExceeded):
+    """A block ran past its wall-clock limit (:func:`time_limit`)."""
+
+
+class _Alarm(BaseException):
+    """Raised by the alarm; a BaseException so no ``except Exception`` in the limited
+    code swallows it.  :func:`time_limit` turns it into :class:`TimeLimitExceeded`."""
+
+
+@contextmanager
+def time_limit(seconds: float | None, what: str = "time") -> Iterator[None]:
+    """Raise :class:`TimeLimitExceeded` (limit ``what``) when the block runs longer than
+    ``seconds`` (None or 0: no limit).  It uses SIGALRM, so it applies on POSIX in the
+    main thread (elsewhere the block runs unlimited), and native code is interrupted
+    only when it next returns to Python: a peer's compile that never returns still
+    hangs, one that returns late is still refused."""
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    armed = [True]
+
+    def alarm(signum: int, frame: object) -> None:  # noqa: ARG001
+        if armed[0]:  # an alarm that lands while disarming is ignored
+            raise _Alarm()
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    t0 = time.perf_counter()
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _Alarm:
+        raise TimeLimitExceeded(what, round(time.perf_counter() - t0, 3), seconds, "seconds") from None
+    finally:
+        armed[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 class VocabError(MasklabError):

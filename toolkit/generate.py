@@ -38,7 +38,8 @@ design (:mod:`toolkit.jsonschema`), and is counted in ``outside_grammar``.  An
 output that finished but fails its check is ``invalid`` (a wrong mask: the worst bug
 this project can have); one whose schema ``jsonschema`` cannot check is
 ``unchecked``, never counted valid.  An item the engine refuses to compile
-is a ``compile_error`` sequence (its slot idles); the run goes on.
+is a ``compile_error`` sequence (its slot idles); the run goes on; so is one whose
+compile runs past ``compile_timeout``.
 
 Prompts: ``prompt`` is a template rendered per item (:func:`render_prompt`: ``{spec}``
 is the item's schema, grammar or regex text, ``{kind}`` what it is, ``{name}`` its
@@ -66,7 +67,7 @@ import numpy as np
 
 from toolkit import bitmask as bm
 from toolkit.datasets import Item
-from toolkit.errors import MasklabError
+from toolkit.errors import MasklabError, time_limit
 from toolkit.model import LoadedModel, ModelError
 from toolkit.vocab import Vocabulary
 
@@ -78,6 +79,9 @@ DEFAULT_PROMPT = "Answer in the requested format.\n"
 
 SPEC_PROMPT = "Reply with only the output, nothing else. It must match this {kind}:\n{spec}\n"
 """A prompt that gives the model the item's spec (what a real checkpoint needs)."""
+
+DEFAULT_COMPILE_TIMEOUT = 60.0
+"""Seconds an engine may take to compile one item in :func:`generate`."""
 
 _KINDS = {"schema": "JSON schema", "lark": "Lark grammar", "regex": "regular expression"}
 _PLACEHOLDERS = ("{spec}", "{kind}", "{name}")
@@ -437,14 +441,16 @@ def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | in
 def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item], *, batch: int = 1,
              max_tokens: int = 256, temperature: float = 0.0, seed: int = 0, baseline: bool | Baseline = True,
              threads: int | None = None, prompt: str = DEFAULT_PROMPT, apply: str = "torch",
-             compare_kernels: bool = False) -> GenerateRun:
+             compare_kernels: bool = False, compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT) -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
     for what is measured.  ``baseline``: True runs the unconstrained loop after each
     batch, as many steps as the batch took (interleaved, so drift hits both alike); a
     :class:`Baseline` from :func:`unconstrained` is used as it is; False: none.
     ``compare_kernels`` also times every apply kernel on a real mask of the run
-    (``GenerateRun.kernels``)."""
+    (``GenerateRun.kernels``).  ``compile_timeout``: seconds an engine may take to
+    compile one item (:func:`toolkit.errors.time_limit`; None: no limit); past it the
+    item is a ``compile_error`` (``TimeLimitExceeded``) and the run goes on."""
     if batch < 1 or max_tokens < 1:
         raise ValueError(f"batch and max_tokens must be >= 1, got {batch}, {max_tokens}")
     if not temperature >= 0:
@@ -474,8 +480,9 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
             for item in group:
                 t0 = time.perf_counter()
                 try:
-                    compiled = engine.compile(item.spec if _native(engine, item) else item.grammar())
-                    m = engine.matcher(compiled)
+                    with time_limit(compile_timeout, "compile seconds"):
+                        compiled = engine.compile(item.spec if _native(engine, item) else item.grammar())
+                        m = engine.matcher(compiled)
                 except Exception as e:  # noqa: BLE001 - the engine refuses this item: recorded, run goes on
                     seq = _Seq(item, None, [], 0.0, done=True, status="compile_error")
                     seq.error = f"{type(e).__name__}: {e}"[:2000]

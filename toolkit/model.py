@@ -14,6 +14,11 @@
 The model's logits must cover exactly the vocabulary's ids (``vocab.size``, padding
 included): a mismatch is a :class:`ModelError` naming both sizes, never a silent
 truncation.  Needs the ``[model]`` extra (torch, transformers).
+
+``lm.start(prompts, max_tokens)`` begins a batch (:class:`Decoding`): the prompts'
+pass, then one token per sequence per call, with transformers' dynamic KV cache or,
+``load_model(..., cache="static")``, a fixed-shape one, optionally with the one-token
+steps ``torch.compile``'d (``compile="reduce-overhead"``: CUDA graphs on a GPU).
 """
 
 from __future__ import annotations
