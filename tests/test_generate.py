@@ -298,8 +298,14 @@ def test_prompts_put_each_items_spec_in_front(tekken, tiny, items) -> None:
     assert base.tokens == 2 * 3 * 4  # 5 items: 2 batches of 3
     with pytest.raises(ValueError, match="placeholders but no item"):
         unconstrained(tiny, tekken, 3, batch=1, max_tokens=4, prompt=SPEC_PROMPT)
-    with pytest.raises(ModelError, match=r"item 's08_array_matrix': a prompt of \d+ tokens and --max-tokens 4090"):
-        generate(engine, tiny, tekken, [matrix], max_tokens=4090, prompt=SPEC_PROMPT)
+    room = 4096 - lengths[date.name]  # tiny has 4,096 positions: the date's prompt fits, the matrix's not
+    run = generate(engine, tiny, tekken, [date, matrix], batch=2, max_tokens=room, prompt=SPEC_PROMPT,
+                   temperature=1.0, baseline=False)
+    by = {q["item"]: q for q in run.sequences}
+    assert by[matrix.name]["status"] == "prompt_too_long" and "exceed the 4096 positions" in by[matrix.name]["detail"]
+    assert run.summary["prompt_too_long"] == 1 and by[date.name]["tokens"] > 0
+    with pytest.raises(ModelError, match="max_tokens 4096 and a prompt exceed the 4096 positions"):
+        generate(engine, tiny, tekken, [date], max_tokens=4096)
 
 
 def _spin_forever() -> None:

@@ -262,7 +262,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
     cols = ["engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
             "forward_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid", "invalid", "unchecked",
-            "unfinished", "bad_prefix", "outside_grammar", "compile_error", "forced_tokens"]
+            "unfinished", "bad_prefix", "outside_grammar", "compile_error", "prompt_too_long", "forced_tokens"]
     print(pd.DataFrame(summaries)[cols].round(3).to_string(index=False))
     return 1 if any(s["invalid"] or s["rejected"] or s["error"] or s["bad_prefix"] for s in summaries) else 0
 

@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 _STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "rejected", "error",
-             "compile_error")
+             "compile_error", "prompt_too_long")
 _SETTINGS = ("model", "device", "dtype", "apply", "forward", "prompt")
 _PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
           ("sample_ms", "sample"), ("accept_ms", "accept tokens"))

@@ -49,7 +49,8 @@ for every item; :data:`SPEC_PROMPT` puts the item's spec in the prompt, as a rea
 checkpoint needs.  Prompts of different lengths are left-padded, with an attention
 mask and position ids counted from each sequence's first real token, so a sequence
 decodes exactly as it would alone.  A prompt and ``max_tokens`` that do not fit the
-model's positions are an error before anything runs.  The unconstrained baseline
+model's positions make that item a ``prompt_too_long`` sequence (not compiled, its slot
+idles) and the run goes on.  The unconstrained baseline
 decodes the same prompts.
 """
 
@@ -104,7 +105,10 @@ def render_prompt(template: str, item: Item | None) -> str:
 class _Prompts:
     """The token ids of each item's prompt (BOS first when the model has one), encoded once."""
 
-    def __init__(self, template: str, vocab: Vocabulary, lm: LoadedModel) -> None:
+    def __init__(self, template: str, vocab: Vocabulary, lm: LoadedModel, max_tokens: int) -> None:
+        limit = lm.max_positions
+        if limit is not None and max_tokens + 1 > limit:
+            raise ModelError(f"max_tokens {max_tokens} and a prompt exceed the {limit} positions of {lm.spec}")
         self.template, self.vocab, self.lm = template, vocab, lm
         self._ids: dict[str, list[int]] = {}
 
@@ -117,15 +121,19 @@ class _Prompts:
                 raise ValueError("the prompt is empty (no BOS and no text): the model needs a first token")
         return self._ids[text]
 
-    def check(self, items: Sequence[Item | None], max_tokens: int) -> None:
-        """Every prompt plus ``max_tokens`` must fit the model's positions (ModelError)."""
-        limit = self.lm.max_positions
-        for item in items:
-            n = len(self(item))
-            if limit is not None and n + max_tokens > limit:
-                where = f"item {item.name!r}: " if item is not None else ""
-                raise ModelError(f"{where}a prompt of {n} tokens and --max-tokens {max_tokens} exceed the "
-                                 f"{limit} positions of model {self.lm.spec}")
+    def too_long(self, item: Item | None, max_tokens: int) -> str:
+        """Why the item's prompt plus ``max_tokens`` does not fit the model's positions
+        ("" when it does)."""
+        n, limit = len(self(item)), self.lm.max_positions
+        if limit is None or n + max_tokens <= limit:
+            return ""
+        return f"a prompt of {n} tokens and max_tokens {max_tokens} exceed the {limit} positions of {self.lm.spec}"
+
+    def slot(self, item: Item | None, max_tokens: int) -> list[int]:
+        """The ids the item's batch slot decodes from: its prompt, or only the prompt's
+        first token when it does not fit (the slot then idles, like a refused item's)."""
+        ids = self(item)
+        return ids[:1] if self.too_long(item, max_tokens) else ids
 
 
 def _groups(items: Sequence[Any], batch: int) -> list[list[Any]]:
@@ -423,14 +431,13 @@ def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | in
     seqs: Sequence[Item | None] = [None] * items if isinstance(items, int) else list(items)
     if not seqs or batch < 1 or max_tokens < 1:
         raise ValueError(f"need items, batch >= 1 and max_tokens >= 1, got {len(seqs)}, {batch}, {max_tokens}")
-    prompts = _Prompts(prompt, vocab, lm)
-    prompts.check(seqs, max_tokens)
-    groups = _groups(seqs, batch)
-    _warm_up(lm, [[prompts(i) for i in g] for g in groups], max_tokens, bm.apply_kernel("torch"), vocab)
+    prompts = _Prompts(prompt, vocab, lm, max_tokens)
+    groups = [[prompts.slot(i, max_tokens) for i in g] for g in _groups(seqs, batch)]
+    _warm_up(lm, groups, max_tokens, bm.apply_kernel("torch"), vocab)
     steps: list[dict[str, Any]] = []
     wall = 0.0
     for b, group in enumerate(groups):
-        rows, _, w = _decode_loop(lm, [prompts(i) for i in group], max_tokens, temperature, seed + b, None)
+        rows, _, w = _decode_loop(lm, group, max_tokens, temperature, seed + b, None)
         for r in rows:
             r.update(batch_index=b, mode="unconstrained")
         steps.extend(rows)
@@ -461,10 +468,10 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
         raise ValueError("no items to decode")
     kernel = bm.apply_kernel(apply)
     items = list(items)
-    prompts = _Prompts(prompt, vocab, lm)
-    prompts.check(items, max_tokens)
+    prompts = _Prompts(prompt, vocab, lm, max_tokens)
     groups = _groups(items, batch)
-    warmup_s, logits_dtype = _warm_up(lm, [[prompts(i) for i in g] for g in groups], max_tokens, kernel, vocab)
+    warmup_s, logits_dtype = _warm_up(lm, [[prompts.slot(i, max_tokens) for i in g] for g in groups], max_tokens,
+                                      kernel, vocab)
     graphs_before = _compiled_graphs()
     pool = ThreadPoolExecutor(max_workers=threads or min(batch, 8))
     steps: list[dict[str, Any]] = []
@@ -478,6 +485,10 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
         for b, group in enumerate(groups):
             seqs = []
             for item in group:
+                too_long = prompts.too_long(item, max_tokens)
+                if too_long:  # not compiled: its slot idles
+                    seqs.append(_Seq(item, None, [], 0.0, done=True, status="prompt_too_long", error=too_long))
+                    continue
                 t0 = time.perf_counter()
                 try:
                     with time_limit(compile_timeout, "compile seconds"):
@@ -496,7 +507,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 s.ttfm_s += time.perf_counter() - t0
             if sample_mask is None:
                 sample_mask = masker.mask.copy()  # the first step's masks (all sequences live)
-            group_prompts = [prompts(i) for i in group]
+            group_prompts = [prompts.slot(i, max_tokens) for i in group]
             rows, _, wall = _decode_loop(lm, group_prompts, max_tokens, temperature, seed + b, masker, kernel)
             seq_times.extend(masker.seq_times)
             for r in rows:
@@ -571,7 +582,8 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
                            if unc else float("nan"))
     ttfm = [s["ttfm_s"] for s in sequences if s["ttfm_s"] is not None]
     out["ttfm_ms_p50"] = 1e3 * float(np.median(ttfm)) if ttfm else float("nan")
-    for status in ("valid", "invalid", "unchecked", "unfinished", "rejected", "error", "compile_error"):
+    for status in ("valid", "invalid", "unchecked", "unfinished", "rejected", "error", "compile_error",
+                   "prompt_too_long"):
         out[status] = sum(1 for s in sequences if s["status"] == status)
     out["bad_prefix"] = sum(1 for s in sequences if s.get("prefix_ok") is False and s.get("grammar") != "own")
     out["outside_grammar"] = sum(1 for s in sequences if s.get("prefix_ok") is False and s.get("grammar") == "own")
