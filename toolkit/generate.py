@@ -226,11 +226,12 @@ def _sync(device: str) -> None:
 
 
 def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
-                 seed: int, masker: Any | None, kernel: Any = None
+                 seed: int, masker: Any | None, kernel: Any = None, steps: int | None = None
                  ) -> tuple[list[dict[str, Any]], list[list[int]], float]:
     """Run one batch (one prompt per sequence); ``masker.submit(step)`` starts the
     step's masks, applied with ``kernel`` (see :func:`toolkit.bitmask.apply_kernel`);
-    no masker: unconstrained.
+    no masker: unconstrained.  ``steps`` (default ``max_tokens``) stops it earlier with
+    the shapes of a ``max_tokens`` run (a compiled model's graphs are per shape).
 
     Returns the step rows, the tokens per sequence and the wall time of the steps.
     ``masker.finished(i)`` says when sequence i is done; ``masker.accept(i, t)`` feeds it.
@@ -245,7 +246,7 @@ def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, tem
     outs: list[list[int]] = [[] for _ in prompts]
     with torch.inference_mode():
         t_start = time.perf_counter()
-        for step in range(max_tokens):
+        for step in range(max_tokens if steps is None else min(steps, max_tokens)):
             if masker is not None and masker.all_done():
                 break
             t0 = time.perf_counter()
@@ -532,7 +533,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                                   "ttfm_s": s.ttfm_s if s.matcher is not None else None,
                                   "text": data.decode("utf-8", errors="replace")[:2000]})
             if baseline is True:
-                rows, _, wall = _decode_loop(lm, group_prompts, max(1, len(rows)), temperature, seed + b, None)
+                rows, _, wall = _decode_loop(lm, group_prompts, max_tokens, temperature, seed + b, None,
+                                             steps=max(1, len(rows)))
                 for r in rows:
                     r.update(batch_index=b, mode="unconstrained")
                 steps.extend(rows)
