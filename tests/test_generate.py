@@ -311,8 +311,13 @@ def test_prompts_put_each_items_spec_in_front(tekken, tiny, items) -> None:
         generate(engine, tiny, tekken, [date], max_tokens=4096)
 
 
-def _spin_forever() -> None:
-    while True:
+def _spin_forever(give_up: float = 10.0) -> None:
+    """Busy Python code that swallows every Exception; it gives up after ``give_up``
+    seconds, so a broken time limit fails the test instead of hanging it."""
+    import time
+
+    end = time.perf_counter() + give_up
+    while time.perf_counter() < end:
         try:
             sum(range(1000))
         except Exception:  # noqa: BLE001, S112 - careless code: the time limit must get through it
@@ -320,7 +325,7 @@ def _spin_forever() -> None:
 
 
 class _NeverCompiles:
-    """Compiles as ``inner`` does, except the ``n``-th call, which never returns."""
+    """Compiles as ``inner`` does, except the ``n``-th call, which spins (past any sane limit)."""
 
     def __init__(self, inner, n: int) -> None:
         self.inner, self.n, self.calls = inner, n, 0
@@ -356,3 +361,16 @@ def test_figure_subtitles_name_the_tokenizer_not_its_path() -> None:
 
     assert _short_vocab("llama3:/work/shared/tokenizers/llama-3/tokenizer.model") == "llama3:llama-3"
     assert _short_vocab("hf:/ckpt/mistral-7b-v0.3") == "hf:mistral-7b-v0.3" and _short_vocab("tekken") == "tekken"
+
+
+def test_time_limits_nest() -> None:
+    """An inner limit that ends in time leaves the outer one running: the outer still fires."""
+    from toolkit.errors import TimeLimitExceeded, time_limit
+
+    with pytest.raises(TimeLimitExceeded, match="'outer' exceeded"), time_limit(0.4, "outer"):
+        with time_limit(5.0, "inner"):
+            pass
+        _spin_forever()
+    with pytest.raises(TimeLimitExceeded, match="'inner' exceeded"), time_limit(5.0, "outer"), \
+            time_limit(0.2, "inner"):
+        _spin_forever()

@@ -97,7 +97,8 @@ def time_limit(seconds: float | None, what: str = "time") -> Iterator[None]:
     ``seconds`` (None or 0: no limit).  It uses SIGALRM, so it applies on POSIX in the
     main thread (elsewhere the block runs unlimited), and native code is interrupted
     only when it next returns to Python: a peer's compile that never returns still
-    hangs, one that returns late is still refused."""
+    hangs, one that returns late is still refused.  Limits nest: an enclosing one keeps
+    running (its time counts on) and fires after the inner block ends if it is due."""
     if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -109,7 +110,7 @@ def time_limit(seconds: float | None, what: str = "time") -> Iterator[None]:
 
     old = signal.signal(signal.SIGALRM, alarm)
     t0 = time.perf_counter()
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    outer, _ = signal.setitimer(signal.ITIMER_REAL, seconds)  # an enclosing limit's time left (0: none)
     try:
         yield
     except _Alarm:
@@ -118,6 +119,8 @@ def time_limit(seconds: float | None, what: str = "time") -> Iterator[None]:
         armed[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+        if outer > 0:  # re-arm the enclosing limit with what is left of it (at least a tick)
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.perf_counter() - t0), 1e-3))
 
 
 class VocabError(MasklabError):
