@@ -118,7 +118,8 @@ class _Prompts:
             bos = [] if self.lm.bos_id is None else [self.lm.bos_id]
             self._ids[text] = bos + self.vocab.encode(text)
             if not self._ids[text]:
-                raise ValueError("the prompt is empty (no BOS and no text): the model needs a first token")
+                raise ModelError(f"the prompt is empty and {self.lm.spec} has no BOS token: a sequence needs a "
+                                 "first token (give --prompt some text)")
         return self._ids[text]
 
     def too_long(self, item: Item | None, max_tokens: int) -> str:
