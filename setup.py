@@ -36,6 +36,7 @@ def _extension(name: str) -> Extension:
 
 extensions = [
     _extension("toolkit.trie"),
+    _extension("toolkit._dfabuild"),
     _extension("strategies.outlines._index"),
     _extension("strategies.llguidance._parser"),
 ]

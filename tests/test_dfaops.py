@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests._support.fixtures import llguidance_byte_tokenizer
+from toolkit import _dfabuild
 from toolkit.dfaops import compile_boolean, difference, disjoint, intersect, union
+from toolkit.errors import LimitExceeded
 from toolkit.grammar import Grammar, Terminal
 from toolkit.regex import compile_regex
 
@@ -47,6 +50,32 @@ def test_products_are_canonical(op, p: str, q: str, same_as: str) -> None:
     assert built.start == direct.start
     assert (built.transitions == direct.transitions).all()
     assert (built.accepting == direct.accepting).all()
+
+
+def test_product_limit_is_an_error() -> None:
+    """A product past ``max_states`` reachable pairs raises LimitExceeded, naming the
+    limit: the limit bounds the construction, not the minimal result (35 states here)."""
+    a, b = compile_regex("(a|b)*a(a|b){6}"), compile_regex("(a|b)*b(a|b){5}")
+    with pytest.raises(LimitExceeded) as e:
+        intersect(a, b, max_states=50)
+    assert e.value.limit == "max_states" and e.value.maximum == 50
+    assert intersect(a, b).n_states == 35  # the same product under the default limit
+
+
+def test_minimize_merges_equivalent_states() -> None:
+    """The C minimizer on a hand-made table: states 2 and 3 (both "one more a, then
+    accept") merge, the result is numbered canonically and keeps the language."""
+    table = np.zeros((5, 2), dtype=np.int32)  # classes: 0 = "a", 1 = "b"
+    table[1] = [2, 3]  # start: a -> 2, b -> 3
+    table[2] = [4, 0]
+    table[3] = [4, 0]
+    table[4] = [0, 0]
+    acc = np.array([0, 0, 0, 0, 1], dtype=np.uint8)
+    small, out_acc = _dfabuild.minimize(table, acc)
+    assert small.tolist() == [[0, 0], [2, 2], [3, 0], [0, 0]]
+    assert out_acc.tolist() == [False, False, False, True]
+    with pytest.raises(ValueError):
+        _dfabuild.minimize(table, acc[:3])
 
 
 def test_disjoint_and_empty() -> None:

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from interegular.patterns import Pattern, REFlags, _CharGroup, _Concatenation, _Repeated
+from interegular.patterns import Pattern, _CharGroup, _Concatenation, _Repeated
 
 from tests._support.shared import PROJECT_ROOT, require_shared
 from toolkit._rxparse import parse
@@ -63,8 +63,8 @@ def theirs(pattern: str) -> tuple:
         return ("error", f"{type(e).__name__}: {e}")
     nfa = _NFA(_nfa_limit(DEFAULT_MAX_STATES), pattern)
     try:
-        frag = _build(nfa, tree, REFlags(0))
-        trans, acc, start = _minimize(_determinize(nfa, frag, DEFAULT_MAX_STATES))
+        frag = _build(nfa, tree, 0)
+        trans, acc, start = _minimize(*_determinize(nfa, frag, DEFAULT_MAX_STATES))
     except LimitExceeded:
         return ("limit",)
     except RegexError as e:  # e.g. interegular's lookaround node, (?m) on a character
@@ -337,6 +337,9 @@ def test_random_token_soup(flags: str, tokens: list[str]) -> None:
     if ok and theirs_ok:
         # A removed flag on a group holding one group: interegular forgets the removal.
         assume("(?-i:" not in pattern)
+        # "[]]" and "[^]]": a class of "]" for Python (and us); interegular reads an
+        # empty class, then "]" (the module doc's difference; both parse it).
+        assume("[]" not in pattern and "[^]" not in pattern)
         assert_same_language(pattern)
     elif ok:  # [] first in a class, \0, a comment: Python syntax interegular lacks
         assert _python_accepts(pattern), pattern

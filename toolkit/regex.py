@@ -26,7 +26,9 @@ of the bytes that no edge range cuts), with epsilon closures memoized, and stops
 ``max_states``; every nonempty subset is then a live state.  Hopcroft's algorithm
 (:func:`_minimize`, O(m log n)) merges equivalent states, and the minimal states are
 numbered with the dead state at 0 and the start state at 1, in breadth-first order
-(successors by smallest byte), so two equal languages give identical arrays.
+(successors by smallest byte), so two equal languages give identical arrays.  Both
+steps are C (:mod:`toolkit._dfabuild`, without the GIL); the parser and the NFA
+construction are Python.
 
 The former construction (interegular's character FSM, expanded to bytes and
 minimized by Moore's refinement: quadratic in repeat bounds, one round per state of
@@ -39,7 +41,6 @@ hundred levels) they raise :class:`~toolkit.errors.RegexError`.
 from __future__ import annotations
 
 import functools
-from array import array
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from interegular.patterns import (
     _Repeated,
 )
 
+from toolkit import _dfabuild
 from toolkit._rxparse import parse
 from toolkit._utf8 import complement, ranges_of, utf8_sequences
 from toolkit.errors import LimitExceeded, RegexError
@@ -291,12 +293,18 @@ def _dot_template(single_line: bool):
     return _template(complement([] if single_line else [(0x0A, 0x0A)]))
 
 
-def _build(nfa: _NFA, node: object, flags: REFlags) -> _Fragment:
-    """Append the fragment of an interegular AST node (see ``_render`` for the node types)."""
+# REFlags as plain ints: enum operators cost a microsecond each, per node built
+_MULTILINE, _CASE_INSENSITIVE, _SINGLE_LINE = (REFlags.MULTILINE.value, REFlags.CASE_INSENSITIVE.value,
+                                               REFlags.SINGLE_LINE.value)
+
+
+def _build(nfa: _NFA, node: object, flags: int) -> _Fragment:
+    """Append the fragment of an interegular AST node (see ``_render`` for the node
+    types); ``flags``: the :class:`REFlags` in force, as an int."""
     if isinstance(node, _CharGroup):
-        if flags & REFlags.MULTILINE:  # as interegular: (?m) is refused on characters
+        if flags & _MULTILINE:  # as interegular: (?m) is refused on characters
             raise RegexError(f"unsupported regex feature ({REFlags.MULTILINE})", nfa.pattern)
-        ci = bool(flags & REFlags.CASE_INSENSITIVE)
+        ci = bool(flags & _CASE_INSENSITIVE)
         return nfa.instantiate(_char_group_template(node.chars, node.negated, ci))
     if isinstance(node, _Concatenation):
         frags = [_build(nfa, p, flags) for p in node.parts]  # all built: errors come out
@@ -312,7 +320,7 @@ def _build(nfa: _NFA, node: object, flags: REFlags) -> _Fragment:
         return start, end
     if isinstance(node, Pattern):
         if node.added_flags or node.removed_flags:
-            flags = (flags | node.added_flags) & ~node.removed_flags
+            flags = (flags | node.added_flags.value) & ~node.removed_flags.value
         if len(node.options) == 1:
             return _build(nfa, node.options[0], flags)
         start = nfa.state()
@@ -328,14 +336,14 @@ def _build(nfa: _NFA, node: object, flags: REFlags) -> _Fragment:
         return _build_repeat(nfa, node, flags)
     name = type(node).__name__
     if name.endswith("DotCls"):
-        return nfa.instantiate(_dot_template(bool(flags & REFlags.SINGLE_LINE)))
+        return nfa.instantiate(_dot_template(bool(flags & _SINGLE_LINE)))
     if name.endswith("EmptyCls"):
         s = nfa.state()
         return s, s
     raise RegexError(f"unsupported regex node {name}", nfa.pattern)
 
 
-def _build_repeat(nfa: _NFA, node: _Repeated, flags: REFlags) -> _Fragment:
+def _build_repeat(nfa: _NFA, node: _Repeated, flags: int) -> _Fragment:
     """``x{lo,hi}``: ``lo`` copies of ``x`` in a row, then a loop (``hi`` None: the
     last copy is ``x+``, or ``x*`` when ``lo`` is 0) or a nested chain of ``hi - lo``
     optional copies, ``x(x(x)?)?``, whose epsilon closures stay small."""
@@ -404,275 +412,31 @@ def _unwrap(node: object) -> object:
             return node
 
 
-# ------------------------------------------------------ determinizing ----
+# ------------------------------------------- determinizing, minimizing ----
 
 
-class _SubsetDFA:
-    """The result of :func:`_determinize`.
-
-    ``table[s * k + c]`` is the state after a byte of class ``c`` (bytes
-    ``cuts[c]`` to ``cuts[c+1]-1``, ``k`` classes); ``succ[s]`` maps each live successor of ``s`` to the bitmask
-    of the classes that lead there, in order of the smallest such class.  State 0
-    is dead (the empty set), state 1 the start; every other state is live.
-    """
-
-    __slots__ = ("table", "succ", "accepting", "cuts")
-
-    def __init__(self, table, succ, accepting, cuts) -> None:
-        self.table: array = table
-        self.succ: list[dict[int, int]] = succ
-        self.accepting: list[bool] = accepting
-        self.cuts: list[int] = cuts
-
-
-def _determinize(nfa: _NFA, frag: _Fragment, max_states: int) -> _SubsetDFA:
-    """Subset construction over byte classes (the coarsest partition of the bytes
-    that no edge range cuts).
-
-    A DFA state is the set of *kernel* NFA states (those with byte edges, and the
-    final one) of an epsilon closure.  Closures are memoized per NFA state, and the
-    DFA state of a set of edge targets per set, so most transitions cost one lookup.
-    Since every NFA state reachable from the start can reach the final state, every
-    nonempty set is a live DFA state.
-    """
-    eps, edges = nfa.eps, nfa.edges
-    distinct = {id(es): es for es in edges}  # copies share their edge tuples
-    bounds = {0, 256}
-    for es in distinct.values():
-        for a, b, _ in es:
-            bounds.add(a)
-            bounds.add(b + 1)
-    cuts = sorted(bounds)
-    k = len(cuts) - 1
-    empty: frozenset[int] = frozenset()
-    sets: list[frozenset[int]] = [empty]
-    zero_row = array("i", bytes(4 * k))
-    table = array("i", zero_row)
-    succ: list[dict[int, int]] = [{}]
-    accepting = [False]
-    result = _SubsetDFA(table, succ, accepting, cuts)
+def _determinize(nfa: _NFA, frag: _Fragment, max_states: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Subset construction over byte classes (:func:`toolkit._dfabuild.determinize`,
+    in C).  Returns ``(table, accepting, cuts)``: ``table[s, c]`` is the state after a
+    byte of class ``c`` (bytes ``cuts[c]`` to ``cuts[c+1]-1``); state 0 is dead (the
+    empty set), state 1 the start, every other state live."""
     if frag is None:
-        return result
+        return np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=bool), [0, 256]
     start, final = frag
-    index = {c: i for i, c in enumerate(cuts)}
-    # Edges as half-open class ranges (still relative); None for states without.
-    converted = {i: tuple((index[a], index[b + 1], d) for a, b, d in es) or None for i, es in distinct.items()}
-    cedges = [converted[id(es)] for es in edges]
-    kernel = [es is not None for es in cedges]
-    kernel[final] = True
-    n_nfa = len(eps)
-    closures: list[frozenset[int] | None] = [None] * n_nfa
-
-    def kernel_closure(starts) -> frozenset[int]:
-        """The kernel states epsilon-reachable from ``starts`` (one search)."""
-        seen = set(starts)
-        stack = list(starts)
-        while stack:
-            s = stack.pop()
-            for d in eps[s]:
-                if s + d not in seen:
-                    seen.add(s + d)
-                    stack.append(s + d)
-        return frozenset([s for s in seen if kernel[s]])
-
-    def closure(q: int) -> frozenset[int]:
-        c = closures[q]
-        if c is None:
-            if eps[q]:
-                c = kernel_closure((q,))
-            else:
-                c = frozenset((q,)) if kernel[q] else empty
-            closures[q] = c
-        return c
-
-    ids: dict[frozenset[int], int] = {empty: 0}
-    single = [-1] * n_nfa  # DFA state of the closure of one NFA state
-    multi: dict[frozenset[int], int] = {}  # DFA state of the closure of a set
-
-    def state_of(kset: frozenset[int]) -> int:
-        j = ids.get(kset)
-        if j is None:
-            j = len(sets)
-            if j >= max_states:
-                raise LimitExceeded("max_states", j + 1, max_states)
-            ids[kset] = j
-            sets.append(kset)
-            table.extend(zero_row)
-            succ.append({})
-            accepting.append(final in kset)
-        return j
-
-    def target_state(ts: tuple[int, ...]) -> int:
-        if len(ts) == 1:
-            t = ts[0]
-            j = single[t]
-            if j < 0:
-                j = single[t] = state_of(closure(t))
-            return j
-        key = frozenset(ts)
-        j = multi.get(key, -1)
-        if j < 0:
-            if len(key) <= 8:
-                kset = frozenset().union(*[closure(t) for t in key])
-            else:  # one search: the closures of many targets tend to overlap
-                kset = kernel_closure(key)
-            j = multi[key] = state_of(kset)
-        return j
-
-    state_of(closure(start))
-    i = 1
-    while i < len(sets):
-        base = i * k
-        nxt = succ[i]
-        out = []
-        for q in sets[i]:
-            ce = cedges[q]
-            if ce is not None:
-                out += [(a, b, q + d) for a, b, d in ce]
-        i += 1
-        disjoint = True
-        if len(out) > 1:
-            out.sort()
-            prev = 0
-            for a, b, _ in out:
-                if a < prev:
-                    disjoint = False
-                    break
-                prev = b
-        if disjoint:
-            # Disjoint ranges (the usual case): each is one target.
-            for a, b, t in out:
-                j = single[t]
-                if j < 0:
-                    j = single[t] = state_of(closure(t))
-                if j:
-                    if b - a == 1:
-                        table[base + a] = j
-                    else:
-                        table[base + a:base + b] = array("i", (j,)) * (b - a)
-                    nxt[j] = nxt.get(j, 0) | ((1 << b) - (1 << a))
-            continue
-        # Overlapping ranges: the targets of each class, then runs of equal targets.
-        cover: list[tuple[int, ...]] = [()] * k
-        for a, b, t in out:
-            for c in range(a, b):
-                cover[c] += (t,)
-        c = 0
-        while c < k:
-            ts = cover[c]
-            b = c + 1
-            while b < k and cover[b] == ts:
-                b += 1
-            if ts:
-                j = target_state(ts)
-                if j:
-                    table[base + c:base + b] = array("i", (j,)) * (b - c)
-                    nxt[j] = nxt.get(j, 0) | ((1 << b) - (1 << c))
-            c = b
-    return result
+    return _dfabuild.determinize(nfa.eps, nfa.edges, start, final, max_states)
 
 
-# ---------------------------------------------------------- minimizing ----
-
-
-def _minimize(dfa: _SubsetDFA) -> tuple[np.ndarray, np.ndarray, int]:
-    """Minimize (Hopcroft) and renumber canonically; returns ``(trans, accepting, start)``.
-
-    Partition refinement over the live states, from {accepting, not accepting}
-    with both blocks as splitters (the dead state is its own block and never a
-    splitter).  A splitter block is processed for all byte classes at once: each
-    predecessor gets the bitmask of its classes into the splitter, and every block
-    splits by that signature; a block off the work list puts all its pieces but
-    the largest on it.  Each state is thus in O(log n) processed splitters, and the
-    whole is O(m log n) for m distinct (source, target) pairs.  Minimal states are
-    numbered as :func:`_minimize_moore` does: dead 0, start 1, then breadth-first,
-    with targets in order of the smallest byte that reaches them.
-    """
-    succ, acc, cuts = dfa.succ, dfa.accepting, dfa.cuts
-    n = len(succ)
-    if n == 1:
+def _minimize(table: np.ndarray, accepting: np.ndarray, cuts: Sequence[int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """Minimize (Hopcroft, :func:`toolkit._dfabuild.minimize`, in C) a DFA over byte
+    classes whose states are all reachable and, but the dead state 0, live; returns
+    ``(trans, accepting, start)`` over bytes, numbered as :func:`_minimize_moore`
+    numbers: dead 0, start 1, then breadth-first, with targets in order of the
+    smallest byte that reaches them."""
+    if table.shape[0] == 1:
         return np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0
-    inv: list[list[tuple[int, int]]] = [[] for _ in range(n)]
-    for s in range(1, n):
-        for t, m in succ[s].items():
-            inv[t].append((s, m))
-
-    block_of = [-1] * n  # the dead state stays -1
-    blocks: list[set[int]] = []
-    for want in (True, False):
-        members = [s for s in range(1, n) if acc[s] is want]
-        if members:
-            for s in members:
-                block_of[s] = len(blocks)
-            blocks.append(set(members))
-    work = list(range(len(blocks)))
-    in_work = [True] * len(blocks)
-    while work:
-        b = work.pop()
-        in_work[b] = False
-        sig: dict[int, int] = {}
-        for t in blocks[b]:
-            for s, m in inv[t]:
-                sig[s] = sig.get(s, 0) | m
-        touched: dict[int, dict[int, list[int]]] = {}
-        for s, m in sig.items():
-            groups = touched.get(block_of[s])
-            if groups is None:
-                touched[block_of[s]] = {m: [s]}
-            else:
-                g = groups.get(m)
-                if g is None:
-                    groups[m] = [s]
-                else:
-                    g.append(s)
-        for bs, groups in touched.items():
-            whole = blocks[bs]
-            parts = list(groups.values())
-            if sum(map(len, parts)) == len(whole):
-                if len(parts) == 1:
-                    continue
-                parts.remove(max(parts, key=len))  # it stays in block bs
-            was_in_work = in_work[bs]
-            new_ids = []
-            for p in parts:
-                moved = set(p)
-                whole -= moved
-                new = len(blocks)
-                blocks.append(moved)
-                in_work.append(False)
-                for s in p:
-                    block_of[s] = new
-                new_ids.append(new)
-            if was_in_work:
-                pieces = new_ids
-            else:
-                pieces = [bs, *new_ids]
-                pieces.remove(max(pieces, key=lambda x: len(blocks[x])))
-            for x in pieces:
-                if not in_work[x]:
-                    in_work[x] = True
-                    work.append(x)
-
-    # Canonical numbering: breadth-first from the start, successors by smallest byte.
-    rep = [next(iter(bl)) for bl in blocks]
-    new_id = [0] * len(blocks)
-    order = [block_of[1]]
-    new_id[order[0]] = 1
-    for b in order:
-        for t in succ[rep[b]]:
-            bt = block_of[t]
-            if not new_id[bt]:
-                order.append(bt)
-                new_id[bt] = len(order)
-    state_id = np.zeros(n, dtype=np.int32)
-    state_id[1:] = np.array(new_id, dtype=np.int32)[np.array(block_of[1:], dtype=np.int64)]
-    reps = [rep[b] for b in order]
-    small = np.zeros((len(order) + 1, len(cuts) - 1), dtype=np.int32)
-    table = np.frombuffer(dfa.table, dtype=np.intc).reshape(n, len(cuts) - 1)
-    small[1:] = state_id[table[reps]]
-    out_acc = np.zeros(len(order) + 1, dtype=bool)
-    out_acc[1:] = [acc[s] for s in reps]
-    return np.repeat(small, np.diff(cuts), axis=1), out_acc, 1
+    small, acc = _dfabuild.minimize(np.ascontiguousarray(table, dtype=np.int32),
+                                    np.ascontiguousarray(accepting, dtype=bool).view(np.uint8))
+    return np.repeat(small, np.diff(cuts), axis=1), acc, 1
 
 
 def _freeze(trans: np.ndarray, accepting: np.ndarray, start: int, pattern: str | None) -> ByteDFA:
@@ -708,10 +472,10 @@ def _compile(pattern: str, max_states: int, unicode: bool) -> ByteDFA:
     parsed = _parse(pattern, unicode)
     nfa = _NFA(_nfa_limit(max_states), pattern)
     try:
-        frag = _build(nfa, parsed, REFlags(0))
+        frag = _build(nfa, parsed, 0)
     except RecursionError:  # _build recurses once per level of nesting
         raise RegexError(_TOO_DEEP, pattern) from None
-    trans, acc, start = _minimize(_determinize(nfa, frag, max_states))
+    trans, acc, start = _minimize(*_determinize(nfa, frag, max_states))
     return _freeze(trans, acc, start, pattern)
 
 
