@@ -50,6 +50,7 @@ import numpy as np
 
 cimport numpy as cnp
 
+from toolkit._intsets cimport IntSets, grow_array, hash_ints, intsets_add, intsets_find, intsets_free, intsets_init
 from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
@@ -95,42 +96,12 @@ cdef struct Item:
     int32_t origin     # row the production was predicted in
 
 
-cdef inline uint64_t _mix(uint64_t h, uint64_t x) noexcept nogil:
-    h ^= x
-    h *= <uint64_t>0x100000001b3
-    return h
-
-
-cdef inline uint64_t _hash_set(const int32_t* gs, int32_t n) noexcept nogil:
-    cdef uint64_t h = <uint64_t>0xcbf29ce484222325
-    cdef int32_t i
-    for i in range(n):
-        h = _mix(h, <uint32_t>gs[i])
-    h = _mix(h, <uint32_t>n)
-    return h ^ (h >> 29)
-
-
 cdef inline uint64_t _hash_item(int32_t dr, int32_t origin) noexcept nogil:
     cdef uint64_t k = ((<uint64_t><uint32_t>dr) << 32) | <uint32_t>origin
     k ^= k >> 33
     k *= <uint64_t>0xff51afd7ed558ccd
     k ^= k >> 33
     return k
-
-
-cdef void* _grow(void* p, int64_t* cap, int64_t need, size_t elem) noexcept nogil:
-    """realloc p so it holds at least need elements (doubling); NULL when out of memory."""
-    cdef int64_t c = cap[0]
-    if need <= c:
-        return p
-    if c < 16:
-        c = 16
-    while c < need:
-        c *= 2
-    cdef void* q = realloc(p, <size_t>c * elem)
-    if q != NULL:
-        cap[0] = c
-    return q
 
 
 cdef int _resize(void** p, int64_t n, size_t elem) noexcept nogil:
@@ -264,17 +235,14 @@ cdef class ParserTables:
     cdef readonly int32_t n_ls
     cdef int64_t cap_ls
     cdef int32_t* ls_trans
-    cdef int32_t* ls_set_off
-    cdef int32_t* ls_set_len
-    cdef int32_t* ls_acc_off
+    cdef IntSets sets           # the global states of each lexer state (ids = lexer states)
+    cdef int32_t* ls_acc_off    # into acc_pool
     cdef int32_t* ls_acc_len
     cdef uint8_t* ls_flags
     cdef int32_t* ls_single
     cdef uint32_t* ls_sl        # slices contained in the state (bit k), SL_KNOWN once computed
-    cdef int32_t* pool
-    cdef int64_t pool_len, pool_cap
-    cdef int32_t* ht
-    cdef int64_t ht_cap
+    cdef int32_t* acc_pool      # each lexer state's accepting (non-skip) lexemes
+    cdef int64_t acc_pool_len, acc_pool_cap
     # scratch
     cdef int32_t* buf
     cdef int32_t* allowed
@@ -366,16 +334,14 @@ cdef class ParserTables:
 
         self.cap_ls = 0
         self.ls_trans = NULL
-        self.ls_set_off = self.ls_set_len = self.ls_acc_off = self.ls_acc_len = NULL
+        self.ls_acc_off = self.ls_acc_len = NULL
         self.ls_single = NULL
         self.ls_sl = NULL
         self.ls_flags = NULL
-        self.pool_len = 0
-        self.pool_cap = 64
-        self.pool = <int32_t*>malloc(self.pool_cap * sizeof(int32_t))  # never NULL: sets may be empty
-        self.ht_cap = 1024
-        self.ht = <int32_t*>malloc(self.ht_cap * sizeof(int32_t))
-        memset(self.ht, 0xff, self.ht_cap * sizeof(int32_t))
+        self.acc_pool_len = 0
+        self.acc_pool_cap = 64
+        self.acc_pool = <int32_t*>malloc(self.acc_pool_cap * sizeof(int32_t))
+        cdef int sets_ok = intsets_init(&self.sets)
         self.buf = <int32_t*>malloc((self.n_lex + 1) * sizeof(int32_t))
         self.allowed = <int32_t*>malloc((self.n_lex + 1) * sizeof(int32_t))
         self.nt_stamp = <int32_t*>calloc(max(1, n_nt), sizeof(int32_t))
@@ -391,11 +357,11 @@ cdef class ParserTables:
         self.dfs_pair = self.dfs_seen = NULL
         self.dfs_byte = NULL
         self.dfs_cap = 0
-        if (self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL or self.ht == NULL
+        if (self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL or sets_ok < 0
                 or self.buf == NULL or self.allowed == NULL or self.nt_stamp == NULL
                 or self.allow_stamp == NULL or self.scan_stamp == NULL or self.iht_key == NULL
                 or self.iht_stamp == NULL or self.slice_ok == NULL or self.memo == NULL
-                or self.pool == NULL):
+                or self.acc_pool == NULL):
             raise MemoryError()
 
     cdef int32_t* _copy_i32(self, arr) except NULL:
@@ -412,10 +378,10 @@ cdef class ParserTables:
         free(self.dr_sym); free(self.dr_lhs); free(self.nt_off); free(self.nt_drs)
         free(self.nullable); free(self.lex_off); free(self.lex_start); free(<void*>self.lex_trans)
         free(self.g_lex); free(self.g_acc); free(self.g_ext)
-        free(self.ls_trans); free(self.ls_set_off); free(self.ls_set_len)
+        free(self.ls_trans)
         free(self.ls_acc_off); free(self.ls_acc_len); free(self.ls_flags); free(self.ls_single)
         free(self.ls_sl)
-        free(self.pool); free(self.ht); free(self.buf); free(self.allowed)
+        intsets_free(&self.sets); free(self.acc_pool); free(self.buf); free(self.allowed)
         free(self.nt_stamp); free(self.allow_stamp); free(self.scan_stamp)
         free(self.iht_key); free(self.iht_stamp); free(self.slice_ok)
         if self.memo != NULL:
@@ -437,62 +403,33 @@ cdef class ParserTables:
             return self._fail(ERR_STEPS, self.steps)
         return 0
 
-    cdef int _ht_grow(self) noexcept nogil:
-        cdef int64_t cap = self.ht_cap * 2, i, h
-        cdef int32_t* ht = <int32_t*>malloc(cap * sizeof(int32_t))
-        if ht == NULL:
-            return self._fail(ERR_MEMORY, cap)
-        memset(ht, 0xff, cap * sizeof(int32_t))
-        for i in range(self.n_ls):
-            h = <int64_t>(_hash_set(self.pool + self.ls_set_off[i], self.ls_set_len[i]) & <uint64_t>(cap - 1))
-            while ht[h] >= 0:
-                h = (h + 1) & (cap - 1)
-            ht[h] = <int32_t>i
-        free(self.ht)
-        self.ht = ht
-        self.ht_cap = cap
-        return 0
-
     cdef int32_t intern(self, const int32_t* gs, int32_t n) noexcept nogil:
         """The id of the lexer state holding global states gs[0..n) (sorted); LS_ERROR on a limit."""
-        cdef uint64_t hv = _hash_set(gs, n)
-        cdef int64_t h = <int64_t>(hv & <uint64_t>(self.ht_cap - 1))
-        cdef int32_t i, id_, k, g, l, n_acc = 0
+        cdef uint64_t hv = hash_ints(gs, n)
+        cdef int32_t i, id_ = intsets_find(&self.sets, gs, n, hv), g, l, n_acc = 0
         cdef uint8_t flags = 0
-        cdef int64_t cap
-        while self.ht[h] >= 0:
-            id_ = self.ht[h]
-            if self.ls_set_len[id_] == n:
-                k = 0
-                while k < n and self.pool[self.ls_set_off[id_] + k] == gs[k]:
-                    k += 1
-                if k == n:
-                    return id_
-            h = (h + 1) & (self.ht_cap - 1)
+        cdef int32_t* p
+        if id_ >= 0:
+            return id_
         if self.n_ls >= self.max_lexer_states:
             self._fail(ERR_LEXER_STATES, self.n_ls + 1)
             return LS_ERROR
         if self._spend(n + 1) < 0:
             return LS_ERROR
         id_ = self.n_ls
-        if id_ + 1 > self.cap_ls:
-            cap = self.cap_ls
-            if not self._grow_ls(id_ + 1):
-                self._fail(ERR_MEMORY, id_ + 1)
-                return LS_ERROR
-        # the set and, after it, its accepting (non-skip) lexemes
-        cap = self.pool_cap
-        p = <int32_t*>_grow(self.pool, &cap, self.pool_len + 2 * n, sizeof(int32_t))
-        if p == NULL:
-            self._fail(ERR_MEMORY, self.pool_len + 2 * n)
+        if id_ + 1 > self.cap_ls and not self._grow_ls(id_ + 1):
+            self._fail(ERR_MEMORY, id_ + 1)
             return LS_ERROR
-        self.pool = p
-        self.pool_cap = cap
-        self.ls_set_off[id_] = <int32_t>self.pool_len
-        self.ls_set_len[id_] = n
-        memcpy(self.pool + self.pool_len, gs, n * sizeof(int32_t))
-        self.pool_len += n
-        self.ls_acc_off[id_] = <int32_t>self.pool_len
+        p = <int32_t*>grow_array(self.acc_pool, &self.acc_pool_cap, self.acc_pool_len + n, sizeof(int32_t))
+        if p == NULL:
+            self._fail(ERR_MEMORY, self.acc_pool_len + n)
+            return LS_ERROR
+        self.acc_pool = p
+        if intsets_add(&self.sets, gs, n, hv) < 0:
+            self._fail(ERR_MEMORY, self.sets.pool_len + n)
+            return LS_ERROR
+        # its accepting (non-skip) lexemes
+        self.ls_acc_off[id_] = <int32_t>self.acc_pool_len
         for i in range(n):
             g = gs[i]
             if self.g_ext[g]:
@@ -502,8 +439,8 @@ cdef class ParserTables:
                 if l == self.skip:
                     flags |= F_SKIP_ACC
                 else:
-                    self.pool[self.pool_len] = l
-                    self.pool_len += 1
+                    self.acc_pool[self.acc_pool_len] = l
+                    self.acc_pool_len += 1
                     n_acc += 1
         self.ls_acc_len[id_] = n_acc
         self.ls_flags[id_] = flags
@@ -511,11 +448,7 @@ cdef class ParserTables:
         self.ls_sl[id_] = 0
         for i in range(_BYTES):
             self.ls_trans[<int64_t>id_ * _BYTES + i] = LS_MISSING
-        self.ht[h] = id_
         self.n_ls += 1
-        if 2 * self.n_ls > self.ht_cap:
-            if self._ht_grow() < 0:
-                return LS_ERROR
         return id_
 
     cdef bint _grow_ls(self, int64_t need) noexcept nogil:
@@ -526,15 +459,13 @@ cdef class ParserTables:
         if t == NULL:
             return False
         self.ls_trans = t
-        cdef int32_t** arrays[6]
-        arrays[0] = &self.ls_set_off
-        arrays[1] = &self.ls_set_len
-        arrays[2] = &self.ls_acc_off
-        arrays[3] = &self.ls_acc_len
-        arrays[4] = &self.ls_single
+        cdef int32_t** arrays[3]
+        arrays[0] = &self.ls_acc_off
+        arrays[1] = &self.ls_acc_len
+        arrays[2] = &self.ls_single
         cdef int k
         cdef int32_t* q
-        for k in range(5):
+        for k in range(3):
             q = <int32_t*>realloc(arrays[k][0], <size_t>c * sizeof(int32_t))
             if q == NULL:
                 return False
@@ -555,10 +486,10 @@ cdef class ParserTables:
         cdef int32_t y = self.ls_trans[<int64_t>x * _BYTES + b]
         if y != LS_MISSING:
             return y
-        cdef int32_t i, g, l, s2, m = 0
-        cdef int32_t off = self.ls_set_off[x], n = self.ls_set_len[x]
+        cdef int32_t i, g, l, s2, m = 0, n = self.sets.len[x]
+        cdef const int32_t* members = self.sets.pool + self.sets.off[x]
         for i in range(n):
-            g = self.pool[off + i]
+            g = members[i]
             l = self.g_lex[g]
             s2 = self.lex_trans[l][<int64_t>(g - self.lex_off[l]) * _BYTES + b]
             if s2 != 0:
@@ -692,17 +623,17 @@ cdef class ParserTables:
         if need <= self.dfs_cap:
             return 0
         cap = self.dfs_cap
-        a = <int64_t*>_grow(self.dfs_pair, &cap, need, sizeof(int64_t))
+        a = <int64_t*>grow_array(self.dfs_pair, &cap, need, sizeof(int64_t))
         if a == NULL:
             return self._fail(ERR_MEMORY, need)
         self.dfs_pair = a
         cap = self.dfs_cap
-        a = <int64_t*>_grow(self.dfs_seen, &cap, need, sizeof(int64_t))
+        a = <int64_t*>grow_array(self.dfs_seen, &cap, need, sizeof(int64_t))
         if a == NULL:
             return self._fail(ERR_MEMORY, need)
         self.dfs_seen = a
         cap = self.dfs_cap
-        bb = <int32_t*>_grow(self.dfs_byte, &cap, need, sizeof(int32_t))
+        bb = <int32_t*>grow_array(self.dfs_byte, &cap, need, sizeof(int32_t))
         if bb == NULL:
             return self._fail(ERR_MEMORY, need)
         self.dfs_byte = bb
@@ -716,7 +647,8 @@ cdef class ParserTables:
         one holding a refused one is refused, without a search.  Cached per state.
         """
         cdef uint32_t bits = self.ls_sl[x], decided = 0
-        cdef int32_t idx, k, j, i, off = self.ls_set_off[x], n = self.ls_set_len[x]
+        cdef int32_t idx, k, j, i, n = self.sets.len[x]
+        cdef int64_t off = self.sets.off[x]
         cdef int c
         if bits & SL_KNOWN:
             return bits & ~SL_KNOWN
@@ -735,7 +667,7 @@ cdef class ParserTables:
             if c == -2:
                 c = 0
                 for i in range(n):
-                    c = self.contained(self.pool[off + i], k, sl.trans[k], sl.n_states[k], sl.starts[k])
+                    c = self.contained(self.sets.pool[off + i], k, sl.trans[k], sl.n_states[k], sl.starts[k])
                     if c != 0:
                         break
                 if c < 0:
@@ -772,8 +704,8 @@ cdef class ParserTables:
         """``(global states, accepting lexemes, skip accepts, can extend)`` of lexer state x."""
         if x < 0 or x >= self.n_ls:
             raise IndexError(f"lexer state {x} out of range [0, {self.n_ls})")
-        gs = [self.pool[self.ls_set_off[x] + i] for i in range(self.ls_set_len[x])]
-        acc = [self.pool[self.ls_acc_off[x] + i] for i in range(self.ls_acc_len[x])]
+        gs = [self.sets.pool[self.sets.off[x] + i] for i in range(self.sets.len[x])]
+        acc = [self.acc_pool[self.ls_acc_off[x] + i] for i in range(self.ls_acc_len[x])]
         return gs, acc, bool(self.ls_flags[x] & F_SKIP_ACC), bool(self.ls_flags[x] & F_EXTEND)
 
     def memory_bytes(self):
@@ -781,7 +713,8 @@ cdef class ParserTables:
         cdef int64_t total = 0
         total += (2 * self.n_dr + self.n_nt + 1 + self.nt_off[self.n_nt]) * 4 + self.n_nt + self.n_lex
         total += self.n_global * 6 + self.n_lex * 16
-        total += self.cap_ls * (_BYTES * 4 + 6 * 4 + 1) + self.pool_cap * 4 + self.ht_cap * 4
+        total += self.cap_ls * (_BYTES * 4 + 4 * 4 + 1) + self.acc_pool_cap * 4
+        total += self.sets.cap_off * 8 + self.sets.cap_len * 4 + self.sets.pool_cap * 4 + self.sets.ht_cap * 4
         total += self.iht_cap * 12 + <int64_t>self.n_global * max(1, self.n_slices)
         total += self.memo_bytes + self.dfs_cap * 20
         for a in self._keep:
@@ -923,7 +856,7 @@ cdef class EarleyParser:
         self.T.iht_key[h] = key
         if self.n_items + 1 > self.cap_items:
             cap = self.cap_items
-            it = <Item*>_grow(self.items, &cap, self.n_items + 1, sizeof(Item))
+            it = <Item*>grow_array(self.items, &cap, self.n_items + 1, sizeof(Item))
             if it == NULL:
                 return self.T._fail(ERR_MEMORY, self.n_items + 1)
             self.items = it
@@ -1015,7 +948,7 @@ cdef class EarleyParser:
             return 0
         self.T.stamp += 1  # a scan stamp distinct from every row's
         for i in range(n):
-            self.T.scan_stamp[self.T.pool[off + i]] = self.T.stamp
+            self.T.scan_stamp[self.T.acc_pool[off + i]] = self.T.stamp
         cdef int32_t mark = self.T.stamp
         kend = self.row_beg[j + 1]
         if self._new_row() < 0:
