@@ -357,10 +357,10 @@ def test_a_compile_past_the_time_limit_is_a_compile_error_and_the_run_goes_on(te
 
 
 def test_figure_subtitles_name_the_tokenizer_not_its_path() -> None:
-    from toolkit.e2e import _short_vocab
+    from toolkit.report import short_vocab
 
-    assert _short_vocab("llama3:/work/shared/tokenizers/llama-3/tokenizer.model") == "llama3:llama-3"
-    assert _short_vocab("hf:/ckpt/mistral-7b-v0.3") == "hf:mistral-7b-v0.3" and _short_vocab("tekken") == "tekken"
+    assert short_vocab("llama3:/work/shared/tokenizers/llama-3/tokenizer.model") == "llama3:llama-3"
+    assert short_vocab("hf:/ckpt/mistral-7b-v0.3") == "hf:mistral-7b-v0.3" and short_vocab("tekken") == "tekken"
 
 
 def test_time_limits_nest() -> None:

@@ -7,9 +7,10 @@ operations for its ``also`` (intersection) and ``excluding`` (difference) parts;
 Lark writes them with llguidance's ``&`` and ``~`` terminal operators.
 
 The product is built breadth-first over the *joint* byte classes of the operands
-(bytes that both DFAs treat alike), then minimized and canonically renumbered by
-:mod:`toolkit.regex`, so the result is again a minimal :class:`ByteDFA`: equal
-languages give equal arrays whichever way they were built.
+(bytes that both DFAs treat alike), trimmed, then minimized and canonically
+renumbered as :mod:`toolkit.regex` does (all three steps in C, :mod:`toolkit._dfabuild`),
+so the result is again a minimal :class:`ByteDFA`: equal languages give equal arrays
+whichever way they were built.  ``max_states`` bounds the reachable pairs.
 """
 
 from __future__ import annotations

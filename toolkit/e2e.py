@@ -210,20 +210,13 @@ def _prompt_text(prompt: Any) -> str:
     return "spec prompt" if prompt == SPEC_PROMPT else "custom prompt"
 
 
-def _short_vocab(spec: str) -> str:
-    """``llama3:/a/b/llama-3/tokenizer.model`` -> ``llama3:llama-3`` (a figure's subtitle)."""
-    kind, sep, rest = spec.partition(":")
-    if not sep or not rest:
-        return spec
-    path = Path(rest)
-    return f"{kind}:{path.parent.name if path.name.startswith('tokenizer') else path.name}"
-
-
 def _subtitle(runs: pd.DataFrame) -> str:
+    from toolkit.report import short_vocab
+
     parts = []
     for col, name in (("model", "model"), ("device", "device"), ("dtype", "dtype"), ("forward", "forward"),
                       ("vocab", "vocabulary")):
-        values = list(dict.fromkeys(_short_vocab(str(v)) if col == "vocab" else str(v) for v in runs[col]))
+        values = list(dict.fromkeys(short_vocab(str(v)) if col == "vocab" else str(v) for v in runs[col]))
         parts.append(f"{name}: {' / '.join(values)}")
     return " · ".join(parts)
 

@@ -637,11 +637,23 @@ def _unique(values: Iterable[Any]) -> list[Any]:
     return list(dict.fromkeys(v for v in values if v not in (None, "")))
 
 
-def _vocab_text(runs: Runs) -> str:
+def short_vocab(spec: str) -> str:
+    """A vocabulary spec as a figure's subtitle gives it, without the folders:
+    ``llama3:/a/b/llama-3/tokenizer.model`` -> ``llama3:llama-3``."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        return spec
+    path = Path(rest)
+    return f"{kind}:{path.parent.name if path.name.startswith('tokenizer') else path.name}"
+
+
+def _vocab_text(runs: Runs, short: bool = False) -> str:
     parts = []
     for meta in runs.meta:
         v = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
         spec, size = v.get("spec"), v.get("size")
+        if spec and short:
+            spec = short_vocab(str(spec))
         if spec and size:
             parts.append(f"{spec} ({int(size):,} ids)")
         elif spec or size:
@@ -663,7 +675,7 @@ def _data_text(runs: Runs) -> str:
 
 
 def _subtitle(runs: Runs) -> str:
-    return f"vocabulary: {_vocab_text(runs)} · data: {_data_text(runs)}"
+    return f"vocabulary: {_vocab_text(runs, short=True)} · data: {_data_text(runs)}"
 
 
 def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
