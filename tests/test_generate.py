@@ -374,3 +374,44 @@ def test_time_limits_nest() -> None:
     with pytest.raises(TimeLimitExceeded, match="'inner' exceeded"), time_limit(5.0, "outer"), \
             time_limit(0.2, "inner"):
         _spin_forever()
+
+
+def test_chat_template_prompts_with_the_mistral_tokenizer(items, tmp_path, capsys) -> None:
+    """--chat: each prompt is one user message of the tokenizer's chat template, then the
+    generation prompt ([INST] ... [/INST] for Mistral), BOS from the template; outputs
+    are still checked, and the baseline must have decoded the same prompts."""
+    folder = require_shared("tokenizers/mistral-7b-v0.3/tokenizer_config.json").parent
+    from toolkit.model import load_chat_template
+
+    vocab = load_vocab(f"hf:{folder / 'tokenizer.json'}")
+    chat = load_chat_template(folder, vocab)
+    text = render_prompt(SPEC_PROMPT, items[0])
+    ids = chat.ids(text)
+    assert ids[:2] == [1, 3] and ids[-1] == 4  # <s> [INST] ... [/INST]
+    assert vocab.decode(ids[2:-1]) == b" " + text.encode()
+    with pytest.raises(ModelError, match="131072"):
+        load_chat_template(folder, load_vocab("tekken"))  # another tokenizer's ids
+    lm = load_model("random:tiny", vocab)
+    engine = get_engine("llguidance", vocab, whitespace="compact")
+    run = generate(engine, lm, vocab, items[:3], batch=3, max_tokens=24, temperature=1.0, prompt=SPEC_PROMPT,
+                   chat=chat, baseline=False)
+    s = run.summary
+    assert s["chat"] == str(folder) and s["invalid"] == s["bad_prefix"] == s["error"] == 0
+    assert {q["item"]: q["prompt_tokens"] for q in run.sequences}[items[0].name] == len(ids)
+    base = unconstrained(lm, vocab, items[:3], batch=3, max_tokens=4, prompt=SPEC_PROMPT)  # no chat
+    with pytest.raises(ValueError, match="other prompts"):
+        generate(engine, lm, vocab, items[:3], batch=3, max_tokens=4, prompt=SPEC_PROMPT, chat=chat, baseline=base)
+    # the CLI: --chat without a folder takes the hf: vocabulary's; with a vocabulary that
+    # has none it says what to give
+    out = tmp_path / "gen"
+    assert main(["generate", "--engine", "llguidance", "-o", "llguidance.whitespace=compact", "--vocab",
+                 f"hf:{folder / 'tokenizer.json'}", "--data", str(embedded_dir() / "regex"), "--limit", "2",
+                 "--max-tokens", "8", "--chat", "--out", str(out)]) == 0
+    meta = json.loads((out / "llguidance" / "batch-1" / "run.json").read_text())
+    assert meta["chat"] == meta["summary"]["chat"] == str(folder)
+    assert main(["report", str(out)]) == 0
+    assert "apply kernel torch, default prompt, chat template" in (out / "report.md").read_text()
+    capsys.readouterr()
+    assert main(["generate", "--engine", "llguidance", "--data", str(embedded_dir() / "regex"), "--limit", "1",
+                 "--max-tokens", "4", "--chat", "--out", str(tmp_path / "no")]) != 0
+    assert "--chat needs a FOLDER" in capsys.readouterr().err

@@ -204,6 +204,21 @@ def _versions(dists: Sequence[str]) -> dict[str, str | None]:
     return out
 
 
+def _chat_folder(chat: str, model: str, vocab: str) -> str:
+    """The folder whose chat template ``--chat`` means: its value, else the model's
+    checkpoint folder, else the folder of an ``hf:`` vocabulary."""
+    from toolkit.model import ModelError
+
+    if chat != "auto":
+        return chat
+    if not model.startswith("random:") and Path(model).is_dir():
+        return model
+    if vocab.startswith("hf:"):
+        return vocab[3:]
+    raise ModelError(f"--chat needs a FOLDER: the model {model} is no checkpoint folder and the vocabulary "
+                     f"{vocab} is no hf: tokenizer")
+
+
 def _cmd_generate(args: argparse.Namespace) -> int:
     import shlex
 
@@ -211,7 +226,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from toolkit.datasets import embedded_dir
     from toolkit.generate import DEFAULT_PROMPT, SPEC_PROMPT, generate, unconstrained, write_run
     from toolkit.harness import engine_info, machine_info, select_items
-    from toolkit.model import load_model
+    from toolkit.model import load_chat_template, load_model
     from toolkit.vocab import load_vocab
 
     names = [e.strip() for part in args.engine for e in part.split(",") if e.strip()]
@@ -226,13 +241,14 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         prompt = Path(args.prompt[1:]).read_text(encoding="utf-8")  # OSError: main says which file
     else:
         prompt = args.prompt
+    chat = load_chat_template(_chat_folder(args.chat, args.model, args.vocab), vocab) if args.chat else None
     engines = {name: get_engine(name, vocab, **options.get(name, {})) for name in names}
     lm = load_model(args.model, vocab, device=args.device, dtype=args.dtype, seed=args.seed, cache=args.cache,
                     compile=args.compile)
     meta = {"command": "masklab " + " ".join(shlex.quote(a) for a in (args.argv or [])),
             "model": lm.describe(), "vocab": {"spec": args.vocab, "size": vocab.size},
             "data": str(args.data or embedded_dir()), "items": [i.name for i in items], "shuffle": args.shuffle, "max_tokens": args.max_tokens,
-            "prompt": prompt, "temperature": args.temperature, "seed": args.seed, "machine": machine_info(),
+            "prompt": prompt, "chat": None if chat is None else chat.source, "temperature": args.temperature, "seed": args.seed, "machine": machine_info(),
             "versions": _versions(("torch", "transformers", "numpy", "masklab"))}
     for note in lm.notes:
         print(f"note: {note}")
@@ -241,7 +257,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     if args.shared_baseline:  # once per batch size, shared by the engines
         for batch in args.batch:
             baselines[batch] = unconstrained(lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
-                                             temperature=args.temperature, seed=args.seed, prompt=prompt)
+                                             temperature=args.temperature, seed=args.seed, prompt=prompt,
+                                             chat=chat)
             print(f"unconstrained batch {batch}: {baselines[batch].tokens / baselines[batch].wall_s:.1f} tokens/s")
     for name, engine in engines.items():
         for batch in args.batch:
@@ -249,7 +266,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                            temperature=args.temperature, seed=args.seed,
                            baseline=baselines.get(batch, args.unconstrained_baseline),
                            prompt=prompt, apply=args.apply, compare_kernels=args.compare_kernels,
-                           compile_timeout=args.compile_timeout or None)
+                           compile_timeout=args.compile_timeout or None, chat=chat)
             out = write_run(run, Path(args.out) / name.replace(":", "-") / f"batch-{batch}",
                             {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})), "batch": batch})
             summaries.append({"engine": name, **run.summary})
@@ -381,6 +398,10 @@ def _parser() -> argparse.ArgumentParser:
                         "in a short instruction (what a real checkpoint needs); default: the same short text "
                         "for every item.  The model's BOS token comes first when it has one; prompts of "
                         "different lengths are left-padded")
+    g.add_argument("--chat", nargs="?", const="auto", default=None, metavar="FOLDER",
+                   help="send each prompt through a chat template (one user message, then the generation "
+                        "prompt): the tokenizer's in FOLDER (its tokenizer_config.json); without FOLDER, the "
+                        "model's checkpoint folder, or the folder of an hf: vocabulary")
     g.add_argument("--unconstrained-baseline", action="store_true",
                    help="also decode without masks after each batch, as many steps (per engine, interleaved "
                         "so drift hits both alike), for tokens/s and the overhead")

@@ -136,6 +136,8 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
         }
         row["batch"] = int(summary.get("batch", meta.get("batch", 0)))
         row["prompt"] = _prompt_text(summary.get("prompt"))  # the template itself is in run.json
+        if summary.get("chat"):
+            row["prompt"] += ", chat template"
         rows.append(row)
         for k in meta.get("apply_kernels") or []:
             krows.append({"dir": str(p), "device": row["device"], "dtype": row["dtype"], "batch": row["batch"],
@@ -352,7 +354,7 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple
             lines.append(f"- {name}: `{value}`" if col == "command" else f"- {name}: {value}")
     lines += ["", "Runs:", ""]
     for _, r in runs.iterrows():
-        lines.append(f"- `{r['dir']}`: {r['label']}, batch {r['batch']}, apply kernel {r['apply']}")
+        lines.append(f"- `{r['dir']}`: {r['label']}, batch {r['batch']}, apply kernel {r['apply']}, {r['prompt']}")
     speed = ["tokens/s", "unconstrained tokens/s", "overhead %", "step ms", "unconstrained step ms",
              "forward ms", "mask ms (slowest seq)", "mask p50 ms", "mask p99 ms", "wait ms", "apply ms",
              "sample ms", "accept ms", "TTFM p50 ms", "prompt tokens"]

@@ -46,7 +46,10 @@ is the item's schema, grammar or regex text, ``{kind}`` what it is, ``{name}`` i
 name), tokenized with the vocabulary after the model's BOS token when its
 configuration has one.  The default, :data:`DEFAULT_PROMPT`, is the same short text
 for every item; :data:`SPEC_PROMPT` puts the item's spec in the prompt, as a real
-checkpoint needs.  Prompts of different lengths are left-padded, with an attention
+checkpoint needs.  ``chat`` (:func:`toolkit.model.load_chat_template`) sends the
+rendered prompt through a tokenizer's chat template instead: one user message, then the
+generation prompt, with the template's own BOS and special tokens (what a chat
+checkpoint expects).  Prompts of different lengths are left-padded, with an attention
 mask and position ids counted from each sequence's first real token, so a sequence
 decodes exactly as it would alone.  A prompt and ``max_tokens`` that do not fit the
 model's positions make that item a ``prompt_too_long`` sequence (not compiled, its slot
@@ -69,7 +72,7 @@ import numpy as np
 from toolkit import bitmask as bm
 from toolkit.datasets import Item
 from toolkit.errors import MasklabError, time_limit
-from toolkit.model import LoadedModel, ModelError
+from toolkit.model import ChatTemplate, LoadedModel, ModelError
 from toolkit.vocab import Vocabulary
 
 __all__ = ["GenerateRun", "Baseline", "generate", "unconstrained", "check_output", "check_prefix", "summarize",
@@ -103,20 +106,25 @@ def render_prompt(template: str, item: Item | None) -> str:
 
 
 class _Prompts:
-    """The token ids of each item's prompt (BOS first when the model has one), encoded once."""
+    """The token ids of each item's prompt, encoded once: BOS (when the model has one)
+    and the text, or the chat template's ids of the text (``chat``)."""
 
-    def __init__(self, template: str, vocab: Vocabulary, lm: LoadedModel, max_tokens: int) -> None:
+    def __init__(self, template: str, vocab: Vocabulary, lm: LoadedModel, max_tokens: int,
+                 chat: ChatTemplate | None = None) -> None:
         limit = lm.max_positions
         if limit is not None and max_tokens + 1 > limit:
             raise ModelError(f"max_tokens {max_tokens} and a prompt exceed the {limit} positions of {lm.spec}")
-        self.template, self.vocab, self.lm = template, vocab, lm
+        self.template, self.vocab, self.lm, self.chat = template, vocab, lm, chat
         self._ids: dict[str, list[int]] = {}
 
     def __call__(self, item: Item | None) -> list[int]:
         text = render_prompt(self.template, item)
         if text not in self._ids:
-            bos = [] if self.lm.bos_id is None else [self.lm.bos_id]
-            self._ids[text] = bos + self.vocab.encode(text)
+            if self.chat is not None:
+                self._ids[text] = self.chat.ids(text)
+            else:
+                bos = [] if self.lm.bos_id is None else [self.lm.bos_id]
+                self._ids[text] = bos + self.vocab.encode(text)
             if not self._ids[text]:
                 raise ModelError(f"the prompt is empty and {self.lm.spec} has no BOS token: a sequence needs a "
                                  "first token (give --prompt some text)")
@@ -415,25 +423,28 @@ def _kernel_rows(lm: LoadedModel, vocab: Vocabulary, mask: np.ndarray, dtype: An
 @dataclass
 class Baseline:
     """The unconstrained loop measured once, to be shared by several engines' runs
-    (:func:`unconstrained`): its step rows, wall time and tokens."""
+    (:func:`unconstrained`): its step rows, wall time and tokens, and the prompt
+    template and chat template (its folder) it decoded with."""
 
     steps: list[dict[str, Any]]
     wall_s: float
     tokens: int
     batch: int
+    prompt: str = DEFAULT_PROMPT
+    chat: str | None = None
 
 
 def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | int, *, batch: int = 1,
                   max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
-                  prompt: str = DEFAULT_PROMPT) -> Baseline:
+                  prompt: str = DEFAULT_PROMPT, chat: ChatTemplate | None = None) -> Baseline:
     """Decode ``items`` (or that many copies of a prompt without placeholders) in
     batches of ``batch``, ``max_tokens`` steps each, without masks: the baseline of
-    every engine decoding those items with the same prompt (``generate(baseline=...)``),
+    every engine decoding those items with the same prompt and ``chat`` template (``generate(baseline=...)``),
     so a sweep over engines pays for it once per batch size."""
     seqs: Sequence[Item | None] = [None] * items if isinstance(items, int) else list(items)
     if not seqs or batch < 1 or max_tokens < 1:
         raise ValueError(f"need items, batch >= 1 and max_tokens >= 1, got {len(seqs)}, {batch}, {max_tokens}")
-    prompts = _Prompts(prompt, vocab, lm, max_tokens)
+    prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
     groups = [[prompts.slot(i, max_tokens) for i in g] for g in _groups(seqs, batch)]
     _warm_up(lm, groups, max_tokens, bm.apply_kernel("torch"), vocab)
     steps: list[dict[str, Any]] = []
@@ -444,13 +455,15 @@ def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | in
             r.update(batch_index=b, mode="unconstrained")
         steps.extend(rows)
         wall += w
-    return Baseline(steps, wall, sum(r["active"] for r in steps), batch)
+    return Baseline(steps, wall, sum(r["active"] for r in steps), batch, prompt,
+                    None if chat is None else chat.source)
 
 
 def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item], *, batch: int = 1,
              max_tokens: int = 256, temperature: float = 0.0, seed: int = 0, baseline: bool | Baseline = True,
              threads: int | None = None, prompt: str = DEFAULT_PROMPT, apply: str = "torch",
-             compare_kernels: bool = False, compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT) -> GenerateRun:
+             compare_kernels: bool = False, compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
+             chat: ChatTemplate | None = None) -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
     for what is measured.  ``baseline``: True runs the unconstrained loop after each
@@ -459,18 +472,22 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     ``compare_kernels`` also times every apply kernel on a real mask of the run
     (``GenerateRun.kernels``).  ``compile_timeout``: seconds an engine may take to
     compile one item (:func:`toolkit.errors.time_limit`; None: no limit); past it the
-    item is a ``compile_error`` (``TimeLimitExceeded``) and the run goes on."""
+    item is a ``compile_error`` (``TimeLimitExceeded``) and the run goes on.  ``chat``: the
+    prompts go through this chat template (see the module doc)."""
     if batch < 1 or max_tokens < 1:
         raise ValueError(f"batch and max_tokens must be >= 1, got {batch}, {max_tokens}")
     if not temperature >= 0:
         raise ValueError(f"temperature must be >= 0 (0: greedy), got {temperature}")
-    if isinstance(baseline, Baseline) and baseline.batch != batch:
-        raise ValueError(f"the baseline was measured at batch {baseline.batch}, this run has batch {batch}")
+    if isinstance(baseline, Baseline):
+        if baseline.batch != batch:
+            raise ValueError(f"the baseline was measured at batch {baseline.batch}, this run has batch {batch}")
+        if (baseline.prompt, baseline.chat) != (prompt, None if chat is None else chat.source):
+            raise ValueError("the baseline decoded other prompts (prompt template or chat template differ)")
     if not items:
         raise ValueError("no items to decode")
     kernel = bm.apply_kernel(apply)
     items = list(items)
-    prompts = _Prompts(prompt, vocab, lm, max_tokens)
+    prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
     groups = _groups(items, batch)
     warmup_s, logits_dtype = _warm_up(lm, [[prompts.slot(i, max_tokens) for i in g] for g in groups], max_tokens,
                                       kernel, vocab)
@@ -549,6 +566,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     summary = summarize(steps, sequences, walls, tokens, batch, seq_times)
     summary["compiles_in_loop"] = _compiled_graphs() - graphs_before  # >0: a timing paid for compilation
     summary.update(apply=apply, apply_warmup_ms=1e3 * warmup_s, prompt=prompt,
+                   chat=None if chat is None else chat.source,
                    baseline="shared" if isinstance(baseline, Baseline) else "interleaved" if baseline else "none")
     kernels = (_kernel_rows(lm, vocab, sample_mask, logits_dtype, seed)
                if compare_kernels and sample_mask is not None else [])

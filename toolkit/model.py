@@ -15,6 +15,11 @@ The model's logits must cover exactly the vocabulary's ids (``vocab.size``, padd
 included): a mismatch is a :class:`ModelError` naming both sizes, never a silent
 truncation.  Needs the ``[model]`` extra (torch, transformers).
 
+``load_chat_template(folder, vocab)`` reads a checkpoint's or tokenizer folder's chat
+template (transformers' tokenizer and its ``chat_template``): :meth:`ChatTemplate.ids`
+turns a prompt into the ids of one user message followed by the generation prompt,
+special tokens included, as a chat model expects them.
+
 ``lm.start(prompts, max_tokens)`` begins a batch (:class:`Decoding`): the prompts'
 pass, then one token per sequence per call, with transformers' dynamic KV cache or,
 ``load_model(..., cache="static")``, a fixed-shape one, optionally with the one-token
@@ -33,7 +38,7 @@ from toolkit.errors import MasklabError
 from toolkit.vocab import Vocabulary
 
 __all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES",
-           "CACHE_BLOCK"]
+           "CACHE_BLOCK", "ChatTemplate", "load_chat_template"]
 
 CACHE_BLOCK = 256
 """A static KV cache's length is the batch's prompt plus ``max_tokens``, rounded up to this."""
@@ -307,3 +312,50 @@ def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str 
         )
     n_params = sum(p.numel() for p in model.parameters())
     return LoadedModel(model, spec, random, logits, device, dtype_name, int(n_params), notes, cache, compile)
+
+
+@dataclass
+class ChatTemplate:
+    """A tokenizer's chat template (:func:`load_chat_template`); ``source`` is its folder."""
+
+    source: str
+    tokenizer: Any
+    vocab_size: int
+
+    def ids(self, text: str) -> list[int]:
+        """The ids of ``text`` as one user message, then the generation prompt (the
+        template's special tokens and BOS included)."""
+        out = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                                 tokenize=True, return_dict=False)
+        ids = [int(t) for t in out]
+        bad = [t for t in ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ModelError(f"the chat template of {self.source} gave ids {bad[:5]} outside the vocabulary's "
+                             f"{self.vocab_size}")
+        return ids
+
+
+def load_chat_template(folder: str | Path, vocab: Vocabulary) -> ChatTemplate:
+    """The chat template of the tokenizer in ``folder`` (a checkpoint or tokenizer folder
+    with ``tokenizer_config.json``; a file names its folder), for prompts in ``vocab``'s
+    ids.  :class:`ModelError` when the folder has no tokenizer or no ``chat_template``,
+    or when its tokenizer's size is not the vocabulary's (another tokenizer's ids)."""
+    path = Path(folder)
+    if path.is_file():
+        path = path.parent
+    if not (path / "tokenizer_config.json").is_file():
+        raise ModelError(f"no chat template: {path} has no tokenizer_config.json")
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as e:  # pragma: no cover - the [model] extra is missing
+        raise ModelError(f"chat templates need the [model] extra (transformers): {e}") from e
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise ModelError(f"no chat template: cannot load the tokenizer in {path}: {e}") from e
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelError(f"no chat template: the tokenizer in {path} has no chat_template")
+    if len(tokenizer) != vocab.size:
+        raise ModelError(f"the tokenizer in {path} has {len(tokenizer)} ids but vocabulary {vocab.name!r} has "
+                         f"{vocab.size}; the chat template must come with the vocabulary's tokenizer")
+    return ChatTemplate(str(path), tokenizer, vocab.size)
