@@ -82,11 +82,15 @@ cdef int _cmp_i64(const void* a, const void* b) noexcept nogil:
     return (x > y) - (x < y)
 
 
-cdef int32_t _sort_unique_i32(int32_t* xs, int32_t n) noexcept nogil:
-    """Sort xs[0..n) and drop repeats; returns the new length."""
-    cdef int32_t i, j, x
-    if n < 2:
-        return n
+ctypedef fused _sortable:
+    int32_t
+    int64_t
+
+
+cdef void _sort(_sortable* xs, int64_t n) noexcept nogil:
+    """Sort xs[0..n) ascending: insertion sort when short, qsort otherwise."""
+    cdef int64_t i, j
+    cdef _sortable x
     if n <= 16:
         for i in range(1, n):
             x = xs[i]
@@ -95,28 +99,24 @@ cdef int32_t _sort_unique_i32(int32_t* xs, int32_t n) noexcept nogil:
                 xs[j + 1] = xs[j]
                 j -= 1
             xs[j + 1] = x
-    else:
+    elif _sortable is int32_t:
         qsort(xs, n, sizeof(int32_t), _cmp_i32)
+    else:
+        qsort(xs, n, sizeof(int64_t), _cmp_i64)
+
+
+cdef int32_t _sort_unique_i32(int32_t* xs, int32_t n) noexcept nogil:
+    """Sort xs[0..n) and drop repeats; returns the new length."""
+    cdef int32_t i, j
+    if n < 2:
+        return n
+    _sort(xs, n)
     j = 1
     for i in range(1, n):
         if xs[i] != xs[j - 1]:
             xs[j] = xs[i]
             j += 1
     return j
-
-
-cdef void _sort_i64(int64_t* xs, int64_t n) noexcept nogil:
-    cdef int64_t i, j, x
-    if n <= 16:
-        for i in range(1, n):
-            x = xs[i]
-            j = i - 1
-            while j >= 0 and xs[j] > x:
-                xs[j + 1] = xs[j]
-                j -= 1
-            xs[j + 1] = x
-    else:
-        qsort(xs, n, sizeof(int64_t), _cmp_i64)
 
 
 cdef bint _contains(const int32_t* xs, int32_t n, int32_t x) noexcept nogil:
@@ -135,7 +135,8 @@ cdef bint _contains(const int32_t* xs, int32_t n, int32_t x) noexcept nogil:
 
 
 cdef class _Subsets:
-    """The state of one subset construction (all C arrays, freed with the object)."""
+    """The state of one subset construction (all C arrays, freed with the object; C
+    fields of an extension type start zeroed, so the pointers start NULL)."""
 
     cdef int32_t n_nfa, k, final
     cdef int64_t max_states
@@ -176,29 +177,6 @@ cdef class _Subsets:
     cdef int64_t tg_cap
     cdef int32_t* ubuf
     cdef int64_t ubuf_cap
-
-    def __cinit__(self):
-        self.eps_off = NULL
-        self.eps_to = NULL
-        self.ed_off = NULL
-        self.ed_key = NULL
-        self.kernel = NULL
-        self.clo_off = NULL
-        self.clo_len = NULL
-        self.clo_pool = NULL
-        self.seen = NULL
-        self.stack = NULL
-        self.buf = NULL
-        self.table = NULL
-        self.acc = NULL
-        self.single = NULL
-        self.multi_val = NULL
-        self.out = NULL
-        self.pts = NULL
-        self.tg = NULL
-        self.ubuf = NULL
-        memset(&self.sets, 0, sizeof(IntSets))
-        memset(&self.multi, 0, sizeof(IntSets))
 
     def __dealloc__(self):
         free(self.eps_off)
@@ -387,7 +365,7 @@ cdef class _Subsets:
                 for e in range(self.ed_off[q], self.ed_off[q + 1]):
                     self.out[nout] = self.ed_key[e]
                     nout += 1
-            _sort_i64(self.out, nout)
+            _sort(self.out, nout)
             disjoint = True
             prev = 0
             for r in range(nout):
@@ -559,35 +537,6 @@ cdef class _Refiner:
     cdef int32_t* hgid
     cdef int64_t hcap
 
-    def __cinit__(self):
-        self.inv_off = NULL
-        self.inv_src = NULL
-        self.inv_lo = NULL
-        self.inv_hi = NULL
-        self.elems = NULL
-        self.pos = NULL
-        self.blk = NULL
-        self.first = NULL
-        self.end = NULL
-        self.in_work = NULL
-        self.work = NULL
-        self.sig = NULL
-        self.sstamp = NULL
-        self.touched = NULL
-        self.bstamp = NULL
-        self.bcnt = NULL
-        self.boff = NULL
-        self.bcur = NULL
-        self.tblocks = NULL
-        self.order = NULL
-        self.gidx = NULL
-        self.grep = NULL
-        self.gsize = NULL
-        self.gstart = NULL
-        self.gfill = NULL
-        self.hstamp = NULL
-        self.hgid = NULL
-
     def __dealloc__(self):
         free(self.inv_off)
         free(self.inv_src)
@@ -658,40 +607,34 @@ cdef class _Refiner:
         cdef int32_t s, c, d, t, k = self.k
         cdef const int32_t* row
         cdef int64_t m = 0, x
-        for s in range(1, self.n):
-            row = self.T + <int64_t>s * k
-            c = 0
-            while c < k:
-                t = row[c]
-                d = c + 1
-                while d < k and row[d] == t:
-                    d += 1
-                if t:
-                    self.inv_off[t + 1] += 1
-                    m += 1
-                c = d
-        for s in range(self.n):
-            self.inv_off[s + 1] += self.inv_off[s]
-        self.inv_src = <int32_t*>malloc((m + 1) * sizeof(int32_t))
-        self.inv_lo = <int32_t*>malloc((m + 1) * sizeof(int32_t))
-        self.inv_hi = <int32_t*>malloc((m + 1) * sizeof(int32_t))
-        if self.inv_src == NULL or self.inv_lo == NULL or self.inv_hi == NULL:
-            return False
-        for s in range(1, self.n):
-            row = self.T + <int64_t>s * k
-            c = 0
-            while c < k:
-                t = row[c]
-                d = c + 1
-                while d < k and row[d] == t:
-                    d += 1
-                if t:
-                    x = self.inv_off[t]
-                    self.inv_off[t] += 1
-                    self.inv_src[x] = s
-                    self.inv_lo[x] = c
-                    self.inv_hi[x] = d
-                c = d
+        cdef int fill
+        for fill in range(2):  # count the runs per target, then place them
+            for s in range(1, self.n):
+                row = self.T + <int64_t>s * k
+                c = 0
+                while c < k:
+                    t = row[c]
+                    d = c + 1
+                    while d < k and row[d] == t:
+                        d += 1
+                    if t and fill:
+                        x = self.inv_off[t]
+                        self.inv_off[t] += 1
+                        self.inv_src[x] = s
+                        self.inv_lo[x] = c
+                        self.inv_hi[x] = d
+                    elif t:
+                        self.inv_off[t + 1] += 1
+                        m += 1
+                    c = d
+            if not fill:
+                for s in range(self.n):
+                    self.inv_off[s + 1] += self.inv_off[s]
+                self.inv_src = <int32_t*>malloc((m + 1) * sizeof(int32_t))
+                self.inv_lo = <int32_t*>malloc((m + 1) * sizeof(int32_t))
+                self.inv_hi = <int32_t*>malloc((m + 1) * sizeof(int32_t))
+                if self.inv_src == NULL or self.inv_lo == NULL or self.inv_hi == NULL:
+                    return False
         for s in range(self.n - 1, 0, -1):  # undo the fill's shift
             self.inv_off[s] = self.inv_off[s - 1]
         self.inv_off[0] = 0
@@ -941,13 +884,6 @@ cdef class _Product:
     cdef int32_t* hval
     cdef int64_t hcap
     cdef int32_t n
-
-    def __cinit__(self):
-        self.pp = NULL
-        self.pq = NULL
-        self.rows = NULL
-        self.hkey = NULL
-        self.hval = NULL
 
     def __dealloc__(self):
         free(self.pp)
