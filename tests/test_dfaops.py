@@ -78,6 +78,28 @@ def test_minimize_merges_equivalent_states() -> None:
         _dfabuild.minimize(table, acc[:3])
 
 
+def test_dfabuild_refuses_malformed_input() -> None:
+    """Out-of-range states or bytes are a ValueError before any C loop indexes by them."""
+    table = np.zeros((3, 2), dtype=np.int32)
+    table[1] = [2, 7]  # state 7 does not exist
+    acc = np.array([0, 0, 1], dtype=np.uint8)
+    with pytest.raises(ValueError, match="targets must be states 0..2"):
+        _dfabuild.minimize(table, acc)
+    good = np.array([[0, 0], [2, 0], [0, 0]], dtype=np.int32)
+    with pytest.raises(ValueError, match="targets must be states"):
+        _dfabuild.product(good, acc, 1, table, acc, 1, "and", 100)
+    with pytest.raises(ValueError, match="start states"):
+        _dfabuild.product(good, acc, 5, good, acc, 1, "and", 100)
+    with pytest.raises(ValueError, match="the edge"):
+        _dfabuild.determinize([[], []], [((0, 300, 1),), ()], 0, 1, 100)
+    with pytest.raises(ValueError, match="the edge"):
+        _dfabuild.determinize([[], []], [((97, 97, 5),), ()], 0, 1, 100)
+    with pytest.raises(ValueError, match="epsilon move"):
+        _dfabuild.determinize([[-3], []], [(), ()], 0, 1, 100)
+    table, accepting, cuts = _dfabuild.determinize([[], []], [((97, 97, 1),), ()], 0, 1, 100)
+    assert cuts == [0, 97, 98, 256] and accepting.tolist() == [False, False, True]  # "a": dead, start, end
+
+
 def test_disjoint_and_empty() -> None:
     assert disjoint(compile_regex("a+"), compile_regex("b+"))
     assert intersect(compile_regex("a+"), compile_regex("b+")).is_empty()

@@ -442,6 +442,9 @@ def determinize(list eps, list edges, int32_t start, int32_t final, int64_t max_
         es = edges[s]
         n_ed += len(es)
         for lo, hi, d in es:
+            if not (0 <= lo <= hi <= 255 and 0 <= s + d < n):
+                raise ValueError(f"determinize: NFA state {s} has the edge {(lo, hi, d)}: bytes must be "
+                                 f"0 <= lo <= hi <= 255 and the target inside the {n} states")
             is_cut[lo] = 1
             is_cut[hi + 1] = 1
     cuts = [c for c in range(257) if is_cut[c]]
@@ -468,6 +471,8 @@ def determinize(list eps, list edges, int32_t start, int32_t final, int64_t max_
     for s in range(n):
         S.eps_off[s] = n_eps
         for d in <object>eps[s]:
+            if not 0 <= s + d < n:
+                raise ValueError(f"determinize: NFA state {s} has an epsilon move to {s + d}, outside the {n} states")
             S.eps_to[n_eps] = s + d
             n_eps += 1
         S.ed_off[s] = n_ed
@@ -781,6 +786,14 @@ cdef class _Refiner:
                 self._split(x, self.order + self.boff[x], self.bcnt[x], &hround)
 
 
+def _check_targets(str what, const int32_t[:, ::1] table, int64_t n):
+    """ValueError unless every entry of ``table`` is a state id in ``[0, n)`` (the C loops
+    index by them)."""
+    a = np.asarray(table)
+    if a.size and (a.min() < 0 or a.max() >= n):
+        raise ValueError(f"{what}: transition targets must be states 0..{n - 1}, found {a.min()}..{a.max()}")
+
+
 def minimize(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     """The minimal DFA of ``table`` (int32 ``(n, k)`` over byte classes, state 0 dead,
     1 the start; every other state reachable and live) with ``accepting`` (uint8 or
@@ -792,6 +805,7 @@ def minimize(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     if n < 2 or accepting.shape[0] != n:
         raise ValueError(f"minimize: need the dead and the start state and one flag per state, got {n} "
                          f"states and {accepting.shape[0]} flags")
+    _check_targets("minimize", table, n)
     R.n, R.k, R.w, R.T = n, k, (k + 63) // 64, &table[0, 0]
     if not R._alloc(n) or not R._inverse():
         raise MemoryError(f"minimize: no memory for a DFA of {n} states")
@@ -965,6 +979,10 @@ def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, int32_t start_a,
         raise ValueError(f"op must be and, or or diff, not {op!r}")
     if tb.shape[1] != k or acc_a.shape[0] != ta.shape[0] or acc_b.shape[0] != tb.shape[0]:
         raise ValueError("product: both DFAs need the same classes and one flag per state")
+    _check_targets("product", ta, ta.shape[0])
+    _check_targets("product", tb, tb.shape[0])
+    if not (0 <= start_a < ta.shape[0] and 0 <= start_b < tb.shape[0]):
+        raise ValueError(f"product: start states {start_a}, {start_b} outside the DFAs")
     P.k, P.nb_states = k, tb.shape[0]
     if _dead_pair(code, start_a, start_b):
         return None
