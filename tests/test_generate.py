@@ -391,6 +391,12 @@ def test_chat_template_prompts_with_the_mistral_tokenizer(items, tmp_path, capsy
     assert vocab.decode(ids[2:-1]) == b" " + text.encode()
     with pytest.raises(ModelError, match="131072"):
         load_chat_template(folder, load_vocab("tekken"))  # another tokenizer's ids
+    from toolkit.model import ChatTemplate
+
+    tok = type(chat.tokenizer).from_pretrained(folder)  # a copy whose template always raises
+    tok.chat_template = "{{ raise_exception('a system message is required') }}"
+    with pytest.raises(ModelError, match="fails on a single user message.*system message is required"):
+        ChatTemplate(chat.source, tok, chat.vocab_size).ids("hi")
     lm = load_model("random:tiny", vocab)
     engine = get_engine("llguidance", vocab, whitespace="compact")
     run = generate(engine, lm, vocab, items[:3], batch=3, max_tokens=24, temperature=1.0, prompt=SPEC_PROMPT,

@@ -325,8 +325,12 @@ class ChatTemplate:
     def ids(self, text: str) -> list[int]:
         """The ids of ``text`` as one user message, then the generation prompt (the
         template's special tokens and BOS included)."""
-        out = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                 tokenize=True, return_dict=False)
+        try:
+            out = self.tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                                     add_generation_prompt=True, tokenize=True, return_dict=False)
+        except Exception as e:  # noqa: BLE001 - jinja2 and transformers raise assorted types
+            raise ModelError(f"the chat template of {self.source} fails on a single user message: "
+                             f"{type(e).__name__}: {e}") from e
         ids = [int(t) for t in out]
         bad = [t for t in ids if not 0 <= t < self.vocab_size]
         if bad:
