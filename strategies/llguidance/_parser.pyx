@@ -136,14 +136,6 @@ cdef class SliceSet:
     cdef readonly list tries
     cdef list _keep
 
-    def __cinit__(self):
-        self.trans = NULL
-        self.n_states = NULL
-        self.starts = NULL
-        self.masks = NULL
-        self.order = NULL
-        self.incl = NULL
-
     def __init__(self, dfas, tries, masks, inclusion=None):
         cdef int32_t k
         cdef cnp.ndarray a, m
@@ -268,9 +260,6 @@ cdef class ParserTables:
     cdef int32_t* dfs_byte
     cdef int64_t dfs_cap
     cdef int64_t memo_bytes
-
-    def __cinit__(self):
-        self.dr_sym = NULL
 
     def __init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, int32_t n_nt,
                  int32_t start_sym, lexemes, int32_t skip, *, int64_t max_lexer_states,
@@ -751,19 +740,7 @@ cdef class EarleyParser:
     cdef int32_t st_cap
 
     def __cinit__(self, ParserTables tables not None, *args):
-        self.T = tables
-        self.items = NULL
-        self.row_beg = NULL
-        self.row_ls = NULL
-        self.row_acc = NULL
-        self.row_key = NULL
-        self.rows_valid = 0
-        self.st_ls = NULL
-        self.st_rows = NULL
-        self.st_cap = 0
-        self.n_items = self.cap_items = 0
-        self.n_rows = 0
-        self.cap_rows = 0
+        self.T = tables  # the C fields start zeroed (NULL pointers, empty rows and stacks)
 
     def __init__(self, ParserTables tables not None, bint _empty=False):
         if _empty:

@@ -85,13 +85,6 @@ cdef class TokenIndex:
     cdef Pair* pairs                     # [num_pairs]
     cdef word_t* dense                   # [num_dense, n_words]
 
-    def __cinit__(self):
-        self.offsets = NULL
-        self.counts = NULL
-        self.dense_of = NULL
-        self.pairs = NULL
-        self.dense = NULL
-
     def __dealloc__(self):
         PyMem_Free(self.offsets)
         PyMem_Free(self.counts)
