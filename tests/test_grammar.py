@@ -181,6 +181,25 @@ def test_ir_validation() -> None:
     assert g.accepts("") and g.accepts("a.a.") and not g.accepts("ab")
 
 
+@pytest.mark.parametrize("value", ["", "a.", "ключ", "x\\\"y", "😀/\n"])
+def test_literal_and_json_string_terminals_get_their_regex_dfa(value: str) -> None:
+    """The DFAs written down from ``value`` are the regex's, array for array; a
+    terminal whose regex says something else is compiled from the regex."""
+    import numpy as np
+
+    from toolkit.regex import compile_regex
+
+    def same(a, b) -> bool:
+        return a.start == b.start and np.array_equal(a.transitions, b.transitions) and np.array_equal(
+            a.accepting, b.accepting)
+
+    for t in (Terminal.from_literal("T", value), Terminal.from_json_string("T", value)):
+        assert t._direct() and same(t.dfa(), compile_regex(t.regex)), (t, value)
+    for t in (Terminal("T", "b+", literal=True, value=value), Terminal("T", "b+", value=value, json_string=True),
+              Terminal.from_literal("T", value + "\udc00")):
+        assert not t._direct() and same(t.dfa(), compile_regex(t.regex)), t
+
+
 def test_to_lark_roundtrips_through_from_lark(json_grammar: Grammar) -> None:
     again = Grammar.from_lark(json_grammar.to_lark())
     rng = random.Random("test_to_lark_roundtrips_through_from_lark")

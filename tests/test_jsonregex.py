@@ -35,10 +35,12 @@ from toolkit._jsonregex import (
     JSON_NUMBER,
     MAX_STRING_LENGTH,
     NOTHING,
+    _literal_char,
     ecma_pattern,
     encode_codepoints,
     int_range,
     json_format,
+    json_literal_dfa,
     json_string,
     json_string_literal,
     number_range,
@@ -242,6 +244,42 @@ def test_json_string_literal_lone_surrogates() -> None:
     # A high then a low surrogate: every JSON spelling decodes to one astral character.
     assert json_string_literal("\ud83d\ude00") == NOTHING
     assert accepts(json_string_literal("😀"), '"\\ud83d\\ude00"')
+
+
+_TRICKY = st.sampled_from(["a", "u", "b", "F", "0", '"', "\\", "/", "\n", "\x08", "\x00", "\x1f", "\x7f", "é",
+                           "€", "\u2028", "\ud800", "\udbff", "\udc00", "\udfff", "😀", "\U00010000",
+                           "\U0010ffff"])
+
+
+def _same_dfa(a: ByteDFA, b: ByteDFA) -> bool:
+    return a.start == b.start and np.array_equal(a.transitions, b.transitions) and np.array_equal(
+        a.accepting, b.accepting)
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(st.one_of(texts, st.lists(_TRICKY, max_size=6).map("".join)))
+def test_json_literal_dfa_is_the_regex_dfa(value: str) -> None:
+    """The DFA written down in C is the one the regex compiles to, array for array
+    (so it is also minimal and canonically numbered); NOTHING included."""
+    assert _same_dfa(json_literal_dfa(value), compile_regex(json_string_literal(value))), repr(value)
+
+
+def test_json_literal_dfa_cases() -> None:
+    assert json_literal_dfa("\ud83d\ude00").is_empty()  # no JSON text decodes to a surrogate pair
+    dfa = json_literal_dfa("a/\u00e9😀")
+    for text in ('"a/\u00e9😀"', '"\\u0061\\/\\u00E9\\uD83D\\ude00"'):
+        assert dfa.fullmatch(text.encode()), text
+    assert not dfa.fullmatch(b'"a/\\u00e9"')
+    long = "x" * 5000 + "\u2028"  # a long key: linear, no recursion
+    assert _same_dfa(json_literal_dfa(long), compile_regex(json_string_literal(long)))
+
+
+def test_literal_char_is_encode_codepoints() -> None:
+    """json_string_literal writes one code point directly; the general encoder agrees."""
+    cps = [*range(0, 0x800), *range(0x800, 0xD800, 13), *range(0xE000, 0x10000, 11), *range(0x10000, 0x110000, 4099),
+           0xFFFF, 0x10000, 0x10FFFF]
+    for cp in cps:
+        assert _literal_char(cp) == encode_codepoints(((cp, cp),)), hex(cp)
 
 
 # ---------------------------------------------------------------- int_range --

@@ -24,7 +24,7 @@ canonically: dead 0, start 1, then breadth-first with successors in order of the
 smallest class that reaches them, so two equal languages give identical arrays.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, qsort
 from libc.string cimport memcpy, memset
 
@@ -48,7 +48,7 @@ from toolkit.errors import LimitExceeded
 
 cnp.import_array()
 
-__all__ = ["determinize", "minimize", "product"]
+__all__ = ["determinize", "json_literal", "minimize", "product"]
 
 cdef enum:
     ERR_MEMORY = 1
@@ -1079,3 +1079,167 @@ def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, int32_t start_a,
                 for c in range(k):
                     tv[nw[s], c] = nw[P.rows[<int64_t>s * k + c]]
     return table, accepting
+
+
+# ------------------------------------------------------------ JSON literals ----
+
+cdef uint8_t _SHORT_LETTER[0x60]  # the short escape letter of a code point, 0 if none
+memset(_SHORT_LETTER, 0, sizeof(_SHORT_LETTER))
+for _cp, _letter in ((0x22, b'"'), (0x5C, b"\\"), (0x2F, b"/"), (0x08, b"b"), (0x0C, b"f"), (0x0A, b"n"),
+                     (0x0D, b"r"), (0x09, b"t")):
+    _SHORT_LETTER[_cp] = _letter[0]
+
+
+cdef class _Trie:
+    """Edges (state, byte, target) of a DFA written down directly (C arrays)."""
+
+    cdef int32_t* e
+    cdef int64_t ne
+    cdef int32_t n
+
+    def __dealloc__(self):
+        free(self.e)
+
+    cdef inline void edge(self, int32_t s, int32_t b, int32_t t) noexcept nogil:
+        self.e[3 * self.ne] = s
+        self.e[3 * self.ne + 1] = b
+        self.e[3 * self.ne + 2] = t
+        self.ne += 1
+
+    cdef inline int32_t state(self) noexcept nogil:
+        self.n += 1
+        return self.n - 1
+
+    cdef int32_t hex4(self, int32_t s, uint32_t unit, int32_t last) noexcept nogil:
+        """Four hex digits (letters in either case) spelling ``unit``, from ``s`` to
+        ``last`` (or to a new state when ``last`` is -1); returns the end state."""
+        cdef int sh, d
+        cdef int32_t t
+        for sh in range(12, -4, -4):
+            d = (unit >> sh) & 0xF
+            t = last if (sh == 0 and last >= 0) else self.state()
+            if d < 10:
+                self.edge(s, 0x30 + d, t)
+            else:
+                self.edge(s, 0x61 + d - 10, t)
+                self.edge(s, 0x41 + d - 10, t)
+            s = t
+        return s
+
+
+def json_literal(str value):
+    """The DFA of every JSON text that decodes to the string ``value``, written down
+    directly: ``(table, accepting)`` as :func:`minimize` returns them, but over bytes
+    (int32 ``(n, 256)``), or None when no JSON text decodes to ``value``.
+
+    The language is :func:`toolkit._jsonregex.json_string_literal`'s (its docstring has
+    the rules): each character is raw (not ``"``, ``\\`` or a control character), its
+    short escape, ``\\u`` and four hex digits of either case, or for an astral one a
+    surrogate pair; a lone surrogate only as ``\\u``; a high surrogate directly followed
+    by a low one is no JSON text's decoding (None).  Each character is a small trie
+    from the state before it to the state after it (the raw form never starts with a
+    backslash, and no short escape letter is ``u``), so the whole is deterministic as
+    built; :func:`minimize`, over the classes of the bytes used, numbers it canonically.
+    """
+    cdef Py_ssize_t L = len(value), i = 0
+    cdef Py_UCS4 ch
+    cdef uint32_t cp, a
+    cdef int32_t cur, nxt, esc, end, s, t, b, k, m
+    cdef int64_t j
+    cdef unsigned char utf8[4]
+    cdef int nb
+    cdef uint8_t used[256]
+    cdef int32_t cls[256]
+    cdef _Trie T = _Trie()
+    T.e = <int32_t*>malloc(3 * sizeof(int32_t) * (2 + 25 * L))
+    if T.e == NULL:
+        raise MemoryError(f"json_literal: no memory for a string of {L} characters")
+    cdef uint32_t* cps = <uint32_t*>malloc(sizeof(uint32_t) * (L + 1))
+    if cps == NULL:
+        raise MemoryError(f"json_literal: no memory for a string of {L} characters")
+    for ch in value:
+        cps[i] = ch
+        i += 1
+    T.n = 2  # 0 dead, 1 the start
+    cur = T.state()
+    T.edge(1, 0x22, cur)
+    for i in range(L):
+        cp = cps[i]
+        nxt = T.state()
+        if 0xD800 <= cp <= 0xDFFF:
+            if cp < 0xDC00 and i + 1 < L and 0xDC00 <= cps[i + 1] <= 0xDFFF:
+                free(cps)
+                return None
+            s = T.state()
+            T.edge(cur, 0x5C, s)
+            t = T.state()
+            T.edge(s, 0x75, t)
+            T.hex4(t, cp, nxt)
+            cur = nxt
+            continue
+        if cp >= 0x20 and cp != 0x22 and cp != 0x5C:
+            if cp < 0x80:
+                utf8[0] = cp
+                nb = 1
+            elif cp < 0x800:
+                utf8[0], utf8[1] = 0xC0 | (cp >> 6), 0x80 | (cp & 0x3F)
+                nb = 2
+            elif cp < 0x10000:
+                utf8[0], utf8[1], utf8[2] = 0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+                nb = 3
+            else:
+                utf8[0], utf8[1] = 0xF0 | (cp >> 18), 0x80 | ((cp >> 12) & 0x3F)
+                utf8[2], utf8[3] = 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+                nb = 4
+            s = cur
+            for b in range(nb):
+                t = nxt if b == nb - 1 else T.state()
+                T.edge(s, utf8[b], t)
+                s = t
+        esc = T.state()
+        T.edge(cur, 0x5C, esc)
+        if cp < 0x60 and _SHORT_LETTER[cp]:
+            T.edge(esc, _SHORT_LETTER[cp], nxt)
+        s = T.state()
+        T.edge(esc, 0x75, s)
+        if cp <= 0xFFFF:
+            T.hex4(s, cp, nxt)
+        else:
+            a = cp - 0x10000
+            s = T.hex4(s, 0xD800 + (a >> 10), -1)
+            t = T.state()
+            T.edge(s, 0x5C, t)
+            s = T.state()
+            T.edge(t, 0x75, s)
+            T.hex4(s, 0xDC00 + (a & 0x3FF), nxt)
+        cur = nxt
+    free(cps)
+    end = T.state()
+    T.edge(cur, 0x22, end)
+    # the bytes on edges, each its own class (in byte order); the rest one dead class 0
+    memset(used, 0, sizeof(used))
+    for j in range(T.ne):
+        used[T.e[3 * j + 1]] = 1
+    k = 1
+    for b in range(256):
+        if used[b]:
+            cls[b] = k
+            k += 1
+        else:
+            cls[b] = 0
+    small = np.zeros((T.n, k), dtype=np.int32)
+    acc = np.zeros(T.n, dtype=np.uint8)
+    cdef int32_t[:, ::1] sv = small
+    for j in range(T.ne):
+        sv[T.e[3 * j], cls[T.e[3 * j + 1]]] = T.e[3 * j + 2]
+    acc[end] = 1
+    mt, macc = minimize(small, acc)
+    cdef const int32_t[:, ::1] mv = mt
+    m = mt.shape[0]
+    out = np.empty((m, 256), dtype=np.int32)
+    cdef int32_t[:, ::1] ov = out
+    with nogil:
+        for s in range(m):
+            for b in range(256):
+                ov[s, b] = mv[s, cls[b]]
+    return out, macc

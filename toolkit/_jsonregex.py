@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+from toolkit import _dfabuild
 from toolkit._utf8 import complement
 from toolkit.errors import UnsupportedSchema
-from toolkit.regex import _class_body, _escape_cp
+from toolkit.regex import ByteDFA, _class_body, _escape_cp, _freeze, compile_regex
 
 __all__ = [
     "JSON_CHAR",
@@ -44,6 +45,7 @@ __all__ = [
     "FORMATS",
     "json_string",
     "json_string_literal",
+    "json_literal_dfa",
     "int_range",
     "number_range",
     "json_format",
@@ -423,6 +425,32 @@ def json_string(min_length: int = 0, max_length: int | None = None, *, pointer: 
     return '"' + _quant(JSON_CHAR, min_length, max_length) + '"'
 
 
+_HEX_RX = tuple(_hex_class((d,)) for d in range(16))  # one hex digit, either case
+
+
+def _hex_digits(unit: int) -> str:
+    """:func:`_hex4` of the one code unit ``unit``, written directly."""
+    return "".join(_HEX_RX[(unit >> shift) & 0xF] for shift in (12, 8, 4, 0))
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal_char(cp: int) -> str:
+    """``encode_codepoints(((cp, cp),))`` of one non-surrogate code point, written
+    directly (the general road costs ~30 µs a character, and keys are many)."""
+    parts = []
+    if cp >= 0x20 and cp != 0x22 and cp != 0x5C:
+        parts.append(_escape_cp(cp, False))
+    letter = _SHORT_ESCAPES.get(cp)
+    if letter is not None:
+        parts.append(_BSL + _escape_cp(ord(letter), False))
+    if cp <= 0xFFFF:
+        parts.append(_BSL + "u" + _hex_digits(cp))
+    else:
+        a = cp - 0x10000
+        parts.append(_BSL + "u" + _hex_digits(0xD800 + (a >> 10)) + _BSL + "u" + _hex_digits(0xDC00 + (a & 0x3FF)))
+    return _group(parts)
+
+
 def json_string_literal(value: str) -> str:
     """Regex of every JSON text that decodes to exactly the string ``value``.
 
@@ -441,11 +469,26 @@ def json_string_literal(value: str) -> str:
             nxt = ord(value[i + 1]) if i + 1 < len(value) else -1
             if cp < 0xDC00 and 0xDC00 <= nxt <= _SUR_HI:
                 return NOTHING
-            out.append(_BSL + "u" + _hex4([(cp, cp)]))
+            out.append(_BSL + "u" + _hex_digits(cp))
         else:
-            out.append(_encode(((cp, cp),)))
+            out.append(_literal_char(cp))
     out.append('"')
     return "".join(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def json_literal_dfa(value: str) -> ByteDFA:
+    """The minimal DFA of :func:`json_string_literal` ``(value)``, written down directly.
+
+    The same arrays as ``compile_regex(json_string_literal(value))`` (the tests compare
+    them), from :func:`toolkit._dfabuild.json_literal` in C instead of writing, parsing
+    and determinizing the regex: object keys are most of a schema grammar's terminals,
+    and that road was the largest part of compiling a typical schema.
+    """
+    built = _dfabuild.json_literal(value)
+    if built is None:
+        return compile_regex(NOTHING)
+    return _freeze(*built, 1, None)
 
 
 # ------------------------------------------------------------------ integers --

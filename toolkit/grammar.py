@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import GrammarError, LimitExceeded, RegexError, UnsupportedGrammar
-from toolkit.regex import ByteDFA, _strip_anchors, canonical_regex, compile_regex
+from toolkit.regex import ByteDFA, _strip_anchors, canonical_regex, compile_literal, compile_regex
 
 __all__ = ["Grammar", "Terminal", "json_schema_to_regex"]
 
 _RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TERM_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,11 @@ class Terminal:
     ``regex``'s, intersected with every ``also`` regex, minus every ``excluding``
     regex (a length limit on a pattern, keys other than the listed properties).
     Lark writes those with llguidance's ``&`` and ``~`` operators; a plain regex
-    cannot (see :attr:`is_plain`).
+    cannot (see :attr:`is_plain`).  ``json_string`` is True when the terminal is
+    every JSON text of the string ``value`` (``regex`` is
+    :func:`~toolkit._jsonregex.json_string_literal` of it: an object key, a string
+    ``const``); its DFA is then written down directly, the same DFA at a fraction of
+    the cost (:func:`~toolkit._jsonregex.json_literal_dfa`).
     """
 
     name: str
@@ -54,6 +59,7 @@ class Terminal:
     value: str | None = None
     also: tuple[str, ...] = ()
     excluding: tuple[str, ...] = ()
+    json_string: bool = False
 
     @property
     def is_plain(self) -> bool:
@@ -63,6 +69,24 @@ class Terminal:
     @staticmethod
     def from_literal(name: str, value: str) -> Terminal:
         return Terminal(name, re.escape(value), True, value)
+
+    @staticmethod
+    def from_json_string(name: str, value: str) -> Terminal:
+        """The terminal of every JSON text (quotes, escapes) that decodes to ``value``."""
+        from toolkit._jsonregex import json_string_literal
+
+        return Terminal(name, json_string_literal(value), value=value, json_string=True)
+
+    def _direct(self) -> bool:
+        """True when the DFA can be written down from ``value`` without the regex: a
+        literal, or the JSON texts of a string, whose ``regex`` says just that."""
+        if self.literal:  # lone surrogates have no UTF-8: the regex road says what they mean
+            return self.regex == re.escape(self.value) and not _SURROGATE.search(self.value)
+        if self.json_string:
+            from toolkit._jsonregex import json_string_literal
+
+            return self.regex == json_string_literal(self.value)
+        return False
 
     def dfa(self) -> ByteDFA:
         """The terminal's minimal byte DFA, built once per terminal.
@@ -74,7 +98,14 @@ class Terminal:
         cached = self.__dict__.get("_dfa")
         if cached is not None:
             return cached
-        if self.is_plain:
+        if self.is_plain and self.value is not None and self._direct():
+            if self.literal:
+                dfa = compile_literal(self.value.encode())
+            else:
+                from toolkit._jsonregex import json_literal_dfa
+
+                dfa = json_literal_dfa(self.value)
+        elif self.is_plain:
             dfa = compile_regex(self.regex)
         else:
             from toolkit.dfaops import compile_boolean

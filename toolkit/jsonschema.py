@@ -189,11 +189,25 @@ class _Compiler:
         key = regex if not (also or excluding) else (regex, also, excluding)
         name = self._term_by_regex.get(key)
         if name is None:
-            base = re.sub(r"[^A-Z0-9]+", "_", hint.upper()).strip("_") or "T"
-            name = f"{base}_{len(self.terminals)}"
+            name = self._term_name(hint)
             self.terminals[name] = Terminal(name, regex, also=also, excluding=excluding)
             self._term_by_regex[key] = name
         return name
+
+    def string_term(self, value: str, hint: str) -> str:
+        """:meth:`term` for the JSON texts of the string ``value`` (a key, a string
+        ``const``): the same terminal, with its DFA written down directly."""
+        regex = json_string_literal(value)
+        name = self._term_by_regex.get(regex)
+        if name is None:
+            name = self._term_name(hint)
+            self.terminals[name] = Terminal.from_json_string(name, value)
+            self._term_by_regex[regex] = name
+        return name
+
+    def _term_name(self, hint: str) -> str:
+        base = re.sub(r"[^A-Z0-9]+", "_", hint.upper()).strip("_") or "T"
+        return f"{base}_{len(self.terminals)}"
 
     def new_rule(self, hint: str) -> str:
         if len(self.rules) >= self.max_rules:
@@ -775,7 +789,7 @@ class _Compiler:
                 raise UnsupportedSchema("enum", "", "NaN is not JSON")
             return self.term(re.escape(json.dumps(v)), "NUM")
         if isinstance(v, str):
-            return self.term(json_string_literal(v), "STR")
+            return self.string_term(v, "STR")
         name = self.new_rule("literal")
         if isinstance(v, list):
             seq: list[str] = [self.punct["["]]
@@ -789,7 +803,7 @@ class _Compiler:
             for i, (k, x) in enumerate(v.items()):
                 if i:
                     seq.append(self.punct[","])
-                seq += [self.term(json_string_literal(k), "KEY"), self.punct[":"], self.value_literal(x)]
+                seq += [self.string_term(k, "KEY"), self.punct[":"], self.value_literal(x)]
             seq.append(self.punct["}"])
         self.rules[name] = [tuple(seq)]
         return name
@@ -945,7 +959,7 @@ class _Compiler:
                 pairs.append(None)
                 continue
             pair = self.new_rule(f"pair_{name}")
-            key = self.term(json_string_literal(name), "KEY")
+            key = self.string_term(name, "KEY")
             self.rules[pair] = [(key, self.punct[":"], self.compile(props[name], sub))]
             pairs.append(pair)
         extras = self._other_members(names, patterns, pat_rx, additional, key_spec, pointer)
@@ -975,7 +989,7 @@ class _Compiler:
                 if pairs[i] is None or name in some["names"] or any(m.fullmatch(text) for m in their):
                     continue
                 wp = self.new_rule(f"pair_{name}")
-                self.rules[wp] = [(self.term(json_string_literal(name), "KEY"), self.punct[":"],
+                self.rules[wp] = [(self.string_term(name, "KEY"), self.punct[":"],
                                    self.compile({"allOf": [props[name], some["schema"]]}, pointer))]
                 witness_pairs[i] = wp
         flags = (False, True) if SOME_ADDITIONAL in node else (True,)
