@@ -451,6 +451,7 @@ def _literal_char(cp: int) -> str:
     return _group(parts)
 
 
+@functools.lru_cache(maxsize=8192)
 def json_string_literal(value: str) -> str:
     """Regex of every JSON text that decodes to exactly the string ``value``.
 
