@@ -503,6 +503,24 @@ def test_grammars_without_lexemes(spec: str, want: set[int]) -> None:
     assert _ids(m) == want and m.is_accepting() is bool(want)
 
 
+@pytest.mark.parametrize("engine", ["llguidance", "outlines"])
+def test_duplicate_token_bytes_are_all_allowed(engine: str) -> None:
+    """Tokens with the same bytes share a trie node; the walks handle a node's first id
+    without a branch and the others in a loop: every copy is in the mask, as naive has it."""
+    toks = [b"", b"", b"a", b"ab", b"a", b"b", b"ab", b"ab", b"ba", b"c", b"b"]
+    vocab = Vocabulary.from_tokens(toks, eos_ids=(EOS,), special_tokens={SPECIAL: "<s>", EOS: "</s>"},
+                                   size=len(toks) + 2, name="dups")
+    naive, ours = get_engine("naive", vocab), get_engine(engine, vocab)
+    g = Grammar.from_regex("(ab|b)*a?")
+    n, m = naive.matcher(naive.compile(g)), ours.matcher(ours.compile("(ab|b)*a?"))
+    for step in (None, 3, 5):  # then "ab", then "b"
+        if step is not None:
+            assert n.accept_token(step) and m.accept_token(step)
+        want = _ids(n, vocab)
+        assert _ids(m, vocab) == want, step
+        assert {2, 4} | {3, 6, 7} | {5, 10} <= want  # every copy of a, ab and b
+
+
 # ------------------------------------------------------------------- limits --
 
 REC = 'start: "a" start | "b"\n'

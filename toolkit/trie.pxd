@@ -55,6 +55,6 @@ cdef class TokenTrie:
     cdef readonly int32_t vocab_size     # bitmask width in tokens (Vocabulary.size)
     cdef readonly int64_t nodes_visited  # nodes the last allowed_tokens call looked at
     cdef object _nodes_array             # numpy structured array owning the TrieNode records
-    cdef object _token_ids_array         # numpy int32 array owning token_ids
+    cdef object _token_ids_array         # numpy int32 array of the ids (a view of the padded array)
     cdef const TrieNode* nodes           # _nodes_array's data
-    cdef const token_t* token_ids        # _token_ids_array's data: ids grouped by node, DFS order
+    cdef const token_t* token_ids        # ids grouped by node, DFS order, then one readable 0

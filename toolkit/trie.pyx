@@ -171,19 +171,27 @@ cdef int64_t trie_walk_dfa(
 ) noexcept nogil:
     """Every token whose bytes, run from state, never reach DEAD: its bit is ORed into
     mask, or, when ends is not NULL, it is written to ends[num_ends[0]++] with the
-    state its last byte reached (ends has room for every token of the trie).
+    state its last byte reached (ends has room for every token of the trie plus one:
+    the entry past the last is scratch).
 
     transitions is a C-contiguous [num_states, 256] table; stack has room for
     max_depth + 1 states.  Returns the number of nodes visited, or -1 when the table
     leads to a state outside [0, num_states) (the output is then incomplete).
+
+    A node's first id is handled without a branch (a node holds 0 or 1 ids about
+    equally often, which no predictor guesses): a node without ids ORs a 0 bit, or
+    writes an entry it does not count, using the readable id past its own (see
+    TokenTrie).  The descent is branch-free too.  Both halve the time per node.
     """
     cdef int32_t p = 1, depth = 1, i, end
-    cdef int64_t visited = 0
+    cdef int64_t visited = 0, k = 0
     cdef state_t s
     cdef token_t t
     cdef const TrieNode* node
     if state == DEAD:
         return 0
+    if ends != NULL:
+        k = num_ends[0]
     stack[0] = state
     while p < num_nodes:
         node = &nodes[p]
@@ -194,23 +202,31 @@ cdef int64_t trie_walk_dfa(
             p += node.subtree_size
             continue
         if <uint32_t>s >= <uint32_t>num_states:
+            if ends != NULL:
+                num_ends[0] = k
             return -1
-        end = node.token_start + node.token_count
+        t = token_ids[node.token_start]
         if ends != NULL:
-            for i in range(node.token_start, end):
-                ends[num_ends[0]].token = token_ids[i]
-                ends[num_ends[0]].state = s
-                num_ends[0] += 1
+            ends[k].token = t
+            ends[k].state = s
+            k += node.token_count != 0
         else:
-            for i in range(node.token_start, end):
+            mask[t >> 5] |= (<word_t>(node.token_count != 0)) << (t & 31)
+        if node.token_count > 1:  # duplicate byte strings: rare
+            end = node.token_start + node.token_count
+            for i in range(node.token_start + 1, end):
                 t = token_ids[i]
-                mask[t >> 5] |= (<word_t>1) << (t & 31)
-        if node.subtree_size == 1:
-            depth -= node.num_parents - 1
-        else:
-            stack[depth] = s
-            depth += 1
+                if ends != NULL:
+                    ends[k].token = t
+                    ends[k].state = s
+                    k += 1
+                else:
+                    mask[t >> 5] |= (<word_t>1) << (t & 31)
+        stack[depth] = s  # a leaf's slot is unused
+        depth += 1 - node.num_parents * (node.subtree_size == 1)
         p += 1
+    if ends != NULL:
+        num_ends[0] = k
     return visited
 
 
@@ -279,13 +295,16 @@ cdef class TokenTrie:
         with nogil:
             _emit_nodes(blob_p, offsets_p, lcp_p, n, nodes_p, <int32_t>total, path_p)
 
-        token_ids = np.asarray(order, dtype=np.int32)
+        # one readable 0 past the end: a walk may load token_ids[token_start] of a node
+        # without tokens (the last ones' token_start is num_tokens) instead of branching
+        padded = np.zeros(n + 1, dtype=np.int32)
+        padded[:n] = order
+        padded.flags.writeable = False
         nodes.flags.writeable = False
-        token_ids.flags.writeable = False
         self._nodes_array = nodes
-        self._token_ids_array = token_ids
+        self._token_ids_array = padded[:n]
         self.nodes = nodes_p
-        self.token_ids = <const token_t*>cnp.PyArray_DATA(token_ids)
+        self.token_ids = <const token_t*>cnp.PyArray_DATA(padded)
         self.num_nodes = <int32_t>total
         self.num_tokens = <int32_t>n
         self.max_depth = max_depth

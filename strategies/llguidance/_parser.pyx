@@ -1006,7 +1006,7 @@ cdef class EarleyParser:
     cdef int64_t _walk(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
                        word_t* mask) noexcept nogil:
         """OR the bits of every token of the trie whose bytes all push; -1 on error."""
-        cdef int32_t p = 1, depth = 1, i, end, y, rows, base_rows = self.n_rows
+        cdef int32_t p = 1, depth = 1, i, end, y, y_slow, rows, base_rows = self.n_rows
         cdef int r
         cdef int64_t visited = 0
         cdef token_t t
@@ -1026,7 +1026,8 @@ cdef class EarleyParser:
                 # slow path: the table entry is missing, or the byte ends a lexeme
                 if self.n_rows != rows:
                     self._truncate(rows)  # drop rows a sibling subtree pushed
-                r = self._push_byte(parent, node.byte, &y)
+                r = self._push_byte(parent, node.byte, &y_slow)  # (y itself stays in a register)
+                y = y_slow
                 trans = self.T.ls_trans  # a new lexer state may have moved the table
                 if r < 0:
                     self._truncate(base_rows)
@@ -1037,15 +1038,21 @@ cdef class EarleyParser:
                     parent = st_ls[depth - 1]
                     continue
                 rows = self.n_rows
-            end = node.token_start + node.token_count
-            for i in range(node.token_start, end):
-                t = token_ids[i]
-                mask[t >> 5] |= (<word_t>1) << (t & 31)
+            # The node's first id without a branch (0 or 1 ids is the rule, and which is
+            # unpredictable): a node without ids ORs a 0 into the word of the id after
+            # it (TokenTrie keeps a readable id past the end).
+            t = token_ids[node.token_start]
+            mask[t >> 5] |= (<word_t>(node.token_count != 0)) << (t & 31)
+            if node.token_count > 1:  # duplicate byte strings: rare
+                end = node.token_start + node.token_count
+                for i in range(node.token_start + 1, end):
+                    t = token_ids[i]
+                    mask[t >> 5] |= (<word_t>1) << (t & 31)
             # Branch-free descent: the node's slot is written either way (a leaf's is
             # unused); a leaf then pops num_parents levels, an inner node none.
             st_ls[depth] = y
             st_rows[depth] = rows
-            depth += 1 - (node.num_parents if node.subtree_size == 1 else 0)
+            depth += 1 - node.num_parents * (node.subtree_size == 1)
             parent = st_ls[depth - 1]
             p += 1
         self._truncate(base_rows)
