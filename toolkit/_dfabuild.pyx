@@ -1,7 +1,8 @@
 """Subset construction and Hopcroft minimization over byte classes, in C.
 
-The two steps of :func:`toolkit.regex.compile_regex` after the NFA is built, and the
-minimization of :mod:`toolkit.dfaops`' products.  Both used to be Python and were
+The two steps of :func:`toolkit.regex.compile_regex` after the NFA is built, the
+minimization of :mod:`toolkit.dfaops`' products, and :func:`json_literal`, the DFA of
+the JSON texts of one string (an object key) written down without a regex.  Both used to be Python and were
 the start-up time (TTFM) of every strategy on large schemas; here they are C loops
 over flat arrays without the GIL.  Same algorithms, same canonical result:
 
@@ -1088,6 +1089,7 @@ memset(_SHORT_LETTER, 0, sizeof(_SHORT_LETTER))
 for _cp, _letter in ((0x22, b'"'), (0x5C, b"\\"), (0x2F, b"/"), (0x08, b"b"), (0x0C, b"f"), (0x0A, b"n"),
                      (0x0D, b"r"), (0x09, b"t")):
     _SHORT_LETTER[_cp] = _letter[0]
+del _cp, _letter
 
 
 cdef class _Trie:

@@ -436,7 +436,8 @@ def _hex_digits(unit: int) -> str:
 @functools.lru_cache(maxsize=4096)
 def _literal_char(cp: int) -> str:
     """``encode_codepoints(((cp, cp),))`` of one non-surrogate code point, written
-    directly (the general road costs ~30 µs a character, and keys are many)."""
+    directly: the general road (range sets, the hex digit renderer) is many times
+    slower, and keys have many characters."""
     parts = []
     if cp >= 0x20 and cp != 0x22 and cp != 0x5C:
         parts.append(_escape_cp(cp, False))
