@@ -295,8 +295,9 @@ cdef class TokenTrie:
         with nogil:
             _emit_nodes(blob_p, offsets_p, lcp_p, n, nodes_p, <int32_t>total, path_p)
 
-        # one readable 0 past the end: a walk may load token_ids[token_start] of a node
-        # without tokens (the last ones' token_start is num_tokens) instead of branching
+        # one readable 0 past the end: the walks load token_ids[token_start] of every
+        # node, ids or not, instead of branching (an inner node's index is its first
+        # descendant's, in range; the pad keeps any token_start <= num_tokens safe)
         padded = np.zeros(n + 1, dtype=np.int32)
         padded[:n] = order
         padded.flags.writeable = False

@@ -1039,8 +1039,8 @@ cdef class EarleyParser:
                     continue
                 rows = self.n_rows
             # The node's first id without a branch (0 or 1 ids is the rule, and which is
-            # unpredictable): a node without ids ORs a 0 into the word of the id after
-            # it (TokenTrie keeps a readable id past the end).
+            # unpredictable): a node without ids ORs a 0 into the word of the id at its
+            # token_start (TokenTrie keeps a readable id past the end).
             t = token_ids[node.token_start]
             mask[t >> 5] |= (<word_t>(node.token_count != 0)) << (t & 31)
             if node.token_count > 1:  # duplicate byte strings: rare
