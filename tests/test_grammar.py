@@ -200,6 +200,16 @@ def test_literal_and_json_string_terminals_get_their_regex_dfa(value: str) -> No
         assert not t._direct() and same(t.dfa(), compile_regex(t.regex)), t
 
 
+def test_oversized_literal_and_key_terminals_are_limit_errors() -> None:
+    """A literal or key whose DFA would pass the state limit is a LimitExceeded, as on
+    the regex road, not a table of hundreds of megabytes."""
+    from toolkit.errors import LimitExceeded
+
+    for t in (Terminal.from_literal("T", "x" * 300_000), Terminal.from_json_string("T", "é" * 40_000)):
+        with pytest.raises(LimitExceeded):
+            t.dfa()
+
+
 def test_to_lark_roundtrips_through_from_lark(json_grammar: Grammar) -> None:
     again = Grammar.from_lark(json_grammar.to_lark())
     rng = random.Random("test_to_lark_roundtrips_through_from_lark")

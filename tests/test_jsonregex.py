@@ -45,7 +45,7 @@ from toolkit._jsonregex import (
     json_string_literal,
     number_range,
 )
-from toolkit.errors import UnsupportedSchema
+from toolkit.errors import LimitExceeded, UnsupportedSchema
 from toolkit.regex import ByteDFA, compile_regex
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
@@ -272,6 +272,19 @@ def test_json_literal_dfa_cases() -> None:
     assert not dfa.fullmatch(b'"a/\\u00e9"')
     long = "x" * 5000 + "\u2028"  # a long key: linear, no recursion
     assert _same_dfa(json_literal_dfa(long), compile_regex(json_string_literal(long)))
+
+
+def test_json_literal_dfa_keeps_the_state_limit() -> None:
+    """The direct road refuses what the regex road refuses: more than ``max_states``
+    states is a LimitExceeded, and a key far past it is refused before any allocation."""
+    n = json_literal_dfa("ab\u00e9😀").n_states
+    assert json_literal_dfa("ab\u00e9😀", n).n_states == n
+    for value, limit in (("ab\u00e9😀", n - 1), ("k" * 40_000, 200_000), ("k" * 10**8, 200_000)):
+        with pytest.raises(LimitExceeded) as e:
+            json_literal_dfa(value, limit)
+        assert e.value.limit == "max_states"
+    with pytest.raises(LimitExceeded):
+        compile_regex(json_string_literal("k" * 40_000))
 
 
 def test_literal_char_is_encode_codepoints() -> None:

@@ -1129,7 +1129,7 @@ cdef class _Trie:
         return s
 
 
-def json_literal(str value):
+def json_literal(str value, int64_t max_states):
     """The DFA of every JSON text that decodes to the string ``value``, written down
     directly: ``(table, accepting)`` as :func:`minimize` returns them, but over bytes
     (int32 ``(n, 256)``), or None when no JSON text decodes to ``value``.
@@ -1142,6 +1142,9 @@ def json_literal(str value):
     from the state before it to the state after it (the raw form never starts with a
     backslash, and no short escape letter is ``u``), so the whole is deterministic as
     built; :func:`minimize`, over the classes of the bytes used, numbers it canonically.
+    More than ``max_states`` states (the dead one included, as :func:`determinize`
+    counts) raise :class:`LimitExceeded` (``max_states``); each character takes at least
+    six, so a string too long for the limit is refused before anything is allocated.
     """
     cdef Py_ssize_t L = len(value), i = 0
     cdef Py_UCS4 ch
@@ -1152,6 +1155,8 @@ def json_literal(str value):
     cdef int nb
     cdef uint8_t used[256]
     cdef int32_t cls[256]
+    if 3 + 6 * <int64_t>L > max_states:
+        raise LimitExceeded("max_states", 3 + 6 * <int64_t>L, max_states)
     cdef _Trie T = _Trie()
     T.e = <int32_t*>malloc(3 * sizeof(int32_t) * (2 + 25 * L))
     if T.e == NULL:
@@ -1218,6 +1223,8 @@ def json_literal(str value):
     free(cps)
     end = T.state()
     T.edge(cur, 0x22, end)
+    if T.n > max_states:
+        raise LimitExceeded("max_states", T.n, max_states)
     # the bytes on edges, each its own class (in byte order); the rest one dead class 0
     memset(used, 0, sizeof(used))
     for j in range(T.ne):

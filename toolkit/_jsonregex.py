@@ -35,7 +35,14 @@ from fractions import Fraction
 from toolkit import _dfabuild
 from toolkit._utf8 import complement
 from toolkit.errors import UnsupportedSchema
-from toolkit.regex import ByteDFA, _class_body, _escape_cp, _freeze, compile_regex
+from toolkit.regex import (
+    DEFAULT_MAX_STATES,
+    ByteDFA,
+    _class_body,
+    _escape_cp,
+    _freeze,
+    compile_regex,
+)
 
 __all__ = [
     "JSON_CHAR",
@@ -479,15 +486,17 @@ def json_string_literal(value: str) -> str:
 
 
 @functools.lru_cache(maxsize=4096)
-def json_literal_dfa(value: str) -> ByteDFA:
+def json_literal_dfa(value: str, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
     """The minimal DFA of :func:`json_string_literal` ``(value)``, written down directly.
 
     The same arrays as ``compile_regex(json_string_literal(value))`` (the tests compare
     them), from :func:`toolkit._dfabuild.json_literal` in C instead of writing, parsing
     and determinizing the regex: object keys are most of a schema grammar's terminals,
-    and that road was the largest part of compiling a typical schema.
+    and that road was the largest part of compiling a typical schema.  More than
+    ``max_states`` states raise :class:`~toolkit.errors.LimitExceeded`, as
+    :func:`~toolkit.regex.compile_regex` does.
     """
-    built = _dfabuild.json_literal(value)
+    built = _dfabuild.json_literal(value, max_states)
     if built is None:
         return compile_regex(NOTHING)
     return _freeze(*built, 1, None)

@@ -28,7 +28,14 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import GrammarError, LimitExceeded, RegexError, UnsupportedGrammar
-from toolkit.regex import ByteDFA, _strip_anchors, canonical_regex, compile_literal, compile_regex
+from toolkit.regex import (
+    DEFAULT_MAX_STATES,
+    ByteDFA,
+    _strip_anchors,
+    canonical_regex,
+    compile_literal,
+    compile_regex,
+)
 
 __all__ = ["Grammar", "Terminal", "json_schema_to_regex"]
 
@@ -81,7 +88,9 @@ class Terminal:
         """True when the DFA can be written down from ``value`` without the regex: a
         literal, or the JSON texts of a string, whose ``regex`` says just that."""
         if self.literal:  # lone surrogates have no UTF-8: the regex road says what they mean
-            return self.regex == re.escape(self.value) and not _SURROGATE.search(self.value)
+            # (and a chain longer than the state limit: the regex road raises LimitExceeded)
+            return (self.regex == re.escape(self.value) and not _SURROGATE.search(self.value)
+                    and len(self.value.encode()) + 2 <= DEFAULT_MAX_STATES)
         if self.json_string:
             from toolkit._jsonregex import json_string_literal
 
