@@ -42,11 +42,13 @@ from toolkit._jsonregex import (
     json_format,
     json_literal_dfa,
     json_string,
+    json_string_bounds,
+    json_string_dfa,
     json_string_literal,
     number_range,
 )
 from toolkit.errors import LimitExceeded, UnsupportedSchema
-from toolkit.regex import ByteDFA, compile_regex
+from toolkit.regex import DEFAULT_MAX_STATES, ByteDFA, _compile_nfa, compile_regex
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 
@@ -252,8 +254,8 @@ _TRICKY = st.sampled_from(["a", "u", "b", "F", "0", '"', "\\", "/", "\n", "\x08"
 
 
 def _same_dfa(a: ByteDFA, b: ByteDFA) -> bool:
-    return a.start == b.start and np.array_equal(a.transitions, b.transitions) and np.array_equal(
-        a.accepting, b.accepting)
+    return (a.start == b.start and np.array_equal(a.table, b.table) and np.array_equal(a.classes, b.classes)
+            and np.array_equal(a.transitions, b.transitions) and np.array_equal(a.accepting, b.accepting))
 
 
 @settings(max_examples=400, deadline=None, derandomize=True)
@@ -285,6 +287,59 @@ def test_json_literal_dfa_keeps_the_state_limit() -> None:
         assert e.value.limit == "max_states"
     with pytest.raises(LimitExceeded):
         compile_regex(json_string_literal("k" * 40_000))
+
+
+def _nfa_road(pattern: str) -> ByteDFA:
+    return _compile_nfa(pattern, DEFAULT_MAX_STATES, False)
+
+
+@pytest.mark.parametrize("hi", [None, 0, 1, 2, 3, 5, 8])
+@pytest.mark.parametrize("lo", [0, 1, 2, 3, 5])
+def test_json_string_dfa_is_the_regex_dfa(lo: int, hi: int | None) -> None:
+    """A bounded string's DFA written down directly (copies of the character's DFA) is
+    the NFA road's, array for array: minimal and canonically numbered."""
+    if hi is not None and lo > hi:
+        assert json_string_dfa(lo, hi).is_empty()
+        return
+    rx = json_string(lo, hi)
+    assert json_string_bounds(rx) == (lo, hi)
+    direct = json_string_dfa(lo, hi)
+    assert _same_dfa(direct, _nfa_road(rx)), (lo, hi)
+    assert _same_dfa(compile_regex(rx), direct)  # compile_regex takes the direct road
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(0, 300), st.one_of(st.none(), st.integers(0, 300)))
+def test_json_string_dfa_random_bounds(lo: int, hi: int | None) -> None:
+    assume(hi is None or lo <= hi)
+    assert _same_dfa(json_string_dfa(lo, hi), _nfa_road(json_string(lo, hi))), (lo, hi)
+
+
+def test_json_string_dfa_large_and_limits() -> None:
+    big = json_string_dfa(100, 2000)
+    assert _same_dfa(big, _nfa_road(json_string(100, 2000)))
+    assert big.n_classes < 32 and big.memory_bytes() < big.transitions.nbytes / 8
+    for text, ok in (('"' + "é" * 99 + '"', False), ('"' + "é" * 100 + '"', True),
+                     ('"' + "\\u00e9" * 2000 + '"', True), ('"' + "a" * 2001 + '"', False)):
+        assert big.fullmatch(text.encode()) == ok
+    n = big.n_states
+    assert json_string_dfa(100, 2000, max_states=n).n_states == n
+    with pytest.raises(LimitExceeded) as e:
+        json_string_dfa(100, 2000, max_states=n - 1)
+    assert e.value.limit == "max_states"
+    with pytest.raises(LimitExceeded):  # refused before building: 20 states a character
+        compile_regex(json_string(0, MAX_STRING_LENGTH))
+
+
+def test_json_string_bounds_only_its_own_regexes() -> None:
+    """Only json_string's exact output takes the direct road; anything else, even the
+    same language spelled otherwise, is compiled from the regex."""
+    for lo, hi in ((0, None), (1, None), (0, 1), (1, 1), (4, 4), (2, None), (2, 9), (0, 0)):
+        assert json_string_bounds(json_string(lo, hi)) == (lo, hi)
+    for rx in ('"a"', json_string(2, 5) + "x", "x" + json_string(2, 5), json_string(2, 5)[:-1] + '?"',
+               '"(?:' + JSON_CHAR + '){05}"', '"(?:' + JSON_CHAR + '){2,1}"', NOTHING, '"(?:a|b)*"',
+               '"(?:' + JSON_CHAR + "){0," + str(MAX_STRING_LENGTH + 1) + '}"'):
+        assert json_string_bounds(rx) is None, rx
 
 
 def test_literal_char_is_encode_codepoints() -> None:

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from toolkit import _dfabuild
 from toolkit.errors import LimitExceeded, RegexError
 from toolkit.regex import (
     ByteDFA,
@@ -16,6 +17,7 @@ from toolkit.regex import (
     canonical_regex,
     compile_literal,
     compile_regex,
+    from_transitions,
 )
 
 # Characters the generated regexes and strings are built from: ASCII, 2-, 3- and
@@ -166,6 +168,67 @@ def test_literal_and_byte_classes() -> None:
         assert (d.transitions[:, b] == table[:, classes[b]]).all()
 
 
+def _check_canonical_classes(d: ByteDFA) -> None:
+    classes, table = d.byte_classes()
+    assert classes.dtype == np.uint8 and classes.shape == (256,) and not classes.flags.writeable
+    assert table.dtype == np.int32 and table.flags.c_contiguous and not table.flags.writeable
+    assert table.shape == (d.n_states, d.n_classes)
+    first = [int(np.flatnonzero(classes == c)[0]) for c in range(d.n_classes)]
+    assert first == sorted(first) and first[0] == 0  # numbered by smallest byte
+    assert len({table[:, c].tobytes() for c in range(d.n_classes)}) == d.n_classes  # no two alike
+    assert np.array_equal(d.transitions, table[:, classes])
+
+
+@pytest.mark.parametrize("pattern", ["[a-c]x", "", "[^\\d\\D]", "(?:é|日)+z?", "[\\x00-\\xff]{3}", "\\d{2,5}"])
+def test_class_form_is_canonical(pattern: str) -> None:
+    """The class form is the DFA's: classes in order of their smallest byte, no two
+    alike, and the same whether built from classes or from the byte table."""
+    d = compile_regex(pattern)
+    _check_canonical_classes(d)
+    again = from_transitions(d.transitions, d.accepting, d.start)
+    assert np.array_equal(again.table, d.table) and np.array_equal(again.classes, d.classes)
+    assert d.memory_bytes() <= d.table.nbytes + 256 + d.n_states
+
+
+def test_byte_classes_merges_equal_columns() -> None:
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 9, size=(9, 5)).astype(np.int32)
+    base[:, 3] = base[:, 1]  # two equal columns
+    column = rng.integers(0, 5, size=256).astype(np.int32)
+    classes, table = _dfabuild.byte_classes(base, column)
+    assert np.array_equal(table[:, classes], base[:, column])
+    used = {int(column[b]) for b in range(256)}
+    assert table.shape[1] == len({base[:, c].tobytes() for c in used})
+    with pytest.raises(ValueError, match="256 entries"):
+        _dfabuild.byte_classes(base, column[:10])
+    with pytest.raises(ValueError, match="outside"):
+        _dfabuild.byte_classes(base, np.full(256, 5, dtype=np.int32))
+
+
+def test_renumber_restores_the_canonical_numbering() -> None:
+    """Shuffle a minimal DFA's states (and add an unreachable one): renumber gives the
+    compiled arrays back."""
+    d = compile_regex("(?:ab|c[0-9]{2,4})+(?:é|x)?")
+    n = d.n_states
+    rng = np.random.default_rng(5)
+    perm = np.concatenate([[0], 1 + rng.permutation(n)])  # new id of each old state; slot n+... spare
+    old_of = np.empty(n + 1, dtype=np.int64)
+    old_of[perm] = np.arange(n + 1)
+    table = np.zeros((n + 1, d.n_classes), dtype=np.int32)
+    acc = np.zeros(n + 1, dtype=np.uint8)
+    for new in range(1, n + 1):
+        old = old_of[new]
+        if old < n:
+            table[new] = perm[d.table[old]]
+            acc[new] = d.accepting[old]
+        else:
+            table[new] = perm[d.table[d.start]]  # unreachable: nothing leads here
+    t2, a2 = _dfabuild.renumber(table, acc, int(perm[d.start]))
+    assert np.array_equal(t2, d.table) and np.array_equal(a2, d.accepting)
+    with pytest.raises(ValueError):
+        _dfabuild.renumber(table, acc, 0)
+
+
 def test_empty_language_and_empty_string() -> None:
     empty = compile_regex("[^\\d\\D]")
     assert empty.is_empty() and empty.start == 0
@@ -257,6 +320,8 @@ REFERENCE_CORPUS = [
 def _same_dfa(a: ByteDFA, b: ByteDFA) -> bool:
     return (
         a.start == b.start
+        and np.array_equal(a.table, b.table)
+        and np.array_equal(a.classes, b.classes)
         and np.array_equal(a.transitions, b.transitions)
         and np.array_equal(a.accepting, b.accepting)
     )

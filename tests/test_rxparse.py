@@ -34,7 +34,9 @@ from toolkit.regex import (
     _NFA,
     DEFAULT_MAX_STATES,
     _build,
+    _column_of_cuts,
     _determinize,
+    _freeze,
     _minimize,
     _nfa_limit,
     _strip_anchors,
@@ -64,7 +66,9 @@ def theirs(pattern: str) -> tuple:
     nfa = _NFA(_nfa_limit(DEFAULT_MAX_STATES), pattern)
     try:
         frag = _build(nfa, tree, 0)
-        trans, acc, start = _minimize(*_determinize(nfa, frag, DEFAULT_MAX_STATES))
+        table, acc, cuts = _determinize(nfa, frag, DEFAULT_MAX_STATES)
+        table, acc, start = _minimize(table, acc)
+        trans = _freeze(table, acc, start, None, _column_of_cuts(cuts)).transitions
     except LimitExceeded:
         return ("limit",)
     except RegexError as e:  # e.g. interegular's lookaround node, (?m) on a character

@@ -49,7 +49,7 @@ from toolkit.errors import LimitExceeded
 
 cnp.import_array()
 
-__all__ = ["determinize", "json_literal", "minimize", "product"]
+__all__ = ["byte_classes", "determinize", "json_literal", "minimize", "product", "renumber"]
 
 cdef enum:
     ERR_MEMORY = 1
@@ -1131,8 +1131,10 @@ cdef class _Trie:
 
 def json_literal(str value, int64_t max_states):
     """The DFA of every JSON text that decodes to the string ``value``, written down
-    directly: ``(table, accepting)`` as :func:`minimize` returns them, but over bytes
-    (int32 ``(n, 256)``), or None when no JSON text decodes to ``value``.
+    directly: ``(table, accepting, column)``, ``table`` and ``accepting`` as
+    :func:`minimize` returns them over columns and ``column`` int32 ``(256,)`` the
+    column of each byte (as :func:`byte_classes` takes them), or None when no JSON
+    text decodes to ``value``.
 
     The language is :func:`toolkit._jsonregex.json_string_literal`'s (its docstring has
     the rules): each character is raw (not ``"``, ``\\`` or a control character), its
@@ -1243,12 +1245,112 @@ def json_literal(str value, int64_t max_states):
         sv[T.e[3 * j], cls[T.e[3 * j + 1]]] = T.e[3 * j + 2]
     acc[end] = 1
     mt, macc = minimize(small, acc)
-    cdef const int32_t[:, ::1] mv = mt
-    m = mt.shape[0]
-    out = np.empty((m, 256), dtype=np.int32)
+    column = np.empty(256, dtype=np.int32)
+    for b in range(256):
+        column[b] = cls[b]
+    return mt, macc, column
+
+
+# ------------------------------------------------------------- byte classes ----
+
+
+cdef bint _same_column(const int32_t[:, ::1] table, int32_t a, int32_t b) noexcept nogil:
+    cdef int32_t s
+    for s in range(table.shape[0]):
+        if table[s, a] != table[s, b]:
+            return False
+    return True
+
+
+def byte_classes(const int32_t[:, ::1] table, const int32_t[::1] column):
+    """The canonical byte classes of a DFA given over columns: byte ``b`` moves by
+    ``table[:, column[b]]`` (``table`` int32 ``(n, k)``, ``k <= 256``; ``column`` int32
+    ``(256,)``).  Returns ``(classes, out)``: ``classes`` uint8 ``(256,)`` and ``out``
+    int32 ``(n, m)`` with ``out[:, classes[b]] == table[:, column[b]]``, where two bytes
+    share a class exactly when their columns are equal, and the classes are numbered in
+    order of their smallest byte (class 0 holds byte 0).  Columns are compared by a hash
+    first, then entry by entry; one pass over the table, row by row."""
+    cdef int32_t n = table.shape[0], k = table.shape[1], b, c, j, s, m = 0
+    cdef uint64_t h[256]
+    cdef int32_t col_class[256]
+    cdef int32_t rep[256]
+    if column.shape[0] != 256:
+        raise ValueError(f"byte_classes: column must have 256 entries, got {column.shape[0]}")
+    if k < 1 or k > 256:
+        raise ValueError(f"byte_classes: need 1 to 256 columns, got {k}")
+    for b in range(256):
+        if column[b] < 0 or column[b] >= k:
+            raise ValueError(f"byte_classes: byte {b} maps to column {column[b]}, outside [0, {k})")
+    classes = np.empty(256, dtype=np.uint8)
+    cdef uint8_t[::1] cv = classes
+    with nogil:
+        for c in range(k):
+            h[c] = 0x9E3779B97F4A7C15ULL
+            col_class[c] = -1
+        for s in range(n):
+            for c in range(k):
+                h[c] = (h[c] ^ <uint32_t>table[s, c]) * 0x100000001B3ULL
+        for b in range(256):
+            c = column[b]
+            if col_class[c] < 0:
+                for j in range(m):
+                    if h[rep[j]] == h[c] and _same_column(table, rep[j], c):
+                        col_class[c] = j
+                        break
+                if col_class[c] < 0:
+                    rep[m] = c
+                    col_class[c] = m
+                    m += 1
+            cv[b] = <uint8_t>col_class[c]
+    out = np.empty((n, m), dtype=np.int32)
     cdef int32_t[:, ::1] ov = out
     with nogil:
-        for s in range(m):
-            for b in range(256):
-                ov[s, b] = mv[s, cls[b]]
-    return out, macc
+        for s in range(n):
+            for j in range(m):
+                ov[s, j] = table[s, rep[j]]
+    return classes, out
+
+
+def renumber(const int32_t[:, ::1] table, const uint8_t[::1] accepting, int32_t start):
+    """The states of a DFA reachable from ``start``, numbered canonically: dead 0, start
+    1, then breadth-first with successors in column order (the order :func:`minimize`
+    numbers in, when the columns are in order of their smallest byte).  ``table`` int32
+    ``(n, k)``, state 0 dead, ``start`` live; returns ``(table, accepting)``.  Applied to
+    a minimal DFA this gives :func:`minimize`'s arrays without the refinement."""
+    cdef int32_t n = table.shape[0], k = table.shape[1], m = 2, i = 1, c, s, t
+    if accepting.shape[0] != n or not 0 < start < n:
+        raise ValueError(f"renumber: need one flag per state and a live start, got {n} states, "
+                         f"{accepting.shape[0]} flags, start {start}")
+    _check_targets("renumber", table, n)
+    cdef int32_t* new_id = <int32_t*>calloc(n, sizeof(int32_t))
+    cdef int32_t* order = <int32_t*>malloc(n * sizeof(int32_t))
+    if new_id == NULL or order == NULL:
+        free(new_id)
+        free(order)
+        raise MemoryError(f"renumber: no memory for a DFA of {n} states")
+    with nogil:
+        order[0] = 0
+        order[1] = start
+        new_id[start] = 1
+        while i < m:
+            s = order[i]
+            for c in range(k):
+                t = table[s, c]
+                if t and not new_id[t]:
+                    new_id[t] = m
+                    order[m] = t
+                    m += 1
+            i += 1
+    out = np.zeros((m, k), dtype=np.int32)
+    out_acc = np.zeros(m, dtype=bool)
+    cdef int32_t[:, ::1] ov = out
+    cdef uint8_t[::1] av = out_acc.view(np.uint8)
+    with nogil:
+        for i in range(1, m):
+            s = order[i]
+            av[i] = accepting[s] != 0
+            for c in range(k):
+                ov[i, c] = new_id[table[s, c]]
+    free(new_id)
+    free(order)
+    return out, out_acc

@@ -51,7 +51,8 @@ class CFG:
     start_prods: tuple[int, ...]
     start_symbol: int
     dfas: tuple[ByteDFA | None, ...]  # per symbol; None for nonterminals
-    trans: tuple[np.ndarray | None, ...]
+    trans: tuple[np.ndarray | None, ...]  # per symbol: the DFA's table over its byte classes
+    classes: tuple[np.ndarray | None, ...]  # per symbol: the class of each byte
     accepting: tuple[np.ndarray | None, ...]
 
 
@@ -149,7 +150,8 @@ def _compile(grammar) -> CFG:
         start_prods=tuple(by_lhs[index[_START]]),
         start_symbol=index[_START],
         dfas=tuple(dfas),
-        trans=tuple(d.transitions if d is not None else None for d in dfas),
+        trans=tuple(d.table if d is not None else None for d in dfas),
+        classes=tuple(d.classes if d is not None else None for d in dfas),
         accepting=tuple(d.accepting if d is not None else None for d in dfas),
     )
 
@@ -241,7 +243,7 @@ class ByteRecognizer:
         agenda: list[tuple[int, int, int]] = []
         charts = self.charts
         for (t, o), s in cur.terms.items():
-            s2 = int(cfg.trans[t][s, byte])
+            s2 = int(cfg.trans[t][s, cfg.classes[t][byte]])
             if s2:
                 nxt.terms[(t, o)] = s2
                 if cfg.accepting[t][s2]:

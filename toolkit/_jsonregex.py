@@ -27,18 +27,22 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 
+import numpy as np
+
 from toolkit import _dfabuild
 from toolkit._utf8 import complement
-from toolkit.errors import UnsupportedSchema
+from toolkit.errors import LimitExceeded, UnsupportedSchema
 from toolkit.regex import (
     DEFAULT_MAX_STATES,
     ByteDFA,
     _class_body,
+    _compile_nfa,
     _escape_cp,
     _freeze,
     compile_regex,
@@ -53,6 +57,8 @@ __all__ = [
     "json_string",
     "json_string_literal",
     "json_literal_dfa",
+    "json_string_bounds",
+    "json_string_dfa",
     "int_range",
     "number_range",
     "json_format",
@@ -72,11 +78,11 @@ _ANY = "[\\d\\D]"  # any character, cheaply (see NOTHING)
 MAX_STRING_LENGTH = 10_000
 """Largest ``minLength``/``maxLength`` :func:`json_string` accepts.
 
-A bound is the cap of the repeat: the minimal DFA of ``maxLength: n`` has about
-20 states per character (the escape forms), so ``n = 8192`` already takes ~164k of
-:data:`toolkit.regex.DEFAULT_MAX_STATES` (200k) and ~160 MB of transition table;
-larger bounds are :class:`~toolkit.errors.UnsupportedSchema`, never a silently
-shorter string."""
+A bound is the cap of the repeat: the minimal DFA of ``maxLength: n`` has 20 states
+per character (the escape forms) plus 4, so ``n = 8192`` already takes ~164k of
+:data:`toolkit.regex.DEFAULT_MAX_STATES` (200k; ``n = 10000`` is past it) and 14 MB of
+table over its 22 byte classes; larger bounds are
+:class:`~toolkit.errors.UnsupportedSchema`, never a silently shorter string."""
 
 MAX_REPEAT = 1000
 """Largest bound of a ``{n,m}`` quantifier in :func:`ecma_pattern` (the DFA grows
@@ -432,6 +438,109 @@ def json_string(min_length: int = 0, max_length: int | None = None, *, pointer: 
     return '"' + _quant(JSON_CHAR, min_length, max_length) + '"'
 
 
+_STRING_HEAD = '"' + _atom(JSON_CHAR)
+_BOUNDS_RX = re.compile(r"(?:|\*|\+|\?|\{(\d+)\}|\{(\d+),\}|\{(\d+),(\d+)\})")
+
+
+def json_string_bounds(regex: str) -> tuple[int, int | None] | None:
+    """``(min_length, max_length)`` when ``regex`` is exactly :func:`json_string` of them
+    (a string terminal without ``pattern`` or ``format``), else None."""
+    if regex == '""':
+        return 0, 0
+    if regex == '"' + JSON_CHAR + '"':
+        return 1, 1
+    head = _STRING_HEAD
+    if not (regex.startswith(head) and regex.endswith('"') and len(regex) > len(head)):
+        return None
+    m = _BOUNDS_RX.fullmatch(regex, len(head), len(regex) - 1)
+    if m is None:
+        return None
+    q = m.group(0)
+    if q in ("", "*", "+", "?"):
+        lo, hi = {"": (1, 1), "*": (0, None), "+": (1, None), "?": (0, 1)}[q]
+    elif m.group(1) is not None:
+        lo = hi = int(m.group(1))
+    elif m.group(2) is not None:
+        lo, hi = int(m.group(2)), None
+    else:
+        lo, hi = int(m.group(3)), int(m.group(4))
+    if lo > MAX_STRING_LENGTH or (hi is not None and hi > MAX_STRING_LENGTH):
+        return None
+    return (lo, hi) if json_string(lo, hi) == regex else None
+
+
+def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
+                    max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal DFA of :func:`json_string` ``(min_length, max_length)``, written down
+    directly: the same arrays as ``compile_regex`` of that regex (the tests compare
+    them), without its NFA of ``max_length`` copies, subset construction and
+    minimization, which took 0.3 s for ``maxLength: 8192`` (164k states).
+
+    A JSON character is a prefix code: its minimal DFA (:data:`JSON_CHAR`, ~20 states)
+    has one accepting state, with no way out.  The string's DFA is the opening quote,
+    then one copy of that DFA per character already read, the accepting state of
+    copy ``c`` merged into the start of copy ``c + 1``, and the closing quote from the
+    start of every copy ``c >= min_length`` (the last copy, for an unbounded string,
+    loops to its own start; for a bounded one it only closes).  Distinct copies are
+    told apart by how many characters may still come, and states within one copy as
+    in the character's DFA, so the whole is minimal; it is numbered canonically
+    (:func:`toolkit._dfabuild.renumber`).  More than ``max_states`` states raise
+    :class:`~toolkit.errors.LimitExceeded` before anything is built.
+    """
+    lo, hi = min_length, max_length
+    if hi is not None and lo > hi:
+        return compile_regex(NOTHING)
+    char = compile_regex(JSON_CHAR)
+    xclasses, xt = char.byte_classes()
+    acc = np.flatnonzero(char.accepting)
+    quote_col = int(xclasses[0x22])
+    if (len(acc) != 1 or xt[acc[0]].any() or char.start != 1 or char.accepting[1]
+            or xt[1, quote_col] != 0):  # not the prefix code this relies on: the regex road
+        return _compile_nfa(json_string(lo, hi), max_states, False)
+    f = int(acc[0])
+    nx, kx = xt.shape
+    inner = np.array([q for q in range(1, nx) if q != f], dtype=np.int64)  # the copy's states
+    r = inner.size
+    idx = np.full(nx, -1, dtype=np.int64)
+    idx[inner] = np.arange(r)
+    loop = hi is None and lo > 0  # the last copy's characters are the previous copy's
+    copies = (lo if hi is None else hi) + 1
+    n_states = 3 + (copies - 1) * r + (r if hi is None and not loop else 1)  # dead, before, after + copies
+    if n_states > max_states:
+        raise LimitExceeded("max_states", n_states, max_states)
+    # columns: the character's classes, then the quote in a column of its own
+    k = kx + 1
+    xcols = np.concatenate([xt[inner], xt[inner, quote_col : quote_col + 1]], axis=1)  # (r, k)
+    local = idx[xcols]  # -1: dead or the accepting state
+    done = xcols == f
+    # each copy's targets relative to its first state: a finished character goes to the
+    # next copy's start; one add per copy, then the dead entries back to 0
+    rel = np.where(local >= 0, local, r + idx[1]).astype(np.int32)
+    base = 3
+    table = np.zeros((3 + copies * r, k), dtype=np.int32)
+    body = table[base:].reshape(copies, r, k)
+    np.add(rel[None], (base + np.arange(copies, dtype=np.int32) * r)[:, None, None], out=body)
+    body[:, (local < 0) & ~done] = 0
+    # after the last copy: its own start (unbounded, lo == 0), else nothing
+    body[-1][done] = base + (copies - 1) * r + idx[1] if hi is None and not loop else 0
+    x0 = base + idx[1]  # the start of copy 0
+    table[1, kx] = x0
+    starts = base + np.arange(copies) * r + idx[1]
+    table[starts, kx] = np.where(np.arange(copies) >= lo, 2, 0)
+    if hi is not None:
+        table[starts[-1], :kx] = 0  # no character after the last one
+    elif loop:  # the last copy is its start alone: as the previous start, but it may close
+        table[starts[-1], :kx] = table[starts[-2], :kx]
+    accepting = np.zeros(table.shape[0], dtype=np.uint8)
+    accepting[2] = 1
+    column = xclasses.astype(np.int32)
+    column[0x22] = kx
+    # canonical columns (in order of their smallest byte) first: renumber visits in that order
+    classes, table = _dfabuild.byte_classes(table, column)
+    table, accepting = _dfabuild.renumber(table, accepting, 1)
+    return _freeze(table, accepting, 1, json_string(lo, hi), classes.astype(np.int32))
+
+
 _HEX_RX = tuple(_hex_class((d,)) for d in range(16))  # one hex digit, either case
 
 
@@ -499,7 +608,8 @@ def json_literal_dfa(value: str, max_states: int = DEFAULT_MAX_STATES) -> ByteDF
     built = _dfabuild.json_literal(value, max_states)
     if built is None:
         return compile_regex(NOTHING)
-    return _freeze(*built, 1, None)
+    table, acc, column = built
+    return _freeze(table, acc, 1, None, column)
 
 
 # ------------------------------------------------------------------ integers --

@@ -27,14 +27,19 @@ __all__ = ["intersect", "union", "difference", "disjoint", "compile_boolean"]
 _OPS = ("and", "or", "diff")
 
 
-def _cuts(*dfas: ByteDFA) -> list[int]:
-    """Byte intervals no operand tells apart: the starts of the runs, plus 256."""
-    bounds = {0, 256}
-    for d in dfas:
-        t = np.asarray(d.transitions)
-        change = np.nonzero((t[:, 1:] != t[:, :-1]).any(axis=0))[0] + 1
-        bounds.update(int(x) for x in change)
-    return sorted(bounds)
+def _joint_columns(a: ByteDFA, b: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The byte classes neither operand tells apart: ``(column, cols_a, cols_b)``,
+    byte ``x`` in joint class ``column[x]``, whose columns in ``a.table`` and
+    ``b.table`` are ``cols_a[column[x]]`` and ``cols_b[column[x]]``."""
+    pair = a.classes.astype(np.int32) * 256 + b.classes.astype(np.int32)
+    _, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    # number the joint classes by their smallest byte, as the minimizer's canonical
+    # numbering (successors in order of the smallest class) expects
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    first = first[order]
+    return rank[inverse].astype(np.int32), a.classes[first].astype(np.intp), b.classes[first].astype(np.intp)
 
 
 def _product(a: ByteDFA, b: ByteDFA, op: str, max_states: int) -> ByteDFA:
@@ -42,18 +47,18 @@ def _product(a: ByteDFA, b: ByteDFA, op: str, max_states: int) -> ByteDFA:
     (:func:`toolkit._dfabuild.product`, in C), trimmed, then minimized."""
     if op not in _OPS:
         raise ValueError(f"op must be one of {_OPS}")
-    cuts = _cuts(a, b)
-    reps = np.array(cuts[:-1], dtype=np.int64)
+    column, cols_a, cols_b = _joint_columns(a, b)
     made = _dfabuild.product(
-        np.ascontiguousarray(np.asarray(a.transitions)[:, reps], dtype=np.int32),
+        np.ascontiguousarray(a.table[:, cols_a], dtype=np.int32),
         np.asarray(a.accepting, dtype=bool).view(np.uint8), int(a.start),
-        np.ascontiguousarray(np.asarray(b.transitions)[:, reps], dtype=np.int32),
+        np.ascontiguousarray(b.table[:, cols_b], dtype=np.int32),
         np.asarray(b.accepting, dtype=bool).view(np.uint8), int(b.start),
         op, max_states)
     if made is None:
-        return _freeze(np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0, None)
-    trans, acc, start = _minimize(made[0], made[1], cuts)
-    return _freeze(trans, acc, start, None)
+        return _freeze(np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=bool), 0, None,
+                       np.zeros(256, dtype=np.int32))
+    table, acc, start = _minimize(made[0], made[1])
+    return _freeze(table, acc, start, None, column)
 
 
 def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:

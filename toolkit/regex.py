@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from interegular.fsm import anything_else
@@ -63,6 +63,7 @@ from toolkit.errors import LimitExceeded, RegexError
 
 __all__ = [
     "ByteDFA",
+    "from_transitions",
     "compile_regex",
     "compile_literal",
     "clear_cache",
@@ -78,40 +79,57 @@ DEAD = 0
 
 @dataclass(frozen=True, eq=False)
 class ByteDFA:
-    """A minimal complete DFA over bytes.
+    """A minimal complete DFA over bytes, stored over byte classes.
 
-    ``transitions[s, b]`` is the state after byte ``b`` in state ``s``; state 0 is
-    dead (it loops on every byte and is not accepting), and every other state can
-    still reach an accepting state.  Arrays are read-only and C-contiguous.
+    ``table[s, classes[b]]`` is the state after byte ``b`` in state ``s``: bytes that
+    move every state alike share a class (numbered in order of their smallest byte),
+    so ``table`` is ``(n_states, n_classes)`` with typically 5 to 40 classes where a
+    byte table has 256 columns.  ``transitions`` is that byte table, built on first
+    use; the engines read the class form.  State 0 is dead (it loops on every byte
+    and is not accepting), and every other state can still reach an accepting state.
+    Arrays are read-only and C-contiguous.  Build one with :func:`compile_regex`,
+    :func:`compile_literal` or :func:`from_transitions`.
     """
 
-    transitions: np.ndarray
+    table: np.ndarray
+    classes: np.ndarray
     accepting: np.ndarray
     start: int
     pattern: str | None = None
-    _classes: list = field(default_factory=list, repr=False)
 
     @property
     def n_states(self) -> int:
-        return int(self.transitions.shape[0])
+        return int(self.table.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.table.shape[1])
 
     @property
     def dead(self) -> int:
         return DEAD
+
+    @functools.cached_property
+    def transitions(self) -> np.ndarray:
+        """The byte table ``int32[n_states, 256]`` (``table[:, classes]``), built on
+        first use: for a DFA of 100k states that is 100 MB the class form avoids."""
+        trans = np.ascontiguousarray(np.take(self.table, self.classes, axis=1), dtype=np.int32)
+        trans.setflags(write=False)
+        return trans
 
     def is_empty(self) -> bool:
         """True when the language is empty (the start state is dead)."""
         return self.start == DEAD
 
     def step(self, state: int, byte: int) -> int:
-        return int(self.transitions[state, byte])
+        return int(self.table[state, self.classes[byte]])
 
     def run(self, data: bytes, state: int | None = None) -> int:
         """The state after ``data`` from ``state`` (default: start); 0 once dead."""
         s = self.start if state is None else state
-        trans = self.transitions
+        table, classes = self.table, self.classes
         for b in data:
-            s = trans[s, b]
+            s = table[s, classes[b]]
             if s == DEAD:
                 return DEAD
         return int(s)
@@ -121,34 +139,26 @@ class ByteDFA:
         return bool(self.accepting[self.run(data)])
 
     def byte_classes(self) -> tuple[np.ndarray, np.ndarray]:
-        """Byte-class compression: ``(classes uint8[256], table int32[n_states, n_classes])``.
-
-        Bytes in one class behave identically in every state, so
-        ``transitions[s, b] == table[s, classes[b]]``.
-        """
-        if not self._classes:
-            classes, table = _byte_classes(self.transitions)
-            classes.setflags(write=False)
-            table.setflags(write=False)
-            self._classes.extend((classes, table))
-        return self._classes[0], self._classes[1]
+        """``(classes uint8[256], table int32[n_states, n_classes])``: bytes in one class
+        behave identically in every state, so ``transitions[s, b] == table[s, classes[b]]``,
+        and bytes in different classes differ in some state."""
+        return self.classes, self.table
 
     def memory_bytes(self) -> int:
-        return int(self.transitions.nbytes + self.accepting.nbytes)
+        """The class form's bytes (the byte table, if built, is a cache)."""
+        return int(self.table.nbytes + self.classes.nbytes + self.accepting.nbytes)
 
     def __repr__(self) -> str:
-        return f"ByteDFA(states={self.n_states}, start={self.start}, pattern={self.pattern!r})"
+        return f"ByteDFA(states={self.n_states}, classes={self.n_classes}, start={self.start}, pattern={self.pattern!r})"
 
 
-def _byte_classes(trans: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    _, first, inverse = np.unique(trans.T, axis=0, return_index=True, return_inverse=True)
-    # Number the classes in order of their first byte, so class 0 contains byte 0.
-    order = np.argsort(first)
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    classes = rank[inverse.reshape(-1)].astype(np.uint8)
-    table = np.ascontiguousarray(trans[:, np.sort(first)], dtype=np.int32)
-    return classes, table
+_IDENTITY_COLUMNS = np.arange(256, dtype=np.int32)
+
+
+def from_transitions(trans: np.ndarray, accepting: np.ndarray, start: int, pattern: str | None = None) -> ByteDFA:
+    """A :class:`ByteDFA` from a byte table ``int32[n, 256]`` (already minimal and
+    numbered as the module doc says; nothing is checked but the shapes)."""
+    return _freeze(trans, accepting, start, pattern, _IDENTITY_COLUMNS)
 
 
 # ---------------------------------------------------------------- parsing ----
@@ -426,25 +436,35 @@ def _determinize(nfa: _NFA, frag: _Fragment, max_states: int) -> tuple[np.ndarra
     return _dfabuild.determinize(nfa.eps, nfa.edges, start, final, max_states)
 
 
-def _minimize(table: np.ndarray, accepting: np.ndarray, cuts: Sequence[int]) -> tuple[np.ndarray, np.ndarray, int]:
+def _column_of_cuts(cuts: Sequence[int]) -> np.ndarray:
+    """The column of each byte when column ``c`` holds bytes ``cuts[c]`` to ``cuts[c+1]-1``."""
+    return np.repeat(np.arange(len(cuts) - 1, dtype=np.int32), np.diff(cuts))
+
+
+def _minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
     """Minimize (Hopcroft, :func:`toolkit._dfabuild.minimize`, in C) a DFA over byte
     classes whose states are all reachable and, but the dead state 0, live; returns
-    ``(trans, accepting, start)`` over bytes, numbered as :func:`_minimize_moore`
-    numbers: dead 0, start 1, then breadth-first, with targets in order of the
-    smallest byte that reaches them."""
+    ``(table, accepting, start)`` over the same columns, numbered as
+    :func:`_minimize_moore` numbers: dead 0, start 1, then breadth-first, with targets
+    in order of the smallest byte that reaches them."""
     if table.shape[0] == 1:
-        return np.zeros((1, 256), dtype=np.int32), np.zeros(1, dtype=bool), 0
+        return np.zeros((1, table.shape[1]), dtype=np.int32), np.zeros(1, dtype=bool), 0
     small, acc = _dfabuild.minimize(np.ascontiguousarray(table, dtype=np.int32),
                                     np.ascontiguousarray(accepting, dtype=bool).view(np.uint8))
-    return np.repeat(small, np.diff(cuts), axis=1), acc, 1
+    return small, acc, 1
 
 
-def _freeze(trans: np.ndarray, accepting: np.ndarray, start: int, pattern: str | None) -> ByteDFA:
-    trans = np.ascontiguousarray(trans, dtype=np.int32)
+def _freeze(table: np.ndarray, accepting: np.ndarray, start: int, pattern: str | None,
+            column: np.ndarray) -> ByteDFA:
+    """A :class:`ByteDFA` from a table over columns (byte ``b`` moves by column
+    ``column[b]``), its columns merged into the canonical byte classes."""
+    classes, table = _dfabuild.byte_classes(np.ascontiguousarray(table, dtype=np.int32),
+                                            np.ascontiguousarray(column, dtype=np.int32))
     accepting = np.ascontiguousarray(accepting, dtype=bool)
-    trans.setflags(write=False)
+    table.setflags(write=False)
+    classes.setflags(write=False)
     accepting.setflags(write=False)
-    return ByteDFA(trans, accepting, int(start), pattern)
+    return ByteDFA(table, classes, accepting, int(start), pattern)
 
 
 _CACHE: OrderedDict[tuple[str, int, bool], ByteDFA] = OrderedDict()
@@ -461,22 +481,43 @@ def _compile_cached(pattern: str, max_states: int, unicode: bool = False) -> Byt
         _CACHE.move_to_end(key)
         return dfa
     dfa = _compile(pattern, max_states, unicode)
-    if dfa.transitions.nbytes <= _CACHE_MAX_TABLE:
+    if dfa.memory_bytes() <= _CACHE_MAX_TABLE:
         _CACHE[key] = dfa
         if len(_CACHE) > _CACHE_ENTRIES:
             _CACHE.popitem(last=False)
     return dfa
 
 
+def _direct(pattern: str, max_states: int) -> ByteDFA | None:
+    """The DFA of a pattern whose minimal DFA is written down directly, or None: a JSON
+    string with length bounds (:func:`toolkit._jsonregex.json_string_dfa`), whose NFA
+    would be one copy of a 20-state character per unit of ``maxLength``."""
+    if not (pattern.startswith('"') and pattern.endswith('"')):
+        return None
+    from toolkit._jsonregex import json_string_bounds, json_string_dfa
+
+    bounds = json_string_bounds(pattern)
+    if bounds is None:
+        return None
+    return json_string_dfa(*bounds, max_states=max_states)
+
+
 def _compile(pattern: str, max_states: int, unicode: bool) -> ByteDFA:
+    direct = None if unicode else _direct(pattern, max_states)
+    return direct if direct is not None else _compile_nfa(pattern, max_states, unicode)
+
+
+def _compile_nfa(pattern: str, max_states: int, unicode: bool) -> ByteDFA:
+    """Parse, Thompson NFA, subset construction, minimization: every pattern's road."""
     parsed = _parse(pattern, unicode)
     nfa = _NFA(_nfa_limit(max_states), pattern)
     try:
         frag = _build(nfa, parsed, 0)
     except RecursionError:  # _build recurses once per level of nesting
         raise RegexError(_TOO_DEEP, pattern) from None
-    trans, acc, start = _minimize(*_determinize(nfa, frag, max_states))
-    return _freeze(trans, acc, start, pattern)
+    table, acc, cuts = _determinize(nfa, frag, max_states)
+    table, acc, start = _minimize(table, acc)
+    return _freeze(table, acc, start, pattern, _column_of_cuts(cuts))
 
 
 def clear_cache() -> None:
@@ -504,12 +545,15 @@ def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES, unicode
 def compile_literal(data: bytes) -> ByteDFA:
     """The DFA of exactly one byte string (a chain; already minimal)."""
     n = len(data)
-    trans = np.zeros((n + 2, 256), dtype=np.int32)
-    for i, b in enumerate(data):
-        trans[i + 1, b] = i + 2
+    column = np.zeros(256, dtype=np.int32)
+    used = sorted(set(data))
+    column[used] = np.arange(1, len(used) + 1, dtype=np.int32)
+    table = np.zeros((n + 2, len(used) + 1), dtype=np.int32)
+    if n:
+        table[np.arange(1, n + 1), column[np.frombuffer(data, dtype=np.uint8)]] = np.arange(2, n + 2)
     acc = np.zeros(n + 2, dtype=bool)
     acc[n + 1] = True
-    return _freeze(trans, acc, 1, None)
+    return _freeze(table, acc, 1, None, column)
 
 
 # ------------------------------------------- the former construction ----
@@ -591,7 +635,7 @@ def _bytes_from_fsm(fsm, max_states: int, pattern: str) -> tuple[np.ndarray, np.
 
 def _minimize_moore(trans: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Moore partition refinement, then renumber: dead 0, start 1, breadth-first."""
-    classes, table = _byte_classes(trans)
+    classes, table = _dfabuild.byte_classes(np.ascontiguousarray(trans, dtype=np.int32), _IDENTITY_COLUMNS)
     block = accepting.astype(np.int64)
     n_blocks = len(np.unique(block))
     while True:
@@ -647,7 +691,7 @@ def _compile_reference(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> By
         raise RegexError(f"cannot build the automaton ({e})", pattern) from e
     trans, acc, start = _bytes_from_fsm(fsm, max_states, pattern)
     trans, acc, start = _minimize_moore(trans, acc, start)
-    return _freeze(trans, acc, start, pattern)
+    return from_transitions(trans, acc, start, pattern)
 
 
 # ------------------------------------------------------------- rendering ----

@@ -202,7 +202,9 @@ cdef class ParserTables:
       ``0 .. n_nt-1`` are nonterminals, ``n_nt + l`` is lexeme ``l``;
     * ``nt_off`` / ``nt_drs``: CSR list of the dot-0 dotted rules of each nonterminal;
     * ``nullable[sym]``; ``start_sym``: the augmented start nonterminal;
-    * ``lexemes``: per lexeme ``(transitions int32[n, 256], accepting bool[n], start)``,
+    * ``lexemes``: per lexeme ``(table int32[n, k], classes uint8[256], accepting bool[n],
+      start)``, the DFA over byte classes (byte ``b`` moves state ``s`` to
+      ``table[s, classes[b]]``, as :meth:`toolkit.regex.ByteDFA.byte_classes` gives it),
       each DFA's dead state 0, none accepting the empty string; ``skip`` is the index
       of the %ignore lexeme (the last one) or -1;
     * limits: ``max_lexer_states``, ``max_row_items``, ``max_steps``.
@@ -218,7 +220,9 @@ cdef class ParserTables:
     # lexemes
     cdef int32_t* lex_off
     cdef int32_t* lex_start
-    cdef const int32_t** lex_trans
+    cdef const int32_t** lex_trans   # per lexeme: its table over classes, lex_k[l] columns
+    cdef const uint8_t** lex_cls     # per lexeme: the class of each byte
+    cdef int32_t* lex_k
     cdef int32_t* g_lex
     cdef uint8_t* g_acc
     cdef uint8_t* g_ext
@@ -287,17 +291,34 @@ cdef class ParserTables:
         self.lex_off = <int32_t*>malloc((self.n_lex + 1) * sizeof(int32_t))
         self.lex_start = <int32_t*>malloc(max(1, self.n_lex) * sizeof(int32_t))
         self.lex_trans = <const int32_t**>malloc(max(1, self.n_lex) * sizeof(int32_t*))
+        self.lex_cls = <const uint8_t**>malloc(max(1, self.n_lex) * sizeof(uint8_t*))
+        self.lex_k = <int32_t*>malloc(max(1, self.n_lex) * sizeof(int32_t))
+        if self.lex_off == NULL or self.lex_start == NULL or self.lex_trans == NULL or self.lex_cls == NULL \
+                or self.lex_k == NULL:
+            raise MemoryError()
         total = 0
+        classes_of = []
         for l in range(self.n_lex):
-            trans, acc, start = lexemes[l]
-            a = np.ascontiguousarray(trans, dtype=np.int32)
-            if a.ndim != 2 or a.shape[1] != _BYTES:
-                raise ValueError(f"lexeme {l}: transitions must be [n, 256], got {np.shape(trans)}")
+            table, classes, acc, start = lexemes[l]
+            a = np.ascontiguousarray(table, dtype=np.int32)
+            c = np.ascontiguousarray(classes, dtype=np.uint8)
+            if a.ndim != 2 or not 1 <= a.shape[1] <= _BYTES or a.shape[0] < 1:
+                raise ValueError(f"lexeme {l}: table must be [n, k] with 1 <= k <= 256, got {np.shape(table)}")
+            if c.shape != (_BYTES,) or int(c.max()) >= a.shape[1]:
+                raise ValueError(f"lexeme {l}: classes must be 256 entries below {a.shape[1]}")
+            if a.size and (int(a.min()) < 0 or int(a.max()) >= a.shape[0]):
+                raise ValueError(f"lexeme {l}: transition targets must be states 0..{a.shape[0] - 1}")
+            if not 0 <= start < a.shape[0]:
+                raise ValueError(f"lexeme {l}: start {start} outside [0, {a.shape[0]})")
             self._keep.append(a)
+            classes_of.append(c)
             self.lex_trans[l] = <const int32_t*>cnp.PyArray_DATA(a)
+            self.lex_cls[l] = <const uint8_t*>cnp.PyArray_DATA(c)
+            self.lex_k[l] = a.shape[1]
             self.lex_off[l] = total
             self.lex_start[l] = start
             total += a.shape[0]
+        self._keep.extend(classes_of)  # after the tables: _keep[l] is lexeme l's table
         self.lex_off[self.n_lex] = total
         self.n_global = total
         self.g_lex = <int32_t*>malloc(max(1, total) * sizeof(int32_t))
@@ -310,7 +331,7 @@ cdef class ParserTables:
         g_acc = np.zeros(max(1, total), dtype=np.uint8)
         g_ext = np.zeros(max(1, total), dtype=np.uint8)
         for l in range(self.n_lex):
-            trans, acc, start = lexemes[l]
+            table, classes, acc, start = lexemes[l]
             a = self._keep[l]
             lo, hi = self.lex_off[l], self.lex_off[l + 1]
             g_acc[lo:hi] = np.asarray(acc, dtype=bool)
@@ -366,6 +387,7 @@ cdef class ParserTables:
         cdef int64_t i
         free(self.dr_sym); free(self.dr_lhs); free(self.nt_off); free(self.nt_drs)
         free(self.nullable); free(self.lex_off); free(self.lex_start); free(<void*>self.lex_trans)
+        free(<void*>self.lex_cls); free(self.lex_k)
         free(self.g_lex); free(self.g_acc); free(self.g_ext)
         free(self.ls_trans)
         free(self.ls_acc_off); free(self.ls_acc_len); free(self.ls_flags); free(self.ls_single)
@@ -480,7 +502,7 @@ cdef class ParserTables:
         for i in range(n):
             g = members[i]
             l = self.g_lex[g]
-            s2 = self.lex_trans[l][<int64_t>(g - self.lex_off[l]) * _BYTES + b]
+            s2 = self.lex_trans[l][<int64_t>(g - self.lex_off[l]) * self.lex_k[l] + self.lex_cls[l][b]]
             if s2 != 0:
                 self.buf[m] = self.lex_off[l] + s2
                 m += 1
@@ -527,6 +549,8 @@ cdef class ParserTables:
         cdef int32_t l = self.g_lex[g]
         cdef int64_t ln = self.lex_off[l + 1] - self.lex_off[l]
         cdef const int32_t* ltrans = self.lex_trans[l]
+        cdef const uint8_t* lcls = self.lex_cls[l]
+        cdef int64_t lk = self.lex_k[l]
         cdef int64_t npairs = <int64_t>sn * ln
         cdef int64_t mi = <int64_t>l * self.n_slices + k
         cdef uint8_t* memo = self.memo[mi]
@@ -566,7 +590,7 @@ cdef class ParserTables:
             while b < _BYTES:
                 q2 = strans[<int64_t>q * _BYTES + b]
                 if q2 != 0:
-                    r2 = ltrans[<int64_t>r * _BYTES + b]
+                    r2 = ltrans[r * lk + lcls[b]]
                     if r2 == 0:
                         result = 0
                         break

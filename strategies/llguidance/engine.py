@@ -154,22 +154,24 @@ class LLGuidanceCompiled:
         return f"LLGuidanceCompiled(kind={self.kind!r}, lexemes={t.n_lex}, dotted_rules={t.n_dr}, lexer_states={t.n_ls})"
 
 
-def _lexeme_dfa(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """The DFA of ``L \\ {ε}`` as (transitions, accepting, start), or None when that is empty.
+def _lexeme_dfa(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
+    """The DFA of ``L \\ {ε}`` as ``(table, classes, accepting, start)`` over the DFA's
+    byte classes, or None when that is empty.
 
     When the start state accepts, a copy of it that does not accept becomes the start
     (the original stays the target of the transitions into it).
     """
-    trans, acc, start = dfa.transitions, dfa.accepting, dfa.start
+    classes, table = dfa.byte_classes()
+    acc, start = dfa.accepting, dfa.start
     if start == 0:
         return None
     if not acc[start]:
-        return trans, acc, start
-    if not trans[start].any():
+        return table, classes, acc, start
+    if not table[start].any():
         return None  # only the empty string
-    trans = np.vstack([trans, trans[start : start + 1]])
+    table = np.vstack([table, table[start : start + 1]])
     acc = np.append(np.asarray(acc, dtype=bool), False)
-    return np.ascontiguousarray(trans, dtype=np.int32), acc, trans.shape[0] - 1
+    return np.ascontiguousarray(table, dtype=np.int32), classes, acc, table.shape[0] - 1
 
 
 def _flatten(grammar: Grammar) -> tuple[dict[str, list[tuple[str, ...]]], list[str], dict[str, Any], str | None]:
