@@ -28,7 +28,11 @@ of the bytes that no edge range cuts), with epsilon closures memoized, and stops
 numbered with the dead state at 0 and the start state at 1, in breadth-first order
 (successors by smallest byte), so two equal languages give identical arrays.  Both
 steps are C (:mod:`toolkit._dfabuild`, without the GIL); the parser and the NFA
-construction are Python.
+construction are Python.  The result is kept over its byte classes (bytes every state
+treats alike; :class:`ByteDFA`), typically a tenth of the 256-column byte table or
+less.  A JSON string with length bounds, exactly as
+:func:`toolkit._jsonregex.json_string` writes it, skips all of this: its minimal DFA
+is written down directly (:func:`toolkit._jsonregex.json_string_dfa`, the same arrays).
 
 The former construction (interegular's character FSM, expanded to bytes and
 minimized by Moore's refinement: quadratic in repeat bounds, one round per state of

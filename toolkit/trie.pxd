@@ -39,6 +39,8 @@ cdef int64_t trie_walk_dfa(
     int32_t num_nodes,
     const token_t* token_ids,
     const state_t* transitions,
+    const uint8_t* classes,
+    int32_t n_classes,
     state_t num_states,
     state_t state,
     state_t* stack,

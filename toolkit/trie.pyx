@@ -162,6 +162,8 @@ cdef int64_t trie_walk_dfa(
     int32_t num_nodes,
     const token_t* token_ids,
     const state_t* transitions,
+    const uint8_t* classes,
+    int32_t n_classes,
     state_t num_states,
     state_t state,
     state_t* stack,
@@ -174,8 +176,9 @@ cdef int64_t trie_walk_dfa(
     state its last byte reached (ends has room for every token of the trie plus one:
     the entry past the last is scratch).
 
-    transitions is a C-contiguous [num_states, 256] table; stack has room for
-    max_depth + 1 states.  Returns the number of nodes visited, or -1 when the table
+    transitions is a C-contiguous [num_states, n_classes] table over byte classes,
+    byte b in class classes[b] (a byte table: n_classes 256 and the identity); stack
+    has room for max_depth + 1 states.  Returns the number of nodes visited, or -1 when the table
     leads to a state outside [0, num_states) (the output is then incomplete).
 
     A node's first id is handled without a branch (a node holds 0 or 1 ids about
@@ -196,7 +199,7 @@ cdef int64_t trie_walk_dfa(
     while p < num_nodes:
         node = &nodes[p]
         visited += 1
-        s = transitions[<int64_t>stack[depth - 1] * _BYTES + node.byte]
+        s = transitions[<int64_t>stack[depth - 1] * n_classes + classes[node.byte]]
         if s == DEAD:
             depth -= node.num_parents - 1
             p += node.subtree_size
@@ -377,8 +380,9 @@ cdef class TokenTrie:
         ``out``, when given, is a C-contiguous int32 row of ``ceil(vocab_size / 32)``
         words; it is overwritten.  ``nodes_visited`` records the work done.
         """
-        transitions = _check_transitions(dfa)
+        transitions, classes = _check_transitions(dfa)
         cdef state_t num_states = <state_t>transitions.shape[0]
+        cdef int32_t n_classes = <int32_t>transitions.shape[1]
         start = operator.index(state)
         if not 0 <= start < num_states:
             raise ValueError(f"state {start} is outside [0, {num_states}) for this DFA")
@@ -390,6 +394,7 @@ cdef class TokenTrie:
             out.fill(0)
 
         cdef const state_t* table = <const state_t*>cnp.PyArray_DATA(transitions)
+        cdef const uint8_t* cls = <const uint8_t*>cnp.PyArray_DATA(classes)
         cdef word_t* mask = <word_t*>cnp.PyArray_DATA(out)
         cdef state_t s0 = <state_t>start
         cdef int64_t visited
@@ -399,7 +404,7 @@ cdef class TokenTrie:
         try:
             with nogil:
                 visited = trie_walk_dfa(
-                    self.nodes, self.num_nodes, self.token_ids, table, num_states, s0,
+                    self.nodes, self.num_nodes, self.token_ids, table, cls, n_classes, num_states, s0,
                     stack, mask, NULL, NULL,
                 )
         finally:
@@ -420,7 +425,26 @@ cdef int32_t _check_node(node, int32_t num_nodes) except -1:
     return <int32_t>index
 
 
-cdef cnp.ndarray _check_transitions(dfa):
+IDENTITY_CLASSES = np.arange(256, dtype=np.uint8)
+IDENTITY_CLASSES.setflags(write=False)
+
+
+cdef tuple _check_transitions(dfa):
+    """``(table, classes)`` of a DFA: a :class:`~toolkit.regex.ByteDFA`'s class form, or
+    any object's ``transitions`` byte table with the identity classes."""
+    table = getattr(dfa, "table", None)
+    classes = getattr(dfa, "classes", None)
+    if isinstance(table, np.ndarray) and isinstance(classes, np.ndarray):
+        if (table.dtype != np.int32 or table.ndim != 2 or not 1 <= table.shape[1] <= _BYTES
+                or table.shape[0] < 1 or not table.flags.c_contiguous):
+            raise ValueError(f"dfa.table must be C-contiguous int32 (n_states >= 1, 1..256), got "
+                             f"{table.dtype} {table.shape}")
+        if (classes.dtype != np.uint8 or classes.shape != (_BYTES,) or not classes.flags.c_contiguous
+                or int(classes.max()) >= table.shape[1]):
+            raise ValueError(f"dfa.classes must be 256 uint8 classes below {table.shape[1]}")
+        if table.shape[0] > INT32_MAX:
+            raise ValueError(f"dfa has {table.shape[0]} states, more than int32 can index")
+        return table, classes
     transitions = getattr(dfa, "transitions", None)
     if not isinstance(transitions, np.ndarray):
         raise ValueError(
@@ -436,7 +460,7 @@ cdef cnp.ndarray _check_transitions(dfa):
         raise ValueError(f"dfa has {transitions.shape[0]} states, more than int32 can index")
     if not transitions.flags.c_contiguous:
         raise ValueError("dfa.transitions must be C-contiguous (np.ascontiguousarray)")
-    return transitions
+    return transitions, IDENTITY_CLASSES
 
 
 cdef int _check_row(out, Py_ssize_t n_words) except -1:

@@ -55,9 +55,11 @@ cdef int _cmp_pairs(const void* a, const void* b) noexcept nogil:
 cdef class TokenIndex:
     """The per-state token table of one DFA over one vocabulary's trie (see module doc).
 
-    ``TokenIndex(trie, transitions, accepting, token_blob, token_offsets,
-    max_memory, dense_min_tokens=-1)``: ``transitions`` is the DFA's C-contiguous int32 ``[n_states, 256]``
-    table (state 0 dead), ``accepting`` its uint8 flags; ``token_blob`` /
+    ``TokenIndex(trie, table, classes, accepting, token_blob, token_offsets,
+    max_memory, dense_min_tokens=-1)``: ``table`` is the DFA's C-contiguous int32
+    ``[n_states, n_classes]`` table over byte classes and ``classes`` the uint8 class of
+    each byte (:meth:`toolkit.regex.ByteDFA.byte_classes`; state 0 dead), ``accepting``
+    its uint8 flags; ``token_blob`` /
     ``token_offsets`` hold every id's bytes (``token_offsets`` has ``vocab_size + 1``
     int64 entries).  A state with at least ``dense_min_tokens`` allowed tokens is
     stored as a bitmask row (-1: the smaller form, more than ``n_words / 2`` tokens).
@@ -76,6 +78,9 @@ cdef class TokenIndex:
     cdef object _blob
     cdef object _token_offsets
     cdef const state_t* trans
+    cdef const uint8_t* cls
+    cdef int32_t n_classes
+    cdef object _classes
     cdef const uint8_t* accept
     cdef const uint8_t* blob
     cdef const int64_t* tok_off
@@ -92,13 +97,16 @@ cdef class TokenIndex:
         PyMem_Free(self.pairs)
         PyMem_Free(self.dense)
 
-    def __init__(self, TokenTrie trie, transitions, accepting, token_blob, token_offsets,
+    def __init__(self, TokenTrie trie, transitions, classes, accepting, token_blob, token_offsets,
                  int64_t max_memory, int64_t dense_min_tokens=-1):
         transitions = np.ascontiguousarray(transitions, dtype=np.int32)
+        classes = np.ascontiguousarray(classes, dtype=np.uint8)
         accepting = np.ascontiguousarray(accepting, dtype=np.uint8)
         token_offsets = np.ascontiguousarray(token_offsets, dtype=np.int64)
-        if transitions.ndim != 2 or transitions.shape[1] != _BYTES or transitions.shape[0] < 1:
-            raise ValueError(f"transitions must have shape (n_states, 256), got {transitions.shape}")
+        if transitions.ndim != 2 or not 1 <= transitions.shape[1] <= _BYTES or transitions.shape[0] < 1:
+            raise ValueError(f"the table must have shape (n_states, n_classes <= 256), got {transitions.shape}")
+        if classes.shape != (_BYTES,) or int(classes.max()) >= transitions.shape[1]:
+            raise ValueError(f"classes must be 256 classes below {transitions.shape[1]}")
         if accepting.shape != (transitions.shape[0],):
             raise ValueError("accepting must have one flag per state")
         if token_offsets.shape != (trie.vocab_size + 1,):
@@ -110,6 +118,9 @@ cdef class TokenIndex:
         self._blob = bytes(token_blob)
         self._token_offsets = token_offsets
         self.trans = <const state_t*>cnp.PyArray_DATA(transitions)
+        self._classes = classes
+        self.cls = <const uint8_t*>cnp.PyArray_DATA(classes)
+        self.n_classes = <int32_t>transitions.shape[1]
         self.accept = <const uint8_t*>cnp.PyArray_DATA(accepting)
         self.blob = <const uint8_t*>(<bytes>self._blob)
         self.tok_off = <const int64_t*>cnp.PyArray_DATA(token_offsets)
@@ -142,7 +153,8 @@ cdef class TokenIndex:
                 k = 0
                 with nogil:
                     visited = trie_walk_dfa(trie.nodes, trie.num_nodes, trie.token_ids, self.trans,
-                                            n, <state_t>s, stack, NULL, scratch, &k)
+                                            self.cls, self.n_classes, n, <state_t>s, stack, NULL,
+                                            scratch, &k)
                 if visited < 0:
                     raise ValueError("transitions holds a state outside [0, n_states)")
                 self.nodes_visited += visited
@@ -199,7 +211,7 @@ cdef class TokenIndex:
             (n + 1) * sizeof(int64_t) + 2 * n * sizeof(int32_t)
             + self.num_pairs * sizeof(Pair)
             + <int64_t>self.num_dense * self.n_words * sizeof(word_t)
-            + self._transitions.nbytes + self._accepting.nbytes
+            + self._transitions.nbytes + self._classes.nbytes + self._accepting.nbytes
         )
 
     def count(self, int32_t state):
@@ -261,7 +273,7 @@ cdef class TokenIndex:
                 return DEAD
             s = state
             for i in range(self.tok_off[token], self.tok_off[token + 1]):
-                s = self.trans[<int64_t>s * _BYTES + self.blob[i]]
+                s = self.trans[<int64_t>s * self.n_classes + self.cls[self.blob[i]]]
             return s
         lo = self.offsets[state]
         hi = self.offsets[state + 1]

@@ -216,7 +216,7 @@ class OutlinesEngine:
         unicode = kind == "json_schema" and self.schema_regex == "outlines-core"
         dfa = compile_regex(regex, max_states=self.max_states, unicode=unicode)
         t2 = time.perf_counter()
-        index = TokenIndex(self.trie, dfa.transitions, dfa.accepting, self._token_blob,
+        index = TokenIndex(self.trie, dfa.table, dfa.classes, dfa.accepting, self._token_blob,
                            self._token_offsets, self.max_memory, self.dense_min_tokens)
         t3 = time.perf_counter()
         return OutlinesCompiled(regex, kind, dfa, index, {"regex": t1 - t0, "dfa": t2 - t1, "index": t3 - t2})
