@@ -15,6 +15,7 @@ from toolkit.regex import (
     ByteDFA,
     _compile_reference,
     canonical_regex,
+    check_class_form,
     compile_literal,
     compile_regex,
     from_transitions,
@@ -203,6 +204,24 @@ def test_byte_classes_merges_equal_columns() -> None:
         _dfabuild.byte_classes(base, column[:10])
     with pytest.raises(ValueError, match="outside"):
         _dfabuild.byte_classes(base, np.full(256, 5, dtype=np.int32))
+
+
+def test_check_class_form_names_what_is_wrong() -> None:
+    d = compile_regex("[a-c]x")
+    t, c = check_class_form(d.table, d.classes)
+    assert t is d.table and c is d.classes  # already in form: no copy
+    bad_target = d.table.copy()
+    bad_target[1, 0] = d.n_states
+    for table, classes, message in (
+        (d.table[:, :0], d.classes, "n_classes <= 256"),
+        (d.table, d.classes[:255], "256 entries"),
+        (d.table, np.full(256, d.n_classes, dtype=np.uint8), "below"),
+        (bad_target, d.classes, "outside"),
+    ):
+        with pytest.raises(ValueError, match=message) as e:
+            check_class_form(table, classes, what="lexeme 7")
+        assert str(e.value).startswith("lexeme 7: ")
+    check_class_form(bad_target, d.classes, targets=False)  # the walk checks what it reaches
 
 
 def test_renumber_restores_the_canonical_numbering() -> None:

@@ -182,18 +182,22 @@ def _quant(text: str, lo: int, hi: int | None) -> str:
         return ""
     if (lo, hi) == (1, 1):
         return text
-    a = _atom(text)
+    return _atom(text) + _quant_suffix(lo, hi)
+
+
+def _quant_suffix(lo: int, hi: int | None) -> str:
+    """The quantifier :func:`_quant` writes after the atom (not for ``{1}`` or ``{0}``)."""
     if (lo, hi) == (0, None):
-        return a + "*"
+        return "*"
     if (lo, hi) == (1, None):
-        return a + "+"
+        return "+"
     if (lo, hi) == (0, 1):
-        return a + "?"
+        return "?"
     if hi is None:
-        return f"{a}{{{lo},}}"
+        return f"{{{lo},}}"
     if lo == hi:
-        return f"{a}{{{lo}}}"
-    return f"{a}{{{lo},{hi}}}"
+        return f"{{{lo}}}"
+    return f"{{{lo},{hi}}}"
 
 
 # ------------------------------------------------------------ code point sets --
@@ -464,9 +468,50 @@ def json_string_bounds(regex: str) -> tuple[int, int | None] | None:
         lo, hi = int(m.group(2)), None
     else:
         lo, hi = int(m.group(3)), int(m.group(4))
-    if lo > MAX_STRING_LENGTH or (hi is not None and hi > MAX_STRING_LENGTH):
+    if lo > MAX_STRING_LENGTH or (hi is not None and (hi > MAX_STRING_LENGTH or hi == 0 or lo > hi)):
         return None
-    return (lo, hi) if json_string(lo, hi) == regex else None
+    # json_string(lo, hi) == regex, without writing the character class again
+    return (lo, hi) if (lo, hi) != (1, 1) and _quant_suffix(lo, hi) == q else None
+
+
+_CHAR_CODE: list = []
+
+
+def _char_code() -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray] | None:
+    """One copy of :data:`JSON_CHAR`'s DFA as :func:`json_string_dfa` lays copies out:
+    ``(rel, dead, done, start, column)`` over its states but the accepting one (``r``
+    rows) and its byte classes plus a last column for the quote: ``rel`` the target
+    relative to the copy's first state (``r + start`` is the next copy's start), ``dead``
+    and ``done`` where the target is dead or finishes the character, ``start`` the
+    copy's first state's offset, ``column`` the column of each byte.  None when the
+    character's DFA is not a prefix code (one accepting state, no way out of it).
+
+    Built once per process: it depends on nothing but the module's constant
+    :data:`JSON_CHAR` (a table any JSON-specific engine has compiled in), so the
+    harness's cache clearing between items leaves it alone.
+    """
+    if not _CHAR_CODE:
+        char = _compile_nfa(JSON_CHAR, DEFAULT_MAX_STATES, False)
+        xclasses, xt = char.byte_classes()
+        acc = np.flatnonzero(char.accepting)
+        quote_col = int(xclasses[0x22])
+        if (len(acc) != 1 or xt[acc[0]].any() or char.start != 1 or char.accepting[1]
+                or xt[1, quote_col] != 0):
+            _CHAR_CODE.append(None)
+        else:
+            f, nx = int(acc[0]), xt.shape[0]
+            inner = np.array([q for q in range(1, nx) if q != f], dtype=np.int64)  # the copy's states
+            r = inner.size
+            idx = np.full(nx, -1, dtype=np.int64)
+            idx[inner] = np.arange(r)
+            xcols = np.concatenate([xt[inner], xt[inner, quote_col : quote_col + 1]], axis=1)  # (r, k)
+            local = idx[xcols]  # -1: dead or the accepting state
+            done = xcols == f
+            rel = np.where(local >= 0, local, r + idx[1]).astype(np.int32)
+            column = xclasses.astype(np.int32)
+            column[0x22] = xt.shape[1]
+            _CHAR_CODE.append((rel, (local < 0) & ~done, done, int(idx[1]), column))
+    return _CHAR_CODE[0]
 
 
 def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
@@ -490,51 +535,35 @@ def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
     lo, hi = min_length, max_length
     if hi is not None and lo > hi:
         return compile_regex(NOTHING)
-    char = compile_regex(JSON_CHAR)
-    xclasses, xt = char.byte_classes()
-    acc = np.flatnonzero(char.accepting)
-    quote_col = int(xclasses[0x22])
-    if (len(acc) != 1 or xt[acc[0]].any() or char.start != 1 or char.accepting[1]
-            or xt[1, quote_col] != 0):  # not the prefix code this relies on: the regex road
+    code = _char_code()
+    if code is None:  # not the prefix code this relies on: the regex road
         return _compile_nfa(json_string(lo, hi), max_states, False)
-    f = int(acc[0])
-    nx, kx = xt.shape
-    inner = np.array([q for q in range(1, nx) if q != f], dtype=np.int64)  # the copy's states
-    r = inner.size
-    idx = np.full(nx, -1, dtype=np.int64)
-    idx[inner] = np.arange(r)
+    rel, dead, done, start, column = code
+    r, k = rel.shape
     loop = hi is None and lo > 0  # the last copy's characters are the previous copy's
     copies = (lo if hi is None else hi) + 1
     n_states = 3 + (copies - 1) * r + (r if hi is None and not loop else 1)  # dead, before, after + copies
     if n_states > max_states:
         raise LimitExceeded("max_states", n_states, max_states)
-    # columns: the character's classes, then the quote in a column of its own
-    k = kx + 1
-    xcols = np.concatenate([xt[inner], xt[inner, quote_col : quote_col + 1]], axis=1)  # (r, k)
-    local = idx[xcols]  # -1: dead or the accepting state
-    done = xcols == f
-    # each copy's targets relative to its first state: a finished character goes to the
-    # next copy's start; one add per copy, then the dead entries back to 0
-    rel = np.where(local >= 0, local, r + idx[1]).astype(np.int32)
+    # each copy's targets relative to its first state: one add per copy, then the dead
+    # entries back to 0
     base = 3
     table = np.zeros((3 + copies * r, k), dtype=np.int32)
     body = table[base:].reshape(copies, r, k)
     np.add(rel[None], (base + np.arange(copies, dtype=np.int32) * r)[:, None, None], out=body)
-    body[:, (local < 0) & ~done] = 0
+    body[:, dead] = 0
     # after the last copy: its own start (unbounded, lo == 0), else nothing
-    body[-1][done] = base + (copies - 1) * r + idx[1] if hi is None and not loop else 0
-    x0 = base + idx[1]  # the start of copy 0
-    table[1, kx] = x0
-    starts = base + np.arange(copies) * r + idx[1]
-    table[starts, kx] = np.where(np.arange(copies) >= lo, 2, 0)
+    body[-1][done] = base + (copies - 1) * r + start if hi is None and not loop else 0
+    quote = k - 1
+    table[1, quote] = base + start  # the opening quote: to the start of copy 0
+    starts = base + np.arange(copies) * r + start
+    table[starts, quote] = np.where(np.arange(copies) >= lo, 2, 0)  # the closing quote: to 2
     if hi is not None:
-        table[starts[-1], :kx] = 0  # no character after the last one
+        table[starts[-1], :quote] = 0  # no character after the last one
     elif loop:  # the last copy is its start alone: as the previous start, but it may close
-        table[starts[-1], :kx] = table[starts[-2], :kx]
+        table[starts[-1], :quote] = table[starts[-2], :quote]
     accepting = np.zeros(table.shape[0], dtype=np.uint8)
     accepting[2] = 1
-    column = xclasses.astype(np.int32)
-    column[0x22] = kx
     # canonical columns (in order of their smallest byte) first: renumber visits in that order
     classes, table = _dfabuild.byte_classes(table, column)
     table, accepting = _dfabuild.renumber(table, accepting, 1)

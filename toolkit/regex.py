@@ -68,6 +68,7 @@ from toolkit.errors import LimitExceeded, RegexError
 __all__ = [
     "ByteDFA",
     "from_transitions",
+    "check_class_form",
     "compile_regex",
     "compile_literal",
     "clear_cache",
@@ -154,6 +155,23 @@ class ByteDFA:
 
     def __repr__(self) -> str:
         return f"ByteDFA(states={self.n_states}, classes={self.n_classes}, start={self.start}, pattern={self.pattern!r})"
+
+
+def check_class_form(table: object, classes: object, *, what: str = "the DFA",
+                     targets: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """``(table, classes)`` as C-contiguous int32 ``(n >= 1, k <= 256)`` and uint8
+    ``(256,)`` arrays, every class below ``k`` and (``targets``) every entry a state in
+    ``[0, n)``, or a ValueError that names ``what``: the check the C walks over a class
+    form rely on (llguidance's lexemes, outlines' token index, the trie walk)."""
+    t = np.ascontiguousarray(table, dtype=np.int32)
+    c = np.ascontiguousarray(classes, dtype=np.uint8)
+    if t.ndim != 2 or t.shape[0] < 1 or not 1 <= t.shape[1] <= 256:
+        raise ValueError(f"{what}: the table must be (n_states >= 1, n_classes <= 256), got {np.shape(table)}")
+    if c.shape != (256,) or int(c.max()) >= t.shape[1]:
+        raise ValueError(f"{what}: classes must be 256 entries below {t.shape[1]}")
+    if targets and (int(t.min()) < 0 or int(t.max()) >= t.shape[0]):
+        raise ValueError(f"{what}: the table holds a state outside [0, {t.shape[0]})")
+    return t, c
 
 
 _IDENTITY_COLUMNS = np.arange(256, dtype=np.int32)

@@ -34,6 +34,7 @@ cimport numpy as cnp
 from toolkit._types cimport DEAD, state_t, token_t, word_t
 
 from toolkit.errors import LimitExceeded
+from toolkit.regex import check_class_form
 
 cnp.import_array()
 
@@ -435,13 +436,8 @@ cdef tuple _check_transitions(dfa):
     table = getattr(dfa, "table", None)
     classes = getattr(dfa, "classes", None)
     if isinstance(table, np.ndarray) and isinstance(classes, np.ndarray):
-        if (table.dtype != np.int32 or table.ndim != 2 or not 1 <= table.shape[1] <= _BYTES
-                or table.shape[0] < 1 or not table.flags.c_contiguous):
-            raise ValueError(f"dfa.table must be C-contiguous int32 (n_states >= 1, 1..256), got "
-                             f"{table.dtype} {table.shape}")
-        if (classes.dtype != np.uint8 or classes.shape != (_BYTES,) or not classes.flags.c_contiguous
-                or int(classes.max()) >= table.shape[1]):
-            raise ValueError(f"dfa.classes must be 256 uint8 classes below {table.shape[1]}")
+        # states out of range are found by the walk, where they are reached
+        table, classes = check_class_form(table, classes, what="dfa", targets=False)
         if table.shape[0] > INT32_MAX:
             raise ValueError(f"dfa has {table.shape[0]} states, more than int32 can index")
         return table, classes

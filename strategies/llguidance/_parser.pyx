@@ -55,6 +55,7 @@ from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
 from toolkit.errors import LimitExceeded
+from toolkit.regex import check_class_form
 
 cnp.import_array()
 
@@ -300,14 +301,7 @@ cdef class ParserTables:
         classes_of = []
         for l in range(self.n_lex):
             table, classes, acc, start = lexemes[l]
-            a = np.ascontiguousarray(table, dtype=np.int32)
-            c = np.ascontiguousarray(classes, dtype=np.uint8)
-            if a.ndim != 2 or not 1 <= a.shape[1] <= _BYTES or a.shape[0] < 1:
-                raise ValueError(f"lexeme {l}: table must be [n, k] with 1 <= k <= 256, got {np.shape(table)}")
-            if c.shape != (_BYTES,) or int(c.max()) >= a.shape[1]:
-                raise ValueError(f"lexeme {l}: classes must be 256 entries below {a.shape[1]}")
-            if a.size and (int(a.min()) < 0 or int(a.max()) >= a.shape[0]):
-                raise ValueError(f"lexeme {l}: transition targets must be states 0..{a.shape[0] - 1}")
+            a, c = check_class_form(table, classes, what=f"lexeme {l}")
             if not 0 <= start < a.shape[0]:
                 raise ValueError(f"lexeme {l}: start {start} outside [0, {a.shape[0]})")
             self._keep.append(a)

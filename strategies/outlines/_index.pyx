@@ -35,6 +35,7 @@ from toolkit._types cimport DEAD, state_t, token_t, word_t
 from toolkit.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
 
 from toolkit.errors import LimitExceeded
+from toolkit.regex import check_class_form
 
 cnp.import_array()
 
@@ -99,20 +100,13 @@ cdef class TokenIndex:
 
     def __init__(self, TokenTrie trie, transitions, classes, accepting, token_blob, token_offsets,
                  int64_t max_memory, int64_t dense_min_tokens=-1):
-        transitions = np.ascontiguousarray(transitions, dtype=np.int32)
-        classes = np.ascontiguousarray(classes, dtype=np.uint8)
+        transitions, classes = check_class_form(transitions, classes, what="TokenIndex")
         accepting = np.ascontiguousarray(accepting, dtype=np.uint8)
         token_offsets = np.ascontiguousarray(token_offsets, dtype=np.int64)
-        if transitions.ndim != 2 or not 1 <= transitions.shape[1] <= _BYTES or transitions.shape[0] < 1:
-            raise ValueError(f"the table must have shape (n_states, n_classes <= 256), got {transitions.shape}")
-        if classes.shape != (_BYTES,) or int(classes.max()) >= transitions.shape[1]:
-            raise ValueError(f"classes must be 256 classes below {transitions.shape[1]}")
         if accepting.shape != (transitions.shape[0],):
             raise ValueError("accepting must have one flag per state")
         if token_offsets.shape != (trie.vocab_size + 1,):
             raise ValueError(f"token_offsets must have vocab_size + 1 = {trie.vocab_size + 1} entries")
-        if transitions.size and (transitions.min() < 0 or transitions.max() >= transitions.shape[0]):
-            raise ValueError("transitions holds a state outside [0, n_states)")
         self._transitions = transitions
         self._accepting = accepting
         self._blob = bytes(token_blob)
