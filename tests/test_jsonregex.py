@@ -329,6 +329,9 @@ def test_json_string_dfa_large_and_limits() -> None:
     assert e.value.limit == "max_states"
     with pytest.raises(LimitExceeded):  # refused before building: 20 states a character
         compile_regex(json_string(0, MAX_STRING_LENGTH))
+    for lo, hi in ((-1, 5), (0, -3), (1.5, 4), (True, 3), (None, 2)):
+        with pytest.raises(ValueError, match="non-negative int"):
+            json_string_dfa(lo, hi)
 
 
 def test_json_string_bounds_only_its_own_regexes() -> None:

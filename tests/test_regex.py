@@ -188,7 +188,7 @@ def test_class_form_is_canonical(pattern: str) -> None:
     _check_canonical_classes(d)
     again = from_transitions(d.transitions, d.accepting, d.start)
     assert np.array_equal(again.table, d.table) and np.array_equal(again.classes, d.classes)
-    assert d.memory_bytes() <= d.table.nbytes + 256 + d.n_states
+    assert d.n_classes < 256 and d.memory_bytes() < d.transitions.nbytes + d.accepting.nbytes
 
 
 def test_byte_classes_merges_equal_columns() -> None:
@@ -217,6 +217,9 @@ def test_check_class_form_names_what_is_wrong() -> None:
         (d.table, d.classes[:255], "256 entries"),
         (d.table, np.full(256, d.n_classes, dtype=np.uint8), "below"),
         (bad_target, d.classes, "outside"),
+        (d.table.astype(np.float64), d.classes, "integers"),
+        (d.table, d.classes.astype(np.int64) + 300, "0..255"),
+        (d.table.astype(np.int64) + 2**33, d.classes, "int32"),
     ):
         with pytest.raises(ValueError, match=message) as e:
             check_class_form(table, classes, what="lexeme 7")

@@ -533,6 +533,11 @@ def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
     :class:`~toolkit.errors.LimitExceeded` before anything is built.
     """
     lo, hi = min_length, max_length
+    for name, v in (("min_length", lo), ("max_length", hi)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ValueError(f"json_string_dfa: {name} must be a non-negative int, got {v!r}")
+    if lo is None:
+        raise ValueError("json_string_dfa: min_length must be a non-negative int, got None")
     if hi is not None and lo > hi:
         return compile_regex(NOTHING)
     code = _char_code()

@@ -163,8 +163,16 @@ def check_class_form(table: object, classes: object, *, what: str = "the DFA",
     ``(256,)`` arrays, every class below ``k`` and (``targets``) every entry a state in
     ``[0, n)``, or a ValueError that names ``what``: the check the C walks over a class
     form rely on (llguidance's lexemes, outlines' token index, the trie walk)."""
-    t = np.ascontiguousarray(table, dtype=np.int32)
-    c = np.ascontiguousarray(classes, dtype=np.uint8)
+    t, c = np.asarray(table), np.asarray(classes)
+    for name, a in (("the table", t), ("classes", c)):
+        if a.dtype.kind not in "iu":  # a float or object array is not cast silently
+            raise ValueError(f"{what}: {name} must hold integers, got dtype {a.dtype}")
+    if c.shape == (256,) and c.size and (int(c.min()) < 0 or int(c.max()) > 255):
+        raise ValueError(f"{what}: classes must be 0..255, got {int(c.min())}..{int(c.max())}")
+    if t.size and (int(t.min()) < np.iinfo(np.int32).min or int(t.max()) > np.iinfo(np.int32).max):
+        raise ValueError(f"{what}: the table holds values beyond int32")
+    t = np.ascontiguousarray(t, dtype=np.int32)
+    c = np.ascontiguousarray(c, dtype=np.uint8)
     if t.ndim != 2 or t.shape[0] < 1 or not 1 <= t.shape[1] <= 256:
         raise ValueError(f"{what}: the table must be (n_states >= 1, n_classes <= 256), got {np.shape(table)}")
     if c.shape != (256,) or int(c.max()) >= t.shape[1]:
