@@ -39,6 +39,7 @@ extensions = [
     _extension("toolkit._dfabuild"),
     _extension("strategies.outlines._index"),
     _extension("strategies.llguidance._parser"),
+    _extension("strategies.xgrammar._pda"),
 ]
 
 setup(

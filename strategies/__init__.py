@@ -29,6 +29,7 @@ _REGISTRY: dict[str, str] = {
     "naive": "strategies.naive:NaiveEngine",
     "outlines": "strategies.outlines:OutlinesEngine",
     "llguidance": "strategies.llguidance:LLGuidanceEngine",
+    "xgrammar": "strategies.xgrammar:XGrammarEngine",
     "peer:llguidance": "strategies.peers:LLGuidanceEngine",
     "peer:xgrammar": "strategies.peers:XGrammarEngine",
     "peer:outlines-core": "strategies.peers:OutlinesCoreEngine",

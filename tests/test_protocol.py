@@ -17,7 +17,7 @@ from toolkit.grammar import Grammar
 from toolkit.protocol import MaskEngine, MaskInfo, Matcher
 
 # Engines that compile any Grammar on a hand-made vocabulary.  Strategies join as they land.
-ENGINES = ["naive", "llguidance", "peer:llguidance", "peer:xgrammar"]
+ENGINES = ["naive", "llguidance", "xgrammar", "peer:llguidance", "peer:xgrammar"]
 
 # The package an engine needs (the ``[peers]`` extra); its tests skip without it.
 REQUIRES = {"peer:llguidance": "llguidance", "peer:xgrammar": "xgrammar"}
@@ -27,6 +27,7 @@ REQUIRES = {"peer:llguidance": "llguidance", "peer:xgrammar": "xgrammar"}
 LIMITS = {
     "naive": ({"max_items": 12}, "earley_items_per_chart"),
     "llguidance": ({"max_row_items": 12}, "max_row_items"),
+    "xgrammar": ({"max_items": 12}, "earley_items_per_chart"),
     "peer:llguidance": ({"limits": {"max_items_in_row": 12}}, "max is 12"),
 }
 

@@ -1,0 +1,351 @@
+"""Strategy ``xgrammar``: a byte-level pushdown parser with an adaptive token mask cache.
+
+Dong et al., "XGrammar: Flexible and Efficient Structured Generation Engine for
+Large Language Models" (2024), the approach of the xgrammar engine, reimplemented on
+masklab's toolkit.  The grammar is parsed byte by byte, without a lexer (its
+language is exactly :meth:`Grammar.accepts`', the ``naive`` oracle's); at compile
+time every *position* of the parser (a rule's dotted position before a terminal,
+with the terminal's DFA state) gets its tokens split into
+
+* **context-independent accepted** ones: the bytes stay inside the rule;
+* **context-independent rejected** ones: they fail inside the rule, or leave it with
+  a byte that cannot follow the rule anywhere (its follow set: XGrammar's *context
+  expansion*);
+* **context-dependent** ones: they leave the rule, so what is below on the stack
+  decides.
+
+Each position keeps the smaller of its accepted and rejected lists, or a bitset
+(*adaptive storage*).  At decode time a mask is the union of the live positions'
+accepted tokens plus the context-dependent ones the real parse accepts, checked in
+byte order so each token reuses the prefix it shares with the previous one (see
+:mod:`strategies.xgrammar._pda`).  All the per-token work is in the cache, so
+startup time (TTFM) carries the cost, as in XGrammar.
+
+Like XGrammar, rules are inlined before positions are made: a nonterminal with a
+single production that is not self-recursive and is either used once or at most
+``inline_max`` symbols long is substituted where it is used, so tokens that cross
+its boundary stay context-independent (``%ignore`` whitespace, a wrapper around
+every terminal, is inlined by this rule).
+
+What ``compile`` takes: a :class:`Grammar`, a JSON schema (dict, bool or
+:class:`~toolkit.jsonschema.JsonSchemaText`, compiled by
+:meth:`Grammar.from_json_schema`) or a regex (``str``, :meth:`Grammar.from_regex`).
+
+Options: ``whitespace`` (for schemas), ``inline_max`` (default 4; 0 inlines only
+rules used once), and the limits ``max_items`` (Earley items in one chart, default
+10,000) and ``max_cache_bytes`` (the mask cache of one grammar, default 1 GiB).
+Exceeding one is a :class:`~toolkit.errors.LimitExceeded`: at compile time it is
+raised, while decoding it puts the matcher in the protocol's sticky error state.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+from strategies.xgrammar._pda import Parser, Tables
+from toolkit._earley import CFG, compile_cfg
+from toolkit.errors import UnsupportedGrammar
+from toolkit.grammar import Grammar
+from toolkit.jsonschema import JsonSchemaText, schema_text
+from toolkit.matcher import BaseMatcher
+from toolkit.protocol import MaskInfo
+from toolkit.trie import TokenTrie
+from toolkit.vocab import Vocabulary
+
+__all__ = ["XGrammarEngine", "XGrammarCompiled", "XGrammarMatcher", "build_tables", "inline_rules"]
+
+Rules = dict[int, list[tuple[int, ...]]]
+
+
+def inline_rules(rules: Rules, start: int, inline_max: int) -> Rules:
+    """Substitute the nonterminals (not ``start``) that have one production, are not
+    recursive, and are used once in the grammar or are at most ``inline_max`` symbols
+    long once their own body is expanded; drop rules no longer reachable from
+    ``start``.  The language is unchanged."""
+    single = {a: alts[0] for a, alts in rules.items() if len(alts) == 1 and a != start}
+    uses: dict[int, int] = {}
+    for alts in rules.values():
+        for alt in alts:
+            for s in alt:
+                uses[s] = uses.get(s, 0) + 1
+    body_of: dict[int, tuple[int, ...]] = {}  # a single rule's expanded body
+    inlined: dict[int, bool] = {}
+    visiting: set[int] = set()
+
+    def expand(alt: tuple[int, ...]) -> tuple[int, ...]:
+        out: list[int] = []
+        for s in alt:
+            if s in single and decide(s):
+                out.extend(body_of[s])
+            else:
+                out.append(s)
+        return tuple(out)
+
+    def decide(a: int) -> bool:
+        if a in inlined:
+            return inlined[a]
+        if a in visiting:
+            return False  # a cycle through a: the inner use stays a reference
+        visiting.add(a)
+        body = expand(single[a])
+        visiting.discard(a)
+        body_of[a] = body
+        inlined[a] = a not in body and (uses.get(a, 0) == 1 or len(body) <= inline_max)
+        return inlined[a]
+
+    out: Rules = {}
+    for a, alts in rules.items():
+        if a in single:
+            if decide(a):
+                continue
+            out[a] = [body_of[a]]
+        else:
+            out[a] = [expand(alt) for alt in alts]
+    reach = {start}
+    todo = [start]
+    while todo:
+        for alt in out.get(todo.pop(), ()):
+            for s in alt:
+                if s in out and s not in reach:
+                    reach.add(s)
+                    todo.append(s)
+    return {a: alts for a, alts in out.items() if a in reach}
+
+
+def _first_bytes(cfg: CFG) -> np.ndarray:
+    """bool[256] per terminal: the bytes its DFA can start with."""
+    out = {}
+    for t in range(cfg.n_nonterminals, len(cfg.names)):
+        table, classes = cfg.trans[t], cfg.classes[t]
+        start = cfg.dfas[t].start
+        out[t] = table[start][classes] != 0
+    return out
+
+
+def follow_sets(rules: Rules, cfg: CFG, nullable: dict[int, bool]) -> dict[int, np.ndarray]:
+    """``FOLLOW(A)`` as bool[256] per nonterminal: the first bytes of what can come
+    after ``A`` in some sentential form (nothing after the start)."""
+    term_first = _first_bytes(cfg)
+    first = {a: np.zeros(256, dtype=bool) for a in rules}
+    first.update(term_first)
+    changed = True
+    while changed:
+        changed = False
+        for a, alts in rules.items():
+            acc = first[a]
+            before = int(acc.sum())
+            for alt in alts:
+                for s in alt:
+                    acc |= first[s]
+                    if not nullable[s]:
+                        break
+            changed |= int(acc.sum()) != before
+    follow = {a: np.zeros(256, dtype=bool) for a in rules}
+    changed = True
+    while changed:
+        changed = False
+        for b, alts in rules.items():
+            for alt in alts:
+                for i, a in enumerate(alt):
+                    if a not in rules:
+                        continue
+                    acc = follow[a]
+                    before = int(acc.sum())
+                    for s in alt[i + 1 :]:
+                        acc |= first[s]
+                        if not nullable[s]:
+                            break
+                    else:
+                        acc |= follow[b]
+                    changed |= int(acc.sum()) != before
+    return follow
+
+
+def build_tables(grammar: Grammar, *, inline_max: int, max_items: int) -> tuple[Tables, dict[str, Any]]:
+    """The C tables of a grammar (no cache yet), and the symbol numbering: ``names``
+    (nonterminals first, the start at 0, then terminals), ``dotted`` (per dotted rule,
+    its lhs and next symbol, -1 at a production's end)."""
+    cfg = compile_cfg(grammar)
+    n_nt = cfg.n_nonterminals
+    rules: Rules = {a: [] for a in range(n_nt)}
+    for lhs, rhs in cfg.prods:
+        rules[lhs].append(rhs)
+    rules = inline_rules(rules, cfg.start_symbol, inline_max)
+    nullable = {i: bool(v) for i, v in enumerate(cfg.nullable)}
+    nts = [cfg.start_symbol] + sorted(a for a in rules if a != cfg.start_symbol)
+    terms = sorted({s for alts in rules.values() for alt in alts for s in alt if s >= n_nt})
+    index = {s: i for i, s in enumerate(nts)}
+    for i, t in enumerate(terms):
+        index[t] = len(nts) + i
+    dr_sym: list[int] = []
+    dr_lhs: list[int] = []
+    nt_off = [0]
+    nt_drs: list[int] = []
+    for a, old in enumerate(nts):
+        for alt in rules[old]:
+            nt_drs.append(len(dr_sym))
+            for s in alt:
+                dr_sym.append(index[s])
+                dr_lhs.append(a)
+            dr_sym.append(-1)
+            dr_lhs.append(a)
+        nt_off.append(len(nt_drs))
+    follow = follow_sets(rules, cfg, nullable)
+    fol = np.zeros((len(nts), 256), dtype=np.uint8)
+    for a, old in enumerate(nts):
+        fol[a] = follow[old]
+    null = np.asarray([nullable[s] for s in nts + terms], dtype=np.uint8)
+    terminals = [(cfg.trans[t], cfg.classes[t], cfg.accepting[t], cfg.dfas[t].start) for t in terms]
+    tables = Tables(
+        np.asarray(dr_sym, dtype=np.int32), np.asarray(dr_lhs, dtype=np.int32), np.asarray(nt_off, dtype=np.int32),
+        np.asarray(nt_drs, dtype=np.int32), null, len(nts), 0, terminals, fol, max_items=max_items,
+    )
+    names = [cfg.names[s] for s in nts + terms]
+    dotted = list(zip(dr_lhs, dr_sym, strict=True))
+    return tables, {"names": names, "nonterminals": len(nts), "terminals": len(terms), "dotted": dotted}
+
+
+class XGrammarCompiled:
+    """A grammar's parser tables with its adaptive token mask cache."""
+
+    def __init__(self, grammar: Grammar, tables: Tables, kind: str, symbols: dict[str, Any],
+                 timings: dict[str, float]) -> None:
+        self.grammar = grammar
+        self.tables = tables
+        self.kind = kind
+        self.symbols = symbols
+        self.timings = timings
+
+    def memory_bytes(self) -> int:
+        return int(self.tables.memory_bytes())
+
+    def stats(self) -> dict[str, float]:
+        """Grammar size, the cache (positions by storage kind, context-dependent ids,
+        bytes) and the build seconds."""
+        t = self.tables
+        return {
+            "nonterminals": self.symbols["nonterminals"],
+            "terminals": self.symbols["terminals"],
+            "dotted_rules": t.n_dr,
+            **t.cache_stats(),
+            "memory_bytes": self.memory_bytes(),
+            **{f"{k}_s": round(v, 6) for k, v in self.timings.items()},
+        }
+
+    def __repr__(self) -> str:
+        t = self.tables
+        return f"XGrammarCompiled(kind={self.kind!r}, dotted_rules={t.n_dr}, positions={t.n_pos})"
+
+
+class XGrammarEngine:
+    """The pushdown-parser + adaptive-cache strategy; see the module doc for options."""
+
+    name = "xgrammar"
+    native_inputs = frozenset({"json_schema"})
+    schema_grammar = "masklab"  # schemas go through Grammar.from_json_schema
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        *,
+        whitespace: str = "flexible",
+        inline_max: int = 4,
+        max_items: int = 10_000,
+        max_cache_bytes: int = 1 << 30,
+    ) -> None:
+        if whitespace not in ("flexible", "compact"):
+            raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
+        for opt, value, low in (("inline_max", inline_max, 0), ("max_items", max_items, 1),
+                                ("max_cache_bytes", max_cache_bytes, 1)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{opt} must be an integer >= {low}, got {value!r}")
+        self.vocab = vocab
+        self.whitespace = whitespace
+        self.inline_max = int(inline_max)
+        self.max_items = int(max_items)
+        self.max_cache_bytes = int(max_cache_bytes)
+        self.options = {"whitespace": whitespace, "inline_max": self.inline_max, "max_items": self.max_items,
+                        "max_cache_bytes": self.max_cache_bytes}
+        self.trie = TokenTrie(vocab)
+        ids = np.asarray(self.trie.token_ids)
+        data = [vocab.token_bytes[int(i)] for i in ids]
+        self._blob = np.frombuffer(b"".join(data), dtype=np.uint8) if data else np.zeros(0, np.uint8)
+        self._offsets = np.zeros(len(data) + 1, dtype=np.int64)
+        np.cumsum([len(d) for d in data], out=self._offsets[1:])
+        words = np.zeros((vocab.size + 31) // 32, dtype=np.uint32)
+        text = ids.astype(np.int64)
+        np.bitwise_or.at(words, text >> 5, (np.uint32(1) << (text & 31).astype(np.uint32)))
+        self._text_words = words
+
+    def describe(self) -> dict[str, Any]:
+        """Version and options, as the harness records them."""
+        from toolkit.harness import masklab_version
+
+        return {"version": masklab_version(), "options": dict(self.options)}
+
+    def grammar_for(self, spec: Any) -> tuple[Grammar, str]:
+        """``(Grammar, kind)`` for what :meth:`compile` accepts."""
+        if isinstance(spec, Grammar):
+            return spec, "grammar"
+        if isinstance(spec, str):
+            return Grammar.from_regex(spec), "regex"
+        if schema_text(spec) is not None:
+            schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
+            return Grammar.from_json_schema(schema, whitespace=self.whitespace), "json_schema"
+        raise UnsupportedGrammar(
+            "xgrammar compiles a toolkit Grammar, a JSON schema (dict/bool/JsonSchemaText) "
+            f"or a regex (str), not {type(spec).__name__}"
+        )
+
+    def compile(self, spec: Any) -> XGrammarCompiled:
+        t0 = time.perf_counter()
+        grammar, kind = self.grammar_for(spec)
+        t1 = time.perf_counter()
+        tables, symbols = build_tables(grammar, inline_max=self.inline_max, max_items=self.max_items)
+        t2 = time.perf_counter()
+        tables.build_cache(self.trie, self._blob, self._offsets, self._text_words,
+                           max_cache_bytes=self.max_cache_bytes)
+        t3 = time.perf_counter()
+        return XGrammarCompiled(grammar, tables, kind, symbols,
+                                {"grammar": t1 - t0, "tables": t2 - t1, "cache": t3 - t2})
+
+    def matcher(self, compiled: XGrammarCompiled) -> XGrammarMatcher:
+        return XGrammarMatcher(self, compiled, Parser(compiled.tables))
+
+
+class XGrammarMatcher(BaseMatcher):
+    """One sequence: a :class:`Parser`; history records are byte counts."""
+
+    def __init__(self, engine: XGrammarEngine, compiled: XGrammarCompiled, parser: Parser) -> None:
+        super().__init__(engine.vocab)
+        self.engine = engine
+        self.compiled = compiled
+        self.parser = parser
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        self.parser.fill(row.view(np.uint32))
+        return MaskInfo(0, False)
+
+    def _advance(self, token_id: int, data: bytes) -> Any:
+        return len(data) if self.parser.push_bytes(data) else None
+
+    def _undo(self, record: Any) -> None:
+        self.parser.pop_bytes(record)
+
+    def _accepting(self) -> bool:
+        return self.parser.is_accepting()
+
+    def _copy(self) -> XGrammarMatcher:
+        return XGrammarMatcher(self.engine, self.compiled, self.parser.copy())
+
+    def _reset_state(self) -> None:
+        self.parser = Parser(self.compiled.tables)
+
+    @property
+    def last_fill(self) -> dict[str, int]:
+        """Live positions and context-dependent tokens checked by the last mask."""
+        return {"positions": self.parser.positions, "checked": self.parser.checked}

@@ -1,0 +1,242 @@
+"""Strategy ``xgrammar``: byte-level Earley parsing with the adaptive token mask cache.
+
+* **Against naive** on random walks over every small grammar of the llguidance tests
+  (the scannerless language is the same, so masks must be identical everywhere:
+  ``%ignore`` text at the end, ambiguous lexing, nullable terminals, left recursion),
+  with rule inlining off, default and aggressive.
+* **The cache itself**: a token inside a rule is accepted context-independently, one
+  that leaves the rule is context-dependent, one whose byte after the rule cannot
+  follow it anywhere is rejected up front (the follow set); shared terminal states.
+* Rollback / fork / reset / validate; limits (cache bytes, chart items) and options.
+* **Llama-3** (shared data): every mask equal to naive's along the valid instances of
+  a few MaskBench schemas, and to outlines' on regular ones.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from strategies import get_engine
+from strategies.xgrammar import XGrammarCompiled, XGrammarEngine
+from strategies.xgrammar.engine import inline_rules
+from tests._support.shared import require_shared
+from tests.test_llguidance import EOS, GRAMMARS, LEX, REGEXES, _as_ids, _grammar, _ids, _row, _show
+from toolkit.datasets import load_item
+from toolkit.errors import LimitExceeded, UnsupportedGrammar
+from toolkit.grammar import Grammar
+from toolkit.protocol import MaskEngine, Matcher
+from toolkit.vocab import Vocabulary, load_vocab
+
+NAMES = sorted([*GRAMMARS, "nullable"])
+INLINE = {"xg-0": 0, "xg-4": 4, "xg-64": 64}  # inline_max
+
+
+class _Engines:
+    def __init__(self) -> None:
+        self.engines: dict[str, MaskEngine] = {"naive": get_engine("naive", LEX)}
+        for k, v in INLINE.items():
+            self.engines[k] = get_engine("xgrammar", LEX, inline_max=v)
+        self.compiled: dict[tuple[str, str, bool], object] = {}
+
+    def matcher(self, key: str, name: str, *, regex: bool = False) -> Matcher:
+        e = self.engines[key]
+        if (key, name, regex) not in self.compiled:
+            spec = (Grammar.from_regex(name) if key == "naive" else name) if regex else _grammar(name)
+            self.compiled[(key, name, regex)] = e.compile(spec)
+        return e.matcher(self.compiled[(key, name, regex)])
+
+
+@pytest.fixture(scope="module")
+def eng() -> _Engines:
+    return _Engines()
+
+
+def _walk(data, oracle: Matcher, ours: dict[str, Matcher], what: str, steps: int = 14) -> None:
+    for n in range(steps):
+        want, _ = _row(oracle)
+        for k, m in ours.items():
+            got, info = _row(m)
+            assert np.array_equal(got, want), (what, k, n, _show(_as_ids(got) ^ _as_ids(want)))
+            assert not info.sliced
+        allowed = _as_ids(want)
+        outside = data.draw(st.sampled_from(sorted(set(range(LEX.size)) - allowed)), label="outside")
+        assert not any(m.accept_token(outside) for m in ours.values())
+        if not allowed:
+            return
+        t = data.draw(st.sampled_from(sorted(allowed)), label="token")
+        assert oracle.accept_token(t) and all(m.accept_token(t) for m in ours.values())
+        assert all(m.is_accepting() == oracle.is_accepting() for m in ours.values())
+        if t == EOS:
+            assert all(m.is_terminated() and _ids(m) == {EOS} for m in ours.values())
+            return
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), which=st.sampled_from(NAMES))
+def test_masks_equal_naive_on_random_walks(eng, data, which: str) -> None:
+    _walk(data, eng.matcher("naive", which), {k: eng.matcher(k, which) for k in INLINE}, which)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), which=st.sampled_from(REGEXES))
+def test_masks_equal_naive_on_regexes(eng, data, which: str) -> None:
+    _walk(data, eng.matcher("naive", which, regex=True), {"xg-4": eng.matcher("xg-4", which, regex=True)}, which)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), which=st.sampled_from(NAMES))
+def test_rollback_fork_and_validate_restore_masks_exactly(eng, data, which: str) -> None:
+    m = eng.matcher("xg-4", which)
+    rows, taken = [_row(m)[0]], []
+    for _ in range(data.draw(st.integers(1, 8), label="steps")):
+        allowed = sorted(_as_ids(rows[-1]) - {EOS})
+        if not allowed:
+            break
+        t = data.draw(st.sampled_from(allowed), label="token")
+        assert m.accept_token(t)
+        taken.append(t)
+        rows.append(_row(m)[0])
+    f = m.fork()
+    k = data.draw(st.integers(0, len(taken)), label="back")
+    m.rollback(k)
+    assert np.array_equal(_row(m)[0], rows[len(taken) - k])
+    assert np.array_equal(_row(f)[0], rows[-1])  # the fork is independent
+    assert m.validate_tokens(taken[len(taken) - k :]) == k
+    assert np.array_equal(_row(m)[0], rows[len(taken) - k])
+    m.reset()
+    assert np.array_equal(_row(m)[0], rows[0])
+
+
+# ------------------------------------------------------------------ the cache --
+
+# item has two productions and is used twice: its positions pop into either use
+LIST = 'start: "[" item ("," item)* "]" | "(" item ")"\nitem: NUMBER | NUMBER "." NUMBER\nNUMBER: /[0-9]+/\n'
+
+
+def _tok(b: bytes) -> int:
+    return LEX.token_bytes.index(b)
+
+
+def _state_after(c: XGrammarCompiled, name: str, data: bytes) -> int:
+    """The DFA state of terminal ``name`` after ``data``."""
+    term = c.grammar.terminals[name].dfa()
+    s = term.start
+    for b in data:
+        s = int(term.table[s, term.classes[b]])
+    return s
+
+
+def test_cache_splits_tokens_by_context() -> None:
+    e = get_engine("xgrammar", LEX, inline_max=0)
+    g = Grammar.from_lark(LIST)
+    c = e.compile(g)
+    names, dotted = c.symbols["names"], c.symbols["dotted"]
+    item, number = names.index("item"), names.index("NUMBER")
+    # item -> NUMBER . (the production that ends after NUMBER), NUMBER after "1"
+    r = next(i for i, (lhs, sym) in enumerate(dotted) if (lhs, sym) == (item, number) and dotted[i + 1][1] == -1)
+    kind, acc, unc = c.tables.position_sets(r, _state_after(c, "NUMBER", b"1"))
+    assert kind in ("accepted", "rejected", "bitset") and not set(acc) & set(unc)
+    assert {_tok(b"12"), _tok(b"123"), _tok(b"0")} <= set(acc)  # inside the rule
+    assert _tok(b"1]") in unc  # leaves item with "]": the context decides
+    assert _tok(b"1+") not in unc and _tok(b"1+") not in acc  # "+" never follows item
+    assert _tok(b"1.") not in unc and _tok(b"1.") not in acc  # "." is only the other production's
+    assert _tok(b"))") not in acc and _tok(b"))") not in unc  # NUMBER must read the first byte
+    # the other production reads "1." inside the rule
+    r2 = next(i for i, (lhs, sym) in enumerate(dotted) if (lhs, sym) == (item, number) and dotted[i + 1][1] != -1)
+    assert _tok(b"1.") in c.tables.position_sets(r2, _state_after(c, "NUMBER", b"1"))[1]
+    st_ = c.stats()
+    assert st_["positions"] > 0 and st_["inner_states"] > 0 and st_["uncertain_ids"] > 0
+    assert st_["cache_bytes"] > 0 and st_["memory_bytes"] >= st_["cache_bytes"]
+    with pytest.raises(ValueError):
+        c.tables.position_sets(len(dotted) - 1, 1)  # the end of a production: no terminal next
+    # the masks built from it are naive's
+    n = get_engine("naive", LEX)
+    cn = n.compile(g)
+    for text in (b"[", b"[12", b"(1", b"[1.5", b"[1,2", b"(1.", b"[1]"):
+        a, b = n.matcher(cn), e.matcher(c)
+        for ch in text:
+            tok = _tok(bytes([ch]))
+            assert a.accept_token(tok) and b.accept_token(tok)
+        assert _ids(a) == _ids(b), text
+
+
+def test_inlining_substitutes_single_productions_and_stops_at_cycles() -> None:
+    # 0 -> 1 ; 1 -> 2 3 ; 2 -> 4 ; 4 -> 2 10 | 11 ; 3 -> 1 | 11   (10, 11 terminals)
+    rules = {0: [(1,)], 1: [(2, 3)], 2: [(4,)], 4: [(2, 10), (11,)], 3: [(1,), (11,)]}
+    # 2 -> 4 is inlined (4 keeps its two productions); 1 -> 4 3 is short, inlined too;
+    # 3 and 4 have two productions each and stay
+    assert inline_rules(rules, 0, 4) == {0: [(4, 3)], 4: [(4, 10), (11,)], 3: [(4, 3), (11,)]}
+    # with inline_max=0 only rules used once go: none here
+    assert inline_rules(rules, 0, 0) == rules
+    # a cycle of single productions (1 -> 2 "x", 2 -> 1 "y" | via 0) keeps a rule
+    cyc = {0: [(1,), (11,)], 1: [(2, 10)], 2: [(0, 11)]}
+    out = inline_rules(cyc, 0, 4)
+    assert out == {0: [(0, 11, 10), (11,)]}
+
+
+def test_compile_inputs_stats_and_describe() -> None:
+    e = get_engine("xgrammar", LEX)
+    assert isinstance(e, XGrammarEngine) and e.describe()["options"]["inline_max"] == 4
+    for spec, kind in ((Grammar.from_lark(LIST), "grammar"), ("[a-c]+", "regex"),
+                       ({"type": "array", "items": {"type": "integer"}}, "json_schema")):
+        c = e.compile(spec)
+        assert c.kind == kind and c.memory_bytes() > 0 and "cache_s" in c.stats()
+        assert "positions=" in repr(c)
+    with pytest.raises(UnsupportedGrammar):
+        e.compile(3.5)
+
+
+@pytest.mark.parametrize("options", [{"whitespace": "loose"}, {"inline_max": -1}, {"max_items": 0},
+                                     {"max_cache_bytes": 0}, {"max_items": True}])
+def test_invalid_options_raise_value_error(options) -> None:
+    with pytest.raises(ValueError):
+        get_engine("xgrammar", LEX, **options)
+
+
+def test_limits_are_errors() -> None:
+    g = Grammar.from_lark(GRAMMARS["json"])
+    with pytest.raises(LimitExceeded, match="max_cache_bytes"):
+        get_engine("xgrammar", LEX, max_cache_bytes=1000).compile(g)
+    # a grammar whose charts grow with the input: "a"* read as left-nested pairs
+    amb = Grammar.from_lark('start: x\nx: x x | "a"\n')
+    e = get_engine("xgrammar", LEX, max_items=40)
+    m = e.matcher(e.compile(amb))
+    a = _tok(b"a")
+    n = 0
+    while m.error is None and n < 60:
+        m.accept_token(a)
+        n += 1
+    assert m.error is not None and "earley_items_per_chart" in m.error
+    assert _ids(m) == {EOS}  # the sticky error state: EOS only, then termination
+    assert m.accept_token(EOS) and m.is_terminated()
+
+
+# ------------------------------------------------------------------- Llama-3 --
+
+
+@pytest.fixture(scope="module")
+def llama3() -> Vocabulary:
+    return load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
+
+
+MASKBENCH = ("BFCL_java_13", "Github_easy---o1114", "Kubernetes---kb_100_Normalized", "MCPspec---InitializeResult")
+
+
+@pytest.mark.parametrize("name", MASKBENCH)
+def test_llama3_maskbench_masks_equal_naive(llama3: Vocabulary, name: str) -> None:
+    item = load_item(require_shared(f"datasets/maskbench/{name}.json"))
+    g = item.grammar()
+    ours, naive = get_engine("xgrammar", llama3), get_engine("naive", llama3)
+    a, b = ours.compile(g), naive.compile(g)
+    steps = 0
+    case = next(c for c in item.cases if c.valid)
+    ma, mb = ours.matcher(a), naive.matcher(b)
+    for t in [*llama3.encode(case.text), llama3.eos_ids[0]]:
+        (ra, _), (rb, _) = _row(ma, llama3), _row(mb, llama3)
+        assert np.array_equal(ra, rb), (name, steps, _show(_as_ids(ra, llama3) ^ _as_ids(rb, llama3), llama3)[:8])
+        assert ma.accept_token(t) and mb.accept_token(t), (name, llama3.token_bytes[t])
+        steps += 1
+    assert steps >= 10 and ma.is_terminated()
