@@ -64,11 +64,11 @@ from toolkit._jsonregex import (
     number_range,
 )
 from toolkit.dfaops import compile_boolean
-from toolkit.errors import LimitExceeded, UnsupportedSchema
+from toolkit.errors import LimitExceeded, UnsupportedGrammar, UnsupportedSchema
 from toolkit.grammar import Grammar, Terminal
 from toolkit.regex import compile_regex
 
-__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "JsonSchemaText", "schema_text"]
+__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "JsonSchemaText", "schema_text", "grammar_of"]
 
 DEFAULT_MAX_RULES = 50_000
 
@@ -88,6 +88,25 @@ def schema_text(spec: Any) -> str | None:
     if isinstance(spec, Mapping | bool):
         return json.dumps(spec)
     return None
+
+
+def grammar_of(spec: Any, *, whitespace: str, engine: str) -> tuple[Grammar, str]:
+    """``(Grammar, kind)`` for what a Grammar-based strategy compiles: a
+    :class:`Grammar` (``"grammar"``), a regex ``str`` (``"regex"``) or a JSON schema
+    (dict, bool or :class:`JsonSchemaText`, ``"json_schema"``, with our compiler's
+    ``whitespace``).  Anything else is an :class:`~toolkit.errors.UnsupportedGrammar`
+    naming ``engine``."""
+    if isinstance(spec, Grammar):
+        return spec, "grammar"
+    if isinstance(spec, str):
+        return Grammar.from_regex(spec), "regex"
+    if schema_text(spec) is not None:
+        schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
+        return Grammar.from_json_schema(schema, whitespace=whitespace), "json_schema"
+    raise UnsupportedGrammar(
+        f"{engine} compiles a toolkit Grammar, a JSON schema (dict/bool/JsonSchemaText) "
+        f"or a regex (str), not {type(spec).__name__}"
+    )
 
 _MAX_BRANCHES = 256  # most alternatives a rewrite (anyOf products, oneOf, not) may make
 

@@ -23,7 +23,7 @@ from toolkit import bitmask as bm
 from toolkit.protocol import MaskInfo
 from toolkit.vocab import Vocabulary
 
-__all__ = ["BaseMatcher"]
+__all__ = ["BaseMatcher", "CompiledTables"]
 
 _EOS = object()  # history record of an accepted EOS
 
@@ -165,3 +165,21 @@ class BaseMatcher:
     def num_tokens(self) -> int:
         """Tokens accepted so far (what ``rollback`` can undo)."""
         return len(self._history)
+
+
+class CompiledTables:
+    """A grammar compiled into a strategy's C tables: what ``compile`` returns for the
+    table-driven strategies (``llguidance``, ``xgrammar``).  ``kind`` is how the input
+    was given (``grammar``, ``regex``, ``json_schema``), ``symbols`` the numbering of
+    the tables, ``timings`` the build seconds by phase."""
+
+    def __init__(self, grammar: Any, tables: Any, kind: str, symbols: dict[str, Any],
+                 timings: dict[str, float]) -> None:
+        self.grammar = grammar
+        self.tables = tables
+        self.kind = kind
+        self.symbols = symbols
+        self.timings = timings
+
+    def memory_bytes(self) -> int:
+        return int(self.tables.memory_bytes())

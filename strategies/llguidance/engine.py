@@ -46,10 +46,9 @@ import numpy as np
 
 from strategies.llguidance._parser import EarleyParser, ParserTables, SliceSet, full_matches
 from toolkit.dfaops import difference
-from toolkit.errors import UnsupportedGrammar
 from toolkit.grammar import Grammar
-from toolkit.jsonschema import JsonSchemaText, schema_text
-from toolkit.matcher import BaseMatcher
+from toolkit.jsonschema import grammar_of
+from toolkit.matcher import BaseMatcher, CompiledTables
 from toolkit.protocol import MaskInfo
 from toolkit.regex import ByteDFA, compile_regex
 from toolkit.trie import TokenTrie
@@ -119,19 +118,8 @@ class Slicer:
         return sum(int(t.memory_bytes()) for t in self.set.tries) + len(self.regexes) * ((self.set.n_words or 0) * 4)
 
 
-class LLGuidanceCompiled:
+class LLGuidanceCompiled(CompiledTables):
     """A grammar as parser tables: dotted rules, lexeme DFAs, the lazy lexer cache."""
-
-    def __init__(self, grammar: Grammar, tables: ParserTables, kind: str, symbols: dict[str, Any],
-                 timings: dict[str, float]) -> None:
-        self.grammar = grammar
-        self.tables = tables
-        self.kind = kind
-        self.symbols = symbols
-        self.timings = timings
-
-    def memory_bytes(self) -> int:
-        return int(self.tables.memory_bytes())
 
     def stats(self) -> dict[str, float]:
         """Grammar size (nonterminals, dotted rules, lexemes, lexeme DFA states), lexer
@@ -329,20 +317,8 @@ class LLGuidanceEngine:
         return {"version": masklab_version(), "options": dict(self.options)}
 
     def grammar_for(self, spec: Any) -> tuple[Grammar, str]:
-        """``(Grammar, kind)`` for what :meth:`compile` accepts."""
-        if isinstance(spec, Grammar):
-            return spec, "grammar"
-        if isinstance(spec, str):
-            return Grammar.from_regex(spec), "regex"
-        if schema_text(spec) is not None:
-            import json
-
-            schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
-            return Grammar.from_json_schema(schema, whitespace=self.whitespace), "json_schema"
-        raise UnsupportedGrammar(
-            "llguidance compiles a toolkit Grammar, a JSON schema (dict/bool/JsonSchemaText) "
-            f"or a regex (str), not {type(spec).__name__}"
-        )
+        """``(Grammar, kind)`` for what :meth:`compile` accepts (:func:`grammar_of`)."""
+        return grammar_of(spec, whitespace=self.whitespace, engine="llguidance")
 
     def compile(self, spec: Any) -> LLGuidanceCompiled:
         t0 = time.perf_counter()

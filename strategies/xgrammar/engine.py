@@ -40,7 +40,6 @@ raised, while decoding it puts the matcher in the protocol's sticky error state.
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -48,10 +47,9 @@ import numpy as np
 
 from strategies.xgrammar._pda import Parser, Tables
 from toolkit._earley import CFG, compile_cfg
-from toolkit.errors import UnsupportedGrammar
 from toolkit.grammar import Grammar
-from toolkit.jsonschema import JsonSchemaText, schema_text
-from toolkit.matcher import BaseMatcher
+from toolkit.jsonschema import grammar_of
+from toolkit.matcher import BaseMatcher, CompiledTables
 from toolkit.protocol import MaskInfo
 from toolkit.trie import TokenTrie
 from toolkit.vocab import Vocabulary
@@ -209,19 +207,8 @@ def build_tables(grammar: Grammar, *, inline_max: int, max_items: int) -> tuple[
     return tables, {"names": names, "nonterminals": len(nts), "terminals": len(terms), "dotted": dotted}
 
 
-class XGrammarCompiled:
+class XGrammarCompiled(CompiledTables):
     """A grammar's parser tables with its adaptive token mask cache."""
-
-    def __init__(self, grammar: Grammar, tables: Tables, kind: str, symbols: dict[str, Any],
-                 timings: dict[str, float]) -> None:
-        self.grammar = grammar
-        self.tables = tables
-        self.kind = kind
-        self.symbols = symbols
-        self.timings = timings
-
-    def memory_bytes(self) -> int:
-        return int(self.tables.memory_bytes())
 
     def stats(self) -> dict[str, float]:
         """Grammar size, the cache (positions by storage kind, context-dependent ids,
@@ -288,18 +275,8 @@ class XGrammarEngine:
         return {"version": masklab_version(), "options": dict(self.options)}
 
     def grammar_for(self, spec: Any) -> tuple[Grammar, str]:
-        """``(Grammar, kind)`` for what :meth:`compile` accepts."""
-        if isinstance(spec, Grammar):
-            return spec, "grammar"
-        if isinstance(spec, str):
-            return Grammar.from_regex(spec), "regex"
-        if schema_text(spec) is not None:
-            schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
-            return Grammar.from_json_schema(schema, whitespace=self.whitespace), "json_schema"
-        raise UnsupportedGrammar(
-            "xgrammar compiles a toolkit Grammar, a JSON schema (dict/bool/JsonSchemaText) "
-            f"or a regex (str), not {type(spec).__name__}"
-        )
+        """``(Grammar, kind)`` for what :meth:`compile` accepts (:func:`grammar_of`)."""
+        return grammar_of(spec, whitespace=self.whitespace, engine="xgrammar")
 
     def compile(self, spec: Any) -> XGrammarCompiled:
         t0 = time.perf_counter()
