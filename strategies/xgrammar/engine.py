@@ -211,8 +211,8 @@ class XGrammarCompiled(CompiledTables):
     """A grammar's parser tables with its adaptive token mask cache."""
 
     def stats(self) -> dict[str, float]:
-        """Grammar size, the cache (positions by storage kind, context-dependent ids,
-        bytes) and the build seconds."""
+        """Grammar size, the cache (positions, shared terminal states by storage kind,
+        frontier nodes, context-dependent ids, bytes) and the build seconds."""
         t = self.tables
         return {
             "nonterminals": self.symbols["nonterminals"],
