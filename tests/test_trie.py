@@ -405,6 +405,16 @@ def test_vocabulary_without_text_tokens() -> None:
     assert row.shape == (2,) and not row.any()
 
 
+def test_token_blob_spells_every_token_in_trie_order(rng: np.random.Generator) -> None:
+    for vocab in (random_vocab(rng), make_vocab([b"<eos>"], eos_ids=[0], size=33)):
+        trie = TokenTrie(vocab)
+        blob, offsets = trie.token_blob()
+        assert blob.dtype == np.uint8 and offsets.dtype == np.int64 and offsets.shape == (trie.num_tokens + 1,)
+        got = [bytes(blob[offsets[i] : offsets[i + 1]]) for i in range(trie.num_tokens)]
+        assert got == [vocab.token_bytes[t] for t in trie.token_ids.tolist()]
+        assert offsets[-1] == blob.size
+
+
 # -- random vocabularies --------------------------------------------------------------
 
 

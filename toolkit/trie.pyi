@@ -58,6 +58,7 @@ class TokenTrie:
     def __init__(self, vocab: _Vocab) -> None: ...
     def memory_bytes(self) -> int:
         """Bytes held by the node records and the token id array."""
+    def token_blob(self) -> tuple[np.ndarray, np.ndarray]: ...
     def token_prefix_bytes(self, node: int) -> bytes:
         """The bytes spelled by the path from the root to ``node``."""
     def allowed_tokens(

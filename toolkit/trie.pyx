@@ -365,6 +365,42 @@ cdef class TokenTrie:
             q = c
         return bytes(out)
 
+    def token_blob(self):
+        """``(blob, offsets)``: the bytes of every stored token in ``token_ids`` order,
+        token ``i``'s being ``blob[offsets[i]:offsets[i + 1]]`` (uint8 and int64 arrays),
+        rebuilt from the nodes (one scan, the path kept per depth)."""
+        cdef int64_t total = 0, k = 0
+        cdef int32_t p, depth, i, j
+        cdef const TrieNode* node
+        offsets = np.zeros(self.num_tokens + 1, dtype=np.int64)
+        cdef int64_t[::1] off = offsets
+        path = np.zeros(self.max_depth + 1, dtype=np.uint8)
+        cdef uint8_t[::1] pv = path
+        cdef uint8_t[::1] bv
+        cdef int phase
+        blob = np.zeros(0, dtype=np.uint8)
+        for phase in range(2):
+            if phase == 1:
+                blob = np.empty(total, dtype=np.uint8)
+                bv = blob
+            depth = 1
+            k = 0
+            p = 1
+            while p < self.num_nodes:
+                node = &self.nodes[p]
+                pv[depth - 1] = node.byte
+                for i in range(node.token_count):
+                    if phase == 0:
+                        total += depth
+                        off[k + 1] = total
+                    else:
+                        for j in range(depth):
+                            bv[off[k] + j] = pv[j]
+                    k += 1
+                depth += 1 - node.num_parents * (node.subtree_size == 1)
+                p += 1
+        return blob, offsets
+
     def __repr__(self):
         return (
             f"TokenTrie(num_nodes={self.num_nodes}, num_tokens={self.num_tokens}, "

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from strategies.xgrammar._pda import Parser, Tables
+from toolkit import bitmask as bm
 from toolkit._earley import CFG, compile_cfg
 from toolkit.grammar import Grammar
 from toolkit.jsonschema import grammar_of
@@ -114,7 +115,7 @@ def inline_rules(rules: Rules, start: int, inline_max: int) -> Rules:
     return {a: alts for a, alts in out.items() if a in reach}
 
 
-def _first_bytes(cfg: CFG) -> np.ndarray:
+def _first_bytes(cfg: CFG) -> dict[int, np.ndarray]:
     """bool[256] per terminal: the bytes its DFA can start with."""
     out = {}
     for t in range(cfg.n_nonterminals, len(cfg.names)):
@@ -258,15 +259,8 @@ class XGrammarEngine:
         self.options = {"whitespace": whitespace, "inline_max": self.inline_max, "max_items": self.max_items,
                         "max_cache_bytes": self.max_cache_bytes}
         self.trie = TokenTrie(vocab)
-        ids = np.asarray(self.trie.token_ids)
-        data = [vocab.token_bytes[int(i)] for i in ids]
-        self._blob = np.frombuffer(b"".join(data), dtype=np.uint8) if data else np.zeros(0, np.uint8)
-        self._offsets = np.zeros(len(data) + 1, dtype=np.int64)
-        np.cumsum([len(d) for d in data], out=self._offsets[1:])
-        words = np.zeros((vocab.size + 31) // 32, dtype=np.uint32)
-        text = ids.astype(np.int64)
-        np.bitwise_or.at(words, text >> 5, (np.uint32(1) << (text & 31).astype(np.uint32)))
-        self._text_words = words
+        self._blob, self._offsets = self.trie.token_blob()
+        self._text_words = bm.set_bits(bm.allocate(vocab.size)[0], self.trie.token_ids).view(np.uint32)
 
     def describe(self) -> dict[str, Any]:
         """Version and options, as the harness records them."""
