@@ -240,3 +240,41 @@ def test_llama3_maskbench_masks_equal_naive(llama3: Vocabulary, name: str) -> No
         assert ma.accept_token(t) and mb.accept_token(t), (name, llama3.token_bytes[t])
         steps += 1
     assert steps >= 10 and ma.is_terminated()
+
+
+def _tables_args() -> dict:
+    """A valid ``Tables`` input: start -> "a" (dotted rules 0: before "a", 1: the end)."""
+    dfa = Grammar.from_regex("a").terminals
+    d = next(iter(dfa.values())).dfa()
+    return {"dr_sym": [1, -1], "dr_lhs": [0, 0], "nt_off": [0, 1], "nt_drs": [0], "nullable": [0, 0], "n_nt": 1,
+            "start_nt": 0, "terminals": [(d.table, d.classes, d.accepting, d.start)],
+            "follow": np.zeros((1, 256), dtype=bool)}
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"dr_sym": [1, 0]}, "not closed"),
+    ({"dr_sym": [5, -1]}, "unknown symbol"),
+    ({"dr_lhs": [0, 3]}, "lhs"),
+    ({"start_nt": 2}, "start"),
+    ({"nt_off": [0, 2]}, "nt_off"),
+    ({"nt_drs": [7]}, "nt_drs"),
+    ({"nullable": [0]}, "inconsistent"),
+])
+def test_tables_refuse_inconsistent_input(change: dict, words: str) -> None:
+    from strategies.xgrammar._pda import Parser, Tables
+
+    args = _tables_args()
+    max_items = 10
+    Tables(*args.values(), max_items=max_items)  # the valid one builds
+    args.update(change)
+    with pytest.raises(ValueError, match=words):
+        Tables(*args.values(), max_items=max_items)
+    # a Tables whose cache build failed is refused by fill, and cannot be rebuilt
+    e = get_engine("xgrammar", LEX)
+    t = Tables(*_tables_args().values(), max_items=max_items)
+    with pytest.raises(LimitExceeded):
+        t.build_cache(e.trie, e._blob, e._offsets, e._text_words, max_cache_bytes=1)
+    with pytest.raises(RuntimeError, match="no cache"):
+        Parser(t).fill(np.zeros(len(e._text_words), dtype=np.uint32))
+    with pytest.raises(RuntimeError, match="runs once"):
+        t.build_cache(e.trie, e._blob, e._offsets, e._text_words, max_cache_bytes=1 << 30)

@@ -205,6 +205,17 @@ cdef class Tables:
             raise ValueError("inconsistent grammar tables")
         if dr_sym.size and (dr_sym.min() < -1 or dr_sym.max() >= n_nt + n_t):
             raise ValueError("a dotted rule names an unknown symbol")
+        if dr_sym.size and dr_sym[dr_sym.shape[0] - 1] != -1:
+            raise ValueError("the last production is not closed by -1")
+        if dr_lhs.size and (dr_lhs.min() < 0 or dr_lhs.max() >= n_nt):
+            raise ValueError("a dotted rule's lhs is not a nonterminal")
+        if n_nt < 1 or not 0 <= start_nt < n_nt:
+            raise ValueError(f"start {start_nt} is not one of the {n_nt} nonterminals")
+        if nt_off[0] != 0 or nt_off[n_nt] != nt_drs.shape[0] or np.any(np.diff(nt_off) < 0):
+            raise ValueError("nt_off must rise from 0 to len(nt_drs)")
+        if nt_drs.size and (nt_drs.min() < 0 or nt_drs.max() >= dr_sym.shape[0]
+                            or np.any(dr_lhs[nt_drs] != np.repeat(np.arange(n_nt), np.diff(nt_off)))):
+            raise ValueError("nt_drs must list dotted rules of each nonterminal")
         tabs, ks, clss, accs, starts, tab_off, acc_off = [], [], [], [], [], [0], [0]
         for i, (table, classes, acc, start) in enumerate(terminals):
             table, classes = check_class_form(table, classes, what=f"terminal {n_nt + i}")
@@ -259,8 +270,8 @@ cdef class Tables:
         """Every position's token sets (see the module doc).  ``blob``/``offsets``:
         the trie's tokens' bytes in trie order; ``text_words``: the bitset of every
         text token.  Raises :class:`LimitExceeded` past ``max_cache_bytes``."""
-        if self.pos != NULL:
-            raise RuntimeError("the cache is built already")
+        if self.inner_of != NULL:
+            raise RuntimeError("build_cache runs once per Tables (it ran already)")
         blob = np.ascontiguousarray(blob, dtype=np.uint8)
         offsets = np.ascontiguousarray(offsets, dtype=np.int64)
         text_words = np.ascontiguousarray(text_words, dtype=np.uint32)
@@ -326,6 +337,9 @@ cdef class Tables:
             free(path)
             free(eb)
             free(ub)
+        if rc < 0:  # a half-built cache is no cache: fill refuses it
+            free(self.pos)
+            self.pos = NULL
         if rc == ERR_ITEMS:
             raise LimitExceeded("earley_items_per_chart", self.max_items + 1, self.max_items,
                                 "while precomputing the token mask cache")
