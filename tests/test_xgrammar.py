@@ -6,7 +6,8 @@
   with rule inlining off, default and aggressive.
 * **The cache itself**: a token inside a rule is accepted context-independently, one
   that leaves the rule is context-dependent, one whose byte after the rule cannot
-  follow it anywhere is rejected up front (the follow set); shared terminal states.
+  follow it anywhere is rejected up front (the follow set); shared terminal states;
+  sharing walks across a terminal's states builds the same cache as walking each.
 * Rollback / fork / reset / validate; limits (cache bytes, chart items) and options.
 * **Llama-3** (shared data): every mask equal to naive's along the valid instances of
   a few MaskBench schemas, and to outlines' on regular ones.
@@ -163,6 +164,34 @@ def test_cache_splits_tokens_by_context() -> None:
         assert _ids(a) == _ids(b), text
 
 
+def _cache_of(c: XGrammarCompiled) -> dict[tuple[int, int], tuple]:
+    """Every position's ``position_sets``."""
+    out = {}
+    for r, (_, sym) in enumerate(c.symbols["dotted"]):
+        s = 1
+        while sym >= c.symbols["nonterminals"]:
+            try:
+                out[(r, s)] = c.tables.position_sets(r, s)
+            except ValueError:  # past the terminal's last state
+                break
+            s += 1
+    assert out
+    return out
+
+
+def test_shared_walks_build_the_same_cache() -> None:
+    shared = 0
+    for name in NAMES:
+        g = _grammar(name)
+        on = get_engine("xgrammar", LEX).compile(g)
+        off = get_engine("xgrammar", LEX, share_walks=False).compile(g)
+        a, b = on.stats(), off.stats()
+        assert b["shared_walks"] == 0 and a["frontier_nodes"] == b["frontier_nodes"], name
+        assert _cache_of(on) == _cache_of(off), name
+        shared += a["shared_walks"]
+    assert shared > 0  # the small vocabulary does share walks: the comparison means something
+
+
 def test_inlining_substitutes_single_productions_and_stops_at_cycles() -> None:
     # 0 -> 1 ; 1 -> 2 3 ; 2 -> 4 ; 4 -> 2 10 | 11 ; 3 -> 1 | 11   (10, 11 terminals)
     rules = {0: [(1,)], 1: [(2, 3)], 2: [(4,)], 4: [(2, 10), (11,)], 3: [(1,), (11,)]}
@@ -190,7 +219,7 @@ def test_compile_inputs_stats_and_describe() -> None:
 
 
 @pytest.mark.parametrize("options", [{"whitespace": "loose"}, {"inline_max": -1}, {"max_items": 0},
-                                     {"max_cache_bytes": 0}, {"max_items": True}])
+                                     {"max_cache_bytes": 0}, {"max_items": True}, {"share_walks": 1}])
 def test_invalid_options_raise_value_error(options) -> None:
     with pytest.raises(ValueError):
         get_engine("xgrammar", LEX, **options)
@@ -240,6 +269,17 @@ def test_llama3_maskbench_masks_equal_naive(llama3: Vocabulary, name: str) -> No
         assert ma.accept_token(t) and mb.accept_token(t), (name, llama3.token_bytes[t])
         steps += 1
     assert steps >= 10 and ma.is_terminated()
+
+
+@pytest.mark.parametrize("name", ["Glaiveai2K---calculate_area_b345a52d", "Github_easy---o1114"])
+def test_llama3_shared_walks_build_the_same_cache(llama3: Vocabulary, name: str) -> None:
+    # schemas with key-excluding strings (additional properties): ~100 states that
+    # mostly go to one "inside the string" state, the case the sharing is for
+    spec = load_item(require_shared(f"datasets/maskbench/{name}.json")).spec
+    on = get_engine("xgrammar", llama3).compile(spec)
+    off = get_engine("xgrammar", llama3, share_walks=False).compile(spec)
+    assert on.stats()["shared_walks"] > 1000
+    assert _cache_of(on) == _cache_of(off)
 
 
 def _tables_args() -> dict:

@@ -35,6 +35,13 @@ bytes first), adding the tokens accepted there outside ``S`` and the uncertain
 ones.  ``S`` is stored as the smaller of its accepted and rejected id lists, or a
 bitset when both are longer than one (XGrammar's adaptive storage).
 
+An Inner's walk runs one root child at a time, and below a child's byte it depends
+only on the child and the DFA state reached: a terminal's states that reach the same
+state on that byte share the walk (kept while the terminal's Inners are built).  A
+string terminal that excludes known keys has a state per key prefix, and all of them
+go to one "inside the string" state on most bytes, so its hundred states cost about
+one full walk.
+
 A mask is the union over the live positions of ``S`` (once per Inner) and the
 extra ids, then the uncertain tokens checked one by one against the real parser,
 in trie order so a token reuses the bytes it shares with the previous one.
@@ -113,6 +120,29 @@ cdef struct Buf:
     int64_t cap    # items allocated
 
 
+cdef struct Memo:
+    # The walk of a root child's subtree with the DFA in state q after the child's
+    # byte depends on (child, q) alone.  States of one terminal often share it (every
+    # state of a key-excluding string goes to the same "inside" state on most bytes),
+    # so while one terminal's Inners are built, the walks of pairs that several
+    # states reach are kept: their trie indexes and their frontier records.
+    int32_t t          # the terminal whose Inners are being built, -1 before any
+    bint off           # keep nothing (build_cache(share_walks=False))
+    int32_t* indeg     # [k * n_states]: states going to state q on class c
+    int64_t* hkeys     # (child << 32 | q) -> entry, open addressing
+    int32_t* hvals
+    int64_t hcap, hn
+    Buf toks           # int32 trie indexes
+    Buf ents           # MemoEntry
+
+
+cdef struct MemoEntry:
+    int64_t tok
+    int64_t fr         # first Frontier record (in Tables.frs) of the walk that made it
+    int32_t n_tok
+    int32_t n_fr
+
+
 cdef int _reserve(Buf* b, int64_t more, size_t item) noexcept nogil:
     """Room for ``more`` items past ``b.n``; -1 when out of memory."""
     cdef int64_t need = b.n + more, c
@@ -130,6 +160,70 @@ cdef int _reserve(Buf* b, int64_t more, size_t item) noexcept nogil:
     return 0
 
 
+cdef enum:
+    MEMO_MIN_NODES = 2             # smaller subtrees are walked again
+    MEMO_MAX_TOKS = 1 << 26        # trie indexes kept per terminal (256 MiB)
+    MEMO_MAX_INDEG = 1 << 24       # larger terminals (classes x states) keep nothing
+
+
+cdef void _memo_reset(Memo* m, int32_t t) noexcept nogil:
+    free(m.indeg)
+    m.indeg = NULL
+    m.t = t
+    m.hn = 0
+    m.toks.n = 0
+    m.ents.n = 0
+    if m.hvals != NULL:
+        memset(m.hvals, 0xFF, m.hcap * sizeof(int32_t))
+
+
+cdef void _memo_free(Memo* m) noexcept nogil:
+    free(m.indeg)
+    free(m.hkeys)
+    free(m.hvals)
+    free(m.toks.p)
+    free(m.ents.p)
+
+
+cdef inline int64_t _memo_slot(const Memo* m, int64_t key) noexcept nogil:
+    cdef int64_t h = <int64_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & (m.hcap - 1)
+    while m.hvals[h] >= 0 and m.hkeys[h] != key:
+        h = (h + 1) & (m.hcap - 1)
+    return h
+
+
+cdef int _memo_put(Memo* m, int64_t key, int32_t entry) noexcept nogil:
+    cdef int64_t c, i, h
+    cdef int64_t* ok
+    cdef int32_t* ov
+    if 2 * (m.hn + 1) > m.hcap:
+        c = m.hcap * 2 if m.hcap else 1024
+        ok = m.hkeys
+        ov = m.hvals
+        m.hkeys = <int64_t*>malloc(c * sizeof(int64_t))
+        m.hvals = <int32_t*>malloc(c * sizeof(int32_t))
+        if m.hkeys == NULL or m.hvals == NULL:
+            free(ok)
+            free(ov)
+            return ERR_MEMORY
+        memset(m.hvals, 0xFF, c * sizeof(int32_t))
+        i = m.hcap
+        m.hcap = c
+        while i > 0:
+            i -= 1
+            if ov[i] >= 0:
+                h = _memo_slot(m, ok[i])
+                m.hkeys[h] = ok[i]
+                m.hvals[h] = ov[i]
+        free(ok)
+        free(ov)
+    h = _memo_slot(m, key)
+    m.hkeys[h] = key
+    m.hvals[h] = entry
+    m.hn += 1
+    return 0
+
+
 cdef int _cmp_int32(const void* a, const void* b) noexcept nogil:
     cdef int32_t x = (<const int32_t*>a)[0], y = (<const int32_t*>b)[0]
     return (x > y) - (x < y)
@@ -141,6 +235,7 @@ cdef class Tables:
 
     cdef readonly int32_t n_nt, n_sym, n_dr, start_nt, max_items
     cdef readonly int64_t n_pos
+    cdef readonly int64_t shared_walks  # root-child walks the cache build reused
     cdef readonly int32_t vocab_size, n_words, n_tokens
     cdef object _keep
     cdef const int32_t* dr_sym
@@ -266,10 +361,14 @@ cdef class Tables:
 
     # ---------------------------------------------------------------- cache --
 
-    def build_cache(self, TokenTrie trie, blob, offsets, text_words, *, int64_t max_cache_bytes):
+    def build_cache(self, TokenTrie trie, blob, offsets, text_words, *, int64_t max_cache_bytes,
+                    bint share_walks=True):
         """Every position's token sets (see the module doc).  ``blob``/``offsets``:
         the trie's tokens' bytes in trie order; ``text_words``: the bitset of every
-        text token.  Raises :class:`LimitExceeded` past ``max_cache_bytes``."""
+        text token.  ``share_walks``: reuse a root child's walk across the states of a
+        terminal that reach the same state on its byte (:c:type:`Memo`; False walks
+        every subtree, for ablations and tests: the cache is the same).  Raises
+        :class:`LimitExceeded` past ``max_cache_bytes``."""
         if self.inner_of != NULL:
             raise RuntimeError("build_cache runs once per Tables (it ran already)")
         blob = np.ascontiguousarray(blob, dtype=np.uint8)
@@ -308,6 +407,10 @@ cdef class Tables:
         cdef int64_t used = 0, limit = max_cache_bytes, g
         cdef int32_t r, s, n_states, t
         cdef int rc = 0
+        cdef Memo memo
+        memset(&memo, 0, sizeof(Memo))
+        memo.t = -1
+        memo.off = not share_walks
         try:
             with nogil:
                 for r in range(self.n_dr):
@@ -318,7 +421,7 @@ cdef class Tables:
                     for s in range(1, n_states):
                         g = self.t_acc_off[t] + s
                         if self.inner_of[g] < 0:
-                            rc = self._inner(t, s, trie, cls, stack, path, eb)
+                            rc = self._inner(t, s, trie, &memo, cls, stack, path, eb)
                             if rc < 0:
                                 break
                             self.inner_of[g] = <int32_t>(self.inners.n - 1)
@@ -332,6 +435,7 @@ cdef class Tables:
                     if rc < 0:
                         break
         finally:
+            _memo_free(&memo)
             free(cls)
             free(stack)
             free(path)
@@ -348,55 +452,82 @@ cdef class Tables:
         if rc == -3:
             raise LimitExceeded("max_cache_bytes", used, limit, "the adaptive token mask cache")
 
-    cdef int _inner(self, int32_t t, int32_t s, TokenTrie trie, uint8_t* cls, int32_t* stack,
+    cdef int _inner(self, int32_t t, int32_t s, TokenTrie trie, Memo* memo, uint8_t* cls, int32_t* stack,
                     uint8_t* path, int32_t* sb) noexcept nogil:
         """Build the Inner of terminal t's state s: a DFA walk of the trie (sb: room for
-        every trie index; cls: n_tokens bytes of scratch)."""
+        every trie index; cls: n_tokens bytes of scratch), one root child at a time,
+        reusing the walks kept in ``memo`` (see :c:type:`Memo`)."""
         cdef const TrieNode* nodes = trie.nodes
-        cdef const TrieNode* node
         cdef const int32_t* tab = self.t_table + self.t_tab_off[t]
         cdef const uint8_t* cl = self.t_cls + <int64_t>t * 256
-        cdef const uint8_t* acc = self.t_acc + self.t_acc_off[t]
-        cdef int32_t k = self.t_k[t], num_nodes = trie.num_nodes, pi = 1, depth = 1, s2, i, count = 0
-        cdef int32_t fr_end = 0, n = self.n_tokens
+        cdef int32_t k = self.t_k[t], num_nodes = trie.num_nodes, pi, s2, i, q, e, count = 0
+        cdef int32_t n = self.n_tokens, n_states = <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t])
+        cdef int64_t key, h, f0
+        cdef int rc
         cdef Inner* inn
-        cdef Frontier* f
+        cdef MemoEntry* me
         cdef token_t tok
+        if memo.t != t:
+            _memo_reset(memo, t)
+            if not memo.off and <int64_t>k * n_states <= MEMO_MAX_INDEG:
+                memo.indeg = <int32_t*>malloc(max(1, k * n_states) * sizeof(int32_t))
+                if memo.indeg == NULL:
+                    return ERR_MEMORY
+                memset(memo.indeg, 0, k * n_states * sizeof(int32_t))
+                for q in range(1, n_states):
+                    for i in range(k):
+                        memo.indeg[i * n_states + tab[<int64_t>q * k + i]] += 1
         if _reserve(&self.inners, 1, sizeof(Inner)) < 0:
             return ERR_MEMORY
         inn = &(<Inner*>self.inners.p)[self.inners.n]
         self.inners.n += 1
         inn.fr = self.frs.n
         inn.n_fr = 0
-        stack[0] = s
+        pi = 1
         while pi < num_nodes:
-            node = &nodes[pi]
-            s2 = tab[<int64_t>stack[depth - 1] * k + cl[node.byte]]
+            s2 = tab[<int64_t>s * k + cl[nodes[pi].byte]]
             if s2 == 0:
-                depth -= node.num_parents - 1
-                pi += node.subtree_size
+                pi += nodes[pi].subtree_size
                 continue
-            path[depth] = node.byte
-            for i in range(node.token_start, node.token_start + node.token_count):
-                sb[count] = i
-                count += 1
-            if acc[s2] and node.subtree_size > 1 and pi >= fr_end:
-                if _reserve(&self.frs, 1, sizeof(Frontier)) < 0 or _reserve(&self.paths, depth, 1) < 0:
+            key = (<int64_t>pi << 32) | s2
+            if memo.hn:
+                h = _memo_slot(memo, key)
+                if memo.hvals[h] >= 0:  # walked already from another state
+                    self.shared_walks += 1
+                    me = &(<MemoEntry*>memo.ents.p)[memo.hvals[h]]
+                    memcpy(&sb[count], &(<int32_t*>memo.toks.p)[me.tok], me.n_tok * sizeof(int32_t))
+                    count += me.n_tok
+                    if me.n_fr:
+                        if _reserve(&self.frs, me.n_fr, sizeof(Frontier)) < 0:
+                            return ERR_MEMORY
+                        memcpy(&(<Frontier*>self.frs.p)[self.frs.n], &(<Frontier*>self.frs.p)[me.fr],
+                               me.n_fr * sizeof(Frontier))
+                        self.frs.n += me.n_fr
+                    pi += nodes[pi].subtree_size
+                    continue
+            e = count
+            f0 = self.frs.n
+            rc = self._walk_child(t, s, pi, trie, stack, path, sb, &count)
+            if rc < 0:
+                return rc
+            if (memo.indeg != NULL and memo.indeg[cl[nodes[pi].byte] * n_states + s2] > 1
+                    and nodes[pi].subtree_size >= MEMO_MIN_NODES and memo.toks.n + count - e <= MEMO_MAX_TOKS):
+                if (_reserve(&memo.toks, count - e, sizeof(int32_t)) < 0
+                        or _reserve(&memo.ents, 1, sizeof(MemoEntry)) < 0):
                     return ERR_MEMORY
-                inn = &(<Inner*>self.inners.p)[self.inners.n - 1]
-                f = &(<Frontier*>self.frs.p)[self.frs.n]
-                f.node = pi
-                f.depth = depth
-                f.path = self.paths.n
-                memcpy(self.paths.p + self.paths.n, &path[1], depth)
-                self.paths.n += depth
-                self.frs.n += 1
-                inn.n_fr += 1
-                fr_end = pi + node.subtree_size
-            stack[depth] = s2
-            depth += 1 - node.num_parents * (node.subtree_size == 1)
-            pi += 1
+                me = &(<MemoEntry*>memo.ents.p)[memo.ents.n]
+                me.tok = memo.toks.n
+                me.n_tok = count - e
+                me.fr = f0
+                me.n_fr = <int32_t>(self.frs.n - f0)
+                memcpy(&(<int32_t*>memo.toks.p)[memo.toks.n], &sb[e], (count - e) * sizeof(int32_t))
+                memo.toks.n += count - e
+                if _memo_put(memo, key, <int32_t>memo.ents.n) < 0:
+                    return ERR_MEMORY
+                memo.ents.n += 1
+            pi += nodes[pi].subtree_size
         inn = &(<Inner*>self.inners.p)[self.inners.n - 1]
+        inn.n_fr = <int32_t>(self.frs.n - inn.fr)
         if count <= self.n_words:
             inn.kind = K_ACCEPTED
         elif n - count <= self.n_words:
@@ -433,6 +564,49 @@ cdef class Tables:
                 if not cls[i]:
                     (<int32_t*>self.pool.p)[self.pool.n] = self.trie_ids[i]
                     self.pool.n += 1
+        return 0
+
+    cdef int _walk_child(self, int32_t t, int32_t s, int32_t child, TokenTrie trie, int32_t* stack, uint8_t* path,
+                         int32_t* sb, int32_t* count) noexcept nogil:
+        """Terminal t's DFA from state s over root child ``child``'s subtree: append the
+        trie indexes it reads without dying to sb, and its outermost accepting nodes
+        with children (with their bytes) to the frontier records."""
+        cdef const TrieNode* nodes = trie.nodes
+        cdef const TrieNode* node
+        cdef const int32_t* tab = self.t_table + self.t_tab_off[t]
+        cdef const uint8_t* cl = self.t_cls + <int64_t>t * 256
+        cdef const uint8_t* acc = self.t_acc + self.t_acc_off[t]
+        cdef int32_t k = self.t_k[t], pi = child, end = child + trie.nodes[child].subtree_size, depth = 1, s2, i
+        cdef int32_t fr_end = 0, c = count[0]
+        cdef Frontier* f
+        stack[0] = s
+        while pi < end:
+            node = &nodes[pi]
+            s2 = tab[<int64_t>stack[depth - 1] * k + cl[node.byte]]
+            if s2 == 0:
+                depth -= node.num_parents - 1
+                pi += node.subtree_size
+                continue
+            path[depth] = node.byte
+            for i in range(node.token_start, node.token_start + node.token_count):
+                sb[c] = i
+                c += 1
+            if acc[s2] and node.subtree_size > 1 and pi >= fr_end:
+                if _reserve(&self.frs, 1, sizeof(Frontier)) < 0 or _reserve(&self.paths, depth, 1) < 0:
+                    count[0] = c
+                    return ERR_MEMORY
+                f = &(<Frontier*>self.frs.p)[self.frs.n]
+                f.node = pi
+                f.depth = depth
+                f.path = self.paths.n
+                memcpy(self.paths.p + self.paths.n, &path[1], depth)
+                self.paths.n += depth
+                self.frs.n += 1
+                fr_end = pi + node.subtree_size
+            stack[depth] = s2
+            depth += 1 - node.num_parents * (node.subtree_size == 1)
+            pi += 1
+        count[0] = c
         return 0
 
     cdef int _occurrence(self, Parser p, int32_t r, int32_t s, int32_t inner, TokenTrie trie, int32_t* esc,
@@ -549,7 +723,8 @@ cdef class Tables:
 
     def cache_stats(self):
         """Positions; shared terminal states (Inners) by storage kind and their frontier
-        nodes; accepted-outside-S and uncertain ids over the positions; cache bytes."""
+        nodes; accepted-outside-S and uncertain ids over the positions; the root-child
+        walks reused while building (``share_walks``); cache bytes."""
         kinds = [0, 0, 0]
         cdef int64_t i, n_extra = 0, n_unc = 0
         for i in range(self.inners.n):
@@ -564,7 +739,8 @@ cdef class Tables:
                     n_unc += self.pos[self.pos_start[r] + s].n_unc
         return {"positions": int(self.n_pos), "inner_states": int(self.inners.n), "inner_accepted": kinds[0],
                 "inner_rejected": kinds[1], "inner_bitset": kinds[2], "frontier_nodes": int(self.frs.n),
-                "extra_ids": int(n_extra), "uncertain_ids": int(n_unc), "cache_bytes": self.cache_bytes()}
+                "extra_ids": int(n_extra), "uncertain_ids": int(n_unc), "shared_walks": int(self.shared_walks),
+                "cache_bytes": self.cache_bytes()}
 
     def cache_bytes(self):
         return int(self._cache_bytes())

@@ -32,7 +32,9 @@ What ``compile`` takes: a :class:`Grammar`, a JSON schema (dict, bool or
 :meth:`Grammar.from_json_schema`) or a regex (``str``, :meth:`Grammar.from_regex`).
 
 Options: ``whitespace`` (for schemas), ``inline_max`` (default 4; 0 inlines only
-rules used once), and the limits ``max_items`` (Earley items in one chart, default
+rules used once), ``share_walks`` (default True: a terminal's states that reach the
+same state on a first byte share that subtree's trie walk while the cache is built;
+False, for ablations, walks each again and builds the same cache), and the limits ``max_items`` (Earley items in one chart, default
 10,000) and ``max_cache_bytes`` (the mask cache of one grammar, default 1 GiB).
 Exceeding one is a :class:`~toolkit.errors.LimitExceeded`: at compile time it is
 raised, while decoding it puts the matcher in the protocol's sticky error state.
@@ -244,6 +246,7 @@ class XGrammarEngine:
         inline_max: int = 4,
         max_items: int = 10_000,
         max_cache_bytes: int = 1 << 30,
+        share_walks: bool = True,
     ) -> None:
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
@@ -255,9 +258,12 @@ class XGrammarEngine:
         self.whitespace = whitespace
         self.inline_max = int(inline_max)
         self.max_items = int(max_items)
+        if not isinstance(share_walks, bool):
+            raise ValueError(f"share_walks must be a bool, got {share_walks!r}")
         self.max_cache_bytes = int(max_cache_bytes)
+        self.share_walks = share_walks
         self.options = {"whitespace": whitespace, "inline_max": self.inline_max, "max_items": self.max_items,
-                        "max_cache_bytes": self.max_cache_bytes}
+                        "max_cache_bytes": self.max_cache_bytes, "share_walks": share_walks}
         self.trie = TokenTrie(vocab)
         self._blob, self._offsets = self.trie.token_blob()
         self._text_words = bm.set_bits(bm.allocate(vocab.size)[0], self.trie.token_ids).view(np.uint32)
@@ -279,7 +285,7 @@ class XGrammarEngine:
         tables, symbols = build_tables(grammar, inline_max=self.inline_max, max_items=self.max_items)
         t2 = time.perf_counter()
         tables.build_cache(self.trie, self._blob, self._offsets, self._text_words,
-                           max_cache_bytes=self.max_cache_bytes)
+                           max_cache_bytes=self.max_cache_bytes, share_walks=self.share_walks)
         t3 = time.perf_counter()
         return XGrammarCompiled(grammar, tables, kind, symbols,
                                 {"grammar": t1 - t0, "tables": t2 - t1, "cache": t3 - t2})
