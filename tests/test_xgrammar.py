@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 
 from strategies import get_engine
 from strategies.xgrammar import XGrammarCompiled, XGrammarEngine
-from strategies.xgrammar.engine import inline_rules
+from strategies.xgrammar.engine import follow_sets, inline_rules
 from tests._support.shared import require_shared
 from tests.test_llguidance import EOS, GRAMMARS, LEX, REGEXES, _as_ids, _grammar, _ids, _row, _show
+from toolkit._earley import compile_cfg
 from toolkit.datasets import load_item
 from toolkit.errors import LimitExceeded, UnsupportedGrammar
 from toolkit.grammar import Grammar
@@ -204,6 +205,19 @@ def test_inlining_substitutes_single_productions_and_stops_at_cycles() -> None:
     cyc = {0: [(1,), (11,)], 1: [(2, 10)], 2: [(0, 11)]}
     out = inline_rules(cyc, 0, 4)
     assert out == {0: [(0, 11, 10), (11,)]}
+
+
+def test_follow_sets_by_hand() -> None:
+    g = Grammar.from_lark('start: a "x" | b "y"\na: "p" b |\nb: c*\nc: "q"\n')
+    cfg = compile_cfg(g)
+    rules: dict[int, list] = {a: [] for a in range(cfg.n_nonterminals)}
+    for lhs, rhs in cfg.prods:
+        rules[lhs].append(rhs)
+    fol = follow_sets(rules, cfg, {i: bool(v) for i, v in enumerate(cfg.nullable)})
+    got = {str(cfg.names[a]): bytes(np.flatnonzero(v).tolist()) for a, v in fol.items()}
+    # b ends a's first production and a is nullable, so b is followed by what follows
+    # a ("x") and by "y"; c* is followed by another c ("q") or by what follows b
+    assert got == {"start": b"", "a": b"x", "b": b"xy", "c": b"qxy", "__b_star_0": b"qxy", "%start": b""}
 
 
 def test_compile_inputs_stats_and_describe() -> None:

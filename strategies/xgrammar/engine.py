@@ -127,43 +127,58 @@ def _first_bytes(cfg: CFG) -> dict[int, np.ndarray]:
     return out
 
 
+def _closure_sets(own: dict[int, int], edges: dict[int, set[int]]) -> dict[int, int]:
+    """The least sets with ``out[a] ⊇ own[a]`` and ``out[b] ⊇ out[a]`` for each edge
+    ``a -> b`` (sets as int bitmasks), by a worklist."""
+    out = dict(own)
+    todo = list(out)
+    while todo:
+        a = todo.pop()
+        bits = out[a]
+        for b in edges.get(a, ()):
+            if bits & ~out[b]:
+                out[b] |= bits
+                todo.append(b)
+    return out
+
+
+def _as_bits(mask: np.ndarray) -> int:
+    return int.from_bytes(np.packbits(mask, bitorder="little").tobytes(), "little")
+
+
 def follow_sets(rules: Rules, cfg: CFG, nullable: dict[int, bool]) -> dict[int, np.ndarray]:
     """``FOLLOW(A)`` as bool[256] per nonterminal: the first bytes of what can come
     after ``A`` in some sentential form (nothing after the start)."""
-    term_first = _first_bytes(cfg)
-    first = {a: np.zeros(256, dtype=bool) for a in rules}
-    first.update(term_first)
-    changed = True
-    while changed:
-        changed = False
-        for a, alts in rules.items():
-            acc = first[a]
-            before = int(acc.sum())
-            for alt in alts:
-                for s in alt:
-                    acc |= first[s]
+    # FIRST(A) includes FIRST(X) for each X that starts A's productions after
+    # nullable symbols; FOLLOW(A) includes FIRST of what follows A in a production
+    # (up to the first non-nullable symbol) and, when all of that is nullable, the
+    # FOLLOW of the production's lhs
+    first_own = {t: _as_bits(m) for t, m in _first_bytes(cfg).items()}
+    first_own.update((a, 0) for a in rules)
+    first_edges: dict[int, set[int]] = {}
+    for a, alts in rules.items():
+        for alt in alts:
+            for s in alt:
+                first_edges.setdefault(s, set()).add(a)
+                if not nullable[s]:
+                    break
+    first = _closure_sets(first_own, first_edges)
+    follow_own = dict.fromkeys(rules, 0)
+    follow_edges: dict[int, set[int]] = {}
+    for b, alts in rules.items():
+        for alt in alts:
+            for i, a in enumerate(alt):
+                if a not in rules:
+                    continue
+                for s in alt[i + 1 :]:
+                    follow_own[a] |= first[s]
                     if not nullable[s]:
                         break
-            changed |= int(acc.sum()) != before
-    follow = {a: np.zeros(256, dtype=bool) for a in rules}
-    changed = True
-    while changed:
-        changed = False
-        for b, alts in rules.items():
-            for alt in alts:
-                for i, a in enumerate(alt):
-                    if a not in rules:
-                        continue
-                    acc = follow[a]
-                    before = int(acc.sum())
-                    for s in alt[i + 1 :]:
-                        acc |= first[s]
-                        if not nullable[s]:
-                            break
-                    else:
-                        acc |= follow[b]
-                    changed |= int(acc.sum()) != before
-    return follow
+                else:
+                    follow_edges.setdefault(b, set()).add(a)
+    follow = _closure_sets(follow_own, follow_edges)
+    return {a: np.unpackbits(np.frombuffer(v.to_bytes(32, "little"), dtype=np.uint8), bitorder="little").astype(bool)
+            for a, v in follow.items()}
 
 
 def build_tables(grammar: Grammar, *, inline_max: int, max_items: int) -> tuple[Tables, dict[str, Any]]:
