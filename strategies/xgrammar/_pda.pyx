@@ -120,6 +120,10 @@ cdef struct Buf:
     int64_t cap    # items allocated
 
 
+cdef enum:
+    MEMO_BASES = 8
+
+
 cdef struct Memo:
     # The walk of a root child's subtree with the DFA in state q after the child's
     # byte depends on (child, q) alone.  States of one terminal often share it (every
@@ -127,13 +131,27 @@ cdef struct Memo:
     # so while one terminal's Inners are built, the walks of pairs that several
     # states reach are kept: their trie indexes and their frontier records.
     int32_t t          # the terminal whose Inners are being built, -1 before any
-    bint off           # keep nothing (build_cache(share_walks=False))
+    bint off           # keep nothing, build each Inner afresh (build_cache(share_walks=False))
     int32_t* indeg     # [k * n_states]: states going to state q on class c
     int64_t* hkeys     # (child << 32 | q) -> entry, open addressing
     int32_t* hvals
     int64_t hcap, hn
     Buf toks           # int32 trie indexes
     Buf ents           # MemoEntry
+    # the root's children, and the tokens below each
+    int32_t n_roots
+    int32_t roots[256]
+    int32_t root_ntok[256]
+    # the Inner being built: per root child, its walk (trie indexes in toks or in the
+    # walk buffer), -1 tokens when the DFA dies on the child's byte
+    int64_t pc_off[256]
+    int32_t pc_n[256]
+    uint8_t pc_memo[256]
+    # recent bitset Inners of the terminal: a new bitset starts as a copy of the one
+    # whose state agrees most with its state on the root children's bytes
+    int32_t base_state[MEMO_BASES]
+    int64_t base_data[MEMO_BASES]
+    int32_t n_base, base_next
 
 
 cdef struct MemoEntry:
@@ -173,6 +191,8 @@ cdef void _memo_reset(Memo* m, int32_t t) noexcept nogil:
     m.hn = 0
     m.toks.n = 0
     m.ents.n = 0
+    m.n_base = 0
+    m.base_next = 0
     if m.hvals != NULL:
         memset(m.hvals, 0xFF, m.hcap * sizeof(int32_t))
 
@@ -411,6 +431,12 @@ cdef class Tables:
         memset(&memo, 0, sizeof(Memo))
         memo.t = -1
         memo.off = not share_walks
+        cdef int32_t ri = 1
+        while ri < trie.num_nodes:
+            memo.roots[memo.n_roots] = ri
+            memo.root_ntok[memo.n_roots] = _subtree_end(trie.nodes, trie.num_nodes, ri, trie.num_tokens) - trie.nodes[ri].token_start
+            memo.n_roots += 1
+            ri += trie.nodes[ri].subtree_size
         try:
             with nogil:
                 for r in range(self.n_dr):
@@ -460,12 +486,14 @@ cdef class Tables:
         cdef const TrieNode* nodes = trie.nodes
         cdef const int32_t* tab = self.t_table + self.t_tab_off[t]
         cdef const uint8_t* cl = self.t_cls + <int64_t>t * 256
-        cdef int32_t k = self.t_k[t], num_nodes = trie.num_nodes, pi, s2, i, q, e, count = 0
+        cdef int32_t k = self.t_k[t], ci, pi, s2, i, q, e, count = 0, walked = 0, b, best = -1
         cdef int32_t n = self.n_tokens, n_states = <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t])
-        cdef int64_t key, h, f0
+        cdef int64_t key, h, f0, agree, best_agree = 0, j
         cdef int rc
         cdef Inner* inn
         cdef MemoEntry* me
+        cdef const int32_t* toks
+        cdef word_t* w
         cdef token_t tok
         if memo.t != t:
             _memo_reset(memo, t)
@@ -483,11 +511,12 @@ cdef class Tables:
         self.inners.n += 1
         inn.fr = self.frs.n
         inn.n_fr = 0
-        pi = 1
-        while pi < num_nodes:
+        # each root child's walk: kept from another state, or walked now into sb
+        for ci in range(memo.n_roots):
+            pi = memo.roots[ci]
+            memo.pc_n[ci] = -1
             s2 = tab[<int64_t>s * k + cl[nodes[pi].byte]]
             if s2 == 0:
-                pi += nodes[pi].subtree_size
                 continue
             key = (<int64_t>pi << 32) | s2
             if memo.hn:
@@ -495,7 +524,9 @@ cdef class Tables:
                 if memo.hvals[h] >= 0:  # walked already from another state
                     self.shared_walks += 1
                     me = &(<MemoEntry*>memo.ents.p)[memo.hvals[h]]
-                    memcpy(&sb[count], &(<int32_t*>memo.toks.p)[me.tok], me.n_tok * sizeof(int32_t))
+                    memo.pc_off[ci] = me.tok
+                    memo.pc_n[ci] = me.n_tok
+                    memo.pc_memo[ci] = 1
                     count += me.n_tok
                     if me.n_fr:
                         if _reserve(&self.frs, me.n_fr, sizeof(Frontier)) < 0:
@@ -503,29 +534,31 @@ cdef class Tables:
                         memcpy(&(<Frontier*>self.frs.p)[self.frs.n], &(<Frontier*>self.frs.p)[me.fr],
                                me.n_fr * sizeof(Frontier))
                         self.frs.n += me.n_fr
-                    pi += nodes[pi].subtree_size
                     continue
-            e = count
+            e = walked
             f0 = self.frs.n
-            rc = self._walk_child(t, s, pi, trie, stack, path, sb, &count)
+            rc = self._walk_child(t, s, pi, trie, stack, path, sb, &walked)
             if rc < 0:
                 return rc
+            memo.pc_off[ci] = e
+            memo.pc_n[ci] = walked - e
+            memo.pc_memo[ci] = 0
+            count += walked - e
             if (memo.indeg != NULL and memo.indeg[cl[nodes[pi].byte] * n_states + s2] > 1
-                    and nodes[pi].subtree_size >= MEMO_MIN_NODES and memo.toks.n + count - e <= MEMO_MAX_TOKS):
-                if (_reserve(&memo.toks, count - e, sizeof(int32_t)) < 0
+                    and nodes[pi].subtree_size >= MEMO_MIN_NODES and memo.toks.n + walked - e <= MEMO_MAX_TOKS):
+                if (_reserve(&memo.toks, walked - e, sizeof(int32_t)) < 0
                         or _reserve(&memo.ents, 1, sizeof(MemoEntry)) < 0):
                     return ERR_MEMORY
                 me = &(<MemoEntry*>memo.ents.p)[memo.ents.n]
                 me.tok = memo.toks.n
-                me.n_tok = count - e
+                me.n_tok = walked - e
                 me.fr = f0
                 me.n_fr = <int32_t>(self.frs.n - f0)
-                memcpy(&(<int32_t*>memo.toks.p)[memo.toks.n], &sb[e], (count - e) * sizeof(int32_t))
-                memo.toks.n += count - e
+                memcpy(&(<int32_t*>memo.toks.p)[memo.toks.n], &sb[e], (walked - e) * sizeof(int32_t))
+                memo.toks.n += walked - e
                 if _memo_put(memo, key, <int32_t>memo.ents.n) < 0:
                     return ERR_MEMORY
                 memo.ents.n += 1
-            pi += nodes[pi].subtree_size
         inn = &(<Inner*>self.inners.p)[self.inners.n - 1]
         inn.n_fr = <int32_t>(self.frs.n - inn.fr)
         if count <= self.n_words:
@@ -539,27 +572,69 @@ cdef class Tables:
                 return ERR_MEMORY
             inn.data = self.wpool.n
             inn.n_data = self.n_words
-            memset(&(<word_t*>self.wpool.p)[self.wpool.n], 0, self.n_words * sizeof(word_t))
-            for i in range(count):
-                tok = self.trie_ids[sb[i]]
-                (<word_t*>self.wpool.p)[self.wpool.n + (tok >> 5)] |= (<word_t>1) << (tok & 31)
+            w = &(<word_t*>self.wpool.p)[self.wpool.n]
+            # start from the recent bitset whose state agrees on the most tokens' first
+            # byte, when that leaves less than half the tokens to redo
+            for b in range(memo.n_base):
+                agree = 0
+                for ci in range(memo.n_roots):
+                    i = cl[nodes[memo.roots[ci]].byte]
+                    if tab[<int64_t>s * k + i] == tab[<int64_t>memo.base_state[b] * k + i]:
+                        agree += memo.root_ntok[ci]
+                if agree > best_agree:
+                    best_agree = agree
+                    best = b
+            if best >= 0 and 2 * (n - best_agree) < n:
+                memcpy(w, &(<word_t*>self.wpool.p)[memo.base_data[best]], self.n_words * sizeof(word_t))
+                b = memo.base_state[best]
+            else:
+                memset(w, 0, self.n_words * sizeof(word_t))
+                b = -1
+            for ci in range(memo.n_roots):
+                pi = memo.roots[ci]
+                i = cl[nodes[pi].byte]
+                if b >= 0:
+                    if tab[<int64_t>s * k + i] == tab[<int64_t>b * k + i]:
+                        continue  # the same walk as the base's
+                    for j in range(nodes[pi].token_start, nodes[pi].token_start + memo.root_ntok[ci]):
+                        tok = self.trie_ids[j]
+                        w[tok >> 5] &= ~((<word_t>1) << (tok & 31))
+                if memo.pc_n[ci] <= 0:
+                    continue
+                toks = (<const int32_t*>memo.toks.p if memo.pc_memo[ci] else sb) + memo.pc_off[ci]
+                for i in range(memo.pc_n[ci]):
+                    tok = self.trie_ids[toks[i]]
+                    w[tok >> 5] |= (<word_t>1) << (tok & 31)
+            if not memo.off:
+                b = memo.base_next % MEMO_BASES
+                memo.base_next += 1
+                memo.base_state[b] = s
+                memo.base_data[b] = self.wpool.n
+                memo.n_base = min(memo.n_base + 1, <int32_t>MEMO_BASES)
             self.wpool.n += self.n_words
-        elif inn.kind == K_ACCEPTED:
+            return 0
+        if inn.kind == K_ACCEPTED:
             inn.n_data = count
             if _reserve(&self.pool, count, sizeof(int32_t)) < 0:
                 return ERR_MEMORY
             inn.data = self.pool.n
-            for i in range(count):
-                (<int32_t*>self.pool.p)[self.pool.n + i] = self.trie_ids[sb[i]]
-            self.pool.n += count
         else:
             inn.n_data = n - count
             if _reserve(&self.pool, n - count, sizeof(int32_t)) < 0:
                 return ERR_MEMORY
             inn.data = self.pool.n
             memset(cls, 0, n)
-            for i in range(count):
-                cls[sb[i]] = 1
+        for ci in range(memo.n_roots):
+            if memo.pc_n[ci] <= 0:
+                continue
+            toks = (<const int32_t*>memo.toks.p if memo.pc_memo[ci] else sb) + memo.pc_off[ci]
+            for i in range(memo.pc_n[ci]):
+                if inn.kind == K_ACCEPTED:
+                    (<int32_t*>self.pool.p)[self.pool.n] = self.trie_ids[toks[i]]
+                    self.pool.n += 1
+                else:
+                    cls[toks[i]] = 1
+        if inn.kind == K_REJECTED:
             for i in range(n):
                 if not cls[i]:
                     (<int32_t*>self.pool.p)[self.pool.n] = self.trie_ids[i]
