@@ -29,6 +29,7 @@ from toolkit._earley import compile_cfg
 from toolkit.datasets import load_item
 from toolkit.errors import LimitExceeded, UnsupportedGrammar
 from toolkit.grammar import Grammar
+from toolkit.jsonschema import grammar_of
 from toolkit.protocol import MaskEngine, Matcher
 from toolkit.vocab import Vocabulary, load_vocab
 
@@ -285,14 +286,60 @@ def test_llama3_maskbench_masks_equal_naive(llama3: Vocabulary, name: str) -> No
     assert steps >= 10 and ma.is_terminated()
 
 
-@pytest.mark.parametrize("name", ["Glaiveai2K---calculate_area_b345a52d", "Github_easy---o1114"])
+# bounded repetitions longer than LEX's longest token (6 bytes): their counter states
+# far from the bound read every token alike and share their cache entries
+BOUNDED = {
+    "regex": r"[a-e ]{3,20}\.",
+    "lark": 'start: "[" ITEM ("," ITEM)* "]"\nITEM: /[0-9]{1,10}/\n',
+    "schema": {"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 12}, "maxItems": 3},
+}
+
+
+def _bounded(which: str):
+    spec = BOUNDED[which]
+    return Grammar.from_lark(spec) if which == "lark" else spec
+
+
+@pytest.fixture(scope="module")
+def bounded() -> dict:
+    out = {}
+    naive = get_engine("naive", LEX)
+    for which in BOUNDED:
+        on = get_engine("xgrammar", LEX).compile(_bounded(which))
+        off = get_engine("xgrammar", LEX, share_walks=False).compile(_bounded(which))
+        out[which] = (on, off, naive.compile(grammar_of(_bounded(which), whitespace="flexible", engine="naive")[0]))
+    return out
+
+
+@pytest.mark.parametrize("which", sorted(BOUNDED))
+def test_states_no_token_tells_apart_share_the_cache(bounded, which: str) -> None:
+    on, off, _ = bounded[which]
+    assert on.stats()["merged_positions"] > 0 and off.stats()["merged_positions"] == 0
+    assert on.stats()["inner_states"] < off.stats()["inner_states"]
+    assert _cache_of(on) == _cache_of(off)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), which=st.sampled_from(sorted(BOUNDED)))
+def test_bounded_repetitions_mask_like_naive(bounded, data, which: str) -> None:
+    on, off, nv = bounded[which]
+    ours = {"on": get_engine("xgrammar", LEX).matcher(on), "off": get_engine("xgrammar", LEX).matcher(off)}
+    _walk(data, get_engine("naive", LEX).matcher(nv), ours, which, steps=20)
+
+
+@pytest.mark.parametrize("name", ["Glaiveai2K---calculate_area_b345a52d", "Github_easy---o1114", "maxLength"])
 def test_llama3_shared_walks_build_the_same_cache(llama3: Vocabulary, name: str) -> None:
     # schemas with key-excluding strings (additional properties): ~100 states that
-    # mostly go to one "inside the string" state, the case the sharing is for
-    spec = load_item(require_shared(f"datasets/maskbench/{name}.json")).spec
+    # mostly go to one "inside the string" state, the case the walk sharing is for;
+    # and a string longer than the longest token, whose counter states merge
+    if name == "maxLength":
+        spec = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 150}}, "required": ["s"]}
+    else:
+        spec = load_item(require_shared(f"datasets/maskbench/{name}.json")).spec
     on = get_engine("xgrammar", llama3).compile(spec)
     off = get_engine("xgrammar", llama3, share_walks=False).compile(spec)
     assert on.stats()["shared_walks"] > 1000
+    assert (on.stats()["merged_positions"] > 10) == (name == "maxLength")
     assert _cache_of(on) == _cache_of(off)
 
 

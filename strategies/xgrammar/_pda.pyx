@@ -40,7 +40,10 @@ only on the child and the DFA state reached: a terminal's states that reach the 
 state on that byte share the walk (kept while the terminal's Inners are built).  A
 string terminal that excludes known keys has a state per key prefix, and all of them
 go to one "inside the string" state on most bytes, so its hundred states cost about
-one full walk.
+one full walk.  And states that no string as long as the longest token tells apart
+(the counter states of a ``maxLength`` string far from its bound) read every token
+alike: the later ones copy the first one's Inner and position records (Moore's
+refinement, stopped after that many rounds).
 
 A mask is the union over the live positions of ``S`` (once per Inner) and the
 extra ids, then the uncertain tokens checked one by one against the real parser,
@@ -256,6 +259,7 @@ cdef class Tables:
     cdef readonly int32_t n_nt, n_sym, n_dr, start_nt, max_items
     cdef readonly int64_t n_pos
     cdef readonly int64_t shared_walks  # root-child walks the cache build reused
+    cdef readonly int64_t merged_positions  # positions copied from an equivalent state's
     cdef readonly int32_t vocab_size, n_words, n_tokens
     cdef object _keep
     cdef const int32_t* dr_sym
@@ -386,8 +390,9 @@ cdef class Tables:
         """Every position's token sets (see the module doc).  ``blob``/``offsets``:
         the trie's tokens' bytes in trie order; ``text_words``: the bitset of every
         text token.  ``share_walks``: reuse a root child's walk across the states of a
-        terminal that reach the same state on its byte (:c:type:`Memo`; False walks
-        every subtree, for ablations and tests: the cache is the same).  Raises
+        terminal that reach the same state on its byte (:c:type:`Memo`), and one
+        state's records for the states no token tells apart from it; False builds
+        every state afresh, for ablations and tests: the cache is the same.  Raises
         :class:`LimitExceeded` past ``max_cache_bytes``."""
         if self.inner_of != NULL:
             raise RuntimeError("build_cache runs once per Tables (it ran already)")
@@ -437,15 +442,37 @@ cdef class Tables:
             memo.root_ntok[memo.n_roots] = _subtree_end(trie.nodes, trie.num_nodes, ri, trie.num_tokens) - trie.nodes[ri].token_start
             memo.n_roots += 1
             ri += trie.nodes[ri].subtree_size
+        cdef int32_t* rep = <int32_t*>malloc(max(1, n_states_all) * sizeof(int32_t))
+        if rep == NULL:
+            _memo_free(&memo)
+            free(cls)
+            free(stack)
+            free(path)
+            free(eb)
+            free(ub)
+            raise MemoryError()
         try:
             with nogil:
-                for r in range(self.n_dr):
+                for t in range(self.n_sym - self.n_nt):
+                    if share_walks:
+                        rc = self._short_classes(t, trie.max_depth, rep + self.t_acc_off[t])
+                        if rc < 0:
+                            break
+                    else:
+                        for s in range(<int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t])):
+                            rep[self.t_acc_off[t] + s] = s
+                for r in range(self.n_dr if rc == 0 else 0):
                     if self.pos_start[r] < 0:
                         continue
                     t = self.dr_sym[r] - self.n_nt
                     n_states = <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t])
                     for s in range(1, n_states):
                         g = self.t_acc_off[t] + s
+                        if rep[g] != s:  # reads every token as an earlier state does
+                            self.pos[self.pos_start[r] + s] = self.pos[self.pos_start[r] + rep[g]]
+                            self.inner_of[g] = self.inner_of[self.t_acc_off[t] + rep[g]]
+                            self.merged_positions += 1
+                            continue
                         if self.inner_of[g] < 0:
                             rc = self._inner(t, s, trie, &memo, cls, stack, path, eb)
                             if rc < 0:
@@ -462,6 +489,7 @@ cdef class Tables:
                         break
         finally:
             _memo_free(&memo)
+            free(rep)
             free(cls)
             free(stack)
             free(path)
@@ -477,6 +505,74 @@ cdef class Tables:
             raise MemoryError()
         if rc == -3:
             raise LimitExceeded("max_cache_bytes", used, limit, "the adaptive token mask cache")
+
+    cdef int _short_classes(self, int32_t t, int32_t depth, int32_t* rep) noexcept nogil:
+        """``rep[s]``, for terminal t's states: the first state that no string of at
+        most ``depth`` bytes tells apart from s (dead, alive, accepting after each of
+        its bytes).  Moore's refinement, stopped after ``depth`` rounds: a token of at
+        most ``depth`` bytes is read the same from both, so they share the cache."""
+        cdef const int32_t* tab = self.t_table + self.t_tab_off[t]
+        cdef const uint8_t* acc = self.t_acc + self.t_acc_off[t]
+        cdef int32_t n = <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t]), k = self.t_k[t]
+        cdef int32_t rnd, s, q, i, n_cls = 3, new_n
+        cdef int64_t hcap = 16, h
+        cdef uint64_t x
+        cdef bint same
+        while hcap < 2 * n:
+            hcap *= 2
+        cdef int32_t* cur = <int32_t*>malloc(n * sizeof(int32_t))
+        cdef int32_t* nxt = <int32_t*>malloc(n * sizeof(int32_t))
+        cdef int32_t* hs = <int32_t*>malloc(hcap * sizeof(int32_t))
+        cdef int32_t* tmp
+        if cur == NULL or nxt == NULL or hs == NULL:
+            free(cur)
+            free(nxt)
+            free(hs)
+            return ERR_MEMORY
+        cur[0] = 0
+        for s in range(1, n):
+            cur[s] = 1 + (acc[s] != 0)
+        for rnd in range(depth):
+            memset(hs, 0xFF, hcap * sizeof(int32_t))
+            new_n = 0
+            for s in range(n):
+                x = <uint64_t>cur[s] * <uint64_t>0x9E3779B97F4A7C15
+                for i in range(k):
+                    x = (x ^ <uint64_t>cur[tab[<int64_t>s * k + i]]) * <uint64_t>0x9E3779B97F4A7C15
+                h = <int64_t>(x >> 20) & (hcap - 1)
+                while hs[h] >= 0:
+                    q = hs[h]
+                    same = cur[q] == cur[s]
+                    i = 0
+                    while same and i < k:
+                        same = cur[tab[<int64_t>q * k + i]] == cur[tab[<int64_t>s * k + i]]
+                        i += 1
+                    if same:
+                        break
+                    h = (h + 1) & (hcap - 1)
+                if hs[h] >= 0:
+                    nxt[s] = nxt[hs[h]]
+                else:
+                    hs[h] = s
+                    nxt[s] = new_n
+                    new_n += 1
+            tmp = cur
+            cur = nxt
+            nxt = tmp
+            if new_n == n_cls:
+                break  # stable: no longer string tells them apart either
+            n_cls = new_n
+        # the first state of each class (nxt: first state per class id)
+        for i in range(n):
+            nxt[i] = -1
+        for s in range(n):
+            if nxt[cur[s]] < 0:
+                nxt[cur[s]] = s
+            rep[s] = nxt[cur[s]]
+        free(cur)
+        free(nxt)
+        free(hs)
+        return 0
 
     cdef int _inner(self, int32_t t, int32_t s, TokenTrie trie, Memo* memo, uint8_t* cls, int32_t* stack,
                     uint8_t* path, int32_t* sb) noexcept nogil:
@@ -815,6 +911,7 @@ cdef class Tables:
         return {"positions": int(self.n_pos), "inner_states": int(self.inners.n), "inner_accepted": kinds[0],
                 "inner_rejected": kinds[1], "inner_bitset": kinds[2], "frontier_nodes": int(self.frs.n),
                 "extra_ids": int(n_extra), "uncertain_ids": int(n_unc), "shared_walks": int(self.shared_walks),
+                "merged_positions": int(self.merged_positions),
                 "cache_bytes": self.cache_bytes()}
 
     def cache_bytes(self):
