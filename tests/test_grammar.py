@@ -138,6 +138,19 @@ def test_unproductive_rules_do_not_make_prefixes_viable() -> None:
     assert not g.accepts("b ")
 
 
+def test_cfg_nullable_and_productive_symbols() -> None:
+    from toolkit._earley import compile_cfg
+
+    # n is nullable only through m, p through the chain p -> q -> r -> (empty); dead
+    # needs itself, so it and the alternative using it go
+    g = Grammar.from_lark('start: n p "z" | dead\nn: m m\nm: "a" |\np: q\nq: r\nr: "e" |\ndead: "d" dead\n')
+    cfg = compile_cfg(g)
+    null = {str(cfg.names[i]) for i, v in enumerate(cfg.nullable) if v}
+    assert {"n", "m", "p", "q", "r"} <= null and "start" not in null
+    assert "dead" not in cfg.names  # unproductive: dropped with the alternative using it
+    assert [len(rhs) for lhs, rhs in cfg.prods if cfg.names[lhs] == "start"] == [3]
+
+
 def test_from_regex() -> None:
     g = Grammar.from_regex(r"\d+(\.\d+)?")
     assert g.accepts("12.5") and g.accepts("7") and not g.accepts("12.") and not g.accepts("")

@@ -18,6 +18,7 @@ it is the oracle other strategies are tested against.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,18 +57,39 @@ class CFG:
     accepting: tuple[np.ndarray | None, ...]
 
 
+def _derives(prods: Iterable[tuple[Hashable, Sequence[Hashable]]], base: set) -> set:
+    """The least set holding ``base`` and every lhs with a production whose symbols
+    are all in the set (productive symbols from the live terminals, nullable ones
+    from the nullable terminals).  Linear: each production counts its symbols not
+    yet in the set, and a symbol that joins it decrements the productions using it."""
+    out = set(base)
+    missing: list[int] = []
+    lhs_of: list[Hashable] = []
+    uses: dict[Hashable, list[int]] = {}
+    todo: list[Hashable] = []
+    for lhs, rhs in prods:
+        k = len(lhs_of)
+        lhs_of.append(lhs)
+        n = 0
+        for sym in rhs:
+            if sym not in out:
+                uses.setdefault(sym, []).append(k)
+                n += 1
+        missing.append(n)
+        if n == 0 and lhs not in out:
+            out.add(lhs)
+            todo.append(lhs)
+    while todo:
+        for k in uses.get(todo.pop(), ()):
+            missing[k] -= 1
+            if missing[k] == 0 and lhs_of[k] not in out:
+                out.add(lhs_of[k])
+                todo.append(lhs_of[k])
+    return out
+
+
 def _productive(grammar_rules: dict[str, list[tuple[str, ...]]], live_terms: set[str]) -> set[str]:
-    productive = set(live_terms)
-    changed = True
-    while changed:
-        changed = False
-        for lhs, alts in grammar_rules.items():
-            if lhs in productive:
-                continue
-            if any(all(s in productive for s in alt) for alt in alts):
-                productive.add(lhs)
-                changed = True
-    return productive
+    return _derives(((lhs, alt) for lhs, alts in grammar_rules.items() for alt in alts), live_terms)
 
 
 def compile_cfg(grammar) -> CFG:
@@ -128,17 +150,9 @@ def _compile(grammar) -> CFG:
             by_lhs[index[lhs]].append(len(prods))
             prods.append((index[lhs], tuple(index[s] for s in alt)))
 
-    nullable = [False] * len(names)
-    for t in terminals:
-        d = term_dfas[t]
-        nullable[index[t]] = bool(d.accepting[d.start])
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in prods:
-            if not nullable[lhs] and all(nullable[s] for s in rhs):
-                nullable[lhs] = True
-                changed = True
+    null_terms = {index[t] for t in terminals if term_dfas[t].accepting[term_dfas[t].start]}
+    null_set = _derives(prods, null_terms)
+    nullable = [i in null_set for i in range(len(names))]
 
     dfas: list[ByteDFA | None] = [None] * len(nonterminals) + [term_dfas[t] for t in terminals]
     return CFG(
