@@ -43,7 +43,9 @@ go to one "inside the string" state on most bytes, so its hundred states cost ab
 one full walk.  And states that no string as long as the longest token tells apart
 (the counter states of a ``maxLength`` string far from its bound) read every token
 alike: the later ones copy the first one's Inner and position records (Moore's
-refinement, stopped after that many rounds).
+refinement, stopped after that many rounds).  Dotted rules with the same rest of
+production and the same follow set (the many ``value: STRING`` rules of a schema)
+make the same base parses: the later ones copy the first one's records.
 
 A mask is the union over the live positions of ``S`` (once per Inner) and the
 extra ids, then the uncertain tokens checked one by one against the real parser,
@@ -252,6 +254,30 @@ cdef int _cmp_int32(const void* a, const void* b) noexcept nogil:
     return (x > y) - (x < y)
 
 
+def _twins(dr_sym, dr_lhs, follow) -> np.ndarray:
+    """Per dotted rule, the first dotted rule with the same symbols up to the end of its
+    production and the same follow set of its lhs.  Their positions' base parses are
+    the same parse (the rest of the rule, then the follow set when it pops), so the
+    later one copies the earlier one's records."""
+    n = dr_sym.shape[0]
+    twin = np.arange(n, dtype=np.int32)
+    rows: dict[bytes, int] = {}
+    ids: dict[tuple, int] = {}
+    first: dict[int, int] = {}
+    sid = [0] * n
+    syms = dr_sym.tolist()
+    lhs = dr_lhs.tolist()
+    for r in range(n - 1, -1, -1):
+        if syms[r] < 0:
+            key = (-1, rows.setdefault(follow[lhs[r]].tobytes(), len(rows)))
+        else:
+            key = (syms[r], sid[r + 1])
+        sid[r] = ids.setdefault(key, len(ids))
+    for r in range(n):
+        twin[r] = first.setdefault(sid[r], r)
+    return twin
+
+
 cdef class Tables:
     """A grammar's dotted rules, terminal DFAs (class form), follow sets and, once
     :meth:`build_cache` ran, every position's token sets."""
@@ -260,8 +286,10 @@ cdef class Tables:
     cdef readonly int64_t n_pos
     cdef readonly int64_t shared_walks  # root-child walks the cache build reused
     cdef readonly int64_t merged_positions  # positions copied from an equivalent state's
+    cdef readonly int64_t twin_positions  # positions copied from an equivalent dotted rule's
     cdef readonly int32_t vocab_size, n_words, n_tokens
     cdef object _keep
+    cdef int _n_grammar_arrays
     cdef const int32_t* dr_sym
     cdef const int32_t* dr_lhs
     cdef const int32_t* nt_off
@@ -276,6 +304,7 @@ cdef class Tables:
     cdef const int32_t* t_start
     cdef const uint8_t* follow      # [n_nt, 256]
     cdef const int64_t* pos_start   # per dotted rule; -1 when the next symbol is no terminal
+    cdef const int32_t* dr_twin     # per dotted rule: the first with the same rest and follow set
     cdef Pos* pos
     cdef int32_t* inner_of          # per terminal DFA state: its Inner, -1 before it is built
     cdef Buf inners                 # Inner
@@ -363,8 +392,10 @@ cdef class Tables:
             if s >= n_nt:
                 pos_start[i] = n_pos
                 n_pos += tabs[s - n_nt].shape[0] // ks[s - n_nt]
+        dr_twin = _twins(dr_sym, dr_lhs, follow)
         self._keep = [dr_sym, dr_lhs, nt_off, nt_drs, nullable, t_table, t_tab_off, t_k, t_cls, t_acc_off,
-                      t_acc, t_start, follow, pos_start]
+                      t_acc, t_start, follow, pos_start, dr_twin]
+        self._n_grammar_arrays = len(self._keep)
         self.n_nt, self.n_sym, self.n_dr, self.start_nt = n_nt, n_nt + n_t, dr_sym.shape[0], start_nt
         self.max_items = max_items
         self.n_pos = n_pos
@@ -382,6 +413,7 @@ cdef class Tables:
         self.t_start = <const int32_t*>cnp.PyArray_DATA(t_start)
         self.follow = <const uint8_t*>cnp.PyArray_DATA(follow)
         self.pos_start = <const int64_t*>cnp.PyArray_DATA(pos_start)
+        self.dr_twin = <const int32_t*>cnp.PyArray_DATA(dr_twin)
 
     # ---------------------------------------------------------------- cache --
 
@@ -390,9 +422,10 @@ cdef class Tables:
         """Every position's token sets (see the module doc).  ``blob``/``offsets``:
         the trie's tokens' bytes in trie order; ``text_words``: the bitset of every
         text token.  ``share_walks``: reuse a root child's walk across the states of a
-        terminal that reach the same state on its byte (:c:type:`Memo`), and one
-        state's records for the states no token tells apart from it; False builds
-        every state afresh, for ablations and tests: the cache is the same.  Raises
+        terminal that reach the same state on its byte (:c:type:`Memo`), one state's
+        records for the states no token tells apart from it, and one dotted rule's for
+        its twins (:func:`_twins`); False builds every position afresh, for
+        ablations and tests: the cache is the same.  Raises
         :class:`LimitExceeded` past ``max_cache_bytes``."""
         if self.inner_of != NULL:
             raise RuntimeError("build_cache runs once per Tables (it ran already)")
@@ -419,13 +452,18 @@ cdef class Tables:
         cdef int32_t* ub = <int32_t*>malloc(max(1, trie.num_tokens) * sizeof(int32_t))
         self.pos = <Pos*>malloc(max(1, n_pos) * sizeof(Pos))
         self.inner_of = <int32_t*>malloc(max(1, n_states_all) * sizeof(int32_t))
+        # per terminal state: the first state no token tells apart from it
+        cdef int32_t* rep = <int32_t*>malloc(max(1, n_states_all) * sizeof(int32_t))
         if (cls == NULL or stack == NULL or path == NULL or eb == NULL or ub == NULL or self.pos == NULL
-                or self.inner_of == NULL):
+                or self.inner_of == NULL or rep == NULL):
             free(cls)
             free(stack)
             free(path)
             free(eb)
             free(ub)
+            free(rep)
+            free(self.pos)
+            self.pos = NULL  # no cache for fill to read
             raise MemoryError()
         memset(self.pos, 0, max(1, n_pos) * sizeof(Pos))
         memset(self.inner_of, 0xFF, max(1, n_states_all) * sizeof(int32_t))
@@ -442,15 +480,6 @@ cdef class Tables:
             memo.root_ntok[memo.n_roots] = _subtree_end(trie.nodes, trie.num_nodes, ri, trie.num_tokens) - trie.nodes[ri].token_start
             memo.n_roots += 1
             ri += trie.nodes[ri].subtree_size
-        cdef int32_t* rep = <int32_t*>malloc(max(1, n_states_all) * sizeof(int32_t))
-        if rep == NULL:
-            _memo_free(&memo)
-            free(cls)
-            free(stack)
-            free(path)
-            free(eb)
-            free(ub)
-            raise MemoryError()
         try:
             with nogil:
                 for t in range(self.n_sym - self.n_nt):
@@ -466,6 +495,11 @@ cdef class Tables:
                         continue
                     t = self.dr_sym[r] - self.n_nt
                     n_states = <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t])
+                    if share_walks and self.dr_twin[r] != r:  # the same parse as an earlier rule's
+                        memcpy(&self.pos[self.pos_start[r]], &self.pos[self.pos_start[self.dr_twin[r]]],
+                               n_states * sizeof(Pos))
+                        self.twin_positions += n_states - 1
+                        continue
                     for s in range(1, n_states):
                         g = self.t_acc_off[t] + s
                         if rep[g] != s:  # reads every token as an earlier state does
@@ -895,7 +929,8 @@ cdef class Tables:
     def cache_stats(self):
         """Positions; shared terminal states (Inners) by storage kind and their frontier
         nodes; accepted-outside-S and uncertain ids over the positions; the root-child
-        walks reused while building (``share_walks``); cache bytes."""
+        walks reused while building, and the positions copied from an equivalent
+        state's or dotted rule's (``share_walks``); cache bytes."""
         kinds = [0, 0, 0]
         cdef int64_t i, n_extra = 0, n_unc = 0
         for i in range(self.inners.n):
@@ -911,7 +946,7 @@ cdef class Tables:
         return {"positions": int(self.n_pos), "inner_states": int(self.inners.n), "inner_accepted": kinds[0],
                 "inner_rejected": kinds[1], "inner_bitset": kinds[2], "frontier_nodes": int(self.frs.n),
                 "extra_ids": int(n_extra), "uncertain_ids": int(n_unc), "shared_walks": int(self.shared_walks),
-                "merged_positions": int(self.merged_positions),
+                "merged_positions": int(self.merged_positions), "twin_positions": int(self.twin_positions),
                 "cache_bytes": self.cache_bytes()}
 
     def cache_bytes(self):
@@ -919,7 +954,7 @@ cdef class Tables:
 
     def memory_bytes(self):
         """The grammar tables and the cache."""
-        return int(sum(a.nbytes for a in self._keep[:14]) + self.cache_bytes())
+        return int(sum(a.nbytes for a in self._keep[: self._n_grammar_arrays]) + self.cache_bytes())
 
 
 cdef inline int32_t _subtree_end(const TrieNode* nodes, int32_t num_nodes, int32_t p, int32_t n_tokens) noexcept nogil:

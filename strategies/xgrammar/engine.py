@@ -34,8 +34,9 @@ What ``compile`` takes: a :class:`Grammar`, a JSON schema (dict, bool or
 Options: ``whitespace`` (for schemas), ``inline_max`` (default 4; 0 inlines only
 rules used once), ``share_walks`` (default True: a terminal's states that reach the
 same state on a first byte share that subtree's trie walk while the cache is built,
-and states that no token tells apart share their cache entries; False, for
-ablations, builds each state afresh and the same cache), and the limits ``max_items`` (Earley items in one chart, default
+and states that no token tells apart, or dotted rules with the same rest and follow
+set, share their cache entries; False, for ablations, builds each position afresh
+and the same cache), and the limits ``max_items`` (Earley items in one chart, default
 10,000) and ``max_cache_bytes`` (the mask cache of one grammar, default 1 GiB).
 Exceeding one is a :class:`~toolkit.errors.LimitExceeded`: at compile time it is
 raised, while decoding it puts the matcher in the protocol's sticky error state.
