@@ -79,6 +79,15 @@ def test_crash_and_timeout_are_recorded_and_the_run_goes_on(tmp_path: Path) -> N
     assert meta["machine"]["cpu_count"] >= 1
 
 
+def test_one_time_setup_lands_on_the_warm_up_not_on_an_item(tmp_path: Path) -> None:
+    # the engine sleeps 3 s in its process's first compile, like a library setting up
+    data = _write_items(tmp_path / "data", {"a_ok": ""})
+    df = run_bench([FAULTY], data, out=tmp_path / "run", options={FAULTY: {"cold_s": 3.0}}, timeout=60,
+                   progress=False)
+    rec = df.iloc[0]
+    assert rec.status == "passing" and rec.ttfm_s < 1.5  # a cold item compiles in milliseconds
+
+
 def test_a_killed_run_resumes_without_redoing_or_losing_items(tmp_path: Path) -> None:
     names = [f"i{k}" for k in range(6)]
     data = _write_items(tmp_path / "data", dict.fromkeys(names, "slow"))

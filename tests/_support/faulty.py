@@ -10,6 +10,9 @@
   instances get accepted);
 * ``"masklab-test: tight"``: the schema is replaced by ``{"const": 0}`` (valid
   instances get rejected).
+
+``FaultyEngine(vocab, cold_s=S)`` also sleeps S seconds in the first compile of its
+process, like a library's one-time setup.
 """
 
 from __future__ import annotations
@@ -24,8 +27,16 @@ from strategies.peers import LLGuidanceEngine
 
 class FaultyEngine(LLGuidanceEngine):
     name = "faulty"
+    _set_up = False  # per process
+
+    def __init__(self, vocab: Any, *, cold_s: float = 0.0, **options: Any) -> None:
+        super().__init__(vocab, **options)
+        self.cold_s = cold_s
 
     def compile(self, grammar: Any) -> Any:
+        if not FaultyEngine._set_up:
+            FaultyEngine._set_up = True
+            time.sleep(self.cold_s)
         how = grammar.get("description", "") if isinstance(grammar, dict) else ""
         if how == "masklab-test: crash":
             os.kill(os.getpid(), signal.SIGSEGV)
