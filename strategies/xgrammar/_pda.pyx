@@ -45,7 +45,11 @@ one full walk.  And states that no string as long as the longest token tells apa
 alike: the later ones copy the first one's Inner and position records (Moore's
 refinement, stopped after that many rounds).  Dotted rules with the same rest of
 production and the same follow set (the many ``value: STRING`` rules of a schema)
-make the same base parses: the later ones copy the first one's records.
+make the same base parses: the later ones copy the first one's records.  Across
+terminals, states whose DFAs from there are the same up to renaming (every object's
+key-excluding string has the same "inside the string" state, with its UTF-8 states)
+get one canonical id: they share one Inner, and other states' walks into them are
+kept for every terminal.
 
 A mask is the union over the live positions of ``S`` (once per Inner) and the
 extra ids, then the uncertain tokens checked one by one against the real parser,
@@ -54,7 +58,7 @@ in trie order so a token reuses the bytes it shares with the previous one.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 
 import numpy as np
 
@@ -127,6 +131,7 @@ cdef struct Buf:
 
 cdef enum:
     MEMO_BASES = 8
+    CANON_MAX = 16     # states a canonical state may reach (dead not counted)
 
 
 cdef struct Memo:
@@ -147,8 +152,9 @@ cdef struct Memo:
     int32_t n_roots
     int32_t roots[256]
     int32_t root_ntok[256]
-    # the Inner being built: per root child, its walk (trie indexes in toks or in the
-    # walk buffer), -1 tokens when the DFA dies on the child's byte
+    # the Inner being built: per root child, its walk (trie indexes in the walk
+    # buffer (pc_memo 0), this memo's toks (1) or the global memo's (2)), -1 tokens
+    # when the DFA dies on the child's byte
     int64_t pc_off[256]
     int32_t pc_n[256]
     uint8_t pc_memo[256]
@@ -208,6 +214,36 @@ cdef void _memo_free(Memo* m) noexcept nogil:
     free(m.hvals)
     free(m.toks.p)
     free(m.ents.p)
+
+
+cdef int _memo_keep(Memo* m, int64_t key, const int32_t* toks, int32_t n_tok, int64_t fr, int64_t n_fr) noexcept nogil:
+    """Keep a walk (its trie indexes, and its frontier records in Tables.frs) under
+    ``key``, unless the memo is full."""
+    cdef MemoEntry* me
+    if m.toks.n + n_tok > MEMO_MAX_TOKS:
+        return 0
+    if _reserve(&m.toks, n_tok, sizeof(int32_t)) < 0 or _reserve(&m.ents, 1, sizeof(MemoEntry)) < 0:
+        return ERR_MEMORY
+    me = &(<MemoEntry*>m.ents.p)[m.ents.n]
+    me.tok = m.toks.n
+    me.n_tok = n_tok
+    me.fr = fr
+    me.n_fr = <int32_t>n_fr
+    memcpy(&(<int32_t*>m.toks.p)[m.toks.n], toks, n_tok * sizeof(int32_t))
+    m.toks.n += n_tok
+    if _memo_put(m, key, <int32_t>m.ents.n) < 0:
+        return ERR_MEMORY
+    m.ents.n += 1
+    return 0
+
+
+cdef inline const int32_t* _piece(const Memo* memo, const Memo* gm, const int32_t* sb, int32_t ci) noexcept nogil:
+    """Root child ci's trie indexes in the Inner being built (see Memo.pc_memo)."""
+    if memo.pc_memo[ci] == 1:
+        return <const int32_t*>memo.toks.p + memo.pc_off[ci]
+    if memo.pc_memo[ci] == 2:
+        return <const int32_t*>gm.toks.p + memo.pc_off[ci]
+    return sb + memo.pc_off[ci]
 
 
 cdef inline int64_t _memo_slot(const Memo* m, int64_t key) noexcept nogil:
@@ -287,6 +323,7 @@ cdef class Tables:
     cdef readonly int64_t shared_walks  # root-child walks the cache build reused
     cdef readonly int64_t merged_positions  # positions copied from an equivalent state's
     cdef readonly int64_t twin_positions  # positions copied from an equivalent dotted rule's
+    cdef readonly int64_t shared_inners  # terminal states given another terminal's Inner
     cdef readonly int32_t vocab_size, n_words, n_tokens
     cdef object _keep
     cdef int _n_grammar_arrays
@@ -423,9 +460,10 @@ cdef class Tables:
         the trie's tokens' bytes in trie order; ``text_words``: the bitset of every
         text token.  ``share_walks``: reuse a root child's walk across the states of a
         terminal that reach the same state on its byte (:c:type:`Memo`), one state's
-        records for the states no token tells apart from it, and one dotted rule's for
-        its twins (:func:`_twins`); False builds every position afresh, for
-        ablations and tests: the cache is the same.  Raises
+        records for the states no token tells apart from it, one dotted rule's for its
+        twins (:func:`_twins`), and one Inner for states alike across terminals
+        (:meth:`_canon_states`); False builds every position afresh, for ablations
+        and tests: the cache is the same.  Raises
         :class:`LimitExceeded` past ``max_cache_bytes``."""
         if self.inner_of != NULL:
             raise RuntimeError("build_cache runs once per Tables (it ran already)")
@@ -452,16 +490,21 @@ cdef class Tables:
         cdef int32_t* ub = <int32_t*>malloc(max(1, trie.num_tokens) * sizeof(int32_t))
         self.pos = <Pos*>malloc(max(1, n_pos) * sizeof(Pos))
         self.inner_of = <int32_t*>malloc(max(1, n_states_all) * sizeof(int32_t))
-        # per terminal state: the first state no token tells apart from it
+        # per terminal state: the first state no token tells apart from it; its
+        # canonical id; per canonical id, its Inner
         cdef int32_t* rep = <int32_t*>malloc(max(1, n_states_all) * sizeof(int32_t))
+        cdef int32_t* canon = <int32_t*>malloc(max(1, n_states_all) * sizeof(int32_t))
+        cdef int32_t* canon_inner = <int32_t*>malloc(max(1, n_states_all) * sizeof(int32_t))
         if (cls == NULL or stack == NULL or path == NULL or eb == NULL or ub == NULL or self.pos == NULL
-                or self.inner_of == NULL or rep == NULL):
+                or self.inner_of == NULL or rep == NULL or canon == NULL or canon_inner == NULL):
             free(cls)
             free(stack)
             free(path)
             free(eb)
             free(ub)
             free(rep)
+            free(canon)
+            free(canon_inner)
             free(self.pos)
             self.pos = NULL  # no cache for fill to read
             raise MemoryError()
@@ -474,6 +517,12 @@ cdef class Tables:
         memset(&memo, 0, sizeof(Memo))
         memo.t = -1
         memo.off = not share_walks
+        cdef Memo gm  # walks below states with a canonical id, for every terminal
+        memset(&gm, 0, sizeof(Memo))
+        gm.t = -1
+        memset(canon, 0xFF, max(1, n_states_all) * sizeof(int32_t))
+        memset(canon_inner, 0xFF, max(1, n_states_all) * sizeof(int32_t))
+        cdef int64_t n_canon = 0
         cdef int32_t ri = 1
         while ri < trie.num_nodes:
             memo.roots[memo.n_roots] = ri
@@ -482,7 +531,11 @@ cdef class Tables:
             ri += trie.nodes[ri].subtree_size
         try:
             with nogil:
-                for t in range(self.n_sym - self.n_nt):
+                if share_walks:
+                    n_canon = self._canon_states(canon)
+                    if n_canon < 0:
+                        rc = ERR_MEMORY
+                for t in range(self.n_sym - self.n_nt if rc == 0 else 0):
                     if share_walks:
                         rc = self._short_classes(t, trie.max_depth, rep + self.t_acc_off[t])
                         if rc < 0:
@@ -507,11 +560,16 @@ cdef class Tables:
                             self.inner_of[g] = self.inner_of[self.t_acc_off[t] + rep[g]]
                             self.merged_positions += 1
                             continue
+                        if self.inner_of[g] < 0 and canon[g] >= 0 and canon_inner[canon[g]] >= 0:
+                            self.inner_of[g] = canon_inner[canon[g]]  # another terminal's, alike
+                            self.shared_inners += 1
                         if self.inner_of[g] < 0:
-                            rc = self._inner(t, s, trie, &memo, cls, stack, path, eb)
+                            rc = self._inner(t, s, trie, &memo, &gm, canon + self.t_acc_off[t], cls, stack, path, eb)
                             if rc < 0:
                                 break
                             self.inner_of[g] = <int32_t>(self.inners.n - 1)
+                            if canon[g] >= 0:
+                                canon_inner[canon[g]] = self.inner_of[g]
                         rc = self._occurrence(p, r, s, self.inner_of[g], trie, stack, eb, ub)
                         if rc < 0:
                             break
@@ -523,7 +581,10 @@ cdef class Tables:
                         break
         finally:
             _memo_free(&memo)
+            _memo_free(&gm)
             free(rep)
+            free(canon)
+            free(canon_inner)
             free(cls)
             free(stack)
             free(path)
@@ -608,11 +669,158 @@ cdef class Tables:
         free(hs)
         return 0
 
-    cdef int _inner(self, int32_t t, int32_t s, TokenTrie trie, Memo* memo, uint8_t* cls, int32_t* stack,
-                    uint8_t* path, int32_t* sb) noexcept nogil:
+    cdef int64_t _canon_states(self, int32_t* canon) noexcept nogil:
+        """``canon[g]`` for every terminal state: an id shared by the states, of any
+        terminals, whose DFAs from there are the same up to renaming (so they read
+        every token alike), or -1.  Only states that reach at most CANON_MAX states
+        get one (what a string's "inside" state reaches: itself and the end); the id
+        is that part of the DFA written out byte by byte in breadth-first order.
+        Returns the number of ids, or ERR_MEMORY."""
+        cdef int32_t lst[CANON_MAX]
+        cdef int32_t sig[CANON_MAX * 257]
+        cdef int32_t t, q, m, i, j, c, x, k, n, L
+        cdef int64_t n_ids = 0, hcap = 1024, h, off
+        cdef uint64_t hv
+        cdef bint ok
+        cdef const int32_t* tab
+        cdef const uint8_t* cl
+        cdef const uint8_t* acc
+        cdef Buf sigs, offs   # int32 signatures; int64 per id: offset, then length
+        memset(&sigs, 0, sizeof(Buf))
+        memset(&offs, 0, sizeof(Buf))
+        cdef const int32_t* row
+        cdef int32_t n_max = 1, stamp = 0
+        for t in range(self.n_sym - self.n_nt):
+            n_max = max(n_max, <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t]))
+        cdef int32_t* seen = <int32_t*>malloc(n_max * sizeof(int32_t))
+        cdef int32_t* pos_of = <int32_t*>malloc(n_max * sizeof(int32_t))
+        cdef int64_t* hid = <int64_t*>malloc(hcap * sizeof(int64_t))
+        if hid == NULL or seen == NULL or pos_of == NULL:
+            free(hid)
+            free(seen)
+            free(pos_of)
+            return ERR_MEMORY
+        memset(seen, 0, n_max * sizeof(int32_t))
+        memset(hid, 0xFF, hcap * sizeof(int64_t))
+        for t in range(self.n_sym - self.n_nt):
+            tab = self.t_table + self.t_tab_off[t]
+            cl = self.t_cls + <int64_t>t * 256
+            acc = self.t_acc + self.t_acc_off[t]
+            k = self.t_k[t]
+            n = <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t])
+            canon[self.t_acc_off[t]] = -1
+            for q in range(1, n):
+                canon[self.t_acc_off[t] + q] = -1
+                # what q reaches, over the classes, up to CANON_MAX states
+                lst[0] = q
+                m = 1
+                i = 0
+                ok = True
+                while ok and i < m:
+                    for c in range(k):
+                        x = tab[<int64_t>lst[i] * k + c]
+                        if x == 0:
+                            continue
+                        j = 0
+                        while j < m and lst[j] != x:
+                            j += 1
+                        if j == m:
+                            if m == CANON_MAX:
+                                ok = False
+                                break
+                            lst[m] = x
+                            m += 1
+                    i += 1
+                if not ok:
+                    continue
+                # the same part byte by byte, its states numbered in breadth-first order
+                # (pos_of: a state's number, for the states of this q's stamp)
+                lst[0] = q
+                m = 1
+                L = 0
+                i = 0
+                stamp += 1
+                seen[q] = stamp
+                pos_of[q] = 0
+                while i < m:
+                    sig[L] = acc[lst[i]]
+                    L += 1
+                    row = tab + <int64_t>lst[i] * k
+                    for c in range(256):
+                        x = row[cl[c]]
+                        if x == 0:
+                            sig[L] = -1
+                        else:
+                            if seen[x] != stamp:
+                                seen[x] = stamp
+                                pos_of[x] = m
+                                lst[m] = x
+                                m += 1
+                            sig[L] = pos_of[x]
+                        L += 1
+                    i += 1
+                hv = 0xCBF29CE484222325
+                for j in range(L):
+                    hv = (hv ^ <uint64_t><uint32_t>sig[j]) * <uint64_t>0x100000001B3
+                h = <int64_t>(hv >> 17) & (hcap - 1)
+                while hid[h] >= 0:
+                    off = (<int64_t*>offs.p)[2 * hid[h]]
+                    if ((<int64_t*>offs.p)[2 * hid[h] + 1] == L
+                            and memcmp(&(<int32_t*>sigs.p)[off], sig, L * sizeof(int32_t)) == 0):
+                        break
+                    h = (h + 1) & (hcap - 1)
+                if hid[h] < 0:  # a new id
+                    if (_reserve(&sigs, L, sizeof(int32_t)) < 0 or _reserve(&offs, 2, sizeof(int64_t)) < 0):
+                        free(hid)
+                        free(sigs.p)
+                        free(offs.p)
+                        free(seen)
+                        free(pos_of)
+                        return ERR_MEMORY
+                    memcpy(&(<int32_t*>sigs.p)[sigs.n], sig, L * sizeof(int32_t))
+                    (<int64_t*>offs.p)[offs.n] = sigs.n
+                    (<int64_t*>offs.p)[offs.n + 1] = L
+                    sigs.n += L
+                    offs.n += 2
+                    hid[h] = n_ids
+                    canon[self.t_acc_off[t] + q] = <int32_t>n_ids
+                    n_ids += 1
+                    if 2 * n_ids > hcap:
+                        free(hid)
+                        hcap *= 2
+                        hid = <int64_t*>malloc(hcap * sizeof(int64_t))
+                        if hid == NULL:
+                            free(sigs.p)
+                            free(offs.p)
+                            free(seen)
+                            free(pos_of)
+                            return ERR_MEMORY
+                        memset(hid, 0xFF, hcap * sizeof(int64_t))
+                        for j in range(<int32_t>n_ids):  # rehash every id
+                            off = (<int64_t*>offs.p)[2 * j]
+                            hv = 0xCBF29CE484222325
+                            for c in range(<int32_t>(<int64_t*>offs.p)[2 * j + 1]):
+                                hv = (hv ^ <uint64_t><uint32_t>(<int32_t*>sigs.p)[off + c]) * <uint64_t>0x100000001B3
+                            h = <int64_t>(hv >> 17) & (hcap - 1)
+                            while hid[h] >= 0:
+                                h = (h + 1) & (hcap - 1)
+                            hid[h] = j
+                        continue
+                canon[self.t_acc_off[t] + q] = <int32_t>hid[h]
+        free(hid)
+        free(sigs.p)
+        free(offs.p)
+        free(seen)
+        free(pos_of)
+        return n_ids
+
+    cdef int _inner(self, int32_t t, int32_t s, TokenTrie trie, Memo* memo, Memo* gm, const int32_t* canon,
+                    uint8_t* cls, int32_t* stack, uint8_t* path, int32_t* sb) noexcept nogil:
         """Build the Inner of terminal t's state s: a DFA walk of the trie (sb: room for
         every trie index; cls: n_tokens bytes of scratch), one root child at a time,
-        reusing the walks kept in ``memo`` (see :c:type:`Memo`)."""
+        reusing the walks kept in ``memo`` (see :c:type:`Memo`), or in ``gm`` (kept
+        for every terminal) for a child whose state has a canonical id in ``canon``
+        (t's states' ids, or NULL: see :meth:`_canon_states`)."""
         cdef const TrieNode* nodes = trie.nodes
         cdef const int32_t* tab = self.t_table + self.t_tab_off[t]
         cdef const uint8_t* cl = self.t_cls + <int64_t>t * 256
@@ -622,6 +830,8 @@ cdef class Tables:
         cdef int rc
         cdef Inner* inn
         cdef MemoEntry* me
+        cdef Memo* mm
+        cdef int32_t c2
         cdef const int32_t* toks
         cdef word_t* w
         cdef token_t tok
@@ -648,15 +858,17 @@ cdef class Tables:
             s2 = tab[<int64_t>s * k + cl[nodes[pi].byte]]
             if s2 == 0:
                 continue
-            key = (<int64_t>pi << 32) | s2
-            if memo.hn:
-                h = _memo_slot(memo, key)
-                if memo.hvals[h] >= 0:  # walked already from another state
+            c2 = canon[s2] if canon != NULL else -1
+            mm = gm if c2 >= 0 else memo
+            key = (<int64_t>pi << 32) | (c2 if c2 >= 0 else s2)
+            if mm.hn:
+                h = _memo_slot(mm, key)
+                if mm.hvals[h] >= 0:  # walked already from another state
                     self.shared_walks += 1
-                    me = &(<MemoEntry*>memo.ents.p)[memo.hvals[h]]
+                    me = &(<MemoEntry*>mm.ents.p)[mm.hvals[h]]
                     memo.pc_off[ci] = me.tok
                     memo.pc_n[ci] = me.n_tok
-                    memo.pc_memo[ci] = 1
+                    memo.pc_memo[ci] = 2 if c2 >= 0 else 1
                     count += me.n_tok
                     if me.n_fr:
                         if _reserve(&self.frs, me.n_fr, sizeof(Frontier)) < 0:
@@ -674,21 +886,11 @@ cdef class Tables:
             memo.pc_n[ci] = walked - e
             memo.pc_memo[ci] = 0
             count += walked - e
-            if (memo.indeg != NULL and memo.indeg[cl[nodes[pi].byte] * n_states + s2] > 1
-                    and nodes[pi].subtree_size >= MEMO_MIN_NODES and memo.toks.n + walked - e <= MEMO_MAX_TOKS):
-                if (_reserve(&memo.toks, walked - e, sizeof(int32_t)) < 0
-                        or _reserve(&memo.ents, 1, sizeof(MemoEntry)) < 0):
-                    return ERR_MEMORY
-                me = &(<MemoEntry*>memo.ents.p)[memo.ents.n]
-                me.tok = memo.toks.n
-                me.n_tok = walked - e
-                me.fr = f0
-                me.n_fr = <int32_t>(self.frs.n - f0)
-                memcpy(&(<int32_t*>memo.toks.p)[memo.toks.n], &sb[e], (walked - e) * sizeof(int32_t))
-                memo.toks.n += walked - e
-                if _memo_put(memo, key, <int32_t>memo.ents.n) < 0:
-                    return ERR_MEMORY
-                memo.ents.n += 1
+            if ((c2 >= 0 or (memo.indeg != NULL and memo.indeg[cl[nodes[pi].byte] * n_states + s2] > 1))
+                    and nodes[pi].subtree_size >= MEMO_MIN_NODES):
+                rc = _memo_keep(mm, key, &sb[e], walked - e, f0, self.frs.n - f0)
+                if rc < 0:
+                    return rc
         inn = &(<Inner*>self.inners.p)[self.inners.n - 1]
         inn.n_fr = <int32_t>(self.frs.n - inn.fr)
         if count <= self.n_words:
@@ -731,7 +933,7 @@ cdef class Tables:
                         w[tok >> 5] &= ~((<word_t>1) << (tok & 31))
                 if memo.pc_n[ci] <= 0:
                     continue
-                toks = (<const int32_t*>memo.toks.p if memo.pc_memo[ci] else sb) + memo.pc_off[ci]
+                toks = _piece(memo, gm, sb, ci)
                 for i in range(memo.pc_n[ci]):
                     tok = self.trie_ids[toks[i]]
                     w[tok >> 5] |= (<word_t>1) << (tok & 31)
@@ -757,7 +959,7 @@ cdef class Tables:
         for ci in range(memo.n_roots):
             if memo.pc_n[ci] <= 0:
                 continue
-            toks = (<const int32_t*>memo.toks.p if memo.pc_memo[ci] else sb) + memo.pc_off[ci]
+            toks = _piece(memo, gm, sb, ci)
             for i in range(memo.pc_n[ci]):
                 if inn.kind == K_ACCEPTED:
                     (<int32_t*>self.pool.p)[self.pool.n] = self.trie_ids[toks[i]]
@@ -929,8 +1131,9 @@ cdef class Tables:
     def cache_stats(self):
         """Positions; shared terminal states (Inners) by storage kind and their frontier
         nodes; accepted-outside-S and uncertain ids over the positions; the root-child
-        walks reused while building, and the positions copied from an equivalent
-        state's or dotted rule's (``share_walks``); cache bytes."""
+        walks reused while building, the positions copied from an equivalent state's
+        or dotted rule's, and the states given another terminal's Inner
+        (``share_walks``); cache bytes."""
         kinds = [0, 0, 0]
         cdef int64_t i, n_extra = 0, n_unc = 0
         for i in range(self.inners.n):
@@ -947,6 +1150,7 @@ cdef class Tables:
                 "inner_rejected": kinds[1], "inner_bitset": kinds[2], "frontier_nodes": int(self.frs.n),
                 "extra_ids": int(n_extra), "uncertain_ids": int(n_unc), "shared_walks": int(self.shared_walks),
                 "merged_positions": int(self.merged_positions), "twin_positions": int(self.twin_positions),
+                "shared_inners": int(self.shared_inners),
                 "cache_bytes": self.cache_bytes()}
 
     def cache_bytes(self):
