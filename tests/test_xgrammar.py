@@ -181,10 +181,16 @@ def _cache_of(c: XGrammarCompiled) -> dict[tuple[int, int], tuple]:
     return out
 
 
+# two objects, each with its own key-excluding string for additional properties:
+# their "inside the string" states are alike across the two terminals, their states
+# after '"ba' are not ("bad" is excluded in one, "bat" in the other)
+NESTED = {"type": "object", "properties": {"bad": {"type": "object", "properties": {"bat": {"type": "integer"}}}}}
+
+
 def test_shared_walks_build_the_same_cache() -> None:
     shared = twins = inners = 0
-    for name in NAMES:
-        g = _grammar(name)
+    for name in [*NAMES, "nested-objects"]:
+        g = Grammar.from_json_schema(NESTED, whitespace="flexible") if name == "nested-objects" else _grammar(name)
         on = get_engine("xgrammar", LEX).compile(g)
         off = get_engine("xgrammar", LEX, share_walks=False).compile(g)
         a, b = on.stats(), off.stats()
@@ -329,21 +335,37 @@ def test_bounded_repetitions_mask_like_naive(bounded, data, which: str) -> None:
     _walk(data, get_engine("naive", LEX).matcher(nv), ours, which, steps=20)
 
 
-@pytest.mark.parametrize("name", ["Glaiveai2K---calculate_area_b345a52d", "Github_easy---o1114", "maxLength"])
+def test_states_alike_in_two_terminals_share_only_when_they_read_every_token_alike() -> None:
+    # tokens that run from a key's letters into its closing quote tell the state after
+    # '"' of the string excluding "bad" from the one excluding "bat"; the states
+    # inside an extra key (after '"x') read every token alike and share one Inner
+    words = [b"{", b"}", b":", b",", b" ", b'"', b"1", b"b", b"a", b"d", b"t", b"x", b'"b', b"ad", b'ad"', b'at"',
+             b'bad"', b'bat"', b'x"', b'"x', b'":', b'x":']
+    vocab = Vocabulary.from_tokens([b"", *words], eos_ids=(0,), special_tokens={0: "</s>"})
+    on = get_engine("xgrammar", vocab).compile(NESTED)
+    off = get_engine("xgrammar", vocab, share_walks=False).compile(NESTED)
+    assert on.stats()["shared_inners"] > 0
+    assert _cache_of(on) == _cache_of(off)
+
+
+@pytest.mark.parametrize("name", ["Glaiveai2K---calculate_area_b345a52d", "Github_easy---o1114", "maxLength", "nested"])
 def test_llama3_shared_walks_build_the_same_cache(llama3: Vocabulary, name: str) -> None:
     # schemas with key-excluding strings (additional properties): ~100 states that
     # mostly go to one "inside the string" state, the case the walk sharing is for;
     # and a string longer than the longest token, whose counter states merge
     if name == "maxLength":
         spec = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 150}}, "required": ["s"]}
+    elif name == "nested":  # Llama-3 has tokens that tell '"ba' of one object from the other's
+        spec = NESTED
     else:
         spec = load_item(require_shared(f"datasets/maskbench/{name}.json")).spec
     on = get_engine("xgrammar", llama3).compile(spec)
     off = get_engine("xgrammar", llama3, share_walks=False).compile(spec)
     assert on.stats()["shared_walks"] > 1000
     assert (on.stats()["merged_positions"] > 10) == (name == "maxLength")
-    assert on.stats()["twin_positions"] > 0 or name == "maxLength"
-    assert on.stats()["shared_inners"] > 0  # states alike across terminals (e.g. the end of a string)
+    assert on.stats()["twin_positions"] > 0 or name in ("maxLength", "nested")
+    # states alike across terminals: every object's key-excluding string's inside
+    assert (on.stats()["shared_inners"] > 0) == (name != "maxLength")
     assert _cache_of(on) == _cache_of(off)
 
 

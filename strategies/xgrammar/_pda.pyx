@@ -132,6 +132,7 @@ cdef struct Buf:
 cdef enum:
     MEMO_BASES = 8
     CANON_MAX = 16     # states a canonical state may reach (dead not counted)
+    CANON_MIN_BYTES = 128  # bytes a canonical state must be alive on
 
 
 cdef struct Memo:
@@ -536,7 +537,8 @@ cdef class Tables:
                     if n_canon < 0:
                         rc = ERR_MEMORY
                 for t in range(self.n_sym - self.n_nt if rc == 0 else 0):
-                    if share_walks:
+                    # a minimal DFA of n states tells any two apart with n - 2 bytes
+                    if share_walks and self.t_acc_off[t + 1] - self.t_acc_off[t] - 2 > trie.max_depth:
                         rc = self._short_classes(t, trie.max_depth, rep + self.t_acc_off[t])
                         if rc < 0:
                             break
@@ -673,68 +675,137 @@ cdef class Tables:
         """``canon[g]`` for every terminal state: an id shared by the states, of any
         terminals, whose DFAs from there are the same up to renaming (so they read
         every token alike), or -1.  Only states that reach at most CANON_MAX states
-        get one (what a string's "inside" state reaches: itself and the end); the id
-        is that part of the DFA written out byte by byte in breadth-first order.
-        Returns the number of ids, or ERR_MEMORY."""
+        and are alive on at least CANON_MIN_BYTES bytes get one (a string's "inside"
+        state: it reaches itself, the end and the UTF-8 states; short walks are not
+        worth it); the id is that part of the DFA written out byte by byte in
+        breadth-first order.  That is written out only for states whose cheap
+        fingerprint (per reached state: accepting, bytes alive) other terminals'
+        states share.  Returns the number of ids, or ERR_MEMORY."""
         cdef int32_t lst[CANON_MAX]
         cdef int32_t sig[CANON_MAX * 257]
-        cdef int32_t t, q, m, i, j, c, x, k, n, L
-        cdef int64_t n_ids = 0, hcap = 1024, h, off
-        cdef uint64_t hv
+        cdef uint64_t fpv[CANON_MAX]
+        cdef int32_t csize[256]
+        cdef int32_t t, q, m, i, j, c, x, k, n, L, stamp = 0
+        cdef int64_t n_ids = 0, hcap = 1024, h, off, fcap = 1024, n_fp = 0, g, n_all
+        cdef uint64_t hv, tmp
         cdef bint ok
         cdef const int32_t* tab
         cdef const uint8_t* cl
         cdef const uint8_t* acc
+        cdef const int32_t* row
         cdef Buf sigs, offs   # int32 signatures; int64 per id: offset, then length
         memset(&sigs, 0, sizeof(Buf))
         memset(&offs, 0, sizeof(Buf))
-        cdef const int32_t* row
-        cdef int32_t n_max = 1, stamp = 0
+        n_all = self.t_acc_off[self.n_sym - self.n_nt]
+        while fcap < 2 * n_all:
+            fcap *= 2
+        cdef int32_t n_max = 1
         for t in range(self.n_sym - self.n_nt):
             n_max = max(n_max, <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t]))
         cdef int32_t* seen = <int32_t*>malloc(n_max * sizeof(int32_t))
         cdef int32_t* pos_of = <int32_t*>malloc(n_max * sizeof(int32_t))
         cdef int64_t* hid = <int64_t*>malloc(hcap * sizeof(int64_t))
-        if hid == NULL or seen == NULL or pos_of == NULL:
+        cdef uint64_t* fp = <uint64_t*>malloc(max(1, n_all) * sizeof(uint64_t))   # per state, 0: none
+        cdef uint64_t* fkey = <uint64_t*>malloc(fcap * sizeof(uint64_t))           # fingerprint table
+        cdef int32_t* flast = <int32_t*>malloc(fcap * sizeof(int32_t))            # last terminal with it
+        cdef int32_t* fterms = <int32_t*>malloc(fcap * sizeof(int32_t))           # terminals with it
+        if hid == NULL or seen == NULL or pos_of == NULL or fp == NULL or fkey == NULL or flast == NULL or fterms == NULL:
             free(hid)
             free(seen)
             free(pos_of)
+            free(fp)
+            free(fkey)
+            free(flast)
+            free(fterms)
             return ERR_MEMORY
         memset(seen, 0, n_max * sizeof(int32_t))
         memset(hid, 0xFF, hcap * sizeof(int64_t))
+        memset(fkey, 0, fcap * sizeof(uint64_t))
+        # pass 1: per state reaching at most CANON_MAX states, its fingerprint, and
+        # how many terminals have a state with it
         for t in range(self.n_sym - self.n_nt):
             tab = self.t_table + self.t_tab_off[t]
             cl = self.t_cls + <int64_t>t * 256
             acc = self.t_acc + self.t_acc_off[t]
             k = self.t_k[t]
             n = <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t])
-            canon[self.t_acc_off[t]] = -1
+            memset(csize, 0, k * sizeof(int32_t))
+            for c in range(256):
+                csize[cl[c]] += 1
+            fp[self.t_acc_off[t]] = 0
             for q in range(1, n):
-                canon[self.t_acc_off[t] + q] = -1
-                # what q reaches, over the classes, up to CANON_MAX states
+                fp[self.t_acc_off[t] + q] = 0
+                # only states alive on most bytes: their walks are the long ones
+                x = 0
+                for c in range(k):
+                    if tab[<int64_t>q * k + c] != 0:
+                        x += csize[c]
+                if x < CANON_MIN_BYTES:
+                    continue
                 lst[0] = q
                 m = 1
                 i = 0
                 ok = True
+                stamp += 1
+                seen[q] = stamp
                 while ok and i < m:
+                    fpv[i] = <uint64_t>acc[lst[i]] << 16
                     for c in range(k):
                         x = tab[<int64_t>lst[i] * k + c]
                         if x == 0:
                             continue
-                        j = 0
-                        while j < m and lst[j] != x:
-                            j += 1
-                        if j == m:
+                        fpv[i] += csize[c]
+                        if seen[x] != stamp:
                             if m == CANON_MAX:
                                 ok = False
                                 break
+                            seen[x] = stamp
                             lst[m] = x
                             m += 1
                     i += 1
                 if not ok:
                     continue
-                # the same part byte by byte, its states numbered in breadth-first order
-                # (pos_of: a state's number, for the states of this q's stamp)
+                for i in range(1, m):  # sort: the fingerprint ignores the numbering
+                    tmp = fpv[i]
+                    j = i - 1
+                    while j >= 0 and fpv[j] > tmp:
+                        fpv[j + 1] = fpv[j]
+                        j -= 1
+                    fpv[j + 1] = tmp
+                hv = (<uint64_t>0xCBF29CE484222325) ^ <uint64_t>m
+                for i in range(m):
+                    hv = (hv ^ fpv[i]) * <uint64_t>0x100000001B3
+                hv |= 1  # never 0
+                fp[self.t_acc_off[t] + q] = hv
+                h = <int64_t>(hv >> 17) & (fcap - 1)
+                while fkey[h] != 0 and fkey[h] != hv:
+                    h = (h + 1) & (fcap - 1)
+                if fkey[h] == 0:
+                    fkey[h] = hv
+                    flast[h] = t
+                    fterms[h] = 1
+                elif flast[h] != t:
+                    flast[h] = t
+                    fterms[h] += 1
+        # pass 2: the states whose fingerprint two terminals share, written out
+        for t in range(self.n_sym - self.n_nt):
+            tab = self.t_table + self.t_tab_off[t]
+            cl = self.t_cls + <int64_t>t * 256
+            acc = self.t_acc + self.t_acc_off[t]
+            k = self.t_k[t]
+            n = <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t])
+            for q in range(n):
+                g = self.t_acc_off[t] + q
+                canon[g] = -1
+                if fp[g] == 0:
+                    continue
+                h = <int64_t>(fp[g] >> 17) & (fcap - 1)
+                while fkey[h] != fp[g]:
+                    h = (h + 1) & (fcap - 1)
+                if fterms[h] < 2:
+                    continue
+                # the part q reaches, byte by byte, its states numbered in
+                # breadth-first order (pos_of: a state's number, under this q's stamp)
                 lst[0] = q
                 m = 1
                 L = 0
@@ -769,49 +840,49 @@ cdef class Tables:
                             and memcmp(&(<int32_t*>sigs.p)[off], sig, L * sizeof(int32_t)) == 0):
                         break
                     h = (h + 1) & (hcap - 1)
-                if hid[h] < 0:  # a new id
-                    if (_reserve(&sigs, L, sizeof(int32_t)) < 0 or _reserve(&offs, 2, sizeof(int64_t)) < 0):
-                        free(hid)
-                        free(sigs.p)
-                        free(offs.p)
-                        free(seen)
-                        free(pos_of)
-                        return ERR_MEMORY
-                    memcpy(&(<int32_t*>sigs.p)[sigs.n], sig, L * sizeof(int32_t))
-                    (<int64_t*>offs.p)[offs.n] = sigs.n
-                    (<int64_t*>offs.p)[offs.n + 1] = L
-                    sigs.n += L
-                    offs.n += 2
-                    hid[h] = n_ids
-                    canon[self.t_acc_off[t] + q] = <int32_t>n_ids
-                    n_ids += 1
-                    if 2 * n_ids > hcap:
-                        free(hid)
-                        hcap *= 2
-                        hid = <int64_t*>malloc(hcap * sizeof(int64_t))
-                        if hid == NULL:
-                            free(sigs.p)
-                            free(offs.p)
-                            free(seen)
-                            free(pos_of)
-                            return ERR_MEMORY
-                        memset(hid, 0xFF, hcap * sizeof(int64_t))
-                        for j in range(<int32_t>n_ids):  # rehash every id
-                            off = (<int64_t*>offs.p)[2 * j]
-                            hv = 0xCBF29CE484222325
-                            for c in range(<int32_t>(<int64_t*>offs.p)[2 * j + 1]):
-                                hv = (hv ^ <uint64_t><uint32_t>(<int32_t*>sigs.p)[off + c]) * <uint64_t>0x100000001B3
-                            h = <int64_t>(hv >> 17) & (hcap - 1)
-                            while hid[h] >= 0:
-                                h = (h + 1) & (hcap - 1)
-                            hid[h] = j
-                        continue
-                canon[self.t_acc_off[t] + q] = <int32_t>hid[h]
+                if hid[h] >= 0:
+                    canon[g] = <int32_t>hid[h]
+                    continue
+                # a new id
+                if _reserve(&sigs, L, sizeof(int32_t)) < 0 or _reserve(&offs, 2, sizeof(int64_t)) < 0:
+                    n_ids = ERR_MEMORY
+                    break
+                memcpy(&(<int32_t*>sigs.p)[sigs.n], sig, L * sizeof(int32_t))
+                (<int64_t*>offs.p)[offs.n] = sigs.n
+                (<int64_t*>offs.p)[offs.n + 1] = L
+                sigs.n += L
+                offs.n += 2
+                hid[h] = n_ids
+                canon[g] = <int32_t>n_ids
+                n_ids += 1
+                if 2 * n_ids > hcap:  # grow the table: rehash every id
+                    free(hid)
+                    hcap *= 2
+                    hid = <int64_t*>malloc(hcap * sizeof(int64_t))
+                    if hid == NULL:
+                        n_ids = ERR_MEMORY
+                        break
+                    memset(hid, 0xFF, hcap * sizeof(int64_t))
+                    for j in range(<int32_t>n_ids):
+                        off = (<int64_t*>offs.p)[2 * j]
+                        hv = 0xCBF29CE484222325
+                        for c in range(<int32_t>(<int64_t*>offs.p)[2 * j + 1]):
+                            hv = (hv ^ <uint64_t><uint32_t>(<int32_t*>sigs.p)[off + c]) * <uint64_t>0x100000001B3
+                        h = <int64_t>(hv >> 17) & (hcap - 1)
+                        while hid[h] >= 0:
+                            h = (h + 1) & (hcap - 1)
+                        hid[h] = j
+            if n_ids < 0:
+                break
         free(hid)
         free(sigs.p)
         free(offs.p)
         free(seen)
         free(pos_of)
+        free(fp)
+        free(fkey)
+        free(flast)
+        free(fterms)
         return n_ids
 
     cdef int _inner(self, int32_t t, int32_t s, TokenTrie trie, Memo* memo, Memo* gm, const int32_t* canon,
