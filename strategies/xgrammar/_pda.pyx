@@ -286,6 +286,19 @@ cdef int _memo_put(Memo* m, int64_t key, int32_t entry) noexcept nogil:
     return 0
 
 
+cdef inline uint64_t _fnv(const int32_t* xs, int32_t n) noexcept nogil:
+    cdef uint64_t h = <uint64_t>0xCBF29CE484222325
+    cdef int32_t i
+    for i in range(n):
+        h = (h ^ <uint64_t><uint32_t>xs[i]) * <uint64_t>0x100000001B3
+    return h
+
+
+cdef int _cmp_uint64(const void* a, const void* b) noexcept nogil:
+    cdef uint64_t x = (<const uint64_t*>a)[0], y = (<const uint64_t*>b)[0]
+    return (x > y) - (x < y)
+
+
 cdef int _cmp_int32(const void* a, const void* b) noexcept nogil:
     cdef int32_t x = (<const int32_t*>a)[0], y = (<const int32_t*>b)[0]
     return (x > y) - (x < y)
@@ -686,8 +699,8 @@ cdef class Tables:
         cdef uint64_t fpv[CANON_MAX]
         cdef int32_t csize[256]
         cdef int32_t t, q, m, i, j, c, x, k, n, L, stamp = 0
-        cdef int64_t n_ids = 0, hcap = 1024, h, off, fcap = 1024, n_fp = 0, g, n_all
-        cdef uint64_t hv, tmp
+        cdef int64_t n_ids = 0, hcap = 1024, h, off, fcap = 1024, g, n_all
+        cdef uint64_t hv
         cdef bint ok
         cdef const int32_t* tab
         cdef const uint8_t* cl
@@ -702,22 +715,26 @@ cdef class Tables:
         cdef int32_t n_max = 1
         for t in range(self.n_sym - self.n_nt):
             n_max = max(n_max, <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t]))
-        cdef int32_t* seen = <int32_t*>malloc(n_max * sizeof(int32_t))
-        cdef int32_t* pos_of = <int32_t*>malloc(n_max * sizeof(int32_t))
+        # one block: per candidate state its fingerprint; the fingerprint table (key,
+        # last terminal with it, terminals with it); per state of a terminal, the
+        # stamp it was seen under and its breadth-first number
+        cdef char* block = <char*>malloc(max(1, n_all) * (sizeof(uint64_t) + 2 * sizeof(int32_t))
+                                         + fcap * (sizeof(uint64_t) + 2 * sizeof(int32_t)) + 2 * n_max * sizeof(int32_t))
         cdef int64_t* hid = <int64_t*>malloc(hcap * sizeof(int64_t))
-        cdef uint64_t* fp = <uint64_t*>malloc(max(1, n_all) * sizeof(uint64_t))   # per state, 0: none
-        cdef uint64_t* fkey = <uint64_t*>malloc(fcap * sizeof(uint64_t))           # fingerprint table
-        cdef int32_t* flast = <int32_t*>malloc(fcap * sizeof(int32_t))            # last terminal with it
-        cdef int32_t* fterms = <int32_t*>malloc(fcap * sizeof(int32_t))           # terminals with it
-        if hid == NULL or seen == NULL or pos_of == NULL or fp == NULL or fkey == NULL or flast == NULL or fterms == NULL:
+        if block == NULL or hid == NULL:
+            free(block)
             free(hid)
-            free(seen)
-            free(pos_of)
-            free(fp)
-            free(fkey)
-            free(flast)
-            free(fterms)
             return ERR_MEMORY
+        cdef uint64_t* fp = <uint64_t*>block
+        cdef uint64_t* fkey = fp + max(1, n_all)
+        cdef int32_t* flast = <int32_t*>(fkey + fcap)
+        cdef int32_t* fterms = flast + fcap
+        cdef int32_t* seen = fterms + fcap
+        cdef int32_t* pos_of = seen + n_max
+        cdef int32_t* term_of = pos_of + n_max   # per candidate: its terminal and state
+        cdef int32_t* state_of = term_of + max(1, n_all)
+        cdef int64_t n_cand = 0
+        memset(canon, 0xFF, max(1, n_all) * sizeof(int32_t))
         memset(seen, 0, n_max * sizeof(int32_t))
         memset(hid, 0xFF, hcap * sizeof(int64_t))
         memset(fkey, 0, fcap * sizeof(uint64_t))
@@ -732,9 +749,7 @@ cdef class Tables:
             memset(csize, 0, k * sizeof(int32_t))
             for c in range(256):
                 csize[cl[c]] += 1
-            fp[self.t_acc_off[t]] = 0
             for q in range(1, n):
-                fp[self.t_acc_off[t] + q] = 0
                 # only states alive on most bytes: their walks are the long ones
                 x = 0
                 for c in range(k):
@@ -765,18 +780,15 @@ cdef class Tables:
                     i += 1
                 if not ok:
                     continue
-                for i in range(1, m):  # sort: the fingerprint ignores the numbering
-                    tmp = fpv[i]
-                    j = i - 1
-                    while j >= 0 and fpv[j] > tmp:
-                        fpv[j + 1] = fpv[j]
-                        j -= 1
-                    fpv[j + 1] = tmp
+                qsort(fpv, m, sizeof(uint64_t), _cmp_uint64)  # the fingerprint ignores the numbering
                 hv = (<uint64_t>0xCBF29CE484222325) ^ <uint64_t>m
                 for i in range(m):
                     hv = (hv ^ fpv[i]) * <uint64_t>0x100000001B3
                 hv |= 1  # never 0
-                fp[self.t_acc_off[t] + q] = hv
+                fp[n_cand] = hv
+                term_of[n_cand] = t
+                state_of[n_cand] = q
+                n_cand += 1
                 h = <int64_t>(hv >> 17) & (fcap - 1)
                 while fkey[h] != 0 and fkey[h] != hv:
                     h = (h + 1) & (fcap - 1)
@@ -787,63 +799,54 @@ cdef class Tables:
                 elif flast[h] != t:
                     flast[h] = t
                     fterms[h] += 1
-        # pass 2: the states whose fingerprint two terminals share, written out
-        for t in range(self.n_sym - self.n_nt):
+        # pass 2: the candidates whose fingerprint two terminals share, written out
+        for g in range(n_cand):
+            h = <int64_t>(fp[g] >> 17) & (fcap - 1)
+            while fkey[h] != fp[g]:
+                h = (h + 1) & (fcap - 1)
+            if fterms[h] < 2:
+                continue
+            t = term_of[g]
+            q = state_of[g]
             tab = self.t_table + self.t_tab_off[t]
             cl = self.t_cls + <int64_t>t * 256
             acc = self.t_acc + self.t_acc_off[t]
             k = self.t_k[t]
-            n = <int32_t>(self.t_acc_off[t + 1] - self.t_acc_off[t])
-            for q in range(n):
-                g = self.t_acc_off[t] + q
-                canon[g] = -1
-                if fp[g] == 0:
-                    continue
-                h = <int64_t>(fp[g] >> 17) & (fcap - 1)
-                while fkey[h] != fp[g]:
-                    h = (h + 1) & (fcap - 1)
-                if fterms[h] < 2:
-                    continue
-                # the part q reaches, byte by byte, its states numbered in
-                # breadth-first order (pos_of: a state's number, under this q's stamp)
-                lst[0] = q
-                m = 1
-                L = 0
-                i = 0
-                stamp += 1
-                seen[q] = stamp
-                pos_of[q] = 0
-                while i < m:
-                    sig[L] = acc[lst[i]]
+            # the part q reaches, byte by byte, its states numbered in breadth-first
+            # order (pos_of: a state's number, under this q's stamp)
+            lst[0] = q
+            m = 1
+            L = 0
+            i = 0
+            stamp += 1
+            seen[q] = stamp
+            pos_of[q] = 0
+            while i < m:
+                sig[L] = acc[lst[i]]
+                L += 1
+                row = tab + <int64_t>lst[i] * k
+                for c in range(256):
+                    x = row[cl[c]]
+                    if x == 0:
+                        sig[L] = -1
+                    else:
+                        if seen[x] != stamp:
+                            seen[x] = stamp
+                            pos_of[x] = m
+                            lst[m] = x
+                            m += 1
+                        sig[L] = pos_of[x]
                     L += 1
-                    row = tab + <int64_t>lst[i] * k
-                    for c in range(256):
-                        x = row[cl[c]]
-                        if x == 0:
-                            sig[L] = -1
-                        else:
-                            if seen[x] != stamp:
-                                seen[x] = stamp
-                                pos_of[x] = m
-                                lst[m] = x
-                                m += 1
-                            sig[L] = pos_of[x]
-                        L += 1
-                    i += 1
-                hv = 0xCBF29CE484222325
-                for j in range(L):
-                    hv = (hv ^ <uint64_t><uint32_t>sig[j]) * <uint64_t>0x100000001B3
-                h = <int64_t>(hv >> 17) & (hcap - 1)
-                while hid[h] >= 0:
-                    off = (<int64_t*>offs.p)[2 * hid[h]]
-                    if ((<int64_t*>offs.p)[2 * hid[h] + 1] == L
-                            and memcmp(&(<int32_t*>sigs.p)[off], sig, L * sizeof(int32_t)) == 0):
-                        break
-                    h = (h + 1) & (hcap - 1)
-                if hid[h] >= 0:
-                    canon[g] = <int32_t>hid[h]
-                    continue
-                # a new id
+                i += 1
+            hv = _fnv(sig, L)
+            h = <int64_t>(hv >> 17) & (hcap - 1)
+            while hid[h] >= 0:
+                off = (<int64_t*>offs.p)[2 * hid[h]]
+                if ((<int64_t*>offs.p)[2 * hid[h] + 1] == L
+                        and memcmp(&(<int32_t*>sigs.p)[off], sig, L * sizeof(int32_t)) == 0):
+                    break
+                h = (h + 1) & (hcap - 1)
+            if hid[h] < 0:  # a new id
                 if _reserve(&sigs, L, sizeof(int32_t)) < 0 or _reserve(&offs, 2, sizeof(int64_t)) < 0:
                     n_ids = ERR_MEMORY
                     break
@@ -853,36 +856,26 @@ cdef class Tables:
                 sigs.n += L
                 offs.n += 2
                 hid[h] = n_ids
-                canon[g] = <int32_t>n_ids
                 n_ids += 1
-                if 2 * n_ids > hcap:  # grow the table: rehash every id
-                    free(hid)
-                    hcap *= 2
-                    hid = <int64_t*>malloc(hcap * sizeof(int64_t))
-                    if hid == NULL:
-                        n_ids = ERR_MEMORY
-                        break
-                    memset(hid, 0xFF, hcap * sizeof(int64_t))
-                    for j in range(<int32_t>n_ids):
-                        off = (<int64_t*>offs.p)[2 * j]
-                        hv = 0xCBF29CE484222325
-                        for c in range(<int32_t>(<int64_t*>offs.p)[2 * j + 1]):
-                            hv = (hv ^ <uint64_t><uint32_t>(<int32_t*>sigs.p)[off + c]) * <uint64_t>0x100000001B3
-                        h = <int64_t>(hv >> 17) & (hcap - 1)
-                        while hid[h] >= 0:
-                            h = (h + 1) & (hcap - 1)
-                        hid[h] = j
-            if n_ids < 0:
-                break
+            canon[self.t_acc_off[t] + q] = <int32_t>hid[h]
+            if 2 * n_ids > hcap:  # grow the table: rehash every id
+                free(hid)
+                hcap *= 2
+                hid = <int64_t*>malloc(hcap * sizeof(int64_t))
+                if hid == NULL:
+                    n_ids = ERR_MEMORY
+                    break
+                memset(hid, 0xFF, hcap * sizeof(int64_t))
+                for j in range(<int32_t>n_ids):
+                    off = (<int64_t*>offs.p)[2 * j]
+                    h = <int64_t>(_fnv(&(<int32_t*>sigs.p)[off], <int32_t>(<int64_t*>offs.p)[2 * j + 1]) >> 17) & (hcap - 1)
+                    while hid[h] >= 0:
+                        h = (h + 1) & (hcap - 1)
+                    hid[h] = j
+        free(block)
         free(hid)
         free(sigs.p)
         free(offs.p)
-        free(seen)
-        free(pos_of)
-        free(fp)
-        free(fkey)
-        free(flast)
-        free(fterms)
         return n_ids
 
     cdef int _inner(self, int32_t t, int32_t s, TokenTrie trie, Memo* memo, Memo* gm, const int32_t* canon,
