@@ -305,7 +305,9 @@ def warm_up(engine: Any, vocab: Any) -> None:
     """Compile a one-symbol grammar, and a one-keyword schema for an engine with its
     own schema compiler, and fill a first mask: untimed, so that one-time library
     setup (Lark's meta-grammar, ~0.15 s; an engine's first-use initialization) is no
-    item's TTFM.  A failure is ignored: the engine's items report their own."""
+    item's TTFM.  A failure is ignored: the engine's items report their own.  It runs
+    while the engine is built, so a crash there is the item's ``crash`` and a hang
+    meets the engine-build limit (a :class:`HarnessError`)."""
     from toolkit import bitmask as bm
     from toolkit.grammar import Grammar
 
