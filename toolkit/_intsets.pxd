@@ -1,4 +1,5 @@
-# Hash-consed sets of int32 (sorted arrays): equal sets get one id.
+# Hash-consed sets of int32 (sorted arrays): equal sets get one id; and the hash
+# functions the Cython modules' tables share (mix64, hash_ints).
 #
 # Shared by the Cython modules that intern automaton states made of sets: the subset
 # construction of toolkit._dfabuild and the lazy lexer of strategies.llguidance._parser.
@@ -13,6 +14,18 @@ from libc.string cimport memcpy, memset
 
 cdef enum:
     INTSETS_OOM = -2   # intsets_add: out of memory
+
+
+cdef inline uint64_t mix64(uint64_t x) noexcept nogil:
+    """A 64-bit finalizer (MurmurHash3's): every bit of x moves every bit of the
+    result, so an open-addressing table may take the low bits of keys that differ
+    only in their high half (a pair packed as hi << 32 | lo)."""
+    x ^= x >> 33
+    x *= <uint64_t>0xff51afd7ed558ccd
+    x ^= x >> 33
+    x *= <uint64_t>0xc4ceb9fe1a85ec53
+    x ^= x >> 33
+    return x
 
 
 cdef inline uint64_t hash_mix(uint64_t h, uint64_t x) noexcept nogil:

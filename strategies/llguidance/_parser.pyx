@@ -50,7 +50,16 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit._intsets cimport IntSets, grow_array, hash_ints, intsets_add, intsets_find, intsets_free, intsets_init
+from toolkit._intsets cimport (
+    IntSets,
+    grow_array,
+    hash_ints,
+    intsets_add,
+    intsets_find,
+    intsets_free,
+    intsets_init,
+    mix64,
+)
 from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
@@ -98,11 +107,7 @@ cdef struct Item:
 
 
 cdef inline uint64_t _hash_item(int32_t dr, int32_t origin) noexcept nogil:
-    cdef uint64_t k = ((<uint64_t><uint32_t>dr) << 32) | <uint32_t>origin
-    k ^= k >> 33
-    k *= <uint64_t>0xff51afd7ed558ccd
-    k ^= k >> 33
-    return k
+    return mix64(((<uint64_t><uint32_t>dr) << 32) | <uint32_t>origin)
 
 
 cdef int _resize(void** p, int64_t n, size_t elem) noexcept nogil:

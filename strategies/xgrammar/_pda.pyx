@@ -64,6 +64,7 @@ import numpy as np
 
 cimport numpy as cnp
 
+from toolkit._intsets cimport hash_ints, mix64
 from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
@@ -248,7 +249,7 @@ cdef inline const int32_t* _piece(const Memo* memo, const Memo* gm, const int32_
 
 
 cdef inline int64_t _memo_slot(const Memo* m, int64_t key) noexcept nogil:
-    cdef int64_t h = <int64_t>((<uint64_t>key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & (m.hcap - 1)
+    cdef int64_t h = <int64_t>(mix64(<uint64_t>key) & <uint64_t>(m.hcap - 1))
     while m.hvals[h] >= 0 and m.hkeys[h] != key:
         h = (h + 1) & (m.hcap - 1)
     return h
@@ -284,14 +285,6 @@ cdef int _memo_put(Memo* m, int64_t key, int32_t entry) noexcept nogil:
     m.hvals[h] = entry
     m.hn += 1
     return 0
-
-
-cdef inline uint64_t _fnv(const int32_t* xs, int32_t n) noexcept nogil:
-    cdef uint64_t h = <uint64_t>0xCBF29CE484222325
-    cdef int32_t i
-    for i in range(n):
-        h = (h ^ <uint64_t><uint32_t>xs[i]) * <uint64_t>0x100000001B3
-    return h
 
 
 cdef int _cmp_uint64(const void* a, const void* b) noexcept nogil:
@@ -649,7 +642,7 @@ cdef class Tables:
                 x = <uint64_t>cur[s] * <uint64_t>0x9E3779B97F4A7C15
                 for i in range(k):
                     x = (x ^ <uint64_t>cur[tab[<int64_t>s * k + i]]) * <uint64_t>0x9E3779B97F4A7C15
-                h = <int64_t>(x >> 20) & (hcap - 1)
+                h = <int64_t>(mix64(x) & <uint64_t>(hcap - 1))
                 while hs[h] >= 0:
                     q = hs[h]
                     same = cur[q] == cur[s]
@@ -838,7 +831,7 @@ cdef class Tables:
                         sig[L] = pos_of[x]
                     L += 1
                 i += 1
-            hv = _fnv(sig, L)
+            hv = hash_ints(sig, L)
             h = <int64_t>(hv >> 17) & (hcap - 1)
             while hid[h] >= 0:
                 off = (<int64_t*>offs.p)[2 * hid[h]]
@@ -868,7 +861,7 @@ cdef class Tables:
                 memset(hid, 0xFF, hcap * sizeof(int64_t))
                 for j in range(<int32_t>n_ids):
                     off = (<int64_t*>offs.p)[2 * j]
-                    h = <int64_t>(_fnv(&(<int32_t*>sigs.p)[off], <int32_t>(<int64_t*>offs.p)[2 * j + 1]) >> 17) & (hcap - 1)
+                    h = <int64_t>(hash_ints(&(<int32_t*>sigs.p)[off], <int32_t>(<int64_t*>offs.p)[2 * j + 1]) >> 17) & (hcap - 1)
                     while hid[h] >= 0:
                         h = (h + 1) & (hcap - 1)
                     hid[h] = j
@@ -1261,6 +1254,10 @@ cdef class Parser:
     cdef uint64_t* hkeys     # scratch hash set of the chart being built
     cdef uint32_t* hstamp
     cdef int64_t hcap
+    cdef uint64_t* dkeys     # scratch hash set: (symbol, closed chart) pairs completed
+    cdef uint32_t* dstamp    # into the chart being built
+    cdef int64_t dcap, dn
+    cdef uint32_t dn_at
     cdef uint32_t* nt_stamp
     cdef uint32_t* t_stamp
     cdef uint32_t stamp
@@ -1288,6 +1285,11 @@ cdef class Parser:
         self.popped = <uint8_t*>malloc(self.cap_charts + 1)
         self.hkeys = <uint64_t*>malloc(self.hcap * sizeof(uint64_t))
         self.hstamp = <uint32_t*>malloc(self.hcap * sizeof(uint32_t))
+        self.dcap = 256
+        self.dn = 0
+        self.dn_at = 0
+        self.dkeys = <uint64_t*>malloc(self.dcap * sizeof(uint64_t))
+        self.dstamp = <uint32_t*>malloc(self.dcap * sizeof(uint32_t))
         self.nt_stamp = <uint32_t*>malloc(max(1, tables.n_nt) * sizeof(uint32_t))
         self.t_stamp = <uint32_t*>malloc(max(1, tables.n_sym) * sizeof(uint32_t))
         self.cand = NULL
@@ -1298,9 +1300,11 @@ cdef class Parser:
         self.inner_stamp = NULL
         if (self.items == NULL or self.terms == NULL or self.ch_items == NULL or self.ch_terms == NULL
                 or self.popped == NULL or self.hkeys == NULL or self.hstamp == NULL or self.nt_stamp == NULL
+                or self.dkeys == NULL or self.dstamp == NULL
                 or self.t_stamp == NULL):
             raise MemoryError()
         memset(self.hstamp, 0, self.hcap * sizeof(uint32_t))
+        memset(self.dstamp, 0, self.dcap * sizeof(uint32_t))
         memset(self.nt_stamp, 0, max(1, tables.n_nt) * sizeof(uint32_t))
         memset(self.t_stamp, 0, max(1, tables.n_sym) * sizeof(uint32_t))
         self.stamp = 0
@@ -1318,6 +1322,8 @@ cdef class Parser:
         free(self.popped)
         free(self.hkeys)
         free(self.hstamp)
+        free(self.dkeys)
+        free(self.dstamp)
         free(self.nt_stamp)
         free(self.t_stamp)
         free(self.cand)
@@ -1333,6 +1339,8 @@ cdef class Parser:
         self.stamp += 1
         if self.stamp == 0:  # wrapped: clear every stamp array
             memset(self.hstamp, 0, self.hcap * sizeof(uint32_t))
+            memset(self.dstamp, 0, self.dcap * sizeof(uint32_t))
+            self.dn_at = 0
             memset(self.nt_stamp, 0, max(1, self.T.n_nt) * sizeof(uint32_t))
             memset(self.t_stamp, 0, max(1, self.T.n_sym) * sizeof(uint32_t))
             self.stamp = 1
@@ -1367,7 +1375,7 @@ cdef class Parser:
         self.hcap = c
         for i in range(self.ch_items[self.n_charts], self.n_items):
             key = (<uint64_t><uint32_t>self.items[i].r << 32) | <uint32_t>(self.items[i].o + 1)
-            h = <int64_t>((key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & (c - 1)
+            h = <int64_t>(mix64(key) & <uint64_t>(c - 1))
             while self.hstamp[h] == self.stamp:
                 h = (h + 1) & (c - 1)
             self.hstamp[h] = self.stamp
@@ -1377,7 +1385,7 @@ cdef class Parser:
     cdef int _add(self, int32_t r, int32_t o) noexcept nogil:
         """Add item (r, o) to the chart being built unless it is there."""
         cdef uint64_t key = (<uint64_t><uint32_t>r << 32) | <uint32_t>(o + 1)
-        cdef int64_t h = <int64_t>((key * <uint64_t>0x9E3779B97F4A7C15) >> 20) & (self.hcap - 1)
+        cdef int64_t h = <int64_t>(mix64(key) & <uint64_t>(self.hcap - 1))
         cdef int64_t n = self.n_items - self.ch_items[self.n_charts]
         while self.hstamp[h] == self.stamp:
             if self.hkeys[h] == key:
@@ -1407,11 +1415,61 @@ cdef class Parser:
         self.n_terms += 1
         return 0
 
+    cdef int _completed_before(self, int32_t sym, int32_t o) noexcept nogil:
+        """1 when sym was completed from closed chart o into the chart being built
+        already, else 0 (and it is now), or ERR_MEMORY."""
+        cdef uint64_t key = (<uint64_t><uint32_t>sym << 32) | <uint32_t>o, k2
+        cdef int64_t h, i, c
+        cdef uint64_t* ok
+        cdef uint32_t* os
+        if self.dn_at != self.stamp:
+            self.dn_at = self.stamp
+            self.dn = 0
+        h = <int64_t>(mix64(key) & <uint64_t>(self.dcap - 1))
+        while self.dstamp[h] == self.stamp:
+            if self.dkeys[h] == key:
+                return 1
+            h = (h + 1) & (self.dcap - 1)
+        self.dstamp[h] = self.stamp
+        self.dkeys[h] = key
+        self.dn += 1
+        if 2 * self.dn > self.dcap:  # grow: keep this chart's keys
+            c = self.dcap * 2
+            ok = self.dkeys
+            os = self.dstamp
+            self.dkeys = <uint64_t*>malloc(c * sizeof(uint64_t))
+            self.dstamp = <uint32_t*>malloc(c * sizeof(uint32_t))
+            if self.dkeys == NULL or self.dstamp == NULL:
+                free(self.dkeys)
+                free(self.dstamp)
+                self.dkeys = ok
+                self.dstamp = os
+                return ERR_MEMORY
+            memset(self.dstamp, 0, c * sizeof(uint32_t))
+            for i in range(self.dcap):
+                if os[i] == self.stamp:
+                    k2 = ok[i]
+                    h = <int64_t>(mix64(k2) & <uint64_t>(c - 1))
+                    while self.dstamp[h] == self.stamp:
+                        h = (h + 1) & (c - 1)
+                    self.dstamp[h] = self.stamp
+                    self.dkeys[h] = k2
+            self.dcap = c
+            free(ok)
+            free(os)
+        return 0
+
     cdef int _complete(self, int32_t sym, int32_t o) noexcept nogil:
-        """Advance the items of chart o waiting on sym into the chart being built."""
+        """Advance the items of chart o waiting on sym into the chart being built.  A
+        closed chart's items are scanned once per symbol: again, they would only add
+        what is there."""
         cdef int64_t i, end = self.ch_items[o + 1] if o < self.n_charts else self.n_items
         cdef int32_t r
         cdef int rc
+        if o < self.n_charts:
+            rc = self._completed_before(sym, o)
+            if rc != 0:
+                return rc if rc < 0 else 0
         i = self.ch_items[o]
         while i < end:
             r = self.items[i].r
