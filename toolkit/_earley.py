@@ -18,7 +18,7 @@ it is the oracle other strategies are tested against.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,7 +57,7 @@ class CFG:
     accepting: tuple[np.ndarray | None, ...]
 
 
-def _derives(prods: Iterable[tuple[Hashable, Sequence[Hashable]]], base: set) -> set:
+def derives(prods: Iterable[tuple[Hashable, Sequence[Hashable]]], base: set) -> set:
     """The least set holding ``base`` and every lhs with a production whose symbols
     are all in the set (productive symbols from the live terminals, nullable ones
     from the nullable terminals).  Linear: each production counts its symbols not
@@ -88,8 +88,31 @@ def _derives(prods: Iterable[tuple[Hashable, Sequence[Hashable]]], base: set) ->
     return out
 
 
+def dotted_rules(nts: Sequence[Hashable], rules: Mapping[Hashable, Sequence[Sequence[Hashable]]],
+                 index: Mapping[Hashable, int]) -> tuple[np.ndarray, ...]:
+    """The flat layout the Cython Earley parsers read: ``(dr_sym, dr_lhs, nt_off,
+    nt_drs)`` as int32 arrays.  Nonterminal ``a`` is ``nts[a]``; each of its
+    productions is its symbols' ``index`` numbers followed by ``-1`` in ``dr_sym``
+    (``dr_lhs`` gives each entry's ``a``), and ``nt_drs[nt_off[a]:nt_off[a + 1]]``
+    are the offsets where they start."""
+    dr_sym: list[int] = []
+    dr_lhs: list[int] = []
+    nt_off = [0]
+    nt_drs: list[int] = []
+    for a, name in enumerate(nts):
+        for alt in rules[name]:
+            nt_drs.append(len(dr_sym))
+            for sym in alt:
+                dr_sym.append(index[sym])
+                dr_lhs.append(a)
+            dr_sym.append(-1)
+            dr_lhs.append(a)
+        nt_off.append(len(nt_drs))
+    return tuple(np.asarray(x, dtype=np.int32) for x in (dr_sym, dr_lhs, nt_off, nt_drs))
+
+
 def _productive(grammar_rules: dict[str, list[tuple[str, ...]]], live_terms: set[str]) -> set[str]:
-    return _derives(((lhs, alt) for lhs, alts in grammar_rules.items() for alt in alts), live_terms)
+    return derives(((lhs, alt) for lhs, alts in grammar_rules.items() for alt in alts), live_terms)
 
 
 def compile_cfg(grammar) -> CFG:
@@ -151,7 +174,7 @@ def _compile(grammar) -> CFG:
             prods.append((index[lhs], tuple(index[s] for s in alt)))
 
     null_terms = {index[t] for t in terminals if term_dfas[t].accepting[term_dfas[t].start]}
-    null_set = _derives(prods, null_terms)
+    null_set = derives(prods, null_terms)
     nullable = [i in null_set for i in range(len(names))]
 
     dfas: list[ByteDFA | None] = [None] * len(nonterminals) + [term_dfas[t] for t in terminals]

@@ -23,7 +23,7 @@ from toolkit import bitmask as bm
 from toolkit.protocol import MaskInfo
 from toolkit.vocab import Vocabulary
 
-__all__ = ["BaseMatcher", "CompiledTables"]
+__all__ = ["BaseMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
 
 _EOS = object()  # history record of an accepted EOS
 
@@ -183,3 +183,31 @@ class CompiledTables:
 
     def memory_bytes(self) -> int:
         return int(self.tables.memory_bytes())
+
+
+class StrategyEngine:
+    """What masklab's own engines share: :meth:`describe` records the package version
+    and the engine's ``options`` dict, as the harness stores them."""
+
+    options: dict[str, Any]
+
+    def describe(self) -> dict[str, Any]:
+        """Version and options, as the harness records them."""
+        from toolkit.harness import masklab_version
+
+        return {"version": masklab_version(), "options": dict(self.options)}
+
+
+class GrammarEngine(StrategyEngine):
+    """A :class:`StrategyEngine` that compiles a :class:`~toolkit.grammar.Grammar`, a
+    JSON schema (with its ``whitespace``) or a regex: :meth:`grammar_for`."""
+
+    name: str
+    whitespace: str
+
+    def grammar_for(self, spec: Any) -> tuple[Any, str]:
+        """``(Grammar, kind)`` for what ``compile`` accepts
+        (:func:`toolkit.jsonschema.grammar_of`)."""
+        from toolkit.jsonschema import grammar_of
+
+        return grammar_of(spec, whitespace=self.whitespace, engine=self.name)

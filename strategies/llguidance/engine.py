@@ -45,10 +45,10 @@ from typing import Any
 import numpy as np
 
 from strategies.llguidance._parser import EarleyParser, ParserTables, SliceSet, full_matches
+from toolkit._earley import derives, dotted_rules
 from toolkit.dfaops import difference
 from toolkit.grammar import Grammar
-from toolkit.jsonschema import grammar_of
-from toolkit.matcher import BaseMatcher, CompiledTables
+from toolkit.matcher import BaseMatcher, CompiledTables, GrammarEngine
 from toolkit.protocol import MaskInfo
 from toolkit.regex import ByteDFA, compile_regex
 from toolkit.trie import TokenTrie
@@ -233,30 +233,12 @@ def build_tables(grammar: Grammar, *, max_lexer_states: int, max_row_items: int,
     n_nt = len(nts)
     for i, name in enumerate(lexemes):
         index[name] = n_nt + i
-    dr_sym: list[int] = []
-    dr_lhs: list[int] = []
-    nt_off = [0]
-    nt_drs: list[int] = []
-    for a, name in enumerate(nts):
-        for alt in rules[name]:
-            nt_drs.append(len(dr_sym))
-            for s in alt:
-                dr_sym.append(index[s])
-                dr_lhs.append(a)
-            dr_sym.append(-1)
-            dr_lhs.append(a)
-        nt_off.append(len(nt_drs))
-    nullable = np.zeros(n_nt + len(lexemes), dtype=np.uint8)
-    changed = True
-    while changed:
-        changed = False
-        for a, name in enumerate(nts):
-            if not nullable[a] and any(all(nullable[index[s]] for s in alt) for alt in rules[name]):
-                nullable[a] = 1
-                changed = True
+    dr_sym, dr_lhs, nt_off, nt_drs = dotted_rules(nts, rules, index)
+    nullable = np.zeros(n_nt + len(lexemes), dtype=np.uint8)  # lexemes never match empty
+    prods = ((a, [index[s] for s in alt]) for a, name in enumerate(nts) for alt in rules[name])
+    nullable[sorted(derives(prods, set()))] = 1
     tables = ParserTables(
-        np.asarray(dr_sym, dtype=np.int32), np.asarray(dr_lhs, dtype=np.int32),
-        np.asarray(nt_off, dtype=np.int32), np.asarray(nt_drs, dtype=np.int32), nullable,
+        dr_sym, dr_lhs, nt_off, nt_drs, nullable,
         n_nt, 0, [lex[n] for n in lexemes], len(lexemes) - 1 if skip is not None else -1,
         max_lexer_states=max_lexer_states, max_row_items=max_row_items, max_steps=max_steps,
         n_slices=n_slices,
@@ -264,7 +246,7 @@ def build_tables(grammar: Grammar, *, max_lexer_states: int, max_row_items: int,
     return tables, {"nonterminals": nts, "lexemes": lexemes, "index": index}
 
 
-class LLGuidanceEngine:
+class LLGuidanceEngine(GrammarEngine):
     """The lexer + Earley + trie-walk strategy; see the module doc for the options."""
 
     name = "llguidance"
@@ -309,16 +291,6 @@ class LLGuidanceEngine:
         self.trie = TokenTrie(vocab)
         self.slicer = Slicer(vocab, self.trie, regexes) if regexes else None
         self.eos_ids = np.asarray(vocab.eos_ids, dtype=np.int64)
-
-    def describe(self) -> dict[str, Any]:
-        """Version and options, as the harness records them."""
-        from toolkit.harness import masklab_version
-
-        return {"version": masklab_version(), "options": dict(self.options)}
-
-    def grammar_for(self, spec: Any) -> tuple[Grammar, str]:
-        """``(Grammar, kind)`` for what :meth:`compile` accepts (:func:`grammar_of`)."""
-        return grammar_of(spec, whitespace=self.whitespace, engine="llguidance")
 
     def compile(self, spec: Any) -> LLGuidanceCompiled:
         t0 = time.perf_counter()

@@ -46,7 +46,7 @@ from toolkit import bitmask as bm
 from toolkit.errors import UnsupportedGrammar
 from toolkit.grammar import Grammar, json_schema_to_regex
 from toolkit.jsonschema import JsonSchemaText, schema_text
-from toolkit.matcher import BaseMatcher
+from toolkit.matcher import BaseMatcher, StrategyEngine
 from toolkit.protocol import MaskInfo
 from toolkit.regex import DEFAULT_MAX_STATES, ByteDFA, compile_regex
 from toolkit.trie import TokenTrie
@@ -100,7 +100,7 @@ class OutlinesCompiled:
                 f"dense={self.index.num_dense}, memory={self.memory_bytes()})")
 
 
-class OutlinesEngine:
+class OutlinesEngine(StrategyEngine):
     """The precomputed-index strategy; see the module doc.
 
     Options: ``schema_regex`` (``"masklab"`` or ``"outlines-core"``), ``whitespace``
@@ -169,12 +169,6 @@ class OutlinesEngine:
         np.cumsum(lengths, out=self._token_offsets[1:])
         self._token_blob = b"".join(tb)
         self.eos_ids = np.asarray(vocab.eos_ids, dtype=np.int64)
-
-    def describe(self) -> dict[str, Any]:
-        """Version and options, as the harness records them."""
-        from toolkit.harness import masklab_version
-
-        return {"version": masklab_version(), "options": dict(self.options)}
 
     # ------------------------------------------------------------ compile --
 

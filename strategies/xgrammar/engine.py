@@ -51,10 +51,9 @@ import numpy as np
 
 from strategies.xgrammar._pda import Parser, Tables
 from toolkit import bitmask as bm
-from toolkit._earley import CFG, compile_cfg
+from toolkit._earley import CFG, compile_cfg, dotted_rules
 from toolkit.grammar import Grammar
-from toolkit.jsonschema import grammar_of
-from toolkit.matcher import BaseMatcher, CompiledTables
+from toolkit.matcher import BaseMatcher, CompiledTables, GrammarEngine
 from toolkit.protocol import MaskInfo
 from toolkit.trie import TokenTrie
 from toolkit.vocab import Vocabulary
@@ -199,31 +198,16 @@ def build_tables(grammar: Grammar, *, inline_max: int, max_items: int) -> tuple[
     index = {s: i for i, s in enumerate(nts)}
     for i, t in enumerate(terms):
         index[t] = len(nts) + i
-    dr_sym: list[int] = []
-    dr_lhs: list[int] = []
-    nt_off = [0]
-    nt_drs: list[int] = []
-    for a, old in enumerate(nts):
-        for alt in rules[old]:
-            nt_drs.append(len(dr_sym))
-            for s in alt:
-                dr_sym.append(index[s])
-                dr_lhs.append(a)
-            dr_sym.append(-1)
-            dr_lhs.append(a)
-        nt_off.append(len(nt_drs))
+    dr_sym, dr_lhs, nt_off, nt_drs = dotted_rules(nts, rules, index)
     follow = follow_sets(rules, cfg, nullable)
     fol = np.zeros((len(nts), 256), dtype=np.uint8)
     for a, old in enumerate(nts):
         fol[a] = follow[old]
     null = np.asarray([nullable[s] for s in nts + terms], dtype=np.uint8)
     terminals = [(cfg.trans[t], cfg.classes[t], cfg.accepting[t], cfg.dfas[t].start) for t in terms]
-    tables = Tables(
-        np.asarray(dr_sym, dtype=np.int32), np.asarray(dr_lhs, dtype=np.int32), np.asarray(nt_off, dtype=np.int32),
-        np.asarray(nt_drs, dtype=np.int32), null, len(nts), 0, terminals, fol, max_items=max_items,
-    )
+    tables = Tables(dr_sym, dr_lhs, nt_off, nt_drs, null, len(nts), 0, terminals, fol, max_items=max_items)
     names = [cfg.names[s] for s in nts + terms]
-    dotted = list(zip(dr_lhs, dr_sym, strict=True))
+    dotted = list(zip(dr_lhs.tolist(), dr_sym.tolist(), strict=True))
     return tables, {"names": names, "nonterminals": len(nts), "terminals": len(terms), "dotted": dotted}
 
 
@@ -248,7 +232,7 @@ class XGrammarCompiled(CompiledTables):
         return f"XGrammarCompiled(kind={self.kind!r}, dotted_rules={t.n_dr}, positions={t.n_pos})"
 
 
-class XGrammarEngine:
+class XGrammarEngine(GrammarEngine):
     """The pushdown-parser + adaptive-cache strategy; see the module doc for options."""
 
     name = "xgrammar"
@@ -284,16 +268,6 @@ class XGrammarEngine:
         self.trie = TokenTrie(vocab)
         self._blob, self._offsets = self.trie.token_blob()
         self._text_words = bm.set_bits(bm.allocate(vocab.size)[0], self.trie.token_ids).view(np.uint32)
-
-    def describe(self) -> dict[str, Any]:
-        """Version and options, as the harness records them."""
-        from toolkit.harness import masklab_version
-
-        return {"version": masklab_version(), "options": dict(self.options)}
-
-    def grammar_for(self, spec: Any) -> tuple[Grammar, str]:
-        """``(Grammar, kind)`` for what :meth:`compile` accepts (:func:`grammar_of`)."""
-        return grammar_of(spec, whitespace=self.whitespace, engine="xgrammar")
 
     def compile(self, spec: Any) -> XGrammarCompiled:
         t0 = time.perf_counter()
