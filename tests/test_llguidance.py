@@ -403,6 +403,64 @@ def test_skip_wins_when_it_accepts_the_same_text_as_a_lexeme(lex) -> None:
     assert not m.accept_token(TOK[b"b"]) and _accepts(m, [b";b"]) and m.is_accepting()
 
 
+# ------------------------------------------------------------------ mask cache --
+
+
+def test_mask_cache_key_is_the_lexer_state_and_the_rows() -> None:
+    """Inside the two strings of ``S ":" S`` the lexer state is the same after ``"ab``,
+    but the rows differ: ``":`` may follow the first string only.  The cached mask of
+    the first must not serve the second (nothing is filled in between)."""
+    eng = get_engine("llguidance", LEX, slices="none")
+    plain = get_engine("llguidance", LEX, slices="none", mask_cache=False)
+    g = Grammar.from_lark('start: S ":" S\nS: /"[a-z]*"/\n')
+    m, ref = eng.matcher(eng.compile(g)), plain.matcher(plain.compile(g))
+    for t in (TOK[b'"a'], TOK[b"b"]):
+        assert m.accept_token(t) and ref.accept_token(t)
+    first, ls = _ids(m), m.parser.ls
+    assert first == _ids(ref) and TOK[b'":'] in first
+    assert _ids(m) == first and m.parser.cache_hits == 1  # the same state again: a copy
+    for t in (TOK[b'":'], TOK[b'"a'], TOK[b"b"]):
+        assert m.accept_token(t) and ref.accept_token(t)
+    assert m.parser.ls == ls  # the key's lexer state alone would match
+    second = _ids(m)
+    assert second == _ids(ref) and TOK[b'":'] not in second and m.parser.cache_hits == 1
+    assert ref.parser.cache_hits == 0 and not ref.parser.use_cache
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), which=st.sampled_from(sorted(GRAMMARS)), slicing=st.sampled_from(sorted(SLICINGS)))
+def test_mask_cache_changes_no_mask(data, which: str, slicing: str) -> None:
+    """Cached and uncached matchers agree along walks with rollbacks and forks (the
+    cache is per matcher; a fork starts without one)."""
+    on = _CACHE_ENGINES.setdefault((slicing, True), get_engine("llguidance", LEX, slices=SLICINGS[slicing]))
+    off = _CACHE_ENGINES.setdefault((slicing, False), get_engine("llguidance", LEX, slices=SLICINGS[slicing],
+                                                                 mask_cache=False))
+    g = _grammar(which)
+    a, b = on.matcher(on.compile(g)), off.matcher(off.compile(g))
+    for _ in range(30):
+        rb = _row(b)[0]  # the uncached matcher picks the moves; the cached one is
+        if data.draw(st.booleans(), label="fill"):  # asked only now and then, so its
+            ra = _row(a)[0]  # entry is often a few tokens old
+            assert np.array_equal(ra, rb), (which, a.num_tokens, _show(_as_ids(ra) ^ _as_ids(rb)))
+        allowed = sorted(_as_ids(rb) - {EOS})
+        move = data.draw(st.sampled_from(["token", "token", "token", "rollback", "fork"]), label="move")
+        if move == "rollback" and a.num_tokens:
+            j = data.draw(st.integers(1, a.num_tokens), label="rollback")
+            a.rollback(j)
+            b.rollback(j)
+        elif move == "fork":
+            a, b = a.fork(), b.fork()
+        elif allowed:
+            t = data.draw(st.sampled_from(allowed), label="token")
+            assert a.accept_token(t) and b.accept_token(t)
+        else:
+            break
+    assert b.parser.cache_hits == 0
+
+
+_CACHE_ENGINES: dict[tuple[str, bool], MaskEngine] = {}
+
+
 # ------------------------------------------------ rollback / fork / reset / validate --
 
 
@@ -583,7 +641,7 @@ def test_limits_are_sticky_errors_with_an_eos_only_mask(option: str, value: int,
     "options",
     [
         {"slices": "bogus"}, {"slices": "json"}, {"whitespace": "tabs"},
-        {"max_lexer_states": 0}, {"max_row_items": 0}, {"max_steps": -1},
+        {"max_lexer_states": 0}, {"max_row_items": 0}, {"max_steps": -1}, {"mask_cache": 1},
     ],
 )
 def test_invalid_options_raise_value_error(options) -> None:
@@ -630,7 +688,8 @@ def test_compile_inputs_stats_memory_and_describe() -> None:
     assert repr(c).startswith("LLGuidanceCompiled(kind='grammar'")
     d = eng.describe()
     assert d["options"] == {"slices": CUSTOM_SLICES, "whitespace": "compact", "max_lexer_states": 250_000,
-                            "max_row_items": 10_000, "max_steps": 1_000_000}
+                            "max_row_items": 10_000, "max_steps": 1_000_000,
+                            "mask_cache": True}
     assert isinstance(d["version"], str) and d["version"]
     assert get_engine("llguidance", LEX).describe()["options"]["slices"] == "default"
 
@@ -711,6 +770,23 @@ def test_llama3_bounded_strings_equal_unsliced(llama3: Vocabulary, llama_engines
     assert [i.sliced for i in infos[1:3]] == [max_length >= 10, False]  # 12 then 9 characters left
     for text in ('"a b"', '"' + "hello world"[:max_length] + '"', '""'):
         _llama_walk(llama3, llama_engines, schema, text)
+
+
+def test_llama3_mask_cache_serves_string_interiors_exactly(llama3: Vocabulary, llama_engines) -> None:
+    """Inside a pattern-restricted string and a free one, most masks are cache copies,
+    equal to the walked ones."""
+    schema = {"type": "object", "required": ["k", "n"], "properties": {
+        "k": {"type": "string", "pattern": "^[a-z_-]*$"}, "n": {"type": "string"}}}
+    text = '{"k": "abc_def-ghi_jklmno_pqr_stu", "n": "Hello world, this is a test of the mask cache"}'
+    on = llama_engines["default"]
+    off = get_engine("llguidance", llama3, mask_cache=False)
+    a, b = on.matcher(on.compile(schema)), off.matcher(off.compile(schema))
+    tokens = [*llama3.encode(text), llama3.eos_ids[0]]
+    for i, t in enumerate(tokens):
+        ra, rb = _row(a, llama3)[0], _row(b, llama3)[0]
+        assert np.array_equal(ra, rb), (i, _show(_as_ids(ra, llama3) ^ _as_ids(rb, llama3), llama3)[:8])
+        assert a.accept_token(t) and b.accept_token(t)
+    assert a.parser.cache_hits >= len(tokens) // 2 and b.parser.cache_hits == 0
 
 
 # Five MaskBench schemas from different sources (cheap to compile in both engines).

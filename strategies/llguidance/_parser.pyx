@@ -761,11 +761,26 @@ cdef class EarleyParser:
     cdef int32_t* st_ls       # walk stacks, one entry per trie depth
     cdef int32_t* st_rows
     cdef int32_t st_cap
+    cdef int64_t* row_id      # a number per row built, never reused by this parser: the
+    cdef int64_t next_row_id  # row's content, and every row's below it, is fixed by it
+    # The mask cache (llguidance's bias cache): the text tokens of the last mask made
+    # walking, and its key.  A mask depends only on the lexer state and the rows; the
+    # rows are fixed by the top row's id, so inside a long lexeme (a JSON string), where
+    # the lexer state loops, the next mask is often the last one.
+    cdef public bint use_cache
+    cdef readonly int64_t cache_hits
+    cdef word_t* cache_mask
+    cdef int32_t cache_words, cache_ls
+    cdef int64_t cache_row
+    cdef bint cache_sliced
+    cdef object cache_trie, cache_slices
 
-    def __cinit__(self, ParserTables tables not None, *args):
+    def __cinit__(self, ParserTables tables not None, *args, **kwargs):
         self.T = tables  # the C fields start zeroed (NULL pointers, empty rows and stacks)
 
-    def __init__(self, ParserTables tables not None, bint _empty=False):
+    def __init__(self, ParserTables tables not None, bint _empty=False, bint use_cache=True):
+        self.use_cache = use_cache
+        self.cache_ls = -1
         if _empty:
             return
         self.T.steps = 0
@@ -779,6 +794,8 @@ cdef class EarleyParser:
         free(self.row_ls)
         free(self.row_acc)
         free(self.row_key)
+        free(self.row_id)
+        free(self.cache_mask)
         free(self.st_ls)
         free(self.st_rows)
 
@@ -805,11 +822,14 @@ cdef class EarleyParser:
             if (_resize(<void**>&self.row_beg, cap, sizeof(int32_t)) < 0
                     or _resize(<void**>&self.row_ls, cap, sizeof(int32_t)) < 0
                     or _resize(<void**>&self.row_key, cap, sizeof(int32_t)) < 0
+                    or _resize(<void**>&self.row_id, cap, sizeof(int64_t)) < 0
                     or _resize(<void**>&self.row_acc, cap, sizeof(uint8_t)) < 0):
                 return self.T._fail(ERR_MEMORY, cap)
             self.cap_rows = cap
         self.row_beg[self.n_rows] = <int32_t>self.n_items
         self.row_key[self.n_rows] = -1
+        self.row_id[self.n_rows] = self.next_row_id
+        self.next_row_id += 1
         self.n_rows += 1
         self.rows_valid = self.n_rows - 1  # the new row is valid once closed
         self.T.stamp += 1
@@ -1090,16 +1110,49 @@ cdef class EarleyParser:
         pair of the current lexer state is ORed in wholesale, and the other slices'
         tries and the rest's trie are walked; when no slice qualifies the whole
         ``trie`` is walked (one walk shares the prefixes the slice tries split).
+
+        With ``use_cache`` (the default), a mask asked for in the lexer state and rows
+        of the last one made (same ``trie`` and ``slices``) is the last one's copy:
+        ``(0, sliced as then)``, counted in ``cache_hits``.
         """
+        cdef int32_t w
+        cdef int32_t n_words = <int32_t>mask.shape[0]
+        cdef int64_t top
+        if n_words * 32 < trie.vocab_size:
+            raise ValueError(f"mask has {n_words} words, the vocabulary needs {(trie.vocab_size + 31) // 32}")
+        if not self.use_cache:
+            return self._fill(trie, &mask[0], n_words, slices)
+        top = self.row_id[self.n_rows - 1]
+        if (self.cache_ls == self.ls and self.cache_row == top and self.cache_words == n_words
+                and trie is self.cache_trie and slices is self.cache_slices):
+            for w in range(n_words):
+                mask[w] |= self.cache_mask[w]
+            self.cache_hits += 1
+            return 0, self.cache_sliced
+        if self.cache_words != n_words:
+            free(self.cache_mask)
+            self.cache_mask = <word_t*>malloc(max(1, n_words) * sizeof(word_t))
+            if self.cache_mask == NULL:
+                self.cache_words = 0
+                raise MemoryError()
+            self.cache_words = n_words
+        self.cache_ls = -1  # no entry unless this mask is made
+        memset(self.cache_mask, 0, n_words * sizeof(word_t))
+        visited, sliced = self._fill(trie, self.cache_mask, n_words, slices)
+        for w in range(n_words):
+            mask[w] |= self.cache_mask[w]
+        self.cache_ls, self.cache_row, self.cache_sliced = self.ls, top, sliced
+        self.cache_trie, self.cache_slices = trie, slices
+        return visited, sliced
+
+    cdef tuple _fill(self, TokenTrie trie, word_t* mask, int32_t n_words, SliceSet slices):
+        """``fill``'s walk into ``mask`` (``n_words`` words), no cache."""
         cdef ParserTables T = self.T
         cdef int64_t visited = 0
         cdef int32_t k, w
         cdef int64_t bits
         cdef bint sliced = False
         cdef const word_t* smask
-        cdef int32_t n_words = <int32_t>mask.shape[0]
-        if n_words * 32 < trie.vocab_size:
-            raise ValueError(f"mask has {n_words} words, the vocabulary needs {(trie.vocab_size + 31) // 32}")
         T.steps = 0
         if slices is not None and slices.n > 0:
             if T.n_slices < slices.n:
@@ -1127,12 +1180,12 @@ cdef class EarleyParser:
         T.note_steps()
         return visited, False
 
-    cdef int64_t _walk_py(self, TokenTrie trie, word_t[::1] mask) except -2:
+    cdef int64_t _walk_py(self, TokenTrie trie, word_t* mask) except -2:
         cdef int64_t v
         if self._ensure_stack(trie.max_depth + 1) < 0:
             self.T.raise_error()
         with nogil:
-            v = self._walk(trie.nodes, trie.num_nodes, trie.token_ids, &mask[0])
+            v = self._walk(trie.nodes, trie.num_nodes, trie.token_ids, mask)
         if v < 0:
             self.T.raise_error()
             raise RuntimeError("llguidance parser: walk failed")
@@ -1208,10 +1261,14 @@ cdef class EarleyParser:
         other.row_ls = <int32_t*>malloc((self.n_rows + 2) * sizeof(int32_t))
         other.row_acc = <uint8_t*>malloc(self.n_rows + 2)
         other.row_key = <int32_t*>malloc((self.n_rows + 2) * sizeof(int32_t))
+        other.row_id = <int64_t*>malloc((self.n_rows + 2) * sizeof(int64_t))
         if (other.items == NULL or other.row_beg == NULL or other.row_ls == NULL
-                or other.row_acc == NULL or other.row_key == NULL):
+                or other.row_acc == NULL or other.row_key == NULL or other.row_id == NULL):
             raise MemoryError()
         memcpy(other.row_key, self.row_key, self.n_rows * sizeof(int32_t))
+        memcpy(other.row_id, self.row_id, self.n_rows * sizeof(int64_t))
+        other.next_row_id = self.next_row_id
+        other.use_cache = self.use_cache
         other.rows_valid = self.n_rows
         memcpy(other.items, self.items, self.n_items * sizeof(Item))
         memcpy(other.row_beg, self.row_beg, (self.n_rows + 1) * sizeof(int32_t))

@@ -33,7 +33,10 @@ Options: ``slices`` (``"default"``: llguidance's three JSON-string slices;
 llguidance's), ``max_row_items`` (Earley items in one row, default 10,000) and
 ``max_steps`` (parser items plus lexer states built during one mask or one token,
 default 1,000,000).  Exceeding one is a :class:`~toolkit.errors.LimitExceeded`, which
-puts a matcher in the sticky error state of the protocol.
+puts a matcher in the sticky error state of the protocol.  ``mask_cache`` (default
+True) keeps each matcher's last mask with its key, the lexer state and the Earley rows,
+as llguidance's bias cache does: inside a long lexeme the lexer state often loops, and
+the next mask is then a copy (``False`` walks every time, for ablations).
 """
 
 from __future__ import annotations
@@ -262,6 +265,7 @@ class LLGuidanceEngine(GrammarEngine):
         max_lexer_states: int = 250_000,
         max_row_items: int = 10_000,
         max_steps: int = 1_000_000,
+        mask_cache: bool = True,
     ) -> None:
         if isinstance(slices, str):
             if slices == "default":
@@ -283,10 +287,13 @@ class LLGuidanceEngine(GrammarEngine):
         self.max_lexer_states = int(max_lexer_states)
         self.max_row_items = int(max_row_items)
         self.max_steps = int(max_steps)
+        if not isinstance(mask_cache, bool):
+            raise ValueError(f"mask_cache must be a bool, got {mask_cache!r}")
+        self.mask_cache = mask_cache
         self.options = {
             "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace,
             "max_lexer_states": self.max_lexer_states, "max_row_items": self.max_row_items,
-            "max_steps": self.max_steps,
+            "max_steps": self.max_steps, "mask_cache": self.mask_cache,
         }
         self.trie = TokenTrie(vocab)
         self.slicer = Slicer(vocab, self.trie, regexes) if regexes else None
@@ -304,7 +311,7 @@ class LLGuidanceEngine(GrammarEngine):
         return LLGuidanceCompiled(grammar, tables, kind, symbols, {"grammar": t1 - t0, "tables": t2 - t1})
 
     def matcher(self, compiled: LLGuidanceCompiled) -> LLGuidanceMatcher:
-        return LLGuidanceMatcher(self, compiled, EarleyParser(compiled.tables))
+        return LLGuidanceMatcher(self, compiled, EarleyParser(compiled.tables, use_cache=self.mask_cache))
 
 
 class LLGuidanceMatcher(BaseMatcher):
@@ -337,4 +344,4 @@ class LLGuidanceMatcher(BaseMatcher):
         return LLGuidanceMatcher(self.engine, self.compiled, self.parser.copy())
 
     def _reset_state(self) -> None:
-        self.parser = EarleyParser(self.compiled.tables)
+        self.parser = EarleyParser(self.compiled.tables, use_cache=self.engine.mask_cache)
