@@ -772,6 +772,25 @@ def test_llama3_bounded_strings_equal_unsliced(llama3: Vocabulary, llama_engines
         _llama_walk(llama3, llama_engines, schema, text)
 
 
+@pytest.mark.parametrize(("schema", "text", "memo"), [
+    ({"enum": ["Africa/Abidjan", "America/New_York", "Asia/Tokyo", "Europe/Paris"]}, '"Asia/Tokyo"', False),
+    ({"type": "string", "maxLength": 3000}, '"' + "lorem ipsum dolor " * 6 + '"', True),
+])
+def test_llama3_slice_checks_small_and_memoized(llama3: Vocabulary, llama_engines, schema, text: str,
+                                                memo: bool) -> None:
+    """A slice check that ends within a few product pairs (an enum refuses most bytes)
+    allocates no memo; one that outgrows its small table (the ``+`` slice against a
+    3000-character bound) starts over with the memo.  Masks equal unsliced ones."""
+    eng = llama_engines["default"]
+    compiled = eng.compile(schema)
+    m = eng.matcher(compiled)
+    plain = llama_engines["none"].matcher(llama_engines["none"].compile(schema))
+    for t in [*llama3.encode(text), llama3.eos_ids[0]]:
+        assert np.array_equal(_row(m, llama3)[0], _row(plain, llama3)[0]), llama3.token_bytes[t]
+        assert m.accept_token(t) and plain.accept_token(t)
+    assert (compiled.tables.memo_bytes > 0) == memo
+
+
 def test_llama3_mask_cache_serves_string_interiors_exactly(llama3: Vocabulary, llama_engines) -> None:
     """Inside a pattern-restricted string and a free one, most masks are cache copies,
     equal to the walked ones."""

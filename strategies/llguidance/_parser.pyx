@@ -92,6 +92,7 @@ cdef enum:
 
 cdef enum:
     MAX_MEMO_PAIRS = 1 << 26  # product pairs (bytes of memo) one (lexeme, slice) may use
+    SPARSE_CAP = 4096         # slots of the small search's table; it gives up at half full
 
 cdef enum:
     SL_KNOWN = 0x80000000  # ls_sl: the slices of this lexer state are decided
@@ -265,11 +266,16 @@ cdef class ParserTables:
     cdef int8_t* slice_ok
     cdef int32_t n_slices
     cdef uint8_t** memo       # per (lexeme, slice): P_* verdict per product pair, lazily
+    cdef int64_t* sp_key      # the small search's pairs (open addressing, SPARSE_CAP slots)
+    cdef uint8_t* sp_val      # and their P_* marks; a slot is in use when its stamp is
+    cdef int32_t* sp_stamp    # sp_cur (so a new search clears nothing)
+    cdef int32_t sp_cur, sp_n
+    cdef uint8_t* sp_full     # per (lexeme, slice): a small search of it filled its table
     cdef int64_t* dfs_pair
     cdef int64_t* dfs_seen
     cdef int32_t* dfs_byte
     cdef int64_t dfs_cap
-    cdef int64_t memo_bytes
+    cdef readonly int64_t memo_bytes  # bytes of the per (lexeme, slice) memos made
 
     def __init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, int32_t n_nt,
                  int32_t start_sym, lexemes, int32_t skip, *, int64_t max_lexer_states,
@@ -366,7 +372,13 @@ cdef class ParserTables:
         self.dfs_pair = self.dfs_seen = NULL
         self.dfs_byte = NULL
         self.dfs_cap = 0
-        if (self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL or sets_ok < 0
+        self.sp_key = <int64_t*>malloc(SPARSE_CAP * sizeof(int64_t))
+        self.sp_val = <uint8_t*>malloc(SPARSE_CAP)
+        self.sp_stamp = <int32_t*>calloc(SPARSE_CAP, sizeof(int32_t))
+        self.sp_cur = 0
+        self.sp_full = <uint8_t*>calloc(max(1, <int64_t>self.n_lex * max(1, n_slices)), 1)
+        if (self.sp_full == NULL or self.sp_key == NULL or self.sp_val == NULL or self.sp_stamp == NULL
+                or self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL or sets_ok < 0
                 or self.buf == NULL or self.allowed == NULL or self.nt_stamp == NULL
                 or self.allow_stamp == NULL or self.scan_stamp == NULL or self.iht_key == NULL
                 or self.iht_stamp == NULL or self.slice_ok == NULL or self.memo == NULL
@@ -398,6 +410,7 @@ cdef class ParserTables:
             for i in range(<int64_t>self.n_lex * max(1, self.n_slices)):
                 free(self.memo[i])
         free(self.memo); free(self.dfs_pair); free(self.dfs_seen); free(self.dfs_byte)
+        free(self.sp_key); free(self.sp_val); free(self.sp_stamp); free(self.sp_full)
 
     # ------------------------------------------------------ lexer states --
 
@@ -535,11 +548,13 @@ cdef class ParserTables:
         contained in the prefixes of g's language unless some product pair reachable
         from (slice start, g) takes a byte the slice allows and the lexeme does not.
         The slice DFA is minimal (every live state reaches acceptance), so any such
-        byte is on a slice string.  A depth-first search finds such a pair; its
-        verdicts are memoized per (lexeme, slice) over all pairs (a pair on the path
-        to a dead end is bad; every pair of a search that found none is good), so
-        the checks at successive positions of one long lexeme cost little more
-        than the first.
+        byte is on a slice string.  A depth-first search finds such a pair.  It keeps
+        its pairs in a small table: most searches end within a few pairs (a lexeme
+        refusing some byte the slice allows, near its start; a short bounded string).
+        One that outgrows it, and every later search of that (lexeme, slice), uses a
+        memo of verdicts per (lexeme, slice) over all pairs (a pair on the path to a dead end is bad; every pair of a search
+        that found none is good), which later searches share, so the checks at
+        successive positions of one long lexeme cost little more than the first.
         """
         cdef int64_t idx = <int64_t>g * self.n_slices + k
         cdef int8_t c = self.slice_ok[idx]
@@ -547,35 +562,86 @@ cdef class ParserTables:
             return 1 if c == 1 else 0
         cdef int32_t l = self.g_lex[g]
         cdef int64_t ln = self.lex_off[l + 1] - self.lex_off[l]
-        cdef const int32_t* ltrans = self.lex_trans[l]
-        cdef const uint8_t* lcls = self.lex_cls[l]
-        cdef int64_t lk = self.lex_k[l]
         cdef int64_t npairs = <int64_t>sn * ln
         cdef int64_t mi = <int64_t>l * self.n_slices + k
         cdef uint8_t* memo = self.memo[mi]
         cdef int64_t root = <int64_t>sstart * ln + (g - self.lex_off[l])
-        cdef int64_t pr, pr2, cap, i, n_stack = 0, n_seen = 0
-        cdef int32_t q, r, q2, r2, b
-        cdef int result = 1
-        cdef uint8_t st
+        cdef int result
         if npairs > MAX_MEMO_PAIRS:
             # A product too large to memoize (a lexeme with millions of DFA states):
             # the slice is walked like the rest, which gives the same mask.
             self.slice_ok[idx] = 2
             return 0
-        if memo == NULL:
-            memo = <uint8_t*>calloc(npairs, 1)
+        result = -3 if self.sp_full[mi] else self._search(l, root, ln, strans, NULL)
+        if result == -3:  # the small table filled up (now or before): the memo
+            self.sp_full[mi] = 1
             if memo == NULL:
-                return self._fail(ERR_MEMORY, npairs)
-            self.memo[mi] = memo
-            self.memo_bytes += npairs
-        if memo[root] == P_GOOD or memo[root] == P_BAD:
-            result = 1 if memo[root] == P_GOOD else 0
-            self.slice_ok[idx] = 1 if result else 2
+                memo = <uint8_t*>calloc(npairs, 1)
+                if memo == NULL:
+                    return self._fail(ERR_MEMORY, npairs)
+                self.memo[mi] = memo
+                self.memo_bytes += npairs
+        if memo != NULL:
+            if memo[root] == P_GOOD or memo[root] == P_BAD:
+                result = 1 if memo[root] == P_GOOD else 0
+            else:
+                result = self._search(l, root, ln, strans, memo)
+        if result < 0:
             return result
+        self.slice_ok[idx] = 1 if result else 2
+        return result
+
+    cdef inline int64_t _sp_slot(self, int64_t pr) noexcept nogil:
+        """The small table's slot of pair pr: its own, or the free one it would take."""
+        cdef int64_t h = <int64_t>(mix64(<uint64_t>pr) & (SPARSE_CAP - 1))
+        while self.sp_stamp[h] == self.sp_cur and self.sp_key[h] != pr:
+            h = (h + 1) & (SPARSE_CAP - 1)
+        return h
+
+    cdef inline uint8_t _mark(self, uint8_t* memo, int64_t pr) noexcept nogil:
+        cdef int64_t h
+        if memo != NULL:
+            return memo[pr]
+        h = self._sp_slot(pr)
+        return self.sp_val[h] if self.sp_stamp[h] == self.sp_cur else P_UNKNOWN
+
+    cdef inline int _set_mark(self, uint8_t* memo, int64_t pr, uint8_t v) noexcept nogil:
+        """Mark pair pr; -3 when the small table is half full (memo NULL)."""
+        cdef int64_t h
+        if memo != NULL:
+            memo[pr] = v
+            return 0
+        h = self._sp_slot(pr)
+        if self.sp_stamp[h] != self.sp_cur:
+            if 2 * (self.sp_n + 1) > SPARSE_CAP:
+                return -3
+            self.sp_n += 1
+            self.sp_stamp[h] = self.sp_cur
+            self.sp_key[h] = pr
+        self.sp_val[h] = v
+        return 0
+
+    cdef int _search(self, int32_t l, int64_t root, int64_t ln, const int32_t* strans,
+                     uint8_t* memo) noexcept nogil:
+        """``contained``'s search from pair ``root`` of lexeme l: 1, 0, -1 on error, or
+        -3 when ``memo`` is NULL (the small table) and the table filled up."""
+        cdef const int32_t* ltrans = self.lex_trans[l]
+        cdef const uint8_t* lcls = self.lex_cls[l]
+        cdef int64_t lk = self.lex_k[l]
+        cdef int64_t pr, pr2, i, n_stack = 0, n_seen = 0
+        cdef int32_t q, r, q2, r2, b
+        cdef int result = 1
+        cdef uint8_t st
+        if memo == NULL:
+            self.sp_cur += 1
+            self.sp_n = 0
+            if self.sp_cur == 0x7fffffff:  # never wraps onto a stamp still in the table
+                memset(self.sp_stamp, 0, SPARSE_CAP * sizeof(int32_t))
+                self.sp_cur = 1
         if self._dfs_reserve(1) < 0:
             return -1
-        memo[root] = P_OPEN
+        if self._set_mark(memo, root, P_OPEN) < 0:
+            return -3
         self.dfs_pair[0] = root
         self.dfs_byte[0] = 0
         self.dfs_seen[0] = root
@@ -594,7 +660,7 @@ cdef class ParserTables:
                         result = 0
                         break
                     pr2 = <int64_t>q2 * ln + r2
-                    st = memo[pr2]
+                    st = self._mark(memo, pr2)
                     if st == P_BAD:
                         result = 0
                         break
@@ -604,28 +670,29 @@ cdef class ParserTables:
             if not result:
                 break
             if b == _BYTES:
-                memo[pr] = P_DONE
+                self._set_mark(memo, pr, P_DONE)  # pr is in the table: cannot fail
                 n_stack -= 1
                 continue
             self.dfs_byte[n_stack - 1] = b + 1
             if self._dfs_reserve(n_seen + 1) < 0:
                 return -1
-            memo[pr2] = P_OPEN
+            if self._set_mark(memo, pr2, P_OPEN) < 0:
+                return -3
             self.dfs_pair[n_stack] = pr2
             self.dfs_byte[n_stack] = 0
             n_stack += 1
             self.dfs_seen[n_seen] = pr2
             n_seen += 1
-        if result:
-            for i in range(n_seen):
-                memo[self.dfs_seen[i]] = P_GOOD
-        else:
-            for i in range(n_seen):
-                if memo[self.dfs_seen[i]] != P_BAD:
-                    memo[self.dfs_seen[i]] = P_UNKNOWN
-            for i in range(n_stack):
-                memo[self.dfs_pair[i]] = P_BAD
-        self.slice_ok[idx] = 1 if result else 2
+        if memo != NULL:
+            if result:
+                for i in range(n_seen):
+                    memo[self.dfs_seen[i]] = P_GOOD
+            else:
+                for i in range(n_seen):
+                    if memo[self.dfs_seen[i]] != P_BAD:
+                        memo[self.dfs_seen[i]] = P_UNKNOWN
+                for i in range(n_stack):
+                    memo[self.dfs_pair[i]] = P_BAD
         return result
 
     cdef int _dfs_reserve(self, int64_t need) noexcept nogil:
