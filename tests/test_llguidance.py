@@ -427,14 +427,22 @@ def test_mask_cache_key_is_the_lexer_state_and_the_rows() -> None:
     assert ref.parser.cache_hits == 0 and not ref.parser.use_cache
 
 
+_CACHE_ENGINES: dict[tuple[str, bool], MaskEngine] = {}
+
+
+def _cache_engine(slicing: str, cache: bool) -> MaskEngine:
+    """The llguidance engine on LEX with this slicing and ``mask_cache``, made once."""
+    if (slicing, cache) not in _CACHE_ENGINES:
+        _CACHE_ENGINES[slicing, cache] = get_engine("llguidance", LEX, slices=SLICINGS[slicing], mask_cache=cache)
+    return _CACHE_ENGINES[slicing, cache]
+
+
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data(), which=st.sampled_from(sorted(GRAMMARS)), slicing=st.sampled_from(sorted(SLICINGS)))
 def test_mask_cache_changes_no_mask(data, which: str, slicing: str) -> None:
     """Cached and uncached matchers agree along walks with rollbacks and forks (the
     cache is per matcher; a fork starts without one)."""
-    on = _CACHE_ENGINES.setdefault((slicing, True), get_engine("llguidance", LEX, slices=SLICINGS[slicing]))
-    off = _CACHE_ENGINES.setdefault((slicing, False), get_engine("llguidance", LEX, slices=SLICINGS[slicing],
-                                                                 mask_cache=False))
+    on, off = _cache_engine(slicing, True), _cache_engine(slicing, False)
     g = _grammar(which)
     a, b = on.matcher(on.compile(g)), off.matcher(off.compile(g))
     for _ in range(30):
@@ -456,9 +464,6 @@ def test_mask_cache_changes_no_mask(data, which: str, slicing: str) -> None:
         else:
             break
     assert b.parser.cache_hits == 0
-
-
-_CACHE_ENGINES: dict[tuple[str, bool], MaskEngine] = {}
 
 
 # ------------------------------------------------ rollback / fork / reset / validate --
