@@ -150,6 +150,7 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
     assert len(table) == 4 and set(table["batch"]) == {1, 2}
     assert table["engine"].str.startswith(("llguidance", "outlines")).all()
     assert (table["invalid"] == 0).all() and table["overhead %"].notna().all()
+    assert (table["unconstrained forward ms"] > 0).all() and "unconstrained forward ms" in report
     assert (table["prompt tokens"] > len(SPEC_PROMPT) // 8).all()  # the spec is in the prompt
     kernels = pd.read_csv(out / "apply_kernels.csv")
     assert set(kernels["kernel"]) >= {"torch"} and kernels[kernels["runs"] > 0]["equal"].all()
@@ -201,11 +202,62 @@ def test_sampling_never_draws_a_masked_token() -> None:
     freq = torch.bincount(draws, minlength=3) / 20000
     assert torch.allclose(freq, torch.softmax(three[0], -1), atol=0.015)
     assert _sample(three, 0.0, gen).tolist() == [2]
+    # a row that allows nothing (or went NaN) draws -1, never an id past the vocabulary
+    dead = torch.tensor([[float("-inf")] * 4, [0.0, float("nan"), 1.0, 2.0], [0.0, 1.0, 5.0, 2.0]])
+    assert _sample(dead, 1.0, gen).tolist()[:2] == [-1, -1] and _sample(dead, 1.0, gen).tolist()[2] in range(4)
+    assert _sample(dead[:1], 0.0, gen).tolist() == [-1] and _sample(dead[2:], 0.0, gen).tolist() == [2]
+
+
+class _EmptyAfter:
+    """An engine whose matchers' masks allow no token from their ``n``-th mask on."""
+
+    native_inputs = ()
+
+    def __init__(self, engine, n: int) -> None:
+        self.engine, self.n = engine, n
+
+    def compile(self, grammar):
+        return self.engine.compile(grammar)
+
+    def matcher(self, compiled):
+        m, n = self.engine.matcher(compiled), self.n
+
+        class Broken:
+            error = ""
+            fills = 0
+
+            def fill_bitmask(self, mask, row=0):
+                info = m.fill_bitmask(mask, row)
+                self.fills += 1
+                if self.fills >= n:
+                    mask[row] = 0
+                return info
+
+            def accept_token(self, t):
+                return m.accept_token(t)
+
+        return Broken()
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_an_empty_mask_ends_its_sequence_as_rejected(tekken, tiny, items, temperature) -> None:
+    """An engine bug (a live sequence's mask allows nothing) is reported, and the loop
+    goes on: no id past the vocabulary reaches the model (on a GPU, a device assert)."""
+    engine = _EmptyAfter(get_engine("outlines", tekken, whitespace="compact"), 3)
+    run = generate(engine, tiny, tekken, items[:2], batch=2, max_tokens=12, temperature=temperature,
+                   baseline=False, compare_kernels=False)
+    rows = [s for s in run.sequences if s["status"] == "rejected"]
+    assert rows and all(r["detail"] == "the mask allowed no token" for r in rows)
+    assert run.summary["rejected"] == len(rows) and all(r["tokens"] == 2 for r in rows)
 
 
 def test_shared_baseline(tekken, tiny, items) -> None:
     base = unconstrained(tiny, tekken, 3, batch=2, max_tokens=5, temperature=1.0)
     assert len(base.steps) == 10 and base.tokens == 20 and base.wall_s > 0  # 2 batches x 5 steps x 2 sequences
+    few = unconstrained(tiny, tekken, 5, batch=2, max_tokens=4, max_groups=1)
+    assert len(few.steps) == 4 and few.tokens == 8 and {r["batch_index"] for r in few.steps} == {0}
+    with pytest.raises(ValueError, match="max_groups must be >= 1"):
+        unconstrained(tiny, tekken, 3, max_groups=0)
     engine = get_engine("outlines", tekken, whitespace="compact")
     run = generate(engine, tiny, tekken, items[:3], batch=2, max_tokens=5, temperature=1.0, baseline=base)
     s = run.summary
@@ -421,3 +473,82 @@ def test_chat_template_prompts_with_the_mistral_tokenizer(items, tmp_path, capsy
     assert main(["generate", "--engine", "llguidance", "--data", str(embedded_dir() / "regex"), "--limit", "1",
                  "--max-tokens", "4", "--chat", "--out", str(tmp_path / "no")]) != 0
     assert "--chat needs a FOLDER" in capsys.readouterr().err
+
+
+def test_compiled_items_are_kept_between_runs(tekken, tiny) -> None:
+    """``generate(compiled=...)``: each item compiled once per engine across batch sizes
+    (a refusal is not retried); every run's sequences still get their own matchers."""
+    found = {it.name: it for it in iter_items(embedded_dir())}
+    chosen = [found["g01_json"], found["r01_iso_date"], found["r03_ipv4"]]  # outlines refuses the first
+
+    class Counting:
+        native_inputs = ()
+
+        def __init__(self) -> None:
+            self.engine, self.calls = get_engine("outlines", tekken), 0
+
+        def compile(self, grammar):
+            self.calls += 1
+            return self.engine.compile(grammar)
+
+        def matcher(self, compiled):
+            return self.engine.matcher(compiled)
+
+    engine, kept = Counting(), {}
+    first = generate(engine, tiny, tekken, chosen, batch=3, max_tokens=6, temperature=1.0, baseline=False,
+                     compare_kernels=False, compiled=kept)
+    assert engine.calls == 3 and set(kept) == {s.name for s in chosen}
+    second = generate(engine, tiny, tekken, chosen, batch=1, max_tokens=6, temperature=1.0, baseline=False,
+                      compare_kernels=False, compiled=kept)
+    assert engine.calls == 3  # nothing compiled again, the refusal not retried
+    a = {s["item"]: s for s in first.sequences}
+    b = {s["item"]: s for s in second.sequences}
+    assert not any(s["compile_reused"] for s in a.values()) and all(s["compile_reused"] for s in b.values())
+    assert b["g01_json"]["status"] == "compile_error" and b["g01_json"]["detail"] == a["g01_json"]["detail"]
+    for name in ("r01_iso_date", "r03_ipv4"):  # the first compile's seconds are in both runs' TTFM
+        assert b[name]["ttfm_s"] > 0 and b[name]["tokens"] > 0
+    fresh = generate(engine, tiny, tekken, chosen[1:], batch=2, max_tokens=2, baseline=False, compare_kernels=False)
+    assert engine.calls == 5 and not any(s["compile_reused"] for s in fresh.sequences)
+
+
+def test_cli_generate_batch_by_batch_with_one_compile_and_a_table(tmp_path, capsys) -> None:
+    """``--compile-once --shared-baseline --baseline-groups``: batch sizes in the order
+    given, each engine's items compiled in the first, and ``summary.csv`` rewritten after
+    every run."""
+    out = tmp_path / "gen"
+    argv = ["generate", "--engine", "outlines", "llguidance", "--data", str(embedded_dir() / "regex"),
+            "--limit", "3", "--batch", "2", "1", "--max-tokens", "6", "--temperature", "1",
+            "--no-compare-kernels", "--out", str(out)]
+    assert main([*argv, "--baseline-groups", "1"]) == 2
+    assert "--baseline-groups is for --shared-baseline" in capsys.readouterr().err
+    rc = main([*argv, "--shared-baseline", "--baseline-groups", "1", "--compile-once"])
+    text = capsys.readouterr().out
+    assert rc == 0 and text.index("unconstrained batch 2") < text.index("outlines batch 2") \
+        < text.index("llguidance batch 2") < text.index("unconstrained batch 1") < text.index("outlines batch 1")
+    table = pd.read_csv(out / "summary.csv")
+    assert table[["engine", "batch"]].values.tolist() == [["outlines", 2], ["llguidance", 2], ["outlines", 1],
+                                                          ["llguidance", 1]]
+    assert (table["unconstrained_forward_ms"] > 0).all() and (table["overhead_pct"].notna()).all()
+    for engine in ("outlines", "llguidance"):
+        for b, reused in ((2, [False, False, False, True]), (1, [True] * 3)):  # batch 2 cycles the first item
+            meta = json.loads((out / engine / f"batch-{b}" / "run.json").read_text())
+            assert meta["compile_once"] is True and meta["baseline_groups"] == 1
+            seqs = [json.loads(line) for line in (out / engine / f"batch-{b}" / "sequences.jsonl").open()]
+            assert [s["compile_reused"] for s in seqs] == reused
+            steps = pd.read_csv(out / engine / f"batch-{b}" / "steps.csv")
+            assert set(steps[steps["mode"] == "unconstrained"]["batch_index"]) == {0}  # one baseline batch
+
+
+def test_mask_buffer_falls_back_to_unpinned_memory(tekken) -> None:
+    """On a device run the mask buffer is page-locked; where none can be had (here: no
+    CUDA at all) it is ordinary memory, and the masks still land in the tensor."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from toolkit import bitmask as bm
+    from toolkit.generate import _Masker, _Seq
+
+    with ThreadPoolExecutor(1) as pool:
+        masker = _Masker([_Seq(None, None, [], 0.0, done=True)], tekken, pool, "cuda")
+        masker._fill(0)  # a finished sequence: its EOS-only row
+    assert not masker.tensor.is_pinned() and masker.tensor.shape == (1, bm.words(tekken.size))
+    assert bm.allowed_ids(masker.tensor.numpy()[0], tekken.size).tolist() == list(tekken.eos_ids[:1])

@@ -230,6 +230,10 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     from toolkit.vocab import load_vocab
 
     names = [e.strip() for part in args.engine for e in part.split(",") if e.strip()]
+    if args.baseline_groups is not None and not args.shared_baseline:
+        print("masklab: --baseline-groups is for --shared-baseline (the interleaved baseline decodes each batch)",
+              file=sys.stderr)
+        return 2
     vocab = load_vocab(args.vocab)
     items = select_items(args.data, args.limit, args.shuffle)
     options = _engine_options(args.option)
@@ -243,6 +247,8 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         prompt = args.prompt
     chat = load_chat_template(_chat_folder(args.chat, args.model, args.vocab), vocab) if args.chat else None
     engines = {name: get_engine(name, vocab, **options.get(name, {})) for name in names}
+    if any(i.kind == "schema" for i in items):
+        import jsonschema  # noqa: F401 - outputs are checked with it: missing, say so before the model loads
     lm = load_model(args.model, vocab, device=args.device, dtype=args.dtype, seed=args.seed, cache=args.cache,
                     compile=args.compile)
     meta = {"command": "masklab " + " ".join(shlex.quote(a) for a in (args.argv or [])),
@@ -252,35 +258,45 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             "versions": _versions(("torch", "transformers", "numpy", "masklab"))}
     for note in lm.notes:
         print(f"note: {note}")
-    summaries = []
-    baselines = {}
-    if args.shared_baseline:  # once per batch size, shared by the engines
-        for batch in args.batch:
-            baselines[batch] = unconstrained(lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
-                                             temperature=args.temperature, seed=args.seed, prompt=prompt,
-                                             chat=chat)
-            print(f"unconstrained batch {batch}: {baselines[batch].tokens / baselines[batch].wall_s:.1f} tokens/s")
-    for name, engine in engines.items():
-        for batch in args.batch:
+    import pandas as pd
+
+    cols = ["engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
+            "forward_ms", "unconstrained_forward_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid",
+            "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "compile_error",
+            "prompt_too_long", "forced_tokens"]
+    summaries: list[dict] = []
+    compiled: dict[str, dict] = {name: {} for name in engines}  # --compile-once: kept between batch sizes
+    out_root = Path(args.out)
+    # batch by batch (in the order given), each batch size's baseline just before its runs,
+    # and the table of every finished run rewritten after each: a sweep cut short keeps
+    # whole batch sizes and its table
+    for batch in args.batch:
+        baseline = args.unconstrained_baseline
+        if args.shared_baseline:  # once per batch size, shared by the engines
+            baseline = unconstrained(lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
+                                     temperature=args.temperature, seed=args.seed, prompt=prompt, chat=chat,
+                                     max_groups=args.baseline_groups)
+            print(f"unconstrained batch {batch}: {baseline.tokens / baseline.wall_s:.1f} tokens/s")
+        for name, engine in engines.items():
             run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
-                           temperature=args.temperature, seed=args.seed,
-                           baseline=baselines.get(batch, args.unconstrained_baseline),
+                           temperature=args.temperature, seed=args.seed, baseline=baseline,
                            prompt=prompt, apply=args.apply, compare_kernels=args.compare_kernels,
-                           compile_timeout=args.compile_timeout or None, chat=chat)
-            out = write_run(run, Path(args.out) / name.replace(":", "-") / f"batch-{batch}",
-                            {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})), "batch": batch})
+                           compile_timeout=args.compile_timeout or None, chat=chat,
+                           compiled=compiled[name] if args.compile_once else None)
+            out = write_run(run, out_root / name.replace(":", "-") / f"batch-{batch}",
+                            {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})),
+                             "batch": batch, "compile_once": args.compile_once,
+                             "baseline_groups": args.baseline_groups if args.shared_baseline else None})
             summaries.append({"engine": name, **run.summary})
+            pd.DataFrame(summaries).to_csv(out_root / "summary.csv", index=False)
             print(f"{name} batch {batch}: {out}")
+            print("  " + pd.DataFrame(summaries[-1:])[cols].round(3).to_string(index=False).replace("\n", "\n  "))
             for k in run.kernels:
                 state = (f"{k['ms_p50']:.3f} ms, same logits as torch: {k['equal']}" if k["available"]
                          else f"unavailable ({k['error']})")
                 print(f"  apply kernel {k['kernel']}: {state}")
-    import pandas as pd
-
-    cols = ["engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
-            "forward_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid", "invalid", "unchecked",
-            "unfinished", "bad_prefix", "outside_grammar", "compile_error", "prompt_too_long", "forced_tokens"]
     print(pd.DataFrame(summaries)[cols].round(3).to_string(index=False))
+    print(f"written to {out_root} (summary.csv; a folder per engine and batch size)")
     return 1 if any(s["invalid"] or s["rejected"] or s["error"] or s["bad_prefix"] for s in summaries) else 0
 
 
@@ -408,6 +424,13 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--shared-baseline", action="store_true",
                    help="instead, decode without masks once per batch size (max-tokens steps per batch) and "
                         "share it between the engines: half the device time for a sweep, more exposed to drift")
+    g.add_argument("--baseline-groups", type=_positive_int, default=None, metavar="N",
+                   help="with --shared-baseline: decode only the first N batches of each batch size without "
+                        "masks (an unconstrained step does not depend on its tokens; default: all)")
+    g.add_argument("--compile-once", action="store_true",
+                   help="compile each item once per engine and keep it for the other batch sizes (as a server "
+                        "keeps compiled grammars): TTFM is the first compile plus each sequence's first mask; "
+                        "default: every run compiles its items")
     g.add_argument("--apply", default="torch", choices=("torch", "xgrammar", "llguidance"),
                    help="the kernel applying masks to the logits (default: torch)")
     g.add_argument("--compare-kernels", action=argparse.BooleanOptionalAction, default=True,

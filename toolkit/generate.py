@@ -14,7 +14,9 @@ each step ``t`` of a batch of ``B`` sequences (one matcher each):
    ``torch``, our torch op, or xgrammar's or llguidance's kernel where installed);
 4. a token is sampled per sequence (greedy, or with ``temperature``), accepted by
    its matcher; EOS ends a sequence (the mask allows it only where the grammar
-   accepts).  A step whose mask allows a single token is counted as forced.
+   accepts).  A step whose mask allows a single token is counted as forced.  A live
+   sequence whose mask allows no token (an engine bug) ends as ``rejected``; the
+   sampler draws -1 for it, never an id past the vocabulary.
 
 Measured per step: forward, mask (total over the batch, the slowest sequence, and
 every sequence's own time), wait, apply, sample and accept (the matchers consuming
@@ -160,6 +162,21 @@ class _Seq:
     status: str = "unfinished"
     forced: int = 0
     error: str = ""
+    reused: bool = False  # compiled in an earlier run (``generate(compiled=...)``)
+
+
+@dataclass
+class _Compiled:
+    """An item compiled by an engine, kept between runs (``generate(compiled=...)``): the
+    compiled grammar and its compile seconds, or why the engine refused it."""
+
+    compiled: Any
+    seconds: float
+    error: str = ""
+
+
+class _Refused(Exception):
+    """An item the engine refused in an earlier run (its message is the first error)."""
 
 
 def check_output(item: Item, data: bytes | str) -> tuple[bool | None, str]:
@@ -214,17 +231,22 @@ def _sample(logits: Any, temperature: float, generator: Any) -> Any:
     """Greedy (``temperature <= 0``) or one draw per row from softmax(logits / T), by the
     inverse CDF (one uniform per row; ``torch.multinomial`` is ~6x slower on CPU).
     A token with probability 0 (a masked one) is never drawn: the draw is the first id
-    whose float64 CDF exceeds ``u * total`` with ``u * total`` strictly below the total."""
+    whose float64 CDF exceeds ``u * total`` with ``u * total`` strictly below the total.
+    A row that allows no token (every logit ``-inf``, or NaN) draws -1, never an id past
+    the vocabulary: fed to the model, such an id would index past its embedding (on a
+    GPU, a device-side assert that ends the process)."""
     import torch
 
     if temperature <= 0:
-        return torch.argmax(logits, dim=-1)
+        best, ids = torch.max(logits, dim=-1)
+        return torch.where(best > float("-inf"), ids, -1)  # NaN or -inf: nothing to draw
     probs = torch.softmax(logits.float() / temperature, dim=-1)
     cdf = torch.cumsum(probs, dim=-1, dtype=torch.float64)
     total = cdf[:, -1:]
     u = torch.rand(total.shape, generator=generator, dtype=torch.float64, device=logits.device)
     x = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
-    return torch.searchsorted(cdf, x, right=True).squeeze(-1)
+    ids = torch.searchsorted(cdf, x, right=True).squeeze(-1)
+    return torch.where(total.squeeze(-1) > 0, ids, -1)  # NaN or 0: nothing to draw
 
 
 def _sync(device: str) -> None:
@@ -272,8 +294,9 @@ def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, tem
             else:
                 t2 = t1
             t3 = time.perf_counter()
-            nxt = _sample(logits, temperature, gen)
-            tokens = nxt.tolist()
+            drawn = _sample(logits, temperature, gen)
+            tokens = drawn.tolist()
+            nxt = drawn.clamp(min=0)  # a row with nothing to draw (-1) is ended by its matcher
             t4 = time.perf_counter()
             active = 0
             for i, t in enumerate(tokens):
@@ -316,8 +339,11 @@ class _Masker:
         self.pool = pool
         # engines fill a numpy view; the tensor over the same memory is copied to the
         # device (pinned on CUDA, so the copy is a plain DMA)
-        self.tensor = torch.zeros((len(seqs), bm.words(vocab.size)), dtype=torch.int32,
-                                  pin_memory=device.startswith("cuda"))
+        shape = (len(seqs), bm.words(vocab.size))
+        try:
+            self.tensor = torch.zeros(shape, dtype=torch.int32, pin_memory=device.startswith("cuda"))
+        except RuntimeError:  # no page-locked memory to be had: the copy is then synchronous, still correct
+            self.tensor = torch.zeros(shape, dtype=torch.int32)
         self.mask = self.tensor.numpy()
         self.eos = np.asarray(vocab.eos_ids[:1], dtype=np.int64)
         self.first = True
@@ -351,6 +377,11 @@ class _Masker:
 
     def accept(self, i: int, t: int) -> None:
         s = self.seqs[i]
+        if t < 0:  # the sampler found no allowed token: an empty mask for a live sequence
+            s.done = True
+            s.status = "rejected"
+            s.error = "the mask allowed no token"
+            return
         if not s.matcher.accept_token(t):
             s.done = True
             s.status = "error" if s.matcher.error else "rejected"
@@ -436,16 +467,21 @@ class Baseline:
 
 def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | int, *, batch: int = 1,
                   max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
-                  prompt: str = DEFAULT_PROMPT, chat: ChatTemplate | None = None) -> Baseline:
+                  prompt: str = DEFAULT_PROMPT, chat: ChatTemplate | None = None,
+                  max_groups: int | None = None) -> Baseline:
     """Decode ``items`` (or that many copies of a prompt without placeholders) in
     batches of ``batch``, ``max_tokens`` steps each, without masks: the baseline of
     every engine decoding those items with the same prompt and ``chat`` template (``generate(baseline=...)``),
-    so a sweep over engines pays for it once per batch size."""
+    so a sweep over engines pays for it once per batch size.  ``max_groups``: decode
+    only the first that many batches (the steps of an unconstrained batch do not depend
+    on what it samples, so a few batches measure the step time of all of them)."""
     seqs: Sequence[Item | None] = [None] * items if isinstance(items, int) else list(items)
     if not seqs or batch < 1 or max_tokens < 1:
         raise ValueError(f"need items, batch >= 1 and max_tokens >= 1, got {len(seqs)}, {batch}, {max_tokens}")
+    if max_groups is not None and max_groups < 1:
+        raise ValueError(f"max_groups must be >= 1, got {max_groups}")
     prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
-    groups = [[prompts.slot(i, max_tokens) for i in g] for g in _groups(seqs, batch)]
+    groups = [[prompts.slot(i, max_tokens) for i in g] for g in _groups(seqs, batch)][:max_groups]
     _warm_up(lm, groups, max_tokens, bm.apply_kernel("torch"), vocab)
     steps: list[dict[str, Any]] = []
     wall = 0.0
@@ -463,7 +499,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
              max_tokens: int = 256, temperature: float = 0.0, seed: int = 0, baseline: bool | Baseline = True,
              threads: int | None = None, prompt: str = DEFAULT_PROMPT, apply: str = "torch",
              compare_kernels: bool = False, compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
-             chat: ChatTemplate | None = None) -> GenerateRun:
+             chat: ChatTemplate | None = None, compiled: dict[str, Any] | None = None) -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
     for what is measured.  ``baseline``: True runs the unconstrained loop after each
@@ -473,7 +509,15 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     (``GenerateRun.kernels``).  ``compile_timeout``: seconds an engine may take to
     compile one item (:func:`toolkit.errors.time_limit`; None: no limit); past it the
     item is a ``compile_error`` (``TimeLimitExceeded``) and the run goes on.  ``chat``: the
-    prompts go through this chat template (see the module doc)."""
+    prompts go through this chat template (see the module doc).
+
+    ``compiled``: a dict (item name -> what the engine made of it) kept by the caller
+    between runs of this engine, e.g. one per batch size: an item in it is not compiled
+    again (nor retried, when the engine refused it), as a server keeps compiled
+    grammars.  Each sequence still gets a new matcher; its TTFM is the first compile's
+    seconds plus its own matcher and first mask (``compile_reused`` in its row).  What
+    an engine fills in lazily and keeps with the compiled grammar (lexer tables) is then
+    warm in the later runs."""
     if batch < 1 or max_tokens < 1:
         raise ValueError(f"batch and max_tokens must be >= 1, got {batch}, {max_tokens}")
     if not temperature >= 0:
@@ -508,17 +552,29 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 if too_long:  # not compiled: its slot idles
                     seqs.append(_Seq(item, None, [], 0.0, done=True, status="prompt_too_long", error=too_long))
                     continue
+                kept = compiled.get(item.name) if compiled is not None else None
+                reused = kept is not None
                 t0 = time.perf_counter()
                 try:
-                    with time_limit(compile_timeout, "compile seconds"):
-                        compiled = engine.compile(item.spec if _native(engine, item) else item.grammar())
-                        m = engine.matcher(compiled)
+                    if kept is None:
+                        with time_limit(compile_timeout, "compile seconds"):
+                            c = engine.compile(item.spec if _native(engine, item) else item.grammar())
+                        kept = _Compiled(c, time.perf_counter() - t0)
+                        if compiled is not None:
+                            compiled[item.name] = kept
+                    elif kept.error:
+                        raise _Refused(kept.error)
+                    t1 = time.perf_counter()
+                    m = engine.matcher(kept.compiled)
                 except Exception as e:  # noqa: BLE001 - the engine refuses this item: recorded, run goes on
                     seq = _Seq(item, None, [], 0.0, done=True, status="compile_error")
-                    seq.error = f"{type(e).__name__}: {e}"[:2000]
+                    seq.error = str(e) if isinstance(e, _Refused) else f"{type(e).__name__}: {e}"[:2000]
+                    seq.reused = reused
+                    if compiled is not None and not reused:
+                        compiled[item.name] = _Compiled(None, 0.0, seq.error)
                     seqs.append(seq)
                     continue
-                seqs.append(_Seq(item, m, [], time.perf_counter() - t0))
+                seqs.append(_Seq(item, m, [], kept.seconds + time.perf_counter() - t1, reused=reused))
             masker = _Masker(seqs, vocab, pool, lm.device)
             for k, s in enumerate(seqs):  # the first masks: TTFM = compile + first mask
                 t0 = time.perf_counter()
@@ -549,6 +605,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                                   "prefix_ok": prefix_ok, "prompt_tokens": len(group_prompts[k]),
                                   "tokens": len(s.tokens), "forced": s.forced,
                                   "ttfm_s": s.ttfm_s if s.matcher is not None else None,
+                                  "compile_reused": s.reused,
                                   "text": data.decode("utf-8", errors="replace")[:2000]})
             if baseline is True:
                 rows, _, wall = _decode_loop(lm, group_prompts, max_tokens, temperature, seed + b, None,
@@ -599,6 +656,9 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     for name, value in (("mean", np.mean), ("p50", np.median), ("p99", lambda a: np.percentile(a, 99))):
         out[f"mask_seq_ms_{name}"] = 1e3 * float(value(times)) if len(times) else float("nan")
     out["unconstrained_step_ms"] = 1e3 * mean(unc, "step_s")
+    # the forward pass alone without masks: a constrained forward_ms above it is mask
+    # work (threads, the GIL) slowing the forward pass down rather than waited for
+    out["unconstrained_forward_ms"] = 1e3 * mean(unc, "forward_s")
     out["overhead_pct"] = (100.0 * (out["step_ms"] / out["unconstrained_step_ms"] - 1.0)
                            if unc else float("nan"))
     ttfm = [s["ttfm_s"] for s in sequences if s["ttfm_s"] is not None]
