@@ -116,6 +116,27 @@ def test_vocabulary_mismatch_is_a_clear_error(tekken) -> None:
         load_model("random:gpt-9", tekken)
 
 
+# The published parameter counts (Meta's and Mistral's model cards / checkpoints'
+# safetensors index): a wrong width, depth, head layout or embedding tying changes them.
+PUBLISHED = [("random:llama-3.2-1b", "llama3:tokenizers/llama-3/tokenizer.model", 1_235_814_400, 131072),
+             ("random:llama-3-8b", "llama3:tokenizers/llama-3/tokenizer.model", 8_030_261_248, 8192),
+             ("random:mistral-7b", "hf:tokenizers/mistral-7b-v0.3/tokenizer.json", 7_248_023_552, 32768)]
+
+
+@pytest.mark.parametrize(("spec", "vocab_spec", "parameters", "positions"), PUBLISHED)
+def test_random_architectures_have_the_published_shapes(spec, vocab_spec, parameters, positions) -> None:
+    """The GPU runs' models, built on the meta device (no memory, no GPU) in bf16 as the
+    GPU run loads them: their logits match their own tokenizer's vocabulary, and their
+    parameter counts and positions are the published models'."""
+    kind, rel = vocab_spec.split(":", 1)
+    vocab = load_vocab(f"{kind}:{require_shared(rel)}")
+    lm = load_model(spec, vocab, device="meta", dtype="bfloat16")
+    assert lm.random and lm.vocab_size == vocab.size
+    assert lm.parameters == parameters
+    assert lm.max_positions == positions
+    assert {str(p.dtype) for p in lm.model.parameters()} == {"torch.bfloat16"}
+
+
 def test_cli_generate_then_report(tmp_path, capsys) -> None:
     """Two engines, two batch sizes, the apply kernels compared; then ``masklab report``
     on the folder: the end-to-end table, the kernel table and the overhead figure."""
