@@ -376,3 +376,33 @@ def test_write_report(run_a: Path, run_b: Path, tmp_path: Path) -> None:
 def test_write_report_default_out_is_first_run(run_a: Path) -> None:
     assert write_report([run_a]) == run_a / "report.md"
     assert (run_a / "density.png").is_file()
+
+
+def test_unconstrained_references_never_mix_models(tmp_path: Path) -> None:
+    """Generate runs of two models in one report: each model's unconstrained tokens/s is
+    its own reference line (a median across models is neither's speed); one model
+    alone gets the one unlabelled line."""
+    from toolkit.e2e import load_generate_runs, plot_overhead, unconstrained_references
+    from toolkit.generate import GenerateRun, write_run
+
+    speeds = {"random:tiny": 500.0, "random:llama-3.2-1b": 5.0}
+    for model, unc in speeds.items():
+        for engine, factor in (("llguidance", 0.9), ("outlines", 0.8)):
+            for batch in (1, 8):
+                summary = {"batch": batch, "tokens_per_s": factor * unc * batch,
+                           "unconstrained_tokens_per_s": unc * batch, "overhead_pct": 100 * (1 / factor - 1)}
+                meta = {"engine": engine, "model": {"spec": model, "random_weights": True, "device": "cpu",
+                                                    "dtype": "float32"}}
+                write_run(GenerateRun([{"step": 0}], [], summary),
+                          tmp_path / model.replace(":", "-") / engine / f"batch-{batch}", meta)
+    runs, _ = load_generate_runs([tmp_path])
+    assert set(runs["setup"]) == {"random:tiny (random weights)", "random:llama-3.2-1b (random weights)"}
+    refs = unconstrained_references(runs)
+    assert {k: v.to_dict() for k, v in refs.items()} == {
+        "random:llama-3.2-1b (random weights)": {1: 5.0, 8: 40.0},
+        "random:tiny (random weights)": {1: 500.0, 8: 4000.0},
+    }
+    one, _ = load_generate_runs([tmp_path / "random-tiny"])
+    assert set(one["setup"]) == {""} and unconstrained_references(one)[""].to_dict() == {1: 500.0, 8: 4000.0}
+    png, pdf = plot_overhead(runs, tmp_path / "e2e_overhead")
+    assert png.stat().st_size > 0 and pdf.stat().st_size > 0

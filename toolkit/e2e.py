@@ -14,11 +14,13 @@ the ``apply_kernels`` comparison), ``steps.csv`` and ``sequences.jsonl``.
 * :func:`kernel_table` compares the apply kernels (median time, same logits as the
   torch op) per device, dtype and batch size;
 * :func:`plot_overhead` draws overhead % and tokens/s against the batch size, one line
-  per engine; :func:`plot_step_parts` where a step's time goes;
+  per engine, with the unconstrained tokens/s of each setup
+  (:func:`unconstrained_references`); :func:`plot_step_parts` where a step's time goes;
 * :func:`e2e_sections` writes all of it and returns the report's markdown.
 
-Labels are ``"<engine> <version>"``; when the runs differ in model, device, dtype or
-apply kernel, the differing settings are added (``"llguidance (cuda, bfloat16)"``).
+Labels are ``"<engine> <version>"``; when the runs differ in model, device, dtype,
+apply kernel, forward pass or prompt, the differing settings are added
+(``"llguidance (cuda, bfloat16)"``) and are the run's ``setup``.
 A model with random weights is said so in every table title and figure.
 """
 
@@ -40,6 +42,7 @@ __all__ = [
     "find_generate_runs",
     "is_generate_run",
     "load_generate_runs",
+    "unconstrained_references",
     "e2e_table",
     "kernel_table",
     "plot_overhead",
@@ -50,6 +53,7 @@ __all__ = [
 _STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "rejected", "error",
              "compile_error", "prompt_too_long")
 _SETTINGS = ("model", "device", "dtype", "apply", "forward", "prompt")
+_REF_GREYS = ("0.45", "0.15", "0.65", "0.3")  # one per setup's unconstrained line
 _PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
           ("sample_ms", "sample"), ("accept_ms", "accept tokens"))
 
@@ -98,7 +102,8 @@ def _model_text(model: dict[str, Any]) -> str:
 def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(runs, kernels)`` of the generate runs found in ``dirs`` (see the module doc).
 
-    ``runs``: one row per run with ``label``, ``engine``, ``version``, ``model``,
+    ``runs``: one row per run with ``label``, ``setup`` (the settings that tell it
+    apart from other runs, "" when all runs share them), ``engine``, ``version``, ``model``,
     ``random_weights``, ``device``, ``dtype``, ``apply``, ``forward`` (KV cache and
     compile mode), ``prompt`` (default, spec or custom), ``vocab``, ``data``,
     ``batch``, ``dir`` and every field of the run's summary.  ``kernels``: one row per
@@ -145,14 +150,26 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
     runs = pd.DataFrame(rows)
     differing = [s for s in _SETTINGS if runs[s].nunique() > 1]
     base = [f"{e} {v}" if isinstance(v, str) and v else e for e, v in zip(runs["engine"], runs["version"], strict=True)]
-    runs["label"] = [
-        b + (" (" + ", ".join(str(r[s]) for s in differing) + ")" if differing else "")
-        for b, (_, r) in zip(base, runs.iterrows(), strict=True)
-    ]
+    runs["setup"] = [", ".join(str(r[s]) for s in differing) for _, r in runs.iterrows()]
+    runs["label"] = [b + (f" ({s})" if s else "") for b, s in zip(base, runs["setup"], strict=True)]
     runs = runs.sort_values(["label", "batch"], kind="stable").reset_index(drop=True)
     kernels = pd.DataFrame(krows, columns=["dir", "device", "dtype", "batch", "kernel", "available", "ms_p50",
                                            "equal", "error"])
     return runs, kernels
+
+
+def unconstrained_references(runs: pd.DataFrame) -> dict[str, pd.Series]:
+    """The unconstrained tokens/s to draw beside the engines: per setup (see
+    :func:`load_generate_runs`), the median over its runs at each batch size (a Series
+    indexed by batch; setups with no baseline are left out).  Runs of different models,
+    devices or forward passes never share a median: theirs are different machines' speeds."""
+    setups = runs["setup"] if "setup" in runs else pd.Series("", index=runs.index)
+    refs: dict[str, pd.Series] = {}
+    for setup in dict.fromkeys(setups):
+        unc = runs[setups == setup].groupby("batch")["unconstrained_tokens_per_s"].median().dropna()
+        if len(unc):
+            refs[setup] = unc
+    return refs
 
 
 def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
@@ -227,7 +244,10 @@ def _subtitle(runs: pd.DataFrame) -> str:
 
 def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Overhead % (constrained step time over unconstrained, minus 1) and tokens/s
-    against the batch size (log 2 axis), one line per engine; PNG and PDF."""
+    against the batch size (log 2 axis), one line per engine, and a dotted line of the
+    unconstrained tokens/s per setup (:func:`unconstrained_references`); the tokens/s
+    axis is logarithmic when its values span more than 20x (runs of two models); PNG
+    and PDF."""
     import matplotlib as mpl
     from matplotlib.ticker import FixedLocator, NullLocator
 
@@ -248,11 +268,17 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Pat
             handles.append(h)
             ax_t.plot(g["batch"], g["tokens_per_s"], color=st["color"], linestyle=st["linestyle"],
                       marker=st["marker"])
-        unc = runs.groupby("batch")["unconstrained_tokens_per_s"].median()
-        if unc.notna().any():
-            (h_unc,) = ax_t.plot(unc.index, unc.to_numpy(), color="0.45", linestyle=":", marker="_",
-                                 markersize=12)
+        names = list(labels)
+        refs = unconstrained_references(runs)
+        for k, (setup, unc) in enumerate(refs.items()):
+            (h_unc,) = ax_t.plot(unc.index, unc.to_numpy(), color=_REF_GREYS[k % len(_REF_GREYS)],
+                                 linestyle=":", marker="_", markersize=12)
             handles.append(h_unc)
+            names.append(f"unconstrained ({setup})" if setup else "unconstrained (median over runs)")
+        shown = pd.concat([runs["tokens_per_s"], *refs.values()]).to_numpy(dtype=float)
+        shown = shown[np.isfinite(shown) & (shown > 0)]
+        if len(shown) and shown.max() > 20 * shown.min():  # e.g. two models: a linear axis flattens one
+            ax_t.set_yscale("log")
         ax_o.axhline(0.0, color="0.3", linewidth=0.8)
         for ax in (ax_o, ax_t):
             ax.set_xscale("log", base=2)
@@ -265,7 +291,6 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Pat
         ax_t.set_ylabel("tokens/s (live sequences)")
         ax_t.set_title("Throughput")
         fig.suptitle(f"End-to-end decoding\n{_subtitle(runs)}")
-        names = labels + (["unconstrained (median over runs)"] if len(handles) > len(labels) else [])
         fig.legend(handles, names, loc="outside lower center", ncols=min(len(names), 3))
         return _save(fig, path)
 
