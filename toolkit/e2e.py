@@ -162,7 +162,7 @@ def unconstrained_references(runs: pd.DataFrame) -> dict[str, pd.Series]:
     """The unconstrained tokens/s to draw beside the engines: per setup (see
     :func:`load_generate_runs`), the median over its runs at each batch size (a Series
     indexed by batch; setups with no baseline are left out).  Runs of different models,
-    devices or forward passes never share a median: theirs are different machines' speeds."""
+    devices or forward passes never share a median: each decodes at its own speed."""
     setups = runs["setup"] if "setup" in runs else pd.Series("", index=runs.index)
     refs: dict[str, pd.Series] = {}
     for setup in dict.fromkeys(setups):
