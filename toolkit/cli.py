@@ -261,7 +261,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     import pandas as pd
 
     cols = ["engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
-            "forward_ms", "unconstrained_forward_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid",
+            "forward_ms", "unconstrained_forward_ms", "host_overhead_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid",
             "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "compile_error",
             "prompt_too_long", "forced_tokens"]
     summaries: list[dict] = []
@@ -389,7 +389,9 @@ def _parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="decode with a model, masks computed during the forward pass")
     g.add_argument("--engine", required=True, nargs="+",
                    help="the engines computing the masks (several: one run each, OUT/ENGINE/batch-B)")
-    g.add_argument("--model", default="random:tiny", help="checkpoint directory or random:NAME (default: random:tiny)")
+    g.add_argument("--model", default="random:tiny",
+                   help="checkpoint directory, random:NAME, or sim:FORWARD_MS[:LAUNCHES] (the stand-in device "
+                        "for machines without a GPU, e.g. sim:8:300) (default: random:tiny)")
     g.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
     g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     g.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto (bf16 on cuda)")

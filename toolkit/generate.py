@@ -249,13 +249,6 @@ def _sample(logits: Any, temperature: float, generator: Any) -> Any:
     return torch.where(total.squeeze(-1) > 0, ids, -1)  # NaN or 0: nothing to draw
 
 
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
-
-
 def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
                  seed: int, masker: Any | None, kernel: Any = None, steps: int | None = None
                  ) -> tuple[list[dict[str, Any]], list[list[int]], float]:
@@ -283,14 +276,14 @@ def _decode_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, tem
             t0 = time.perf_counter()
             fut = masker.submit(step) if masker is not None else None
             logits = dec.forward(nxt)
-            _sync(device)
+            lm.synchronize()
             t1 = time.perf_counter()
             times: list[float] = []
             if fut is not None:
                 mask_t, times = fut.result()
                 t2 = time.perf_counter()
                 kernel(logits, mask_t.to(device, non_blocking=True), masker.vocab.size)
-                _sync(device)
+                lm.synchronize()
             else:
                 t2 = t1
             t3 = time.perf_counter()
@@ -399,33 +392,36 @@ def _native(engine: Any, item: Item) -> bool:
 
 def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, kernel: Any,
              vocab: Vocabulary) -> tuple[float, Any]:
-    """Untimed: the first batch's prompt pass (the device's first call pays its start-up
-    costs here, not in the first measured batch), then the kernel's first call on its
-    logits (compilation, for the ``torch.compile``'d kernels).  A compiled model also
-    runs three one-token steps for every batch shape of the run (``groups``: the prompts
-    of each batch), so its compilation and CUDA-graph capture are not timed either.
-    Returns the kernel's first-call seconds and the logits' dtype."""
+    """Untimed: for every batch shape of the run (``groups``: the prompts of each batch),
+    the prompts' pass and three one-token steps, so no measured batch pays for the
+    device's first calls, a compiled model's compilation or CUDA-graph capture, or the
+    allocator growing to a new shape (this runs in every mode, the shared baseline's
+    too); then the kernel's first call on its logits (compilation, for the
+    ``torch.compile``'d kernels).  Returns the kernel's first-call seconds and the
+    logits' dtype."""
     import torch
 
     # the mask is made as the loop makes it (outside inference mode, then moved): a
     # torch.compile'd kernel guards on such properties and would recompile in step 0
     mask = torch.full((len(groups[0]), bm.words(vocab.size)), -1, dtype=torch.int32)
-    shapes: set[tuple[int, int, bool]] = set()
+    shapes: set[tuple[Any, ...]] = set()
     kernel_s, dtype = 0.0, None
     with torch.inference_mode():
-        for prompts in groups if lm.compile else groups[:1]:
+        for prompts in groups:
             dec = lm.start(prompts, max_tokens)
-            if dec.shape in shapes:
+            key = (dec.shape, dec.prompt_len)
+            if key in shapes:
                 continue
-            shapes.add(dec.shape)
+            shapes.add(key)
             logits = dec.forward()
-            for _ in range(min(3, dec.cache_len - dec.prompt_len) if lm.compile else 0):
+            steps = min(3, dec.cache_len - dec.prompt_len) if dec.cache_len else min(3, max_tokens)
+            for _ in range(steps):
                 logits = dec.forward(torch.argmax(logits, dim=-1))
-            _sync(lm.device)
+            lm.synchronize()
             if dtype is None:
                 t0 = time.perf_counter()
                 kernel(logits, mask.to(lm.device, non_blocking=True), vocab.size)
-                _sync(lm.device)
+                lm.synchronize()
                 kernel_s, dtype = time.perf_counter() - t0, logits.dtype
     return kernel_s, dtype
 
@@ -661,6 +657,12 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["unconstrained_forward_ms"] = 1e3 * mean(unc, "forward_s")
     out["overhead_pct"] = (100.0 * (out["step_ms"] / out["unconstrained_step_ms"] - 1.0)
                            if unc else float("nan"))
+    # what the host adds to a step besides the apply kernel: the wait for the masks,
+    # the accepts on the critical path, and the forward pass's slowdown by mask work
+    out["host_overhead_ms"] = (out["wait_ms"] + out["accept_ms"]
+                               + out["forward_ms"] - out["unconstrained_forward_ms"])
+    out["host_overhead_pct"] = (100.0 * out["host_overhead_ms"] / out["unconstrained_forward_ms"]
+                                if unc else float("nan"))
     ttfm = [s["ttfm_s"] for s in sequences if s["ttfm_s"] is not None]
     out["ttfm_ms_p50"] = 1e3 * float(np.median(ttfm)) if ttfm else float("nan")
     for status in ("valid", "invalid", "unchecked", "unfinished", "rejected", "error", "compile_error",

@@ -3,6 +3,8 @@
 ``load_model(spec, vocab, device=..., dtype=...)`` takes
 
 * a local Hugging Face checkpoint directory (``AutoModelForCausalLM``), or
+* ``sim:FORWARD_MS[:LAUNCHES]``: the stand-in device for machines without a GPU
+  (:class:`SimModel`); no model runs, see below;
 * ``random:NAME``: a known architecture built from its configuration with random
   weights, because nothing can be downloaded here.  Its speed is a real model's
   (same shapes, same kernels); its text is noise, so every output of a run on
@@ -19,6 +21,18 @@ truncation.  Needs the ``[model]`` extra (torch, transformers).
 template (transformers' tokenizer and its ``chat_template``): :meth:`ChatTemplate.ids`
 turns a prompt into the ids of one user message followed by the generation prompt,
 special tokens included, as a chat model expects them.
+
+``sim:FORWARD_MS[:LAUNCHES]`` (e.g. ``sim:8:300``) reproduces what a GPU's forward pass
+leaves to the host: ``forward()`` makes LAUNCHES short Python-level calls (a framework
+launching kernels: each needs the GIL, so a thread that holds it delays the step as it
+would on a GPU) and returns at once; :meth:`SimModel.synchronize` then waits, holding
+neither the GIL nor a core, until FORWARD_MS have passed since the forward pass
+started.  Its logits are seeded pseudo-random rows over the vocabulary (a row picked
+per sequence from the token fed and the position), on the CPU.  Every output of a
+simulated run says so (:data:`SIM_NOTE`).
+
+``lm.synchronize()`` waits for the device's queued work (CUDA, the simulated forward
+pass); the decoding harness calls it where a GPU loop synchronizes.
 
 ``lm.start(prompts, max_tokens)`` begins a batch (:class:`Decoding`): the prompts'
 pass, then one token per sequence per call, with transformers' dynamic KV cache or,
@@ -38,7 +52,7 @@ from toolkit.errors import MasklabError
 from toolkit.vocab import Vocabulary
 
 __all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES",
-           "CACHE_BLOCK", "ChatTemplate", "load_chat_template"]
+           "CACHE_BLOCK", "ChatTemplate", "load_chat_template", "SimModel", "SIM_NOTE"]
 
 CACHE_BLOCK = 256
 """A static KV cache's length is the batch's prompt plus ``max_tokens``, rounded up to this."""
@@ -63,6 +77,10 @@ RANDOM_ARCHS: dict[str, dict[str, Any] | str] = {
     "mistral-7b": "tokenizers/mistral-7b-v0.3/config.json",  # read from MASKLAB_SHARED
 }
 """Architectures ``random:NAME`` builds: a config dict, or a config file under the shared folder."""
+
+
+SIM_NOTE = ("simulated device (sim:FORWARD_MS:LAUNCHES): no model runs; a forward pass is LAUNCHES Python calls "
+            "and a wait, its logits seeded noise: step times are the stand-in's, text is noise")
 
 
 class ModelError(MasklabError):
@@ -139,6 +157,13 @@ class LoadedModel:
         """The longest sequence (prompt and output) the model's positions cover."""
         n = getattr(self.model.config, "max_position_embeddings", None)
         return int(n) if n else None
+
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (a no-op on the CPU)."""
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
 
     def describe(self) -> dict[str, Any]:
         return {"spec": self.spec, "random_weights": self.random, "vocab_size": self.vocab_size,
@@ -234,6 +259,132 @@ class Decoding:
         return logits.clone() if fn is not lm.model else logits.contiguous()
 
 
+_SIM_POOL = 32
+"""Distinct logits rows a simulated model draws from (a row is 4 bytes per vocabulary id)."""
+
+
+def _launch(k: int) -> int:
+    """One simulated kernel launch: a short Python-level call (about 1 us on this
+    project's machines), which like a framework's dispatch needs the GIL."""
+    x = k
+    for i in range(24):
+        x = (x * 31 + i) & 0xFFFF
+    return x
+
+
+@dataclass
+class SimModel:
+    """``sim:FORWARD_MS[:LAUNCHES]``: the stand-in device (see the module doc).  It has
+    the surface of :class:`LoadedModel` that the decoding harness uses."""
+
+    spec: str
+    forward_ms: float
+    launches: int
+    vocab_size: int
+    seed: int = 0
+    bos_id: int | None = None
+    max_positions: int | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    random: bool = False
+    simulated: bool = True
+    parameters: int = 0
+    cache: str = "dynamic"
+    compile: str | None = None
+    notes: list[str] = field(default_factory=lambda: [SIM_NOTE])
+    _pool: Any = field(default=None, repr=False)
+    _deadline: float = field(default=0.0, repr=False)
+
+    def __post_init__(self) -> None:
+        import torch
+
+        gen = torch.Generator().manual_seed(self.seed)
+        self._pool = torch.randn((_SIM_POOL, self.vocab_size), generator=gen) * 4.0
+
+    def start(self, prompts: list[list[int]], max_tokens: int) -> SimDecoding:
+        """A batch's decoding (:class:`SimDecoding`)."""
+        return SimDecoding(self, prompts, max_tokens)
+
+    def synchronize(self) -> None:
+        """Wait, without the GIL or a core, until the last forward pass's FORWARD_MS
+        have passed since it started."""
+        import time
+
+        left = self._deadline - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
+
+    def describe(self) -> dict[str, Any]:
+        return {"spec": self.spec, "random_weights": False, "simulated": True, "vocab_size": self.vocab_size,
+                "device": "sim", "dtype": self.dtype, "parameters": 0, "forward_ms": self.forward_ms,
+                "launches": self.launches, "cache": self.cache, "compile": None, "notes": list(self.notes)}
+
+
+class SimDecoding:
+    """One batch on the simulated device: :meth:`forward` as :meth:`Decoding.forward`,
+    returning before the forward pass is over (``lm.synchronize()`` waits for it)."""
+
+    def __init__(self, lm: SimModel, prompts: list[list[int]], max_tokens: int) -> None:
+        import torch
+
+        if not prompts or not all(prompts):
+            raise ModelError("every sequence needs a prompt of at least one token")
+        self.lm = lm
+        self.batch = len(prompts)
+        self.prompt_len = max(len(p) for p in prompts)
+        self.cache_len = 0
+        self.shape = (self.batch, 0, any(len(p) != self.prompt_len for p in prompts))
+        self.seen = 0
+        # a salt per sequence from its prompt: equal prompts decode alike, as on a model
+        self._salt = torch.tensor([hash(tuple(p)) % 1_000_003 for p in prompts], dtype=torch.long)
+        self._tokens = torch.zeros(self.batch, dtype=torch.long)
+
+    def forward(self, tokens: Any = None) -> Any:
+        """Launch a forward pass: the prompts' (``tokens`` None, first call only) or one
+        step feeding ``tokens`` (``(B,)`` ids); its logits ``(B, V)`` are ready when
+        ``lm.synchronize()`` returns."""
+        import time
+
+        lm = self.lm
+        t0 = time.perf_counter()
+        if tokens is None:
+            if self.seen:
+                raise ModelError("the prompts were already run: feed the sampled tokens")
+            fed, n = self._tokens, self.prompt_len
+        else:
+            if not self.seen:
+                raise ModelError("run the prompts first: forward() without tokens")
+            fed, n = tokens.reshape(self.batch).long(), 1
+        for k in range(lm.launches):
+            _launch(k)
+        self.seen += n
+        rows = (self._salt + fed * 7919 + self.seen * 104729 + lm.seed) % _SIM_POOL
+        logits = lm._pool.index_select(0, rows)
+        lm._deadline = t0 + lm.forward_ms / 1e3
+        return logits
+
+
+def _sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, cache: str, compile: str | None) -> SimModel:
+    parts = spec.split(":")[1:]
+    try:
+        if not 1 <= len(parts) <= 2:
+            raise ValueError
+        forward_ms = float(parts[0])
+        launches = int(parts[1]) if len(parts) == 2 else 0
+        if not forward_ms > 0 or forward_ms > 10_000 or launches < 0 or launches > 1_000_000:
+            raise ValueError
+    except ValueError:
+        raise ModelError(f"model {spec!r}: the stand-in device is sim:FORWARD_MS[:LAUNCHES] with 0 < FORWARD_MS "
+                         "<= 10000 and 0 <= LAUNCHES <= 1000000 (e.g. sim:8:300)") from None
+    if dtype not in ("auto", "float32"):
+        raise ModelError(f"the simulated device {spec} makes float32 logits: --dtype {dtype} does not apply")
+    if device != "cpu":
+        raise ModelError(f"the simulated device {spec} runs on the host: --device {device} does not apply (use cpu)")
+    if compile is not None or cache != "dynamic":
+        raise ModelError(f"the simulated device {spec} has no KV cache or graphs: --cache and --compile do not apply")
+    return SimModel(spec, forward_ms, launches, vocab.size, seed, bos_id=None, max_positions=None)
+
+
 def _random_config(name: str, vocab: Vocabulary) -> Any:
     from transformers import AutoConfig
 
@@ -267,7 +418,7 @@ def _dtype(dtype: str, device: str) -> Any:
 
 
 def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str = "auto", seed: int = 0,
-               cache: str = "dynamic", compile: str | None = None) -> LoadedModel:
+               cache: str = "dynamic", compile: str | None = None) -> LoadedModel | SimModel:
     """Load ``spec`` (see the module doc) on ``device`` for decoding with ``vocab``.
 
     ``cache``: ``dynamic`` (transformers' default, grows per step) or ``static`` (fixed
@@ -277,6 +428,8 @@ def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str 
     which :func:`toolkit.generate.generate` runs before it times anything."""
     if cache not in CACHES:
         raise ModelError(f"unknown cache {cache!r} (dynamic or static)")
+    if spec.startswith("sim:"):
+        return _sim_model(spec, vocab, device, dtype, seed, cache, compile)
     if compile is not None:
         if compile not in _COMPILE_MODES:
             raise ModelError(f"unknown compile mode {compile!r} ({', '.join(_COMPILE_MODES)})")
