@@ -35,7 +35,12 @@ allow the vocabulary's EOS ids exactly where the engine says the input is comple
 EOS is never passed to the engine, so termination is the protocol's too.
 
 Engines run single-threaded (``max_threads=1`` for xgrammar's compiler; the harness
-sets ``RAYON_NUM_THREADS=1`` for llguidance's workers).  Peers do not report whether
+sets ``RAYON_NUM_THREADS=1`` for llguidance's workers), except in a batch: the batch
+of ``peer:llguidance`` accepts with ``LLExecutor.consume_token_par`` and fills with
+``LLExecutor.unsafe_compute_mask_ptr``, that of ``peer:xgrammar`` with
+``BatchGrammarMatcher.batch_accept_token`` / ``batch_fill_next_token_bitmask``, each on
+``threads`` native threads (:func:`toolkit.batch.make_batch`); EOS, special ids and
+the error state stay the protocol's, row by row.  Peers do not report whether
 a mask used slices, so their ``MaskInfo.sliced`` is always False.
 """
 
@@ -51,11 +56,12 @@ from typing import Any
 import numpy as np
 
 from toolkit import bitmask as bm
+from toolkit.batch import SKIP, check_step_args, new_step
 from toolkit.errors import MasklabError, UnsupportedGrammar
 from toolkit.grammar import Grammar
 from toolkit.jsonschema import JsonSchemaText, schema_text
 from toolkit.matcher import BaseMatcher
-from toolkit.protocol import MaskInfo
+from toolkit.protocol import BatchStep, MaskInfo
 from toolkit.vocab import Vocabulary
 
 __all__ = [
@@ -146,6 +152,84 @@ class _PeerEngine:
     def describe(self) -> dict[str, Any]:
         """Version and options, as the harness records them."""
         return {"version": self.version, "options": dict(self.options)}
+
+    #: the engine's batch (a :class:`_PeerBatch`), None where it has none
+    batch_class: type | None = None
+    #: the matcher class a batch steps (another engine's matchers go to the fallback)
+    matcher_class: type | None = None
+
+    def batch_matcher(self, matchers: Sequence[Any], threads: int) -> _PeerBatch | None:
+        """The engine's own batch over ``matchers`` (None when it has none, or when
+        some matcher is not this engine's: :func:`toolkit.batch.make_batch` then falls
+        back to threads)."""
+        if self.batch_class is None or not all(
+                type(m) is self.matcher_class and m.engine is self for m in matchers):
+            return None
+        return self.batch_class(self, list(matchers), threads)
+
+
+class _PeerBatch:
+    """A peer's batch: the accepts and fills of the rows whose matchers are live go
+    through the engine's batch calls (:meth:`_accept_many`, :meth:`_fill_many`); the
+    rest (EOS, special ids, terminated or failed matchers) take the single calls, which
+    hold the protocol's rules.  The engine's bits are then clipped to the text tokens
+    and the EOS ids set where the grammar accepts, as a single fill does."""
+
+    def __init__(self, engine: _PeerEngine, matchers: list[Any], threads: int) -> None:
+        self.engine = engine
+        self.matchers = matchers
+        self.threads = threads
+        self._out = new_step(len(matchers))
+        vocab = engine.vocab
+        self._text = vocab.text_token_mask()
+        self._eos = np.asarray(vocab.eos_ids, dtype=np.int64)
+
+    def _accept_many(self, rows: list[int], tokens: list[int]) -> list[bool]:
+        raise NotImplementedError
+
+    def _fill_many(self, rows: list[int], bitmask: np.ndarray) -> None:
+        raise NotImplementedError
+
+    def step(self, tokens: Any, bitmask: np.ndarray) -> BatchStep:
+        import time
+
+        tok = check_step_args(len(self.matchers), tokens, bitmask)
+        t0 = time.perf_counter()
+        out = self._out
+        out.accepted[:] = -1
+        out.allowed[:] = -1
+        rows, toks = [], []
+        for i in np.flatnonzero(tok >= 0).tolist():
+            m, t = self.matchers[i], int(tok[i])
+            if m.error is None and not m._terminated and t < len(self._text) and self._text[t]:
+                rows.append(i)
+                toks.append(t)
+            else:  # EOS, a special id, a terminated or failed matcher: the protocol's rules
+                out.accepted[i] = m.accept_token(t)
+        if rows:
+            for i, ok in zip(rows, self._accept_many(rows, toks), strict=True):
+                out.accepted[i] = ok
+                if ok:
+                    self.matchers[i]._history.append(True)
+        live, single = [], []
+        for i in np.flatnonzero(tok != SKIP).tolist():
+            m = self.matchers[i]
+            (live if m.error is None and not m._terminated else single).append(i)
+        if live:
+            self._fill_many(live, bitmask)
+            bitmask[live] &= self.engine.text_words
+            for i in live:
+                m = self.matchers[i]
+                if m._accepting_safe():
+                    bm.set_bits(bitmask[i], self._eos)
+                out.allowed[i] = bm.popcount(bitmask[i])
+        for i in single:
+            out.allowed[i] = self.matchers[i].fill_bitmask(bitmask, i).allowed
+        out.wall_s = time.perf_counter() - t0
+        return out
+
+    def close(self) -> None:
+        pass
 
 
 class _PeerMatcher(BaseMatcher):
@@ -267,6 +351,48 @@ class LLGuidanceEngine(_PeerEngine):
     def matcher(self, compiled: PeerCompiled) -> LLGuidanceMatcher:
         return LLGuidanceMatcher(self, compiled, compiled.handle.deep_copy())
 
+    @property
+    def batch_class(self) -> type:
+        return LLGuidanceBatch
+
+    @property
+    def matcher_class(self) -> type:
+        return LLGuidanceMatcher
+
+
+class LLGuidanceBatch(_PeerBatch):
+    """``peer:llguidance``'s batch: ``LLExecutor`` (``consume_token_par``, then
+    ``unsafe_compute_mask_ptr`` into the rows).  ``consume_token_par`` leaves a matcher
+    that refuses its token in an error state, where the single call leaves it as it
+    was; so a token is first checked (``validate_tokens``) and a refused one takes the
+    single call."""
+
+    def __init__(self, engine: LLGuidanceEngine, matchers: list[Any], threads: int) -> None:
+        super().__init__(engine, matchers, threads)
+        self.executor = engine._ll.LLExecutor(threads)
+
+    def _accept_many(self, rows: list[int], tokens: list[int]) -> list[bool]:
+        ok = [self.matchers[i].m.validate_tokens([t]) == 1 for i, t in zip(rows, tokens, strict=True)]
+        pairs = [(self.matchers[i].m, t) for i, t, g in zip(rows, tokens, ok, strict=True) if g]
+        done = iter(self.executor.consume_token_par(pairs) if pairs else [])
+        out = []
+        for i, t, g in zip(rows, tokens, ok, strict=True):
+            if g:
+                a = bool(next(done))
+                if not a:  # a limit hit while consuming: the engine's error becomes the matcher's
+                    self.matchers[i]._check_safe()
+                out.append(a)
+            else:
+                out.append(bool(self.matchers[i]._advance_checked(t)))
+        return out
+
+    def _fill_many(self, rows: list[int], bitmask: np.ndarray) -> None:
+        row_bytes = bitmask.shape[1] * 4
+        self.executor.unsafe_compute_mask_ptr([(self.matchers[i].m, i) for i in rows], bitmask.ctypes.data,
+                                              row_bytes, bitmask.shape[0])
+        for i in rows:
+            self.matchers[i]._check_safe()
+
 
 class LLGuidanceMatcher(_PeerMatcher):
     def __init__(self, engine: LLGuidanceEngine, compiled: PeerCompiled, m: Any) -> None:
@@ -276,6 +402,23 @@ class LLGuidanceMatcher(_PeerMatcher):
     def _check(self) -> None:
         if self.m.is_error():
             raise PeerError(self.m.get_error())
+
+    def _check_safe(self) -> None:
+        """The engine's error state made the matcher's (a batch call does not raise)."""
+        if self.error is None and self.m.is_error():
+            self._fail(PeerError(self.m.get_error()))
+
+    def _advance_checked(self, token_id: int) -> bool:
+        """``accept_token``'s text path for a token the batch did not take."""
+        try:
+            record = self._advance(token_id, self.vocab.token_bytes[token_id])
+        except Exception as e:  # noqa: BLE001 - nothing raises mid-decode
+            self._fail(e)
+            return False
+        if record is None:
+            return False
+        self._history.append(record)
+        return True
 
     def _fill_text(self, row: np.ndarray) -> MaskInfo:
         self.m.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
@@ -364,6 +507,32 @@ class XGrammarEngine(_PeerEngine):
 
     def matcher(self, compiled: PeerCompiled) -> XGrammarMatcher:
         return XGrammarMatcher(self, compiled, self._xg.GrammarMatcher(compiled.handle))
+
+    @property
+    def batch_class(self) -> type:
+        return XGrammarBatch
+
+    @property
+    def matcher_class(self) -> type:
+        return XGrammarMatcher
+
+
+class XGrammarBatch(_PeerBatch):
+    """``peer:xgrammar``'s batch: ``BatchGrammarMatcher`` (``batch_accept_token``, then
+    ``batch_fill_next_token_bitmask`` into the rows)."""
+
+    def __init__(self, engine: XGrammarEngine, matchers: list[Any], threads: int) -> None:
+        super().__init__(engine, matchers, threads)
+        self.batch = engine._xg.BatchGrammarMatcher(threads)
+
+    def _accept_many(self, rows: list[int], tokens: list[int]) -> list[bool]:
+        return [bool(a) for a in self.batch.batch_accept_token([self.matchers[i].m for i in rows], tokens)]
+
+    def _fill_many(self, rows: list[int], bitmask: np.ndarray) -> None:
+        import torch
+
+        self.batch.batch_fill_next_token_bitmask([self.matchers[i].m for i in rows], torch.from_numpy(bitmask),
+                                                 rows)
 
 
 class XGrammarMatcher(_PeerMatcher):

@@ -201,7 +201,7 @@ def test_peer_apply_kernel_in_the_loop(tekken, tiny, items) -> None:
 
 
 @pytest.mark.parametrize("args", [["--batch", "0"], ["--max-tokens", "-3"], ["--temperature", "-1"],
-                                  ["--temperature", "nan"], ["--limit", "0"]])
+                                  ["--temperature", "nan"], ["--limit", "0"], ["--threads", "0"]])
 def test_cli_generate_refuses_bad_numbers_before_loading(args, capsys) -> None:
     with pytest.raises(SystemExit) as info:
         main(["generate", "--engine", "outlines", *args])
@@ -573,3 +573,94 @@ def test_mask_buffer_falls_back_to_unpinned_memory(tekken) -> None:
         masker._fill(0)  # a finished sequence: its EOS-only row
     assert not masker.tensor.is_pinned() and masker.tensor.shape == (1, bm.words(tekken.size))
     assert bm.allowed_ids(masker.tensor.numpy()[0], tekken.size).tolist() == list(tekken.eos_ids[:1])
+
+
+@pytest.mark.parametrize("model", ["random:tiny", "sim:1:5"])
+def test_the_pipelined_loop_decodes_what_the_serial_loop_decodes(model, tekken, items) -> None:
+    """Greedy decoding is the same token for token in both loops, for our strategies
+    (native batch), a peer (its batch API) and the threaded fallback (naive-like
+    plug-in: _EmptyAfter never empties within these steps); a batch of 3 over 5 items
+    has a last batch that cycles and one where an item shares its compiled grammar."""
+    lm = load_model(model, tekken)
+    names = ["llguidance", "xgrammar", "outlines", "peer:llguidance"]
+    for name in names:
+        engine = get_engine(name, tekken, **({} if name.startswith("peer:") else {"whitespace": "compact"}))
+        runs = {loop: generate(engine, lm, tekken, items, batch=3, max_tokens=14, loop=loop, baseline=False,
+                               compare_kernels=False, threads=2) for loop in ("serial", "pipelined")}
+        seqs = {loop: [(s["item"], s["status"], s["tokens"], s["text"], s["forced"]) for s in run.sequences]
+                for loop, run in runs.items()}
+        assert seqs["serial"] == seqs["pipelined"], name
+        assert any(s[1] != "unfinished" for s in seqs["pipelined"]) or all(s[2] == 14 for s in seqs["pipelined"])
+        assert runs["pipelined"].summary["loop"] == "pipelined" and runs["pipelined"].summary["threads"] == 2
+    wrapped = _EmptyAfter(get_engine("outlines", tekken, whitespace="compact"), 10_000)
+    a, b = (generate(wrapped, lm, tekken, items, batch=2, max_tokens=10, loop=loop, baseline=False,
+                     compare_kernels=False) for loop in ("serial", "pipelined"))
+    assert [s["text"] for s in a.sequences] == [s["text"] for s in b.sequences]
+
+
+def test_host_overhead_and_the_interleaved_baseline_in_the_pipelined_loop(tekken, items) -> None:
+    lm = load_model("sim:2:20", tekken)
+    engine = get_engine("xgrammar", tekken, whitespace="compact")
+    run = generate(engine, lm, tekken, items[:2], batch=2, max_tokens=8, compare_kernels=False)
+    s = run.summary
+    steps = pd.DataFrame(run.steps)
+    assert set(steps["mode"]) == {"constrained", "unconstrained"} and s["loop"] == "pipelined"
+    assert s["host_overhead_ms"] == pytest.approx(s["wait_ms"] + s["accept_ms"] + s["forward_ms"]
+                                                  - s["unconstrained_forward_ms"])
+    assert s["host_overhead_pct"] == pytest.approx(100 * s["host_overhead_ms"] / s["unconstrained_forward_ms"])
+    # a step is its parts: the forward pass (its launch and the wait for the device), the
+    # wait for the masks, apply, sample, and the accepts' part on the critical path
+    assert s["step_ms"] == pytest.approx(s["forward_ms"] + s["wait_ms"] + s["apply_ms"] + s["sample_ms"]
+                                         + s["accept_ms"])
+    assert 1.9 < s["unconstrained_forward_ms"] < 10  # the device's 2 ms (the host waits for nearly all)
+    con = steps[steps["mode"] == "constrained"]
+    assert (con["launch_s"] >= 0).all() and (con["masks"] <= 2).all() and s["masks"] == con["masks"].sum()
+    with pytest.raises(ValueError, match="loop must be one of"):
+        generate(engine, lm, tekken, items[:1], loop="eager")
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        generate(engine, lm, tekken, items[:1], threads=0)
+    base = unconstrained(lm, tekken, 2, batch=2, max_tokens=4, loop="serial")
+    with pytest.raises(ValueError, match="the serial loop"):
+        generate(engine, lm, tekken, items[:2], batch=2, max_tokens=4, baseline=base)
+
+
+def test_the_simulated_device(tekken) -> None:
+    import time
+
+    import torch
+
+    from toolkit.model import SIM_NOTE
+
+    lm = load_model("sim:20:50", tekken)
+    assert lm.describe()["simulated"] and lm.notes == [SIM_NOTE] and lm.vocab_size == tekken.size
+    dec = lm.start([[1, 2, 3], [4]], 8)
+    t0 = time.perf_counter()
+    logits = dec.forward()
+    launched = time.perf_counter() - t0
+    lm.synchronize()
+    done = time.perf_counter() - t0
+    assert launched < 0.015 <= 0.02 <= done  # returns after its launches, synchronize waits out the rest
+    assert logits.shape == (2, tekken.size) and logits.dtype == torch.float32
+    again = lm.start([[1, 2, 3], [4]], 8).forward()
+    assert torch.equal(logits, again)  # seeded: the same prompts give the same logits
+    nxt = dec.forward(torch.tensor([5, 6]))
+    assert not torch.equal(nxt, logits)
+    for spec, why in (("sim:0", "FORWARD_MS"), ("sim:x:3", "FORWARD_MS"), ("sim:5:-1", "LAUNCHES"),
+                      ("sim:5:1:2", "FORWARD_MS")):
+        with pytest.raises(ModelError, match=why):
+            load_model(spec, tekken)
+    with pytest.raises(ModelError, match="runs on the host"):
+        load_model("sim:5", tekken, device="cuda")
+    with pytest.raises(ModelError, match="no KV cache or graphs"):
+        load_model("sim:5", tekken, compile="reduce-overhead")
+
+
+def test_cli_generate_on_the_simulated_device_says_so(tmp_path, capsys) -> None:
+    out = tmp_path / "sim"
+    rc = main(["generate", "--engine", "outlines", "--model", "sim:1:5", "--max-tokens", "6", "--limit", "2",
+               "--batch", "2", "--threads", "1", "--unconstrained-baseline", "--out", str(out),
+               "-o", "outlines.whitespace=compact"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "simulated device" in text and "host_overhead_ms" in text
+    run = json.loads((out / "outlines" / "batch-2" / "run.json").read_text())
+    assert run["model"]["simulated"] and run["summary"]["loop"] == "pipelined" and run["summary"]["threads"] == 1

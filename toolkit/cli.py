@@ -275,14 +275,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         if args.shared_baseline:  # once per batch size, shared by the engines
             baseline = unconstrained(lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
                                      temperature=args.temperature, seed=args.seed, prompt=prompt, chat=chat,
-                                     max_groups=args.baseline_groups)
+                                     max_groups=args.baseline_groups, loop=args.loop)
             print(f"unconstrained batch {batch}: {baseline.tokens / baseline.wall_s:.1f} tokens/s")
         for name, engine in engines.items():
             run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
                            temperature=args.temperature, seed=args.seed, baseline=baseline,
                            prompt=prompt, apply=args.apply, compare_kernels=args.compare_kernels,
                            compile_timeout=args.compile_timeout or None, chat=chat,
-                           compiled=compiled[name] if args.compile_once else None)
+                           compiled=compiled[name] if args.compile_once else None,
+                           loop=args.loop, threads=args.threads)
             out = write_run(run, out_root / name.replace(":", "-") / f"batch-{batch}",
                             {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})),
                              "batch": batch, "compile_once": args.compile_once,
@@ -435,6 +436,13 @@ def _parser() -> argparse.ArgumentParser:
                         "default: every run compiles its items")
     g.add_argument("--apply", default="torch", choices=("torch", "xgrammar", "llguidance"),
                    help="the kernel applying masks to the logits (default: torch)")
+    g.add_argument("--loop", default="pipelined", choices=("pipelined", "serial"),
+                   help="pipelined (default): a serving engine's loop, the next forward pass launched before "
+                        "the sampled ids are accepted, accept + fill in one batch call on the mask threads; "
+                        "serial: masklab's earlier loop (a pool task per sequence, accepts one by one after "
+                        "sampling), kept for comparison")
+    g.add_argument("--threads", type=_positive_int, default=None, metavar="N",
+                   help="mask threads of a batch (default: the cores there are, at most the batch size)")
     g.add_argument("--compare-kernels", action=argparse.BooleanOptionalAction, default=True,
                    help="time every apply kernel on a real mask of each run (default: yes)")
     g.add_argument("-o", "--option", action="append", default=[], metavar="ENGINE.KEY=VALUE",

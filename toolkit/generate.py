@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 
 from toolkit import bitmask as bm
+from toolkit.batch import SKIP, default_threads, make_batch
 from toolkit.datasets import Item
 from toolkit.errors import MasklabError, time_limit
 from toolkit.model import ChatTemplate, LoadedModel, ModelError
@@ -85,6 +86,9 @@ DEFAULT_PROMPT = "Answer in the requested format.\n"
 
 SPEC_PROMPT = "Reply with only the output, nothing else. It must match this {kind}:\n{spec}\n"
 """A prompt that gives the model the item's spec (what a real checkpoint needs)."""
+
+LOOPS = ("pipelined", "serial")
+"""The decode loops :func:`generate` runs (see the module doc)."""
 
 DEFAULT_COMPILE_TIMEOUT = 60.0
 """Seconds an engine may take to compile one item in :func:`generate`."""
@@ -385,6 +389,194 @@ class _Masker:
             s.status = "finished"
 
 
+def _sample_on_device(logits: Any, temperature: float, generator: Any) -> Any:
+    """The pipelined loop's sampler, on the logits' device with no host round trip:
+    greedy (``temperature <= 0``, the same ids as :func:`_sample`) or Gumbel-max, the
+    exponential race ``argmax(logits / T - log E)`` with ``E ~ Exp(1)`` from the seeded
+    ``generator`` (a draw from softmax(logits / T); a masked token, -inf, never wins).
+    A row that allows no token draws -1."""
+    import torch
+
+    best = torch.amax(logits, dim=-1)
+    ok = best > float("-inf")  # False for NaN too
+    if temperature <= 0:
+        ids = torch.argmax(logits, dim=-1)
+    else:
+        e = torch.empty(logits.shape, dtype=torch.float32, device=logits.device).exponential_(generator=generator)
+        ids = torch.argmax(logits.float() / temperature - torch.log(e), dim=-1)
+    return torch.where(ok, ids, -1)
+
+
+class _Stepper(_Masker):
+    """The matchers of one batch stepped by a :class:`~toolkit.protocol.BatchMatcher`
+    (``engine``'s own, or the threaded fallback) on a job thread, while the device runs
+    the next forward pass: accept the sampled ids, fill the next masks.  The
+    bookkeeping (tokens, statuses, forced steps) is on arrays; only a sequence that
+    ends takes a Python step of its own."""
+
+    def __init__(self, seqs: list[_Seq], vocab: Vocabulary, engine: Any, threads: int | None, device: str,
+                 max_tokens: int) -> None:
+        super().__init__(seqs, vocab, None, device)
+        self.job = ThreadPoolExecutor(1)
+        self.rows = np.asarray([i for i, s in enumerate(seqs) if s.matcher is not None], dtype=np.int64)
+        self.batch = make_batch(engine, [seqs[i].matcher for i in self.rows], threads)
+        # a compact mask when some slot has no matcher (copied into its rows each step)
+        self.compact = (self.mask if len(self.rows) == len(seqs)
+                        else np.zeros((len(self.rows), self.mask.shape[1]), dtype=np.int32))
+        self.live = np.asarray([not seqs[i].done for i in self.rows], dtype=bool)
+        self.is_eos = np.zeros(vocab.size, dtype=bool)
+        self.is_eos[list(vocab.eos_ids)] = True
+        self.out = np.zeros((len(self.rows), max_tokens + 1), dtype=np.int32)
+        self.n_out = np.zeros(len(self.rows), dtype=np.int64)
+        self.forced = np.zeros(len(self.rows), dtype=np.int64)
+        self.tok = np.full(len(self.rows), SKIP, dtype=np.int32)
+
+    def live_count(self) -> int:
+        return int(self.live.sum())
+
+    def all_done(self) -> bool:
+        return not self.live.any()
+
+    def submit(self, ids: np.ndarray) -> Any:
+        """Start the step for the sampled ``ids`` (one per slot, -1: none to draw)."""
+        return self.job.submit(self._step, ids[self.rows].copy())
+
+    def _end(self, j: int, status: str, error: str = "") -> None:
+        s = self.seqs[int(self.rows[j])]
+        s.done, s.status, s.error = True, status, error
+        self.live[j] = False
+        row = self.mask[int(self.rows[j])]
+        row[:] = 0
+        bm.set_bits(row, self.eos)  # a finished sequence only repeats EOS (ignored)
+
+    def _step(self, ids: np.ndarray) -> tuple[float, float, int, float, list[float]]:
+        """Accept ``ids`` and fill the next masks; ``(mask seconds summed, slowest row,
+        rows masked, the batch call's wall seconds, each row's seconds)``."""
+        live = self.live
+        tok = self.tok
+        tok[:] = SKIP
+        nothing = live & (ids < 0)  # the sampler found no allowed token: an empty mask
+        go = live & ~nothing
+        tok[go] = ids[go]
+        res = self.batch.step(tok, self.compact)
+        acc = go & (res.accepted == 1)
+        if acc.any():
+            j = np.flatnonzero(acc)
+            self.out[j, self.n_out[j]] = tok[j]
+            self.n_out[j] += 1
+        ended = acc & self.is_eos[np.where(acc, tok, 0)]
+        refused = go & (res.accepted == 0)
+        for j in np.flatnonzero(nothing | ended | refused).tolist():
+            if nothing[j]:
+                self._end(j, "rejected", "the mask allowed no token")
+            elif ended[j]:
+                self._end(j, "finished")
+            else:
+                m = self.seqs[int(self.rows[j])].matcher
+                self._end(j, "error" if m.error else "rejected")
+        self.forced[self.live & (res.allowed == 1)] += 1
+        if self.compact is not self.mask:
+            self.mask[self.rows[self.live]] = self.compact[self.live]
+        secs = res.seconds[go]
+        secs = secs[~np.isnan(secs)]
+        if len(secs):
+            return float(secs.sum()), float(secs.max()), len(secs), res.wall_s, secs.tolist()
+        n = int(go.sum())  # a batch call that does not time rows: its wall time stands for them
+        return (res.wall_s, res.wall_s, n, res.wall_s, []) if n else (0.0, 0.0, 0, res.wall_s, [])
+
+    def finish(self) -> None:
+        """Hand the tokens and forced counts back to the sequences; stop the threads."""
+        for j, i in enumerate(self.rows.tolist()):
+            s = self.seqs[i]
+            s.tokens = self.out[j, : self.n_out[j]].tolist()
+            s.forced += int(self.forced[j])
+        self.batch.close()
+        self.job.shutdown()
+
+
+def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
+                    seed: int, stepper: _Stepper | None, kernel: Any = None, steps: int | None = None
+                    ) -> tuple[list[dict[str, Any]], float]:
+    """One batch as a serving engine runs it (see the module doc): the logits of step
+    ``t`` are masked and sampled on the device, the ids copied to (pinned) host memory
+    behind an event, the forward pass of ``t + 1`` launched, and only then are the ids
+    accepted and the masks of ``t + 1`` filled, on the stepper's threads while the
+    device runs.  No stepper: the same loop without mask work (the unconstrained
+    baseline).  ``steps`` stops it earlier with a ``max_tokens`` run's shapes.  The
+    forward pass launched in the last step is never waited for inside the timing
+    (both modes launch it, as a server would).
+
+    Returns the step rows and the wall time of the steps."""
+    import torch
+
+    device = lm.device
+    cuda = device.startswith("cuda")
+    gen = torch.Generator(device=device).manual_seed(seed)
+    dec = lm.start(prompts, max_tokens)
+    n = max_tokens if steps is None else min(steps, max_tokens)
+    try:
+        host_ids = torch.empty(len(prompts), dtype=torch.long, pin_memory=cuda)
+    except RuntimeError:  # no page-locked memory: an ordinary copy, still correct
+        host_ids = torch.empty(len(prompts), dtype=torch.long)
+    ids_np = host_ids.numpy()
+    event = torch.cuda.Event() if cuda else None
+    mask_dev = None
+    if stepper is not None:
+        mask_dev = torch.empty(stepper.tensor.shape, dtype=torch.int32, device=device) if cuda else stepper.tensor
+    rows: list[dict[str, Any]] = []
+    job = None
+    with torch.inference_mode():
+        t_start = time.perf_counter()
+        logits = dec.forward()  # the prompts' pass: step 0's forward, launched
+        launch = time.perf_counter() - t_start
+        wall = None
+        for step in range(n):
+            t0 = time.perf_counter()
+            lm.synchronize()
+            t1 = time.perf_counter()
+            info: tuple[float, float, int, float, list[float]] = (0.0, 0.0, 0, 0.0, [])
+            if stepper is not None:
+                if job is not None:
+                    info = job.result()
+                    stepper.seq_times.extend(info[4])
+                if stepper.all_done():  # the forward pass just waited for is not needed
+                    wall = t0 - t_start
+                    break
+                t2 = time.perf_counter()
+                if cuda:
+                    mask_dev.copy_(stepper.tensor, non_blocking=True)
+                kernel(logits, mask_dev, stepper.vocab.size)
+            else:
+                t2 = t1
+            t3 = time.perf_counter()
+            drawn = _sample_on_device(logits, temperature, gen)
+            host_ids.copy_(drawn, non_blocking=True)
+            if event is not None:
+                event.record()
+            nxt = drawn.clamp(min=0)  # a row with nothing to draw (-1) is ended by its matcher
+            t4 = time.perf_counter()
+            if step + 1 < max_tokens:
+                logits = dec.forward(nxt)
+            t5 = time.perf_counter()
+            if event is not None:
+                event.synchronize()
+            active = stepper.live_count() if stepper is not None else len(prompts)
+            if stepper is not None:
+                job = stepper.submit(ids_np)
+            t6 = time.perf_counter()
+            rows.append({"step": step, "active": active, "forward_s": launch + (t1 - t0) + (t5 - t4),
+                         "launch_s": launch + (t5 - t4), "mask_s": info[0], "mask_max_s": info[1], "masks": info[2],
+                         "mask_wall_s": info[3], "wait_s": t2 - t1, "apply_s": t3 - t2, "sample_s": t4 - t3,
+                         "accept_s": t6 - t5, "step_s": launch + t6 - t0})
+            launch = 0.0
+        if wall is None:
+            wall = time.perf_counter() - t_start
+        if job is not None:
+            job.result()  # the last ids accepted (the masks it fills are not needed)
+        lm.synchronize()  # the forward pass launched last, outside the timing
+    return rows, wall
+
+
 def _native(engine: Any, item: Item) -> bool:
     """Does ``engine`` compile this item from its spec (a schema it reads itself)?"""
     return item.kind == "schema" and "json_schema" in getattr(engine, "native_inputs", ())
@@ -459,18 +651,32 @@ class Baseline:
     batch: int
     prompt: str = DEFAULT_PROMPT
     chat: str | None = None
+    loop: str = "pipelined"
+
+
+def _unconstrained_rows(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
+                        seed: int, loop: str, steps: int | None = None) -> tuple[list[dict[str, Any]], float]:
+    """The unconstrained baseline of one batch, in the same loop as the masked runs:
+    its step rows and wall time."""
+    if loop == "serial":
+        rows, _, wall = _decode_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps)
+        return rows, wall
+    return _pipelined_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps)
 
 
 def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | int, *, batch: int = 1,
                   max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
                   prompt: str = DEFAULT_PROMPT, chat: ChatTemplate | None = None,
-                  max_groups: int | None = None) -> Baseline:
+                  max_groups: int | None = None, loop: str = "pipelined") -> Baseline:
     """Decode ``items`` (or that many copies of a prompt without placeholders) in
     batches of ``batch``, ``max_tokens`` steps each, without masks: the baseline of
     every engine decoding those items with the same prompt and ``chat`` template (``generate(baseline=...)``),
     so a sweep over engines pays for it once per batch size.  ``max_groups``: decode
     only the first that many batches (the steps of an unconstrained batch do not depend
-    on what it samples, so a few batches measure the step time of all of them)."""
+    on what it samples, so a few batches measure the step time of all of them).
+    ``loop``: the loop the engines' runs will use (:func:`generate`)."""
+    if loop not in LOOPS:
+        raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
     seqs: Sequence[Item | None] = [None] * items if isinstance(items, int) else list(items)
     if not seqs or batch < 1 or max_tokens < 1:
         raise ValueError(f"need items, batch >= 1 and max_tokens >= 1, got {len(seqs)}, {batch}, {max_tokens}")
@@ -482,20 +688,21 @@ def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | in
     steps: list[dict[str, Any]] = []
     wall = 0.0
     for b, group in enumerate(groups):
-        rows, _, w = _decode_loop(lm, group, max_tokens, temperature, seed + b, None)
+        rows, w = _unconstrained_rows(lm, group, max_tokens, temperature, seed + b, loop)
         for r in rows:
             r.update(batch_index=b, mode="unconstrained")
         steps.extend(rows)
         wall += w
     return Baseline(steps, wall, sum(r["active"] for r in steps), batch, prompt,
-                    None if chat is None else chat.source)
+                    None if chat is None else chat.source, loop)
 
 
 def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item], *, batch: int = 1,
              max_tokens: int = 256, temperature: float = 0.0, seed: int = 0, baseline: bool | Baseline = True,
              threads: int | None = None, prompt: str = DEFAULT_PROMPT, apply: str = "torch",
              compare_kernels: bool = False, compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
-             chat: ChatTemplate | None = None, compiled: dict[str, Any] | None = None) -> GenerateRun:
+             chat: ChatTemplate | None = None, compiled: dict[str, Any] | None = None,
+             loop: str = "pipelined") -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
     for what is measured.  ``baseline``: True runs the unconstrained loop after each
@@ -513,7 +720,17 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     grammars.  Each sequence still gets a new matcher; its TTFM is the first compile's
     seconds plus its own matcher and first mask (``compile_reused`` in its row).  What
     an engine fills in lazily and keeps with the compiled grammar (lexer tables) is then
-    warm in the later runs."""
+    warm in the later runs.
+
+    ``loop``: ``pipelined`` (the default; see the module doc) or ``serial``, the loop
+    of masklab before it (masks submitted per sequence to a thread pool before the
+    forward pass, accepted one by one after sampling), kept to compare the two.
+    ``threads``: the batch's mask threads (default: the cores there are, at most
+    ``batch``)."""
+    if loop not in LOOPS:
+        raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
+    if threads is not None and threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
     if batch < 1 or max_tokens < 1:
         raise ValueError(f"batch and max_tokens must be >= 1, got {batch}, {max_tokens}")
     if not temperature >= 0:
@@ -523,6 +740,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
             raise ValueError(f"the baseline was measured at batch {baseline.batch}, this run has batch {batch}")
         if (baseline.prompt, baseline.chat) != (prompt, None if chat is None else chat.source):
             raise ValueError("the baseline decoded other prompts (prompt template or chat template differ)")
+        if baseline.loop != loop:
+            raise ValueError(f"the baseline ran the {baseline.loop} loop, this run the {loop} loop")
     if not items:
         raise ValueError("no items to decode")
     kernel = bm.apply_kernel(apply)
@@ -532,7 +751,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     warmup_s, logits_dtype = _warm_up(lm, [[prompts.slot(i, max_tokens) for i in g] for g in groups], max_tokens,
                                       kernel, vocab)
     graphs_before = _compiled_graphs()
-    pool = ThreadPoolExecutor(max_workers=threads or min(batch, 8))
+    pool = ThreadPoolExecutor(max_workers=threads or min(batch, 8)) if loop == "serial" else None
     steps: list[dict[str, Any]] = []
     sequences: list[dict[str, Any]] = []
     walls = {"constrained": 0.0, "unconstrained": 0.0}
@@ -571,15 +790,24 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                     seqs.append(seq)
                     continue
                 seqs.append(_Seq(item, m, [], kept.seconds + time.perf_counter() - t1, reused=reused))
-            masker = _Masker(seqs, vocab, pool, lm.device)
+            masker = (_Masker(seqs, vocab, pool, lm.device) if loop == "serial"
+                      else _Stepper(seqs, vocab, engine, threads, lm.device, max_tokens))
             for k, s in enumerate(seqs):  # the first masks: TTFM = compile + first mask
                 t0 = time.perf_counter()
                 masker._fill(k)  # a refused item's slot gets its EOS-only row here too
                 s.ttfm_s += time.perf_counter() - t0
+            if isinstance(masker, _Stepper) and masker.compact is not masker.mask:
+                masker.compact[:] = masker.mask[masker.rows]
             if sample_mask is None:
                 sample_mask = masker.mask.copy()  # the first step's masks (all sequences live)
             group_prompts = [prompts.slot(i, max_tokens) for i in group]
-            rows, _, wall = _decode_loop(lm, group_prompts, max_tokens, temperature, seed + b, masker, kernel)
+            if isinstance(masker, _Stepper):
+                try:
+                    rows, wall = _pipelined_loop(lm, group_prompts, max_tokens, temperature, seed + b, masker, kernel)
+                finally:
+                    masker.finish()
+            else:
+                rows, _, wall = _decode_loop(lm, group_prompts, max_tokens, temperature, seed + b, masker, kernel)
             seq_times.extend(masker.seq_times)
             for r in rows:
                 r.update(batch_index=b, mode="constrained")
@@ -604,21 +832,23 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                                   "compile_reused": s.reused,
                                   "text": data.decode("utf-8", errors="replace")[:2000]})
             if baseline is True:
-                rows, _, wall = _decode_loop(lm, group_prompts, max_tokens, temperature, seed + b, None,
-                                             steps=max(1, len(rows)))
+                rows, wall = _unconstrained_rows(lm, group_prompts, max_tokens, temperature, seed + b, loop,
+                                                 max(1, len(rows)))
                 for r in rows:
                     r.update(batch_index=b, mode="unconstrained")
                 steps.extend(rows)
                 walls["unconstrained"] += wall
                 tokens["unconstrained"] += sum(r["active"] for r in rows)
     finally:
-        pool.shutdown()
+        if pool is not None:
+            pool.shutdown()
     if isinstance(baseline, Baseline):
         steps.extend(baseline.steps)
         walls["unconstrained"], tokens["unconstrained"] = baseline.wall_s, baseline.tokens
     summary = summarize(steps, sequences, walls, tokens, batch, seq_times)
     summary["compiles_in_loop"] = _compiled_graphs() - graphs_before  # >0: a timing paid for compilation
-    summary.update(apply=apply, apply_warmup_ms=1e3 * warmup_s, prompt=prompt,
+    summary.update(loop=loop, threads=threads or default_threads(batch),
+                   apply=apply, apply_warmup_ms=1e3 * warmup_s, prompt=prompt,
                    chat=None if chat is None else chat.source,
                    baseline="shared" if isinstance(baseline, Baseline) else "interleaved" if baseline else "none")
     kernels = (_kernel_rows(lm, vocab, sample_mask, logits_dtype, seed)

@@ -23,7 +23,7 @@ from toolkit import bitmask as bm
 from toolkit.protocol import MaskInfo
 from toolkit.vocab import Vocabulary
 
-__all__ = ["BaseMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
+__all__ = ["BaseMatcher", "NativeMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
 
 _EOS = object()  # history record of an accepted EOS
 
@@ -167,6 +167,80 @@ class BaseMatcher:
         return len(self._history)
 
 
+class NativeMatcher:
+    """A matcher of masklab's own strategies: the whole protocol runs in C, in a
+    :class:`toolkit._batch.Session` over the strategy's core (its parse state and undo
+    stack), so the single calls here and a batch's step (:func:`toolkit.batch.make_batch`,
+    without the GIL) are one code path.  The rules are :class:`BaseMatcher`'s.
+
+    A subclass sets ``engine``, ``compiled`` and ``session`` and gives
+    ``_new_core()`` (the core at the grammar's start, for ``reset``)."""
+
+    vocab: Vocabulary
+    session: Any
+    compiled: Any
+
+    def _new_core(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def error(self) -> str | None:
+        """Why the matcher is in the sticky error state (None: it is not)."""
+        return self.session.error
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
+        """Overwrite ``bitmask[row]`` with the allowed tokens; see the protocol."""
+        allowed, sliced = self.session.fill_bitmask(bitmask, row)
+        return MaskInfo(allowed, sliced)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Consume one token; False (state unchanged) when the mask would not allow it."""
+        return self.session.accept_token(token_id)
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> int:
+        """Consume tokens until one is rejected; returns how many were consumed."""
+        n = 0
+        for t in token_ids:
+            if not self.session.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
+        n = self.accept_tokens(token_ids)
+        self.session.rollback(n)
+        return n
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` accepted tokens (EOS included)."""
+        self.session.rollback(n)
+
+    def reset(self) -> None:
+        """Back to the start state; clears the error state."""
+        self.session.restart(self._new_core())
+
+    def fork(self) -> NativeMatcher:
+        """An independent matcher in the same state."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.session = self.session.fork(self.session.core.copy())
+        return other
+
+    def is_accepting(self) -> bool:
+        """True when what was consumed is a sentence of the grammar (or EOS was accepted)."""
+        return self.session.is_accepting()
+
+    def is_terminated(self) -> bool:
+        """True once an EOS token has been accepted."""
+        return self.session.is_terminated()
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens accepted so far (what ``rollback`` can undo)."""
+        return self.session.num_tokens
+
+
 class CompiledTables:
     """A grammar compiled into a strategy's C tables: what ``compile`` returns for the
     table-driven strategies (``llguidance``, ``xgrammar``).  ``kind`` is how the input
@@ -187,9 +261,20 @@ class CompiledTables:
 
 class StrategyEngine:
     """What masklab's own engines share: :meth:`describe` records the package version
-    and the engine's ``options`` dict, as the harness stores them."""
+    and the engine's ``options`` dict, as the harness stores them; ``vocab_table`` is
+    the vocabulary in C for the native matchers (made once per engine)."""
 
     options: dict[str, Any]
+    vocab: Vocabulary
+
+    @property
+    def vocab_table(self) -> Any:
+        table = self.__dict__.get("_vocab_table")
+        if table is None:
+            from toolkit._batch import VocabTable
+
+            table = self.__dict__["_vocab_table"] = VocabTable(self.vocab)
+        return table
 
     def describe(self) -> dict[str, Any]:
         """Version and options, as the harness records them."""

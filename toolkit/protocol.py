@@ -16,6 +16,11 @@ Contract, shared by every engine and checked by the conformance tests:
 * A limit hit or an internal failure puts the matcher in a sticky error state
   (``matcher.error`` says why) whose mask allows only EOS, so a mask is never
   widened by a failure.
+
+The batch half (:class:`BatchMatcher`, made by :func:`toolkit.batch.make_batch`): one
+``step(tokens, bitmask)`` accepts each row's sampled token and fills its next mask, for
+B matchers at once and without the GIL where the engine can; results and states equal
+the single calls'.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["MaskInfo", "Matcher", "MaskEngine", "CompiledGrammar"]
+__all__ = ["MaskInfo", "Matcher", "MaskEngine", "CompiledGrammar", "BatchMatcher", "BatchStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,29 @@ class Matcher(Protocol):
     def fork(self) -> Matcher: ...
     def is_accepting(self) -> bool: ...
     def is_terminated(self) -> bool: ...
+
+
+@dataclass(slots=True)
+class BatchStep:
+    """What one :meth:`BatchMatcher.step` did, row by row (arrays reused by the next step):
+    ``accepted`` 1/0 (-1: no token given), ``allowed`` the tokens the new mask allows (-1:
+    row skipped), ``seconds`` the row's accept + fill time (NaN where the engine's batch
+    call does not time rows), ``wall_s`` the whole step's."""
+
+    accepted: np.ndarray
+    allowed: np.ndarray
+    seconds: np.ndarray
+    wall_s: float
+
+
+@runtime_checkable
+class BatchMatcher(Protocol):
+    """B matchers stepped together; see :mod:`toolkit.batch` for the token codes."""
+
+    matchers: list[Matcher]
+
+    def step(self, tokens: Any, bitmask: np.ndarray) -> BatchStep: ...
+    def close(self) -> None: ...
 
 
 @runtime_checkable

@@ -42,6 +42,7 @@ every :class:`EarleyParser` of a compiled grammar (the lazy tables are a cache),
 matchers of one grammar must not run concurrently.
 """
 
+from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
@@ -60,6 +61,7 @@ from toolkit._intsets cimport (
     intsets_init,
     mix64,
 )
+from toolkit._batch cimport StrategyOps
 from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
@@ -68,7 +70,7 @@ from toolkit.regex import check_class_form
 
 cnp.import_array()
 
-__all__ = ["ParserTables", "EarleyParser", "SliceSet", "full_matches"]
+__all__ = ["ParserTables", "EarleyParser", "SliceSet", "full_matches", "ops_capsule"]
 
 cdef enum:
     _BYTES = 256
@@ -82,6 +84,7 @@ cdef enum:
     ERR_ROW_ITEMS = 2
     ERR_STEPS = 3
     ERR_MEMORY = 4
+    ERR_SHAPE = 5      # a mask narrower than the slices' masks
 
 cdef enum:
     P_UNKNOWN = 0      # slicer memo: product pair not decided
@@ -142,6 +145,10 @@ cdef class SliceSet:
     cdef uint8_t* incl          # incl[i * n + j]: slice i's language is inside slice j's
     cdef readonly list tries
     cdef list _keep
+    cdef const TrieNode** t_nodes    # tries[k]'s nodes, node count, ids (n + 1 tries)
+    cdef int32_t* t_num
+    cdef const token_t** t_ids
+    cdef readonly int32_t max_depth  # the deepest of the tries
 
     def __init__(self, dfas, tries, masks, inclusion=None):
         cdef int32_t k
@@ -167,6 +174,19 @@ cdef class SliceSet:
                 self.incl[k * self.n + j] = inc[k, j]
         self.tries = list(tries)
         self._keep = []
+        self.t_nodes = <const TrieNode**>malloc((self.n + 1) * sizeof(TrieNode*))
+        self.t_num = <int32_t*>malloc((self.n + 1) * sizeof(int32_t))
+        self.t_ids = <const token_t**>malloc((self.n + 1) * sizeof(token_t*))
+        if self.t_nodes == NULL or self.t_num == NULL or self.t_ids == NULL:
+            raise MemoryError()
+        cdef TokenTrie tt
+        self.max_depth = 0
+        for k in range(self.n + 1):
+            tt = self.tries[k]
+            self.t_nodes[k] = tt.nodes
+            self.t_num[k] = tt.num_nodes
+            self.t_ids[k] = tt.token_ids
+            self.max_depth = max(self.max_depth, tt.max_depth)
         self.trans = <const int32_t**>malloc(max(1, self.n) * sizeof(int32_t*))
         self.n_states = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
         self.starts = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
@@ -186,6 +206,9 @@ cdef class SliceSet:
             self.n_words = m.shape[0]
 
     def __dealloc__(self):
+        free(<void*>self.t_nodes)
+        free(self.t_num)
+        free(<void*>self.t_ids)
         free(<void*>self.trans)
         free(self.n_states)
         free(self.starts)
@@ -757,7 +780,7 @@ cdef class ParserTables:
         self.ls_sl[x] = bits | SL_KNOWN
         return bits
 
-    cdef inline void note_steps(self) noexcept:
+    cdef inline void note_steps(self) noexcept nogil:
         if self.steps > self.peak_steps:
             self.peak_steps = self.steps
 
@@ -767,17 +790,26 @@ cdef class ParserTables:
         """Raise the pending limit error (and clear it)."""
         code, value = self.err, self.err_value
         self.err = ERR_NONE
+        e = self.error_of(code, value)
+        if e is not None:
+            raise e
+
+    def error_of(self, int code, int64_t value):
+        """The exception of error ``code`` with its ``value`` (None for ERR_NONE)."""
         if code == ERR_LEXER_STATES:
-            raise LimitExceeded("max_lexer_states", value, self.max_lexer_states,
-                                "lexer states (sets of live lexeme states) built for this grammar")
+            return LimitExceeded("max_lexer_states", value, self.max_lexer_states,
+                                 "lexer states (sets of live lexeme states) built for this grammar")
         if code == ERR_ROW_ITEMS:
-            raise LimitExceeded("max_row_items", value, self.max_row_items,
-                                "Earley items in one row (parser set)")
+            return LimitExceeded("max_row_items", value, self.max_row_items,
+                                 "Earley items in one row (parser set)")
         if code == ERR_STEPS:
-            raise LimitExceeded("max_steps", value, self.max_steps,
-                                "parser items plus lexer states built for one mask or token")
+            return LimitExceeded("max_steps", value, self.max_steps,
+                                 "parser items plus lexer states built for one mask or token")
         if code == ERR_MEMORY:
-            raise MemoryError(f"llguidance parser: out of memory growing a table to {value} entries")
+            return MemoryError(f"llguidance parser: out of memory growing a table to {value} entries")
+        if code == ERR_SHAPE:
+            return ValueError(f"llguidance parser: the slice masks have {value} words, more than the mask's")
+        return None
 
     def lexer_state(self, int32_t x):
         """``(global states, accepting lexemes, skip accepts, can extend)`` of lexer state x."""
@@ -840,7 +872,15 @@ cdef class EarleyParser:
     cdef int32_t cache_words, cache_ls
     cdef int64_t cache_row
     cdef bint cache_sliced
-    cdef object cache_trie, cache_slices
+    # What fill walks (set_walk): the vocabulary's trie, and its slices or None
+    cdef readonly TokenTrie walk_trie
+    cdef readonly SliceSet walk_slices
+    cdef readonly int64_t last_visited   # trie nodes the last fill looked at (0: a cache copy)
+    # The undo stack of the ops (toolkit._batch): the state before each token consumed
+    cdef int32_t* u_ls
+    cdef int32_t* u_rows
+    cdef uint8_t* u_fresh
+    cdef int64_t n_undo, cap_undo
 
     def __cinit__(self, ParserTables tables not None, *args, **kwargs):
         self.T = tables  # the C fields start zeroed (NULL pointers, empty rows and stacks)
@@ -865,6 +905,9 @@ cdef class EarleyParser:
         free(self.cache_mask)
         free(self.st_ls)
         free(self.st_rows)
+        free(self.u_ls)
+        free(self.u_rows)
+        free(self.u_fresh)
 
     cdef int _start(self) noexcept nogil:
         cdef int32_t i
@@ -1170,6 +1213,17 @@ cdef class EarleyParser:
 
     # ------------------------------------------------------------ python --
 
+    def set_walk(self, TokenTrie trie not None, SliceSet slices=None):
+        """What :meth:`fill` walks: the vocabulary's ``trie``, and its ``slices``."""
+        if slices is not None and slices.n > 0 and self.T.n_slices < slices.n:
+            raise ValueError(f"tables were built for {self.T.n_slices} slices, {slices.n} given")
+        depth = trie.max_depth if slices is None else max(trie.max_depth, slices.max_depth)
+        if self._ensure_stack(depth + 1) < 0:
+            self.T.raise_error()
+        self.walk_trie = trie
+        self.walk_slices = slices if slices is not None and slices.n > 0 else None
+        self.cache_ls = -1
+
     def fill(self, TokenTrie trie not None, word_t[::1] mask, SliceSet slices=None):
         """OR the allowed text tokens into ``mask``; returns ``(nodes visited, sliced)``.
 
@@ -1180,83 +1234,172 @@ cdef class EarleyParser:
 
         With ``use_cache`` (the default), a mask asked for in the lexer state and rows
         of the last one made (same ``trie`` and ``slices``) is the last one's copy:
-        ``(0, sliced as then)``, counted in ``cache_hits``.
+        ``(0, sliced as then)``, counted in ``cache_hits``.  (:meth:`set_walk` then
+        :meth:`c_fill`, the matcher's path.)
         """
-        cdef int32_t w
         cdef int32_t n_words = <int32_t>mask.shape[0]
-        cdef int64_t top
+        cdef int r
         if n_words * 32 < trie.vocab_size:
             raise ValueError(f"mask has {n_words} words, the vocabulary needs {(trie.vocab_size + 31) // 32}")
+        if trie is not self.walk_trie or (slices if slices is not None and slices.n > 0 else None) is not self.walk_slices:
+            self.set_walk(trie, slices)
+        with nogil:
+            r = self.c_fill(&mask[0], n_words)
+        if r < 0:
+            self.T.raise_error()
+            raise RuntimeError("llguidance parser: fill failed")
+        return self.last_visited, r == 1
+
+    cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
+        """The mask into ``mask`` (ORed) from the walk set: 0, 1 (slices used), -1."""
+        cdef int32_t w
+        cdef int64_t top
+        cdef int r
+        if self.walk_trie is None:
+            return self.T._fail(ERR_SHAPE, 0)
         if not self.use_cache:
-            return self._fill(trie, &mask[0], n_words, slices)
+            return self._fill_c(mask, n_words)
         top = self.row_id[self.n_rows - 1]
-        if (self.cache_ls == self.ls and self.cache_row == top and self.cache_words == n_words
-                and trie is self.cache_trie and slices is self.cache_slices):
+        if self.cache_ls == self.ls and self.cache_row == top and self.cache_words == n_words:
             for w in range(n_words):
                 mask[w] |= self.cache_mask[w]
             self.cache_hits += 1
-            return 0, self.cache_sliced
+            self.last_visited = 0
+            return self.cache_sliced
         if self.cache_words != n_words:
             free(self.cache_mask)
             self.cache_mask = <word_t*>malloc(max(1, n_words) * sizeof(word_t))
             if self.cache_mask == NULL:
                 self.cache_words = 0
-                raise MemoryError()
+                return self.T._fail(ERR_MEMORY, n_words)
             self.cache_words = n_words
         self.cache_ls = -1  # no entry unless this mask is made
         memset(self.cache_mask, 0, n_words * sizeof(word_t))
-        visited, sliced = self._fill(trie, self.cache_mask, n_words, slices)
+        r = self._fill_c(self.cache_mask, n_words)
+        if r < 0:
+            return r
         for w in range(n_words):
             mask[w] |= self.cache_mask[w]
-        self.cache_ls, self.cache_row, self.cache_sliced = self.ls, top, sliced
-        self.cache_trie, self.cache_slices = trie, slices
-        return visited, sliced
+        self.cache_ls = self.ls
+        self.cache_row = top
+        self.cache_sliced = r == 1
+        return r
 
-    cdef tuple _fill(self, TokenTrie trie, word_t* mask, int32_t n_words, SliceSet slices):
-        """``fill``'s walk into ``mask`` (``n_words`` words), no cache."""
-        cdef ParserTables T = self.T
-        cdef int64_t visited = 0
+    cdef int _fill_c(self, word_t* mask, int32_t n_words) noexcept nogil:
+        """``c_fill``'s walk into ``mask``, no cache; ``last_visited`` counts its nodes."""
         cdef int32_t k, w
-        cdef int64_t bits
-        cdef bint sliced = False
+        cdef int64_t bits, v
         cdef const word_t* smask
-        T.steps = 0
-        if slices is not None and slices.n > 0:
-            if T.n_slices < slices.n:
-                raise ValueError(f"tables were built for {T.n_slices} slices, {slices.n} given")
-            if slices.n_words > n_words:
-                raise ValueError(f"slice masks have {slices.n_words} words, the mask {n_words}")
-            with nogil:
-                bits = T.slice_bits(self.ls, slices)
+        cdef int32_t ns = 0 if self.walk_slices is None else self.walk_slices.n
+        self.T.steps = 0
+        self.last_visited = 0
+        if ns > 0:
+            if self.walk_slices.n_words > n_words:
+                return self.T._fail(ERR_SHAPE, self.walk_slices.n_words)
+            bits = self.T.slice_bits(self.ls, self.walk_slices)
             if bits < 0:
-                T.raise_error()
-                raise RuntimeError("llguidance parser: slice check failed")
-            sliced = bits != 0
-            if sliced:
-                for k in range(slices.n):
+                return -1
+            if bits != 0:
+                for k in range(ns):
                     if (bits >> k) & 1:
-                        smask = slices.masks[k]
-                        for w in range(slices.n_words):
+                        smask = self.walk_slices.masks[k]
+                        for w in range(self.walk_slices.n_words):
                             mask[w] |= smask[w]
                     else:
-                        visited += self._walk_py(slices.tries[k], mask)
-                visited += self._walk_py(slices.tries[slices.n], mask)
-                T.note_steps()
-                return visited, True
-        visited = self._walk_py(trie, mask)
-        T.note_steps()
-        return visited, False
-
-    cdef int64_t _walk_py(self, TokenTrie trie, word_t* mask) except -2:
-        cdef int64_t v
-        if self._ensure_stack(trie.max_depth + 1) < 0:
-            self.T.raise_error()
-        with nogil:
-            v = self._walk(trie.nodes, trie.num_nodes, trie.token_ids, mask)
+                        v = self._walk(self.walk_slices.t_nodes[k], self.walk_slices.t_num[k],
+                                       self.walk_slices.t_ids[k], mask)
+                        if v < 0:
+                            return -1
+                        self.last_visited += v
+                v = self._walk(self.walk_slices.t_nodes[ns], self.walk_slices.t_num[ns],
+                               self.walk_slices.t_ids[ns], mask)
+                if v < 0:
+                    return -1
+                self.last_visited += v
+                self.T.note_steps()
+                return 1
+        v = self._walk(self.walk_trie.nodes, self.walk_trie.num_nodes, self.walk_trie.token_ids, mask)
         if v < 0:
-            self.T.raise_error()
-            raise RuntimeError("llguidance parser: walk failed")
-        return v
+            return -1
+        self.last_visited = v
+        self.T.note_steps()
+        return 0
+
+    cdef int c_push(self, const uint8_t* data, int32_t n) noexcept nogil:
+        """Consume all of ``data``: 1 (an undo record pushed), 0 refused (state
+        unchanged), -1 a failure (the tables' pending error)."""
+        cdef int32_t saved_rows = self.n_rows, x = self.ls, y, i
+        cdef int r = 1
+        cdef bint fresh = False
+        cdef int32_t* a
+        cdef int32_t* b
+        cdef uint8_t* c
+        if self.n_undo == self.cap_undo:
+            a = <int32_t*>realloc(self.u_ls, max(16, 2 * self.cap_undo) * sizeof(int32_t))
+            if a == NULL:
+                return self.T._fail(ERR_MEMORY, 2 * self.cap_undo)
+            self.u_ls = a
+            b = <int32_t*>realloc(self.u_rows, max(16, 2 * self.cap_undo) * sizeof(int32_t))
+            if b == NULL:
+                return self.T._fail(ERR_MEMORY, 2 * self.cap_undo)
+            self.u_rows = b
+            c = <uint8_t*>realloc(self.u_fresh, max(16, 2 * self.cap_undo))
+            if c == NULL:
+                return self.T._fail(ERR_MEMORY, 2 * self.cap_undo)
+            self.u_fresh = c
+            self.cap_undo = max(16, 2 * self.cap_undo)
+        self.T.steps = 0
+        for i in range(n):
+            r = self._push_byte(x, data[i], &y)
+            if r <= 0:
+                break
+            x = y
+        if r == 1 and not (self.T.ls_flags[x] & F_EXTEND):
+            if self.T.ls_flags[x] & F_SKIP_ACC:
+                x = self.row_ls[self.n_rows - 1]
+                fresh = True
+            elif self.T.ls_acc_len[x] > 0:
+                if self._scan(x) < 0:
+                    r = -1
+                else:
+                    x = self.row_ls[self.n_rows - 1]
+                    fresh = True
+        if r <= 0:
+            self._truncate(saved_rows)
+        self.T.note_steps()
+        if r < 0:
+            return -1
+        if r == 0:
+            return 0
+        self.u_ls[self.n_undo] = self.ls
+        self.u_rows[self.n_undo] = saved_rows
+        self.u_fresh[self.n_undo] = self.fresh
+        self.n_undo += 1
+        self.ls = x
+        self.fresh = fresh
+        return 1
+
+    cdef void c_undo(self) noexcept nogil:
+        self.n_undo -= 1
+        self._truncate(self.u_rows[self.n_undo])
+        self.ls = self.u_ls[self.n_undo]
+        self.fresh = self.u_fresh[self.n_undo]
+
+    cdef int c_accepting(self) noexcept nogil:
+        self.T.steps = 0
+        return self._accepting()
+
+    cdef void take_error(self, int32_t* code, int64_t* value) noexcept nogil:
+        code[0] = self.T.err
+        value[0] = self.T.err_value
+        self.T.err = ERR_NONE
+
+    def error_text(self, int32_t code, int64_t value):
+        """The message of an op's failure (the tables' error ``code`` and ``value``)."""
+        e = self.T.error_of(code, value)
+        if e is None:
+            return "RuntimeError: llguidance parser: internal failure"
+        return f"{type(e).__name__}: {e}"
 
     def push_bytes(self, const uint8_t[::1] data):
         """Consume all of ``data``: ``None`` when some byte is rejected (state unchanged),
@@ -1348,6 +1491,18 @@ cdef class EarleyParser:
             other.cap_items = 1
         other.ls = self.ls
         other.fresh = self.fresh
+        if self.walk_trie is not None:
+            other.set_walk(self.walk_trie, self.walk_slices)
+        if self.n_undo:
+            other.u_ls = <int32_t*>malloc(self.n_undo * sizeof(int32_t))
+            other.u_rows = <int32_t*>malloc(self.n_undo * sizeof(int32_t))
+            other.u_fresh = <uint8_t*>malloc(self.n_undo)
+            if other.u_ls == NULL or other.u_rows == NULL or other.u_fresh == NULL:
+                raise MemoryError()
+            memcpy(other.u_ls, self.u_ls, self.n_undo * sizeof(int32_t))
+            memcpy(other.u_rows, self.u_rows, self.n_undo * sizeof(int32_t))
+            memcpy(other.u_fresh, self.u_fresh, self.n_undo)
+            other.n_undo = other.cap_undo = self.n_undo
         return other
 
     @property
@@ -1407,3 +1562,40 @@ def full_matches(TokenTrie trie not None, transitions, accepting, int32_t start)
             p += 1
     free(stack)
     return out
+
+
+# ---------------------------------------------------------------------------
+# The parser as the core of a toolkit._batch.Session
+# ---------------------------------------------------------------------------
+
+cdef int _ops_advance(void* core, token_t token, const uint8_t* data, int32_t n) noexcept nogil:
+    return (<EarleyParser>core).c_push(data, n)
+
+
+cdef void _ops_undo(void* core) noexcept nogil:
+    (<EarleyParser>core).c_undo()
+
+
+cdef int _ops_fill(void* core, word_t* row, int32_t n_words) noexcept nogil:
+    return (<EarleyParser>core).c_fill(row, n_words)
+
+
+cdef int _ops_accepting(void* core) noexcept nogil:
+    return (<EarleyParser>core).c_accepting()
+
+
+cdef void _ops_take_error(void* core, int32_t* code, int64_t* value) noexcept nogil:
+    (<EarleyParser>core).take_error(code, value)
+
+
+cdef StrategyOps _OPS
+_OPS.advance = _ops_advance
+_OPS.undo = _ops_undo
+_OPS.fill = _ops_fill
+_OPS.accepting = _ops_accepting
+_OPS.take_error = _ops_take_error
+
+
+def ops_capsule():
+    """The parser's C entry points for :class:`toolkit._batch.Session`."""
+    return PyCapsule_New(<void*>&_OPS, b"masklab.StrategyOps", NULL)

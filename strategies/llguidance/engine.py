@@ -47,12 +47,18 @@ from typing import Any
 
 import numpy as np
 
-from strategies.llguidance._parser import EarleyParser, ParserTables, SliceSet, full_matches
+from strategies.llguidance._parser import (
+    EarleyParser,
+    ParserTables,
+    SliceSet,
+    full_matches,
+    ops_capsule,
+)
+from toolkit._batch import Session
 from toolkit._earley import derives, dotted_rules
 from toolkit.dfaops import difference
 from toolkit.grammar import Grammar
-from toolkit.matcher import BaseMatcher, CompiledTables, GrammarEngine
-from toolkit.protocol import MaskInfo
+from toolkit.matcher import CompiledTables, GrammarEngine, NativeMatcher
 from toolkit.regex import ByteDFA, compile_regex
 from toolkit.trie import TokenTrie
 from toolkit.vocab import Vocabulary
@@ -314,34 +320,30 @@ class LLGuidanceEngine(GrammarEngine):
         return LLGuidanceMatcher(self, compiled, EarleyParser(compiled.tables, use_cache=self.mask_cache))
 
 
-class LLGuidanceMatcher(BaseMatcher):
-    """One sequence: an :class:`EarleyParser`; history records are its undo records."""
+class LLGuidanceMatcher(NativeMatcher):
+    """One sequence: an :class:`EarleyParser` (walking the engine's trie and slices; its
+    undo records the lexer state and rows before each token) in a
+    :class:`toolkit._batch.Session`."""
 
     def __init__(self, engine: LLGuidanceEngine, compiled: LLGuidanceCompiled, parser: EarleyParser) -> None:
-        super().__init__(engine.vocab)
+        self.vocab = engine.vocab
         self.engine = engine
         self.compiled = compiled
-        self.parser = parser
-        self.nodes_visited = 0
+        slicer = engine.slicer
+        parser.set_walk(engine.trie, slicer.set if slicer is not None else None)
+        self.session = Session(parser, ops_capsule(), engine.vocab_table)
 
-    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+    def _new_core(self) -> EarleyParser:
+        parser = EarleyParser(self.compiled.tables, use_cache=self.engine.mask_cache)
         slicer = self.engine.slicer
-        visited, sliced = self.parser.fill(self.engine.trie, row.view(np.uint32),
-                                           slicer.set if slicer is not None else None)
-        self.nodes_visited = visited
-        return MaskInfo(0, sliced)
+        parser.set_walk(self.engine.trie, slicer.set if slicer is not None else None)
+        return parser
 
-    def _advance(self, token_id: int, data: bytes) -> Any:
-        return self.parser.push_bytes(data)
+    @property
+    def parser(self) -> EarleyParser:
+        return self.session.core
 
-    def _undo(self, record: Any) -> None:
-        self.parser.undo(record)
-
-    def _accepting(self) -> bool:
-        return self.parser.is_accepting()
-
-    def _copy(self) -> LLGuidanceMatcher:
-        return LLGuidanceMatcher(self.engine, self.compiled, self.parser.copy())
-
-    def _reset_state(self) -> None:
-        self.parser = EarleyParser(self.compiled.tables, use_cache=self.engine.mask_cache)
+    @property
+    def nodes_visited(self) -> int:
+        """Trie nodes the last mask walked (0 when it was the mask cache's copy)."""
+        return self.parser.last_visited

@@ -23,14 +23,16 @@ matcher's business (allowed in accepting states).
 """
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from libc.stdlib cimport qsort
+from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
 
 cimport numpy as cnp
 
+from toolkit._batch cimport StrategyOps
 from toolkit._types cimport DEAD, state_t, token_t, word_t
 from toolkit.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
 
@@ -39,7 +41,7 @@ from toolkit.regex import check_class_form
 
 cnp.import_array()
 
-__all__ = ["TokenIndex"]
+__all__ = ["TokenIndex", "Cursor", "ops_capsule"]
 
 cdef enum:
     _BYTES = 256
@@ -294,3 +296,103 @@ cdef inline int _check_state(int32_t state, int32_t num_states) except -1:
     if state < 0 or state >= num_states:
         raise ValueError(f"state {state} is outside [0, {num_states})")
     return 0
+
+
+# ---------------------------------------------------------------------------
+# One sequence: a cursor over the index (the core of a toolkit._batch.Session)
+# ---------------------------------------------------------------------------
+
+cdef class Cursor:
+    """One sequence's DFA state over a :class:`TokenIndex`, with the states before each
+    token consumed (its undo stack).  ``Cursor(index, start)``; the protocol's calls are
+    its :data:`ops_capsule` entry points, run by a :class:`toolkit._batch.Session`."""
+
+    cdef readonly TokenIndex index
+    cdef readonly int32_t start
+    cdef public int32_t state
+    cdef int32_t* undo
+    cdef int64_t n_undo, cap_undo
+
+    def __cinit__(self, TokenIndex index not None, int32_t start):
+        _check_state(start, index.num_states)
+        self.index = index
+        self.start = start
+        self.state = start
+
+    def __dealloc__(self):
+        free(self.undo)
+
+    cdef int _push(self, int32_t state) noexcept nogil:
+        cdef int32_t* grown
+        if self.n_undo == self.cap_undo:
+            grown = <int32_t*>realloc(self.undo, max(16, 2 * self.cap_undo) * sizeof(int32_t))
+            if grown == NULL:
+                return -1
+            self.undo = grown
+            self.cap_undo = max(16, 2 * self.cap_undo)
+        self.undo[self.n_undo] = state
+        self.n_undo += 1
+        return 0
+
+    cdef int c_advance(self, token_t token) noexcept nogil:
+        cdef state_t nxt = self.index._next(self.state, token)
+        if nxt == DEAD:
+            return 0
+        if self._push(self.state) < 0:
+            return -1
+        self.state = nxt
+        return 1
+
+    cdef void c_undo(self) noexcept nogil:
+        self.n_undo -= 1
+        self.state = self.undo[self.n_undo]
+
+    def copy(self):
+        """An independent cursor in the same state (undo stack included)."""
+        cdef Cursor other = Cursor(self.index, self.start)
+        other.state = self.state
+        if self.n_undo:
+            other.undo = <int32_t*>malloc(self.n_undo * sizeof(int32_t))
+            if other.undo == NULL:
+                raise MemoryError()
+            memcpy(other.undo, self.undo, self.n_undo * sizeof(int32_t))
+            other.n_undo = other.cap_undo = self.n_undo
+        return other
+
+    def error_text(self, int32_t code, int64_t value):
+        return "MemoryError: outlines cursor: out of memory growing its undo stack"
+
+
+cdef int _cur_advance(void* core, token_t token, const uint8_t* data, int32_t n) noexcept nogil:
+    return (<Cursor>core).c_advance(token)
+
+
+cdef void _cur_undo(void* core) noexcept nogil:
+    (<Cursor>core).c_undo()
+
+
+cdef int _cur_fill(void* core, word_t* row, int32_t n_words) noexcept nogil:
+    (<Cursor>core).index._fill((<Cursor>core).state, row)
+    return 0
+
+
+cdef int _cur_accepting(void* core) noexcept nogil:
+    return (<Cursor>core).index.accept[(<Cursor>core).state] != 0
+
+
+cdef void _cur_take_error(void* core, int32_t* code, int64_t* value) noexcept nogil:
+    code[0] = 1
+    value[0] = 0
+
+
+cdef StrategyOps _OPS
+_OPS.advance = _cur_advance
+_OPS.undo = _cur_undo
+_OPS.fill = _cur_fill
+_OPS.accepting = _cur_accepting
+_OPS.take_error = _cur_take_error
+
+
+def ops_capsule():
+    """The cursor's C entry points for :class:`toolkit._batch.Session`."""
+    return PyCapsule_New(<void*>&_OPS, b"masklab.StrategyOps", NULL)

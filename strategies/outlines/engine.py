@@ -41,13 +41,12 @@ from typing import Any
 
 import numpy as np
 
-from strategies.outlines._index import TokenIndex
-from toolkit import bitmask as bm
+from strategies.outlines._index import Cursor, TokenIndex, ops_capsule
+from toolkit._batch import Session
 from toolkit.errors import UnsupportedGrammar
 from toolkit.grammar import Grammar, json_schema_to_regex
 from toolkit.jsonschema import JsonSchemaText, schema_text
-from toolkit.matcher import BaseMatcher, StrategyEngine
-from toolkit.protocol import MaskInfo
+from toolkit.matcher import NativeMatcher, StrategyEngine
 from toolkit.regex import DEFAULT_MAX_STATES, ByteDFA, compile_regex
 from toolkit.trie import TokenTrie
 from toolkit.vocab import Vocabulary
@@ -219,62 +218,21 @@ class OutlinesEngine(StrategyEngine):
         return OutlinesMatcher(self, compiled)
 
 
-class OutlinesMatcher(BaseMatcher):
-    """One sequence: a DFA state; history records are the states before each token."""
+class OutlinesMatcher(NativeMatcher):
+    """One sequence: a :class:`~strategies.outlines._index.Cursor` (the DFA state and
+    the states before each token) in a :class:`toolkit._batch.Session`."""
 
-    def __init__(self, engine: OutlinesEngine, compiled: OutlinesCompiled, state: int | None = None) -> None:
-        super().__init__(engine.vocab)
+    def __init__(self, engine: OutlinesEngine, compiled: OutlinesCompiled, cursor: Cursor | None = None) -> None:
+        self.vocab = engine.vocab
         self.engine = engine
         self.compiled = compiled
         self.index = compiled.index
-        self.state = compiled.dfa.start if state is None else state
-        self._n_eos = len(set(engine.vocab.eos_ids))
+        self.session = Session(self._new_core() if cursor is None else cursor, ops_capsule(), engine.vocab_table)
 
-    # The protocol's two hot calls, without the generic path's numpy bookkeeping: the
-    # row is written by the index (a memcpy or a few bits) and the count is stored.
-    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
-        if self.error is not None or self._terminated:
-            return super().fill_bitmask(bitmask, row)
-        r = bitmask[row] if bitmask.ndim == 2 else bitmask
-        n = self.index.fill(self.state, r)
-        if self.index.is_accepting(self.state):
-            bm.set_bits(r, self.engine.eos_ids)
-            n += self._n_eos
-        return MaskInfo(n, False)
+    def _new_core(self) -> Cursor:
+        return Cursor(self.index, self.compiled.dfa.start)
 
-    def accept_token(self, token_id: int) -> bool:
-        t = int(token_id)
-        if self.error is not None or self._terminated or t in self.vocab.eos_ids:
-            return super().accept_token(t)
-        if t < 0 or t >= self.vocab.size:
-            return False
-        nxt = self.index.next_state(self.state, t)
-        if nxt == 0:
-            return False
-        self._history.append(self.state)
-        self.state = nxt
-        return True
-
-    # ------------------------------------------------------------ hooks --
-
-    def _fill_text(self, row: np.ndarray) -> MaskInfo:
-        return MaskInfo(self.index.fill(self.state, row), False)
-
-    def _advance(self, token_id: int, data: bytes) -> Any:
-        nxt = self.index.next_state(self.state, token_id)
-        if nxt == 0:
-            return None
-        prev, self.state = self.state, nxt
-        return prev
-
-    def _undo(self, record: Any) -> None:
-        self.state = record
-
-    def _accepting(self) -> bool:
-        return bool(self.index.is_accepting(self.state))
-
-    def _copy(self) -> OutlinesMatcher:
-        return OutlinesMatcher(self.engine, self.compiled, self.state)
-
-    def _reset_state(self) -> None:
-        self.state = self.compiled.dfa.start
+    @property
+    def state(self) -> int:
+        """The DFA state after the text tokens consumed."""
+        return self.session.core.state

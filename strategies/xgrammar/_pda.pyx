@@ -56,6 +56,7 @@ extra ids, then the uncertain tokens checked one by one against the real parser,
 in trie order so a token reuses the bytes it shares with the previous one.
 """
 
+from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
@@ -65,6 +66,7 @@ import numpy as np
 cimport numpy as cnp
 
 from toolkit._intsets cimport hash_ints, mix64
+from toolkit._batch cimport StrategyOps
 from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
@@ -75,7 +77,7 @@ cnp.import_array()
 
 cdef class Parser
 
-__all__ = ["Tables", "Parser", "KIND_NAMES"]
+__all__ = ["Tables", "Parser", "KIND_NAMES", "ops_capsule"]
 
 KIND_NAMES = ("accepted", "rejected", "bitset")
 
@@ -86,6 +88,7 @@ cdef enum:
     K_BITSET = 2       # ... a bitset of its accepted ids
     ERR_ITEMS = -1     # push: too many items in one chart
     ERR_MEMORY = -2
+    ERR_NO_CACHE = -3  # a fill without the tables' cache (or for another vocabulary)
 
 
 cdef struct Item:
@@ -1271,6 +1274,9 @@ cdef class Parser:
     cdef uint32_t* inner_stamp
     cdef readonly int64_t checked   # uncertain tokens checked by the last fill
     cdef readonly int64_t positions # live positions of the last fill
+    cdef int32_t* undo              # bytes of each token consumed through the ops (its undo stack)
+    cdef int64_t n_undo, cap_undo
+    cdef int last_err               # the error code of the last failed op
 
     def __cinit__(self, Tables tables, bint base=False):
         self.T = tables
@@ -1328,6 +1334,7 @@ cdef class Parser:
         free(self.t_stamp)
         free(self.cand)
         free(self.cand_stamp)
+        free(self.undo)
         free(self.scratch)
         free(self.pos_seen)
         free(self.pos_stamp)
@@ -1816,13 +1823,75 @@ cdef class Parser:
         other.n_items = self.n_items
         other.n_terms = self.n_terms
         other.n_charts = self.n_charts
+        if self.n_undo:
+            other.undo = <int32_t*>malloc(self.n_undo * sizeof(int32_t))
+            if other.undo == NULL:
+                raise MemoryError()
+            memcpy(other.undo, self.undo, self.n_undo * sizeof(int32_t))
+            other.n_undo = other.cap_undo = self.n_undo
         return other
 
     def reset(self):
         """Back to the grammar's start."""
         cdef int rc = self.start_root()
+        self.n_undo = 0
         if rc < 0:
             _raise(rc, self.T)
+
+    # ------------------------------------------- the ops (toolkit._batch) --
+
+    cdef int c_advance(self, const uint8_t* data, int32_t n) noexcept nogil:
+        cdef int32_t* grown
+        cdef int rc
+        if self.n_undo == self.cap_undo:
+            grown = <int32_t*>realloc(self.undo, max(16, 2 * self.cap_undo) * sizeof(int32_t))
+            if grown == NULL:
+                self.last_err = ERR_MEMORY
+                return -1
+            self.undo = grown
+            self.cap_undo = max(16, 2 * self.cap_undo)
+        rc = self.push_data(data, n)
+        if rc < 0:
+            self.last_err = rc
+            return -1
+        if rc == 0:
+            return 0
+        self.undo[self.n_undo] = n
+        self.n_undo += 1
+        return 1
+
+    cdef void c_undo(self) noexcept nogil:
+        self.n_undo -= 1
+        self.pop(self.undo[self.n_undo])
+
+    cdef int c_fill(self, word_t* row, int32_t n_words) noexcept nogil:
+        cdef int rc
+        if self.T.pos == NULL or n_words != self.T.n_words:
+            self.last_err = ERR_NO_CACHE
+            return -1
+        rc = self._fill(row)
+        if rc < 0:
+            self.last_err = rc
+            return -1
+        return 0
+
+    cdef int c_accepting(self) noexcept nogil:
+        cdef int64_t i
+        cdef int32_t r
+        for i in range(self.ch_items[self.n_charts - 1], self.n_items):
+            r = self.items[i].r
+            if self.T.dr_sym[r] < 0 and self.T.dr_lhs[r] == self.T.start_nt and self.items[i].o == 0:
+                return 1
+        return 0
+
+    def error_text(self, int32_t code, int64_t value):
+        """The message of an op's failure (``code``: its error code)."""
+        if code == ERR_NO_CACHE:
+            return "RuntimeError: the tables have no cache (build_cache) for this vocabulary"
+        try:
+            _raise(code, self.T)
+        except Exception as e:  # noqa: BLE001 - the message of what the Python call raises
+            return f"{type(e).__name__}: {e}"
 
 
 cdef int _grow_exact(void** buf, int64_t n, size_t item) noexcept nogil:
@@ -1837,3 +1906,41 @@ cdef _raise(int rc, Tables T):
     if rc == ERR_ITEMS:
         raise LimitExceeded("earley_items_per_chart", T.max_items + 1, T.max_items)
     raise MemoryError()
+
+
+# ---------------------------------------------------------------------------
+# The parser as the core of a toolkit._batch.Session
+# ---------------------------------------------------------------------------
+
+cdef int _ops_advance(void* core, token_t token, const uint8_t* data, int32_t n) noexcept nogil:
+    return (<Parser>core).c_advance(data, n)
+
+
+cdef void _ops_undo(void* core) noexcept nogil:
+    (<Parser>core).c_undo()
+
+
+cdef int _ops_fill(void* core, word_t* row, int32_t n_words) noexcept nogil:
+    return (<Parser>core).c_fill(row, n_words)
+
+
+cdef int _ops_accepting(void* core) noexcept nogil:
+    return (<Parser>core).c_accepting()
+
+
+cdef void _ops_take_error(void* core, int32_t* code, int64_t* value) noexcept nogil:
+    code[0] = (<Parser>core).last_err
+    value[0] = 0
+
+
+cdef StrategyOps _OPS
+_OPS.advance = _ops_advance
+_OPS.undo = _ops_undo
+_OPS.fill = _ops_fill
+_OPS.accepting = _ops_accepting
+_OPS.take_error = _ops_take_error
+
+
+def ops_capsule():
+    """The parser's C entry points for :class:`toolkit._batch.Session`."""
+    return PyCapsule_New(<void*>&_OPS, b"masklab.StrategyOps", NULL)

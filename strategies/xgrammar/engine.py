@@ -49,12 +49,12 @@ from typing import Any
 
 import numpy as np
 
-from strategies.xgrammar._pda import Parser, Tables
+from strategies.xgrammar._pda import Parser, Tables, ops_capsule
 from toolkit import bitmask as bm
+from toolkit._batch import Session
 from toolkit._earley import CFG, compile_cfg, dotted_rules
 from toolkit.grammar import Grammar
-from toolkit.matcher import BaseMatcher, CompiledTables, GrammarEngine
-from toolkit.protocol import MaskInfo
+from toolkit.matcher import CompiledTables, GrammarEngine, NativeMatcher
 from toolkit.trie import TokenTrie
 from toolkit.vocab import Vocabulary
 
@@ -285,33 +285,22 @@ class XGrammarEngine(GrammarEngine):
         return XGrammarMatcher(self, compiled, Parser(compiled.tables))
 
 
-class XGrammarMatcher(BaseMatcher):
-    """One sequence: a :class:`Parser`; history records are byte counts."""
+class XGrammarMatcher(NativeMatcher):
+    """One sequence: a :class:`Parser` (its undo records are byte counts) in a
+    :class:`toolkit._batch.Session`."""
 
     def __init__(self, engine: XGrammarEngine, compiled: XGrammarCompiled, parser: Parser) -> None:
-        super().__init__(engine.vocab)
+        self.vocab = engine.vocab
         self.engine = engine
         self.compiled = compiled
-        self.parser = parser
+        self.session = Session(parser, ops_capsule(), engine.vocab_table)
 
-    def _fill_text(self, row: np.ndarray) -> MaskInfo:
-        self.parser.fill(row.view(np.uint32))
-        return MaskInfo(0, False)
+    def _new_core(self) -> Parser:
+        return Parser(self.compiled.tables)
 
-    def _advance(self, token_id: int, data: bytes) -> Any:
-        return len(data) if self.parser.push_bytes(data) else None
-
-    def _undo(self, record: Any) -> None:
-        self.parser.pop_bytes(record)
-
-    def _accepting(self) -> bool:
-        return self.parser.is_accepting()
-
-    def _copy(self) -> XGrammarMatcher:
-        return XGrammarMatcher(self.engine, self.compiled, self.parser.copy())
-
-    def _reset_state(self) -> None:
-        self.parser = Parser(self.compiled.tables)
+    @property
+    def parser(self) -> Parser:
+        return self.session.core
 
     @property
     def last_fill(self) -> dict[str, int]:
