@@ -155,15 +155,13 @@ class _PeerEngine:
 
     #: the engine's batch (a :class:`_PeerBatch`), None where it has none
     batch_class: type | None = None
-    #: the matcher class a batch steps (another engine's matchers go to the fallback)
-    matcher_class: type | None = None
 
     def batch_matcher(self, matchers: Sequence[Any], threads: int) -> _PeerBatch | None:
         """The engine's own batch over ``matchers`` (None when it has none, or when
         some matcher is not this engine's: :func:`toolkit.batch.make_batch` then falls
         back to threads)."""
         if self.batch_class is None or not all(
-                type(m) is self.matcher_class and m.engine is self for m in matchers):
+                type(m) is self.batch_class.matcher_class and m.engine is self for m in matchers):
             return None
         return self.batch_class(self, list(matchers), threads)
 
@@ -174,6 +172,9 @@ class _PeerBatch:
     rest (EOS, special ids, terminated or failed matchers) take the single calls, which
     hold the protocol's rules.  The engine's bits are then clipped to the text tokens
     and the EOS ids set where the grammar accepts, as a single fill does."""
+
+    #: the matchers it steps (another engine's go to the fallback)
+    matcher_class: type
 
     def __init__(self, engine: _PeerEngine, matchers: list[Any], threads: int) -> None:
         self.engine = engine
@@ -351,14 +352,6 @@ class LLGuidanceEngine(_PeerEngine):
     def matcher(self, compiled: PeerCompiled) -> LLGuidanceMatcher:
         return LLGuidanceMatcher(self, compiled, compiled.handle.deep_copy())
 
-    @property
-    def batch_class(self) -> type:
-        return LLGuidanceBatch
-
-    @property
-    def matcher_class(self) -> type:
-        return LLGuidanceMatcher
-
 
 class LLGuidanceBatch(_PeerBatch):
     """``peer:llguidance``'s batch: ``LLExecutor`` (``consume_token_par``, then
@@ -383,7 +376,7 @@ class LLGuidanceBatch(_PeerBatch):
                     self.matchers[i]._check_safe()
                 out.append(a)
             else:
-                out.append(bool(self.matchers[i]._advance_checked(t)))
+                out.append(self.matchers[i]._accept_text(t))
         return out
 
     def _fill_many(self, rows: list[int], bitmask: np.ndarray) -> None:
@@ -407,18 +400,6 @@ class LLGuidanceMatcher(_PeerMatcher):
         """The engine's error state made the matcher's (a batch call does not raise)."""
         if self.error is None and self.m.is_error():
             self._fail(PeerError(self.m.get_error()))
-
-    def _advance_checked(self, token_id: int) -> bool:
-        """``accept_token``'s text path for a token the batch did not take."""
-        try:
-            record = self._advance(token_id, self.vocab.token_bytes[token_id])
-        except Exception as e:  # noqa: BLE001 - nothing raises mid-decode
-            self._fail(e)
-            return False
-        if record is None:
-            return False
-        self._history.append(record)
-        return True
 
     def _fill_text(self, row: np.ndarray) -> MaskInfo:
         self.m.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
@@ -507,14 +488,6 @@ class XGrammarEngine(_PeerEngine):
 
     def matcher(self, compiled: PeerCompiled) -> XGrammarMatcher:
         return XGrammarMatcher(self, compiled, self._xg.GrammarMatcher(compiled.handle))
-
-    @property
-    def batch_class(self) -> type:
-        return XGrammarBatch
-
-    @property
-    def matcher_class(self) -> type:
-        return XGrammarMatcher
 
 
 class XGrammarBatch(_PeerBatch):
@@ -641,3 +614,6 @@ class OutlinesCoreMatcher(_PeerMatcher):
     def _reset_state(self) -> None:
         self.guide.reset()
 
+
+LLGuidanceEngine.batch_class, LLGuidanceBatch.matcher_class = LLGuidanceBatch, LLGuidanceMatcher
+XGrammarEngine.batch_class, XGrammarBatch.matcher_class = XGrammarBatch, XGrammarMatcher

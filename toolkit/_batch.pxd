@@ -6,6 +6,7 @@
 # protocol's rules (EOS and termination, the sticky error state, special ids, history
 # counts) over any core in C, so the single calls and the batch step are one code path.
 
+from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from toolkit._types cimport token_t, word_t
@@ -24,6 +25,11 @@ cdef struct StrategyOps:
     int (*accepting)(void* core) noexcept nogil
     # the failure pending in the core (its error code and value), then cleared
     void (*take_error)(void* core, int32_t* code, int64_t* value) noexcept nogil
+
+
+cdef inline object ops_capsule_of(const StrategyOps* ops):
+    """The capsule a strategy module's ``ops_capsule()`` returns (``ops`` is static)."""
+    return PyCapsule_New(<void*>ops, b"masklab.StrategyOps", NULL)
 
 
 cdef class VocabTable:

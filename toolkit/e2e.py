@@ -52,7 +52,7 @@ __all__ = [
 
 _STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "rejected", "error",
              "compile_error", "prompt_too_long")
-_SETTINGS = ("model", "device", "dtype", "apply", "forward", "prompt")
+_SETTINGS = ("model", "device", "dtype", "apply", "forward", "prompt", "loop")
 _REF_GREYS = ("0.45", "0.15", "0.65", "0.3")  # one per setup's unconstrained line
 _PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
           ("sample_ms", "sample"), ("accept_ms", "accept tokens"))
@@ -140,6 +140,7 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
             **summary,
         }
         row["batch"] = int(summary.get("batch", meta.get("batch", 0)))
+        row["loop"] = f"{summary.get('loop') or 'serial'} loop"  # runs from before the pipelined loop: serial
         row["prompt"] = _prompt_text(summary.get("prompt"))  # the template itself is in run.json
         if summary.get("chat"):
             row["prompt"] += ", chat template"
@@ -184,6 +185,8 @@ def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
         "unconstrained_step_ms": "unconstrained step ms",
         "forward_ms": "forward ms",
         "unconstrained_forward_ms": "unconstrained forward ms",
+        "host_overhead_ms": "host overhead ms",
+        "host_overhead_pct": "host overhead %",
         "mask_max_ms": "mask ms (slowest seq)",
         "mask_seq_ms_p50": "mask p50 ms",
         "mask_seq_ms_p99": "mask p99 ms",
@@ -201,7 +204,7 @@ def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
     table = table.rename(columns={"label": "engine"}).set_index(["engine", "batch"])
     ints = ["sequences", *_STATUSES, "forced tokens"]
     table[ints] = table[ints].fillna(0).astype("int64")
-    for col in ("prompt tokens", "unconstrained forward ms"):
+    for col in ("prompt tokens", "unconstrained forward ms", "host overhead ms", "host overhead %"):
         if table[col].isna().all():  # runs from before it was recorded
             table = table.drop(columns=col)
     return table
@@ -298,7 +301,8 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Pat
 def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
     """Stacked bars of a mean constrained step (forward, wait for masks, apply, sample,
     accept: they add up to the step) per engine and batch size, next to the
-    unconstrained step; PNG and PDF."""
+    unconstrained step, each annotated with its host overhead (ms and % of the
+    unconstrained forward pass); PNG and PDF."""
     import matplotlib as mpl
 
     from toolkit.report import _HATCHES, _PALETTE, _RC, _new_figure, _save
@@ -321,6 +325,14 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[P
         if np.isfinite(unc).any():
             handles.append(ax.scatter(unc, y, marker="|", s=300, color="black", zorder=3))
             labels.append("unconstrained step")
+        host = (rows["host_overhead_ms"].to_numpy(dtype=float) if "host_overhead_ms" in rows
+                else np.full(len(rows), np.nan))
+        for k in np.flatnonzero(np.isfinite(host)):  # what the host adds besides the apply kernel
+            pct = rows["host_overhead_pct"].iloc[k] if "host_overhead_pct" in rows else math.nan
+            ax.annotate(f"host {host[k]:+.2f} ms" + (f" ({pct:+.1f}%)" if np.isfinite(pct) else ""),
+                        (left[k], y[k]), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
+        if np.isfinite(host).any():
+            ax.set_xlim(right=max(np.nanmax(left), np.nanmax(unc) if np.isfinite(unc).any() else 0) * 1.3)
         ax.set_yticks(y, names)
         ax.invert_yaxis()
         ax.set_xlabel("mean time per step (ms)")
@@ -334,9 +346,14 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[P
 _HOW_TO_READ = """\
 Each row is one `masklab generate` run: B sequences decoded together, one matcher
 each.  In every step the masks are computed by worker threads while the device runs
-the forward pass; *wait ms* is the mask time the forward pass did not hide, *apply ms*
-copies the masks to the device and applies them to the logits, *accept ms* is the
-matchers consuming the sampled tokens (all part of the step time).  *overhead %* is the
+the forward pass (the *pipelined loop*: the sampled ids are accepted and the next masks
+filled in one batch call while the next forward pass runs; the *serial loop*, masklab's
+earlier one, accepted the ids one by one after sampling); *wait ms* is the mask time the
+forward pass did not hide, *apply ms* copies the masks to the device and applies them
+to the logits, *accept ms* is the part of accepting the sampled tokens left on the
+critical path (all part of the step time).  *host overhead ms* is wait + accept + the
+forward pass's slowdown against the unconstrained one: what the host adds to a step
+besides the apply kernel (*host overhead %*: of the unconstrained forward pass).  *overhead %* is the
 mean constrained step time over the mean unconstrained one (the same loop without
 masks, same batch and number of steps), minus 1.  A *forward ms* above the
 *unconstrained forward ms* is mask work slowing the forward pass down rather than
@@ -374,6 +391,11 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple
         lines += ["**Random weights**: no checkpoint could be downloaded; step times are the real "
                   "architecture's, the text is noise (sequences wander until `--max-tokens` more often "
                   "than a trained model's would).", ""]
+    if runs["model"].astype(str).str.startswith("sim:").any():
+        lines += ["**Simulated device** (`sim:FORWARD_MS:LAUNCHES`): no model runs; a forward pass is LAUNCHES "
+                  "short Python calls (they need the GIL, as a framework's kernel launches do) and then a wait "
+                  "that holds neither the GIL nor a core. Apply and sample run on this machine's CPU, where a "
+                  "GPU would take microseconds: read *host overhead*, not *overhead %*.", ""]
     if "compiles_in_loop" in runs and (runs["compiles_in_loop"].fillna(0) > 0).any():
         bad = runs[runs["compiles_in_loop"].fillna(0) > 0]
         lines += ["**Warning**: torch.compile compiled inside the timed loop of "
@@ -386,7 +408,8 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple
     for _, r in runs.iterrows():
         lines.append(f"- `{r['dir']}`: {r['label']}, batch {r['batch']}, apply kernel {r['apply']}, {r['prompt']}")
     speed = ["tokens/s", "unconstrained tokens/s", "overhead %", "step ms", "unconstrained step ms",
-             "forward ms", "unconstrained forward ms", "mask ms (slowest seq)", "mask p50 ms", "mask p99 ms",
+             "forward ms", "unconstrained forward ms", "host overhead ms", "host overhead %",
+             "mask ms (slowest seq)", "mask p50 ms", "mask p99 ms",
              "wait ms", "apply ms", "sample ms", "accept ms", "TTFM p50 ms", "prompt tokens"]
     speed = [c for c in speed if c in table.columns]
     lines += ["", "### Speed (means per step, ms; prompt tokens: mean per sequence)", "",

@@ -1,26 +1,37 @@
 """The decoding harness: engines inside a real model's decoding loop.
 
 The claim under test (llguidance, xgrammar): a fast enough mask costs nothing end to
-end, because it is computed on the CPU while the device runs the forward pass.  For
-each step ``t`` of a batch of ``B`` sequences (one matcher each):
+end, because it is computed on the CPU while the device runs the forward pass.  The
+loop is a serving engine's (``loop="pipelined"``, the default).  For each step ``t``
+of a batch of ``B`` sequences (one matcher each):
 
-1. the masks for step ``t`` are submitted to a thread pool (they depend only on the
-   tokens already accepted; Cython engines release the GIL in their walks);
-2. the forward pass for step ``t`` runs (on a GPU it is launched asynchronously and
-   synchronized, so both overlap);
-3. the loop waits for the masks (the *wait* is the mask time the forward pass did not
-   hide), copies them to the device (from pinned memory on CUDA) and applies them to
-   the logits with the ``apply`` kernel (:data:`toolkit.bitmask.APPLY_KERNELS`:
+1. the host waits for the forward pass of step ``t`` (launched in step ``t - 1``) and
+   for the masks of step ``t`` (filled by the batch call of step ``t - 1``, below);
+2. the masks are copied to the device (from pinned memory on CUDA, no synchronisation)
+   and applied to the logits by the ``apply`` kernel (:data:`toolkit.bitmask.APPLY_KERNELS`:
    ``torch``, our torch op, or xgrammar's or llguidance's kernel where installed);
-4. a token is sampled per sequence (greedy, or with ``temperature``), accepted by
-   its matcher; EOS ends a sequence (the mask allows it only where the grammar
-   accepts).  A step whose mask allows a single token is counted as forced.  A live
-   sequence whose mask allows no token (an engine bug) ends as ``rejected``; the
-   sampler draws -1 for it, never an id past the vocabulary.
+3. a token per sequence is sampled on the device (greedy, or Gumbel-max with
+   ``temperature``, seeded: :func:`_sample_on_device`), the ids copied to pinned host
+   memory behind an event, and the forward pass of ``t + 1`` launched with them;
+4. one batch call (:func:`toolkit.batch.make_batch`: native and without the GIL for
+   masklab's strategies, the peers' own batch APIs, threads for anything else) accepts
+   the ids and fills the masks of ``t + 1`` on a job thread while the device runs.
+   EOS ends a sequence (the mask allows it only where the grammar accepts).  A step
+   whose mask allows a single token is counted as forced.  A live sequence whose mask
+   allows no token (an engine bug) ends as ``rejected``; the sampler draws -1 for it,
+   never an id past the vocabulary.
 
-Measured per step: forward, mask (total over the batch, the slowest sequence, and
-every sequence's own time), wait, apply, sample and accept (the matchers consuming
-the sampled tokens) times; per run: constrained tokens/s,
+``loop="serial"`` is masklab's earlier loop, kept to compare: the masks of step ``t``
+are submitted to a thread pool (a task per sequence) before the forward pass, then
+waited for, applied, sampled, and every sequence's token accepted one after another.
+The unconstrained baseline runs the same loop as the masked runs, without mask work.
+
+Measured per step: forward (in the pipelined loop the launch plus the host's wait
+for the device), mask (total over the batch, the slowest sequence, and every
+sequence's own time), wait, apply, sample and accept (the part of accepting the
+sampled tokens on the critical path) times; per run: constrained tokens/s,
+``host_overhead_ms`` (wait + accept + the forward pass's slowdown against the
+unconstrained one: what the host adds besides the apply kernel),
 and with ``baseline=True`` the same loop without masks (unconstrained tokens/s) and
 the overhead (constrained step time over unconstrained, minus 1); TTFM per sequence
 (compile + first mask).  With ``compare_kernels`` every apply kernel is timed on the
@@ -407,6 +418,56 @@ def _sample_on_device(logits: Any, temperature: float, generator: Any) -> Any:
     return torch.where(ok, ids, -1)
 
 
+class _JobThread:
+    """One worker thread running ``fn(*args)`` on request: :meth:`submit` starts it,
+    :meth:`wait` returns its result (re-raising its exception).  Lighter than a
+    ``concurrent.futures`` pool on the critical path: a finished job is one flag read."""
+
+    def __init__(self, fn: Any) -> None:
+        import threading
+
+        self.fn = fn
+        self._go = threading.Event()
+        self._done = threading.Event()
+        self._done.set()
+        self._args: tuple[Any, ...] = ()
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="masklab-masks", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._go.wait()
+            self._go.clear()
+            if self._stop:
+                return
+            try:
+                self._result, self._error = self.fn(*self._args), None
+            except BaseException as e:  # noqa: BLE001 - handed to wait()
+                self._result, self._error = None, e
+            self._done.set()
+
+    def submit(self, *args: Any) -> None:
+        self._done.clear()
+        self._args = args
+        self._go.set()
+
+    def wait(self) -> Any:
+        if not self._done.is_set():
+            self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def close(self) -> None:
+        self.wait()
+        self._stop = True
+        self._go.set()
+        self._thread.join()
+
+
 class _Stepper(_Masker):
     """The matchers of one batch stepped by a :class:`~toolkit.protocol.BatchMatcher`
     (``engine``'s own, or the threaded fallback) on a job thread, while the device runs
@@ -417,7 +478,6 @@ class _Stepper(_Masker):
     def __init__(self, seqs: list[_Seq], vocab: Vocabulary, engine: Any, threads: int | None, device: str,
                  max_tokens: int) -> None:
         super().__init__(seqs, vocab, None, device)
-        self.job = ThreadPoolExecutor(1)
         self.rows = np.asarray([i for i, s in enumerate(seqs) if s.matcher is not None], dtype=np.int64)
         self.batch = make_batch(engine, [seqs[i].matcher for i in self.rows], threads)
         # a compact mask when some slot has no matcher (copied into its rows each step)
@@ -430,16 +490,20 @@ class _Stepper(_Masker):
         self.n_out = np.zeros(len(self.rows), dtype=np.int64)
         self.forced = np.zeros(len(self.rows), dtype=np.int64)
         self.tok = np.full(len(self.rows), SKIP, dtype=np.int32)
+        self.job = _JobThread(self._step)
 
     def live_count(self) -> int:
         return int(self.live.sum())
 
-    def all_done(self) -> bool:
-        return not self.live.any()
+    def submit(self, ids: np.ndarray, last: bool = False) -> None:
+        """Start the step for the sampled ``ids`` (one per slot, -1: none to draw) on
+        the job thread; ``last``: no step will use the masks it fills (they count no
+        forced step).  :meth:`wait` gives its figures."""
+        self.job.submit(ids[self.rows].copy(), last)
 
-    def submit(self, ids: np.ndarray) -> Any:
-        """Start the step for the sampled ``ids`` (one per slot, -1: none to draw)."""
-        return self.job.submit(self._step, ids[self.rows].copy())
+    def wait(self) -> tuple[float, float, int, float, list[float], int]:
+        """The figures of the step submitted last (see :meth:`_step`)."""
+        return self.job.wait()
 
     def _end(self, j: int, status: str, error: str = "") -> None:
         s = self.seqs[int(self.rows[j])]
@@ -449,9 +513,10 @@ class _Stepper(_Masker):
         row[:] = 0
         bm.set_bits(row, self.eos)  # a finished sequence only repeats EOS (ignored)
 
-    def _step(self, ids: np.ndarray) -> tuple[float, float, int, float, list[float]]:
+    def _step(self, ids: np.ndarray, last: bool = False) -> tuple[float, float, int, float, list[float], int]:
         """Accept ``ids`` and fill the next masks; ``(mask seconds summed, slowest row,
-        rows masked, the batch call's wall seconds, each row's seconds)``."""
+        rows masked, the batch call's wall seconds, each row's seconds, sequences
+        still live)``."""
         live = self.live
         tok = self.tok
         tok[:] = SKIP
@@ -474,15 +539,19 @@ class _Stepper(_Masker):
             else:
                 m = self.seqs[int(self.rows[j])].matcher
                 self._end(j, "error" if m.error else "rejected")
-        self.forced[self.live & (res.allowed == 1)] += 1
+        if not last:
+            self.forced[self.live & (res.allowed == 1)] += 1
         if self.compact is not self.mask:
             self.mask[self.rows[self.live]] = self.compact[self.live]
         secs = res.seconds[go]
         secs = secs[~np.isnan(secs)]
+        live_now = int(self.live.sum())
         if len(secs):
-            return float(secs.sum()), float(secs.max()), len(secs), res.wall_s, secs.tolist()
+            return float(secs.sum()), float(secs.max()), len(secs), res.wall_s, secs.tolist(), live_now
         n = int(go.sum())  # a batch call that does not time rows: its wall time stands for them
-        return (res.wall_s, res.wall_s, n, res.wall_s, []) if n else (0.0, 0.0, 0, res.wall_s, [])
+        if n:
+            return res.wall_s, res.wall_s, n, res.wall_s, [], live_now
+        return 0.0, 0.0, 0, res.wall_s, [], live_now
 
     def finish(self) -> None:
         """Hand the tokens and forced counts back to the sequences; stop the threads."""
@@ -491,7 +560,7 @@ class _Stepper(_Masker):
             s.tokens = self.out[j, : self.n_out[j]].tolist()
             s.forced += int(self.forced[j])
         self.batch.close()
-        self.job.shutdown()
+        self.job.close()
 
 
 def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
@@ -524,7 +593,8 @@ def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, 
     if stepper is not None:
         mask_dev = torch.empty(stepper.tensor.shape, dtype=torch.int32, device=device) if cuda else stepper.tensor
     rows: list[dict[str, Any]] = []
-    job = None
+    pending = False  # a step submitted to the stepper and not waited for
+    live = stepper.live_count() if stepper is not None else len(prompts)
     with torch.inference_mode():
         t_start = time.perf_counter()
         logits = dec.forward()  # the prompts' pass: step 0's forward, launched
@@ -534,12 +604,13 @@ def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, 
             t0 = time.perf_counter()
             lm.synchronize()
             t1 = time.perf_counter()
-            info: tuple[float, float, int, float, list[float]] = (0.0, 0.0, 0, 0.0, [])
+            info: tuple[float, float, int, float, list[float], int] | None = None
             if stepper is not None:
-                if job is not None:
-                    info = job.result()
-                    stepper.seq_times.extend(info[4])
-                if stepper.all_done():  # the forward pass just waited for is not needed
+                if pending:
+                    info = stepper.wait()
+                    pending = False
+                    live = info[5]
+                if not live:  # the forward pass just waited for is not needed
                     wall = t0 - t_start
                     break
                 t2 = time.perf_counter()
@@ -560,19 +631,23 @@ def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, 
             t5 = time.perf_counter()
             if event is not None:
                 event.synchronize()
-            active = stepper.live_count() if stepper is not None else len(prompts)
             if stepper is not None:
-                job = stepper.submit(ids_np)
+                stepper.submit(ids_np, last=step + 1 >= n)
+                pending = True
             t6 = time.perf_counter()
-            rows.append({"step": step, "active": active, "forward_s": launch + (t1 - t0) + (t5 - t4),
-                         "launch_s": launch + (t5 - t4), "mask_s": info[0], "mask_max_s": info[1], "masks": info[2],
-                         "mask_wall_s": info[3], "wait_s": t2 - t1, "apply_s": t3 - t2, "sample_s": t4 - t3,
+            rows.append({"step": step, "active": live, "forward_s": launch + (t1 - t0) + (t5 - t4),
+                         "launch_s": launch + (t5 - t4), "wait_s": t2 - t1, "apply_s": t3 - t2, "sample_s": t4 - t3,
                          "accept_s": t6 - t5, "step_s": launch + t6 - t0})
+            if info is None:  # step 0's masks are the first ones (in TTFM), or no masks
+                info = (0.0, 0.0, 0, 0.0, [], live)
+            else:  # the figures of the masks this step waited for (bookkeeping, after the step)
+                stepper.seq_times.extend(info[4])
+            rows[-1].update(mask_s=info[0], mask_max_s=info[1], masks=info[2], mask_wall_s=info[3])
             launch = 0.0
         if wall is None:
             wall = time.perf_counter() - t_start
-        if job is not None:
-            job.result()  # the last ids accepted (the masks it fills are not needed)
+        if pending:
+            stepper.wait()  # the last ids accepted (the masks it fills are not needed)
         lm.synchronize()  # the forward pass launched last, outside the timing
     return rows, wall
 

@@ -100,11 +100,14 @@ class BaseMatcher:
             return False
         if self._terminated or self.error is not None:
             return False
-        data = self.vocab.token_bytes[t]
-        if not data or self.vocab.is_special(t):
+        if not self.vocab.token_bytes[t] or self.vocab.is_special(t):
             return False
+        return self._accept_text(t)
+
+    def _accept_text(self, t: int) -> bool:
+        """``accept_token``'s text path: ``t`` is a text token, the matcher live."""
         try:
-            record = self._advance(t, data)
+            record = self._advance(t, self.vocab.token_bytes[t])
         except Exception as e:  # noqa: BLE001
             self._fail(e)
             return False

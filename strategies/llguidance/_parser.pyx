@@ -42,7 +42,6 @@ every :class:`EarleyParser` of a compiled grammar (the lazy tables are a cache),
 matchers of one grammar must not run concurrently.
 """
 
-from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport calloc, free, malloc, realloc
 from libc.string cimport memcpy, memset
@@ -61,7 +60,7 @@ from toolkit._intsets cimport (
     intsets_init,
     mix64,
 )
-from toolkit._batch cimport StrategyOps
+from toolkit._batch cimport StrategyOps, ops_capsule_of
 from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
@@ -1328,49 +1327,21 @@ cdef class EarleyParser:
     cdef int c_push(self, const uint8_t* data, int32_t n) noexcept nogil:
         """Consume all of ``data``: 1 (an undo record pushed), 0 refused (state
         unchanged), -1 a failure (the tables' pending error)."""
-        cdef int32_t saved_rows = self.n_rows, x = self.ls, y, i
-        cdef int r = 1
-        cdef bint fresh = False
-        cdef int32_t* a
-        cdef int32_t* b
-        cdef uint8_t* c
+        cdef int32_t saved_rows = self.n_rows, x
+        cdef bint fresh
+        cdef int r
+        cdef int64_t cap = max(16, 2 * self.cap_undo)
         if self.n_undo == self.cap_undo:
-            a = <int32_t*>realloc(self.u_ls, max(16, 2 * self.cap_undo) * sizeof(int32_t))
-            if a == NULL:
-                return self.T._fail(ERR_MEMORY, 2 * self.cap_undo)
-            self.u_ls = a
-            b = <int32_t*>realloc(self.u_rows, max(16, 2 * self.cap_undo) * sizeof(int32_t))
-            if b == NULL:
-                return self.T._fail(ERR_MEMORY, 2 * self.cap_undo)
-            self.u_rows = b
-            c = <uint8_t*>realloc(self.u_fresh, max(16, 2 * self.cap_undo))
-            if c == NULL:
-                return self.T._fail(ERR_MEMORY, 2 * self.cap_undo)
-            self.u_fresh = c
-            self.cap_undo = max(16, 2 * self.cap_undo)
+            if (_resize(<void**>&self.u_ls, cap, sizeof(int32_t)) < 0
+                    or _resize(<void**>&self.u_rows, cap, sizeof(int32_t)) < 0
+                    or _resize(<void**>&self.u_fresh, cap, 1) < 0):
+                return self.T._fail(ERR_MEMORY, cap)
+            self.cap_undo = cap
         self.T.steps = 0
-        for i in range(n):
-            r = self._push_byte(x, data[i], &y)
-            if r <= 0:
-                break
-            x = y
-        if r == 1 and not (self.T.ls_flags[x] & F_EXTEND):
-            if self.T.ls_flags[x] & F_SKIP_ACC:
-                x = self.row_ls[self.n_rows - 1]
-                fresh = True
-            elif self.T.ls_acc_len[x] > 0:
-                if self._scan(x) < 0:
-                    r = -1
-                else:
-                    x = self.row_ls[self.n_rows - 1]
-                    fresh = True
-        if r <= 0:
-            self._truncate(saved_rows)
+        r = self._consume(data, n, &x, &fresh)
         self.T.note_steps()
-        if r < 0:
-            return -1
-        if r == 0:
-            return 0
+        if r <= 0:
+            return r
         self.u_ls[self.n_undo] = self.ls
         self.u_rows[self.n_undo] = saved_rows
         self.u_fresh[self.n_undo] = self.fresh
@@ -1404,44 +1375,56 @@ cdef class EarleyParser:
     def push_bytes(self, const uint8_t[::1] data):
         """Consume all of ``data``: ``None`` when some byte is rejected (state unchanged),
         else the undo record ``(lexer state, fresh, rows)`` of the state before."""
-        cdef ParserTables T = self.T
-        cdef int32_t saved_rows = self.n_rows, x = self.ls, y
-        cdef Py_ssize_t i, n = data.shape[0]
-        cdef int r = 1
-        cdef bint fresh = False
+        cdef Py_ssize_t n = data.shape[0]
+        cdef int32_t x
+        cdef bint fresh
+        cdef int r
         record = (self.ls, self.fresh, self.n_rows)
         if n == 0:
             return record
-        T.steps = 0
+        self.T.steps = 0
         with nogil:
-            for i in range(n):
-                r = self._push_byte(x, data[i], &y)
-                if r <= 0:
-                    break
-                x = y
-            if r == 1 and not (T.ls_flags[x] & F_EXTEND):
-                # Every live lexeme is complete and cannot grow: it ends now, as in
-                # llguidance, so the parser sees it (and its limits) with this token.
-                if T.ls_flags[x] & F_SKIP_ACC:
-                    x = self.row_ls[self.n_rows - 1]
-                    fresh = True
-                elif T.ls_acc_len[x] > 0:
-                    if self._scan(x) < 0:
-                        r = -1
-                    else:
-                        x = self.row_ls[self.n_rows - 1]
-                        fresh = True
-            if r <= 0:
-                self._truncate(saved_rows)
+            r = self._consume(&data[0], n, &x, &fresh)
         if r < 0:
-            T.raise_error()
+            self.T.raise_error()
             raise RuntimeError("llguidance parser: push failed")
-        T.note_steps()
+        self.T.note_steps()
         if r == 0:
             return None
         self.ls = x
         self.fresh = fresh
         return record
+
+    cdef int _consume(self, const uint8_t* data, Py_ssize_t n, int32_t* x_out, bint* fresh_out) noexcept nogil:
+        """Push every byte of ``data`` from the current lexer state: 1 (the lexer state
+        and freshness after them in ``x_out``, ``fresh_out``; the state itself is the
+        caller's to move), 0 refused or -1 failed (the rows as they were)."""
+        cdef int32_t saved_rows = self.n_rows, x = self.ls, y
+        cdef Py_ssize_t i
+        cdef int r = 1
+        cdef bint fresh = False
+        for i in range(n):
+            r = self._push_byte(x, data[i], &y)
+            if r <= 0:
+                break
+            x = y
+        if r == 1 and not (self.T.ls_flags[x] & F_EXTEND):
+            # Every live lexeme is complete and cannot grow: it ends now, as in
+            # llguidance, so the parser sees it (and its limits) with this token.
+            if self.T.ls_flags[x] & F_SKIP_ACC:
+                x = self.row_ls[self.n_rows - 1]
+                fresh = True
+            elif self.T.ls_acc_len[x] > 0:
+                if self._scan(x) < 0:
+                    r = -1
+                else:
+                    x = self.row_ls[self.n_rows - 1]
+                    fresh = True
+        if r <= 0:
+            self._truncate(saved_rows)
+        x_out[0] = x
+        fresh_out[0] = fresh
+        return r
 
     def undo(self, record):
         """Back to the state ``push_bytes`` returned as ``record``."""
@@ -1588,14 +1571,9 @@ cdef void _ops_take_error(void* core, int32_t* code, int64_t* value) noexcept no
     (<EarleyParser>core).take_error(code, value)
 
 
-cdef StrategyOps _OPS
-_OPS.advance = _ops_advance
-_OPS.undo = _ops_undo
-_OPS.fill = _ops_fill
-_OPS.accepting = _ops_accepting
-_OPS.take_error = _ops_take_error
+cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error)
 
 
 def ops_capsule():
     """The parser's C entry points for :class:`toolkit._batch.Session`."""
-    return PyCapsule_New(<void*>&_OPS, b"masklab.StrategyOps", NULL)
+    return ops_capsule_of(&_OPS)

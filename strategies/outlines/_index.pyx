@@ -23,7 +23,6 @@ matcher's business (allowed in accepting states).
 """
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memcpy, memset
@@ -32,7 +31,7 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit._batch cimport StrategyOps
+from toolkit._batch cimport StrategyOps, ops_capsule_of
 from toolkit._types cimport DEAD, state_t, token_t, word_t
 from toolkit.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
 
@@ -385,14 +384,9 @@ cdef void _cur_take_error(void* core, int32_t* code, int64_t* value) noexcept no
     value[0] = 0
 
 
-cdef StrategyOps _OPS
-_OPS.advance = _cur_advance
-_OPS.undo = _cur_undo
-_OPS.fill = _cur_fill
-_OPS.accepting = _cur_accepting
-_OPS.take_error = _cur_take_error
+cdef StrategyOps _OPS = StrategyOps(_cur_advance, _cur_undo, _cur_fill, _cur_accepting, _cur_take_error)
 
 
 def ops_capsule():
     """The cursor's C entry points for :class:`toolkit._batch.Session`."""
-    return PyCapsule_New(<void*>&_OPS, b"masklab.StrategyOps", NULL)
+    return ops_capsule_of(&_OPS)

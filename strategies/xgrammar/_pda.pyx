@@ -56,7 +56,6 @@ extra ids, then the uncertain tokens checked one by one against the real parser,
 in trie order so a token reuses the bytes it shares with the previous one.
 """
 
-from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memcmp, memcpy, memset
@@ -66,7 +65,7 @@ import numpy as np
 cimport numpy as cnp
 
 from toolkit._intsets cimport hash_ints, mix64
-from toolkit._batch cimport StrategyOps
+from toolkit._batch cimport StrategyOps, ops_capsule_of
 from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
@@ -1933,14 +1932,9 @@ cdef void _ops_take_error(void* core, int32_t* code, int64_t* value) noexcept no
     value[0] = 0
 
 
-cdef StrategyOps _OPS
-_OPS.advance = _ops_advance
-_OPS.undo = _ops_undo
-_OPS.fill = _ops_fill
-_OPS.accepting = _ops_accepting
-_OPS.take_error = _ops_take_error
+cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error)
 
 
 def ops_capsule():
     """The parser's C entry points for :class:`toolkit._batch.Session`."""
-    return PyCapsule_New(<void*>&_OPS, b"masklab.StrategyOps", NULL)
+    return ops_capsule_of(&_OPS)
