@@ -229,6 +229,34 @@ def test_sampling_never_draws_a_masked_token() -> None:
     assert _sample(dead[:1], 0.0, gen).tolist() == [-1] and _sample(dead[2:], 0.0, gen).tolist() == [2]
 
 
+def test_the_device_sampler_draws_softmax_and_never_a_masked_token() -> None:
+    """Gumbel-max (the pipelined loop's sampler, no host round trip): the softmax's
+    frequencies, never a -inf token, greedy = argmax, -1 for a row with nothing to draw,
+    and the same draws from the same seed."""
+    import torch
+
+    from toolkit.generate import _sample_on_device
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.full((2, 50), float("-inf"))
+    logits[0, [0, 49]] = 0.0
+    logits[1, 7] = 3.0
+    seen = torch.stack([_sample_on_device(logits, 1.0, gen) for _ in range(3000)])
+    assert set(seen[:, 0].tolist()) == {0, 49} and set(seen[:, 1].tolist()) == {7}
+    three = torch.tensor([[0.0, 1.0, 2.0]]).repeat(20000, 1)
+    freq = torch.bincount(_sample_on_device(three, 1.0, gen), minlength=3) / 20000
+    assert torch.allclose(freq, torch.softmax(three[0], -1), atol=0.015)
+    hot = torch.bincount(_sample_on_device(three, 0.5, gen), minlength=3) / 20000  # T sharpens
+    assert torch.allclose(hot, torch.softmax(three[0] / 0.5, -1), atol=0.015)
+    assert _sample_on_device(three[:1], 0.0, gen).tolist() == [2]
+    dead = torch.tensor([[float("-inf")] * 4, [0.0, float("nan"), 1.0, 2.0], [0.0, 1.0, 5.0, 2.0]])
+    for t in (0.0, 1.0):
+        out = _sample_on_device(dead, t, gen).tolist()
+        assert out[:2] == [-1, -1] and out[2] in range(4)
+    a, b = (_sample_on_device(three[:64], 1.0, torch.Generator().manual_seed(5)) for _ in range(2))
+    assert torch.equal(a, b)
+
+
 class _EmptyAfter:
     """An engine whose matchers' masks allow no token from their ``n``-th mask on."""
 
