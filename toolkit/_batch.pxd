@@ -8,6 +8,8 @@
 
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport malloc, realloc
+from libc.string cimport memcpy
 
 from toolkit._types cimport token_t, word_t
 
@@ -18,13 +20,53 @@ cdef struct StrategyOps:
     int (*advance)(void* core, token_t token, const uint8_t* data, int32_t n) noexcept nogil
     # pop the last undo record
     void (*undo)(void* core) noexcept nogil
-    # OR the allowed text tokens into a zeroed row of n_words words:
-    # 0, 1 (the mask used slices), < 0 = failure
-    int (*fill)(void* core, word_t* row, int32_t n_words) noexcept nogil
+    # OR the allowed text tokens into a zeroed row of n_words words: 0, 1 (the mask
+    # used slices), < 0 = failure; *count is how many it set, or -1 when the core does
+    # not know (the session then counts the bits)
+    int (*fill)(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil
     # 1 when the bytes consumed are a sentence, 0 when not, < 0 = failure
     int (*accepting)(void* core) noexcept nogil
     # the failure pending in the core (its error code and value), then cleared
     void (*take_error)(void* core, int32_t* code, int64_t* value) noexcept nogil
+
+
+cdef struct UndoStack:
+    # A core's undo records: int32 values, a record being one or more of them.  Zeroed
+    # it is empty; free(data) releases it.
+    int32_t* data
+    int64_t n, cap
+
+
+cdef inline int undo_reserve(UndoStack* s, int64_t k) noexcept nogil:
+    """Room for ``k`` more values (the stack doubles); -1 when out of memory."""
+    cdef int64_t cap
+    cdef int32_t* grown
+    if s.n + k <= s.cap:
+        return 0
+    cap = max(16, max(2 * s.cap, s.n + k))
+    grown = <int32_t*>realloc(s.data, cap * sizeof(int32_t))
+    if grown == NULL:
+        return -1
+    s.data = grown
+    s.cap = cap
+    return 0
+
+
+cdef inline int32_t undo_pop(UndoStack* s) noexcept nogil:
+    s.n -= 1
+    return s.data[s.n]
+
+
+cdef inline int undo_copy(UndoStack* dst, const UndoStack* src) noexcept nogil:
+    """``dst`` (empty) as a copy of ``src``; -1 when out of memory."""
+    if src.n == 0:
+        return 0
+    dst.data = <int32_t*>malloc(src.n * sizeof(int32_t))
+    if dst.data == NULL:
+        return -1
+    memcpy(dst.data, src.data, src.n * sizeof(int32_t))
+    dst.n = dst.cap = src.n
+    return 0
 
 
 cdef inline object ops_capsule_of(const StrategyOps* ops):

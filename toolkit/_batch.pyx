@@ -27,7 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+cimport numpy as cnp
+
 from toolkit._types cimport token_t, word_t
+
+cnp.import_array()
 
 __all__ = ["VocabTable", "Session", "NativeBatch", "OPS_CAPSULE"]
 
@@ -46,16 +50,65 @@ cdef extern from *:
     static inline long long masklab_fetch_add(long long *p, long long v) {
         return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
     }
-    static inline int masklab_popcount(unsigned int w) { return __builtin_popcount(w); }
+    /* The set bits of a row: the CPU's popcnt where it has one (a libgcc call per word
+       otherwise, several times slower on a 128k-token row). */
+    static long long masklab_popcount_sw(const unsigned int *w, long long n) {
+        long long c = 0;
+        for (long long i = 0; i < n; i++) c += __builtin_popcount(w[i]);
+        return c;
+    }
+    #if defined(__x86_64__) && defined(__GNUC__)
+    __attribute__((target("popcnt")))
+    static long long masklab_popcount_hw(const unsigned int *w, long long n) {
+        long long c = 0;
+        for (long long i = 0; i < n; i++) c += __builtin_popcount(w[i]);
+        return c;
+    }
+    static long long masklab_popcount_row(const unsigned int *w, long long n) {
+        static int hw = -1;
+        if (hw < 0) hw = __builtin_cpu_supports("popcnt") ? 1 : 0;
+        return hw ? masklab_popcount_hw(w, n) : masklab_popcount_sw(w, n);
+    }
+    #else
+    static long long masklab_popcount_row(const unsigned int *w, long long n) {
+        return masklab_popcount_sw(w, n);
+    }
+    #endif
     """
     long long masklab_fetch_add(long long* p, long long v) noexcept nogil
-    int masklab_popcount(unsigned int w) noexcept nogil
+    long long masklab_popcount_row(const word_t* w, long long n) noexcept nogil
 
 
 cdef inline double _now() noexcept nogil:
     cdef timespec ts
     clock_gettime(CLOCK_MONOTONIC, &ts)
     return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef word_t* _row_pointer(bitmask, row, int32_t n_words) except NULL:
+    """Where row ``row`` of a writeable int32 numpy bitmask (2-D, or a 1-D row) starts;
+    its words must be contiguous and as many as the vocabulary's."""
+    cdef cnp.ndarray arr
+    cdef int nd
+    cdef int64_t r, n_rows
+    if not cnp.PyArray_Check(bitmask) or cnp.PyArray_TYPE(<cnp.ndarray>bitmask) != cnp.NPY_INT32:
+        raise ValueError(f"the bitmask must be a numpy int32 array, got {type(bitmask).__name__}")
+    arr = <cnp.ndarray>bitmask
+    nd = cnp.PyArray_NDIM(arr)
+    if nd not in (1, 2) or not cnp.PyArray_ISWRITEABLE(arr):
+        raise ValueError(f"the bitmask must be a writeable 1-D row or 2-D array, got {nd} dimensions")
+    if cnp.PyArray_DIM(arr, nd - 1) != n_words or cnp.PyArray_STRIDE(arr, nd - 1) != sizeof(word_t):
+        raise ValueError(f"bitmask row has {cnp.PyArray_DIM(arr, nd - 1)} words (contiguous: "
+                         f"{cnp.PyArray_STRIDE(arr, nd - 1) == sizeof(word_t)}), vocabulary needs {n_words}")
+    if nd == 1:
+        return <word_t*>cnp.PyArray_DATA(arr)
+    r = int(row)
+    n_rows = cnp.PyArray_DIM(arr, 0)
+    if r < 0:
+        r += n_rows
+    if not 0 <= r < n_rows:
+        raise IndexError(f"row {row} is outside a bitmask of {n_rows} rows")
+    return <word_t*>(<char*>cnp.PyArray_DATA(arr) + r * cnp.PyArray_STRIDE(arr, 0))
 
 
 cdef class VocabTable:
@@ -144,26 +197,28 @@ cdef class Session:
 
     cdef int32_t c_fill(self, word_t* row) noexcept nogil:
         """``fill_bitmask``: overwrite ``row``; returns the tokens it allows."""
-        cdef int32_t w, n = 0, i
-        cdef int32_t n_words = self.V.n_words
+        cdef int32_t n_words = self.V.n_words, i, e
         cdef int r
-        cdef int32_t e
+        cdef int64_t count = 0
         memset(row, 0, n_words * sizeof(word_t))
         self.sliced = False
         if not self.failed and self.n_eos == 0:
-            r = self.ops.fill(self.cp, row, n_words)
+            count = -1
+            r = self.ops.fill(self.cp, row, n_words, &count)
             if r < 0:
                 self._fail()
                 memset(row, 0, n_words * sizeof(word_t))
+                count = 0
             else:
                 self.sliced = r == 1
+        if count < 0:
+            count = masklab_popcount_row(row, n_words)
         if self.n_eos > 0 or self.failed or self._accepting():
-            for i in range(self.V.n_eos):
+            for i in range(self.V.n_eos):  # EOS ids are never text: each adds one
                 e = self.V.eos[i]
                 row[e >> 5] |= (<word_t>1) << (e & 31)
-        for w in range(n_words):
-            n += masklab_popcount(row[w])
-        return n
+            count += self.V.n_eos
+        return <int32_t>count
 
     # -------------------------------------------------------- protocol --
 
@@ -173,15 +228,12 @@ cdef class Session:
             return False
         return bool(self.c_accept(<int32_t>t))
 
-    def fill_bitmask(self, bitmask, int64_t row=0):
+    def fill_bitmask(self, bitmask, row=0):
         """Overwrite row ``row`` of a 2-D bitmask (or a 1-D row); ``(allowed, sliced)``."""
-        r = bitmask[row] if bitmask.ndim == 2 else bitmask
-        if r.shape[0] != self.V.n_words:
-            raise ValueError(f"bitmask row has {r.shape[0]} words, vocabulary needs {self.V.n_words}")
-        cdef int32_t[::1] view = r
+        cdef word_t* ptr = _row_pointer(bitmask, row, self.V.n_words)
         cdef int32_t n
         with nogil:
-            n = self.c_fill(<word_t*>&view[0])
+            n = self.c_fill(ptr)
         return n, bool(self.sliced)
 
     def rollback(self, int64_t n):

@@ -60,7 +60,7 @@ from toolkit._intsets cimport (
     intsets_init,
     mix64,
 )
-from toolkit._batch cimport StrategyOps, ops_capsule_of
+from toolkit._batch cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
@@ -875,11 +875,9 @@ cdef class EarleyParser:
     cdef readonly TokenTrie walk_trie
     cdef readonly SliceSet walk_slices
     cdef readonly int64_t last_visited   # trie nodes the last fill looked at (0: a cache copy)
-    # The undo stack of the ops (toolkit._batch): the state before each token consumed
-    cdef int32_t* u_ls
-    cdef int32_t* u_rows
-    cdef uint8_t* u_fresh
-    cdef int64_t n_undo, cap_undo
+    # The undo stack of the ops (toolkit._batch): the state before each token consumed,
+    # three values a token (lexer state, rows, fresh)
+    cdef UndoStack undo_stack
 
     def __cinit__(self, ParserTables tables not None, *args, **kwargs):
         self.T = tables  # the C fields start zeroed (NULL pointers, empty rows and stacks)
@@ -904,9 +902,7 @@ cdef class EarleyParser:
         free(self.cache_mask)
         free(self.st_ls)
         free(self.st_rows)
-        free(self.u_ls)
-        free(self.u_rows)
-        free(self.u_fresh)
+        free(self.undo_stack.data)
 
     cdef int _start(self) noexcept nogil:
         cdef int32_t i
@@ -1330,31 +1326,25 @@ cdef class EarleyParser:
         cdef int32_t saved_rows = self.n_rows, x
         cdef bint fresh
         cdef int r
-        cdef int64_t cap = max(16, 2 * self.cap_undo)
-        if self.n_undo == self.cap_undo:
-            if (_resize(<void**>&self.u_ls, cap, sizeof(int32_t)) < 0
-                    or _resize(<void**>&self.u_rows, cap, sizeof(int32_t)) < 0
-                    or _resize(<void**>&self.u_fresh, cap, 1) < 0):
-                return self.T._fail(ERR_MEMORY, cap)
-            self.cap_undo = cap
+        if undo_reserve(&self.undo_stack, 3) < 0:
+            return self.T._fail(ERR_MEMORY, self.undo_stack.n + 3)
         self.T.steps = 0
         r = self._consume(data, n, &x, &fresh)
         self.T.note_steps()
         if r <= 0:
             return r
-        self.u_ls[self.n_undo] = self.ls
-        self.u_rows[self.n_undo] = saved_rows
-        self.u_fresh[self.n_undo] = self.fresh
-        self.n_undo += 1
+        self.undo_stack.data[self.undo_stack.n] = self.ls
+        self.undo_stack.data[self.undo_stack.n + 1] = saved_rows
+        self.undo_stack.data[self.undo_stack.n + 2] = self.fresh
+        self.undo_stack.n += 3
         self.ls = x
         self.fresh = fresh
         return 1
 
     cdef void c_undo(self) noexcept nogil:
-        self.n_undo -= 1
-        self._truncate(self.u_rows[self.n_undo])
-        self.ls = self.u_ls[self.n_undo]
-        self.fresh = self.u_fresh[self.n_undo]
+        self.fresh = undo_pop(&self.undo_stack)
+        self._truncate(undo_pop(&self.undo_stack))
+        self.ls = undo_pop(&self.undo_stack)
 
     cdef int c_accepting(self) noexcept nogil:
         self.T.steps = 0
@@ -1476,16 +1466,8 @@ cdef class EarleyParser:
         other.fresh = self.fresh
         if self.walk_trie is not None:
             other.set_walk(self.walk_trie, self.walk_slices)
-        if self.n_undo:
-            other.u_ls = <int32_t*>malloc(self.n_undo * sizeof(int32_t))
-            other.u_rows = <int32_t*>malloc(self.n_undo * sizeof(int32_t))
-            other.u_fresh = <uint8_t*>malloc(self.n_undo)
-            if other.u_ls == NULL or other.u_rows == NULL or other.u_fresh == NULL:
-                raise MemoryError()
-            memcpy(other.u_ls, self.u_ls, self.n_undo * sizeof(int32_t))
-            memcpy(other.u_rows, self.u_rows, self.n_undo * sizeof(int32_t))
-            memcpy(other.u_fresh, self.u_fresh, self.n_undo)
-            other.n_undo = other.cap_undo = self.n_undo
+        if undo_copy(&other.undo_stack, &self.undo_stack) < 0:
+            raise MemoryError()
         return other
 
     @property
@@ -1559,7 +1541,7 @@ cdef void _ops_undo(void* core) noexcept nogil:
     (<EarleyParser>core).c_undo()
 
 
-cdef int _ops_fill(void* core, word_t* row, int32_t n_words) noexcept nogil:
+cdef int _ops_fill(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil:
     return (<EarleyParser>core).c_fill(row, n_words)
 
 

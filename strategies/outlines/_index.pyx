@@ -24,14 +24,14 @@ matcher's business (allowed in accepting states).
 
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from libc.stdlib cimport free, malloc, qsort, realloc
+from libc.stdlib cimport free, qsort
 from libc.string cimport memcpy, memset
 
 import numpy as np
 
 cimport numpy as cnp
 
-from toolkit._batch cimport StrategyOps, ops_capsule_of
+from toolkit._batch cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 from toolkit._types cimport DEAD, state_t, token_t, word_t
 from toolkit.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
 
@@ -309,8 +309,7 @@ cdef class Cursor:
     cdef readonly TokenIndex index
     cdef readonly int32_t start
     cdef public int32_t state
-    cdef int32_t* undo
-    cdef int64_t n_undo, cap_undo
+    cdef UndoStack undo_stack   # the state before each token consumed
 
     def __cinit__(self, TokenIndex index not None, int32_t start):
         _check_state(start, index.num_states)
@@ -319,43 +318,28 @@ cdef class Cursor:
         self.state = start
 
     def __dealloc__(self):
-        free(self.undo)
-
-    cdef int _push(self, int32_t state) noexcept nogil:
-        cdef int32_t* grown
-        if self.n_undo == self.cap_undo:
-            grown = <int32_t*>realloc(self.undo, max(16, 2 * self.cap_undo) * sizeof(int32_t))
-            if grown == NULL:
-                return -1
-            self.undo = grown
-            self.cap_undo = max(16, 2 * self.cap_undo)
-        self.undo[self.n_undo] = state
-        self.n_undo += 1
-        return 0
+        free(self.undo_stack.data)
 
     cdef int c_advance(self, token_t token) noexcept nogil:
         cdef state_t nxt = self.index._next(self.state, token)
         if nxt == DEAD:
             return 0
-        if self._push(self.state) < 0:
+        if undo_reserve(&self.undo_stack, 1) < 0:
             return -1
+        self.undo_stack.data[self.undo_stack.n] = self.state
+        self.undo_stack.n += 1
         self.state = nxt
         return 1
 
     cdef void c_undo(self) noexcept nogil:
-        self.n_undo -= 1
-        self.state = self.undo[self.n_undo]
+        self.state = undo_pop(&self.undo_stack)
 
     def copy(self):
         """An independent cursor in the same state (undo stack included)."""
         cdef Cursor other = Cursor(self.index, self.start)
         other.state = self.state
-        if self.n_undo:
-            other.undo = <int32_t*>malloc(self.n_undo * sizeof(int32_t))
-            if other.undo == NULL:
-                raise MemoryError()
-            memcpy(other.undo, self.undo, self.n_undo * sizeof(int32_t))
-            other.n_undo = other.cap_undo = self.n_undo
+        if undo_copy(&other.undo_stack, &self.undo_stack) < 0:
+            raise MemoryError()
         return other
 
     def error_text(self, int32_t code, int64_t value):
@@ -370,8 +354,9 @@ cdef void _cur_undo(void* core) noexcept nogil:
     (<Cursor>core).c_undo()
 
 
-cdef int _cur_fill(void* core, word_t* row, int32_t n_words) noexcept nogil:
+cdef int _cur_fill(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil:
     (<Cursor>core).index._fill((<Cursor>core).state, row)
+    count[0] = (<Cursor>core).index.counts[(<Cursor>core).state]
     return 0
 
 

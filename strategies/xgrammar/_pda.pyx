@@ -65,7 +65,7 @@ import numpy as np
 cimport numpy as cnp
 
 from toolkit._intsets cimport hash_ints, mix64
-from toolkit._batch cimport StrategyOps, ops_capsule_of
+from toolkit._batch cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 from toolkit._types cimport token_t, word_t
 from toolkit.trie cimport TokenTrie, TrieNode
 
@@ -1273,8 +1273,7 @@ cdef class Parser:
     cdef uint32_t* inner_stamp
     cdef readonly int64_t checked   # uncertain tokens checked by the last fill
     cdef readonly int64_t positions # live positions of the last fill
-    cdef int32_t* undo              # bytes of each token consumed through the ops (its undo stack)
-    cdef int64_t n_undo, cap_undo
+    cdef UndoStack undo_stack             # bytes of each token consumed through the ops
     cdef int last_err               # the error code of the last failed op
 
     def __cinit__(self, Tables tables, bint base=False):
@@ -1333,7 +1332,7 @@ cdef class Parser:
         free(self.t_stamp)
         free(self.cand)
         free(self.cand_stamp)
-        free(self.undo)
+        free(self.undo_stack.data)
         free(self.scratch)
         free(self.pos_seen)
         free(self.pos_stamp)
@@ -1822,46 +1821,36 @@ cdef class Parser:
         other.n_items = self.n_items
         other.n_terms = self.n_terms
         other.n_charts = self.n_charts
-        if self.n_undo:
-            other.undo = <int32_t*>malloc(self.n_undo * sizeof(int32_t))
-            if other.undo == NULL:
-                raise MemoryError()
-            memcpy(other.undo, self.undo, self.n_undo * sizeof(int32_t))
-            other.n_undo = other.cap_undo = self.n_undo
+        if undo_copy(&other.undo_stack, &self.undo_stack) < 0:
+            raise MemoryError()
         return other
 
     def reset(self):
         """Back to the grammar's start."""
         cdef int rc = self.start_root()
-        self.n_undo = 0
+        self.undo_stack.n = 0
         if rc < 0:
             _raise(rc, self.T)
 
     # ------------------------------------------- the ops (toolkit._batch) --
 
     cdef int c_advance(self, const uint8_t* data, int32_t n) noexcept nogil:
-        cdef int32_t* grown
         cdef int rc
-        if self.n_undo == self.cap_undo:
-            grown = <int32_t*>realloc(self.undo, max(16, 2 * self.cap_undo) * sizeof(int32_t))
-            if grown == NULL:
-                self.last_err = ERR_MEMORY
-                return -1
-            self.undo = grown
-            self.cap_undo = max(16, 2 * self.cap_undo)
+        if undo_reserve(&self.undo_stack, 1) < 0:
+            self.last_err = ERR_MEMORY
+            return -1
         rc = self.push_data(data, n)
         if rc < 0:
             self.last_err = rc
             return -1
         if rc == 0:
             return 0
-        self.undo[self.n_undo] = n
-        self.n_undo += 1
+        self.undo_stack.data[self.undo_stack.n] = n
+        self.undo_stack.n += 1
         return 1
 
     cdef void c_undo(self) noexcept nogil:
-        self.n_undo -= 1
-        self.pop(self.undo[self.n_undo])
+        self.pop(undo_pop(&self.undo_stack))
 
     cdef int c_fill(self, word_t* row, int32_t n_words) noexcept nogil:
         cdef int rc
@@ -1919,7 +1908,7 @@ cdef void _ops_undo(void* core) noexcept nogil:
     (<Parser>core).c_undo()
 
 
-cdef int _ops_fill(void* core, word_t* row, int32_t n_words) noexcept nogil:
+cdef int _ops_fill(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil:
     return (<Parser>core).c_fill(row, n_words)
 
 
