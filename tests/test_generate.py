@@ -692,3 +692,37 @@ def test_cli_generate_on_the_simulated_device_says_so(tmp_path, capsys) -> None:
     assert rc == 0 and "simulated device" in text and "host_overhead_ms" in text
     run = json.loads((out / "outlines" / "batch-2" / "run.json").read_text())
     assert run["model"]["simulated"] and run["summary"]["loop"] == "pipelined" and run["summary"]["threads"] == 1
+
+
+def test_an_engine_that_raises_in_the_batch_call_stops_the_run_with_its_error(tekken, items) -> None:
+    """A plug-in whose matcher raises (a bug outside the protocol) reaches the caller
+    from the mask thread, and the threads are stopped (no hang)."""
+    import threading
+
+    class Raises:
+        native_inputs = ()
+
+        def __init__(self, engine) -> None:
+            self.engine = engine
+
+        def compile(self, grammar):
+            return self.engine.compile(grammar)
+
+        def matcher(self, compiled):
+            m = self.engine.matcher(compiled)
+
+            class Bad:
+                error = None
+
+                def fill_bitmask(self, mask, row=0):
+                    return m.fill_bitmask(mask, row)
+
+                def accept_token(self, t):
+                    raise RuntimeError("plug-in bug")
+
+            return Bad()
+
+    with pytest.raises(RuntimeError, match="plug-in bug"):
+        generate(Raises(get_engine("outlines", tekken, whitespace="compact")), load_model("sim:1:5", tekken),
+                 tekken, items[:2], batch=2, max_tokens=6, baseline=False, compare_kernels=False)
+    assert not any(t.name == "masklab-masks" for t in threading.enumerate())  # the mask thread was stopped

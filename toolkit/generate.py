@@ -462,7 +462,9 @@ class _JobThread:
         return self._result
 
     def close(self) -> None:
-        self.wait()
+        """Stop the thread (after the job in flight; its error, if any, was the caller's
+        to take from :meth:`wait`, and is not raised again here)."""
+        self._done.wait()
         self._stop = True
         self._go.set()
         self._thread.join()
