@@ -221,7 +221,10 @@ class _PeerBatch:
             bitmask[live] &= self.engine.text_words
             for i in live:
                 m = self.matchers[i]
-                if m._accepting_safe():
+                if m.error is not None:  # the fill failed: EOS only, as the single fill's error path
+                    bitmask[i] = 0
+                    bm.set_bits(bitmask[i], self._eos)
+                elif m._accepting_safe():
                     bm.set_bits(bitmask[i], self._eos)
                 out.allowed[i] = bm.popcount(bitmask[i])
         for i in single:
