@@ -434,3 +434,13 @@ def test_malformed_llama3_file(tmp_path: Path) -> None:
 def test_load_is_cached(tekken: Vocabulary) -> None:
     assert load_vocab("tekken") is tekken
     assert load_vocab("tekken", size=131_072) is tekken
+
+
+def test_byte_table_holds_every_ids_bytes_in_id_order() -> None:
+    from tests._support.fixtures import small_vocab
+
+    v = small_vocab()
+    blob, offsets = v.byte_table()
+    assert offsets.shape == (v.size + 1,) and not offsets.flags.writeable
+    assert [blob[offsets[t]:offsets[t + 1]] for t in range(v.size)] == v.token_bytes
+    assert v.byte_table() is v.byte_table()  # made once

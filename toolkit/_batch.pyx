@@ -115,18 +115,13 @@ cdef class VocabTable:
     """The vocabulary as a session reads it: token bytes, kinds, EOS ids (C arrays)."""
 
     def __init__(self, vocab):
-        tb = vocab.token_bytes
-        lengths = np.fromiter((len(b) for b in tb), dtype=np.int64, count=len(tb))
-        offsets = np.zeros(len(tb) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-        blob = np.frombuffer(b"".join(tb) + b"\0", dtype=np.uint8)
+        raw, offsets = vocab.byte_table()
+        blob = np.frombuffer(raw + b"\0", dtype=np.uint8)  # never empty: &b[0] is valid
         kind = np.full(vocab.size, K_OTHER, dtype=np.uint8)
         text = np.asarray(vocab.text_token_mask(), dtype=bool)
         kind[text[: vocab.size]] = K_TEXT
         eos = np.asarray(sorted(set(int(e) for e in vocab.eos_ids)), dtype=np.int32)
         kind[eos] = K_EOS
-        if len(tb) != vocab.size:
-            raise ValueError(f"the vocabulary has {len(tb)} token byte strings for {vocab.size} ids")
         self._keep = (blob, offsets, kind, eos)
         cdef const uint8_t[::1] b = blob
         cdef const int64_t[::1] o = offsets
@@ -305,7 +300,6 @@ cdef class NativeBatch:
     cdef long long next_lane
     cdef readonly int threads
     cdef object pool
-    cdef public object out
     cdef const int32_t* tok
     cdef word_t* mask
     cdef int64_t stride

@@ -105,6 +105,7 @@ class Vocabulary:
         "_encoder",
         "_text_ids",
         "_text_mask",
+        "_byte_table",
     )
 
     name: str
@@ -155,6 +156,7 @@ class Vocabulary:
         )
         self._text_ids: npt.NDArray[np.int32] | None = None
         self._text_mask: npt.NDArray[np.bool_] | None = None
+        self._byte_table: tuple[bytes, npt.NDArray[np.int64]] | None = None
 
     @classmethod
     def from_tokens(
@@ -271,6 +273,18 @@ class Vocabulary:
             self._text_mask = mask
         return self._text_mask
 
+    def byte_table(self) -> tuple[bytes, npt.NDArray[np.int64]]:
+        """``(blob, offsets)``: every id's bytes in id order, id ``t``'s being
+        ``blob[offsets[t]:offsets[t + 1]]`` (``offsets``: ``size + 1`` int64, read-only),
+        for C code that reads tokens by id; made once."""
+        if self._byte_table is None:
+            lengths = np.fromiter(map(len, self.token_bytes), dtype=np.int64, count=self.size)
+            offsets = np.zeros(self.size + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            offsets.flags.writeable = False
+            self._byte_table = (b"".join(self.token_bytes), offsets)
+        return self._byte_table
+
     def padded(self, size: int) -> Vocabulary:
         """The same vocabulary with padding ids up to ``size`` (may drop padding, never tokens)."""
         size = int(size)
@@ -298,6 +312,8 @@ class Vocabulary:
         for arr in (self._text_ids, self._text_mask):
             if arr is not None:
                 total += arr.nbytes
+        if self._byte_table is not None:
+            total += len(self._byte_table[0]) + self._byte_table[1].nbytes
         return total
 
 

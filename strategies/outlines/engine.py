@@ -162,11 +162,7 @@ class OutlinesEngine(StrategyEngine):
             "max_memory": self.max_memory, "dense_min_tokens": dense_min_tokens,
         }
         self.trie = TokenTrie(vocab)
-        tb = vocab.token_bytes
-        lengths = np.fromiter(map(len, tb), dtype=np.int64, count=len(tb))
-        self._token_offsets = np.zeros(len(tb) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=self._token_offsets[1:])
-        self._token_blob = b"".join(tb)
+        self._token_blob, self._token_offsets = vocab.byte_table()
         self.eos_ids = np.asarray(vocab.eos_ids, dtype=np.int64)
 
     # ------------------------------------------------------------ compile --
