@@ -51,6 +51,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from time import perf_counter
 from typing import Any
 
 import numpy as np
@@ -98,6 +99,8 @@ class PeerCompiled:
     source: str
     kind: str  # "json_schema" | "lark" | "regex"
     nbytes: int | None = None  # None: the engine does not report its memory
+    #: seconds inside the engine's own compile call(s) (the adapter's text assembly is not in it)
+    engine_s: float = 0.0
 
     def memory_bytes(self) -> int:
         """The engine's own figure (xgrammar's ``memory_size_bytes``); llguidance and
@@ -106,6 +109,30 @@ class PeerCompiled:
         if self.nbytes is None:
             raise NotImplementedError(f"{self.kind} grammar: the engine does not report its memory")
         return self.nbytes
+
+
+class DirectRun:
+    """A peer compiled and called directly (:meth:`_PeerEngine.direct_check`)."""
+
+    def __init__(self, ttfm_s: float, new_matcher: Any, step: Any) -> None:
+        self.ttfm_s = ttfm_s
+        self._new = new_matcher
+        self._step = step
+
+    def walk(self, tokens: Sequence[int]) -> list[float]:
+        """Seconds of each step (the native fill, then the native accept of the token),
+        from a fresh native matcher, up to and including the first refused token."""
+        perf, step = perf_counter, self._step
+        g = self._new()
+        out: list[float] = []
+        for t in tokens:
+            s = perf()
+            ok = step(g, t)
+            e = perf()
+            out.append(round(e - s, 9))
+            if not ok:
+                break
+        return out
 
 
 class _PeerEngine:
@@ -124,6 +151,10 @@ class _PeerEngine:
         self.vocab = vocab
         self.version = _version(self.dist)
         self.text_words = _text_words(vocab)
+        # the words holding a non-text id (special, padding, past the end): the only ones
+        # an engine's bits are clipped in
+        odd = np.flatnonzero(self.text_words != -1)
+        self.clip_words = (int(odd[0]), int(odd[-1]) + 1) if len(odd) else (0, 0)
         self.options: dict[str, Any] = {}
 
     def compile(self, grammar: Any) -> PeerCompiled:
@@ -155,6 +186,45 @@ class _PeerEngine:
 
     #: the engine's batch (a :class:`_PeerBatch`), None where it has none
     batch_class: type | None = None
+
+    # ------------------------------------------------ the engine called directly --
+
+    def direct_check(self, spec: Any) -> DirectRun:
+        """The engine called through its own API as a server calls it, no masklab code in
+        the timed regions: what :meth:`compile` would give the engine for ``spec`` (the
+        text is made untimed), compiled by the engine, a native matcher and its first mask
+        into a preallocated row (the :class:`DirectRun`'s ``ttfm_s``); its
+        ``walk(tokens)`` then times each step of a walk from a fresh native matcher.
+        :mod:`toolkit.direct` compares these times with the harness's own."""
+        text = schema_text(spec)
+        if text is not None:
+            source, kind = self._schema_source(text), "json_schema"
+        elif isinstance(spec, Grammar):
+            source, kind = self._grammar_source(spec)
+        else:
+            raise UnsupportedGrammar(f"{self.name}: no direct check for a {type(spec).__name__}")
+        t0 = perf_counter()
+        handle = self._direct_compile(source, kind)
+        new_matcher, step = self._direct_calls(handle)
+        step(new_matcher(), None)
+        return DirectRun(perf_counter() - t0, new_matcher, step)
+
+    def _schema_source(self, text: str) -> str:
+        """The text the engine compiles for a JSON schema."""
+        return text
+
+    def _grammar_source(self, grammar: Grammar) -> tuple[str, str]:
+        """``(text, kind)`` the engine compiles for a :class:`Grammar`."""
+        raise NotImplementedError
+
+    def _direct_compile(self, source: str, kind: str) -> Any:
+        raise NotImplementedError
+
+    def _direct_calls(self, handle: Any) -> tuple[Any, Any]:
+        """``(new_matcher(), step(matcher, token))``: ``step`` fills the preallocated row
+        with the engine's call, then (token not None) accepts the token, returns whether
+        it was accepted."""
+        raise NotImplementedError
 
     def batch_matcher(self, matchers: Sequence[Any], threads: int) -> _PeerBatch | None:
         """The engine's own batch over ``matchers`` (None when it has none, or when
@@ -237,16 +307,47 @@ class _PeerBatch:
 
 
 class _PeerMatcher(BaseMatcher):
-    """BaseMatcher over an engine handle: text bits from the engine, EOS from the protocol."""
+    """BaseMatcher over an engine handle: text bits from the engine, EOS from the protocol.
+
+    ``engine_s`` adds up the seconds spent inside the engine's own calls (its fill and
+    accept, made as a server makes them: the timed regions of :meth:`_fill_native` and
+    of ``_advance``); what the adapter adds around them (the protocol's checks, clipping
+    the non-text bits, EOS) is not in it, so the harness can time the engine and the glue apart."""
+
+    times_engine = True
+    #: the engine's fill writes every word of the row, so the protocol need not clear it
+    writes_whole_row = True
 
     def __init__(self, engine: _PeerEngine, compiled: PeerCompiled) -> None:
         super().__init__(engine.vocab)
         self.engine = engine
         self.compiled = compiled
+        self.engine_s = 0.0
+        self._trusted = False
 
-    def _clip(self, row: np.ndarray) -> MaskInfo:
-        np.bitwise_and(row, self.engine.text_words, out=row)
+    def accept_allowed(self, token_id: int) -> bool:
+        """:meth:`accept_token` for a token the caller knows its last mask allowed (a
+        server's sampled token): the engine's accept is called as servers call it, without
+        a check of its own first.  For such a token the result is ``accept_token``'s."""
+        self._trusted = True
+        try:
+            return self.accept_token(token_id)
+        finally:
+            self._trusted = False
+
+    def _fill_native(self, row: np.ndarray) -> None:
+        """The engine's fill into ``row``, its time added to ``engine_s``."""
+        raise NotImplementedError
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        self._fill_native(row)
+        self._check_fill()
+        lo, hi = self.engine.clip_words
+        np.bitwise_and(row[lo:hi], self.engine.text_words[lo:hi], out=row[lo:hi])
         return MaskInfo(0, False)
+
+    def _check_fill(self) -> None:
+        """Raise the engine's error after a fill (when it reports errors that way)."""
 
 
 # ------------------------------------------------------------- llguidance --
@@ -330,7 +431,7 @@ class LLGuidanceEngine(_PeerEngine):
             flags["allow_initial_skip"] = True
         return f"%llguidance {json.dumps(flags)}\n" if flags else ""
 
-    def _compile_schema(self, text: str) -> PeerCompiled:
+    def _schema_source(self, text: str) -> str:
         if self.json_options:
             schema = json.loads(text)
             if isinstance(schema, dict):
@@ -338,22 +439,56 @@ class LLGuidanceEngine(_PeerEngine):
                 guidance.update(schema.get("x-guidance") or {})
                 schema = {**schema, "x-guidance": guidance}
             text = json.dumps(schema)
-        return self._build(self._header() + f"start: %json {text}\n", "json_schema")
+        return self._header() + f"start: %json {text}\n"
+
+    def _grammar_source(self, grammar: Grammar) -> tuple[str, str]:
+        return self._header(initial_skip=bool(grammar.ignore)) + grammar.to_lark(), "lark"
+
+    def _compile_schema(self, text: str) -> PeerCompiled:
+        return self._build(self._schema_source(text), "json_schema")
 
     def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
-        return self._build(self._header(initial_skip=bool(grammar.ignore)) + grammar.to_lark(), "lark")
+        return self._build(*self._grammar_source(grammar))
 
     def _build(self, lark: str, kind: str) -> PeerCompiled:
         kw: dict[str, Any] = {"log_level": 0}
         if self.limits is not None:
             kw["limits"] = self.limits
+        t0 = perf_counter()
         m = self._ll.LLMatcher(self.tokenizer, lark, **kw)
+        spent = perf_counter() - t0
         if m.is_error():
             raise PeerError(f"{self.name}: {m.get_error()}")
-        return PeerCompiled(m, lark, kind)
+        return PeerCompiled(m, lark, kind, engine_s=spent)
+
+    def _direct_compile(self, source: str, kind: str) -> Any:
+        kw: dict[str, Any] = {"log_level": 0}
+        if self.limits is not None:
+            kw["limits"] = self.limits
+        return self._ll.LLMatcher(self.tokenizer, source, **kw)
+
+    def _direct_calls(self, handle: Any) -> tuple[Any, Any]:
+        # as vLLM's and SGLang's llguidance backends: the mask written through the row's
+        # pointer, then consume_token
+        row = bm.allocate(self.vocab.size)
+        ptr, nbytes = row.ctypes.data, row.nbytes
+        first = [handle]  # the compiled matcher serves the first mask (TTFM); walks get copies
+
+        def new_matcher() -> Any:
+            return first.pop() if first else handle.deep_copy()
+
+        def step(g: Any, t: int | None, _row: np.ndarray = row) -> bool:  # _row: keeps the row alive
+            g.unsafe_compute_mask_ptr(ptr, nbytes)
+            return t is None or g.consume_token(t)
+
+        return new_matcher, step
 
     def matcher(self, compiled: PeerCompiled) -> LLGuidanceMatcher:
-        return LLGuidanceMatcher(self, compiled, compiled.handle.deep_copy())
+        t0 = perf_counter()
+        handle = compiled.handle.deep_copy()
+        out = LLGuidanceMatcher(self, compiled, handle)
+        out.engine_s = perf_counter() - t0
+        return out
 
 
 class LLGuidanceBatch(_PeerBatch):
@@ -404,13 +539,26 @@ class LLGuidanceMatcher(_PeerMatcher):
         if self.error is None and self.m.is_error():
             self._fail(PeerError(self.m.get_error()))
 
-    def _fill_text(self, row: np.ndarray) -> MaskInfo:
-        self.m.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
+    def _fill_native(self, row: np.ndarray) -> None:
+        ptr, nbytes, m = row.ctypes.data, row.nbytes, self.m
+        t0 = perf_counter()
+        m.unsafe_compute_mask_ptr(ptr, nbytes)
+        self.engine_s += perf_counter() - t0
+
+    def _check_fill(self) -> None:
         self._check()
-        return self._clip(row)
 
     def _advance(self, token_id: int, data: bytes) -> Any:
-        if self.m.try_consume_tokens([token_id]) == 1:
+        m = self.m
+        if self._trusted:  # allowed by the last mask: consume_token, as servers call it
+            t0 = perf_counter()
+            ok = m.consume_token(token_id)
+            self.engine_s += perf_counter() - t0
+        else:  # try_consume_tokens leaves the matcher as it was when the token is refused
+            t0 = perf_counter()
+            ok = m.try_consume_tokens([token_id]) == 1
+            self.engine_s += perf_counter() - t0
+        if ok:
             return True
         self._check()  # a limit hit: the engine's error state becomes the matcher's, now
         return None
@@ -477,20 +625,49 @@ class XGrammarEngine(_PeerEngine):
         )
 
     def _compile_schema(self, text: str) -> PeerCompiled:
+        t0 = perf_counter()
         c = self.compiler.compile_json_schema(
             text, any_whitespace=self.any_whitespace, strict_mode=self.strict_mode
         )
-        return PeerCompiled(c, text, "json_schema", int(c.memory_size_bytes))
+        spent = perf_counter() - t0
+        return PeerCompiled(c, text, "json_schema", int(c.memory_size_bytes), spent)
 
-    def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
+    def _grammar_source(self, grammar: Grammar) -> tuple[str, str]:
         lark = grammar.to_lark(boolean="regex")
         if grammar.ignore:
             lark = '%grammar_options {"allow_initial_skip": true}\n' + lark
+        return lark, "lark"
+
+    def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
+        lark, _ = self._grammar_source(grammar)
+        t0 = perf_counter()
         c = self.compiler.compile_grammar(self._xg.Grammar.from_lark(lark))
-        return PeerCompiled(c, lark, "lark", int(c.memory_size_bytes))
+        spent = perf_counter() - t0
+        return PeerCompiled(c, lark, "lark", int(c.memory_size_bytes), spent)
+
+    def _direct_compile(self, source: str, kind: str) -> Any:
+        if kind == "json_schema":
+            return self.compiler.compile_json_schema(source, any_whitespace=self.any_whitespace,
+                                                     strict_mode=self.strict_mode)
+        return self.compiler.compile_grammar(self._xg.Grammar.from_lark(source))
+
+    def _direct_calls(self, handle: Any) -> tuple[Any, Any]:
+        # as vLLM's and SGLang's xgrammar backends: a torch bitmask from
+        # allocate_token_bitmask, fill_next_token_bitmask(bitmask, index), accept_token
+        bitmask = self._xg.allocate_token_bitmask(1, self.vocab.size)
+
+        def step(g: Any, t: int | None) -> bool:
+            g.fill_next_token_bitmask(bitmask, 0)
+            return t is None or g.accept_token(t)
+
+        return (lambda: self._xg.GrammarMatcher(handle)), step
 
     def matcher(self, compiled: PeerCompiled) -> XGrammarMatcher:
-        return XGrammarMatcher(self, compiled, self._xg.GrammarMatcher(compiled.handle))
+        t0 = perf_counter()
+        handle = self._xg.GrammarMatcher(compiled.handle)
+        out = XGrammarMatcher(self, compiled, handle)
+        out.engine_s = perf_counter() - t0
+        return out
 
 
 class XGrammarBatch(_PeerBatch):
@@ -516,12 +693,18 @@ class XGrammarMatcher(_PeerMatcher):
         super().__init__(engine, compiled)
         self.m = m
 
-    def _fill_text(self, row: np.ndarray) -> MaskInfo:
-        self.m.fill_next_token_bitmask(row)
-        return self._clip(row)
+    def _fill_native(self, row: np.ndarray) -> None:
+        m, rows = self.m, row[None, :]  # a (1, words) view: xgrammar's fastest form of the call
+        t0 = perf_counter()
+        m.fill_next_token_bitmask(rows, 0)
+        self.engine_s += perf_counter() - t0
 
     def _advance(self, token_id: int, data: bytes) -> Any:
-        return True if self.m.accept_token(token_id) else None
+        m = self.m
+        t0 = perf_counter()
+        ok = m.accept_token(token_id)
+        self.engine_s += perf_counter() - t0
+        return True if ok else None
 
     def _undo(self, record: Any) -> None:
         self.m.rollback(1)
@@ -575,18 +758,51 @@ class OutlinesCoreEngine(_PeerEngine):
     def _compile_schema(self, text: str) -> PeerCompiled:
         from outlines_core.json_schema import build_regex_from_schema
 
+        t0 = perf_counter()
         regex = build_regex_from_schema(text, self.whitespace_pattern)
-        return self._index(regex, "json_schema")
+        return self._index(regex, "json_schema", perf_counter() - t0)
+
+    def _grammar_source(self, grammar: Grammar) -> tuple[str, str]:
+        return grammar.to_regex(max_depth=self.max_depth), "regex"
 
     def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
-        return self._index(grammar.to_regex(max_depth=self.max_depth), "regex")
+        return self._index(*self._grammar_source(grammar))
 
-    def _index(self, regex: str, kind: str) -> PeerCompiled:
+    def _index(self, regex: str, kind: str, spent: float = 0.0) -> PeerCompiled:
+        t0 = perf_counter()
         index = self._oc.Index(regex, self.oc_vocab)
-        return PeerCompiled(index, regex, kind)
+        return PeerCompiled(index, regex, kind, engine_s=spent + perf_counter() - t0)
+
+    def _direct_compile(self, source: str, kind: str) -> Any:
+        if kind == "json_schema":
+            from outlines_core.json_schema import build_regex_from_schema
+
+            source = build_regex_from_schema(source, self.whitespace_pattern)
+        return self._oc.Index(source, self.oc_vocab)
+
+    def _direct_calls(self, handle: Any) -> tuple[Any, Any]:
+        # as outlines' logits processor: write_mask_into the row, then advance
+        row = bm.allocate(self.vocab.size)
+        ptr, words = row.ctypes.data, row.shape[1]
+
+        def step(g: Any, t: int | None, _row: np.ndarray = row) -> bool:  # _row: keeps the row alive
+            g.write_mask_into(ptr, words, 4)
+            if t is None:
+                return True
+            try:
+                g.advance(t, return_tokens=False)
+            except ValueError:
+                return False
+            return True
+
+        return (lambda: self._oc.Guide(handle)), step
 
     def matcher(self, compiled: PeerCompiled) -> OutlinesCoreMatcher:
-        return OutlinesCoreMatcher(self, compiled, self._oc.Guide(compiled.handle, max_rollback=1 << 30))
+        t0 = perf_counter()
+        guide = self._oc.Guide(compiled.handle, max_rollback=1 << 30)
+        out = OutlinesCoreMatcher(self, compiled, guide)
+        out.engine_s = perf_counter() - t0
+        return out
 
 
 class OutlinesCoreMatcher(_PeerMatcher):
@@ -595,14 +811,20 @@ class OutlinesCoreMatcher(_PeerMatcher):
         self.guide = guide
         self.index = compiled.handle
 
-    def _fill_text(self, row: np.ndarray) -> MaskInfo:
-        self.guide.write_mask_into(row.ctypes.data, row.shape[0], 4)
-        return self._clip(row)
+    def _fill_native(self, row: np.ndarray) -> None:
+        ptr, words, guide = row.ctypes.data, row.shape[0], self.guide
+        t0 = perf_counter()
+        guide.write_mask_into(ptr, words, 4)
+        self.engine_s += perf_counter() - t0
 
     def _advance(self, token_id: int, data: bytes) -> Any:
-        if self.index.get_next_state(self.guide.get_state(), token_id) is None:
+        guide = self.guide
+        t0 = perf_counter()
+        if not self._trusted and self.index.get_next_state(guide.get_state(), token_id) is None:
+            self.engine_s += perf_counter() - t0
             return None
-        self.guide.advance(token_id, return_tokens=False)
+        guide.advance(token_id, return_tokens=False)
+        self.engine_s += perf_counter() - t0
         return True
 
     def _undo(self, record: Any) -> None:

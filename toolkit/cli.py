@@ -165,11 +165,19 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     df = run_bench(engines, args.data, vocab=args.vocab, out=args.out, limit=args.limit, timeout=timeout,
                    jobs=args.jobs, seed=args.seed, quick=args.quick, options=_engine_options(args.option),
                    source=args.source, memory_limit_gb=args.memory_limit, progress=not args.quiet,
-                   command=command)
+                   command=command, direct_check=args.direct_check)
     if len(df):
         counts = df.groupby(["engine", "status"]).size().unstack(fill_value=0)
         print(counts.to_string())
     print(f"records in {Path(args.out) / 'records.jsonl'}")
+    if args.direct_check and len(df):
+        from toolkit.direct import direct_markdown, direct_table
+        from toolkit.harness import read_records
+
+        wanted = set(zip(df["engine"], df["item"], strict=True))
+        recs = [r for r in read_records(args.out) if (r["engine"], r["item"]) in wanted]
+        print("\nmasklab's times against the engines called directly (µs; TTFM ms):")
+        print(direct_markdown(direct_table(recs)))
     if args.report:
         from toolkit.report import write_report
 
@@ -383,6 +391,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="an engine option, e.g. peer:xgrammar.strict_mode=false (repeatable)")
     b.add_argument("--memory-limit", type=float, default=None, metavar="GB",
                    help="resident memory per worker before it is killed (default: 80%% of RAM / jobs)")
+    b.add_argument("--direct-check", action="store_true",
+                   help="also call each peer directly through its own API on the same walks, and print "
+                        "masklab's times against those (toolkit.direct)")
     b.add_argument("--report", action="store_true", help="write the report into the run folder when done")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=_cmd_bench)

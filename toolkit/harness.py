@@ -63,6 +63,7 @@ import subprocess
 import sys
 import time
 import traceback
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
@@ -149,11 +150,14 @@ def _select_cases(cases: Sequence[Case], quick: bool) -> list[Case]:
     return valid + invalid
 
 
-def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native", quick: bool = False) -> dict[str, Any]:
+def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native", quick: bool = False,
+                 direct: bool = False) -> dict[str, Any]:
     """Compile ``item`` with ``engine`` and run its instances; the record (see module doc).
 
-    In-process and untimed-out: the harness calls it in a worker; a notebook may call it
-    directly to look at one item.
+    ``direct``: for an engine with a ``direct_check`` (the peers), also run the engine
+    directly through its own API on the same walks (``rec["direct"]``, see
+    :mod:`toolkit.direct`).  In-process and untimed-out: the harness calls it in a
+    worker; a notebook may call it directly to look at one item.
     """
     from toolkit import bitmask as bm
 
@@ -165,6 +169,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         "detail": "",
         "compile_s": None,
         "ttfm_s": None,
+        "ttfm_wall_s": None,
         "memory_bytes": None,
         "vocab_size": vocab.size,
         "tbm_s": [],
@@ -180,10 +185,15 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
     gc_was = gc.isenabled()
     gc.disable()
     try:
+        spec = _spec_for(engine, item, source)
+        # the direct check's compile goes first on half the items (by name), after on the rest
+        can_direct = direct and callable(getattr(engine, "direct_check", None))
+        direct_first = can_direct and zlib.crc32(item.name.encode()) % 2 == 0
+        runner = _direct_run(engine, spec, rec) if direct_first else None
         clear_toolkit_caches()
         t0 = perf()
         try:
-            compiled = engine.compile(_spec_for(engine, item, source))
+            compiled = engine.compile(spec)
             t1 = perf()
             m = engine.matcher(compiled)
             m.fill_bitmask(row)
@@ -192,8 +202,15 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             rec["status"] = "compile_error"
             rec["detail"] = f"{type(e).__name__}: {e}"[:2000]
             return rec
-        rec["compile_s"] = t1 - t0
-        rec["ttfm_s"] = t2 - t0
+        timed = bool(getattr(m, "times_engine", False))
+        if timed:  # the engine's own calls only: its compile, its matcher, its first fill
+            native_compile = float(getattr(compiled, "engine_s", t1 - t0))
+            rec["compile_s"] = native_compile
+            rec["ttfm_s"] = native_compile + m.engine_s
+        else:
+            rec["compile_s"] = t1 - t0
+            rec["ttfm_s"] = t2 - t0
+        rec["ttfm_wall_s"] = t2 - t0
         if m.error is not None:
             rec["status"] = "compile_error"
             rec["detail"] = f"first mask: {m.error}"[:2000]
@@ -208,8 +225,11 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
                 rec["compiled_stats"] = dict(stats())
             except Exception:  # noqa: BLE001
                 pass
+        if can_direct and not direct_first:
+            runner = _direct_run(engine, spec, rec)
         eos = vocab.eos_ids[0]
         tbm, allowed, sliced = rec["tbm_s"], rec["allowed"], rec["sliced"]
+        glue: list[float] = []
         failures: list[str] = []
         for k, case in enumerate(_select_cases(item.cases, quick)):
             try:
@@ -219,18 +239,51 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
                 rec["cases"].append({"valid": case.valid, "ok": None, "tokens": 0, "consumed": 0, "error": str(e)})
                 failures.append(f"case {k} skipped, cannot tokenize: {e}")
                 continue
+            if runner is not None and case.valid and k % 2 == 0:  # the direct walk first on even cases
+                direct_walk = _direct_walk(runner, tokens, rec)
+                runner = runner if direct_walk is not None else None
             m = engine.matcher(compiled)
+            # ours: the C session's own calls (MaskInfo is not built); a BaseMatcher: the
+            # protocol's calls, of which ``engine_s`` is the engine's part when it is timed
+            session = getattr(m, "session", None)
+            sfill = session.fill_bitmask if session is not None else None
+            saccept = session.accept_token if session is not None else None
+            maccept = getattr(m, "accept_allowed", m.accept_token)  # the bit is checked first
             consumed = 0
             digests: list[str] = []
             for t in tokens:
-                s = perf()
-                info = m.fill_bitmask(row)
-                ok = (int(row[0, t >> 5]) >> (t & 31)) & 1 and m.accept_token(t)
-                e_ = perf()
+                e_start = m.engine_s if timed else 0.0
+                if sfill is not None:
+                    s = perf()
+                    n_allowed, is_sliced = sfill(row, 0)
+                    e_ = perf()
+                else:
+                    s = perf()
+                    info = m.fill_bitmask(row)
+                    e_ = perf()
+                    n_allowed, is_sliced = info.allowed, info.sliced
+                spent = e_ - s
+                if (int(row[0, t >> 5]) >> (t & 31)) & 1:
+                    if saccept is not None:
+                        s = perf()
+                        ok = saccept(t)
+                        e_ = perf()
+                    else:
+                        s = perf()
+                        ok = maccept(t)
+                        e_ = perf()
+                    spent += e_ - s
+                else:
+                    ok = False
                 if case.valid:
-                    tbm.append(round(e_ - s, 9))
-                    allowed.append(info.allowed)
-                    sliced.append(bool(info.sliced))
+                    if timed:
+                        engine_spent = m.engine_s - e_start
+                        tbm.append(round(engine_spent, 9))
+                        glue.append(round(spent - engine_spent, 9))
+                    else:
+                        tbm.append(round(spent, 9))
+                    allowed.append(n_allowed)
+                    sliced.append(bool(is_sliced))
                     digests.append(blake2b(row, digest_size=8).hexdigest())
                 if not ok:
                     break
@@ -239,6 +292,12 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             entry: dict[str, Any] = {"valid": case.valid, "ok": accepted == case.valid, "tokens": len(tokens), "consumed": consumed}
             if case.valid:
                 entry["digests"] = digests
+                if runner is not None and k % 2 == 1:  # ... and after masklab's on odd ones
+                    direct_walk = _direct_walk(runner, tokens, rec)
+                    runner = runner if direct_walk is not None else None
+                if runner is not None:
+                    rec["direct"]["tbm_s"] += direct_walk
+                    rec["direct"]["steps"].append(len(direct_walk))
             if m.error is not None:
                 entry["error"] = m.error
             rec["cases"].append(entry)
@@ -249,6 +308,8 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
                                     + (f": {m.error}" if m.error else ""))
                 else:
                     failures.append(f"case {k} (invalid) accepted")
+        if timed:
+            rec["glue_s"] = glue
         if any(c["valid"] and c["ok"] is False for c in rec["cases"]):
             rec["status"] = "validation_error"
         elif any(not c["valid"] and c["ok"] is False for c in rec["cases"]):
@@ -261,10 +322,33 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         rec["wall_s"] = time.perf_counter() - t_start
 
 
+def _direct_run(engine: Any, spec: Any, rec: dict[str, Any]) -> Any:
+    """``engine.direct_check(spec)`` with its TTFM put in the record; None (and the reason
+    in the record) when the engine raised."""
+    try:
+        runner = engine.direct_check(spec)
+    except Exception as e:  # noqa: BLE001 - informative: the record keeps its verdict
+        rec["direct"] = {"error": f"{type(e).__name__}: {e}"[:500]}
+        return None
+    rec["direct"] = {"ttfm_s": runner.ttfm_s, "tbm_s": [], "steps": []}
+    return runner
+
+
+def _direct_walk(runner: Any, tokens: list[int], rec: dict[str, Any]) -> list[float] | None:
+    """The engine's direct walk of ``tokens``; None (and the reason in the record) when
+    the engine raised."""
+    try:
+        return list(runner.walk(tokens))
+    except Exception as e:  # noqa: BLE001 - informative: the record keeps its verdict
+        rec["direct"] = {"error": f"{type(e).__name__}: {e}"[:500]}
+        return None
+
+
 # ------------------------------------------------------------------ worker --
 
 
-def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str, quick: bool) -> None:
+def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str, quick: bool,
+                 direct: bool = False) -> None:
     """A worker: load the vocabulary, then serve ``(engine, item)`` tasks until told to stop."""
     os.environ.update(_SINGLE_THREAD_ENV)
     from strategies import get_engine
@@ -293,7 +377,7 @@ def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mappin
             conn.send(("engine", name, engine_info(engine, options.get(name, {}))))
         conn.send(("start", name, item.name))
         try:
-            rec = measure_item(engines[name], vocab, item, source=source, quick=quick)
+            rec = measure_item(engines[name], vocab, item, source=source, quick=quick, direct=direct)
         except Exception as e:  # noqa: BLE001 - a harness bug must not look like an engine crash
             rec = {"engine": name, "item": item.name, "kind": item.kind, "status": "crash",
                    "detail": f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}"[:4000]}
@@ -360,11 +444,13 @@ class _Slot:
 class _Pool:
     def __init__(self, jobs: int, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str,
                  quick: bool, timeout: float, memory_limit: float | None, *,
-                 startup_timeout: float = _STARTUP_TIMEOUT, target: Any = None) -> None:
+                 startup_timeout: float = _STARTUP_TIMEOUT, target: Any = None, direct: bool = False) -> None:
         self.ctx = mp.get_context("spawn")
         self.target = _worker_main if target is None else target
         self.startup_timeout = startup_timeout
         self.args = (vocab_spec, {k: dict(v) for k, v in options.items()}, source, quick)
+        if direct:
+            self.args += (True,)
         self.timeout = timeout
         self.memory_limit = memory_limit
         self.slots = [_Slot() for _ in range(jobs)]
@@ -587,10 +673,12 @@ def _now() -> str:
 
 
 def _check_resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[str, Mapping[str, Any]]) -> None:
-    for key in ("vocab", "data", "source", "quick"):
+    for key in ("vocab", "data", "source", "quick", "direct_check"):
         a, b = old.get(key), meta.get(key)
         if key == "vocab":
             a, b = (a or {}).get("spec"), (b or {}).get("spec")
+        elif key == "direct_check":  # runs from before the option had none
+            a, b = bool(a), bool(b)
         if a != b:
             raise HarnessError(
                 f"the output folder holds a run with {key}={a!r}, this one has {key}={b!r}; "
@@ -639,6 +727,7 @@ def run_bench(
     memory_limit_gb: float | None = None,
     progress: bool = True,
     command: str | None = None,
+    direct_check: bool = False,
 ) -> Any:
     """Run ``engines`` on the items of ``data``; returns a DataFrame of the records.
 
@@ -650,7 +739,9 @@ def run_bench(
     side.  ``quick``: at most :data:`QUICK_CASES` valid and invalid instances per item.
     ``options``: per engine name, keyword options for its factory.  ``source``:
     ``"native"`` or ``"grammar"`` (see the module doc).  ``memory_limit_gb``: resident
-    memory per worker before it is killed (default 80% of RAM / jobs).
+    memory per worker before it is killed (default 80% of RAM / jobs).  ``direct_check``:
+    each peer is also called directly through its own API on the same walks
+    (:mod:`toolkit.direct`).
     """
     import pandas as pd
 
@@ -704,6 +795,7 @@ def run_bench(
         "jobs": int(jobs),
         "quick": bool(quick),
         "source": source,
+        "direct_check": bool(direct_check),
         "memory_limit_gb": None if memory_limit_gb is None else round(memory_limit_gb, 2),
         "engines": {},
         "machine": machine_info(),
@@ -725,7 +817,7 @@ def run_bench(
 
     save_meta()
     pool = _Pool(jobs, vocab, options, source, quick, float(timeout),
-                 None if memory_limit_gb is None else memory_limit_gb * 2**30)
+                 None if memory_limit_gb is None else memory_limit_gb * 2**30, direct=direct_check)
     bar = _progress(len(tasks), progress)
     errors = 0
     try:

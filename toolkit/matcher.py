@@ -31,6 +31,9 @@ _EOS = object()  # history record of an accepted EOS
 class BaseMatcher:
     """Shared matcher logic; see the module doc for the hooks a strategy provides."""
 
+    #: ``_fill_text`` writes every word of the row (the row need not be cleared first)
+    writes_whole_row = False
+
     def __init__(self, vocab: Vocabulary) -> None:
         self.vocab = vocab
         self.error: str | None = None
@@ -68,9 +71,11 @@ class BaseMatcher:
         r = bitmask[row] if bitmask.ndim == 2 else bitmask
         if r.shape[0] != bm.words(self.vocab.size):
             raise ValueError(f"bitmask row has {r.shape[0]} words, vocabulary needs {bm.words(self.vocab.size)}")
-        r[:] = 0
+        live = self.error is None and not self._terminated
+        if not (live and self.writes_whole_row):
+            r[:] = 0
         sliced = False
-        if self.error is None and not self._terminated:
+        if live:
             try:
                 sliced = self._fill_text(r).sliced
             except Exception as e:  # noqa: BLE001 - nothing raises mid-decode
@@ -103,6 +108,11 @@ class BaseMatcher:
         if not self.vocab.token_bytes[t] or self.vocab.is_special(t):
             return False
         return self._accept_text(t)
+
+    def accept_allowed(self, token_id: int) -> bool:
+        """:meth:`accept_token` for a token the caller knows its last mask allowed (a
+        sampled token); an engine may skip its own check then.  Same result."""
+        return self.accept_token(token_id)
 
     def _accept_text(self, t: int) -> bool:
         """``accept_token``'s text path: ``t`` is a text token, the matcher live."""
@@ -198,6 +208,10 @@ class NativeMatcher:
 
     def accept_token(self, token_id: int) -> bool:
         """Consume one token; False (state unchanged) when the mask would not allow it."""
+        return self.session.accept_token(token_id)
+
+    def accept_allowed(self, token_id: int) -> bool:
+        """:meth:`accept_token` for a token the caller knows its last mask allowed."""
         return self.session.accept_token(token_id)
 
     def accept_tokens(self, token_ids: Sequence[int]) -> int:
