@@ -18,6 +18,8 @@ from toolkit.report import (
     DENSITY_CATEGORIES,
     ReportError,
     _styles,
+    common_items,
+    comparability_warnings,
     density_table,
     engine_styles,
     engine_table,
@@ -406,3 +408,71 @@ def test_unconstrained_references_never_mix_models(tmp_path: Path) -> None:
     assert set(one["setup"]) == {""} and unconstrained_references(one)[""].to_dict() == {1: 500.0, 8: 4000.0}
     png, pdf = plot_overhead(runs, tmp_path / "e2e_overhead")
     assert png.stat().st_size > 0 and pdf.stat().st_size > 0
+
+
+# ------------------------------------------------------------------ like with like
+
+
+def _walk(engine: str, item: str, digests: list[str], tbm_us: float = 1.0) -> dict[str, Any]:
+    n = len(digests)
+    rec = _rec(engine, item, "passing", tbm_us=[tbm_us] * n, allowed=[V] * n, ttfm=0.01)
+    rec["cases"] = [{"valid": True, "ok": True, "tokens": n, "consumed": n, "digests": digests}]
+    return rec
+
+
+def _like_run(tmp_path: Path) -> Path:
+    """Two engines: a and b passed by both (one step of a differs), c and d by one each."""
+    records = [
+        _walk(LLG, "a", ["x", "y", "z"]), _walk(XGR, "a", ["x", "q", "z"], tbm_us=5),
+        _walk(LLG, "b", ["x"]), _walk(XGR, "b", ["x"], tbm_us=5),
+        _walk(LLG, "c", ["x"], tbm_us=100), _rec(XGR, "c", "compile_error", detail="no"),
+        _walk(XGR, "d", ["x"], tbm_us=500), _rec(LLG, "d", "timeout", detail="slow"),
+    ]
+    engines = {LLG: {"version": "1", "options": {}}, XGR: {"version": "2", "options": {}}}
+    return _write_run(tmp_path / "like", _meta(engines), records)
+
+
+def test_common_items_and_the_mask_warning(tmp_path: Path) -> None:
+    run = _like_run(tmp_path)
+    runs = load_runs(run)
+    assert common_items(runs) == ["a", "b"]
+    warnings = comparability_warnings(runs)
+    assert len(warnings) == 1
+    assert f"{LLG} 1 and {XGR} 2 computed different masks on 1 of 4 common steps (1 of 2 items" in warnings[0]
+
+
+def test_report_times_the_common_items_and_says_so(tmp_path: Path) -> None:
+    run = _like_run(tmp_path)
+    md = write_report(run).read_text(encoding="utf-8")
+    assert "the 2 items (of 4) that every engine passed" in md
+    assert "## Warnings: not like for like" in md and "1 of 4 common steps" in md
+    eng = pd.read_csv(run / "engines.csv", index_col=0)
+    # timings over a and b only: 4 steps each, the slow lone items left out
+    assert eng.loc[f"{LLG} 1", "masks"] == 4 and eng.loc[f"{LLG} 1", "TBM max (µs)"] == pytest.approx(1)
+    assert eng.loc[f"{XGR} 2", "TBM max (µs)"] == pytest.approx(5)
+    # ... while the outcome counts are over every record
+    assert eng.loc[f"{LLG} 1", "timeout"] == 1 and eng.loc[f"{XGR} 2", "compile_error"] == 1
+    out = tmp_path / "all"
+    md_all = write_report(run, out=out, all_items=True).read_text(encoding="utf-8")
+    assert "each engine's own items (--all-items): 4 items" in md_all
+    eng_all = pd.read_csv(out / "engines.csv", index_col=0)
+    assert eng_all.loc[f"{LLG} 1", "masks"] == 5 and eng_all.loc[f"{XGR} 2", "TBM max (µs)"] == pytest.approx(500)
+
+
+def test_runs_on_different_vocabularies_or_data_warn(tmp_path: Path, run_a: Path) -> None:
+    meta = _meta({LLG: {"version": "1.9.1", "options": {"forcing": False}}})
+    meta["vocab"] = {"spec": "llama3:x", "size": 128256}
+    meta["data"] = "maskbench"
+    other = _write_run(tmp_path / "other", meta, [_rec(LLG, "s01", "passing", [7], [V], ttfm=0.03)])
+    warnings = comparability_warnings(load_runs([run_a, other]))
+    assert any("different vocabularies" in w for w in warnings)
+    assert any("different data" in w for w in warnings)
+
+
+def test_report_cli_warns_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from toolkit.cli import main
+
+    run = _like_run(tmp_path)
+    assert main(["report", str(run), "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and "computed different masks on 1 of 4 common steps" in err

@@ -25,7 +25,6 @@ regex by grouping leading digits with equal remainders.
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -38,6 +37,7 @@ import numpy as np
 from toolkit import _dfabuild
 from toolkit._utf8 import complement
 from toolkit.errors import LimitExceeded, UnsupportedSchema
+from toolkit.memo import memo
 from toolkit.regex import (
     DEFAULT_MAX_STATES,
     ByteDFA,
@@ -283,7 +283,7 @@ _DEC = _Base(10, _dec_class, "[0-9]")
 _HEX = _Base(16, _hex_class, "[0-9a-fA-F]")
 
 
-@functools.lru_cache(maxsize=8192)
+@memo(maxsize=8192)
 def _fixed_width(ranges: Ranges, width: int, base: _Base) -> str:
     """Regex of the ``width``-digit numerals (leading zeros kept) of the numbers in ``ranges``.
 
@@ -340,7 +340,7 @@ _RAW_OK: Ranges = _normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, _MAX_CP)])
 _BSL = "\\\\"  # the regex of one backslash in the JSON text
 
 
-@functools.lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _encode(ranges: Ranges) -> str:
     return encode_codepoints(ranges)
 
@@ -583,7 +583,7 @@ def _hex_digits(unit: int) -> str:
     return "".join(_HEX_RX[(unit >> shift) & 0xF] for shift in (12, 8, 4, 0))
 
 
-@functools.lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _literal_char(cp: int) -> str:
     """``encode_codepoints(((cp, cp),))`` of one non-surrogate code point, written
     directly: the general road (range sets, the hex digit renderer) is many times
@@ -602,7 +602,7 @@ def _literal_char(cp: int) -> str:
     return _group(parts)
 
 
-@functools.lru_cache(maxsize=8192)
+@memo(maxsize=8192)
 def json_string_literal(value: str) -> str:
     """Regex of every JSON text that decodes to exactly the string ``value``.
 
@@ -628,7 +628,7 @@ def json_string_literal(value: str) -> str:
     return "".join(out)
 
 
-@functools.lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def json_literal_dfa(value: str, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
     """The minimal DFA of :func:`json_string_literal` ``(value)``, written down directly.
 
@@ -760,7 +760,7 @@ def _norm_hi(b: _FracBound | None) -> _FracBound | None:
     return None if b is None else (b[0], b[1].rstrip("0"))
 
 
-@functools.lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def _frac(lo: _FracBound | None, hi: _FracBound | None) -> tuple[str | None, bool]:
     """Fraction digit strings ``G`` whose value ``0.G`` is within the bounds.
 

@@ -182,6 +182,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from toolkit.report import write_report
 
         print(f"report in {write_report([args.out])}")
+    if len(engines) > 1 and len(df):
+        _warn_comparability([args.out])
     return 0
 
 
@@ -312,10 +314,23 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     from toolkit.report import write_report
 
-    path = write_report(args.dirs, out=args.out)
+    path = write_report(args.dirs, out=args.out, all_items=args.all_items)
     print(path.read_text(encoding="utf-8"))
     print(f"written to {path.parent}")
+    _warn_comparability(args.dirs)
     return 0
+
+
+def _warn_comparability(dirs: Sequence[str]) -> None:
+    """Say on stderr what makes the engines of these bench runs not like for like."""
+    from toolkit.harness import records_file
+    from toolkit.report import comparability_warnings, load_runs
+
+    bench = [d for d in dirs if records_file(d).is_file()]
+    if not bench:
+        return
+    for w in comparability_warnings(load_runs(bench)):
+        print(f"warning: {w}", file=sys.stderr)
 
 
 def _cmd_agree(args: argparse.Namespace) -> int:
@@ -469,6 +484,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("dirs", nargs="+",
                    help="bench run folders (holding records.jsonl) and folders with generate runs in or below them")
     r.add_argument("--out", default=None, help="where to write (default: the first run folder)")
+    r.add_argument("--all-items", action="store_true",
+                   help="time each engine over its own passing items (default: the items every engine passed)")
     r.set_defaults(func=_cmd_report)
 
     ag = sub.add_parser("agree", help="do two engines of a bench run compute the same masks? (exit 1 if not)")

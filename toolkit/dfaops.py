@@ -15,11 +15,10 @@ whichever way they were built.  ``max_states`` bounds the reachable pairs.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from toolkit import _dfabuild
+from toolkit.memo import memo
 from toolkit.regex import DEFAULT_MAX_STATES, ByteDFA, _freeze, _minimize, compile_regex
 
 __all__ = ["intersect", "union", "difference", "disjoint", "compile_boolean"]
@@ -81,7 +80,7 @@ def disjoint(a: ByteDFA, b: ByteDFA) -> bool:
     return intersect(a, b).is_empty()
 
 
-@functools.lru_cache(maxsize=2048)
+@memo(maxsize=2048)
 def compile_boolean(
     regex: str, also: tuple[str, ...] = (), excluding: tuple[str, ...] = (), *, max_states: int = DEFAULT_MAX_STATES
 ) -> ByteDFA:

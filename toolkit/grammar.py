@@ -16,7 +16,6 @@ that every engine runs the very same language).
 
 from __future__ import annotations
 
-import functools
 import heapq
 import json
 import re
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.errors import GrammarError, LimitExceeded, RegexError, UnsupportedGrammar
+from toolkit.memo import memo
 from toolkit.regex import (
     DEFAULT_MAX_STATES,
     ByteDFA,
@@ -464,7 +464,7 @@ def _from_lark(text: str, start: str) -> Grammar:
     )
 
 
-@functools.lru_cache(maxsize=256)
+@memo(maxsize=256)
 def _cached_lark(text: str, start: str) -> Grammar:
     return _from_lark(text, start)
 

@@ -29,9 +29,11 @@ How items reach an engine (``source``):
   ("same grammar, different engine"; peers read it through ``to_lark``/``to_regex``).
 
 Grammar and regex items always go as a :class:`Grammar` (converted in the worker,
-counted in the compile time).  Every compile starts with the toolkit's caches empty
-(:func:`clear_toolkit_caches`), so no engine finds DFAs another one built for the
-same item: TTFM is a cold start for every engine, item and run order.  Before its
+counted in the compile time).  Every compile starts with the toolkit's shared caches
+empty (:func:`clear_toolkit_caches`), so no engine finds DFAs another one built for the
+same item.  masklab's engines keep their own memo of earlier items (a warm engine
+meeting a new schema, as in a server; :mod:`toolkit.memo`), the peers whatever their
+engine keeps; ``-o ENGINE.memo=false`` makes ours start every item cold.  Before its
 first item, a worker warms each engine up (:func:`warm_up`, untimed) on a one-symbol
 grammar and schema, so one-time library setup (Lark's meta-grammar, an engine's
 first-use initialization) lands on no item.
@@ -116,11 +118,14 @@ _CACHED_MODULES = ("toolkit.regex", "toolkit.dfaops", "toolkit._rxparse", "toolk
 
 
 def clear_toolkit_caches() -> None:
-    """Empty the toolkit's memo caches (regex parses, DFAs, schema fragments).
+    """Empty the toolkit's memo caches (regex parses, DFAs, schema fragments) in the
+    default scope (:mod:`toolkit.memo`).
 
-    The harness calls it before every compile, so each engine starts each item cold:
-    otherwise the engine measured second on an item would find the DFAs the first
-    one built (with ``--source grammar`` both build the same :class:`Grammar`).
+    The harness calls it before every compile, so no engine finds the DFAs another one
+    built for the same item (with ``--source grammar`` both build the same
+    :class:`Grammar`).  masklab's engines memoize in scopes of their own, which this
+    leaves alone: an engine keeps what its earlier items built, as a server's engine
+    instance does (option ``memo=False`` for cold starts).
     """
     import importlib
 
@@ -185,14 +190,14 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        spec = _spec_for(engine, item, source)
         # the direct check's compile goes first on half the items (by name), after on the rest
         can_direct = direct and callable(getattr(engine, "direct_check", None))
         direct_first = can_direct and zlib.crc32(item.name.encode()) % 2 == 0
-        runner = _direct_run(engine, spec, rec) if direct_first else None
+        runner = _direct_run(engine, _spec_for(engine, item, source), rec) if direct_first else None
         clear_toolkit_caches()
         t0 = perf()
         try:
+            spec = _spec_for(engine, item, source)  # a grammar item's Grammar counts in the compile
             compiled = engine.compile(spec)
             t1 = perf()
             m = engine.matcher(compiled)
@@ -404,6 +409,9 @@ def warm_up(engine: Any, vocab: Any) -> None:
         except Exception:  # noqa: BLE001, S112 - see the docstring
             continue
     clear_toolkit_caches()
+    clear_memo = getattr(engine, "clear_memo", None)
+    if callable(clear_memo):  # the engine's own memo starts empty too (toolkit.memo)
+        clear_memo()
 
 
 def _single_thread_torch() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from toolkit import bitmask as bm
+from toolkit.memo import MemoScope
 from toolkit.protocol import MaskInfo
 from toolkit.vocab import Vocabulary
 
@@ -279,10 +280,36 @@ class CompiledTables:
 class StrategyEngine:
     """What masklab's own engines share: :meth:`describe` records the package version
     and the engine's ``options`` dict, as the harness stores them; ``vocab_table`` is
-    the vocabulary in C for the native matchers (made once per engine)."""
+    the vocabulary in C for the native matchers (made once per engine); :meth:`compile`
+    runs the engine's ``_compile`` in the engine's own memo scope (:mod:`toolkit.memo`:
+    the DFAs and schema fragments of its earlier compiles are kept, as a server's engine
+    instance keeps them), or, with the option ``memo=False``, in the default scope that
+    the harness empties before every compile (a cold start each time)."""
 
     options: dict[str, Any]
     vocab: Vocabulary
+
+    def _compile(self, spec: Any) -> Any:
+        raise NotImplementedError
+
+    def compile(self, spec: Any) -> Any:
+        """Compile ``spec`` (what the engine accepts: see its ``_compile``)."""
+        if not self.options.get("memo", True):
+            return self._compile(spec)
+        with self.memo.active():
+            return self._compile(spec)
+
+    @property
+    def memo(self) -> MemoScope:
+        """The engine's memo scope (made on first use)."""
+        scope = self.__dict__.get("_memo")
+        if scope is None:
+            scope = self.__dict__["_memo"] = MemoScope(getattr(self, "name", type(self).__name__))
+        return scope
+
+    def clear_memo(self) -> None:
+        """Forget what the engine memoized (the harness does after its warm-up)."""
+        self.memo.clear()
 
     @property
     def vocab_table(self) -> Any:

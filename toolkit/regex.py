@@ -45,7 +45,7 @@ hundred levels) they raise :class:`~toolkit.errors.RegexError`.
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -61,9 +61,11 @@ from interegular.patterns import (
 )
 
 from toolkit import _dfabuild
+from toolkit import memo as _memo
 from toolkit._rxparse import parse
 from toolkit._utf8 import complement, ranges_of, utf8_sequences
 from toolkit.errors import LimitExceeded, RegexError
+from toolkit.memo import memo
 
 __all__ = [
     "ByteDFA",
@@ -314,21 +316,21 @@ def _template(cp_ranges: list[tuple[int, int]]) -> tuple[tuple[tuple[int, int, i
     return tuple(tuple(es) for es in states)
 
 
-@functools.lru_cache(maxsize=8192)
+@memo(maxsize=8192)
 def _utf8_sequences(lo: int, hi: int) -> tuple[tuple[tuple[int, int], ...], ...]:
     if hi < 0x80:
         return (((lo, hi),),)
     return tuple(utf8_sequences(lo, hi))
 
 
-@functools.lru_cache(maxsize=8192)
+@memo(maxsize=8192)
 def _char_group_template(chars: frozenset[str], negated: bool, case_insensitive: bool):
     cps = _case_variants(chars) if case_insensitive else {ord(c) for c in chars}
     ranges = ranges_of(cps)
     return _template(complement(ranges) if negated else ranges)
 
 
-@functools.lru_cache(maxsize=2)
+@memo(maxsize=2)
 def _dot_template(single_line: bool):
     return _template(complement([] if single_line else [(0x0A, 0x0A)]))
 
@@ -497,7 +499,6 @@ def _freeze(table: np.ndarray, accepting: np.ndarray, start: int, pattern: str |
     return ByteDFA(table, classes, accepting, int(start), pattern)
 
 
-_CACHE: OrderedDict[tuple[str, int, bool], ByteDFA] = OrderedDict()
 _CACHE_ENTRIES = 4096
 _CACHE_MAX_TABLE = 1 << 20  # bytes: larger DFAs are not kept (a worker compiles thousands)
 
@@ -506,15 +507,16 @@ def _compile_cached(pattern: str, max_states: int, unicode: bool = False) -> Byt
     """:func:`compile_regex` behind an LRU cache of the small DFAs (grammar terminals
     repeat; a big schema regex is compiled once and would only pin memory)."""
     key = (pattern, max_states, unicode)
-    dfa = _CACHE.get(key)
+    cache = _memo.current().table("toolkit.regex.compile_regex")
+    dfa = cache.get(key)
     if dfa is not None:
-        _CACHE.move_to_end(key)
+        cache.move_to_end(key)
         return dfa
     dfa = _compile(pattern, max_states, unicode)
     if dfa.memory_bytes() <= _CACHE_MAX_TABLE:
-        _CACHE[key] = dfa
-        if len(_CACHE) > _CACHE_ENTRIES:
-            _CACHE.popitem(last=False)
+        cache[key] = dfa
+        if len(cache) > _CACHE_ENTRIES:
+            cache.popitem(last=False)
     return dfa
 
 
@@ -551,8 +553,9 @@ def _compile_nfa(pattern: str, max_states: int, unicode: bool) -> ByteDFA:
 
 
 def clear_cache() -> None:
-    """Forget the cached DFAs of :func:`compile_regex` (the harness measures cold starts)."""
-    _CACHE.clear()
+    """Forget the cached DFAs of :func:`compile_regex` in the active memo scope
+    (:mod:`toolkit.memo`; the harness measures cold starts)."""
+    _memo.current().table("toolkit.regex.compile_regex").clear()
 
 
 def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES, unicode: bool = False) -> ByteDFA:
@@ -571,7 +574,7 @@ def compile_regex(pattern: str, *, max_states: int = DEFAULT_MAX_STATES, unicode
     return _compile_cached(pattern, max_states, bool(unicode))
 
 
-@functools.lru_cache(maxsize=4096)
+@memo(maxsize=4096)
 def compile_literal(data: bytes) -> ByteDFA:
     """The DFA of exactly one byte string (a chain; already minimal)."""
     n = len(data)

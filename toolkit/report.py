@@ -97,7 +97,7 @@ HIGH_DENSITY = 0.85
 TBM_PERCENTILES: tuple[float, ...] = (25, 50, 75, 90, 95, 99, 99.9)
 TTFM_PERCENTILES: tuple[float, ...] = (50, 75, 90, 99)
 
-_LIST_FIELDS = ("tbm_s", "allowed", "sliced", "cases")
+_LIST_FIELDS = ("tbm_s", "glue_s", "allowed", "sliced", "cases", "direct")
 _NUMERIC_FIELDS = ("compile_s", "ttfm_s", "memory_bytes", "vocab_size", "wall_s")
 
 # Okabe & Ito (2008) colour-blind-safe palette; yellow last (weak on white).
@@ -160,6 +160,10 @@ class Runs:
     masks: pd.DataFrame
     meta: list[dict[str, Any]]
     engines: list[str] = field(default_factory=list)
+    #: (engine label, item) -> the mask digests of each valid instance, as recorded
+    digests: dict[tuple[str, str], list[list[str]]] = field(default_factory=dict)
+    #: what the timing tables are over, when not every record (see :func:`common_items`)
+    scope: str = ""
 
     def __post_init__(self) -> None:
         if not self.engines and "engine_label" in self.records:
@@ -302,11 +306,13 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
     engine_order = [label for _, _, label in order]
 
     rows: list[dict[str, Any]] = []
+    digests: dict[tuple[str, str], list[list[str]]] = {}
     m_label: list[np.ndarray] = []
     m_item: list[np.ndarray] = []
     m_run: list[np.ndarray] = []
     m_step: list[np.ndarray] = []
     m_tbm: list[np.ndarray] = []
+    m_glue: list[np.ndarray] = []
     m_allowed: list[np.ndarray] = []
     m_sliced: list[np.ndarray] = []
     m_vocab: list[np.ndarray] = []
@@ -321,6 +327,8 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
             label = labels[i][engine]
             tbm, allowed, sliced = _mask_arrays(rec)
             cases = rec.get("cases") if isinstance(rec.get("cases"), list) else []
+            digests[(label, item)] = [c.get("digests") for c in cases
+                                      if isinstance(c, dict) and isinstance(c.get("digests"), list)]
             row = {k: v for k, v in rec.items() if k not in _LIST_FIELDS}
             row.update(
                 run=i,
@@ -332,6 +340,7 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
                 masks=len(tbm),
                 cases=len(cases),
                 cases_ok=sum(1 for c in cases if isinstance(c, dict) and c.get("ok")),
+                has_direct=isinstance(rec.get("direct"), dict),
             )
             if row.get("vocab_size") is None:
                 row["vocab_size"] = run_vocab
@@ -343,6 +352,9 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
                 m_run.append(np.full(n, i))
                 m_step.append(np.arange(n))
                 m_tbm.append(tbm)
+                glue = rec.get("glue_s")
+                m_glue.append(np.array(glue, dtype=float) if isinstance(glue, list) and len(glue) == n
+                              else np.full(n, np.nan))
                 m_allowed.append(allowed)
                 m_sliced.append(sliced)
                 vs = row["vocab_size"]
@@ -369,12 +381,107 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
             "item": cat(m_item, object),
             "step": cat(m_step, int),
             "tbm_s": cat(m_tbm, float),
+            "glue_s": cat(m_glue, float),
             "allowed": allowed_all,
             "density": density,
             "sliced": cat(m_sliced, bool),
         }
     )
-    return Runs(records=records, masks=masks, meta=metas, engines=engine_order)
+    return Runs(records=records, masks=masks, meta=metas, engines=engine_order, digests=digests)
+
+
+# ------------------------------------------------------------------ like with like
+
+
+def common_items(runs: Runs) -> list[str]:
+    """The items every engine label of ``runs`` passed (in record order)."""
+    recs = runs.records
+    if not len(recs) or not runs.engines:
+        return []
+    passing = recs[recs["status"] == "passing"]
+    per = passing.groupby("item", sort=False)["engine_label"].nunique()
+    want = len({str(e) for e in recs["engine_label"].dropna().unique()})
+    return [str(i) for i, n in per.items() if n == want]
+
+
+def restrict(runs: Runs, items: Iterable[str], scope: str = "") -> Runs:
+    """``runs`` with only the records and masks of ``items``."""
+    keep = set(items)
+    recs = runs.records[runs.records["item"].isin(keep)].reset_index(drop=True)
+    masks = runs.masks[runs.masks["item"].isin(keep)].reset_index(drop=True)
+    digests = {k: v for k, v in runs.digests.items() if k[1] in keep}
+    return Runs(records=recs, masks=masks, meta=runs.meta, engines=list(runs.engines), digests=digests,
+                scope=scope)
+
+
+def comparable(runs: Runs, all_items: bool = False) -> Runs:
+    """What the comparison tables and figures are drawn from: by default the items every
+    engine passed (``scope`` says how many of how many); ``all_items``: every record,
+    each engine over its own items.  When no item passed for every engine, every record
+    too, and ``scope`` says so."""
+    n_items = int(runs.records["item"].nunique()) if len(runs.records) else 0
+    if all_items or len(runs.engines) < 2:
+        what = "each engine's own items (--all-items)" if all_items and len(runs.engines) > 1 else "every item"
+        return restrict(runs, runs.records["item"].unique() if n_items else [],
+                        f"{what}: {n_items:,} items")
+    common = common_items(runs)
+    if not common:
+        return restrict(runs, runs.records["item"].unique(),
+                        f"no item passed for every engine: each engine's own items ({n_items:,} items)")
+    return restrict(runs, common, f"the {len(common):,} items (of {n_items:,}) that every engine passed")
+
+
+def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple[int, int, int]:
+    """(differing steps, compared steps, items with a difference) of engines ``a`` and
+    ``b`` over ``items``: each valid instance's digests, step by step, as far as both went."""
+    diff = total = n_items = 0
+    for item in items:
+        da, db = runs.digests.get((a, item)), runs.digests.get((b, item))
+        if not da or not db or len(da) != len(db):
+            continue
+        item_diff = 0
+        for ca, cb in zip(da, db, strict=True):
+            n = min(len(ca), len(cb))
+            total += n
+            item_diff += sum(1 for x, y in zip(ca[:n], cb[:n], strict=True) if x != y)
+        diff += item_diff
+        n_items += item_diff > 0
+    return diff, total, n_items
+
+
+def comparability_warnings(runs: Runs) -> list[str]:
+    """What makes the engines of one table not like for like: runs on different
+    vocabularies or data, and engines that computed different masks on the steps they
+    share (from the recorded digests, on the items both passed)."""
+    out: list[str] = []
+    vocabs = _unique(_vocab_key(m) for m in runs.meta)
+    if len(vocabs) > 1:
+        out.append(f"the runs used different vocabularies ({' / '.join(vocabs)}): their masks and times "
+                   "are not comparable")
+    datas = _unique(str(m.get("data")) for m in runs.meta if m.get("data"))
+    if len(datas) > 1:
+        out.append(f"the runs used different data ({' / '.join(datas)}): their items differ")
+    if len(vocabs) > 1:
+        return out
+    recs = runs.records
+    passing = recs[recs["status"] == "passing"]
+    items_of = {str(k): set(g["item"]) for k, g in passing.groupby("engine_label", observed=True)}
+    labels = [e for e in runs.engines if e in items_of]
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            shared = sorted(items_of[a] & items_of[b])
+            diff, total, n_items = _mask_differences(runs, a, b, shared)
+            if diff:
+                out.append(f"{a} and {b} computed different masks on {diff:,} of {total:,} common steps "
+                           f"({n_items:,} of {len(shared):,} items both passed): their times are not of "
+                           "the same work")
+    return out
+
+
+def _vocab_key(meta: Mapping[str, Any]) -> str:
+    v = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
+    spec, size = v.get("spec"), v.get("size")
+    return f"{spec} ({size} ids)" if spec or size else ""
 
 
 # ---------------------------------------------------------------------------- tables
@@ -395,7 +502,8 @@ def _pct_name(p: float) -> str:
 def engine_table(runs: Runs) -> pd.DataFrame:
     """MaskBench-style table, one row per engine label (index ``engine``).
 
-    Columns: ``TBM avg/p25/p50/p75/p90/p95/p99/p99.9/max (µs)`` over every mask step;
+    Columns: ``TBM avg/p25/p50/p75/p90/p95/p99/p99.9/max (µs)`` over every mask step
+    (and ``TBM glue avg/p50`` where an adapter timed the engine apart from its own work);
     ``TTFM avg/p50/p75/p90/p99 (ms)`` over the items that reached a first mask;
     ``masks``, ``items``, one count per status in :data:`STATUSES` (plus ``other``
     when a record has another status) and ``passing %``.  Engines without masks or
@@ -407,6 +515,11 @@ def engine_table(runs: Runs) -> pd.DataFrame:
         for k, g in masks.groupby("engine_label", observed=True)["tbm_s"]
     }
     rec_groups = {str(k): g for k, g in recs.groupby("engine_label", observed=True)}
+    has_glue = "glue_s" in masks and bool(masks["glue_s"].notna().any())
+    glue_groups = {
+        str(k): g.to_numpy(dtype=float) * 1e6
+        for k, g in masks.groupby("engine_label", observed=True)["glue_s"]
+    } if has_glue else {}
     known = set(STATUSES)
     has_other = bool((~recs["status"].isin(known)).any()) if len(recs) else False
     rows = []
@@ -420,6 +533,11 @@ def engine_table(runs: Runs) -> pd.DataFrame:
         for p, v in zip(TBM_PERCENTILES, tbm_stats[1:], strict=True):
             row[f"TBM {_pct_name(p)} (µs)"] = v
         row["TBM max (µs)"] = float(np.nanmax(tbm)) if np.any(~np.isnan(tbm)) else math.nan
+        if has_glue:
+            glue = glue_groups.get(label, np.empty(0))
+            glue = glue[~np.isnan(glue)]
+            row["TBM glue avg (µs)"] = float(glue.mean()) if len(glue) else math.nan
+            row["TBM glue p50 (µs)"] = float(np.median(glue)) if len(glue) else math.nan
         ttfm_stats = _stats(ttfm, TTFM_PERCENTILES)
         row["TTFM avg (ms)"] = ttfm_stats[0]
         for p, v in zip(TTFM_PERCENTILES, ttfm_stats[1:], strict=True):
@@ -952,11 +1070,18 @@ def _run_section(i: int, meta: dict[str, Any]) -> list[str]:
 
 
 _HOW_TO_READ = """\
-**TBM** (time between masks) is the time of one mask step: `fill_bitmask` for the
-next token, the check that the token is allowed, and `accept_token`, measured over
-every valid test instance of every item; the TBM statistics pool all steps of an
-engine.  **TTFM** (time to first mask) is grammar compilation plus the first mask,
-one value per item that got that far.  avg is the mean; pNN are percentiles computed
+**TBM** (time between masks) is the time of one mask step as a server makes it: the
+engine's own call that fills the next token's mask and its own call that accepts the
+token, over every valid test instance of every item; the TBM statistics pool all
+steps of an engine.  For masklab's strategies that is the C session's fill and accept;
+for a peer (`peer:...`) the engine's native calls, timed inside the adapter, while
+what the adapter adds (the protocol's checks, clearing non-text ids, EOS) is the
+*glue* columns, outside TBM.  **TTFM** (time to first mask) is grammar compilation
+plus the first mask, one value per item that got that far; for a peer, its compile
+call, its matcher and its first fill.  Timing tables and figures are over the items
+every engine passed unless the report says otherwise (`masklab report --all-items`:
+each engine over its own), so every engine is timed on the same work; the outcome
+table counts every record.  avg is the mean; pNN are percentiles computed
 with numpy's default linear interpolation.  Statuses: *passing* (every test instance
 handled correctly), *compile_error*, *timeout*, *crash*, *validation_error* (a valid
 instance rejected) and *invalidation_error* (an invalid instance accepted: the
@@ -1007,6 +1132,8 @@ def _failures(runs: Runs, limit: int = 20) -> list[str]:
 def write_report(
     dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
     out: str | os.PathLike[str] | None = None,
+    *,
+    all_items: bool = False,
 ) -> Path:
     """Load ``dirs`` and write the report into ``out`` (default: the first directory).
 
@@ -1018,6 +1145,10 @@ def write_report(
     ``e2e_steps.png/.pdf``.  Returns the path of ``report.md``.  Raises
     :class:`ReportError` (a ``ValueError``) for a directory that is neither, or a
     bench run that cannot be read or has no records.
+
+    Timing tables, the density table and the figures are over the items every engine
+    passed (:func:`comparable`; ``all_items``: each engine's own), the outcome table over
+    every record; the report opens with :func:`comparability_warnings`.
     """
     paths = _as_dirs(dirs)
     if not paths:
@@ -1045,18 +1176,36 @@ def write_report(
         report = out_dir / "report.md"
         report.write_text("\n".join(lines + e2e_lines).rstrip() + "\n", encoding="utf-8")
         return report
-    runs = load_runs(bench)
+    everything = load_runs(bench)
+    runs = comparable(everything, all_items)
+    warnings = comparability_warnings(everything)
 
     engines = engine_table(runs)
+    outcomes = engine_table(everything)
     density = density_table(runs)
-    engines.to_csv(out_dir / "engines.csv")
+    # the CSV: timings over the compared items, outcomes over every record
+    timing = [c for c in engines.columns if c.startswith(("TBM", "TTFM"))] + ["masks"]
+    pd.concat([engines[timing], outcomes.drop(columns=[c for c in timing if c in outcomes])],
+              axis=1).to_csv(out_dir / "engines.csv")
     density.to_csv(out_dir / "density.csv")
     plot_tbm_cdf(runs, out_dir / "tbm_cdf")
     plot_ttfm_cdf(runs, out_dir / "ttfm_cdf")
     plot_density(runs, out_dir / "density")
+    direct_lines: list[str] = []
+    if bool(everything.records.get("has_direct", pd.Series(dtype=bool)).any()):
+        from toolkit.direct import direct_markdown, direct_table
+
+        table = direct_table(r for d in bench for r in load_records(d)[0])
+        table.to_csv(out_dir / "direct.csv", index=False)
+        direct_lines = ["## Per-mask truth: masklab's times against the engines called directly", "",
+                        "Each peer through masklab (its own calls timed inside the adapter) and called directly "
+                        "through its own API on the same walks (`masklab bench --direct-check`, "
+                        "`toolkit.direct`); our strategies against the peer they reimplement, called directly. "
+                        "TBM in µs, TTFM in ms; full precision in `direct.csv`.", "",
+                        direct_markdown(table), ""]
 
     timing_cols = [c for c in engines.columns if c.startswith(("TBM", "TTFM"))]
-    outcome_cols = [c for c in engines.columns if c not in timing_cols]
+    outcome_cols = [c for c in outcomes.columns if not c.startswith(("TBM", "TTFM"))]
     tbm = engines[[c for c in timing_cols if c.startswith("TBM")] + ["masks"]]
     tbm = tbm.rename(columns=lambda c: c.replace("TBM ", "").replace(" (µs)", ""))
     ttfm = engines[[c for c in timing_cols if c.startswith("TTFM")]]
@@ -1076,11 +1225,14 @@ def write_report(
         "",
         f"{n_runs} run{'s' if n_runs != 1 else ''} · vocabulary: {_vocab_text(runs)} · "
         f"data: {_data_text(runs)} · {len(runs.engines)} engine(s) · "
-        f"{len(runs.records):,} records · {len(runs.masks):,} mask steps",
+        f"{len(everything.records):,} records · {len(everything.masks):,} mask steps",
         "",
-        "## Runs",
+        f"**Timings over {runs.scope}.**",
         "",
     ]
+    if warnings:
+        lines += ["## Warnings: not like for like", ""] + [f"* {w}" for w in warnings] + [""]
+    lines += ["## Runs", ""]
     for i, meta in enumerate(runs.meta):
         lines += _run_section(i, meta)
     lines += [
@@ -1094,7 +1246,7 @@ def write_report(
         "",
         "## Outcomes (items per status)",
         "",
-        to_markdown(engines[[c for c in outcome_cols if c != "masks"]], ".1f", intfmt=","),
+        to_markdown(outcomes[[c for c in outcome_cols if c != "masks"]], ".1f", intfmt=","),
         "",
         "## Masks by density",
         "",
@@ -1121,7 +1273,8 @@ def write_report(
         "The full-precision tables are `engines.csv` and `density.csv`.",
         "",
     ]
-    lines += _failures(runs)
+    lines += direct_lines
+    lines += _failures(everything)
     lines += [""] + e2e_lines
     report = out_dir / "report.md"
     report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")

@@ -37,6 +37,8 @@ puts a matcher in the sticky error state of the protocol.  ``mask_cache`` (defau
 True) keeps each matcher's last mask with its key, the lexer state and the Earley rows,
 as llguidance's bias cache does: inside a long lexeme the lexer state often loops, and
 the next mask is then a copy (``False`` walks every time, for ablations).
+``memo`` (default True) keeps the DFAs and schema fragments of the engine's earlier
+compiles (:mod:`toolkit.memo`); False starts every compile cold.
 """
 
 from __future__ import annotations
@@ -272,6 +274,7 @@ class LLGuidanceEngine(GrammarEngine):
         max_row_items: int = 10_000,
         max_steps: int = 1_000_000,
         mask_cache: bool = True,
+        memo: bool = True,
     ) -> None:
         if isinstance(slices, str):
             if slices == "default":
@@ -288,6 +291,8 @@ class LLGuidanceEngine(GrammarEngine):
                            ("max_steps", max_steps)):
             if int(value) < 1:
                 raise ValueError(f"{opt} must be positive, got {value}")
+        if not isinstance(memo, bool):
+            raise ValueError(f"memo must be a bool, got {memo!r}")
         self.vocab = vocab
         self.whitespace = whitespace
         self.max_lexer_states = int(max_lexer_states)
@@ -299,13 +304,13 @@ class LLGuidanceEngine(GrammarEngine):
         self.options = {
             "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace,
             "max_lexer_states": self.max_lexer_states, "max_row_items": self.max_row_items,
-            "max_steps": self.max_steps, "mask_cache": self.mask_cache,
+            "max_steps": self.max_steps, "mask_cache": self.mask_cache, "memo": memo,
         }
         self.trie = TokenTrie(vocab)
         self.slicer = Slicer(vocab, self.trie, regexes) if regexes else None
         self.eos_ids = np.asarray(vocab.eos_ids, dtype=np.int64)
 
-    def compile(self, spec: Any) -> LLGuidanceCompiled:
+    def _compile(self, spec: Any) -> LLGuidanceCompiled:
         t0 = time.perf_counter()
         grammar, kind = self.grammar_for(spec)
         t1 = time.perf_counter()

@@ -108,7 +108,8 @@ class OutlinesEngine(StrategyEngine):
     ``grammar_max_depth`` (in grammars; None refuses recursive grammars),
     ``max_states`` (DFA), ``max_regex_length``,
     ``max_memory`` (bytes per index), ``dense_min_tokens`` (a state with this many
-    allowed tokens keeps a bitmask row; None: whichever form is smaller).
+    allowed tokens keeps a bitmask row; None: whichever form is smaller), ``memo``
+    (default True: the DFAs of earlier compiles are kept, :mod:`toolkit.memo`).
     """
 
     name = "outlines"
@@ -133,6 +134,7 @@ class OutlinesEngine(StrategyEngine):
         max_regex_length: int = 1_000_000,
         max_memory: int = DEFAULT_MAX_MEMORY,
         dense_min_tokens: int | None = None,
+        memo: bool = True,
     ) -> None:
         if schema_regex not in _SCHEMA_REGEX:
             raise ValueError(f"schema_regex must be one of {_SCHEMA_REGEX}, got {schema_regex!r}")
@@ -144,6 +146,8 @@ class OutlinesEngine(StrategyEngine):
                            ("max_memory", max_memory)):
             if int(value) < 1:
                 raise ValueError(f"{opt} must be positive, got {value}")
+        if not isinstance(memo, bool):
+            raise ValueError(f"memo must be a bool, got {memo!r}")
         self.vocab = vocab
         self.schema_regex = schema_regex
         self.whitespace = whitespace
@@ -159,7 +163,7 @@ class OutlinesEngine(StrategyEngine):
             "whitespace_pattern": whitespace_pattern, "max_depth": self.max_depth,
             "grammar_max_depth": grammar_max_depth,
             "max_states": self.max_states, "max_regex_length": self.max_regex_length,
-            "max_memory": self.max_memory, "dense_min_tokens": dense_min_tokens,
+            "max_memory": self.max_memory, "dense_min_tokens": dense_min_tokens, "memo": memo,
         }
         self.trie = TokenTrie(vocab)
         self._token_blob, self._token_offsets = vocab.byte_table()
@@ -197,7 +201,7 @@ class OutlinesEngine(StrategyEngine):
             max_length=self.max_regex_length,
         )
 
-    def compile(self, spec: Any) -> OutlinesCompiled:
+    def _compile(self, spec: Any) -> OutlinesCompiled:
         """Regex → minimal byte DFA → token index; the startup cost the harness measures."""
         t0 = time.perf_counter()
         regex, kind = self.regex_for(spec)

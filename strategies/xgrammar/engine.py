@@ -40,6 +40,8 @@ and the same cache), and the limits ``max_items`` (Earley items in one chart, de
 10,000) and ``max_cache_bytes`` (the mask cache of one grammar, default 1 GiB).
 Exceeding one is a :class:`~toolkit.errors.LimitExceeded`: at compile time it is
 raised, while decoding it puts the matcher in the protocol's sticky error state.
+``memo`` (default True) keeps the DFAs and schema fragments of the engine's earlier
+compiles (:mod:`toolkit.memo`); False starts every compile cold.
 """
 
 from __future__ import annotations
@@ -248,6 +250,7 @@ class XGrammarEngine(GrammarEngine):
         max_items: int = 10_000,
         max_cache_bytes: int = 1 << 30,
         share_walks: bool = True,
+        memo: bool = True,
     ) -> None:
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
@@ -255,6 +258,8 @@ class XGrammarEngine(GrammarEngine):
                                 ("max_cache_bytes", max_cache_bytes, 1)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(f"{opt} must be an integer >= {low}, got {value!r}")
+        if not isinstance(memo, bool):
+            raise ValueError(f"memo must be a bool, got {memo!r}")
         self.vocab = vocab
         self.whitespace = whitespace
         self.inline_max = int(inline_max)
@@ -264,12 +269,13 @@ class XGrammarEngine(GrammarEngine):
         self.max_cache_bytes = int(max_cache_bytes)
         self.share_walks = share_walks
         self.options = {"whitespace": whitespace, "inline_max": self.inline_max, "max_items": self.max_items,
-                        "max_cache_bytes": self.max_cache_bytes, "share_walks": share_walks}
+                        "max_cache_bytes": self.max_cache_bytes, "share_walks": share_walks,
+                        "memo": memo}
         self.trie = TokenTrie(vocab)
         self._blob, self._offsets = self.trie.token_blob()
         self._text_words = bm.set_bits(bm.allocate(vocab.size)[0], self.trie.token_ids).view(np.uint32)
 
-    def compile(self, spec: Any) -> XGrammarCompiled:
+    def _compile(self, spec: Any) -> XGrammarCompiled:
         t0 = time.perf_counter()
         grammar, kind = self.grammar_for(spec)
         t1 = time.perf_counter()
