@@ -25,6 +25,7 @@ regex by grouping leading digits with equal remainders.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -583,7 +584,7 @@ def _hex_digits(unit: int) -> str:
     return "".join(_HEX_RX[(unit >> shift) & 0xF] for shift in (12, 8, 4, 0))
 
 
-@memo(maxsize=4096)
+@functools.lru_cache(maxsize=8192)  # a pure string helper, called per character: no scope
 def _literal_char(cp: int) -> str:
     """``encode_codepoints(((cp, cp),))`` of one non-surrogate code point, written
     directly: the general road (range sets, the hex digit renderer) is many times

@@ -379,6 +379,11 @@ def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mappin
             _single_thread_torch()
             warm_up(engine, vocab)
             engines[name] = engine
+            # the vocabulary and the engines are for good: out of the collector's sight, so
+            # the collection before each item (measure_item) does not sweep them through
+            # the CPU caches (for every engine alike; a server process does the same)
+            gc.collect()
+            gc.freeze()
             conn.send(("engine", name, engine_info(engine, options.get(name, {}))))
         conn.send(("start", name, item.name))
         try:

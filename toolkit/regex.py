@@ -45,6 +45,7 @@ hundred levels) they raise :class:`~toolkit.errors.RegexError`.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -164,7 +165,11 @@ def check_class_form(table: object, classes: object, *, what: str = "the DFA",
     """``(table, classes)`` as C-contiguous int32 ``(n >= 1, k <= 256)`` and uint8
     ``(256,)`` arrays, every class below ``k`` and (``targets``) every entry a state in
     ``[0, n)``, or a ValueError that names ``what``: the check the C walks over a class
-    form rely on (llguidance's lexemes, outlines' token index, the trie walk)."""
+    form rely on (llguidance's lexemes, outlines' token index, the trie walk).  The
+    frozen arrays of a :class:`ByteDFA` this module built pass without a second look."""
+    known = _BUILT.get((id(table), id(classes)))
+    if known is not None and known[0]() is table and known[1]() is classes:
+        return table, classes  # type: ignore[return-value]
     t, c = np.asarray(table), np.asarray(classes)
     for name, a in (("the table", t), ("classes", c)):
         if a.dtype.kind not in "iu":  # a float or object array is not cast silently
@@ -185,6 +190,11 @@ def check_class_form(table: object, classes: object, *, what: str = "the DFA",
 
 
 _IDENTITY_COLUMNS = np.arange(256, dtype=np.int32)
+
+#: the (table, classes) pairs :func:`_freeze` made: read-only, int32/uint8, every class
+#: a column and every entry a state by construction (weak references: ids are reused)
+_BUILT: dict[tuple[int, int], tuple[weakref.ref[np.ndarray], weakref.ref[np.ndarray]]] = {}
+_BUILT_MAX = 1 << 17
 
 
 def from_transitions(trans: np.ndarray, accepting: np.ndarray, start: int, pattern: str | None = None) -> ByteDFA:
@@ -496,6 +506,9 @@ def _freeze(table: np.ndarray, accepting: np.ndarray, start: int, pattern: str |
     table.setflags(write=False)
     classes.setflags(write=False)
     accepting.setflags(write=False)
+    if len(_BUILT) >= _BUILT_MAX:
+        _BUILT.clear()
+    _BUILT[(id(table), id(classes))] = (weakref.ref(table), weakref.ref(classes))
     return ByteDFA(table, classes, accepting, int(start), pattern)
 
 
