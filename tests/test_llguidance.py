@@ -694,7 +694,7 @@ def test_compile_inputs_stats_memory_and_describe() -> None:
     d = eng.describe()
     assert d["options"] == {"slices": CUSTOM_SLICES, "whitespace": "compact", "max_lexer_states": 250_000,
                             "max_row_items": 10_000, "max_steps": 1_000_000,
-                            "mask_cache": True}
+                            "mask_cache": True, "memo": True}
     assert isinstance(d["version"], str) and d["version"]
     assert get_engine("llguidance", LEX).describe()["options"]["slices"] == "default"
 

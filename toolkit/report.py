@@ -793,7 +793,8 @@ def _data_text(runs: Runs) -> str:
 
 
 def _subtitle(runs: Runs) -> str:
-    return f"vocabulary: {_vocab_text(runs, short=True)} · data: {_data_text(runs)}"
+    text = f"vocabulary: {_vocab_text(runs, short=True)} · data: {_data_text(runs)}"
+    return f"{text}\n{runs.scope}" if runs.scope else text
 
 
 def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
