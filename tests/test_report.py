@@ -476,3 +476,14 @@ def test_report_cli_warns_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["report", str(run), "--out", str(tmp_path / "r")]) == 0
     err = capsys.readouterr().err
     assert "warning:" in err and "computed different masks on 1 of 4 common steps" in err
+
+
+def test_the_terminal_summary_keeps_the_pairs_that_differ_most(tmp_path: Path) -> None:
+    third = "masklab:third"
+    records = [_walk(LLG, "a", ["x", "y", "z"]), _walk(XGR, "a", ["x", "q", "z"]), _walk(third, "a", ["u", "v", "w"])]
+    engines = {LLG: {"version": "1"}, XGR: {"version": "2"}, third: {"version": "3"}}
+    runs = load_runs(_write_run(tmp_path / "three", _meta(engines), records))
+    assert len(comparability_warnings(runs)) == 3
+    short = comparability_warnings(runs, limit=1)
+    assert len(short) == 2 and "on 3 of 3 common steps" in short[0]
+    assert short[1] == "... and 2 more pairs of engines with different masks (all in report.md)"

@@ -329,7 +329,7 @@ def _warn_comparability(dirs: Sequence[str]) -> None:
     bench = [d for d in dirs if records_file(d).is_file()]
     if not bench:
         return
-    for w in comparability_warnings(load_runs(bench)):
+    for w in comparability_warnings(load_runs(bench), limit=3):
         print(f"warning: {w}", file=sys.stderr)
 
 

@@ -449,10 +449,12 @@ def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple
     return diff, total, n_items
 
 
-def comparability_warnings(runs: Runs) -> list[str]:
+def comparability_warnings(runs: Runs, limit: int | None = None) -> list[str]:
     """What makes the engines of one table not like for like: runs on different
     vocabularies or data, and engines that computed different masks on the steps they
-    share (from the recorded digests, on the items both passed)."""
+    share (from the recorded digests, on the items both passed).  ``limit``: at most
+    that many pairs of engines, those with the most differing steps first, and a last
+    line counting the rest (the terminal's summary; the report lists every pair)."""
     out: list[str] = []
     vocabs = _unique(_vocab_key(m) for m in runs.meta)
     if len(vocabs) > 1:
@@ -467,15 +469,21 @@ def comparability_warnings(runs: Runs) -> list[str]:
     passing = recs[recs["status"] == "passing"]
     items_of = {str(k): set(g["item"]) for k, g in passing.groupby("engine_label", observed=True)}
     labels = [e for e in runs.engines if e in items_of]
+    pairs: list[tuple[int, str]] = []
     for i, a in enumerate(labels):
         for b in labels[i + 1:]:
             shared = sorted(items_of[a] & items_of[b])
             diff, total, n_items = _mask_differences(runs, a, b, shared)
             if diff:
-                out.append(f"{a} and {b} computed different masks on {diff:,} of {total:,} common steps "
-                           f"({n_items:,} of {len(shared):,} items both passed): their times are not of "
-                           "the same work")
-    return out
+                pairs.append((diff, f"{a} and {b} computed different masks on {diff:,} of {total:,} common "
+                                    f"steps ({n_items:,} of {len(shared):,} items both passed): their times "
+                                    "are not of the same work"))
+    if limit is not None and len(pairs) > limit:
+        pairs.sort(key=lambda p: -p[0])
+        rest = len(pairs) - limit
+        return out + [t for _, t in pairs[:limit]] + [
+            f"... and {rest} more pair{'s' if rest > 1 else ''} of engines with different masks (all in report.md)"]
+    return out + [t for _, t in pairs]
 
 
 def _vocab_key(meta: Mapping[str, Any]) -> str:
