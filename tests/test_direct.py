@@ -5,6 +5,8 @@ Real data: the embedded schemas with the Tekken vocabulary, the peers as install
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -92,3 +94,27 @@ def test_peer_fill_overwrites_a_dirty_row_and_accept_allowed_is_accept_token(voc
         assert a.accept_token(t) and b.accept_allowed(t)
     assert a.is_terminated() and b.is_terminated()
     assert a.engine_s > 0 and b.engine_s > 0
+
+
+def test_run_bench_direct_check_records_and_refuses_a_mixed_resume(tmp_path) -> None:
+    """Through the worker pool: the run says it was a direct check, every peer record has
+    its direct walks lined up with its own, and resuming the folder without the check
+    is refused (its times would mix two kinds of record)."""
+    from toolkit.harness import HarnessError, read_records, run_bench
+
+    out = tmp_path / "run"
+    schemas = [i for i in select_items(None) if i.kind == "schema"][:2]
+    data = tmp_path / "data"
+    data.mkdir()
+    for item in schemas:
+        (data / f"{item.name}.json").write_text(item.path.read_text(encoding="utf-8"), encoding="utf-8")
+    run_bench(["peer:llguidance", "llguidance"], data, out=out, quick=True, direct_check=True, progress=False)
+
+
+    assert json.loads((out / "run.json").read_text(encoding="utf-8"))["direct_check"] is True
+    recs = read_records(out)
+    peer = [r for r in recs if r["engine"] == "peer:llguidance"]
+    assert len(peer) == 2 and all(sum(r["direct"]["steps"]) == len(r["tbm_s"]) > 0 for r in peer)
+    assert all("direct" not in r for r in recs if r["engine"] == "llguidance")
+    with pytest.raises(HarnessError, match="direct_check"):
+        run_bench(["peer:llguidance"], data, out=out, quick=True, progress=False)
