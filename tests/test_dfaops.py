@@ -129,3 +129,60 @@ def test_boolean_terminals_mean_the_same_in_llguidance() -> None:
         m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", text))
         ok = m.consume_tokens(list(s.encode())) and not m.is_error() and m.is_accepting()
         assert bool(ok) == g.accepts(s), s
+
+
+WORD_CHARS = list("ab\"\\ .|-\t{}*") + ["é", "中", "😀", "\x00", "\x7f"]
+WORDS = st.lists(st.text(alphabet=WORD_CHARS, max_size=5), min_size=1, max_size=8)
+BASES = ['"[^"\\\\\\x00-\\x1f]*"', "[a-c]*", "a(?:b|c)*|x", "(?:ab)+", '"(?:[^"\\\\]|\\\\.)*"', ".*", "", "x*y"]
+
+
+def _same(a, b) -> bool:
+    return (a.start == b.start and np.array_equal(a.table, b.table) and np.array_equal(a.classes, b.classes)
+            and np.array_equal(a.accepting, b.accepting))
+
+
+@settings(max_examples=300, deadline=None)
+@given(WORDS, st.text(alphabet="\"ab", max_size=2), st.text(alphabet="\"ab", max_size=2))
+def test_a_set_of_literals_is_written_down_as_the_regex_road_builds_it(words, pre, post) -> None:
+    """compile_regex's trie road (literal_words -> literal_set) gives the subset
+    construction's arrays, and literal_words reads back exactly the words."""
+    from toolkit.regex import _compile_nfa, _direct, literal_words
+
+    pattern = re.escape(pre) + "(?:" + "|".join(re.escape(w) for w in words) + ")" + re.escape(post)
+    assert literal_words(pattern) == sorted({(pre + w + post).encode() for w in words})
+    assert _same(_direct(pattern, 200_000), _compile_nfa(pattern, 200_000, False))
+
+
+def test_literal_words_reads_only_escaped_literals() -> None:
+    from toolkit.regex import literal_words
+
+    assert literal_words("ab") == [b"ab"]
+    assert literal_words('"(?:a|b\\|c|)"') == [b'""', b'"a"', b'"b|c"']
+    for pattern in ("a.b", "(?i)ab", "a\\d", "a(?:b)c(?:d)", "(?:a|b)*", "a|b", "[ab]", '"(?:\ud800)"'):
+        assert literal_words(pattern) is None, pattern
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(BASES), WORDS, st.booleans())
+def test_minus_words_is_the_difference_with_the_words(base, words, quoted) -> None:
+    """compile_boolean's road for excluded keys: the trie in front of the DFA, equal
+    to the product with the alternation's DFA, array for array."""
+    from toolkit.dfaops import minus_words
+
+    q = '"' if quoted else ""
+    ex = [(q + w + q).encode() for w in words]
+    got = minus_words(compile_regex(base), sorted(set(ex)))
+    want = difference(compile_regex(base), compile_regex("(?:" + "|".join(re.escape(w.decode()) for w in ex) + ")"))
+    assert _same(got, want)
+    excluded_regex = q + "(?:" + "|".join(re.escape(w) for w in words) + ")" + q
+    assert _same(compile_boolean(base, (), (excluded_regex,)), want)
+
+
+def test_minus_words_limit_and_empty() -> None:
+    from toolkit.dfaops import minus_words
+
+    assert minus_words(compile_regex("a|b"), [b"a", b"b"]).is_empty()
+    assert minus_words(compile_regex("[a-z]*"), [b"abc"]).fullmatch(b"abd")
+    with pytest.raises(LimitExceeded):
+        minus_words(compile_regex("[a-z]*"), [bytes([97 + i % 26]) * 30 + str(i).encode() for i in range(20)],
+                    max_states=50)

@@ -49,7 +49,7 @@ from toolkit.errors import LimitExceeded
 
 cnp.import_array()
 
-__all__ = ["byte_classes", "determinize", "json_literal", "minimize", "product", "renumber"]
+__all__ = ["byte_classes", "determinize", "json_literal", "literal_set", "minimize", "minus_words", "product", "renumber"]
 
 cdef enum:
     ERR_MEMORY = 1
@@ -1155,8 +1155,6 @@ def json_literal(str value, int64_t max_states):
     cdef int64_t j
     cdef unsigned char utf8[4]
     cdef int nb
-    cdef uint8_t used[256]
-    cdef int32_t cls[256]
     if 3 + 6 * <int64_t>L > max_states:
         raise LimitExceeded("max_states", 3 + 6 * <int64_t>L, max_states)
     cdef _Trie T = _Trie()
@@ -1227,7 +1225,23 @@ def json_literal(str value, int64_t max_states):
     T.edge(cur, 0x22, end)
     if T.n > max_states:
         raise LimitExceeded("max_states", T.n, max_states)
-    # the bytes on edges, each its own class (in byte order); the rest one dead class 0
+    acc = np.zeros(T.n, dtype=np.uint8)
+    acc[end] = 1
+    # minimal as built: no two states have one future (each state is a place in one
+    # character of value, and the texts left from two places decode to different
+    # rests or start differently), so numbering it canonically is all there is to do
+    return _minimal_of_edges(T, acc, True)
+
+
+cdef tuple _minimal_of_edges(_Trie T, acc, bint minimal):
+    """``(table, accepting, column)`` of the deterministic edges ``T`` (states 0 dead,
+    1 start, every state live) and ``acc`` (uint8, one per state), minimized (or, when
+    the caller knows it is ``minimal`` already, only numbered canonically): each byte
+    on an edge its own column (in byte order), the other bytes one dead column 0."""
+    cdef uint8_t used[256]
+    cdef int32_t cls[256]
+    cdef int32_t k, b
+    cdef int64_t j
     memset(used, 0, sizeof(used))
     for j in range(T.ne):
         used[T.e[3 * j + 1]] = 1
@@ -1239,16 +1253,282 @@ def json_literal(str value, int64_t max_states):
         else:
             cls[b] = 0
     small = np.zeros((T.n, k), dtype=np.int32)
-    acc = np.zeros(T.n, dtype=np.uint8)
     cdef int32_t[:, ::1] sv = small
     for j in range(T.ne):
         sv[T.e[3 * j], cls[T.e[3 * j + 1]]] = T.e[3 * j + 2]
-    acc[end] = 1
-    mt, macc = minimize(small, acc)
+    if minimal:
+        mt, macc = renumber(small, acc, 1)
+    else:
+        mt, macc = minimize(small, acc)
     column = np.empty(256, dtype=np.int32)
     for b in range(256):
         column[b] = cls[b]
     return mt, macc, column
+
+
+def literal_set(list words, int64_t max_states):
+    """The minimal DFA of a finite set of byte strings, written down as a trie:
+    ``(table, accepting, column)`` as :func:`json_literal` returns them, or None when
+    the trie (the dead state included, as :func:`determinize` counts the subset
+    construction of the same alternation) has more than ``max_states`` states.
+
+    ``words``: ``bytes``, sorted and without repeats (each word shares its longest
+    common prefix with the one before it, so the trie is built in one pass).
+    """
+    cdef Py_ssize_t i, j, n = len(words), L, lcp, prev_len = 0, total = 0
+    cdef int32_t s, t
+    cdef const unsigned char* w
+    cdef const unsigned char* pw = NULL
+    cdef bytes word, prev = None
+    for word in words:
+        total += len(word)
+    cdef _Trie T = _Trie()
+    T.e = <int32_t*>malloc(3 * sizeof(int32_t) * (total + 1))
+    cdef int32_t* path = <int32_t*>malloc(sizeof(int32_t) * (total + 1))
+    if T.e == NULL or path == NULL:
+        free(path)
+        raise MemoryError(f"literal_set: no memory for {n} words of {total} bytes")
+    acc_list = []
+    T.n = 2
+    path[0] = 1
+    for i in range(n):
+        word = words[i]
+        w = word
+        L = len(word)
+        lcp = 0
+        if pw != NULL:
+            while lcp < L and lcp < prev_len and w[lcp] == pw[lcp]:
+                lcp += 1
+        s = path[lcp]
+        for j in range(lcp, L):
+            t = T.state()
+            T.edge(s, w[j], t)
+            path[j + 1] = t
+            s = t
+        acc_list.append(s)
+        prev = word
+        pw = prev
+        prev_len = L
+    free(path)
+    if T.n > max_states:
+        return None
+    acc = np.zeros(T.n, dtype=np.uint8)
+    for s in acc_list:
+        acc[s] = 1
+    return _minimal_of_edges(T, acc, False)
+
+
+def minus_words(const int32_t[:, ::1] table, const uint8_t[::1] classes, const uint8_t[::1] accepting,
+                int32_t start, list words, int64_t max_states):
+    """``L(dfa) \\ words``: a DFA in class form (``table`` int32 ``(n, k)``, state 0
+    dead; ``classes`` uint8 ``(256,)``; ``accepting`` uint8) less a finite set of byte
+    strings (``bytes``, sorted, without repeats), as :func:`product` would build it
+    with the words' trie but without that trie's DFA or the joint classes: the trie of
+    the words' paths through the DFA (each node a copy of the DFA state it reaches, not
+    accepting where a word ends) in front of the DFA itself, trimmed and minimized.
+    Returns ``(table, accepting, column)`` as :func:`json_literal` does (each byte of a
+    word its own column, the other bytes by their class), or None when the language
+    is empty.  More than ``max_states`` reachable states raise :class:`LimitExceeded`.
+    """
+    cdef int32_t nb = table.shape[0], kb = table.shape[1], k = 0, c, b, q, s, t, x, m
+    cdef Py_ssize_t i, j, L, lcp, n_words = len(words), total = 0, prev_depth = 0, prev_len = 0
+    cdef const unsigned char* w
+    cdef const unsigned char* pw = NULL
+    cdef bytes word
+    cdef bint dead
+    if classes.shape[0] != 256 or accepting.shape[0] != nb or not 0 <= start < nb:
+        raise ValueError(f"minus_words: need 256 classes, one flag per state and a start state, got "
+                         f"{classes.shape[0]} classes, {accepting.shape[0]} flags for {nb} states, start {start}")
+    _check_targets("minus_words", table, nb)
+    for b in range(256):
+        if classes[b] >= kb:
+            raise ValueError(f"minus_words: byte {b} is in class {classes[b]}, the table has {kb}")
+    if start == 0:
+        return None
+    for word in words:
+        total += len(word)
+    cdef _Trie T = _Trie()
+    T.e = <int32_t*>malloc(3 * sizeof(int32_t) * (total + 1))
+    cdef int32_t* path = <int32_t*>malloc(sizeof(int32_t) * (total + 1))
+    cdef int32_t* bs = <int32_t*>malloc(sizeof(int32_t) * (total + 2))
+    cdef uint8_t* ends = <uint8_t*>calloc(total + 2, 1)
+    if T.e == NULL or path == NULL or bs == NULL or ends == NULL:
+        free(path)
+        free(bs)
+        free(ends)
+        raise MemoryError(f"minus_words: no memory for {n_words} words of {total} bytes")
+    # the trie, word by word in sorted order: a word shares its longest common prefix
+    # with the one before; a path stops where the DFA dies (no longer word is in L)
+    T.n = 2
+    path[0] = 1
+    bs[1] = start
+    for i in range(n_words):
+        word = words[i]
+        w = word
+        L = len(word)
+        lcp = 0
+        if pw != NULL:  # over the word before's bytes, up to the one where it died
+            while lcp < L and lcp < prev_len and lcp <= prev_depth and w[lcp] == pw[lcp]:
+                lcp += 1
+        pw = w
+        prev_len = L
+        if lcp > prev_depth:  # through the byte where the word before died: so does this one
+            continue
+        s = path[lcp]
+        q = bs[s]
+        dead = False
+        j = lcp
+        while j < L:
+            q = table[q, classes[w[j]]]
+            if q == 0:
+                dead = True
+                break
+            t = T.state()
+            bs[t] = q
+            T.edge(s, w[j], t)
+            path[j + 1] = t
+            s = t
+            j += 1
+        if not dead:
+            ends[s] = 1
+        prev_depth = j
+    free(path)
+    # columns: each byte on a trie edge its own, the others by their class; numbered
+    # in order of the smallest byte (the order minimize numbers in)
+    cdef int32_t key_col[512]
+    cdef int32_t column[256]
+    cdef int32_t rep[256]
+    cdef uint8_t used[256]
+    memset(used, 0, sizeof(used))
+    for j in range(T.ne):
+        used[T.e[3 * j + 1]] = 1
+    for c in range(512):
+        key_col[c] = -1
+    for b in range(256):
+        c = 256 + b if used[b] else classes[b]
+        if key_col[c] < 0:
+            key_col[c] = k
+            rep[k] = b
+            k += 1
+        column[b] = key_col[c]
+    # states: the DFA's (same ids), then trie node x as nb + x - 1 (the root, x = 1, starts)
+    cdef int32_t n = nb + T.n - 1
+    cdef int32_t* tab = <int32_t*>malloc(sizeof(int32_t) * <int64_t>n * k)
+    cdef uint8_t* acc = <uint8_t*>malloc(n)
+    cdef int32_t* new_id = <int32_t*>calloc(n, sizeof(int32_t))
+    cdef int32_t* order = <int32_t*>malloc(sizeof(int32_t) * n)
+    cdef int32_t* npred = <int32_t*>calloc(n + 1, sizeof(int32_t))
+    cdef int32_t* preds = <int32_t*>malloc(sizeof(int32_t) * <int64_t>n * k + 1)
+    cdef uint8_t* live = <uint8_t*>calloc(n, 1)
+    if tab == NULL or acc == NULL or new_id == NULL or order == NULL or npred == NULL or preds == NULL or live == NULL:
+        free(tab); free(acc); free(new_id); free(order); free(npred); free(preds); free(live); free(bs); free(ends)
+        raise MemoryError(f"minus_words: no memory for {n} states")
+    cdef int32_t reached = 0, top, e
+    with nogil:
+        for s in range(nb):
+            acc[s] = accepting[s] != 0
+            for c in range(k):
+                tab[<int64_t>s * k + c] = table[s, classes[rep[c]]]
+        for x in range(1, T.n):
+            s = nb + x - 1
+            q = bs[x]
+            acc[s] = accepting[q] != 0 and not ends[x]
+            for c in range(k):
+                tab[<int64_t>s * k + c] = table[q, classes[rep[c]]]
+        for j in range(T.ne):
+            tab[<int64_t>(nb + T.e[3 * j] - 1) * k + column[T.e[3 * j + 1]]] = nb + T.e[3 * j + 2] - 1
+        # reachable from the start, breadth-first (order[0] is the dead state)
+        order[0] = 0
+        order[1] = nb
+        new_id[nb] = 1
+        m = 2
+        i = 1
+        while i < m:
+            s = order[i]
+            for c in range(k):
+                t = tab[<int64_t>s * k + c]
+                if t and not new_id[t]:
+                    new_id[t] = m
+                    order[m] = t
+                    m += 1
+            i += 1
+        reached = m
+        # live: reaches an accepting state (predecessor lists over the reached states)
+        for i in range(1, m):
+            s = order[i]
+            for c in range(k):
+                t = tab[<int64_t>s * k + c]
+                if t:
+                    npred[t + 1] += 1
+        for s in range(n):
+            npred[s + 1] += npred[s]
+        for i in range(1, m):
+            s = order[i]
+            for c in range(k):
+                t = tab[<int64_t>s * k + c]
+                if t:
+                    preds[npred[t]] = s
+                    npred[t] += 1
+        for s in range(n - 1, -1, -1):
+            npred[s + 1] = npred[s]
+        npred[0] = 0
+        top = 0
+        for i in range(1, m):
+            s = order[i]
+            if acc[s]:
+                live[s] = 1
+                order[top] = s  # order[0..top) is reused as the stack (ids are in new_id)
+                top += 1
+        # order's reachable list is no longer needed past this point: new_id keeps it
+        while top:
+            top -= 1
+            t = order[top]
+            for e in range(npred[t], npred[t + 1]):
+                s = preds[e]
+                if not live[s]:
+                    live[s] = 1
+                    order[top] = s
+                    top += 1
+    free(bs)
+    free(ends)
+    free(npred)
+    free(preds)
+    if reached > max_states:
+        free(tab); free(acc); free(new_id); free(order); free(live)
+        raise LimitExceeded("max_states", reached, max_states)
+    if not live[nb]:
+        free(tab); free(acc); free(new_id); free(order); free(live)
+        return None
+    # the reached live states, numbered in their breadth-first order (start 1)
+    cdef int32_t* final_id = <int32_t*>calloc(reached, sizeof(int32_t))
+    if final_id == NULL:
+        free(tab); free(acc); free(new_id); free(order); free(live)
+        raise MemoryError(f"minus_words: no memory for {n} states")
+    m = 0
+    for s in range(n):
+        if new_id[s] and live[s]:
+            final_id[new_id[s]] = 1  # mark, numbered below in breadth-first order
+    for i in range(1, reached):
+        if final_id[i]:
+            m += 1
+            final_id[i] = m
+    small = np.zeros((m + 1, k), dtype=np.int32)
+    small_acc = np.zeros(m + 1, dtype=np.uint8)
+    cdef int32_t[:, ::1] sv = small
+    cdef uint8_t[::1] sav = small_acc
+    for s in range(n):
+        if new_id[s] and live[s]:
+            x = final_id[new_id[s]]
+            sav[x] = acc[s]
+            for c in range(k):
+                t = tab[<int64_t>s * k + c]
+                sv[x, c] = final_id[new_id[t]] if t and live[t] else 0
+    free(tab); free(acc); free(new_id); free(order); free(live); free(final_id)
+    mt, macc = minimize(small, small_acc)
+    col = np.empty(256, dtype=np.int32)
+    for b in range(256):
+        col[b] = column[b]
+    return mt, macc, col
 
 
 # ------------------------------------------------------------- byte classes ----

@@ -19,9 +19,16 @@ import numpy as np
 
 from toolkit import _dfabuild
 from toolkit.memo import memo
-from toolkit.regex import DEFAULT_MAX_STATES, ByteDFA, _freeze, _minimize, compile_regex
+from toolkit.regex import (
+    DEFAULT_MAX_STATES,
+    ByteDFA,
+    _freeze,
+    _minimize,
+    compile_regex,
+    literal_words,
+)
 
-__all__ = ["intersect", "union", "difference", "disjoint", "compile_boolean"]
+__all__ = ["intersect", "union", "difference", "disjoint", "minus_words", "compile_boolean"]
 
 _OPS = ("and", "or", "diff")
 
@@ -54,8 +61,7 @@ def _product(a: ByteDFA, b: ByteDFA, op: str, max_states: int) -> ByteDFA:
         np.asarray(b.accepting, dtype=bool).view(np.uint8), int(b.start),
         op, max_states)
     if made is None:
-        return _freeze(np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=bool), 0, None,
-                       np.zeros(256, dtype=np.int32))
+        return _empty()
     table, acc, start = _minimize(made[0], made[1])
     return _freeze(table, acc, start, None, column)
 
@@ -80,6 +86,32 @@ def disjoint(a: ByteDFA, b: ByteDFA) -> bool:
     return intersect(a, b).is_empty()
 
 
+def minus_words(dfa: ByteDFA, words: list[bytes], *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal DFA of ``L(dfa)`` less a finite set of byte strings (sorted, without
+    repeats): :func:`difference` with the words' trie, built in one pass in C
+    (:func:`toolkit._dfabuild.minus_words`) without the trie's own DFA."""
+    made = _dfabuild.minus_words(dfa.table, dfa.classes, np.asarray(dfa.accepting, dtype=bool).view(np.uint8),
+                                 int(dfa.start), words, max_states)
+    if made is None:
+        return _empty()
+    return _freeze(made[0], made[1], 1, None, made[2])
+
+
+def _empty() -> ByteDFA:
+    return _freeze(np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=bool), 0, None, np.zeros(256, dtype=np.int32))
+
+
+def _words(patterns: tuple[str, ...]) -> list[bytes] | None:
+    """The words of patterns that are all finite sets of literals (:func:`literal_words`), or None."""
+    out: set[bytes] = set()
+    for p in patterns:
+        ws = literal_words(p)
+        if ws is None:
+            return None
+        out.update(ws)
+    return sorted(out)
+
+
 @memo(maxsize=2048)
 def compile_boolean(
     regex: str, also: tuple[str, ...] = (), excluding: tuple[str, ...] = (), *, max_states: int = DEFAULT_MAX_STATES
@@ -91,6 +123,9 @@ def compile_boolean(
             break
         dfa = intersect(dfa, compile_regex(r, max_states=max_states), max_states=max_states)
     if excluding and not dfa.is_empty():
+        words = _words(excluding)
+        if words is not None:  # a list of keys: its trie in front of the DFA, no product
+            return minus_words(dfa, words, max_states=max_states)
         if len(excluding) == 1:
             ex = compile_regex(excluding[0], max_states=max_states)
         else:

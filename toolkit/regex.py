@@ -45,6 +45,7 @@ hundred levels) they raise :class:`~toolkit.errors.RegexError`.
 from __future__ import annotations
 
 import functools
+import re
 import weakref
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -533,10 +534,42 @@ def _compile_cached(pattern: str, max_states: int, unicode: bool = False) -> Byt
     return dfa
 
 
+# re.escape's image: the characters it escapes, each after a backslash; all others bare
+_SPECIAL = re.escape("\t\n\x0b\x0c\r #$&()*+-.?[\\]^{|}~")  # as a class body
+_LIT = f"(?:[^{_SPECIAL}]|\\\\[{_SPECIAL}])*"
+_LITERAL_GROUP = re.compile(f"({_LIT})(?:\\(\\?:({_LIT}(?:\\|{_LIT})*)\\)({_LIT}))?", re.S)
+_ALTERNATIVE = re.compile(f"({_LIT})\\|", re.S)
+_UNESCAPE = re.compile(r"\\(.)", re.S)
+
+
+def literal_words(pattern: str) -> list[bytes] | None:
+    """The UTF-8 words of a pattern that is a finite set of literals written as
+    :func:`re.escape` writes them, around at most one group of alternatives
+    (``P(?:A|B|...)S``, the shape of a list of excluded keys), sorted and without
+    repeats; None for any other pattern (or one with a lone surrogate)."""
+    m = _LITERAL_GROUP.fullmatch(pattern)
+    if m is None:
+        return None
+    pre, body, post = (_UNESCAPE.sub(r"\1", g or "") for g in (m.group(1), m.group(2), m.group(3)))
+    alts = [""] if m.group(2) is None else [_UNESCAPE.sub(r"\1", a) for a in _ALTERNATIVE.findall(m.group(2) + "|")]
+    try:
+        return sorted({(pre + a + post).encode() for a in alts})
+    except UnicodeEncodeError:
+        return None
+
+
 def _direct(pattern: str, max_states: int) -> ByteDFA | None:
-    """The DFA of a pattern whose minimal DFA is written down directly, or None: a JSON
-    string with length bounds (:func:`toolkit._jsonregex.json_string_dfa`), whose NFA
-    would be one copy of a 20-state character per unit of ``maxLength``."""
+    """The DFA of a pattern whose minimal DFA is written down directly, or None: a
+    finite set of literals (:func:`literal_words`; the trie of the words, minimized,
+    where the subset construction would walk a Thompson NFA of the same alternation),
+    or a JSON string with length bounds (:func:`toolkit._jsonregex.json_string_dfa`),
+    whose NFA would be one copy of a 20-state character per unit of ``maxLength``."""
+    words = literal_words(pattern)
+    if words is not None:
+        made = _dfabuild.literal_set(words, max_states)
+        if made is None:  # over the limit: the usual road says so in its own words
+            return None
+        return _freeze(made[0], made[1], 1, pattern, made[2])
     if not (pattern.startswith('"') and pattern.endswith('"')):
         return None
     from toolkit._jsonregex import json_string_bounds, json_string_dfa
