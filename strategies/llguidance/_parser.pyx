@@ -351,23 +351,33 @@ cdef class ParserTables:
         self.g_lex = <int32_t*>malloc(max(1, total) * sizeof(int32_t))
         self.g_acc = <uint8_t*>calloc(max(1, total), 1)
         self.g_ext = <uint8_t*>calloc(max(1, total), 1)
-        # per global state: its lexeme, accepting, can extend (dead states 0: neither);
-        # built with numpy, a lexeme DFA may have 100k+ states
-        g_lex = np.repeat(np.arange(self.n_lex, dtype=np.int32),
-                          np.diff(np.array([self.lex_off[l] for l in range(self.n_lex + 1)], dtype=np.int64)))
-        g_acc = np.zeros(max(1, total), dtype=np.uint8)
-        g_ext = np.zeros(max(1, total), dtype=np.uint8)
+        if self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL:
+            raise MemoryError()
+        # per global state: its lexeme, accepting, can extend (dead states 0: neither)
+        cdef const int32_t* tr
+        cdef const uint8_t* ac
+        cdef int32_t k, col, lo
         for l in range(self.n_lex):
-            table, classes, acc, start = lexemes[l]
-            a = self._keep[l]
-            lo, hi = self.lex_off[l], self.lex_off[l + 1]
-            g_acc[lo:hi] = np.asarray(acc, dtype=bool)
-            g_ext[lo:hi] = (a != 0).any(axis=1)
-            g_acc[lo] = g_ext[lo] = 0  # the dead state
-        if total:
-            memcpy(self.g_lex, cnp.PyArray_DATA(g_lex), total * sizeof(int32_t))
-            memcpy(self.g_acc, cnp.PyArray_DATA(g_acc), total)
-            memcpy(self.g_ext, cnp.PyArray_DATA(g_ext), total)
+            acc = lexemes[l][2]
+            if not (cnp.PyArray_Check(acc) and cnp.PyArray_ITEMSIZE(<cnp.ndarray>acc) == 1
+                    and cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>acc)):
+                acc = np.ascontiguousarray(acc, dtype=np.uint8)
+            a = <cnp.ndarray>acc
+            n = self.lex_off[l + 1] - self.lex_off[l]
+            if cnp.PyArray_SIZE(a) != n:
+                raise ValueError(f"lexeme {l}: {cnp.PyArray_SIZE(a)} accepting flags for {n} states")
+            tr, ac, k, lo = self.lex_trans[l], <const uint8_t*>cnp.PyArray_DATA(a), self.lex_k[l], self.lex_off[l]
+            with nogil:
+                for s in range(n):
+                    g = lo + s
+                    self.g_lex[g] = l
+                    if s == 0:
+                        continue  # the dead state
+                    self.g_acc[g] = ac[s] != 0
+                    for col in range(k):
+                        if tr[<int64_t>s * k + col] != 0:
+                            self.g_ext[g] = 1
+                            break
 
         self.cap_ls = 0
         self.ls_trans = NULL

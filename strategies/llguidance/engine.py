@@ -191,32 +191,24 @@ def _flatten(grammar: Grammar) -> tuple[dict[str, list[tuple[str, ...]]], list[s
             optional[name] = opt
             rules[opt] = [(name,), ()] if nonempty is not None else [()]
 
-    def sym(s: str) -> str:
-        return optional.get(s, s)
-
     for lhs, alts in grammar.rules.items():
-        rules[lhs] = [tuple(sym(s) for s in alt) for alt in alts]
+        rules[lhs] = [tuple([optional.get(s, s) for s in alt]) if optional else alt for alt in alts]
     rules[_START] = [(grammar.start,)]
-    # productive
-    live = set(lex)
-    changed = True
-    while changed:
-        changed = False
-        for lhs, alts in rules.items():
-            if lhs not in live and any(all(s in live for s in alt) for alt in alts):
-                live.add(lhs)
-                changed = True
-    rules = {lhs: [a for a in alts if all(s in live for s in a)] for lhs, alts in rules.items() if lhs in live}
-    # reachable from the start
-    reach = {_START} if _START in rules else set()
+    # productive (linear: each production counts its symbols not yet known productive)
+    live = derives(((lhs, alt) for lhs, alts in rules.items() for alt in alts), set(lex))
+    # reachable from the start, through productive alternatives only
+    reach = {_START} if _START in live else set()
     todo = list(reach)
+    kept: dict[str, list[tuple[str, ...]]] = {}
     while todo:
-        for alt in rules[todo.pop()]:
+        lhs = todo.pop()
+        alts = kept[lhs] = [a for a in rules[lhs] if all(s in live for s in a)]
+        for alt in alts:
             for s in alt:
                 if s in rules and s not in reach:
                     reach.add(s)
                     todo.append(s)
-    rules = {lhs: alts for lhs, alts in rules.items() if lhs in reach}
+    rules = {lhs: kept[lhs] for lhs in rules if lhs in reach}  # in the grammar's order
     used = sorted({s for alts in rules.values() for alt in alts for s in alt if s in lex})
     skip = None
     if grammar.ignore:
