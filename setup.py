@@ -37,6 +37,7 @@ def _extension(name: str) -> Extension:
 extensions = [
     _extension("toolkit.trie"),
     _extension("toolkit._dfabuild"),
+    _extension("toolkit._cfg"),
     _extension("toolkit._batch"),
     _extension("strategies.outlines._index"),
     _extension("strategies.llguidance._parser"),

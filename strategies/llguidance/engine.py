@@ -57,7 +57,7 @@ from strategies.llguidance._parser import (
     ops_capsule,
 )
 from toolkit._batch import Session
-from toolkit._earley import derives, dotted_rules
+from toolkit._cfg import trim
 from toolkit.dfaops import difference
 from toolkit.grammar import Grammar
 from toolkit.matcher import CompiledTables, GrammarEngine, NativeMatcher
@@ -173,12 +173,12 @@ def _lexeme_dfa(dfa: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] 
     return np.ascontiguousarray(table, dtype=np.int32), classes, acc, table.shape[0] - 1
 
 
-def _flatten(grammar: Grammar) -> tuple[dict[str, list[tuple[str, ...]]], list[str], dict[str, Any], str | None]:
-    """Rules over lexeme names (nullable terminals made optional, unproductive and
-    unreachable rules dropped), the lexemes in use, their DFAs, and the skip lexeme."""
+def _lexemes(grammar: Grammar) -> tuple[dict[str, Any], dict[str, str], str | None]:
+    """The lexemes (the DFA of each terminal's nonempty strings, and the skip lexeme of
+    the ``%ignore`` terminals), the nullable terminals (each stands for the rule
+    ``"%opt T": T | ε``), and the skip lexeme's name (None without one)."""
     lex: dict[str, Any] = {}
-    optional: dict[str, str] = {}  # terminal -> the nonterminal "T | ε" standing for it
-    rules: dict[str, list[tuple[str, ...]]] = {}
+    optional: dict[str, str] = {}
     for name, t in grammar.terminals.items():
         d = t.dfa()
         if d.start == 0:
@@ -187,29 +187,7 @@ def _flatten(grammar: Grammar) -> tuple[dict[str, list[tuple[str, ...]]], list[s
         if nonempty is not None:
             lex[name] = nonempty
         if d.accepting[d.start]:
-            opt = f"%opt {name}"
-            optional[name] = opt
-            rules[opt] = [(name,), ()] if nonempty is not None else [()]
-
-    for lhs, alts in grammar.rules.items():
-        rules[lhs] = [tuple([optional.get(s, s) for s in alt]) if optional else alt for alt in alts]
-    rules[_START] = [(grammar.start,)]
-    # productive (linear: each production counts its symbols not yet known productive)
-    live = derives(((lhs, alt) for lhs, alts in rules.items() for alt in alts), set(lex))
-    # reachable from the start, through productive alternatives only
-    reach = {_START} if _START in live else set()
-    todo = list(reach)
-    kept: dict[str, list[tuple[str, ...]]] = {}
-    while todo:
-        lhs = todo.pop()
-        alts = kept[lhs] = [a for a in rules[lhs] if all(s in live for s in a)]
-        for alt in alts:
-            for s in alt:
-                if s in rules and s not in reach:
-                    reach.add(s)
-                    todo.append(s)
-    rules = {lhs: kept[lhs] for lhs in rules if lhs in reach}  # in the grammar's order
-    used = sorted({s for alts in rules.values() for alt in alts for s in alt if s in lex})
+            optional[name] = f"%opt {name}"
     skip = None
     if grammar.ignore:
         from toolkit.dfaops import union
@@ -221,32 +199,63 @@ def _flatten(grammar: Grammar) -> tuple[dict[str, list[tuple[str, ...]]], list[s
         if nonempty is not None:
             skip = "%ignore"
             lex[skip] = nonempty
-    return rules, used, lex, skip
+    return lex, optional, skip
 
 
 def build_tables(grammar: Grammar, *, max_lexer_states: int, max_row_items: int, max_steps: int,
                  n_slices: int) -> tuple[ParserTables, dict[str, Any]]:
-    """The C tables of a grammar, and the symbol numbering (for debugging and tests)."""
-    rules, used, lex, skip = _flatten(grammar)
-    if _START not in rules:
-        rules = {_START: []}  # empty language
-    nts = [_START] + [n for n in rules if n != _START]
-    lexemes = used + ([skip] if skip is not None else [])
-    index = {n: i for i, n in enumerate(nts)}
+    """The C tables of a grammar, and the symbol numbering (for debugging and tests).
+
+    Rules over lexemes: a nullable terminal ``T`` becomes the rule ``"%opt T": T | ε``
+    (just ε when ``T`` matches only the empty string); unproductive and unreachable
+    rules are dropped and the rest numbered (the start ``%start: start`` first, then
+    in the grammar's order; the lexemes in use by name, the skip lexeme last), all in
+    :func:`toolkit._cfg.trim`.
+    """
+    lex, optional, skip = _lexemes(grammar)
+    names = [n for n in lex if n != skip]
+    names.sort()
+    nts = [_START, *optional.values(), *grammar.rules]
     n_nt = len(nts)
-    for i, name in enumerate(lexemes):
+    index = {n: i for i, n in enumerate(nts)}
+    for i, name in enumerate(names):
         index[name] = n_nt + i
-    dr_sym, dr_lhs, nt_off, nt_drs = dotted_rules(nts, rules, index)
-    nullable = np.zeros(n_nt + len(lexemes), dtype=np.uint8)  # lexemes never match empty
-    prods = ((a, [index[s] for s in alt]) for a, name in enumerate(nts) for alt in rules[name])
-    nullable[sorted(derives(prods, set()))] = 1
+    ref = dict(index)  # how a rule refers to a symbol: a nullable terminal through its rule
+    for t, opt in optional.items():
+        ref[t] = index[opt]
+    lhs: list[int] = [0]
+    syms: list[int] = [ref.get(grammar.start, -1)]
+    off = [0, 1]
+    for a, t in enumerate(optional, start=1):
+        if t in lex:  # "%opt T": T | ε
+            syms.append(index[t])
+            lhs.append(a)
+            off.append(len(syms))
+        lhs.append(a)
+        off.append(len(syms))
+    get = ref.get
+    for a, alts in enumerate(grammar.rules.values(), start=1 + len(optional)):
+        for alt in alts:
+            syms.extend([get(s, -1) for s in alt])
+            lhs.append(a)
+            off.append(len(syms))
+    nt_map, term_map, dr_sym, dr_lhs, nt_off, nt_drs, nullable = trim(
+        n_nt, len(names), np.asarray(lhs, dtype=np.int32), np.asarray(off, dtype=np.int32),
+        np.asarray(syms, dtype=np.int32))
+    kept = [nts[i] for i in nt_map.tolist()]
+    lexemes = [names[i] for i in term_map.tolist()] + ([skip] if skip is not None else [])
+    if skip is not None:
+        nullable = np.append(nullable, np.uint8(0))
+    new_index = {n: i for i, n in enumerate(kept)}
+    for i, name in enumerate(lexemes):
+        new_index[name] = len(kept) + i
     tables = ParserTables(
         dr_sym, dr_lhs, nt_off, nt_drs, nullable,
-        n_nt, 0, [lex[n] for n in lexemes], len(lexemes) - 1 if skip is not None else -1,
+        len(kept), 0, [lex[n] for n in lexemes], len(lexemes) - 1 if skip is not None else -1,
         max_lexer_states=max_lexer_states, max_row_items=max_row_items, max_steps=max_steps,
         n_slices=n_slices,
     )
-    return tables, {"nonterminals": nts, "lexemes": lexemes, "index": index}
+    return tables, {"nonterminals": kept, "lexemes": lexemes, "index": new_index}
 
 
 class LLGuidanceEngine(GrammarEngine):
