@@ -1261,8 +1261,9 @@ cdef tuple _minimal_of_edges(_Trie T, acc, bint minimal):
     else:
         mt, macc = minimize(small, acc)
     column = np.empty(256, dtype=np.int32)
+    cdef int32_t[::1] cv = column
     for b in range(256):
-        column[b] = cls[b]
+        cv[b] = cls[b]
     return mt, macc, column
 
 
@@ -1526,8 +1527,9 @@ def minus_words(const int32_t[:, ::1] table, const uint8_t[::1] classes, const u
     free(tab); free(acc); free(new_id); free(order); free(live); free(final_id)
     mt, macc = minimize(small, small_acc)
     col = np.empty(256, dtype=np.int32)
+    cdef int32_t[::1] cv = col
     for b in range(256):
-        col[b] = column[b]
+        cv[b] = column[b]
     return mt, macc, col
 
 

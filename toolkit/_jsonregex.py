@@ -440,7 +440,12 @@ def json_string(min_length: int = 0, max_length: int | None = None, *, pointer: 
             )
     if max_length is not None and min_length > max_length:
         return NOTHING
-    return '"' + _quant(JSON_CHAR, min_length, max_length) + '"'
+    if max_length == 0:
+        return '""'
+    if (min_length, max_length) == (1, 1):
+        return '"' + JSON_CHAR + '"'
+    # _quant(JSON_CHAR, ...), with the character's atom scanned once, not per string
+    return _STRING_HEAD + _quant_suffix(min_length, max_length) + '"'
 
 
 _STRING_HEAD = '"' + _atom(JSON_CHAR)

@@ -47,6 +47,7 @@ How the boolean keywords compile exactly:
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -225,13 +226,12 @@ class _Compiler:
         return name
 
     def _term_name(self, hint: str) -> str:
-        base = re.sub(r"[^A-Z0-9]+", "_", hint.upper()).strip("_") or "T"
-        return f"{base}_{len(self.terminals)}"
+        return f"{_term_base(hint)}_{len(self.terminals)}"
 
     def new_rule(self, hint: str) -> str:
         if len(self.rules) >= self.max_rules:
             raise LimitExceeded("max_rules", len(self.rules) + 1, self.max_rules)
-        base = re.sub(r"[^a-z0-9]+", "_", hint.lower()).strip("_")[:40] or "r"
+        base = _rule_base(hint)
         # "start" is the grammar's start symbol alone; a property called "start" gets a number.
         name = "start" if hint == "" and "start" not in self.rules else f"{base}_{len(self.rules)}"
         self.rules[name] = []
@@ -1303,6 +1303,18 @@ def _int_texts(v: Any) -> list[str]:
 
 def _numbers(*xs: Any) -> bool:
     return all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs)
+
+
+@functools.lru_cache(maxsize=4096)  # a pure string helper, called per rule: no scope
+def _rule_base(hint: str) -> str:
+    """A rule name's stem from its hint (a property name, a keyword)."""
+    return re.sub(r"[^a-z0-9]+", "_", hint.lower()).strip("_")[:40] or "r"
+
+
+@functools.lru_cache(maxsize=4096)
+def _term_base(hint: str) -> str:
+    """A terminal name's stem from its hint."""
+    return re.sub(r"[^A-Z0-9]+", "_", hint.upper()).strip("_") or "T"
 
 
 def _raw_keys(names: list[str]) -> str:
