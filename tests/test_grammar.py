@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests._support.fixtures import ARITH_LARK, JSON_LARK
-from toolkit.errors import GrammarError
+from toolkit.errors import GrammarError, Unsatisfiable
 from toolkit.grammar import Grammar, Terminal
 
 
@@ -255,9 +255,7 @@ def test_earley_on_a_regex_grammar_agrees_with_its_dfa(pattern: str, s: str) -> 
     assert Grammar.from_regex(pattern).accepts(s) == compile_regex(pattern).fullmatch(s.encode())
 
 
-def test_empty_language_writes_lark_that_matches_nothing() -> None:
-    llguidance = pytest.importorskip("llguidance", reason="llguidance ([peers] extra) not installed")
-    g = Grammar.from_json_schema({"type": "integer", "not": {"type": "integer"}})
-    assert g.is_empty() and not g.accepts("1")
-    assert llguidance.LLMatcher.validate_grammar(llguidance.grammar_from("lark", g.to_lark())) == ""
+def test_an_empty_language_is_refused_at_construction() -> None:
+    with pytest.raises(Unsatisfiable):
+        Grammar.from_json_schema({"type": "string", "not": {"type": "string"}})
     assert not Grammar.from_regex("a").is_empty()

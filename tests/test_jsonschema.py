@@ -13,7 +13,7 @@ import warnings
 import jsonschema
 import pytest
 
-from toolkit.errors import UnsupportedSchema
+from toolkit.errors import Unsatisfiable, UnsupportedSchema
 from toolkit.grammar import Grammar
 
 CASES: dict[str, tuple[dict | bool, list]] = {
@@ -113,7 +113,7 @@ CASES: dict[str, tuple[dict | bool, list]] = {
     "pattern_with_max_length": ({"type": "string", "pattern": "^[a-z0-9-]+$", "maxLength": 4},
                                 ["ab", "abcd", "abcde", "a_b", "", "a-1"]),
     "pattern_with_min_length": ({"type": "string", "pattern": "x", "minLength": 3}, ["x", "axb", "abc", "xxxx"]),
-    "format_with_max_length": ({"type": "string", "format": "date", "maxLength": 9}, ["2024-01-31", "x"]),
+    "format_with_max_length": ({"type": "string", "format": "date", "maxLength": 10}, ["2024-01-31", "x"]),
     "pattern_with_format": ({"type": "string", "format": "ipv4", "pattern": "^10\\."},
                             ["10.0.0.1", "192.168.0.1", "10.0.0", "10.x"]),
     "all_of_two_patterns": ({"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, ["ab", "axb", "ba", "a", 3]),
@@ -330,4 +330,6 @@ def test_max_properties_of_a_closed_object_needs_no_counting() -> None:
               "maxProperties": 100_000}
     g = Grammar.from_json_schema(schema)
     assert g.accepts('{"a": 1, "b": 2}') and g.accepts("{}")
-    assert Grammar.from_json_schema({**schema, "minProperties": 3}).is_empty()
+    with pytest.raises(Unsatisfiable) as e:  # more members than the closed object has
+        Grammar.from_json_schema({**schema, "minProperties": 3})
+    assert (e.value.keyword, e.value.pointer) == ("minProperties", "")

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 __all__ = [
     "MasklabError",
     "GrammarError",
+    "Unsatisfiable",
     "RegexError",
     "UnsupportedGrammar",
     "UnsupportedSchema",
@@ -43,6 +44,26 @@ class GrammarError(MasklabError):
         if line is not None:
             where = f" (line {line}" + (f", column {column})" if column is not None else ")")
         super().__init__(message + where)
+
+
+class Unsatisfiable(GrammarError):
+    """An input whose language is empty: no string (not even the empty one) is valid,
+    so a matcher's first mask would allow nothing, not even EOS.
+
+    ``rule`` names the grammar's symbol where no string is left (a rule without
+    alternatives, one that only derives itself, or a terminal that matches nothing),
+    ``path`` the symbols from the start rule to it; for a JSON Schema, ``keyword`` and
+    ``pointer`` locate the part of the schema that made it empty, as
+    :class:`UnsupportedSchema` does.
+    """
+
+    def __init__(self, message: str, *, rule: str | None = None, path: tuple[str, ...] = (),
+                 keyword: str | None = None, pointer: str | None = None):
+        self.rule = rule
+        self.path = path
+        self.keyword = keyword
+        self.pointer = pointer
+        super().__init__(message)
 
 
 class RegexError(MasklabError):

@@ -26,7 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.errors import GrammarError, LimitExceeded, RegexError, UnsupportedGrammar
+from toolkit._earley import derives
+from toolkit.errors import (
+    GrammarError,
+    LimitExceeded,
+    RegexError,
+    Unsatisfiable,
+    UnsupportedGrammar,
+)
 from toolkit.memo import memo
 from toolkit.regex import (
     DEFAULT_MAX_STATES,
@@ -160,11 +167,41 @@ class Grammar:
         for name in self.ignore:
             if name not in self.terminals:
                 raise GrammarError(f"ignored terminal {name!r} is not defined")
-        for t in self.terminals.values():
+        live = set()
+        for name, t in self.terminals.items():
             try:
-                t.dfa()
+                if t.dfa().start:
+                    live.add(name)
             except RegexError as e:
                 raise GrammarError(f"terminal {t.name}: {e}") from e
+        productive = derives(((lhs, alt) for lhs, alts in self.rules.items() for alt in alts), live)
+        object.__setattr__(self, "_live", frozenset(productive))
+        if self.start not in productive:
+            chain = self._why_empty(productive)
+            raise Unsatisfiable(f"the language is empty: rule {self.start!r} derives no string ("
+                                + " -> ".join(repr(x) for x in chain) + f": {self._dead_end(chain[-1])})",
+                                rule=chain[-1], path=tuple(chain))
+
+    def _why_empty(self, productive: set) -> list[str]:
+        """From the start, the first unproductive symbol of each first alternative,
+        down to a dead end (a rule without alternatives, an empty terminal, a cycle)."""
+        chain = [self.start]
+        while chain[-1] in self.rules:
+            alts = self.rules[chain[-1]]
+            nxt = next((x for x in alts[0] if x not in productive), None) if alts else None
+            if nxt is None or nxt in chain:
+                if nxt is not None:
+                    chain.append(nxt)
+                break
+            chain.append(nxt)
+        return chain
+
+    def _dead_end(self, name: str) -> str:
+        if name in self.terminals:
+            return f"terminal {name!r} matches no string"
+        if not self.rules.get(name):
+            return f"rule {name!r} has no alternative"
+        return f"rule {name!r} only derives itself, never a string"
 
     # ---------------------------------------------------------- builders --
 
@@ -237,8 +274,6 @@ class Grammar:
         """
         if boolean not in ("native", "regex"):
             raise ValueError(f"boolean must be 'native' or 'regex', not {boolean!r}")
-        if self.is_empty():
-            return "start: EMPTY\nEMPTY: /[^\\d\\D]/\n"
         rules = self._productive_rules()
         rule_names = _sanitize(rules, _RULE_NAME, "r", str.lower)
         term_names = _sanitize(self.terminals, _TERM_NAME, "T", str.upper, taken=set(rule_names.values()))
@@ -306,30 +341,18 @@ class Grammar:
         return _grammar_to_regex(self, max_depth, max_length)
 
     def is_empty(self) -> bool:
-        """True when the grammar derives no string (e.g. an unsatisfiable schema)."""
-        try:
-            self._productive_rules()
-        except GrammarError:
-            return True
-        return False
+        """True when the grammar derives no string.  Always False for a Grammar: one
+        whose language is empty is refused at construction (:class:`Unsatisfiable`)."""
+        return self.start not in self._live_symbols()
 
     def _live_symbols(self) -> set[str]:
-        """The terminals with a nonempty language and the rules that derive a string."""
-        live = {n for n, t in self.terminals.items() if not t.dfa().is_empty()}
-        changed = True
-        while changed:
-            changed = False
-            for lhs, alts in self.rules.items():
-                if lhs not in live and any(all(s in live for s in alt) for alt in alts):
-                    live.add(lhs)
-                    changed = True
-        return live
+        """The terminals with a nonempty language and the rules that derive a string
+        (computed by the construction's check)."""
+        return set(self.__dict__["_live"])
 
     def _productive_rules(self) -> dict[str, tuple[tuple[str, ...], ...]]:
         """The rules without alternatives that derive no string (Lark cannot write them)."""
         live = self._live_symbols()
-        if self.start not in live:
-            raise GrammarError("the grammar's language is empty; Lark cannot express it")
         return {
             lhs: tuple(alt for alt in alts if all(s in live for s in alt))
             for lhs, alts in self.rules.items()

@@ -52,7 +52,7 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +65,7 @@ from toolkit._jsonregex import (
     number_range,
 )
 from toolkit.dfaops import compile_boolean
-from toolkit.errors import LimitExceeded, UnsupportedGrammar, UnsupportedSchema
+from toolkit.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar, UnsupportedSchema
 from toolkit.grammar import Grammar, Terminal
 from toolkit.regex import compile_regex
 
@@ -189,6 +189,11 @@ class _Compiler:
         self.terminals: dict[str, Terminal] = {}
         self._term_by_regex: dict[object, str] = {}
         self._memo: dict[str, str] = {}
+        self._where: dict[str, tuple[Any, str]] = {}  # each schema's rule: (the schema, its pointer)
+        # where the grammar was made tighter than the schema (the module doc's list) in a
+        # way that can drop values: an empty language after one is not proof of an
+        # unsatisfiable schema
+        self._tighter: list[tuple[str, str]] = []
         self._any: str | None = None
         self.punct = {c: self._literal(name, c) for name, c in (
             ("LBRACE", "{"), ("RBRACE", "}"), ("LSQB", "["), ("RSQB", "]"), ("COMMA", ","), ("COLON", ":"),
@@ -285,6 +290,7 @@ class _Compiler:
             return self._memo[key]
         name = self.new_rule("" if pointer == "" else pointer.rsplit("/", 1)[-1] or "r")
         self._memo[key] = name
+        self._where[name] = (node, pointer)
         self.rules[name] = self.alternatives(node, pointer)
         return name
 
@@ -392,6 +398,7 @@ class _Compiler:
                     branches.append({"type": "number"})
                 elif "number" not in types:
                     branches.append({"type": "number", FRACTIONAL: True})
+                    self._tighter.append(("not", pointer))
             elif t != "integer" and t not in types:
                 branches.append({"type": t})
         for k in keys:
@@ -502,6 +509,7 @@ class _Compiler:
 
     def _not_values(self, values: list) -> list[Any]:
         """The values of no listed value (arrays and objects left out: tighter)."""
+        self._tighter.append(("not", ""))
         strings = [x for x in values if isinstance(x, str)]
         ints = [x for x in values if _json_type(x) == "integer"]
         out: list[Any] = [
@@ -596,6 +604,14 @@ class _Compiler:
                     out[ALSO_STRINGS] = [*out.get(ALSO_STRINGS, []), extra]
                 else:
                     out[k] = self._merge_keyword(k, out[k], v, f"{pointer}/{i}/{k}")
+        # items speaks of the positions after its own part's prefix: with prefixes in
+        # several parts (or a prefix in one and items in another), each position gets
+        # every part's schema for it
+        positional = [p for p in flat if any(k in p for k in ("items", "prefixItems", "additionalItems"))]
+        if len(positional) > 1 and any("prefixItems" in p or isinstance(p.get("items"), list) for p in positional):
+            for k in ("items", "prefixItems", "additionalItems"):
+                out.pop(k, None)
+            out.update(_merge_positions(positional))
         # additionalProperties speaks of its own part's properties: a name another part
         # lists is additional to this part, so its value must satisfy this part's
         # additionalProperties too (false: the name may not appear).
@@ -767,6 +783,8 @@ class _Compiler:
         else:
             values = [node["const"]]
         rest = {k: v for k, v in node.items() if k in _VALIDATION and k not in ("enum", "const")}
+        if set(rest) & {*_INTERNAL, FRACTIONAL, SOME_ADDITIONAL} or "const" in node and "enum" in node:
+            self._tighter.append(("enum" if "enum" in node else "const", pointer))
         if rest:
             values = [v for v in values if _internal_ok(v, rest) and self._valid(v, rest, pointer)]
         alts = []
@@ -1205,6 +1223,9 @@ class _Compiler:
         return self._any
 
     def grammar(self) -> Grammar:
+        source = json.dumps(self.root) if not isinstance(self.root, bool) else str(self.root)
+        if any(m in source for m in _REFERENCE_MARKERS) or _ANCHOR_REF.search(source) or '"id": ' in source:
+            self.root = _static_references(self.root)
         start = self.compile(self.root, "")
         if start != "start":
             self.rules["start"] = [(start,)]
@@ -1213,8 +1234,152 @@ class _Compiler:
             self.terminals["WS"] = Terminal("WS", WS)
             ignore = ("WS",)
         rules = {k: tuple(v) for k, v in self.rules.items()}
-        return Grammar(start="start", rules=rules, terminals=self.terminals, ignore=ignore,
-                       source=json.dumps(self.root) if not isinstance(self.root, bool) else str(self.root))
+        try:
+            return Grammar(start="start", rules=rules, terminals=self.terminals, ignore=ignore, source=source)
+        except Unsatisfiable as e:
+            # the deepest schema on the way to the dead end says which keyword emptied it
+            node, pointer = next((self._where[r] for r in reversed(e.path) if r in self._where), (self.root, ""))
+            keyword = _empty_keyword(node)
+            if self._tighter:  # (not proof: a value the tighter form left out may be valid)
+                kw, where = self._tighter[0]
+                raise UnsupportedSchema(kw, where or pointer, "expressed only tighter than the schema (in the "
+                                        "complement of a schema, or an enum next to it), which leaves no value; "
+                                        f"the schema at {pointer or '/'} ({keyword!r}) may still have some") from None
+            raise Unsatisfiable(f"unsatisfiable schema: no JSON value matches the schema at {pointer or '/'} "
+                                f"({keyword!r}); {e}", rule=e.rule, path=e.path, keyword=keyword,
+                                pointer=pointer) from None
+
+
+# ------------------------------------------------------------ references --
+
+# Keywords whose values are schemas (one, a list, or a map of names to schemas): where
+# the reference pass looks for anchors and references (not inside const, enum, ...).
+_ONE_SCHEMA = ("additionalProperties", "additionalItems", "contains", "propertyNames", "not", "if", "then",
+               "else", "unevaluatedItems", "unevaluatedProperties", "items")
+_SCHEMA_LIST = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
+_SCHEMA_MAP = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies")
+_REFERENCE_MARKERS = ('"$id"', '"$anchor"', '"$dynamicAnchor"', '"$dynamicRef"', '"$recursiveRef"')
+_ANCHOR_REF = re.compile(r'"\$ref": "#[^/"]')  # a reference to a plain-name fragment
+
+
+def _subschemas(node: dict, pointer: str) -> Iterator[tuple[str, Any, str]]:
+    """``(keyword, subschema, its pointer)`` for each schema directly inside ``node``."""
+    for k in _ONE_SCHEMA:
+        v = node.get(k)
+        if isinstance(v, (dict, bool)):
+            yield k, v, f"{pointer}/{k}"
+    for k in _SCHEMA_LIST:
+        v = node.get(k)
+        if isinstance(v, list):
+            for i, x in enumerate(v):
+                yield k, x, f"{pointer}/{k}/{i}"
+    for k in _SCHEMA_MAP:
+        v = node.get(k)
+        if isinstance(v, dict):
+            for name, x in v.items():
+                if isinstance(x, (dict, bool)):  # (dependencies: a list of names is no schema)
+                    yield k, x, f"{pointer}/{k}/{_escape_pointer(name)}"
+
+
+def _static_references(root: dict) -> dict:
+    """The schema with every reference a JSON pointer into it, or UnsupportedSchema.
+
+    ``$ref`` to a plain-name fragment (``#name``) goes to the subschema with that
+    ``$anchor`` or ``$dynamicAnchor`` (or a ``"$id": "#name"`` of drafts 6 and 7, an
+    ``"id": "#name"`` of draft 4; a document whose ``$schema`` is draft 3 or 4 names its
+    identifiers ``id``, and a ``$id`` there is no keyword).  In a
+    document that is one schema resource (no subschema with an ``$id`` of its own
+    other than a fragment), the dynamic scope of every evaluation holds that resource
+    only, so ``$dynamicRef`` resolves as ``$ref`` does (to its dynamic anchor, the
+    outermost and only one of that name) and ``$recursiveRef: "#"`` to the root.
+    Where a subschema has its own base URI, references inside it and dynamic ones
+    anywhere would need that scoping: they raise :class:`UnsupportedSchema` rather
+    than resolve against the wrong base (a reference silently dropped or misread makes
+    the grammar looser than the schema).
+    """
+    anchors: dict[str, str] = {}
+    twice: set[str] = set()
+    resources: list[str] = []
+    draft = root.get("$schema")
+    # the identifier keyword: "id" up to draft 4, where "$id" is no keyword (ignored)
+    id_keyword = "id" if isinstance(draft, str) and re.search(r"draft-0[34]/", draft) else "$id"
+
+    def collect(node: Any, pointer: str) -> None:
+        if not isinstance(node, dict):
+            return
+        names = [node.get("$anchor"), node.get("$dynamicAnchor")]
+        own_id = node.get(id_keyword)
+        if isinstance(own_id, str) and pointer:
+            if own_id.startswith("#"):
+                if own_id[1:] and not own_id.startswith("#/"):
+                    names.append(own_id[1:])  # draft 6/7: a plain-name fragment
+            else:
+                resources.append(pointer)
+        for name in dict.fromkeys(n for n in names if isinstance(n, str)):
+            if name in anchors and anchors[name] != pointer:
+                twice.add(name)
+            anchors[name] = pointer
+        for _, sub, ptr in _subschemas(node, pointer):
+            collect(sub, ptr)
+
+    collect(root, "")
+
+    def target(ref: Any, keyword: str, pointer: str) -> str:
+        if not isinstance(ref, str) or not ref.startswith("#"):
+            raise UnsupportedSchema(keyword, pointer, f"only local references are supported, not {ref!r}")
+        if ref == "#" or ref.startswith("#/"):
+            return ref
+        name = ref[1:]
+        if name in twice:
+            raise UnsupportedSchema(keyword, pointer, f"the anchor {name!r} is defined twice")
+        if name not in anchors:
+            raise UnsupportedSchema(keyword, pointer, f"no subschema has the anchor {name!r}")
+        return "#" + anchors[name]
+
+    def inside(pointer: str) -> str | None:
+        return next((r for r in resources if pointer == r or pointer.startswith(r + "/")), None)
+
+    def rewrite(node: Any, pointer: str) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out = dict(node)
+        for keyword in ("$ref", "$dynamicRef", "$recursiveRef"):
+            if keyword not in node:
+                continue
+            where = f"{pointer}/{keyword}"
+            res = inside(pointer)
+            if res is not None:
+                raise UnsupportedSchema(keyword, where, f"a reference inside the subschema at {res or '/'} with an "
+                                                        "$id of its own (another base URI)")
+            if keyword != "$ref" and resources:
+                raise UnsupportedSchema(keyword, where, "a dynamic reference in a document of several schema "
+                                                        f"resources ($id at {resources[0]})")
+            if keyword == "$recursiveRef" and node[keyword] != "#":
+                raise UnsupportedSchema(keyword, where, f"$recursiveRef must be '#', not {node[keyword]!r}")
+            ref = target(node[keyword], keyword, where)
+            del out[keyword]
+            if "$ref" in out:  # $ref and $dynamicRef both: the value must match both targets
+                if not isinstance(out.get("allOf", []), list):
+                    raise UnsupportedSchema("allOf", f"{pointer}/allOf", "allOf must be a list")
+                out["allOf"] = [*out.get("allOf", []), {"$ref": ref}]
+            else:
+                out["$ref"] = ref
+        for keyword, sub, ptr in _subschemas(node, pointer):
+            if not isinstance(sub, dict):
+                continue
+            new = rewrite(sub, ptr)
+            if keyword in _SCHEMA_MAP:
+                name = ptr.rsplit("/", 1)[1]
+                out[keyword] = dict(out[keyword]) if out[keyword] is node[keyword] else out[keyword]
+                out[keyword][_unescape_pointer(name)] = new
+            elif isinstance(node[keyword], list):
+                out[keyword] = list(out[keyword]) if out[keyword] is node[keyword] else out[keyword]
+                out[keyword][int(ptr.rsplit("/", 1)[1])] = new
+            else:
+                out[keyword] = new
+        return out
+
+    return rewrite(root, "")
 
 
 def _check_schemas(items: list, keyword: str, pointer: str, single: bool = False) -> None:
@@ -1242,6 +1407,72 @@ def _internal_ok(v: Any, node: dict) -> bool:
         if node.get(FRACTIONAL) is True and integral:
             return False
     return True
+
+
+def _positions(part: dict) -> tuple[list, Any]:
+    """An array schema's items by position: its prefix (``prefixItems``, or the draft
+    4-2019 list form of ``items``), and the schema of every item after it."""
+    items = part.get("items")
+    if isinstance(items, list):
+        return items, part.get("additionalItems", True)
+    prefix = part.get("prefixItems")
+    return (list(prefix) if isinstance(prefix, list) else []), (True if items is None else items)
+
+
+def _all_of(schemas: list[Any]) -> Any:
+    kept = [s for s in schemas if s is not True]
+    return True if not kept else kept[0] if len(kept) == 1 else {"allOf": kept}
+
+
+def _merge_positions(parts: list[dict]) -> dict:
+    """``prefixItems`` and ``items`` of the conjunction of array schemas: position k
+    must match every part's schema for position k (its prefix's, or its ``items``)."""
+    views = [_positions(p) for p in parts]
+    n = max(len(pre) for pre, _ in views)
+    prefix = [_all_of([pre[k] if k < len(pre) else rest for pre, rest in views]) for k in range(n)]
+    rest = _all_of([rest for _, rest in views])
+    out: dict[str, Any] = {"prefixItems": prefix} if prefix else {}
+    if rest is not True:
+        out["items"] = rest
+    return out
+
+
+_EMPTY_RANGES = (("minLength", "maxLength", False), ("minimum", "maximum", False),
+                 ("exclusiveMinimum", "maximum", True), ("minimum", "exclusiveMaximum", True),
+                 ("exclusiveMinimum", "exclusiveMaximum", True), ("minItems", "maxItems", False),
+                 ("minProperties", "maxProperties", False), ("minContains", "maxContains", False))
+
+
+def _empty_keyword(node: Any) -> str:
+    """The keyword that most likely leaves no value for ``node`` (for Unsatisfiable's
+    message; the grammar has already proved the language empty)."""
+    if node is False:
+        return "false"
+    if not isinstance(node, dict):
+        return "schema"
+    for lo, hi, strict in _EMPTY_RANGES:
+        a, b = node.get(lo), node.get(hi)
+        if _numbers(a, b) and (a >= b if strict else a > b):
+            return lo
+    if node.get("not") in ({}, True):
+        return "not"
+    props, required = node.get("properties", {}), node.get("required", [])
+    if (node.get("additionalProperties") is False and not node.get("patternProperties") and isinstance(props, dict)
+            and _numbers(node.get("minProperties", 0)) and node.get("minProperties", 0) > len(props)):
+        return "minProperties"  # more members than a closed object has
+    prefix = node.get("prefixItems")
+    if (node.get("items") is False and isinstance(prefix, list) and _numbers(node.get("minItems", 0))
+            and node.get("minItems", 0) > len(prefix)):
+        return "minItems"  # more items than a closed tuple has
+    if isinstance(props, dict) and isinstance(required, list):
+        if any(props.get(r) is False for r in required if isinstance(r, str)):
+            return "required"
+        if node.get("additionalProperties") is False and any(r not in props for r in required):
+            return "required"
+    for k in ("enum", "const", "$ref", "allOf", "oneOf", "anyOf", "type", "pattern", "format"):
+        if k in node:
+            return k
+    return "schema"
 
 
 def _forbids(node: dict, name: str) -> bool:

@@ -43,7 +43,7 @@ import numpy as np
 
 from strategies.outlines._index import Cursor, TokenIndex, ops_capsule
 from toolkit._batch import Session
-from toolkit.errors import UnsupportedGrammar
+from toolkit.errors import MasklabError, Unsatisfiable, UnsupportedGrammar
 from toolkit.grammar import Grammar, json_schema_to_regex
 from toolkit.jsonschema import JsonSchemaText, schema_text
 from toolkit.matcher import NativeMatcher, StrategyEngine
@@ -208,6 +208,8 @@ class OutlinesEngine(StrategyEngine):
         t1 = time.perf_counter()
         unicode = kind == "json_schema" and self.schema_regex == "outlines-core"
         dfa = compile_regex(regex, max_states=self.max_states, unicode=unicode)
+        if dfa.is_empty():
+            raise _unsatisfiable(spec, kind, regex)
         t2 = time.perf_counter()
         index = TokenIndex(self.trie, dfa.table, dfa.classes, dfa.accepting, self._token_blob,
                            self._token_offsets, self.max_memory, self.dense_min_tokens)
@@ -216,6 +218,21 @@ class OutlinesEngine(StrategyEngine):
 
     def matcher(self, compiled: OutlinesCompiled) -> OutlinesMatcher:
         return OutlinesMatcher(self, compiled)
+
+
+def _unsatisfiable(spec: Any, kind: str, regex: str) -> Unsatisfiable:
+    """The error for an input whose regex matches nothing: for a schema, the one the
+    toolkit's schema compiler raises (keyword and JSON pointer) when it finds it too."""
+    if kind == "json_schema":
+        try:
+            Grammar.from_json_schema(spec)
+        except Unsatisfiable as e:
+            return e
+        except MasklabError:
+            pass
+        return Unsatisfiable("unsatisfiable schema: its regex matches no JSON text", keyword="schema", pointer="")
+    shown = regex if len(regex) <= 200 else regex[:200] + "..."
+    return Unsatisfiable(f"the {kind}'s regex matches no string: {shown!r}")
 
 
 class OutlinesMatcher(NativeMatcher):
