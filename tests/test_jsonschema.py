@@ -333,3 +333,19 @@ def test_max_properties_of_a_closed_object_needs_no_counting() -> None:
     with pytest.raises(Unsatisfiable) as e:  # more members than the closed object has
         Grammar.from_json_schema({**schema, "minProperties": 3})
     assert (e.value.keyword, e.value.pointer) == ("minProperties", "")
+
+
+def test_deep_nesting_is_a_named_limit() -> None:
+    from toolkit.errors import LimitExceeded
+
+    for depth in (200, 1000):
+        schema: dict | bool = {"type": "string"}
+        for _ in range(depth):
+            schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+        with pytest.raises(LimitExceeded) as e:
+            Grammar.from_json_schema(schema)
+        assert e.value.limit == "max_depth"
+    shallow = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "integer"}}}}}
+    assert Grammar.from_json_schema(shallow, max_depth=3).accepts('{"a": {"b": 1}}')
+    with pytest.raises(LimitExceeded, match="/properties/a"):
+        Grammar.from_json_schema(shallow, max_depth=2)

@@ -436,3 +436,14 @@ def test_flag_edge_cases() -> None:
     d = compile_regex("(?i)ß")  # "ß".upper() is two characters: only ß itself
     assert d.fullmatch("ß".encode()) and not d.fullmatch(b"SS")
     assert compile_regex("(?i)k").fullmatch(b"K")
+
+
+def test_a_regex_error_shows_a_window_of_a_long_pattern() -> None:
+    from toolkit.errors import RegexError
+
+    pattern = "a" * 50_000 + "(?<=x)" + "b" * 50_000
+    with pytest.raises(RegexError) as e:
+        compile_regex(pattern)
+    message = str(e.value)
+    assert len(message) < 600 and "(?<=x)" in message and "100,006 characters" in message
+    assert e.value.pattern == pattern  # the whole pattern stays on the error

@@ -73,7 +73,23 @@ class RegexError(MasklabError):
         self.pattern = pattern
         self.fragment = fragment
         detail = f" at {fragment!r}" if fragment else ""
-        super().__init__(f"{message}{detail} in regex {pattern!r}")
+        super().__init__(f"{message}{detail} in regex {_window(pattern, fragment)}")
+
+
+_WINDOW = 160  # characters of a long pattern an error message shows
+
+
+def _window(pattern: str, fragment: str | None) -> str:
+    """The pattern as the message shows it: whole when short, else a window around the
+    fragment (or its start) with the length, never a megabyte of generated regex."""
+    if len(pattern) <= _WINDOW:
+        return repr(pattern)
+    at = pattern.find(fragment) if fragment else 0
+    at = max(0, at)
+    lo = max(0, at - _WINDOW // 2)
+    hi = min(len(pattern), lo + _WINDOW)
+    shown = ("..." if lo else "") + pattern[lo:hi] + ("..." if hi < len(pattern) else "")
+    return f"{shown!r} ({len(pattern):,} characters, {lo}-{hi} shown)"
 
 
 class UnsupportedGrammar(MasklabError):

@@ -226,11 +226,12 @@ class Grammar:
         )
 
     @staticmethod
-    def from_json_schema(schema, *, whitespace: str = "flexible", strict: bool = True) -> Grammar:
-        """Compile a JSON Schema; see :func:`toolkit.jsonschema.from_json_schema`."""
+    def from_json_schema(schema, *, whitespace: str = "flexible", strict: bool = True, **limits: int) -> Grammar:
+        """Compile a JSON Schema; see :func:`toolkit.jsonschema.from_json_schema` (its
+        limits ``max_rules`` and ``max_depth`` pass through)."""
         from toolkit.jsonschema import from_json_schema
 
-        return from_json_schema(schema, whitespace=whitespace, strict=strict)
+        return from_json_schema(schema, whitespace=whitespace, strict=strict, **limits)
 
     # ----------------------------------------------------------- queries --
 

@@ -69,9 +69,10 @@ from toolkit.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar, Uns
 from toolkit.grammar import Grammar, Terminal
 from toolkit.regex import compile_regex
 
-__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "JsonSchemaText", "schema_text", "grammar_of"]
+__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "JsonSchemaText", "schema_text", "grammar_of"]
 
 DEFAULT_MAX_RULES = 50_000
+DEFAULT_MAX_DEPTH = 100  # nested schemas (each a few Python frames deep in the compiler)
 
 
 @dataclass(frozen=True)
@@ -178,13 +179,16 @@ def _json_type(value: Any) -> str:
 
 
 class _Compiler:
-    def __init__(self, root: Any, *, whitespace: str, strict: bool, max_rules: int) -> None:
+    def __init__(self, root: Any, *, whitespace: str, strict: bool, max_rules: int,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
         self.root = root
         self.strict = strict
         self.whitespace = whitespace
         self.max_rules = max_rules
+        self.max_depth = max_depth
+        self._depth = 0
         self.rules: dict[str, list[tuple[str, ...]]] = {}
         self.terminals: dict[str, Terminal] = {}
         self._term_by_regex: dict[object, str] = {}
@@ -291,7 +295,13 @@ class _Compiler:
         name = self.new_rule("" if pointer == "" else pointer.rsplit("/", 1)[-1] or "r")
         self._memo[key] = name
         self._where[name] = (node, pointer)
-        self.rules[name] = self.alternatives(node, pointer)
+        self._depth += 1
+        if self._depth > self.max_depth:
+            raise LimitExceeded("max_depth", self._depth, self.max_depth, f"schemas nested at {pointer or '/'}")
+        try:
+            self.rules[name] = self.alternatives(node, pointer)
+        finally:
+            self._depth -= 1
         return name
 
     def alternatives(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
@@ -1223,7 +1233,11 @@ class _Compiler:
         return self._any
 
     def grammar(self) -> Grammar:
-        source = json.dumps(self.root) if not isinstance(self.root, bool) else str(self.root)
+        try:
+            source = json.dumps(self.root) if not isinstance(self.root, bool) else str(self.root)
+        except RecursionError:
+            raise LimitExceeded("max_depth", self.max_depth + 1, self.max_depth,
+                                "the schema nests deeper than Python's recursion limit") from None
         if any(m in source for m in _REFERENCE_MARKERS) or _ANCHOR_REF.search(source) or '"id": ' in source:
             self.root = _static_references(self.root)
         start = self.compile(self.root, "")
@@ -1567,12 +1581,16 @@ def from_json_schema(
     whitespace: str = "flexible",
     strict: bool = True,
     max_rules: int = DEFAULT_MAX_RULES,
+    max_depth: int = DEFAULT_MAX_DEPTH,
 ) -> Grammar:
     """Compile a JSON Schema (a dict, a boolean, or JSON text) to a :class:`Grammar`.
 
     ``whitespace="flexible"`` allows JSON whitespace between tokens,
     ``"compact"`` none.  ``strict=False`` drops keywords the compiler cannot express
-    (with a warning: the grammar is then looser than the schema).
+    (with a warning: the grammar is then looser than the schema).  ``max_rules`` and
+    ``max_depth`` (schemas nested in schemas) bound the work: past them the compile
+    raises :class:`LimitExceeded` naming where.  A schema no value satisfies raises
+    :class:`Unsatisfiable` with the keyword and pointer that emptied it.
     """
     if isinstance(schema, (str, bytes)):
         try:
@@ -1583,4 +1601,4 @@ def from_json_schema(
         raise UnsupportedSchema("schema", "", f"a schema must be an object or a boolean, not {type(schema).__name__}")
     if isinstance(schema, Mapping) and not isinstance(schema, dict):
         schema = dict(schema)
-    return _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules).grammar()
+    return _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules, max_depth=max_depth).grammar()
