@@ -3,7 +3,8 @@
 hypothesis writes small schemas from the keywords the compiler supports (types, enum
 and const, number and string bounds, patterns, objects with properties, required,
 additional and pattern properties, arrays with items, prefixItems and counts, the
-applicators, ``$ref`` into ``$defs``, ``if``/``then``/``else``, dependentRequired);
+applicators, ``$ref`` into ``$defs``, ``if``/``then``/``else``, dependentRequired and
+dependentSchemas, propertyNames, contains with minContains);
 each compiled one is given a pool of JSON values and hypothesis' own.  Whenever the
 grammar accepts a value's text, the ``jsonschema`` package (draft 2020-12) must find
 the value valid.  The reverse is not required (the compiler is documented to be
@@ -68,7 +69,10 @@ def _keywords(child: st.SearchStrategy) -> st.SearchStrategy:
             "patternProperties": st.dictionaries(PATTERNS, child, max_size=1),
             "minProperties": st.integers(0, 2),
             "maxProperties": st.integers(0, 3),
-            "propertyNames": st.fixed_dictionaries({"maxLength": st.integers(0, 2)}),
+            "propertyNames": st.one_of(st.fixed_dictionaries({"maxLength": st.integers(0, 2)}),
+                                       st.fixed_dictionaries({"pattern": PATTERNS}),
+                                       st.fixed_dictionaries({"enum": st.lists(st.sampled_from(NAMES), max_size=2)})),
+            "dependentSchemas": st.dictionaries(st.sampled_from(NAMES), child, max_size=1),
             "dependentRequired": st.dictionaries(st.sampled_from(NAMES), st.lists(st.sampled_from(NAMES), max_size=2,
                                                                                   unique=True), max_size=1),
             "items": child,
@@ -76,6 +80,7 @@ def _keywords(child: st.SearchStrategy) -> st.SearchStrategy:
             "minItems": st.integers(0, 2),
             "maxItems": st.integers(0, 3),
             "contains": child,
+            "minContains": st.integers(0, 2),
             "anyOf": st.lists(child, min_size=1, max_size=2),
             "allOf": st.lists(child, min_size=1, max_size=2),
             "oneOf": st.lists(child, min_size=1, max_size=2),

@@ -119,9 +119,10 @@ def _cmd_schema_coverage(args: argparse.Namespace) -> int:
 
         with open(args.out, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["name", "status", "detail", "seconds", "lark_ok"])
+            w.writerow(["name", "status", "detail", "seconds", "lark_ok", "causes"])
             for r in results:
-                w.writerow([r.name, r.status, r.detail, f"{r.seconds:.4f}", "" if r.lark_ok is None else r.lark_ok])
+                w.writerow([r.name, r.status, r.detail, f"{r.seconds:.4f}", "" if r.lark_ok is None else r.lark_ok,
+                            ";".join(r.causes)])
     return 0
 
 

@@ -3,19 +3,24 @@
 For every schema: compile with :meth:`Grammar.from_json_schema`; then each test
 instance (``json.dumps(data)``) must be accepted exactly when it is valid.  The
 categories are MaskBench's: *passing* (compiled, every test right), *unsupported*
-(an :class:`UnsupportedSchema`, counted by keyword), *grammar error*, *validation
-error* (a valid instance rejected), *invalidation error* (an invalid instance
-accepted: the grammar is looser than the schema, the worst outcome), *timeout* and
-*crash* (any other exception: always a bug).
+(an :class:`UnsupportedSchema`, counted by keyword), *unsatisfiable* (the compiler
+proved that no value fits, :class:`Unsatisfiable`, and the dataset has no valid
+instance either), *grammar error*, *validation error* (a valid instance rejected,
+each by its cause), *invalidation error* (an invalid instance accepted: the grammar
+is looser than the schema, the worst outcome), *timeout* and *crash* (any other
+exception: always a bug).
 """
 
 from __future__ import annotations
 
 import collections
+import json
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from toolkit.datasets import iter_items
 from toolkit.errors import (
@@ -23,6 +28,7 @@ from toolkit.errors import (
     LimitExceeded,
     RegexError,
     TimeLimitExceeded,
+    Unsatisfiable,
     UnsupportedSchema,
     time_limit,
 )
@@ -33,11 +39,13 @@ __all__ = ["SchemaResult", "schema_coverage", "summarize"]
 @dataclass
 class SchemaResult:
     name: str
-    status: str  # passing | unsupported | grammar_error | validation_error | invalidation_error | timeout | crash
+    status: str  # passing | unsupported | unsatisfiable | grammar_error | validation_error | invalidation_error
+    #              | timeout | crash
     detail: str = ""
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)
     lark_ok: bool | None = None  # llguidance accepts to_lark() (None: not checked or not compiled)
+    causes: list[str] = field(default_factory=list)  # per rejected valid instance (validation errors)
 
 
 def _lark_ok(grammar) -> bool:
@@ -58,16 +66,23 @@ def check_item(item, timeout: float, check_lark: bool = False) -> SchemaResult:
                 grammar = item.grammar()
             except UnsupportedSchema as e:
                 return SchemaResult(item.name, "unsupported", e.keyword, time.perf_counter() - t0)
+            except Unsatisfiable as e:
+                valid = [c.text[:120] for c in item.cases if c.valid]
+                if valid:  # a valid instance says it is not: the compiler is too tight there
+                    return SchemaResult(item.name, "validation_error", f"{e.keyword}", time.perf_counter() - t0,
+                                        valid, causes=["called unsatisfiable"] * len(valid))
+                return SchemaResult(item.name, "unsatisfiable", f"{e.keyword}", time.perf_counter() - t0)
             except TimeLimitExceeded:
                 raise
             except (GrammarError, RegexError, LimitExceeded) as e:
                 return SchemaResult(item.name, "grammar_error", f"{type(e).__name__}: {e}"[:200],
                                     time.perf_counter() - t0)
-            rejected_valid, accepted_invalid = [], []
+            rejected_valid, accepted_invalid, causes = [], [], []
             for case in item.cases:
                 ok = grammar.accepts(case.text)
                 if case.valid and not ok:
                     rejected_valid.append(case.text[:120])
+                    causes.append(_cause(grammar, item.spec, case.text))
                 elif ok and not case.valid:
                     accepted_invalid.append(case.text[:120])
             dt = time.perf_counter() - t0
@@ -75,13 +90,56 @@ def check_item(item, timeout: float, check_lark: bool = False) -> SchemaResult:
         if accepted_invalid:
             return SchemaResult(item.name, "invalidation_error", "", dt, accepted_invalid, lark)
         if rejected_valid:
-            return SchemaResult(item.name, "validation_error", "", dt, rejected_valid, lark)
+            return SchemaResult(item.name, "validation_error", "", dt, rejected_valid, lark, causes)
         return SchemaResult(item.name, "passing", "", dt, lark_ok=lark)
     except TimeLimitExceeded:
         return SchemaResult(item.name, "timeout", f"> {timeout:g} s", time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - counted, and printed: always a bug
         return SchemaResult(item.name, "crash", "".join(traceback.format_exception_only(e)).strip()[:300],
                             time.perf_counter() - t0)
+
+
+def _in_schema_order(value: Any, schema: Any) -> Any:
+    """``value`` with each object's keys in the order its schema lists ``properties``
+    (following the schema's ``properties``, ``items`` and ``additionalProperties``)."""
+    if isinstance(value, dict):
+        props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+        props = props if isinstance(props, dict) else {}
+        extra = schema.get("additionalProperties", {}) if isinstance(schema, dict) else {}
+        keys = [k for k in props if k in value] + [k for k in value if k not in props]
+        return {k: _in_schema_order(value[k], props.get(k, extra)) for k in keys}
+    if isinstance(value, list):
+        items = schema.get("items", {}) if isinstance(schema, dict) else {}
+        return [_in_schema_order(v, items if isinstance(items, dict) else {}) for v in value]
+    return value
+
+
+def _keys(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from _keys(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _keys(v)
+
+
+def _cause(grammar: Any, schema: Any, text: str) -> str:
+    """Why the grammar rejects a valid instance, as far as a cheap test tells: its
+    keys out of the schema's property order (the compiler keeps that order), an
+    object key that needs escapes (additional keys are written without), or one of
+    the compiler's other tighter forms."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return "not JSON"
+    if isinstance(schema, dict):
+        ordered = json.dumps(_in_schema_order(value, schema))
+        if ordered != json.dumps(value) and grammar.accepts(ordered):
+            return "property order"
+    if any(any(c in '"\\' or ord(c) < 0x20 for c in k) for k in _keys(value)):
+        return "escaped key"
+    return "tighter form"
 
 
 def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: float = 30.0,
@@ -114,6 +172,7 @@ def summarize(results: list[SchemaResult]) -> str:
         f"validation errors    {by['validation_error']}  (a valid instance rejected)",
         f"invalidation errors  {by['invalidation_error']}  (an invalid instance accepted)",
         f"unsupported          {by['unsupported']}",
+        f"unsatisfiable        {by['unsatisfiable']}  (no value fits, and the dataset has no valid instance)",
         f"grammar errors       {by['grammar_error']}",
         f"timeouts             {by['timeout']}",
         f"crashes              {by['crash']}",
@@ -125,6 +184,15 @@ def summarize(results: list[SchemaResult]) -> str:
     kw = collections.Counter(r.detail for r in results if r.status == "unsupported")
     if kw:
         lines.append("unsupported by keyword: " + ", ".join(f"{k} {v}" for k, v in kw.most_common()))
+    causes = collections.Counter(c for r in results for c in r.causes)
+    if causes:
+        lines.append("valid instances rejected, by cause: " + ", ".join(f"{k} {v}" for k, v in causes.most_common()))
+    secs = sorted(r.seconds for r in results)
+    if secs:
+        q = lambda f: secs[min(len(secs) - 1, int(f * len(secs)))]  # noqa: E731
+        slow = max(results, key=lambda r: r.seconds)
+        lines.append(f"seconds per schema   p50 {q(0.5):.3f}, p90 {q(0.9):.3f}, p99 {q(0.99):.3f}, "
+                     f"max {slow.seconds:.2f} ({slow.name})")
     for r in results:
         if r.status in ("invalidation_error", "crash", "grammar_error"):
             lines.append(f"  {r.status}: {r.name}: {r.detail} {r.failures[:2] if r.failures else ''}")
