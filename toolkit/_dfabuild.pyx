@@ -962,6 +962,56 @@ cdef class _Product:
         return j
 
 
+cdef int _mark_live(int32_t n, int32_t k, const int32_t* rows, uint8_t* live) noexcept nogil:
+    """Trimming's search: ``live`` (n flags) holds the accepting states on entry and every
+    state that can reach one on return, found backwards through predecessor lists of
+    the table ``rows`` (``n * k``, 0 the dead state, never live).  0, or -1 when out of
+    memory."""
+    cdef int64_t* po = <int64_t*>calloc(n + 1, sizeof(int64_t))
+    cdef int64_t n_edges = 0, e
+    cdef int32_t s, c, t, top = 0
+    if po == NULL:
+        return -1
+    for s in range(1, n):
+        for c in range(k):
+            t = rows[<int64_t>s * k + c]
+            if t:
+                po[t + 1] += 1
+                n_edges += 1
+    cdef int32_t* pr = <int32_t*>malloc((n_edges + 1) * sizeof(int32_t))
+    cdef int32_t* st = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+    if pr == NULL or st == NULL:
+        free(po); free(pr); free(st)
+        return -1
+    for s in range(n):
+        po[s + 1] += po[s]
+    for s in range(1, n):
+        for c in range(k):
+            t = rows[<int64_t>s * k + c]
+            if t:
+                pr[po[t]] = s
+                po[t] += 1
+    for s in range(n - 1, 0, -1):
+        po[s] = po[s - 1]
+    po[0] = 0
+    live[0] = 0
+    for s in range(1, n):
+        if live[s]:
+            st[top] = s
+            top += 1
+    while top:
+        top -= 1
+        t = st[top]
+        for e in range(po[t], po[t + 1]):
+            s = pr[e]
+            if not live[s]:
+                live[s] = 1
+                st[top] = s
+                top += 1
+    free(po); free(pr); free(st)
+    return 0
+
+
 def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, int32_t start_a,
             const int32_t[:, ::1] tb, const uint8_t[::1] acc_b, int32_t start_b,
             str op, int64_t max_states):
@@ -1014,54 +1064,23 @@ def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, int32_t start_a,
     if rc < 0:
         raise MemoryError(f"product: out of memory at {P.n} pairs")
     cdef int32_t n = P.n
-    # trim: a state is live when it can reach acceptance (predecessor lists, then a search)
-    pred_off = np.zeros(n + 1, dtype=np.int64)
+    # trim: a state is live when it can reach acceptance
     live = np.zeros(n, dtype=np.uint8)
+    accepts = np.zeros(n, dtype=np.uint8)
     new = np.zeros(n, dtype=np.int32)
-    cdef int64_t[::1] po = pred_off
     cdef uint8_t[::1] lv = live
+    cdef uint8_t[::1] ac = accepts
     cdef int32_t[::1] nw = new
-    cdef int64_t n_edges = 0
     with nogil:
-        for s in range(1, n):
-            for c in range(k):
-                t = P.rows[<int64_t>s * k + c]
-                if t:
-                    po[t + 1] += 1
-                    n_edges += 1
-    preds = np.empty(n_edges + 1, dtype=np.int32)
-    stack = np.empty(n, dtype=np.int32)
-    cdef int32_t[::1] pr = preds
-    cdef int32_t[::1] st = stack
-    with nogil:
-        for s in range(n):
-            po[s + 1] += po[s]
-        for s in range(1, n):
-            for c in range(k):
-                t = P.rows[<int64_t>s * k + c]
-                if t:
-                    pr[po[t]] = s
-                    po[t] += 1
-        for s in range(n - 1, 0, -1):
-            po[s] = po[s - 1]
-        po[0] = 0
-        top = 0
         for s in range(1, n):
             p, q = P.pp[s], P.pq[s]
             if ((code == OP_AND and acc_a[p] and acc_b[q]) or (code == OP_DIFF and acc_a[p] and not acc_b[q])
                     or (code == OP_OR and (acc_a[p] or acc_b[q]))):
-                lv[s] = 2  # live and accepting
-                st[top] = s
-                top += 1
-        while top:
-            top -= 1
-            t = st[top]
-            for e in range(po[t], po[t + 1]):
-                s = pr[e]
-                if not lv[s]:
-                    lv[s] = 1
-                    st[top] = s
-                    top += 1
+                lv[s] = ac[s] = 1
+        rc = _mark_live(n, k, P.rows, &lv[0])
+    if rc < 0:
+        raise MemoryError(f"product: out of memory trimming {n} pairs")
+    with nogil:
         m = 0
         for s in range(1, n):
             if lv[s]:
@@ -1076,7 +1095,7 @@ def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, int32_t start_a,
     with nogil:
         for s in range(1, n):
             if lv[s]:
-                av[nw[s]] = lv[s] == 2
+                av[nw[s]] = ac[s]
                 for c in range(k):
                     tv[nw[s], c] = nw[P.rows[<int64_t>s * k + c]]
     return table, accepting
@@ -1233,6 +1252,16 @@ def json_literal(str value, int64_t max_states):
     return _minimal_of_edges(T, acc, True)
 
 
+cdef _column_array(const int32_t* column):
+    """The 256 byte columns as an int32 array (as :func:`byte_classes` takes them)."""
+    out = np.empty(256, dtype=np.int32)
+    cdef int32_t[::1] v = out
+    cdef int b
+    for b in range(256):
+        v[b] = column[b]
+    return out
+
+
 cdef tuple _minimal_of_edges(_Trie T, acc, bint minimal):
     """``(table, accepting, column)`` of the deterministic edges ``T`` (states 0 dead,
     1 start, every state live) and ``acc`` (uint8, one per state), minimized (or, when
@@ -1260,11 +1289,7 @@ cdef tuple _minimal_of_edges(_Trie T, acc, bint minimal):
         mt, macc = renumber(small, acc, 1)
     else:
         mt, macc = minimize(small, acc)
-    column = np.empty(256, dtype=np.int32)
-    cdef int32_t[::1] cv = column
-    for b in range(256):
-        cv[b] = cls[b]
-    return mt, macc, column
+    return mt, macc, _column_array(cls)
 
 
 def literal_set(list words, int64_t max_states):
@@ -1418,13 +1443,12 @@ def minus_words(const int32_t[:, ::1] table, const uint8_t[::1] classes, const u
     cdef uint8_t* acc = <uint8_t*>malloc(n)
     cdef int32_t* new_id = <int32_t*>calloc(n, sizeof(int32_t))
     cdef int32_t* order = <int32_t*>malloc(sizeof(int32_t) * n)
-    cdef int32_t* npred = <int32_t*>calloc(n + 1, sizeof(int32_t))
-    cdef int32_t* preds = <int32_t*>malloc(sizeof(int32_t) * <int64_t>n * k + 1)
     cdef uint8_t* live = <uint8_t*>calloc(n, 1)
-    if tab == NULL or acc == NULL or new_id == NULL or order == NULL or npred == NULL or preds == NULL or live == NULL:
-        free(tab); free(acc); free(new_id); free(order); free(npred); free(preds); free(live); free(bs); free(ends)
+    if tab == NULL or acc == NULL or new_id == NULL or order == NULL or live == NULL:
+        free(tab); free(acc); free(new_id); free(order); free(live); free(bs); free(ends)
         raise MemoryError(f"minus_words: no memory for {n} states")
-    cdef int32_t reached = 0, top, e
+    cdef int32_t reached = 0
+    cdef int rc = 0
     with nogil:
         for s in range(nb):
             acc[s] = accepting[s] != 0
@@ -1454,46 +1478,15 @@ def minus_words(const int32_t[:, ::1] table, const uint8_t[::1] classes, const u
                     m += 1
             i += 1
         reached = m
-        # live: reaches an accepting state (predecessor lists over the reached states)
-        for i in range(1, m):
-            s = order[i]
-            for c in range(k):
-                t = tab[<int64_t>s * k + c]
-                if t:
-                    npred[t + 1] += 1
+        # live: reaches an accepting state
         for s in range(n):
-            npred[s + 1] += npred[s]
-        for i in range(1, m):
-            s = order[i]
-            for c in range(k):
-                t = tab[<int64_t>s * k + c]
-                if t:
-                    preds[npred[t]] = s
-                    npred[t] += 1
-        for s in range(n - 1, -1, -1):
-            npred[s + 1] = npred[s]
-        npred[0] = 0
-        top = 0
-        for i in range(1, m):
-            s = order[i]
-            if acc[s]:
-                live[s] = 1
-                order[top] = s  # order[0..top) is reused as the stack (ids are in new_id)
-                top += 1
-        # order's reachable list is no longer needed past this point: new_id keeps it
-        while top:
-            top -= 1
-            t = order[top]
-            for e in range(npred[t], npred[t + 1]):
-                s = preds[e]
-                if not live[s]:
-                    live[s] = 1
-                    order[top] = s
-                    top += 1
+            live[s] = acc[s]
+        rc = _mark_live(n, k, tab, live)
     free(bs)
     free(ends)
-    free(npred)
-    free(preds)
+    if rc < 0:
+        free(tab); free(acc); free(new_id); free(order); free(live)
+        raise MemoryError(f"minus_words: out of memory trimming {n} states")
     if reached > max_states:
         free(tab); free(acc); free(new_id); free(order); free(live)
         raise LimitExceeded("max_states", reached, max_states)
@@ -1526,11 +1519,7 @@ def minus_words(const int32_t[:, ::1] table, const uint8_t[::1] classes, const u
                 sv[x, c] = final_id[new_id[t]] if t and live[t] else 0
     free(tab); free(acc); free(new_id); free(order); free(live); free(final_id)
     mt, macc = minimize(small, small_acc)
-    col = np.empty(256, dtype=np.int32)
-    cdef int32_t[::1] cv = col
-    for b in range(256):
-        cv[b] = column[b]
-    return mt, macc, col
+    return mt, macc, _column_array(column)
 
 
 # ------------------------------------------------------------- byte classes ----
