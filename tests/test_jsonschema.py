@@ -117,6 +117,8 @@ CASES: dict[str, tuple[dict | bool, list]] = {
     "pattern_with_format": ({"type": "string", "format": "ipv4", "pattern": "^10\\."},
                             ["10.0.0.1", "192.168.0.1", "10.0.0", "10.x"]),
     "all_of_two_patterns": ({"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, ["ab", "axb", "ba", "a", 3]),
+    "not_one_of": ({"not": {"oneOf": [{"type": "integer"}, {"minimum": 2}]}},  # none, or both
+                   [1, 2, 3, 1.5, 2.5, "a", None, 0, -1, [2]]),
     # not
     "not_type": ({"properties": {"a": {"not": {"type": "string"}}}}, [{"a": 1}, {"a": "x"}, {"a": None}, {}]),
     "not_type_list": ({"not": {"type": ["array", "object", "null"]}}, [1, "x", True, None, [], {}, 1.5]),

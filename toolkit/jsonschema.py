@@ -494,6 +494,16 @@ class _Compiler:
                 raise UnsupportedSchema("anyOf", pointer, "anyOf must be a non-empty list")
             parts = [self.negate(b, f"{pointer}/{i}", depth + 1) for i, b in enumerate(v)]
             return [{"allOf": parts}]
+        if k == "oneOf":  # no branch matches, or two do
+            if not isinstance(v, list) or not v:
+                raise UnsupportedSchema("oneOf", pointer, "oneOf must be a non-empty list")
+            parts = [self.negate(b, f"{pointer}/{i}", depth + 1) for i, b in enumerate(v)]
+            out = [{"allOf": parts}]
+            for i in range(len(v)):
+                for j in range(i + 1, len(v)):
+                    if not self._disjoint_pair(v[i], v[j]):
+                        out.append({"allOf": [v[i], v[j]]})
+            return out
         if k == "not":
             return [v]
         if k == "additionalProperties":
