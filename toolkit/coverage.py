@@ -164,7 +164,7 @@ def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: fl
 def summarize(results: list[SchemaResult]) -> str:
     n = len(results)
     by = collections.Counter(r.status for r in results)
-    compiled = n - by["unsupported"] - by["grammar_error"] - by["timeout"] - by["crash"]
+    compiled = n - by["unsupported"] - by["unsatisfiable"] - by["grammar_error"] - by["timeout"] - by["crash"]
     lines = [
         f"schemas              {n}",
         f"compiled             {compiled} ({100 * compiled / max(n, 1):.1f}%)",
