@@ -39,3 +39,27 @@ def test_coverage_on_maskbench_sample(capsys) -> None:
     out = capsys.readouterr().out
     assert "invalidation errors" in out and "schemas              3" in out
     assert "to_lark() accepted by llguidance" in out
+
+
+def test_coverage_statuses_and_causes(tmp_path) -> None:
+    """Unsatisfiable schemas are their own status (a validation error when the dataset
+    has a valid instance), and a rejected valid instance gets its cause."""
+    items = {
+        "empty": ({"type": "string", "minLength": 3, "maxLength": 1}, [("x", False)]),
+        "empty_but_valid": ({"type": "string", "minLength": 3, "maxLength": 1}, [("x", True)]),
+        "order": ({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+                  [({"b": 1, "a": 2}, True), ({"a": 1}, True)]),
+        "escaped": ({"type": "object", "additionalProperties": {"type": "integer"}}, [({'q"': 1}, True)]),
+    }
+    for name, (schema, cases) in items.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps({"schema": schema, "tests": [
+            {"data": d, "valid": v} for d, v in cases]}))
+    results = {r.name: r for r in schema_coverage(tmp_path, timeout=20)}
+    assert results["empty"].status == "unsatisfiable" and results["empty"].detail == "minLength"
+    assert results["empty_but_valid"].status == "validation_error"
+    assert results["empty_but_valid"].causes == ["called unsatisfiable"]
+    assert results["order"].causes == ["property order"]
+    assert results["escaped"].causes == ["escaped key"]
+    text = summarize(list(results.values()))
+    assert "unsatisfiable        1" in text and "compiled             3" in text  # (a wrong verdict counts)
+    assert "by cause:" in text and "seconds per schema" in text
