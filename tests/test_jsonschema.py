@@ -117,6 +117,10 @@ CASES: dict[str, tuple[dict | bool, list]] = {
     "pattern_with_format": ({"type": "string", "format": "ipv4", "pattern": "^10\\."},
                             ["10.0.0.1", "192.168.0.1", "10.0.0", "10.x"]),
     "all_of_two_patterns": ({"allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}, ["ab", "axb", "ba", "a", 3]),
+    "all_of_two_conditionals": (
+        {"allOf": [{"if": {"type": "integer"}, "then": {"minimum": 5}, "else": {"type": "string"}},
+                   {"if": {"minimum": 7}, "then": {"maximum": 9}}]},
+        [1, 5, 7, 9, 10, "a", 6.5, None]),
     "not_one_of": ({"not": {"oneOf": [{"type": "integer"}, {"minimum": 2}]}},  # none, or both
                    [1, 2, 3, 1.5, 2.5, "a", None, 0, -1, [2]]),
     # not

@@ -609,6 +609,10 @@ class _Compiler:
                     raise UnsupportedSchema("allOf", f"{pointer}/{i}/allOf", "allOf must be a list")
                 part = self.merge(inner + [part], f"{pointer}/{i}/allOf", depth + 1)
             flat.append(part)
+        if sum("if" in p for p in flat) > 1:
+            # several conditionals: each becomes (if and then) or (not if and else), as
+            # alternatives() writes one, and their anyOf lists multiply out below
+            flat = [self._unconditional(p, f"{pointer}/{i}", depth) if "if" in p else p for i, p in enumerate(flat)]
         out: dict[str, Any] = {}
         for i, part in enumerate(flat):
             for k, v in part.items():
@@ -656,6 +660,15 @@ class _Compiler:
             if props:
                 out["properties"] = props
         return out
+
+    def _unconditional(self, part: dict, pointer: str, depth: int) -> dict:
+        """``part`` with its ``if``/``then``/``else`` written as an ``anyOf``."""
+        part = dict(part)
+        cond, then, other = part.pop("if"), part.pop("then", True), part.pop("else", True)
+        for kw, sub in (("if", cond), ("then", then), ("else", other)):
+            _check_schemas([sub], kw, f"{pointer}/{kw}", single=True)
+        either = {"anyOf": [{"allOf": [cond, then]}, {"allOf": [{"not": cond}, other]}]}
+        return self.merge([part, either], pointer, depth + 1)
 
     def _merge_keyword(self, k: str, a: Any, b: Any, pointer: str) -> Any:
         if a == b:
