@@ -152,3 +152,18 @@ def test_the_loosenings_of_issue_26_are_gone() -> None:
     assert Grammar.from_json_schema(cases[0][0]).accepts('["foo", "bar"]')
     assert Grammar.from_json_schema(cases[2][0]).accepts("[5]")
     assert Grammar.from_json_schema(cases[2][0]).accepts("[5, 6]")
+
+
+def test_merged_values_compare_as_json_not_as_python() -> None:
+    """Python's == takes True for 1 and [1] for [True]; merging allOf parts (and const
+    with enum) once kept a value only one part allows."""
+    for schema, value in [
+        ({"allOf": [{"enum": [True, 2]}, {"enum": [1, 2]}]}, True),
+        ({"anyOf": [{"enum": [[1], 3], "const": [True]}, {"const": 5}]}, [1]),
+    ]:
+        assert not jsonschema.Draft202012Validator(schema).is_valid(value)
+        assert not Grammar.from_json_schema(schema).accepts(json.dumps(value)), schema
+    for schema in ({"allOf": [{"const": True}, {"const": 1}]}, {"allOf": [{"const": [1]}, {"const": [True]}]}):
+        with pytest.raises(Unsatisfiable):
+            Grammar.from_json_schema(schema)
+    assert Grammar.from_json_schema({"allOf": [{"const": 1}, {"const": 1.0}]}).accepts("1")

@@ -627,7 +627,10 @@ class _Compiler:
                     extra = ecma_pattern(v, pointer=f"{pointer}/{i}/pattern")
                     out[ALSO_STRINGS] = [*out.get(ALSO_STRINGS, []), extra]
                 else:
-                    out[k] = self._merge_keyword(k, out[k], v, f"{pointer}/{i}/{k}")
+                    try:
+                        out[k] = self._merge_keyword(k, out[k], v, f"{pointer}/{i}/{k}")
+                    except _NoValue:
+                        return {"not": {}}
         # items speaks of the positions after its own part's prefix: with prefixes in
         # several parts (or a prefix in one and items in another), each position gets
         # every part's schema for it
@@ -671,8 +674,10 @@ class _Compiler:
         return self.merge([part, either], pointer, depth + 1)
 
     def _merge_keyword(self, k: str, a: Any, b: Any, pointer: str) -> Any:
-        if a == b:
+        if _json_same(a, b):  # (Python's == takes True for 1 and [1] for [True])
             return a
+        if k == "const":
+            raise _NoValue  # two different values: nothing matches both
         if k == "type":
             ta = set(a if isinstance(a, list) else [a])
             tb = set(b if isinstance(b, list) else [b])
@@ -812,7 +817,7 @@ class _Compiler:
             if not isinstance(values, list):
                 raise UnsupportedSchema("enum", pointer + "/enum", "enum must be a list")
             if "const" in node:
-                values = [v for v in values if v == node["const"] and type(v) is type(node["const"])]
+                values = [v for v in values if _json_same(v, node["const"]) and type(v) is type(node["const"])]
         else:
             values = [node["const"]]
         rest = {k: v for k, v in node.items() if k in _VALIDATION and k not in ("enum", "const")}
@@ -1444,6 +1449,24 @@ def _internal_ok(v: Any, node: dict) -> bool:
         if node.get(FRACTIONAL) is True and integral:
             return False
     return True
+
+
+class _NoValue(Exception):
+    """Merging two keywords left no value (two different consts)."""
+
+
+def _json_same(a: Any, b: Any) -> bool:
+    """Equal as JSON values, as JSON Schema compares them: numbers by value (1 and 1.0
+    alike), never a boolean for a number, arrays item by item, objects key by key."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_json_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_json_same(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
 
 
 def _positions(part: dict) -> tuple[list, Any]:
