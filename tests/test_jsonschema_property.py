@@ -167,3 +167,23 @@ def test_merged_values_compare_as_json_not_as_python() -> None:
         with pytest.raises(Unsatisfiable):
             Grammar.from_json_schema(schema)
     assert Grammar.from_json_schema({"allOf": [{"const": 1}, {"const": 1.0}]}).accepts("1")
+
+
+def test_a_dynamic_reference_the_reference_pass_cannot_reach_is_refused() -> None:
+    # where the reference pass reaches it, it resolves (a string, not any value)
+    schema = {"type": "object", "properties": {"a": {"$dynamicRef": "#x"}},
+              "$defs": {"x": {"$dynamicAnchor": "x", "type": "string"}}}
+    assert not Grammar.from_json_schema(schema).accepts('{"a": 1}')
+    assert Grammar.from_json_schema(schema).accepts('{"a": "s"}')
+    from toolkit.jsonschema import _Compiler
+
+    c = _Compiler({"type": "array", "items": {"$recursiveRef": "#"}}, whitespace="compact", strict=True, max_rules=100)
+    with pytest.raises(UnsupportedSchema) as e:  # the compiler alone, without the pass
+        c.compile(c.root, "")
+    assert e.value.keyword == "$recursiveRef" and e.value.pointer == "/items/$recursiveRef"
+
+
+def test_limits_must_be_positive() -> None:
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="max_depth"):
+            Grammar.from_json_schema({"type": "integer"}, max_depth=bad)

@@ -278,6 +278,11 @@ class _Compiler:
 
     def compile(self, node: Any, pointer: str) -> str:
         """The rule name for the values ``node`` (at ``pointer``) accepts."""
+        if isinstance(node, dict) and ("$dynamicRef" in node or "$recursiveRef" in node):
+            # the reference pass rewrites every one it can reach; one left (under a
+            # keyword it does not walk) must not read as "any value"
+            kw = "$dynamicRef" if "$dynamicRef" in node else "$recursiveRef"
+            raise UnsupportedSchema(kw, f"{pointer}/{kw}", "a dynamic reference where it cannot be resolved")
         if node is True or (isinstance(node, dict) and not (set(node) & _VALIDATION)):
             return self.any_value()
         if node is False:
@@ -1645,6 +1650,9 @@ def from_json_schema(
             raise UnsupportedSchema("schema", "", f"not JSON: {e}") from e
     if not isinstance(schema, (dict, bool)):
         raise UnsupportedSchema("schema", "", f"a schema must be an object or a boolean, not {type(schema).__name__}")
+    for name, value in (("max_rules", max_rules), ("max_depth", max_depth)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if isinstance(schema, Mapping) and not isinstance(schema, dict):
         schema = dict(schema)
     return _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules, max_depth=max_depth).grammar()
