@@ -328,7 +328,7 @@ def test_json_string_dfa_large_and_limits() -> None:
         json_string_dfa(100, 2000, max_states=n - 1)
     assert e.value.limit == "max_states"
     with pytest.raises(LimitExceeded):  # refused before building: 20 states a character
-        compile_regex(json_string(0, MAX_STRING_LENGTH))
+        json_string_dfa(0, MAX_STRING_LENGTH)
     for lo, hi in ((-1, 5), (0, -3), (1.5, 4), (True, 3), (None, 2)):
         with pytest.raises(ValueError, match="non-negative int"):
             json_string_dfa(lo, hi)

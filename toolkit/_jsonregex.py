@@ -53,6 +53,7 @@ __all__ = [
     "JSON_CHAR",
     "NOTHING",
     "MAX_STRING_LENGTH",
+    "MAX_STRING_STATES",
     "JSON_NUMBER",
     "FORMATS",
     "json_string",
@@ -76,14 +77,19 @@ materializes the million characters of the class.)"""
 
 _ANY = "[\\d\\D]"  # any character, cheaply (see NOTHING)
 
-MAX_STRING_LENGTH = 10_000
-"""Largest ``minLength``/``maxLength`` :func:`json_string` accepts.
+MAX_STRING_LENGTH = 65_536
+"""Largest ``minLength``/``maxLength`` :func:`json_string` accepts (2^16).
 
 A bound is the cap of the repeat: the minimal DFA of ``maxLength: n`` has 20 states
-per character (the escape forms) plus 4, so ``n = 8192`` already takes ~164k of
-:data:`toolkit.regex.DEFAULT_MAX_STATES` (200k; ``n = 10000`` is past it) and 14 MB of
-table over its 22 byte classes; larger bounds are
-:class:`~toolkit.errors.UnsupportedSchema`, never a silently shorter string."""
+per character (the escape forms) plus 4, written down directly by
+:func:`json_string_dfa` in linear time: ``n = 65,536`` is 1.31M states, a 115 MB table
+over its 22 byte classes, built in 0.3 s (:data:`MAX_STRING_STATES`).  Larger bounds
+are :class:`~toolkit.errors.UnsupportedSchema`, never a silently shorter string."""
+
+MAX_STRING_STATES = 20 * MAX_STRING_LENGTH + 64
+"""States a JSON string's DFA may have when written down directly
+(:func:`toolkit.regex.compile_regex` allows them whatever its ``max_states``, which
+bounds the subset construction): enough for :data:`MAX_STRING_LENGTH` characters."""
 
 MAX_REPEAT = 1000
 """Largest bound of a ``{n,m}`` quantifier in :func:`ecma_pattern` (the DFA grows

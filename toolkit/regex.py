@@ -572,12 +572,13 @@ def _direct(pattern: str, max_states: int) -> ByteDFA | None:
         return _freeze(made[0], made[1], 1, pattern, made[2])
     if not (pattern.startswith('"') and pattern.endswith('"')):
         return None
-    from toolkit._jsonregex import json_string_bounds, json_string_dfa
+    from toolkit._jsonregex import MAX_STRING_STATES, json_string_bounds, json_string_dfa
 
     bounds = json_string_bounds(pattern)
     if bounds is None:
         return None
-    return json_string_dfa(*bounds, max_states=max_states)
+    # linear in the bound, not a subset construction: allowed up to MAX_STRING_LENGTH
+    return json_string_dfa(*bounds, max_states=max(max_states, MAX_STRING_STATES))
 
 
 def _compile(pattern: str, max_states: int, unicode: bool) -> ByteDFA:
