@@ -8,6 +8,7 @@ instances keep properties in schema order, since the compiler documents that ord
 from __future__ import annotations
 
 import json
+import random
 import warnings
 
 import jsonschema
@@ -249,11 +250,11 @@ def test_compact_whitespace() -> None:
     "schema, keyword, pointer",
     [
         ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
-        ({"properties": {"a": {"not": {"multipleOf": 2}}}}, "not", "/properties/a/not/multipleOf"),
+        ({"properties": {"a": {"type": "integer", "multipleOf": 77}}}, "multipleOf", "/properties/a/multipleOf"),
         ({"not": {"type": "string", "format": "date"}}, "not", "/not/format"),
-        ({"type": "number", "multipleOf": 0.5}, "multipleOf", "/multipleOf"),
+        ({"type": "number", "multipleOf": 0}, "multipleOf", "/multipleOf"),
         ({"$ref": "http://example.com/s.json"}, "$ref", "/$ref"),
-        ({"oneOf": [{"type": "integer"}, {"multipleOf": 3}]}, "oneOf", ""),
+        ({"oneOf": [{"type": "string"}, {"format": "date"}]}, "oneOf", ""),
         ({"type": "object", "patternProperties": {c: {} for c in "abcde"}}, "patternProperties", "/patternProperties"),
         ({"items": {"$ref": "#/definitions/missing"}}, "$ref", "/items/$ref"),
     ],
@@ -356,3 +357,61 @@ def test_deep_nesting_is_a_named_limit() -> None:
     assert Grammar.from_json_schema(shallow, max_depth=3).accepts('{"a": {"b": 1}}')
     with pytest.raises(LimitExceeded, match="/properties/a"):
         Grammar.from_json_schema(shallow, max_depth=2)
+
+
+# ------------------------------------------------------------------ multipleOf --
+
+
+@pytest.mark.parametrize("step", [0.01, 1.0, 1, 5, 7, 0.05, 3, 2.5, 12, 1e-5, 1000])
+@pytest.mark.parametrize("integer", [False, True])
+def test_multiple_of_is_exact_decimal_arithmetic(step, integer: bool) -> None:
+    """Every exponent-free numeral is accepted exactly when its decimal value is a
+    multiple (or, negated, is not), as JSON Schema specifies; exponents never."""
+    from decimal import Decimal
+    from fractions import Fraction
+
+    rng = random.Random(7)
+    exact = Fraction(Decimal(repr(step))) if isinstance(step, float) else Fraction(step)
+    kind = "integer" if integer else "number"
+    yes = Grammar.from_json_schema({"type": kind, "multipleOf": step})
+    negated = {"type": kind, "not": {"multipleOf": step}}
+    if integer and (1 / exact).denominator == 1:  # every integer is a multiple: nothing left
+        with pytest.raises((UnsupportedSchema, Unsatisfiable)):
+            Grammar.from_json_schema(negated)
+        negated = {"type": kind, "not": {"const": 0.5}}  # the integers, to check `yes` against
+    no = Grammar.from_json_schema(negated)
+    everything = integer and (1 / exact).denominator == 1  # (then `no` is every integer)
+    for _ in range(400):
+        text = ("-" if rng.random() < 0.3 else "") + str(rng.choice([0, rng.randrange(1, 300), 1000 * rng.randrange(1, 50),
+                                                                     rng.randrange(1, 10**9)]))
+        if not integer and rng.random() < 0.6:
+            text += "." + "".join(rng.choice("0123456789" if rng.random() < 0.5 else "0")
+                                  for _ in range(rng.randrange(1, 7)))
+        multiple = (Fraction(Decimal(text)) / exact).denominator == 1
+        assert yes.accepts(text) == multiple, (step, text)
+        assert no.accepts(text) == (not multiple or everything and "." not in text), (step, text)
+    for text in ("1e2", "0e0", "-", "01", "1.", ".5"):
+        assert not yes.accepts(text) and not no.accepts(text)
+
+
+def test_multiple_of_merges_bounds_and_branches() -> None:
+    g = Grammar.from_json_schema({"type": "number", "multipleOf": 0.01, "minimum": -99999999999.99,
+                                  "maximum": 99999999999.99})
+    for text, ok in (("1000.45", True), ("200.10", True), ("1000.456", False), ("99999999999.995", False),
+                     ("-99999999999.99", True), ("100000000000", False)):
+        assert g.accepts(text) == ok, text
+    both = Grammar.from_json_schema({"allOf": [{"multipleOf": 4}, {"multipleOf": 6}], "type": "integer"})
+    assert [n for n in range(0, 50) if both.accepts(str(n))] == [0, 12, 24, 36, 48]
+    one = Grammar.from_json_schema({"oneOf": [{"multipleOf": 2}, {"multipleOf": 3}], "type": "integer"})
+    assert [n for n in range(0, 13) if one.accepts(str(n))] == [2, 3, 4, 8, 9, 10]
+    # non-numbers satisfy multipleOf, so its negation is numbers only
+    neg = Grammar.from_json_schema({"not": {"multipleOf": 2}})
+    assert neg.accepts("3") and neg.accepts("4.5") and not neg.accepts("4") and not neg.accepts('"x"')
+
+
+def test_multiple_of_refusals_name_keyword_and_pointer() -> None:
+    for step, reason in ((77, "too long"), (0, "positive"), ("2", "not a number"), (10**500, "digits")):
+        with pytest.raises(UnsupportedSchema) as e:
+            Grammar.from_json_schema({"properties": {"n": {"type": "integer", "multipleOf": step}}})
+        assert (e.value.keyword, e.value.pointer) == ("multipleOf", "/properties/n/multipleOf"), step
+        assert reason in e.value.reason, (step, e.value.reason)

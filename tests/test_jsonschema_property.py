@@ -1,7 +1,7 @@
 """Grammar.from_json_schema is never looser than the schema: a differential property test.
 
 hypothesis writes small schemas from the keywords the compiler supports (types, enum
-and const, number and string bounds, patterns, objects with properties, required,
+and const, number and string bounds, multipleOf, patterns, objects with properties, required,
 additional and pattern properties, arrays with items, prefixItems and counts, the
 applicators, ``$ref`` into ``$defs``, ``if``/``then``/``else``, dependentRequired and
 dependentSchemas, propertyNames, contains with minContains);
@@ -60,6 +60,9 @@ def _keywords(child: st.SearchStrategy) -> st.SearchStrategy:
             "maximum": NUMBERS,
             "exclusiveMinimum": NUMBERS,
             "exclusiveMaximum": NUMBERS,
+            # binary-exact steps: jsonschema divides in floating point (0.07 / 0.01 is
+            # not 7 there), where JSON Schema and the compiler use exact decimals
+            "multipleOf": st.sampled_from([2, 3, 5, 0.5, 2.5]),
             "minLength": st.integers(0, 3),
             "maxLength": st.integers(0, 3),
             "pattern": PATTERNS,

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,8 @@ __all__ = [
     "json_string_bounds",
     "json_string_dfa",
     "int_range",
+    "multiple_of",
+    "decimal_step",
     "number_range",
     "json_format",
     "ecma_pattern",
@@ -678,6 +681,129 @@ def _nonneg_int(lo: int, hi: int | None) -> str | None:
         if lb > la:
             parts.append(_fixed_width(((10 ** (lb - 1), hi),), lb, _DEC))
     return _group(parts)
+
+
+MAX_MULTIPLE_STATES = 4096
+"""Largest automaton :func:`multiple_of` builds (about ``p * (s + 2)`` states for a
+step ``p / 10**s``)."""
+
+
+def decimal_step(step: Any, *, pointer: str = "") -> tuple[int, int]:
+    """``(p, s)`` with ``step == p / 10**s`` exactly, ``p`` a positive integer not
+    divisible by 10 unless ``s == 0`` (a float is read as its shortest ``repr``, the
+    decimal the schema wrote).  :class:`UnsupportedSchema` (``multipleOf``) for a
+    step that is not a positive finite number."""
+    if isinstance(step, bool) or not isinstance(step, (int, float, Decimal)):
+        raise UnsupportedSchema("multipleOf", pointer, f"{step!r} is not a number")
+    d = Decimal(repr(step)) if isinstance(step, float) else Decimal(step)
+    if not d.is_finite() or d <= 0:
+        raise UnsupportedSchema("multipleOf", pointer, f"{step!r} is not a positive number")
+    sign, digits, exp = d.normalize().as_tuple()
+    p = int("".join(map(str, digits)))
+    if exp >= 0:
+        if exp > MAX_BOUND_DIGITS:
+            raise UnsupportedSchema("multipleOf", pointer, f"{step!r} has more than {MAX_BOUND_DIGITS} digits")
+        return p * 10**exp, 0
+    return p, -exp
+
+
+def multiple_of(step: Any, *, integer: bool = False, negate: bool = False, pointer: str = "") -> str:
+    """Regex of the JSON numbers, written without exponent, that are multiples of
+    ``step`` (with ``negate``: that are not), in exact decimal arithmetic as JSON
+    Schema specifies; with ``integer`` only plain integer numerals.
+
+    The value of ``-?I.F`` is a multiple of ``p / 10**s`` when ``I`` followed by the
+    first ``s`` fraction digits (padded with zeros) is a multiple of ``p`` and any
+    further digits are zeros: the automaton reads the digits once, keeping the
+    remainder modulo ``p`` and how many fraction digits it has read, and the regex is
+    written from it (:func:`toolkit.dfaops.dfa_regex`).  Tighter than the schema on
+    purpose: exponent forms are not matched (nor, with ``integer``, ``2.0``).
+    :class:`UnsupportedSchema` (``multipleOf``) when the automaton would pass
+    :data:`MAX_MULTIPLE_STATES`.
+    """
+    from toolkit.dfaops import dfa_regex
+    from toolkit.regex import _freeze, _minimize
+
+    p, s = decimal_step(step, pointer=pointer)
+    fraction = not integer
+    n_est = p * ((s + 2) if fraction else 1) + 4
+    if n_est > MAX_MULTIPLE_STATES:
+        raise UnsupportedSchema("multipleOf", pointer, f"{step!r} needs about {n_est} states to check "
+                                f"(at most {MAX_MULTIPLE_STATES})")
+    # columns: '-' 0, '.' 1, digits 2..11, anything else 12 (dead)
+    column = np.full(256, 12, dtype=np.int32)
+    column[ord("-")], column[ord(".")] = 0, 1
+    column[ord("0") : ord("9") + 1] = np.arange(2, 12)
+    cap = max(s, 1)
+    ids: dict[tuple, int] = {("dead",): 0, ("start",): 1, ("sign",): 2}
+    rows: list[list[int]] = [[0] * 13 for _ in range(3)]
+    acc: list[bool] = [False, False, False]
+    todo: list[tuple] = []
+
+    def state(key: tuple) -> int:
+        if key not in ids:
+            ids[key] = len(rows)
+            rows.append([0] * 13)
+            kind = key[0]
+            if kind == "zero":
+                whole = True
+            elif kind == "int":
+                whole = (key[1] * 10**s) % p == 0
+            elif kind == "off":  # a nonzero digit past the step's: never a multiple
+                whole = False
+            else:  # ("frac", r, k)
+                whole = None if key[2] == 0 else (key[1] * 10 ** max(s - key[2], 0)) % p == 0
+            acc.append(False if whole is None else whole != negate)
+            todo.append(key)
+        return ids[key]
+
+    for q in (1, 2):
+        if q == 1:
+            rows[q][0] = 2
+        rows[q][2] = state(("zero",))
+        for d in range(1, 10):
+            rows[q][2 + d] = state(("int", d % p))
+    while todo:
+        key = todo.pop()
+        q, kind = ids[key], key[0]
+        if kind in ("zero", "int"):
+            r = 0 if kind == "zero" else key[1]
+            if kind == "int":
+                for d in range(10):
+                    rows[q][2 + d] = state(("int", (10 * r + d) % p))
+            if fraction:
+                rows[q][1] = state(("frac", r, 0))
+        elif kind == "off":
+            rows[q][2:12] = [q] * 10
+        else:
+            _, r, k = key
+            for d in range(10):
+                if k < s:
+                    rows[q][2 + d] = state(("frac", (10 * r + d) % p, k + 1))
+                elif d == 0:  # past the step's digits: zeros keep the value's remainder
+                    rows[q][2] = state(("frac", r, min(k + 1, cap)))
+                elif negate:
+                    rows[q][2 + d] = state(("off",))
+    # trim to the states that can still finish (remainders past the step's digits
+    # that are not zero cannot), then minimize: the regex is written from the result
+    live = {q for q, a in enumerate(acc) if a}
+    grew = True
+    while grew:
+        before = len(live)
+        live |= {q for q, row in enumerate(rows) if q and any(t in live for t in row)}
+        grew = len(live) != before
+    if 1 not in live:
+        return NOTHING
+    table = np.array([[t if t in live else 0 for t in row] for row in rows], dtype=np.int32)
+    keep = [0] + sorted(live)
+    renum = np.zeros(len(rows), dtype=np.int32)
+    renum[keep] = np.arange(len(keep), dtype=np.int32)
+    table, accepting, start = _minimize(renum[table[keep]], np.array(acc)[keep])
+    dfa = _freeze(table, accepting, start, None, column)
+    try:
+        return dfa_regex(dfa, 200_000)
+    except LimitExceeded as e:
+        raise UnsupportedSchema("multipleOf", pointer, f"the regex of multiples of {step!r} is too long ({e})") from None
 
 
 def int_range(lo: int | None, hi: int | None) -> str:

@@ -15,9 +15,12 @@ whichever way they were built.  ``max_states`` bounds the reachable pairs.
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 
 from toolkit import _dfabuild
+from toolkit.errors import LimitExceeded
 from toolkit.memo import memo
 from toolkit.regex import (
     DEFAULT_MAX_STATES,
@@ -28,7 +31,7 @@ from toolkit.regex import (
     literal_words,
 )
 
-__all__ = ["intersect", "union", "difference", "disjoint", "minus_words", "compile_boolean"]
+__all__ = ["intersect", "union", "difference", "disjoint", "minus_words", "compile_boolean", "dfa_regex"]
 
 _OPS = ("and", "or", "diff")
 
@@ -132,3 +135,166 @@ def compile_boolean(
             ex = compile_regex("|".join(f"(?:{r})" for r in excluding), max_states=max_states)
         dfa = difference(dfa, ex, max_states=max_states)
     return dfa
+
+
+# --- byte DFA -> regex (for terminals that intersect or subtract regexes) ---
+
+_SURROGATES = (0xD800, 0xDFFF)
+_MAX_CP = 0x10FFFF
+
+
+def _escape_char(cp: int) -> str:
+    """One code point as a regex atom, in or out of a class (non-ASCII as itself:
+    interegular reads no ``\\u`` escapes)."""
+    if cp < 0x80:
+        c = chr(cp)
+        return c if c.isalnum() else f"\\x{cp:02X}"
+    return chr(cp)
+
+
+def _char_class(ranges: list[tuple[int, int]]) -> str:
+    """A class for sorted, disjoint code point ranges; negated when that is smaller
+    (surrogates have no UTF-8 form, so either side may hold them)."""
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _escape_char(ranges[0][0])
+    size = sum(hi - lo + 1 for lo, hi in ranges)
+    with_surrogates = sorted([*ranges, _SURROGATES])
+    comp, nxt = [], 0
+    for lo, hi in with_surrogates:
+        if lo > nxt:
+            comp.append((nxt, lo - 1))
+        nxt = max(nxt, hi + 1)
+    if nxt <= _MAX_CP:
+        comp.append((nxt, _MAX_CP))
+    if not comp:
+        return "[\\d\\D]"
+
+    def body(rs: list[tuple[int, int]]) -> str:
+        return "".join(
+            _escape_char(lo) if lo == hi else _escape_char(lo) + ("" if hi == lo + 1 else "-") + _escape_char(hi)
+            for lo, hi in rs
+        )
+
+    if sum(hi - lo + 1 for lo, hi in comp) < size:
+        return "[^" + body(comp) + "]"
+    return "[" + body(ranges) + "]"
+
+
+def _char_edges(trans: list[list[int]], state: int, memo: dict) -> dict[int, list[tuple[int, int]]]:
+    """From a state between characters: target state -> code point ranges."""
+
+    def cont(t: int, n: int) -> list[tuple[int, int, int]]:
+        key = (t, n)
+        if key not in memo:
+            out: list[tuple[int, int, int]] = []
+            scale = 64 ** (n - 1)
+            for c in range(64):
+                t2 = trans[t][0x80 + c]
+                if not t2:
+                    continue
+                subs = [(0, 0, t2)] if n == 1 else cont(t2, n - 1)
+                for lo, hi, tg in subs:
+                    lo, hi = c * scale + lo, c * scale + hi
+                    if out and out[-1][2] == tg and out[-1][1] + 1 == lo:
+                        out[-1] = (out[-1][0], hi, tg)
+                    else:
+                        out.append((lo, hi, tg))
+            memo[key] = out
+        return memo[key]
+
+    edges: dict[int, list[tuple[int, int]]] = {}
+
+    def add(lo: int, hi: int, tg: int) -> None:
+        rs = edges.setdefault(tg, [])
+        if rs and rs[-1][1] + 1 == lo:
+            rs[-1] = (rs[-1][0], hi)
+        else:
+            rs.append((lo, hi))
+
+    row = trans[state]
+    for b in range(0x80):
+        if row[b]:
+            add(b, b, row[b])
+    for b in range(0xC0, 0xF8):
+        if row[b]:
+            n = 1 if b < 0xE0 else 2 if b < 0xF0 else 3
+            base = (b & (0x3F >> n)) << (6 * n)
+            for lo, hi, tg in cont(row[b], n):
+                add(base + lo, base + hi, tg)
+    return edges
+
+
+def dfa_regex(dfa: ByteDFA, max_length: int = 1_000_000) -> str:
+    """A regex for a byte DFA's language, by state elimination (Brzozowski and
+    McCluskey) over the DFA's character transitions; states with the fewest
+    predecessor x successor pairs go first.  Raises ``LimitExceeded("max_length")``
+    when a label outgrows ``max_length``."""
+
+    def atom(alts: list[str]) -> str:
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    def star(alts: list[str]) -> str:
+        a = atom(alts)
+        single = len(a) == 1 or (a.startswith("\\x") and len(a) == 4) or (a[0] == "[" and a.count("]") == 1 and a[-1] == "]")
+        return a + "*" if single else "(?:" + "|".join(alts) + ")*"
+
+    def check(n: int) -> None:
+        if n > max_length:
+            raise LimitExceeded("max_length", n, max_length)
+
+    if dfa.is_empty():
+        return "[^\\d\\D]"  # the empty language (toolkit.regex writes it so too)
+    trans = np.asarray(dfa.transitions).tolist()
+    accepting = np.asarray(dfa.accepting).tolist()
+    memo: dict = {}
+    start, final = -1, -2
+    succ: dict[int, dict[int, list[str]]] = {start: {dfa.start: [""]}}
+    pred: dict[int, set[int]] = {dfa.start: {start}, final: set()}
+    todo = [dfa.start]
+    while todo:
+        q = todo.pop()
+        succ[q] = {}
+        for tg, ranges in _char_edges(trans, q, memo).items():
+            succ[q][tg] = [_char_class(ranges)]
+            pred.setdefault(tg, set()).add(q)
+            if tg not in succ and tg not in todo:
+                todo.append(tg)
+        if accepting[q]:
+            succ[q][final] = [""]
+            pred[final].add(q)
+
+    def cost(v: int) -> int:
+        loops = v in succ[v]
+        return (len(pred[v]) - loops) * (len(succ[v]) - loops)
+
+    nodes = set(succ) - {start}
+    heap = [(cost(v), v) for v in nodes]
+    heapq.heapify(heap)
+    while heap:
+        c, k = heapq.heappop(heap)
+        if k not in nodes:
+            continue
+        if c != cost(k):  # stale: a neighbour went first
+            heapq.heappush(heap, (cost(k), k))
+            continue
+        nodes.discard(k)
+        loop = succ[k].pop(k, None)
+        pred[k].discard(k)
+        repeat = "" if not loop or loop == [""] else star(loop)
+        for p in pred[k]:
+            head = atom(succ[p].pop(k)) + repeat
+            for q, labels in succ[k].items():
+                label = head + atom(labels)
+                check(len(label))
+                alts = succ[p].setdefault(q, [])
+                if label not in alts:
+                    alts.append(label)
+                    check(sum(map(len, alts)) + len(alts))
+                pred[q].add(p)
+        for q in succ[k]:
+            pred[q].discard(k)
+        for v in pred[k] | set(succ[k]):
+            if v in nodes:
+                heapq.heappush(heap, (cost(v), v))
+        del succ[k], pred[k]
+    return atom(succ[start][final])

@@ -54,14 +54,18 @@ import re
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from toolkit._jsonregex import (
     NOTHING,
+    decimal_step,
     ecma_pattern,
     json_format,
     json_string,
     json_string_literal,
+    multiple_of,
     number_range,
 )
 from toolkit.dfaops import compile_boolean
@@ -126,12 +130,14 @@ ALSO_STRINGS = "$masklab:also_strings"
 NOT_STRINGS = "$masklab:not_strings"
 NOT_INTEGERS = "$masklab:not_integers"
 FRACTIONAL = "$masklab:fractional"
+NOT_MULTIPLES = "$masklab:not_multiples"  # steps a number must not be a multiple of
 SOME_ADDITIONAL = "$masklab:some_additional"  # a schema one additional member's value must match  # true: a number with a nonzero fraction, written without exponent
-_INTERNAL = (ALSO_STRINGS, NOT_STRINGS, NOT_INTEGERS)
+_INTERNAL = (ALSO_STRINGS, NOT_STRINGS, NOT_INTEGERS, NOT_MULTIPLES)
 _FRACTION = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"
 
 _STRING_KW = ("minLength", "maxLength", "pattern", "format", ALSO_STRINGS, NOT_STRINGS)
-_NUMBER_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NOT_INTEGERS, FRACTIONAL)
+_NUMBER_KW = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", NOT_INTEGERS, FRACTIONAL,
+               NOT_MULTIPLES)
 _OBJECT_KW = (
     "properties", "required", "additionalProperties", "patternProperties", "minProperties",
     "maxProperties", "propertyNames", SOME_ADDITIONAL, "dependencies", "dependentRequired", "dependentSchemas",
@@ -466,7 +472,11 @@ class _Compiler:
                     "exclusiveMinimum": "maximum", "exclusiveMaximum": "minimum"}[k]
             return [{"type": "number", flip: v}]
         if k == "multipleOf":
-            raise UnsupportedSchema("not", pointer, "the complement of multipleOf cannot be expressed")
+            decimal_step(v, pointer=pointer)
+            self._tighter.append(("not", pointer))  # non-multiples are written without exponent
+            return [{"type": "number", NOT_MULTIPLES: [v]}]
+        if k == NOT_MULTIPLES:
+            return [{"type": "number", "multipleOf": m} for m in v]
         if k == "uniqueItems":
             if v is True:
                 raise UnsupportedSchema("not", pointer, "arrays with a repeated item cannot be expressed")
@@ -701,6 +711,8 @@ class _Compiler:
             return min(a, b)
         if k in _INTERNAL:
             return list(a) + [x for x in b if x not in a]
+        if k == "multipleOf":
+            return _lcm_step(a, b, pointer)
         if k in ("minimum", "minProperties") and _numbers(a, b):
             return max(a, b)
         if k in ("maximum", "maxProperties") and _numbers(a, b):
@@ -921,26 +933,31 @@ class _Compiler:
         for k, v in (("minimum", lo), ("maximum", hi)):
             if v is not None and not _numbers(v):
                 raise UnsupportedSchema(k, f"{pointer}/{k}", f"{k} must be a number")
+        steps: list[str] = []
         if "multipleOf" in node:
-            m = node["multipleOf"]
-            if not (integer and _numbers(m) and float(m) == 1.0):
-                self.unsupported("multipleOf", f"{pointer}/multipleOf", "multiples cannot be expressed")
+            where = f"{pointer}/multipleOf"
+            if not (integer and decimal_step(node["multipleOf"], pointer=where) == (1, 0)):
+                steps.append(multiple_of(node["multipleOf"], integer=integer, pointer=where))
+                self._tighter.append(("multipleOf", where))  # written without exponent
+        for m in node.get(NOT_MULTIPLES, ()):
+            steps.append(multiple_of(m, integer=integer, negate=True, pointer=pointer))
         excluding = tuple(node.get(NOT_INTEGERS, ()))
         if node.get(FRACTIONAL) is True:
             if integer:
                 return self.term(NOTHING, "NOTHING")
             regex = NUMBER if lo is None and hi is None else number_range(
                 lo, hi, lo_exclusive=lo_x, hi_exclusive=hi_x, integer=False)
-            return self.term(regex, "NUMBER", also=(_FRACTION,))
+            return self.term(regex, "NUMBER", also=(_FRACTION, *steps))
         if excluding and not integer:
             # Only canonical integer texts are excluded: a number type would still
             # match 2.0 or 2e0 for an excluded 2.
             self.unsupported("not", pointer, "excluding values from non-integer numbers")
             excluding = ()
         if lo is None and hi is None:
-            return self.term(INTEGER if integer else NUMBER, "INT" if integer else "NUMBER", excluding=excluding)
+            return self.term(INTEGER if integer else NUMBER, "INT" if integer else "NUMBER", also=tuple(steps),
+                             excluding=excluding)
         regex = number_range(lo, hi, lo_exclusive=lo_x, hi_exclusive=hi_x, integer=integer)
-        return self.term(regex, "INT" if integer else "NUMBER", excluding=excluding)
+        return self.term(regex, "INT" if integer else "NUMBER", also=tuple(steps), excluding=excluding)
 
     def _string(self, node: dict, pointer: str) -> str:
         regex, also, excluding = self.string_spec(node, pointer)
@@ -1453,7 +1470,35 @@ def _internal_ok(v: Any, node: dict) -> bool:
             return False
         if node.get(FRACTIONAL) is True and integral:
             return False
+        if any(_is_multiple(v, m) for m in node.get(NOT_MULTIPLES, ())):
+            return False
     return True
+
+
+def _step_fraction(step: Any) -> Fraction:
+    p, s = decimal_step(step)
+    return Fraction(p, 10**s)
+
+
+def _is_multiple(v: Any, step: Any) -> bool:
+    """``v`` is a multiple of ``step`` in exact decimal arithmetic (floats read as
+    their shortest ``repr``), as JSON Schema specifies."""
+    x = Fraction(Decimal(repr(v))) if isinstance(v, float) else Fraction(v)
+    return (x / _step_fraction(step)).denominator == 1
+
+
+def _lcm_step(a: Any, b: Any, pointer: str) -> Any:
+    """The least common multiple of two ``multipleOf`` steps (a number is a multiple
+    of both exactly when it is one of this), as the number the schema would write."""
+    fa, fb = _step_fraction(a), _step_fraction(b)
+    den = math.lcm(fa.denominator, fb.denominator)
+    lcm = Fraction(math.lcm(int(fa * den), int(fb * den)), den)
+    if lcm.denominator == 1:
+        return int(lcm)
+    as_float = float(lcm)
+    if Fraction(Decimal(repr(as_float))) != lcm:
+        raise UnsupportedSchema("allOf", pointer, f"the common multiple of multipleOf {a!r} and {b!r} has no exact float")
+    return as_float
 
 
 class _NoValue(Exception):
