@@ -251,10 +251,10 @@ def test_compact_whitespace() -> None:
     [
         ({"type": "array", "uniqueItems": True}, "uniqueItems", "/uniqueItems"),
         ({"properties": {"a": {"type": "integer", "multipleOf": 77}}}, "multipleOf", "/properties/a/multipleOf"),
-        ({"not": {"type": "string", "format": "date"}}, "not", "/not/format"),
+        ({"not": {"type": "object", "patternProperties": {"^a": {"type": "integer"}}}}, "not", "/not/patternProperties"),
         ({"type": "number", "multipleOf": 0}, "multipleOf", "/multipleOf"),
         ({"$ref": "http://example.com/s.json"}, "$ref", "/$ref"),
-        ({"oneOf": [{"type": "string"}, {"format": "date"}]}, "oneOf", ""),
+        ({"oneOf": [{"type": "object"}, {"patternProperties": {"^a": {"type": "integer"}}}]}, "oneOf", ""),
         ({"type": "object", "patternProperties": {c: {} for c in "abcde"}}, "patternProperties", "/patternProperties"),
         ({"items": {"$ref": "#/definitions/missing"}}, "$ref", "/items/$ref"),
     ],
@@ -415,3 +415,62 @@ def test_multiple_of_refusals_name_keyword_and_pointer() -> None:
             Grammar.from_json_schema({"properties": {"n": {"type": "integer", "multipleOf": step}}})
         assert (e.value.keyword, e.value.pointer) == ("multipleOf", "/properties/n/multipleOf"), step
         assert reason in e.value.reason, (step, e.value.reason)
+
+
+# -------------------------------------------------- $ref siblings, oneOf, memo --
+
+
+def test_ref_siblings_are_ignored_up_to_draft_7_and_conjoined_after() -> None:
+    base = {"definitions": {"x": {"type": "integer"}}, "$ref": "#/definitions/x", "minimum": 5}
+    for draft, three in (("http://json-schema.org/draft-07/schema#", True), ("http://json-schema.org/draft-04/schema#", True),
+                         ("https://json-schema.org/draft/2020-12/schema", False), (None, False)):
+        schema = {**base, **({"$schema": draft} if draft else {})}
+        assert Grammar.from_json_schema(schema).accepts("3") == three, draft
+        negated = {"definitions": base["definitions"], "not": {"$ref": "#/definitions/x", "minimum": 5},
+                   **({"$schema": draft} if draft else {})}
+        # not (an integer) in draft 7; not (an integer >= 5) after
+        assert Grammar.from_json_schema(negated).accepts("3") == (not three), draft
+        assert Grammar.from_json_schema(negated).accepts('"a"')
+
+
+def test_equal_schemas_in_another_property_order_keep_their_own_order() -> None:
+    xy = {"type": "object", "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}}
+    yx = {"type": "object", "properties": {"y": {"type": "integer"}, "x": {"type": "integer"}}}
+    g = Grammar.from_json_schema({"type": "object", "properties": {"a": xy, "b": yx}})
+    assert g.accepts('{"a": {"x": 1, "y": 2}, "b": {"y": 1, "x": 2}}')
+    assert not g.accepts('{"b": {"x": 1, "y": 2}}')
+
+
+@pytest.mark.parametrize("schema, yes, no", [
+    # a discriminator only one branch requires still tells them apart
+    ({"oneOf": [{"properties": {"kind": {"enum": ["a"]}}, "required": ["kind"]},
+                {"properties": {"kind": {"enum": ["b"]}, "n": {"type": "integer"}}}]},
+     ['{"kind": "a"}', '{"kind": "b"}', '{"n": 1}'], ['{"kind": "c"}']),
+    # both allow null: null matches two branches, so no branch may take it
+    ({"type": ["object", "null"], "oneOf": [
+        {"type": ["object", "null"], "properties": {"t": {"const": "x"}}, "required": ["t"]},
+        {"type": ["object", "null"], "properties": {"t": {"const": "y"}}, "required": ["t"]}]},
+     ['{"t": "x"}', '{"t": "y"}'], ["null"]),
+    # every branch of a nested oneOf is apart from the other side
+    ({"oneOf": [{"oneOf": [{"type": "string"}, {"type": "integer"}]}, {"type": "array"}]},
+     ['"s"', "1", "[]"], ["null", "1.5"]),
+    # overlapping branches that differ in one keyword: a and not b is a without b's keyword
+    ({"oneOf": [{"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}, "required": ["a"]},
+                {"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}, "required": ["b"]}]},
+     ['{"a": 1}', '{"b": 1}'], ['{"a": 1, "b": 2}', "{}"]),
+])
+def test_one_of_branches(schema, yes: list[str], no: list[str]) -> None:
+    g = Grammar.from_json_schema(schema)
+    judge = jsonschema.Draft202012Validator(schema)
+    for text in yes:
+        assert judge.is_valid(json.loads(text)) and g.accepts(text), text
+    for text in no:
+        assert not judge.is_valid(json.loads(text)) and not g.accepts(text), text
+
+
+def test_the_complement_of_a_format_is_left_empty_never_guessed() -> None:
+    # not {format: date} is the strings that are not dates (other types satisfy a format)
+    g = Grammar.from_json_schema({"anyOf": [{"type": "integer"}, {"not": {"format": "date"}}]})
+    assert not g.accepts('"2024-01-01"') and not g.accepts('"x"') and g.accepts("1")  # tighter: no string
+    with pytest.raises(UnsupportedSchema, match="tighter"):  # nothing left, but the schema has values
+        Grammar.from_json_schema({"type": "string", "not": {"format": "date"}})

@@ -10,6 +10,7 @@ grammar accepts a value's text, the ``jsonschema`` package (draft 2020-12) must 
 the value valid.  The reverse is not required (the compiler is documented to be
 tighter in places: properties in schema order, additional keys without escapes).
 
+Half the schemas say ``$schema`` draft-07 (``$ref`` there ignores its siblings).
 The run is derandomized (the same examples every time) with a budget that fits
 ``make test``; ``MASKLAB_HYPOTHESIS_EXAMPLES=5000`` (or more) makes a longer search.
 """
@@ -102,6 +103,9 @@ SCHEMAS = st.recursive(LEAF, lambda inner: _keywords(inner), max_leaves=6).map(
 )
 
 
+DRAFT_7 = "http://json-schema.org/draft-07/schema#"
+
+
 def _compile(schema):
     """The grammar; None where the compiler refuses; "empty" where it says no value fits."""
     try:
@@ -121,12 +125,14 @@ def _valid(judge, value) -> bool | None:
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
-@given(SCHEMAS, st.lists(VALUES, max_size=6))
-def test_the_grammar_accepts_only_what_jsonschema_accepts(schema, drawn) -> None:
+@given(SCHEMAS, st.lists(VALUES, max_size=6), st.sampled_from([None, DRAFT_7]))
+def test_the_grammar_accepts_only_what_jsonschema_accepts(schema, drawn, draft) -> None:
+    if draft is not None and isinstance(schema, dict):  # where $ref's siblings are ignored
+        schema = {**schema, "$schema": draft}
     grammar = _compile(schema)
     if grammar is None:
         return
-    judge = jsonschema.Draft202012Validator(schema)
+    judge = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
     for value in POOL + drawn:
         if grammar == "empty":  # Unsatisfiable is a claim too: no value may be valid
             assert _valid(judge, value) is not True, f"{json.dumps(schema)} is called unsatisfiable, but {value!r} fits"

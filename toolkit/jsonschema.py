@@ -190,6 +190,8 @@ class _Compiler:
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
         self.root = root
+        draft = root.get("$schema") if isinstance(root, dict) else None
+        self._ref_alone = isinstance(draft, str) and re.search(r"draft-0[3-7]/", draft) is not None
         self.strict = strict
         self.whitespace = whitespace
         self.max_rules = max_rules
@@ -300,7 +302,7 @@ class _Compiler:
             raise UnsupportedSchema("schema", pointer, f"a schema must be an object or a boolean, not {type(node).__name__}")
         # Memo by content: references are root-relative, so equal content is an equal
         # language, and recursion through merged subschemas reaches a fixed point.
-        key = json.dumps(node, sort_keys=True, default=repr)
+        key = json.dumps(node, default=repr)
         if key in self._memo:
             return self._memo[key]
         name = self.new_rule("" if pointer == "" else pointer.rsplit("/", 1)[-1] or "r")
@@ -319,6 +321,8 @@ class _Compiler:
         node = dict(node)
         if "$ref" in node:
             target, target_ptr = self.resolve(node.pop("$ref"), pointer + "/$ref")
+            if self._ref_alone:  # drafts 3 to 7: the keywords beside a $ref are ignored
+                node = {k: v for k, v in node.items() if k not in _VALIDATION}
             if not (set(node) & _VALIDATION):
                 return [(self.compile(target, target_ptr),)]
             node = self.merge([target, node], pointer)
@@ -464,7 +468,8 @@ class _Compiler:
         if k == "format":
             if isinstance(v, str) and json_format(v, pointer=pointer) is None:
                 return []  # an unknown format is an annotation
-            raise UnsupportedSchema("not", pointer, "the format regexes are tighter than the formats, so not their complement")
+            self._tighter.append(("not", pointer))
+            return []  # tighter: strings that violate the format are left out of the complement
         if k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
             if not _numbers(v):
                 raise UnsupportedSchema(k, pointer, f"{k} must be a number")
@@ -617,6 +622,8 @@ class _Compiler:
             part = _draft4_bounds(dict(part))
             if "$ref" in part:
                 target, _ = self.resolve(part.pop("$ref"), f"{pointer}/{i}/$ref")
+                if self._ref_alone:  # drafts 3 to 7: the keywords beside a $ref are ignored
+                    part = {k: v for k, v in part.items() if k not in _VALIDATION}
                 part = self.merge([target, part], f"{pointer}/{i}", depth + 1)
             if "allOf" in part:
                 inner = part.pop("allOf")
@@ -742,15 +749,37 @@ class _Compiler:
         if len(overlaps) > _MAX_BRANCHES:
             self.unsupported("oneOf", pointer, f"{n} overlapping branches")
             return branches
-        negs: dict[int, Any] = {}
-        for j in sorted({j for _, j in overlaps}):
+        extra: dict[int, list] = {i: [] for i in range(n)}
+        for (i, j) in sorted(overlaps):
             try:
-                negs[j] = self.negate(branches[j], f"{pointer}/oneOf/{j}")
+                bi, bj = self._flat(branches[i]), self._flat(branches[j])
+                flat = isinstance(bi, dict) and isinstance(bj, dict)
+            except UnsupportedSchema:
+                bi, bj, flat = branches[i], branches[j], False
+            # (a) overlap only in types that branch j accepts whole: drop them from i
+            if flat:
+                try:
+                    ti, tj = set(self._types(bi, "")), set(self._types(bj, ""))
+                except UnsupportedSchema:
+                    ti = tj = set()
+                ti |= {"integer"} if "number" in ti else set()
+                tj |= {"integer"} if "number" in tj else set()
+                common = {t for t in ti & tj
+                          if not self._disjoint_in_type(t, bi, bj, 0)}
+                if common and all(_covers_type(bj, t) for t in common):
+                    keep = [t for t in self._types(bi, "") if t not in common]
+                    extra[i].append({"type": keep} if keep else False)
+                    continue
+            # (b) i and not j is i and not (j without the keywords i has verbatim): i
+            # implies those (on the merged forms, where $ref and allOf are resolved)
+            red = _reduce_against(bj, bi) if flat else branches[j]
+            try:
+                extra[i].append(self.negate(red, f"{pointer}/oneOf/{j}"))
             except UnsupportedSchema as e:
                 self.unsupported("oneOf", pointer,
                                  f"branches may overlap, and the complement of one is not expressible ({e.reason})")
                 return branches
-        return [{"allOf": [b] + [negs[j] for j in range(n) if (i, j) in overlaps]} for i, b in enumerate(branches)]
+        return [{"allOf": [b] + extra[i]} for i, b in enumerate(branches)]
 
     def _disjoint(self, branches: list[Any]) -> bool:
         """True when no JSON value can match two of the (merged) oneOf branches."""
@@ -785,6 +814,10 @@ class _Compiler:
                     return not any(self._valid(v, y, "") for v in values)
                 except UnsupportedSchema:
                     return False
+        for x, y in ((a, b), (b, a)):
+            for kw in ("oneOf", "anyOf"):
+                if isinstance(x.get(kw), list) and x[kw] and all(self._disjoint_pair(br, y, depth + 1) for br in x[kw]):
+                    return True
         try:
             ta, tb = set(self._types(a, "")), set(self._types(b, ""))
         except UnsupportedSchema:
@@ -802,11 +835,17 @@ class _Compiler:
                     return True
             pa, pb = a.get("properties", {}), b.get("properties", {})
             if isinstance(pa, dict) and isinstance(pb, dict):
-                both = set(a.get("required", [])) & set(b.get("required", []))
-                for name in both & set(pa) & set(pb):
+                ra, rb = a.get("required", []), b.get("required", [])
+                either = (set(ra) if isinstance(ra, list) else set()) | (set(rb) if isinstance(rb, list) else set())
+                for name in either & set(pa) & set(pb):
                     if self._disjoint_pair(pa[name], pb[name], depth + 1):
                         return True
-            return _ranges_apart(a, b, "minProperties", "maxProperties")
+            def least(x: dict) -> dict:
+                r = x.get("required", [])
+                n = len(set(r)) if isinstance(r, list) else 0
+                m = x.get("minProperties", 0)
+                return {**x, "minProperties": max(m, n)} if _numbers(m) and n > m else x
+            return _ranges_apart(least(a), least(b), "minProperties", "maxProperties")
         if t == "array":
             return _ranges_apart(a, b, "minItems", "maxItems")
         if t in ("number", "integer"):
@@ -1583,6 +1622,41 @@ def _empty_keyword(node: Any) -> str:
         if k in node:
             return k
     return "schema"
+
+
+_GROUPS = (("properties", "patternProperties", "additionalProperties"), ("items", "prefixItems", "additionalItems"),
+           ("contains", "minContains", "maxContains"), ("if", "then", "else"))
+
+
+def _reduce_against(b: dict, a: dict) -> dict:
+    """``b`` without the keywords ``a`` has verbatim (a implies them, so a and not b
+    is a and not the rest); keywords that read each other go as a group."""
+    if "unevaluatedProperties" in a or "unevaluatedProperties" in b or "unevaluatedItems" in a or "unevaluatedItems" in b:
+        return b
+    out = dict(b)
+    grouped = {k for g in _GROUPS for k in g}
+    for g in _GROUPS:
+        if any(k in b for k in g) and all((k in a) == (k in b) and (k not in b or _json_same(a[k], b[k])) for k in g):
+            for k in g:
+                out.pop(k, None)
+    for k, v in b.items():
+        if k in grouped or k not in _VALIDATION:
+            continue
+        if k in a and _json_same(a[k], v):
+            out.pop(k)
+    return out
+
+
+def _covers_type(node: dict, t: str) -> bool:
+    """``node`` accepts every value of type ``t`` (null or boolean): it allows the type
+    and has no keyword that could constrain it."""
+    if t not in ("null", "boolean"):
+        return False
+    ty = node.get("type")
+    if ty is not None and t not in (ty if isinstance(ty, list) else [ty]):
+        return False
+    return not any(k in node for k in ("enum", "const", "not", "anyOf", "oneOf", "allOf", "$ref", "if",
+                                       "$dynamicRef", "$recursiveRef"))
 
 
 def _forbids(node: dict, name: str) -> bool:
