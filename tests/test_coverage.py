@@ -63,3 +63,8 @@ def test_coverage_statuses_and_causes(tmp_path) -> None:
     text = summarize(list(results.values()))
     assert "unsatisfiable        1" in text and "compiled             3" in text  # (a wrong verdict counts)
     assert "by cause:" in text and "seconds per schema" in text
+    # in any order, the order case passes; from the CLI too
+    anyway = {r.name: r for r in schema_coverage(tmp_path, timeout=20, property_order="any")}
+    assert anyway["order"].status == "passing" and anyway["escaped"].status == "validation_error"
+    assert main(["schema-coverage", "--data", str(tmp_path / "order.json"), "--quiet", "--property-order", "any"]) == 0
+    assert main(["schema-coverage", "--data", str(tmp_path / "order.json"), "--quiet"]) == 0

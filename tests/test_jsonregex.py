@@ -661,7 +661,36 @@ JUDGES = {
     "ipv4": lambda s: schema_ok("ipv4", s),
     "ipv6": lambda s: schema_ok("ipv6", s) and ":" in s,
     "hostname": judge_hostname,
+    "duration": lambda s: judge_duration(s),
+    "regex": lambda s: judge_regex(s),
 }
+
+def judge_duration(s: str) -> bool:
+    """RFC 3339 appendix A, read as its ABNF: P, then weeks alone, or a run of
+    consecutive date designators (Y M D) and/or T and a run of consecutive time ones
+    (H M S), each after its digits."""
+    if not s.startswith("P"):
+        return False
+    body = s[1:]
+    if re.fullmatch(r"[0-9]+W", body):
+        return True
+    date, t, time = body.partition("T")
+
+    def run(part: str, units: str) -> bool:
+        tokens = re.findall(r"([0-9]+)([A-Z])", part)
+        designators = "".join(u for _, u in tokens)
+        return "".join(n + u for n, u in tokens) == part and designators != "" and designators in units
+
+    return (date != "" or t != "") and (date == "" or run(date, "YMD")) and (t == "" or run(time, "HMS"))
+
+
+def judge_regex(s: str) -> bool:
+    try:
+        re.compile(s)
+    except re.error:
+        return False
+    return True
+
 
 VALID = {
     "date": ["2024-02-29", "2000-02-29", "1999-12-31", "0001-01-01", "2023-04-30"],
@@ -678,6 +707,8 @@ VALID = {
              "::2:3:4:5:6:7:8", "1:2:3:4:5:6:1.2.3.4"],
     "hostname": ["localhost", "example.com", "a-b.c-d.example", "x" * 63 + ".com",
                  ".".join(["a" * 30] * 7 + ["com"]), "a.b.c.d.e.f.g.h.i.j.k.l.m.n.o.p"],
+    "duration": ["P1Y", "P1Y2M3DT4H5M6S", "PT5M", "P3W", "P2M10D", "PT1H"],
+    "regex": ["^a.b*$", "\\d+\\.\\w?", "[abc]+|x", "", "a|", "\\(\\)"],
 }
 
 INVALID = {
@@ -691,6 +722,8 @@ INVALID = {
     "ipv4": ["256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5"],
     "ipv6": ["1:2:3:4:5:6:7:8:9", "1::2::3", "::g", "1:2:3:4:5:6:7:8::", "fe80::1%eth0"],
     "hostname": ["-a.com", "a-.com", "a..b", "a" * 64 + ".com", "a_b.com", "xn--abc.com", "1.2.3.4"],
+    "duration": ["P", "PT", "P1D2M", "P1W2D", "PT1H2S", "P1YT", "1Y"],
+    "regex": ["(", "[", "a**", "[z-a]", "\\"],
 }
 
 

@@ -474,3 +474,55 @@ def test_the_complement_of_a_format_is_left_empty_never_guessed() -> None:
     assert not g.accepts('"2024-01-01"') and not g.accepts('"x"') and g.accepts("1")  # tighter: no string
     with pytest.raises(UnsupportedSchema, match="tighter"):  # nothing left, but the schema has values
         Grammar.from_json_schema({"type": "string", "not": {"format": "date"}})
+
+
+# ------------------------------------------------------------- property order --
+
+
+def test_any_property_order_is_exact_up_to_order() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "boolean"}},
+              "required": ["a", "c"], "patternProperties": {"^x": {"type": "string"}},
+              "additionalProperties": {"type": "null"}}
+    g = Grammar.from_json_schema(schema, property_order="any")
+    ordered = Grammar.from_json_schema(schema)
+    judge = jsonschema.Draft202012Validator(schema)
+    texts = ['{"a": 1, "c": true}', '{"c": true, "a": 1}', '{"x1": "s", "c": true, "z": null, "b": "t", "a": 2}',
+             '{"c": true}', "{}", '{"a": "1", "c": true}', '{"a": 1, "c": true, "x": 3}', '{"a": 1, "c": true, "z": 0}']
+    for text in texts:
+        assert g.accepts(text) == judge.is_valid(json.loads(text)), text
+    assert not ordered.accepts('{"c": true, "a": 1}')  # the default keeps the schema's order
+    with pytest.raises(ValueError, match="property_order must be one of 'schema', 'any'"):
+        Grammar.from_json_schema(schema, property_order="sorted")
+
+
+def test_any_order_keeps_the_schema_order_where_a_repeated_key_could_count() -> None:
+    # minProperties above the required names: a repeated key would be counted twice
+    schema = {"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 2, "additionalProperties": False}
+    g = Grammar.from_json_schema(schema, property_order="any")
+    assert g.accepts('{"a": 1, "b": 2}') and not g.accepts('{"b": 2, "a": 1}') and not g.accepts('{"a": 1, "a": 2}')
+
+
+def test_regex_and_duration_formats() -> None:
+    fc = jsonschema.FormatChecker()
+    rx = Grammar.from_json_schema({"type": "string", "format": "regex"})
+    for text in ["^a.b*$", r"\d+\.\w?", "[abc]+|x", "", r"\(\)"]:
+        assert rx.accepts(json.dumps(text)) and fc.conforms(text, "regex"), text
+    for text in ["(", "[", "a**", "[z-a]", "a{", "\\"]:
+        assert not rx.accepts(json.dumps(text)), text  # invalid regexes (and groups: tighter)
+    dur = Grammar.from_json_schema({"type": "string", "format": "duration"})
+    for text, ok in [("P1Y2M3DT4H5M6S", True), ("PT5M", True), ("P3W", True), ("P", False), ("PT", False),
+                     ("P1D2M", False), ("P1W2D", False)]:
+        assert dur.accepts(json.dumps(text)) == ok, text
+
+
+def test_keywords_a_draft_does_not_know_are_ignored_where_reading_them_would_loosen() -> None:
+    # draft 7 has no minContains: `contains: false` needs an item no value matches
+    d7 = "http://json-schema.org/draft-07/schema#"
+    g7 = Grammar.from_json_schema({"$schema": d7, "contains": False, "minContains": 0})
+    assert not g7.accepts("[]") and g7.accepts("1")
+    assert Grammar.from_json_schema({"type": "array", "contains": False, "minContains": 0}).accepts("[]")
+    # 2019-09 has no prefixItems: `items` is every item's schema
+    tuple_ = {"type": "array", "prefixItems": [{"type": "string"}], "items": {"type": "integer"}}
+    g19 = Grammar.from_json_schema({**tuple_, "$schema": "https://json-schema.org/draft/2019-09/schema"})
+    assert not g19.accepts('["a"]') and g19.accepts("[1, 2]")
+    assert Grammar.from_json_schema(tuple_).accepts('["a", 1]')

@@ -10,7 +10,8 @@ grammar accepts a value's text, the ``jsonschema`` package (draft 2020-12) must 
 the value valid.  The reverse is not required (the compiler is documented to be
 tighter in places: properties in schema order, additional keys without escapes).
 
-Half the schemas say ``$schema`` draft-07 (``$ref`` there ignores its siblings).
+Half the schemas say ``$schema`` draft-07 (``$ref`` there ignores its siblings), and
+half are compiled with ``property_order="any"``.
 The run is derandomized (the same examples every time) with a budget that fits
 ``make test``; ``MASKLAB_HYPOTHESIS_EXAMPLES=5000`` (or more) makes a longer search.
 """
@@ -27,6 +28,7 @@ from hypothesis import strategies as st
 
 from toolkit.errors import LimitExceeded, Unsatisfiable, UnsupportedSchema
 from toolkit.grammar import Grammar
+from toolkit.jsonschema import PROPERTY_ORDERS
 
 EXAMPLES = int(os.environ.get("MASKLAB_HYPOTHESIS_EXAMPLES", "150"))
 
@@ -106,10 +108,10 @@ SCHEMAS = st.recursive(LEAF, lambda inner: _keywords(inner), max_leaves=6).map(
 DRAFT_7 = "http://json-schema.org/draft-07/schema#"
 
 
-def _compile(schema):
+def _compile(schema, order: str = "schema"):
     """The grammar; None where the compiler refuses; "empty" where it says no value fits."""
     try:
-        return Grammar.from_json_schema(schema)
+        return Grammar.from_json_schema(schema, property_order=order)
     except Unsatisfiable:
         return "empty"
     except (UnsupportedSchema, LimitExceeded, RecursionError):
@@ -125,11 +127,11 @@ def _valid(judge, value) -> bool | None:
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
-@given(SCHEMAS, st.lists(VALUES, max_size=6), st.sampled_from([None, DRAFT_7]))
-def test_the_grammar_accepts_only_what_jsonschema_accepts(schema, drawn, draft) -> None:
+@given(SCHEMAS, st.lists(VALUES, max_size=6), st.sampled_from([None, DRAFT_7]), st.sampled_from(PROPERTY_ORDERS))
+def test_the_grammar_accepts_only_what_jsonschema_accepts(schema, drawn, draft, order) -> None:
     if draft is not None and isinstance(schema, dict):  # where $ref's siblings are ignored
         schema = {**schema, "$schema": draft}
-    grammar = _compile(schema)
+    grammar = _compile(schema, order)
     if grammar is None:
         return
     judge = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)

@@ -1162,6 +1162,16 @@ _EMAIL = (
     f"(?:\\.{_ALNUM}(?:{_LDH}{{0,61}}{_ALNUM})?)*"
 )
 
+# RFC 3339 appendix A: P then a date part (with an optional time part), a time part, or weeks
+_DUR_TIME = "T(?:[0-9]+H(?:[0-9]+M(?:[0-9]+S)?)?|[0-9]+M(?:[0-9]+S)?|[0-9]+S)"
+_DURATION = f"P(?:(?:[0-9]+D|[0-9]+M(?:[0-9]+D)?|[0-9]+Y(?:[0-9]+M(?:[0-9]+D)?)?)(?:{_DUR_TIME})?|{_DUR_TIME}|[0-9]+W)"
+# a regex as JSON text: literal characters, escaped metacharacters and \d \w \s (a
+# backslash is \\ in JSON), ".", classes of literal characters, each at most once
+# quantified, branches joined by "|", optional "^" and "$" at the ends
+_RX_ATOM = r"(?:[ !#%&',\-/0-9:;<=>@A-Z_`a-z~]|\\\\[\^$.|?*+()\[\]{}/dDwWsS]|\.|\[[ !#-,./-Z_-~]+\])"
+_RX_BRANCH = f"(?:{_RX_ATOM}[*+?]?)*"
+_REGEX = f"\\^?{_RX_BRANCH}(?:\\|{_RX_BRANCH})*\\$?"
+
 FORMATS: dict[str, str] = {
     "date-time": f'"{_DATE}[tT]{_TIME}"',
     "date": f'"{_DATE}"',
@@ -1173,6 +1183,8 @@ FORMATS: dict[str, str] = {
     "ipv4": f'"{_IPV4}"',
     "ipv6": f'"{_IPV6}"',
     "hostname": f'"{_hostname()}"',
+    "duration": f'"{_DURATION}"',
+    "regex": f'"{_REGEX}"',
 }
 """JSON string literal regexes (quotes included) of the supported ``format`` values.
 
@@ -1193,6 +1205,11 @@ Per format, tighter than the RFC where noted:
   over ASCII, IP-literals included: exact.
 * ``ipv4``: dotted quad, each 0..255 without leading zeros: exact (RFC 2673 form).
 * ``ipv6``: the RFC 4291 text forms (RFC 3986 ``IPv6address``); no zone id.
+* ``duration``: the RFC 3339 appendix A grammar (``P1Y2M``, ``PT5M``, ``P3W``): exact.
+* ``regex``: a regular subset of the regexes valid in ECMA-262 and Python alike
+  (nested groups are not regular): literal and escaped characters, ``\\d \\w \\s``,
+  ``.``, classes of literal characters, one quantifier ``* + ?`` per atom, ``|``, and
+  ``^``/``$`` at the ends.  No groups, ranges or counted repeats: tighter.
 * ``hostname``: RFC 1123 labels (letters, digits, hyphens; alphanumeric at both
   ends; 1..63 characters).  Tighter: the last label starts with a letter (RFC 1123
   2.1: a top-level label is alphabetic, so no dotted-quad look-alikes); no label has

@@ -111,7 +111,7 @@ def _cmd_schema_coverage(args: argparse.Namespace) -> int:
 
     t0 = time.perf_counter()
     results = schema_coverage(args.data, limit=args.limit, timeout=args.timeout, progress=not args.quiet,
-                              check_lark=args.check_lark)
+                              check_lark=args.check_lark, property_order=args.property_order)
     print(summarize(results))
     print(f"time                 {time.perf_counter() - t0:.1f} s")
     if args.out:
@@ -357,6 +357,8 @@ def _cmd_agree(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
+    from toolkit.jsonschema import PROPERTY_ORDERS
+
     p = argparse.ArgumentParser(prog="masklab", description="Compare token-mask strategies for constrained decoding.")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -386,6 +388,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default=None, help="write per-schema results as CSV")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.add_argument("--check-lark", action="store_true", help="also validate to_lark() with llguidance")
+    c.add_argument("--property-order", choices=PROPERTY_ORDERS, default="schema",
+                   help="object members in the schema's order (default, as llguidance and xgrammar) or in any")
     c.set_defaults(func=_cmd_schema_coverage)
 
     b = sub.add_parser("bench", help="run engines on a MaskBench-format dataset (TTFM, TBM, validity)")

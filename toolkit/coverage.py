@@ -58,12 +58,12 @@ def _lark_ok(grammar) -> bool:
     return llguidance.LLMatcher.validate_grammar(llguidance.grammar_from("lark", text)) == ""
 
 
-def check_item(item, timeout: float, check_lark: bool = False) -> SchemaResult:
+def check_item(item, timeout: float, check_lark: bool = False, **options: Any) -> SchemaResult:
     t0 = time.perf_counter()
     try:
         with time_limit(timeout, "seconds per schema"):  # compiling and checking, not llguidance
             try:
-                grammar = item.grammar()
+                grammar = item.grammar(**options)
             except UnsupportedSchema as e:
                 return SchemaResult(item.name, "unsupported", e.keyword, time.perf_counter() - t0)
             except Unsatisfiable as e:
@@ -143,8 +143,9 @@ def _cause(grammar: Any, schema: Any, text: str) -> str:
 
 
 def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: float = 30.0,
-                    progress: bool = False, check_lark: bool = False) -> list[SchemaResult]:
-    """Check every schema item under ``source``; see the module doc."""
+                    progress: bool = False, check_lark: bool = False, **options: Any) -> list[SchemaResult]:
+    """Check every schema item under ``source``; see the module doc.  ``options`` go
+    to :meth:`Grammar.from_json_schema` (``property_order="any"``)."""
     items = [it for it in iter_items(source, limit) if it.kind == "schema"]
     bar = None
     if progress:
@@ -153,7 +154,7 @@ def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: fl
         bar = tqdm(total=len(items), unit="schema")
     out = []
     for item in items:
-        out.append(check_item(item, timeout, check_lark))
+        out.append(check_item(item, timeout, check_lark, **options))
         if bar is not None:
             bar.update(1)
     if bar is not None:

@@ -223,12 +223,12 @@ class Grammar:
         )
 
     @staticmethod
-    def from_json_schema(schema, *, whitespace: str = "flexible", strict: bool = True, **limits: int) -> Grammar:
+    def from_json_schema(schema, *, whitespace: str = "flexible", strict: bool = True, **options: Any) -> Grammar:
         """Compile a JSON Schema; see :func:`toolkit.jsonschema.from_json_schema` (its
-        limits ``max_rules`` and ``max_depth`` pass through)."""
+        limits ``max_rules`` and ``max_depth``, and ``property_order``, pass through)."""
         from toolkit.jsonschema import from_json_schema
 
-        return from_json_schema(schema, whitespace=whitespace, strict=strict, **limits)
+        return from_json_schema(schema, whitespace=whitespace, strict=strict, **options)
 
     # ----------------------------------------------------------- queries --
 

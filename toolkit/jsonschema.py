@@ -15,8 +15,16 @@ grammar is looser than the schema.
 
 Tighter than the schema, by design:
 
-* object properties appear in the order the schema lists them; additional
-  properties (when allowed) come after them, with keys written without escapes;
+* object properties appear in the order the schema lists them (with
+  ``property_order="any"``, in any order: then a listed key may appear twice, as
+  additional keys always could, see the last point); additional properties (when
+  allowed) come after them, with keys written without escapes;
+* ``multipleOf`` matches numbers written without exponent (exact decimal
+  arithmetic otherwise, as the spec says: 0.07 is a multiple of 0.01);
+* in drafts 3 to 7 the keywords beside ``$ref`` are ignored, as those drafts say;
+  keywords a draft does not have are ignored where reading them would loosen
+  another (``minContains`` before 2019-09, ``prefixItems`` before 2020-12), and
+  compiled otherwise (tighter: those drafts' validators ignore them);
 * enum/const values are matched in the serialization of their JSON value (objects
   in their key order, numbers as written in the schema);
 * numbers with bounds are written without an exponent; see :mod:`toolkit._jsonregex`;
@@ -73,10 +81,16 @@ from toolkit.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar, Uns
 from toolkit.grammar import Grammar, Terminal
 from toolkit.regex import compile_regex
 
-__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "JsonSchemaText", "schema_text", "grammar_of"]
+__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "JsonSchemaText", "schema_text", "grammar_of"]
 
 DEFAULT_MAX_RULES = 50_000
 DEFAULT_MAX_DEPTH = 100  # nested schemas (each a few Python frames deep in the compiler)
+PROPERTY_ORDERS = ("schema", "any")
+"""``property_order``: ``"schema"`` writes listed properties in the schema's order (as
+llguidance and xgrammar do), ``"any"`` in any order (see :meth:`_Compiler._any_order`)."""
+ANY_ORDER_MAX = 20_000
+"""Largest object written in any order: (2 ** required names) x (kinds of member + 1)
+alternatives; larger ones keep the schema's order."""
 
 
 @dataclass(frozen=True)
@@ -186,9 +200,13 @@ def _json_type(value: Any) -> str:
 
 class _Compiler:
     def __init__(self, root: Any, *, whitespace: str, strict: bool, max_rules: int,
-                 max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+                 max_depth: int = DEFAULT_MAX_DEPTH, property_order: str = "schema") -> None:
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
+        if property_order not in PROPERTY_ORDERS:
+            raise ValueError(f"property_order must be one of {', '.join(map(repr, PROPERTY_ORDERS))}, "
+                             f"not {property_order!r}")
+        self.property_order = property_order
         self.root = root
         draft = root.get("$schema") if isinstance(root, dict) else None
         self._ref_alone = isinstance(draft, str) and re.search(r"draft-0[3-7]/", draft) is not None
@@ -1087,6 +1105,8 @@ class _Compiler:
         names = list(props)
         req = set(required)
         pairs: list[str | None] = []
+        any_order = (self.property_order == "any" and SOME_ADDITIONAL not in node and hi is None
+                     and lo <= len(req))
         for name in names:
             sub = f"{pointer}/properties/{_escape_pointer(name)}"
             if props[name] is False:
@@ -1100,6 +1120,12 @@ class _Compiler:
             pairs.append(pair)
         extras = self._other_members(names, patterns, pat_rx, additional, key_spec, pointer)
         comma = self.punct[","]
+        if any_order:
+            members = [(pairs[i], names[i] in req) for i in range(len(names)) if pairs[i] is not None]
+            members += [(x, False) for x in extras]
+            n_req = sum(r for _, r in members)
+            if (1 << n_req) * (len(members) + 1) <= ANY_ORDER_MAX:
+                return self._any_order(members)
         # Member counts: exact below ``cap``, which stands for "cap or more" without maxProperties.
         cap = hi if hi is not None else max(lo, 1)
 
@@ -1161,6 +1187,31 @@ class _Compiler:
                     cur[c, f] = r
             nxt = cur
         return [(self.punct["{"], nxt[0, flags[0]], self.punct["}"])]
+
+    def _any_order(self, members: list[tuple[str, bool]]) -> list[tuple[str, ...]]:
+        """An object's members in any order: ``members`` are (rule, required) for each
+        listed property and each kind of other member (pattern, additional).  Rule
+        ``S`` follows a member with the set ``S`` of required names written so far
+        (2 ** required rules): it may close once every required name is in, or take
+        a comma and any member.  A listed name may appear twice, as additional keys
+        always could (JSON texts with a repeated key are outside the model: each
+        value is valid, and a parser keeps one), so ``minProperties`` above the
+        required count and ``maxProperties`` keep the schema's order."""
+        bits: list[int] = []
+        k = 0
+        for _, required in members:
+            bits.append(1 << k if required else 0)
+            k += required
+        full = (1 << k) - 1
+        after = [self.new_rule("members") for _ in range(full + 1)]
+        comma = self.punct[","]
+        for seen, rule in enumerate(after):
+            alts: list[tuple[str, ...]] = [()] if seen == full else []
+            alts += [(comma, m, after[seen | b]) for (m, _), b in zip(members, bits, strict=True)]
+            self.rules[rule] = alts
+        alts = [(self.punct["{"], self.punct["}"])] if full == 0 else []
+        alts += [(self.punct["{"], m, after[b], self.punct["}"]) for (m, _), b in zip(members, bits, strict=True)]
+        return alts
 
     def _key_spec(self, schema: Any, pointer: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
         """``propertyNames`` as a key terminal spec (None: any key)."""
@@ -1329,6 +1380,9 @@ class _Compiler:
                                 "the schema nests deeper than Python's recursion limit") from None
         if any(m in source for m in _REFERENCE_MARKERS) or _ANCHOR_REF.search(source) or '"id": ' in source:
             self.root = _static_references(self.root)
+        unknown = _unknown_keywords(self.root)
+        if unknown and any(f'"{k}"' in source for k in unknown):
+            self.root = _without(self.root, unknown, "")
         start = self.compile(self.root, "")
         if start != "start":
             self.rules["start"] = [(start,)]
@@ -1382,6 +1436,42 @@ def _subschemas(node: dict, pointer: str) -> Iterator[tuple[str, Any, str]]:
             for name, x in v.items():
                 if isinstance(x, (dict, bool)):  # (dependencies: a list of names is no schema)
                     yield k, x, f"{pointer}/{k}/{_escape_pointer(name)}"
+
+
+_LATER_KEYWORDS = {
+    # keywords a draft does not know (so its validators ignore them) whose reading would
+    # loosen another keyword: minContains 0 lets `contains` go unmatched, and with
+    # prefixItems an `items` schema skips the prefix positions
+    "draft-0": ("minContains", "maxContains", "prefixItems"),
+    "2019-09": ("prefixItems",),
+}
+
+
+def _unknown_keywords(root: Any) -> tuple[str, ...]:
+    """The keywords of :data:`_LATER_KEYWORDS` the root's ``$schema`` draft lacks."""
+    draft = root.get("$schema") if isinstance(root, dict) else None
+    if not isinstance(draft, str):
+        return ()
+    return next((kws for tag, kws in _LATER_KEYWORDS.items() if tag in draft), ())
+
+
+def _without(node: Any, keywords: tuple[str, ...], pointer: str) -> Any:
+    """``node`` with ``keywords`` removed from it and every schema inside it."""
+    if not isinstance(node, dict):
+        return node
+    out = {k: v for k, v in node.items() if k not in keywords}
+    for keyword, sub, ptr in _subschemas(out, pointer):
+        new = _without(sub, keywords, ptr)
+        if new is sub:
+            continue
+        if keyword in _SCHEMA_MAP:
+            out[keyword] = {**out[keyword], _unescape_pointer(ptr.rsplit("/", 1)[1]): new}
+        elif keyword in _SCHEMA_LIST and isinstance(out[keyword], list):
+            i = int(ptr.rsplit("/", 1)[1])
+            out[keyword] = [*out[keyword][:i], new, *out[keyword][i + 1:]]
+        else:
+            out[keyword] = new
+    return out if out != node or any(k in node for k in keywords) else node
 
 
 def _static_references(root: dict) -> dict:
@@ -1752,6 +1842,7 @@ def from_json_schema(
     strict: bool = True,
     max_rules: int = DEFAULT_MAX_RULES,
     max_depth: int = DEFAULT_MAX_DEPTH,
+    property_order: str = "schema",
 ) -> Grammar:
     """Compile a JSON Schema (a dict, a boolean, or JSON text) to a :class:`Grammar`.
 
@@ -1761,6 +1852,9 @@ def from_json_schema(
     ``max_depth`` (schemas nested in schemas) bound the work: past them the compile
     raises :class:`LimitExceeded` naming where.  A schema no value satisfies raises
     :class:`Unsatisfiable` with the keyword and pointer that emptied it.
+    ``property_order="any"`` lets an object's members come in any order (the
+    schema's order by default, as llguidance and xgrammar write them); see
+    :data:`PROPERTY_ORDERS`.
     """
     if isinstance(schema, (str, bytes)):
         try:
@@ -1774,4 +1868,5 @@ def from_json_schema(
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if isinstance(schema, Mapping) and not isinstance(schema, dict):
         schema = dict(schema)
-    return _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules, max_depth=max_depth).grammar()
+    return _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules, max_depth=max_depth,
+                     property_order=property_order).grammar()
