@@ -526,3 +526,13 @@ def test_keywords_a_draft_does_not_know_are_ignored_where_reading_them_would_loo
     g19 = Grammar.from_json_schema({**tuple_, "$schema": "https://json-schema.org/draft/2019-09/schema"})
     assert not g19.accepts('["a"]') and g19.accepts("[1, 2]")
     assert Grammar.from_json_schema(tuple_).accepts('["a", 1]')
+
+
+def test_then_and_else_speak_only_to_the_if_beside_them() -> None:
+    # found by the property test: merging allOf once put a part's `if` beside the
+    # parent's `then`, calling a schema with values unsatisfiable
+    g = Grammar.from_json_schema({"then": False, "allOf": [{"if": True}]})
+    assert g.accepts("null") and g.accepts('"x"')
+    g = Grammar.from_json_schema({"if": {"type": "integer"}, "then": {"minimum": 5},
+                                  "allOf": [{"if": True, "then": {"type": "integer"}}, {"else": False}]})
+    assert g.accepts("7") and not g.accepts("3") and not g.accepts('"x"')

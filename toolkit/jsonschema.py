@@ -649,10 +649,13 @@ class _Compiler:
                     raise UnsupportedSchema("allOf", f"{pointer}/{i}/allOf", "allOf must be a list")
                 part = self.merge(inner + [part], f"{pointer}/{i}/allOf", depth + 1)
             flat.append(part)
-        if sum("if" in p for p in flat) > 1:
-            # several conditionals: each becomes (if and then) or (not if and else), as
-            # alternatives() writes one, and their anyOf lists multiply out below
-            flat = [self._unconditional(p, f"{pointer}/{i}", depth) if "if" in p else p for i, p in enumerate(flat)]
+        if len(flat) > 1 and any(k in p for p in flat for k in ("if", "then", "else")):
+            # if/then/else speak only to each other in one schema object: each part's
+            # becomes (if and then) or (not if and else), as alternatives() writes one
+            # (their anyOf lists multiply out below), and a then or else with no if
+            # beside it is nothing (merged, it would meet another part's if)
+            flat = [self._unconditional(p, f"{pointer}/{i}", depth) if "if" in p
+                    else {k: v for k, v in p.items() if k not in ("then", "else")} for i, p in enumerate(flat)]
         out: dict[str, Any] = {}
         for i, part in enumerate(flat):
             for k, v in part.items():
