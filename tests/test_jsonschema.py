@@ -474,3 +474,49 @@ def test_the_complement_of_a_format_is_left_empty_never_guessed() -> None:
     assert not g.accepts('"2024-01-01"') and not g.accepts('"x"') and g.accepts("1")  # tighter: no string
     with pytest.raises(UnsupportedSchema, match="tighter"):  # nothing left, but the schema has values
         Grammar.from_json_schema({"type": "string", "not": {"format": "date"}})
+
+
+# ------------------------------------------- never looser: the enum filter --
+
+D4, D7 = "http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"
+
+
+def _accepts_only_valid(schema, values) -> Grammar | None:
+    """The grammar (None where the compiler refuses or finds no value) takes no value
+    that jsonschema rejects; the valid ones it takes are the caller's to check."""
+    try:
+        g = Grammar.from_json_schema(schema)
+    except (UnsupportedSchema, Unsatisfiable):
+        return None
+    judge = _judge(schema)
+    for v in values:
+        if g.accepts(json.dumps(v)):
+            assert judge.is_valid(v), (schema, v)
+    return g
+
+
+@pytest.mark.parametrize("schema, value", [
+    # the exclusion is nested: jsonschema alone ignores the internal keywords in there
+    ({"enum": [{"a": 1}], "not": {"properties": {"a": {"enum": [1]}}}}, {"a": 1}),
+    ({"enum": [{"a": "x"}], "not": {"properties": {"a": {"pattern": "x"}}}}, {"a": "x"}),
+    ({"enum": [[1]], "not": {"items": {"enum": [1]}}}, [1]),
+    ({"enum": [[1]], "not": {"items": {"multipleOf": 1}}}, [1]),
+    # "#" is the root, not the enum's siblings
+    ({"anyOf": [{"enum": [{"a": {"a": 1}}], "properties": {"a": {"$ref": "#"}}}, {"type": "integer"}]},
+     {"a": {"a": 1}}),
+    # the negation writes a numeric exclusiveMaximum, which draft 4 reads as a flag
+    ({"$schema": D4, "enum": [7], "not": {"minimum": 5}}, 7),
+    # prefixItems is no keyword before 2020-12: items speaks of every item
+    ({"$schema": D7, "prefixItems": [{}], "items": {"type": "integer"}}, ["x"]),
+    ({"$schema": D7, "type": "array", "contains": {"type": "integer"}, "minContains": 0}, ["x"]),
+])
+def test_an_enum_value_is_judged_as_the_compiler_reads_its_siblings(schema, value) -> None:
+    g = _accepts_only_valid(schema, [value])
+    assert g is None or not g.accepts(json.dumps(value))
+
+
+def test_an_enum_value_with_some_additional_member_is_decided_exactly() -> None:
+    # not additionalProperties: some additional member is not boolean; {"foo": 1} has one
+    schema = {"allOf": [{"enum": [{"foo": 1}, {"foo": True}]}, {"not": {"additionalProperties": {"type": "boolean"}}}]}
+    g = _accepts_only_valid(schema, [{"foo": 1}, {"foo": True}])
+    assert g is not None and g.accepts('{"foo": 1}') and not g.accepts('{"foo": true}')

@@ -207,6 +207,7 @@ class _Compiler:
         # unsatisfiable schema
         self._tighter: list[tuple[str, str]] = []
         self._any: str | None = None
+        self._judge: Any = None  # the validator of enum values (see _valid)
         self.punct = {c: self._literal(name, c) for name, c in (
             ("LBRACE", "{"), ("RBRACE", "}"), ("LSQB", "["), ("RSQB", "]"), ("COMMA", ","), ("COLON", ":"),
         )}
@@ -880,7 +881,7 @@ class _Compiler:
         if set(rest) & {*_INTERNAL, FRACTIONAL, SOME_ADDITIONAL} or "const" in node and "enum" in node:
             self._tighter.append(("enum" if "enum" in node else "const", pointer))
         if rest:
-            values = [v for v in values if _internal_ok(v, rest) and self._valid(v, rest, pointer)]
+            values = [v for v in values if self._valid(v, rest, pointer)]
         alts = []
         seen = set()
         for v in values:
@@ -892,21 +893,18 @@ class _Compiler:
         return alts
 
     def _valid(self, value: Any, schema: dict, pointer: str) -> bool:
-        """Does ``value`` satisfy ``schema`` (enum siblings)?  Decided by jsonschema."""
-        import jsonschema
-
+        """Does ``value`` satisfy ``schema`` (enum siblings)?  Decided by jsonschema,
+        taught this compiler's reading of the schemas it writes (see :func:`_judge`):
+        the internal keywords, positions and bounds in every draft, references
+        resolved in the root."""
         if set(schema) <= {"type"}:
             types = set(schema["type"] if isinstance(schema["type"], list) else [schema["type"]])
             jt = _json_type(value)
             return jt in types or (jt == "integer" and "number" in types)
-        probe = dict(schema)
-        if isinstance(self.root, dict):
-            for defs in ("$defs", "definitions"):
-                if defs in self.root and defs not in probe:
-                    probe[defs] = self.root[defs]
         try:
-            cls = jsonschema.validators.validator_for(self.root if isinstance(self.root, dict) else {})
-            return cls(probe, format_checker=cls.FORMAT_CHECKER).is_valid(value)
+            if self._judge is None:
+                self._judge = _judge(self.root if isinstance(self.root, dict) else {})
+            return self._judge.evolve(schema=schema).is_valid(value)
         except Exception as e:  # noqa: BLE001 - an unresolvable ref among enum siblings
             raise UnsupportedSchema("enum", pointer, f"cannot check enum values against sibling keywords ({e})") from e
 
@@ -1329,6 +1327,9 @@ class _Compiler:
                                 "the schema nests deeper than Python's recursion limit") from None
         if any(m in source for m in _REFERENCE_MARKERS) or _ANCHOR_REF.search(source) or '"id": ' in source:
             self.root = _static_references(self.root)
+        newer = _newer_keywords(self.root)
+        if newer and any(f'"{k}"' in source for k in newer):
+            self.root = _strip_keywords(self.root, newer)
         start = self.compile(self.root, "")
         if start != "start":
             self.rules["start"] = [(start,)]
@@ -1485,6 +1486,38 @@ def _static_references(root: dict) -> dict:
     return rewrite(root, "")
 
 
+def _newer_keywords(root: Any) -> tuple[str, ...]:
+    """Keywords of later drafts that would loosen a schema of the root's draft if read
+    there: ``prefixItems`` (before 2020-12, ``items`` speaks of every item) and
+    ``minContains``/``maxContains`` (before 2019-09, ``contains`` needs one item)."""
+    draft = root.get("$schema") if isinstance(root, dict) else None
+    if not isinstance(draft, str):
+        return ()
+    if re.search(r"draft-0[3-7]/", draft):
+        return ("prefixItems", "minContains", "maxContains")
+    if "draft/2019-09/" in draft:
+        return ("prefixItems",)
+    return ()
+
+
+def _strip_keywords(node: Any, keywords: tuple[str, ...]) -> Any:
+    """``node`` without ``keywords`` in it or any subschema (a copy; values of
+    ``enum``/``const`` and other non-schema keywords are left as they are)."""
+    if not isinstance(node, dict):
+        return node
+    out = {k: v for k, v in node.items() if k not in keywords}
+    for k in _ONE_SCHEMA:
+        if isinstance(out.get(k), dict):
+            out[k] = _strip_keywords(out[k], keywords)
+    for k in _SCHEMA_LIST:
+        if isinstance(out.get(k), list):
+            out[k] = [_strip_keywords(x, keywords) for x in out[k]]
+    for k in _SCHEMA_MAP:
+        if isinstance(out.get(k), dict):
+            out[k] = {n: _strip_keywords(x, keywords) for n, x in out[k].items()}
+    return out
+
+
 def _check_schemas(items: list, keyword: str, pointer: str, single: bool = False) -> None:
     """Each item is a schema (an object or a boolean), or UnsupportedSchema there."""
     for i, x in enumerate(items):
@@ -1493,25 +1526,120 @@ def _check_schemas(items: list, keyword: str, pointer: str, single: bool = False
             raise UnsupportedSchema(keyword, where, f"a schema must be an object or a boolean, not {type(x).__name__}")
 
 
-def _internal_ok(v: Any, node: dict) -> bool:
-    """``v`` satisfies the internal keywords of ``node`` (jsonschema ignores them)."""
-    if isinstance(v, str):
-        text = json.dumps(v).encode()
-        if any(compile_regex(r).fullmatch(text) for r in node.get(NOT_STRINGS, ())):
-            return False
-        if not all(compile_regex(r).fullmatch(text) for r in node.get(ALSO_STRINGS, ())):
-            return False
-    if isinstance(v, dict) and SOME_ADDITIONAL in node:
-        return False  # (not decided here: leaving the value out is tighter)
-    if _numbers(v):
-        integral = float(v).is_integer()
-        if integral and node.get(NOT_INTEGERS) and str(int(v)) in node[NOT_INTEGERS]:
-            return False
-        if node.get(FRACTIONAL) is True and integral:
-            return False
-        if any(_is_multiple(v, m) for m in node.get(NOT_MULTIPLES, ())):
-            return False
-    return True
+def _judge(root: dict) -> Any:
+    """A jsonschema validator of ``root`` that reads schemas as this compiler does.
+
+    The enum filter (:meth:`_Compiler._valid`) checks values against schemas the
+    compiler wrote: merged and negated forms with the internal keywords, ``prefixItems``
+    and numeric ``exclusiveMinimum`` in any draft.  A plain validator of the root's
+    draft would ignore what it does not know and pass values the grammar must not
+    take, so those keywords are judged here as the compiler compiles them:
+    ``prefixItems``/``items``/``additionalItems`` as :func:`_positions` reads them,
+    both forms of the exclusive bounds, ``dependencies``, ``dependentRequired`` and
+    ``dependentSchemas`` in every draft, and the internal keywords.  A ``$schema`` in a
+    subschema does not switch drafts (the compiler reads the root's).  Schemas are
+    judged with :meth:`evolve`, so ``$ref`` resolves in the root, as it compiles.
+    """
+    import jsonschema
+    from jsonschema.exceptions import ValidationError
+
+    def number(x: Any) -> bool:
+        return _numbers(x)
+
+    def integral(x: Any) -> bool:
+        return isinstance(x, int) or x.is_integer()
+
+    def also_strings(validator: Any, regexes: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if isinstance(instance, str):
+            text = json.dumps(instance).encode()
+            if not all(compile_regex(r).fullmatch(text) for r in regexes):
+                yield ValidationError(f"{instance!r} is outside a string language")
+
+    def not_strings(validator: Any, regexes: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if isinstance(instance, str):
+            text = json.dumps(instance).encode()
+            if any(compile_regex(r).fullmatch(text) for r in regexes):
+                yield ValidationError(f"{instance!r} is in an excluded string language")
+
+    def not_integers(validator: Any, texts: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if number(instance) and integral(instance) and str(int(instance)) in texts:
+            yield ValidationError(f"{instance!r} is an excluded integer")
+
+    def fractional(validator: Any, flag: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if flag is True and number(instance) and integral(instance):
+            yield ValidationError(f"{instance!r} is integral")
+
+    def not_multiples(validator: Any, steps: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if number(instance) and any(_is_multiple(instance, m) for m in steps):
+            yield ValidationError(f"{instance!r} is an excluded multiple")
+
+    def some_additional(validator: Any, some: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if not isinstance(instance, dict):
+            return
+        matchers = [compile_regex(ecma_pattern(p)) for p in some["patterns"]]
+        for k, v in instance.items():
+            if k in some["names"] or any(m.fullmatch(json.dumps(k).encode()) for m in matchers):
+                continue
+            if next(validator.descend(v, some["schema"]), None) is None:
+                return
+        yield ValidationError(f"{instance!r} has no additional member that matches")
+
+    def items(validator: Any, its: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if not isinstance(instance, list):
+            return
+        prefix, rest = _positions(schema)
+        for i, x in enumerate(instance):
+            yield from validator.descend(x, prefix[i] if i < len(prefix) else rest, path=i)
+
+    def positional(validator: Any, its: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        return iter(())  # (prefixItems, additionalItems: judged with items, or alone below)
+
+    def prefix_only(validator: Any, its: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if "items" in schema:
+            return  # judged with items
+        yield from items(validator, None, instance, schema)
+
+    def bound(kw: str) -> Any:
+        def check(validator: Any, limit: Any, instance: Any, schema: dict) -> Iterator[Any]:
+            if not number(instance) or not number(limit):
+                return  # (a boolean exclusiveMinimum is draft 4's flag on minimum)
+            strict = kw.startswith("exclusive") or schema.get("exclusive" + kw[0].upper() + kw[1:]) is True
+            low = "inimum" in kw
+            if (instance < limit or (strict and instance == limit)) if low else \
+                    (instance > limit or (strict and instance == limit)):
+                yield ValidationError(f"{instance!r} is out of bounds ({kw} {limit!r})")
+        return check
+
+    def dependencies(validator: Any, deps: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if not isinstance(instance, dict) or not isinstance(deps, dict):
+            return
+        for name, need in deps.items():
+            if name not in instance:
+                continue
+            if isinstance(need, list):
+                if any(r not in instance for r in need):
+                    yield ValidationError(f"{name!r} needs {need!r}")
+            else:
+                yield from validator.descend(instance, need)
+
+    base = jsonschema.validators.validator_for(root)
+    cls = jsonschema.validators.extend(base, {
+        ALSO_STRINGS: also_strings, NOT_STRINGS: not_strings, NOT_INTEGERS: not_integers, FRACTIONAL: fractional,
+        NOT_MULTIPLES: not_multiples, SOME_ADDITIONAL: some_additional,
+        "items": items, "prefixItems": prefix_only, "additionalItems": positional,
+        **{kw: bound(kw) for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")},
+        **{kw: dependencies for kw in ("dependencies", "dependentRequired", "dependentSchemas")},
+    })
+    evolve = cls.evolve
+
+    def same_draft(self: Any, **changes: Any) -> Any:
+        schema = changes.get("schema", self.schema)
+        if isinstance(schema, dict) and "$schema" in schema:
+            changes["schema"] = {k: v for k, v in schema.items() if k != "$schema"}
+        return evolve(self, **changes)
+
+    cls.evolve = same_draft
+    return cls(root, format_checker=cls.FORMAT_CHECKER)
 
 
 def _step_fraction(step: Any) -> Fraction:
