@@ -458,6 +458,8 @@ def test_equal_schemas_in_another_property_order_keep_their_own_order() -> None:
     ({"oneOf": [{"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}, "required": ["a"]},
                 {"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}, "required": ["b"]}]},
      ['{"a": 1}', '{"b": 1}'], ['{"a": 1, "b": 2}', "{}"]),
+    # an empty branch takes every value (the enum beside it was checked against {}: a crash)
+    ({"oneOf": [{}, {"enum": [None]}]}, ["1", '"s"'], ["null"]),
 ])
 def test_one_of_branches(schema, yes: list[str], no: list[str]) -> None:
     g = Grammar.from_json_schema(schema)
@@ -520,3 +522,50 @@ def test_an_enum_value_with_some_additional_member_is_decided_exactly() -> None:
     schema = {"allOf": [{"enum": [{"foo": 1}, {"foo": True}]}, {"not": {"additionalProperties": {"type": "boolean"}}}]}
     g = _accepts_only_valid(schema, [{"foo": 1}, {"foo": True}])
     assert g is not None and g.accepts('{"foo": 1}') and not g.accepts('{"foo": true}')
+
+
+# --------------------------- the complement of listed arrays and objects --
+
+
+@pytest.mark.parametrize("schema, yes, no", [
+    # MaskBench's: the enum's array is not the excluded one
+    ({"allOf": [{"enum": [[0]]}, {"not": {"enum": [[False]]}}]}, [[0]], [[False]]),
+    ({"allOf": [{"enum": [[2]]}, {"not": {"enum": [[{"foo": "bar"}]]}}]}, [[2]], [[{"foo": "bar"}]]),
+    ({"allOf": [{"enum": [{"type": "string"}]}, {"not": {"enum": [{"$ref": "#/$defs/a"}]}}]},
+     [{"type": "string"}], [{"$ref": "#/$defs/a"}]),
+    # arrays: another length, or an item none of the listed ones has there
+    ({"type": "array", "not": {"enum": [[1, 2], [1, 3], [], [[4]]]}},
+     [[1], [2], [1, 4], [1, 2, 3], [2, 2], [[5]], [[4, 4]], [[4], 1], ["a", "b"], [None]],
+     [[1, 2], [1, 3], [], [[4]]]),
+    ({"items": {"type": "integer"}, "not": {"const": [1, 2]}}, [[2, 1], [1], [1, 2, 2], []], [[1, 2], [1.5]]),
+    # equal values are one: 1.0 is 1, but true is not 1
+    ({"type": "array", "not": {"enum": [[1.0], [True]]}}, [[2], [False], [1, 1]], [[1], [True]]),
+    # objects: a name none of them has, a listed name absent or present against all, or another value
+    ({"type": "object", "not": {"enum": [{"a": 1, "b": 2}, {"a": 1}, {"b": {"c": None}}]}},
+     [{}, {"a": 2}, {"b": 2}, {"a": 1, "b": 3}, {"a": 1, "c": 1}, {"b": {"c": 1}}, {"b": {}}, {"a": 2, "b": 2},
+      {"b": {"c": None, "d": 1}}],
+     [{"a": 1, "b": 2}, {"a": 1}, {"b": {"c": None}}]),
+    ({"type": "object", "not": {"const": {}}}, [{"a": 1}], [{}]),
+    ({"type": "array", "not": {"const": []}}, [[1], [[]]], [[]]),
+    # nested in other keywords: merged with items, properties and oneOf
+    ({"properties": {"p": {"not": {"enum": [[1], {"a": [2]}]}}}},
+     [{"p": [2]}, {"p": {"a": [3]}}, {"p": {"a": [2], "b": 1}}, {"p": 1}], [{"p": [1]}, {"p": {"a": [2]}}]),
+    ({"oneOf": [{"enum": [[1], [2]]}, {"type": "array", "maxItems": 1}]}, [[], [3]], [[1], [2], [1, 2]]),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False,
+      "not": {"enum": [{"a": 1}, {}]}}, [{"a": 2}], [{}, {"a": 1}, {"a": 2, "b": 1}]),
+])
+def test_listed_arrays_and_objects_are_excluded_exactly(schema, yes, no) -> None:
+    g = _accepts_only_valid(schema, yes + no)
+    assert g is not None
+    judge = _judge(schema)
+    for v in yes:
+        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
+    for v in no:
+        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v
+
+
+def test_the_complement_of_many_listed_values_is_refused() -> None:
+    values = [[i, [i, i]] for i in range(100)]
+    with pytest.raises(UnsupportedSchema, match="at most 256") as e:
+        Grammar.from_json_schema({"not": {"enum": values}})
+    assert e.value.keyword == "not" and e.value.pointer == "/not/enum"

@@ -46,6 +46,10 @@ POOL = [None, True, False, 0, 1, -2, 3, 7, 12, 0.5, 2.5, -1.5, "", "a", "ab", "a
         {"b": 2, "a": 1}, {"c": None}, {"a": 1, "z": 2}, {"id": "a"}, {"a": [1]}, {"a": {"b": 1}}, {"x1": 3},
         {"a": 1, "b": "x", "c": True}]
 
+# enum and const list arrays and objects too: their complement (under not, oneOf) is exact
+LISTED = st.one_of(SCALARS, SCALARS, st.lists(SCALARS, max_size=2),
+                   st.dictionaries(st.sampled_from(NAMES), SCALARS, max_size=2))
+
 TYPES = st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"])
 
 
@@ -55,8 +59,8 @@ def _keywords(child: st.SearchStrategy) -> st.SearchStrategy:
         {},
         optional={
             "type": st.one_of(TYPES, st.lists(TYPES, min_size=1, max_size=2, unique=True)),
-            "enum": st.lists(SCALARS, min_size=1, max_size=3),
-            "const": SCALARS,
+            "enum": st.lists(LISTED, min_size=1, max_size=3),
+            "const": LISTED,
             "minimum": NUMBERS,
             "maximum": NUMBERS,
             "exclusiveMinimum": NUMBERS,

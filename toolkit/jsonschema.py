@@ -22,8 +22,11 @@ Tighter than the schema, by design:
 * numbers with bounds are written without an exponent; see :mod:`toolkit._jsonregex`;
 * in the complement of a schema (``not``, and ``oneOf``'s "this branch and no
   other"), non-integral numbers are written without an exponent, excluded integer
-  values only in their canonical spelling (the integer type has no other), and
-  arrays or objects listed in a negated ``enum`` take all arrays or objects along;
+  values only in their canonical spelling (the integer type has no other), a
+  non-integral number listed in a negated ``enum`` takes every non-integral number
+  along, and arrays or objects it lists are left by the first item or member where a
+  value differs from all of them, the items or members before it matched in their
+  serialization (the complement itself is exact; at most 256 listed values in all);
 * JSON texts with a repeated key are outside the model (``json.dumps`` never
   writes one): member counts count written members.
 
@@ -396,8 +399,8 @@ class _Compiler:
         each keyword's violations, and a keyword only constrains its own type: the
         violations of ``maxLength: 3`` are the strings of 4 or more characters.
         Where a violation is not expressible exactly it is left out only if that is
-        tighter (numbers: only canonical integers, see :data:`NOT_INTEGERS`; arrays
-        and objects in ``enum``); otherwise ``not`` is unsupported.
+        tighter (numbers: only canonical integers, see :data:`NOT_INTEGERS`; the
+        non-integral numbers where ``enum`` lists one); otherwise ``not`` is unsupported.
         """
         if depth > 16:
             raise UnsupportedSchema("not", pointer, "negations nest too deeply")
@@ -509,7 +512,7 @@ class _Compiler:
             values = v if k == "enum" else [v]
             if not isinstance(values, list):
                 raise UnsupportedSchema("enum", pointer, "enum must be a list")
-            return self._not_values(values)
+            return self._not_values(values, pointer)
         if k == "anyOf":
             if not isinstance(v, list) or not v:
                 raise UnsupportedSchema("anyOf", pointer, "anyOf must be a non-empty list")
@@ -548,8 +551,14 @@ class _Compiler:
             return [{"type": "array", "items": neg}]
         raise UnsupportedSchema("not", pointer, f"the complement of {k!r} cannot be expressed")
 
-    def _not_values(self, values: list) -> list[Any]:
-        """The values of no listed value (arrays and objects left out: tighter)."""
+    def _not_values(self, values: list, pointer: str) -> list[Any]:
+        """The values of no listed value, as schemas (their union).
+
+        Scalars by type (excluded strings and canonical integers; a listed
+        non-integral number takes every non-integral number along: tighter).  Arrays
+        and objects exactly, by the first place where a value leaves every listed one
+        (:meth:`_not_arrays`, :meth:`_not_objects`), up to :data:`_MAX_VALUE_NODES`
+        nodes in the listed ones; past that the complement is unsupported."""
         self._tighter.append(("not", ""))
         strings = [x for x in values if isinstance(x, str)]
         ints = [x for x in values if _json_type(x) == "integer"]
@@ -562,9 +571,68 @@ class _Compiler:
                 out.append({"enum": [lit]})
         if not any(_json_type(x) == "number" for x in values):
             out.append({"type": "number", FRACTIONAL: True})
-        for t, py in (("array", list), ("object", dict)):
-            if not any(isinstance(x, py) for x in values):
-                out.append({"type": t})
+        arrays = [x for x in values if isinstance(x, list)]
+        objects = [x for x in values if isinstance(x, dict)]
+        size = sum(_value_nodes(x) for x in arrays + objects)
+        if size > _MAX_VALUE_NODES:
+            raise UnsupportedSchema("not", pointer, f"the complement of {len(arrays) + len(objects)} arrays and "
+                                                    f"objects of {size} values in all (at most {_MAX_VALUE_NODES})")
+        out.extend(self._not_arrays(arrays, [], pointer) if arrays else [{"type": "array"}])
+        out.extend(self._not_objects(objects, pointer) if objects else [{"type": "object"}])
+        return out
+
+    def _not_arrays(self, arrays: list[list], prefix: list, pointer: str) -> list[Any]:
+        """The arrays that start with ``prefix`` and are none of ``arrays`` (all of which
+        start with it): those that end where no listed one does, and those whose next
+        item is none of the listed ones' next items; then the same after each of those
+        items.  The union is exact; the prefix items are matched as ``const`` (in their
+        serialization, tighter)."""
+        j = len(prefix)
+        head: dict[str, Any] = {"prefixItems": [{"const": p} for p in prefix]} if prefix else {}
+        out: list[Any] = []
+        if not any(len(a) == j for a in arrays):
+            out.append({"type": "array", "minItems": j, "maxItems": j, **head})
+        longer = [a for a in arrays if len(a) > j]
+        if not longer:
+            out.append({"type": "array", "minItems": j + 1, **head})
+            return out
+        groups = _group_by_value([(a[j], a) for a in longer])
+        nxt = {"anyOf": self._not_values([v for v, _ in groups], pointer)}
+        out.append({"type": "array", "minItems": j + 1, "prefixItems": [*head.get("prefixItems", []), nxt]})
+        for v, members in groups:
+            out.extend(self._not_arrays(members, [*prefix, v], pointer))
+        return out
+
+    def _not_objects(self, objects: list[dict], pointer: str) -> list[Any]:
+        """The objects that are none of ``objects``: those with a name none of them has,
+        and those that leave them at a listed name (absent where every one with the
+        names before it has it, present where none has it, or a value none has).
+        The union is exact; the values before that name are matched as ``const``
+        (in their serialization, tighter)."""
+        names = list(dict.fromkeys(k for o in objects for k in o))
+        out: list[Any] = [{"type": "object", "properties": {n: True for n in names},
+                           SOME_ADDITIONAL: {"schema": True, "names": names, "patterns": []}}]
+
+        def leave(objs: list[dict], j: int, props: dict, required: list) -> None:
+            if j == len(names):
+                return  # every listed name as one of them: one of them (no other name)
+            name = names[j]
+            having = [o for o in objs if name in o]
+            lacking = [o for o in objs if name not in o]
+            if not lacking:
+                out.append({"type": "object", "properties": {**props, name: False}, **_req(required)})
+            if not having:
+                out.append({"type": "object", "properties": props, **_req([*required, name])})
+            else:
+                groups = _group_by_value([(o[name], o) for o in having])
+                nxt = {"anyOf": self._not_values([v for v, _ in groups], pointer)}
+                out.append({"type": "object", "properties": {**props, name: nxt}, **_req([*required, name])})
+                for v, members in groups:
+                    leave(members, j + 1, {**props, name: {"const": v}}, [*required, name])
+            if lacking:
+                leave(lacking, j + 1, {**props, name: False}, required)
+
+        leave(objects, 0, {}, [])
         return out
 
     def _body(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
@@ -897,6 +965,8 @@ class _Compiler:
         taught this compiler's reading of the schemas it writes (see :func:`_judge`):
         the internal keywords, positions and bounds in every draft, references
         resolved in the root."""
+        if not schema:
+            return True
         if set(schema) <= {"type"}:
             types = set(schema["type"] if isinstance(schema["type"], list) else [schema["type"]])
             jt = _json_type(value)
@@ -1640,6 +1710,43 @@ def _judge(root: dict) -> Any:
 
     cls.evolve = same_draft
     return cls(root, format_checker=cls.FORMAT_CHECKER)
+
+
+_MAX_VALUE_NODES = 256  # most values (items and members counted) a negated enum's arrays and objects may hold
+
+
+def _value_nodes(v: Any) -> int:
+    """How many values ``v`` holds, itself included."""
+    if isinstance(v, list):
+        return 1 + sum(_value_nodes(x) for x in v)
+    if isinstance(v, dict):
+        return 1 + sum(_value_nodes(x) for x in v.values())
+    return 1
+
+
+def _canonical(x: Any) -> Any:
+    """``x`` with its integral numbers as integers (as ``json.dumps`` writes those)."""
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    if isinstance(x, list):
+        return [_canonical(y) for y in x]
+    if isinstance(x, dict):
+        return {k: _canonical(y) for k, y in x.items()}
+    return x
+
+
+def _group_by_value(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, list]]:
+    """``(value, item)`` pairs grouped by equal values (1 and 1.0 alike, never true
+    and 1): ``(the value, canonical, its items)``."""
+    groups: dict[str, tuple[Any, list]] = {}
+    for v, item in pairs:
+        c = _canonical(v)
+        groups.setdefault(json.dumps(c, sort_keys=True), (c, []))[1].append(item)
+    return list(groups.values())
+
+
+def _req(names: list[str]) -> dict:
+    return {"required": names} if names else {}
 
 
 def _step_fraction(step: Any) -> Fraction:
