@@ -569,3 +569,47 @@ def test_the_complement_of_many_listed_values_is_refused() -> None:
     with pytest.raises(UnsupportedSchema, match="at most 256") as e:
         Grammar.from_json_schema({"not": {"enum": values}})
     assert e.value.keyword == "not" and e.value.pointer == "/not/enum"
+
+
+# ------------------------------------------------ uniqueItems, where finite --
+
+
+@pytest.mark.parametrize("schema, yes, no", [
+    ({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
+     [[], ["a"], ["c", "a"], ["b", "c", "a"]], [["a", "a"], ["a", "b", "a"], ["a", "b", "c", "a"], ["d"]]),
+    # 1 and 1.0 are one value; true is not 1
+    ({"type": "array", "items": {"enum": [1, 1.0, True, [1], [True]]}, "uniqueItems": True},
+     [[1, True], [True, 1], [[1], [True]]], [[1, 1], [True, True], [[1], [1]], [1, True, 1]]),
+    # a prefix, counts and contains: the set of used values says all of them
+    ({"type": "array", "prefixItems": [{"const": "x"}], "items": {"type": ["boolean", "null"]}, "uniqueItems": True,
+      "minItems": 2, "contains": {"type": "boolean"}, "maxContains": 1},
+     [["x", True], ["x", None, False]], [["x"], ["x", True, False], ["x", None], ["x", True, True], [True, "x"]]),
+    ({"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 3}, "uniqueItems": True, "minItems": 3},
+     [[1, 2, 3], [3, 1, 2]], [[1, 2], [1, 2, 2], [1, 2, 3, 1], [0, 1, 2]]),
+    ({"type": "array", "items": {"anyOf": [{"const": "a"}, {"type": "boolean"}]}, "uniqueItems": True},
+     [["a", True, False]], [[True, True], ["a", "a"], ["b"]]),
+    # an enum filtered by its siblings (not "b")
+    ({"type": "array", "items": {"enum": ["a", "b"], "not": {"const": "b"}}, "uniqueItems": True},
+     [[], ["a"]], [["b"], ["a", "a"], ["a", "b"]]),
+    ({"type": "array", "items": {"type": "string"}, "maxItems": 1, "uniqueItems": True}, [[], ["s"]], [["s", "t"]]),
+])
+def test_unique_items_over_finitely_many_values(schema, yes, no) -> None:
+    g = _accepts_only_valid(schema, yes + no)
+    assert g is not None
+    judge = _judge(schema)
+    for v in yes:
+        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
+    for v in no:
+        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v
+
+
+def test_unique_items_over_too_many_values_or_infinitely_many_is_refused() -> None:
+    with pytest.raises(UnsupportedSchema, match="sets of values") as e:
+        Grammar.from_json_schema({"type": "array", "items": {"enum": list(range(20))}, "uniqueItems": True})
+    assert e.value.keyword == "uniqueItems" and e.value.pointer == "/uniqueItems"
+    # bounded by maxItems, the same values fit
+    g = Grammar.from_json_schema({"type": "array", "items": {"enum": list(range(20))}, "uniqueItems": True,
+                                  "maxItems": 2})
+    assert g.accepts("[3, 19]") and not g.accepts("[3, 3]") and not g.accepts("[1, 2, 3]")
+    with pytest.raises(UnsupportedSchema, match="infinitely many") as e:
+        Grammar.from_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True})

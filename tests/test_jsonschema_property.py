@@ -2,7 +2,7 @@
 
 hypothesis writes small schemas from the keywords the compiler supports (types, enum
 and const, number and string bounds, multipleOf, patterns, objects with properties, required,
-additional and pattern properties, arrays with items, prefixItems and counts, the
+additional and pattern properties, arrays with items, prefixItems, counts and uniqueItems, the
 applicators, ``$ref`` into ``$defs``, ``if``/``then``/``else``, dependentRequired and
 dependentSchemas, propertyNames, contains with minContains);
 each compiled one is given a pool of JSON values and hypothesis' own.  Whenever the
@@ -87,6 +87,7 @@ def _keywords(child: st.SearchStrategy) -> st.SearchStrategy:
             "prefixItems": st.lists(child, min_size=1, max_size=2),
             "minItems": st.integers(0, 2),
             "maxItems": st.integers(0, 3),
+            "uniqueItems": st.booleans(),
             "contains": child,
             "minContains": st.integers(0, 2),
             "anyOf": st.lists(child, min_size=1, max_size=2),

@@ -45,7 +45,11 @@ How the boolean keywords compile exactly:
   each branch is conjoined with the negation of every branch it may overlap;
 * objects count members up to ``minProperties``/``maxProperties``, take pattern
   members (one rule per set of patterns a key matches) and additional members
-  after the listed properties; arrays track whether an item matched ``contains``.
+  after the listed properties; arrays track whether an item matched ``contains``;
+* ``uniqueItems`` where every item is one of finitely many values (enum, const,
+  null, boolean, short integer ranges, unions of those; at most 4096 sets of them
+  reachable): a rule per set of values used so far.  Past that, and where an item
+  may take infinitely many values, it is unsupported.
 """
 
 from __future__ import annotations
@@ -1310,13 +1314,19 @@ class _Compiler:
         min_contains = node.get("minContains", 1)
         if "unevaluatedItems" in node:
             self.unsupported("unevaluatedItems", f"{pointer}/unevaluatedItems", "not expressible by this compiler")
+        not_unique = "uniqueness cannot be expressed"
+        if node.get("uniqueItems") is True and (hi is None or hi > 1) and (hi is None or hi >= lo):
+            unique = self._unique_items(node, pointer, prefix, rest, lo, hi)
+            if not isinstance(unique, str):
+                return unique
+            not_unique = unique
         if contains is not None and ("maxContains" in node or min_contains not in (0, 1)):
             self.unsupported("maxContains" if "maxContains" in node else "minContains", pointer,
                              "counting the items that match contains")
         if min_contains == 0:
             contains = None
         if node.get("uniqueItems") is True and (hi is None or hi > 1):
-            self.unsupported("uniqueItems", pointer + "/uniqueItems", "uniqueness cannot be expressed")
+            self.unsupported("uniqueItems", pointer + "/uniqueItems", not_unique)
         if hi is not None and hi < lo:
             return []
         unroll = max(len(prefix), lo) if hi is None else hi
@@ -1367,6 +1377,154 @@ class _Compiler:
             if contains is not None:
                 body.append((self.punct["["], elem(0, True), after[True], self.punct["]"]))
         return body
+
+    def _unique_items(self, node: dict, pointer: str, prefix: list, rest: Any, lo: int,
+                      hi: int | None) -> list[tuple[str, ...]] | str:
+        """``uniqueItems`` where every item is one of finitely many values (enum,
+        const, null, boolean, a short integer range, unions of those): the arrays
+        written item by item from a rule per set of values used so far, each item
+        a value not in the set (values equal as JSON, like 1 and 1.0, are one).
+        The set's size is the array's length and says the position, so the prefix
+        schemas, the item counts and ``contains`` with ``minContains``/``maxContains``
+        (how many values in the set match it) are exact too.  The values are the
+        enum filter's (:meth:`_valid`), each in its serialization.  Past
+        :data:`_MAX_UNIQUE_SETS` reachable sets, or where an item's values are not
+        finitely many, the reason is returned instead."""
+        groups: dict[str, int] = {}
+        members: list[list[Any]] = []
+
+        def domain(schema: Any, ptr: str) -> list[int] | None:
+            if schema is False:
+                return []
+            try:
+                values = self._finite_values(schema, ptr)
+            except UnsupportedSchema:
+                return None
+            if values is None:
+                return None
+            out = []
+            for v in values:
+                if not self._valid(v, schema, ptr):
+                    continue
+                g = groups.setdefault(json.dumps(_canonical(v), sort_keys=True), len(groups))
+                if g == len(members):
+                    members.append([])
+                if not any(json.dumps(v, sort_keys=True) == json.dumps(m, sort_keys=True) for m in members[g]):
+                    members[g].append(v)
+                if g not in out:
+                    out.append(g)
+            return out
+
+        where = "items" if isinstance(node.get("items"), list) else "prefixItems"
+        doms = []
+        for k, schema in enumerate(prefix[:hi]):
+            d = domain(schema, f"{pointer}/{where}/{k}")
+            if d is None:
+                return f"item {k} may take infinitely many values, so uniqueness cannot be expressed"
+            doms.append(d)
+        more = hi is None or hi > len(prefix)
+        rest_dom = domain(rest, pointer) if more else []
+        if rest_dom is None:
+            return "the items may take infinitely many values, so uniqueness cannot be expressed"
+        contains = node.get("contains")
+        min_c, max_c = node.get("minContains", 1), node.get("maxContains")
+        if contains is not None:
+            _check_schemas([contains], "contains", pointer + "/contains", single=True)
+            if not _numbers(min_c) or (max_c is not None and not _numbers(max_c)):
+                raise UnsupportedSchema("minContains", pointer, "minContains/maxContains must be numbers")
+            matches = {g for g in range(len(members))
+                       if contains is True or (contains is not False and self._valid(members[g][0], contains, pointer))}
+
+        def done(used: int, n: int) -> bool:
+            if n < lo or (hi is not None and n > hi):
+                return False
+            if contains is None:
+                return True
+            c = sum(1 for g in matches if used >> g & 1)
+            return c >= min_c and (max_c is None or c <= max_c)
+
+        # the reachable sets, by size
+        layers: list[set[int]] = [{0}]
+        succ: dict[int, list[int]] = {}
+        total = 1
+        while layers[-1] and (hi is None or len(layers) <= hi):
+            n = len(layers) - 1
+            dom = doms[n] if n < len(doms) else rest_dom
+            nxt: set[int] = set()
+            for used in layers[-1]:
+                succ[used] = [g for g in dom if not used >> g & 1]
+                nxt.update(used | 1 << g for g in succ[used])
+            total += len(nxt)
+            if total > _MAX_UNIQUE_SETS:
+                return (f"{len(members)} item values make more than {_MAX_UNIQUE_SETS} sets of values "
+                        "to track, so uniqueness cannot be expressed")
+            layers.append(nxt)
+        live: dict[int, bool] = {}
+        for n in range(len(layers) - 1, -1, -1):
+            for used in layers[n]:
+                live[used] = done(used, n) or any(live.get(used | 1 << g, False) for g in succ.get(used, ()))
+        if not live[0]:
+            return []
+        symbols = []
+        for vs in members:
+            lits = [self.value_literal(v) for v in vs]
+            if len(lits) > 1:
+                r = self.new_rule("unique_item")
+                self.rules[r] = [(x,) for x in lits]
+                lits = [r]
+            symbols.append(lits[0])
+        rule = {used: self.new_rule("unique_items") for used in live if live[used]}
+        comma = self.punct[","]
+        for n, layer in enumerate(layers):
+            for used in layer:
+                if not live[used]:
+                    continue
+                alts: list[tuple[str, ...]] = [()] if done(used, n) else []
+                for g in succ.get(used, ()):
+                    if live.get(used | 1 << g, False):
+                        alts.append(((comma,) if n else ()) + (symbols[g], rule[used | 1 << g]))
+                self.rules[rule[used]] = alts
+        return [(self.punct["["], rule[0], self.punct["]"])]
+
+    def _finite_values(self, schema: Any, pointer: str, depth: int = 0) -> list | None:
+        """Values among which are all that ``schema`` accepts, where finitely many are
+        easily listed (enum, const, null and boolean types, an integer range of at most
+        64 values, anyOf/oneOf of those); None otherwise.  (Not filtered: the caller
+        asks :meth:`_valid` which of them the schema accepts.)"""
+        if schema is False:
+            return []
+        if not isinstance(schema, dict) or depth > 8:
+            return None
+        node = self._flat(schema)
+        if node is False or node.get("not") in ({}, True):
+            return []
+        if not isinstance(node, dict):
+            return None
+        if "const" in node:
+            return [node["const"]]
+        if "enum" in node:
+            return list(node["enum"]) if isinstance(node["enum"], list) else None
+        if "type" in node:
+            types = set(self._types(node, pointer))
+            if types <= {"null", "boolean"}:
+                return ([None] if "null" in types else []) + ([True, False] if "boolean" in types else [])
+            if types == {"integer"}:
+                (low, low_x), (high, high_x) = _bounds(node)[0] or (None, False), _bounds(node)[1] or (None, False)
+                if low is not None and high is not None:
+                    first = math.floor(low) + 1 if low_x else math.ceil(low)
+                    last = math.ceil(high) - 1 if high_x else math.floor(high)
+                    if last - first < 64:
+                        return list(range(first, last + 1))
+        for kw in ("anyOf", "oneOf"):
+            if isinstance(node.get(kw), list):
+                out: list = []
+                for i, branch in enumerate(node[kw]):
+                    vals = self._finite_values(branch, f"{pointer}/{kw}/{i}", depth + 1)
+                    if vals is None:
+                        return None
+                    out.extend(vals)
+                return out
+        return None
 
     # --------------------------------------------------------- any value --
 
@@ -1712,6 +1870,7 @@ def _judge(root: dict) -> Any:
     return cls(root, format_checker=cls.FORMAT_CHECKER)
 
 
+_MAX_UNIQUE_SETS = 4096  # most sets of used values uniqueItems may track (rules of the grammar)
 _MAX_VALUE_NODES = 256  # most values (items and members counted) a negated enum's arrays and objects may hold
 
 
