@@ -613,3 +613,36 @@ def test_unique_items_over_too_many_values_or_infinitely_many_is_refused() -> No
     assert g.accepts("[3, 19]") and not g.accepts("[3, 3]") and not g.accepts("[1, 2, 3]")
     with pytest.raises(UnsupportedSchema, match="infinitely many") as e:
         Grammar.from_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+
+
+# ------------------------------------- anyOf products: only what may match --
+
+
+def test_an_any_of_product_drops_the_pairs_that_take_no_value() -> None:
+    # 400 pairs, of which the 10 equal constants may match: that many branches, not 400
+    schema = {"allOf": [{"anyOf": [{"const": i} for i in range(20)]}, {"anyOf": [{"const": i} for i in range(10, 30)]}]}
+    g = _accepts_only_valid(schema, list(range(-1, 31)))
+    assert g is not None
+    assert [i for i in range(-1, 31) if g.accepts(str(i))] == list(range(10, 20))
+
+
+@pytest.mark.parametrize("schema, yes, no", [
+    # appveyor's: closed objects of one name each; "some other member" there is that name
+    ({"oneOf": [{"type": "string"}] + [{"type": "object", "additionalProperties": False, "properties": {n: {"type": "string"}}}
+                                       for n in ("ps", "pwsh", "cmd", "sh")]},
+     [{"ps": "a"}, {"sh": "b"}, "s"], [{}, {"ps": "a", "sh": "b"}, {"ps": 1}, {"x": "a"}, 1]),
+    # a discriminator none of the branches requires: {} and {"n": 1} match all of them
+    ({"oneOf": [{"type": "object", "properties": {"kind": {"enum": [k]}, f"v{k}": {"type": "integer"},
+                                                   "n": {"type": "integer"}}} for k in ("a", "b", "c", "d", "e")]},
+     [{"kind": "a"}, {"kind": "c", "vc": 1}, {"va": "x", "vb": "y", "vc": "z", "vd": "w"}],
+     [{}, {"n": 1}, {"va": "x"}, {"kind": "z"}, {"kind": "a", "va": "x"},
+      {"va": "x", "vb": "y", "vc": "z", "vd": "w", "ve": "v"}]),
+])
+def test_one_of_overlapping_objects_compiles_exactly(schema, yes, no) -> None:
+    g = _accepts_only_valid(schema, yes + no)
+    assert g is not None
+    judge = _judge(schema)
+    for v in yes:
+        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
+    for v in no:
+        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v

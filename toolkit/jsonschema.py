@@ -43,6 +43,12 @@ How the boolean keywords compile exactly:
 * ``oneOf`` is a union when its branches are provably disjoint (types, required vs
   forbidden properties, constants, numeric ranges, string languages); otherwise
   each branch is conjoined with the negation of every branch it may overlap;
+* the anyOf lists of an ``allOf`` (those negations, among others) multiply out, less
+  what takes no value: branches the other parts rule out, pairs provably apart,
+  conjunctions that include another's conjuncts; "property n present, some value"
+  where another part pins n to values the branch takes, and "some additional
+  member" next to a closed object as one branch per name it allows (at most 4096
+  conjunctions);
 * objects count members up to ``minProperties``/``maxProperties``, take pattern
   members (one rule per set of patterns a key matches) and additional members
   after the listed properties; arrays track whether an item matched ``contains``;
@@ -55,6 +61,7 @@ How the boolean keywords compile exactly:
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import re
@@ -122,6 +129,8 @@ def grammar_of(spec: Any, *, whitespace: str, engine: str) -> tuple[Grammar, str
     )
 
 _MAX_BRANCHES = 256  # most alternatives a rewrite (anyOf products, oneOf, not) may make
+_MAX_PAIRS = 16_384  # most pairs of branches an anyOf product looks at (before dropping the empty ones)
+_MAX_PRODUCT = 4096  # most conjunctions an anyOf product may leave (3532 in MaskBench's o21819: 3.5 s)
 
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
@@ -708,6 +717,14 @@ class _Compiler:
             # several conditionals: each becomes (if and then) or (not if and else), as
             # alternatives() writes one, and their anyOf lists multiply out below
             flat = [self._unconditional(p, f"{pointer}/{i}", depth) if "if" in p else p for i, p in enumerate(flat)]
+        if sum(isinstance(p.get("anyOf"), list) for p in flat) > 1:
+            # their anyOf lists multiply out below: first each loses what the other parts rule out
+            for i, part in enumerate(flat):
+                if isinstance(part.get("anyOf"), list):
+                    kept = self._in_context(part["anyOf"], [q for j, q in enumerate(flat) if j != i])
+                    if not kept:
+                        return {"not": {}}
+                    flat[i] = {**part, "anyOf": kept}
         out: dict[str, Any] = {}
         for i, part in enumerate(flat):
             for k, v in part.items():
@@ -803,16 +820,106 @@ class _Compiler:
                 not isinstance(a, list) and not isinstance(b, list):
             return {"allOf": [a, b]}
         if k == "anyOf" and isinstance(a, list) and isinstance(b, list):
-            # (a1 or a2) and (b1 or b2): the pairwise conjunctions.
-            if len(a) * len(b) > _MAX_BRANCHES:
-                raise UnsupportedSchema(k, pointer, f"allOf of two anyOf lists has {len(a) * len(b)} combinations")
-            return [{"allOf": [x, y]} for x in a for y in b]
+            return self._any_of_product(a, b, pointer)
         if k in ("anyOf", "oneOf"):
             raise UnsupportedSchema(k, pointer, f"allOf of two {k} lists")
         if k == "enum" and isinstance(a, list) and isinstance(b, list):
             keep = {json.dumps(x, sort_keys=True) for x in b}
             return [x for x in a if json.dumps(x, sort_keys=True) in keep]
         raise UnsupportedSchema("allOf", pointer, f"cannot merge two different {k!r} keywords exactly")
+
+    def _in_context(self, branches: list, others: list[dict]) -> list:
+        """anyOf ``branches`` conjoined with every schema in ``others``: less those no
+        value of ``others`` can match (:meth:`_disjoint_pair`), and "property n
+        present, with a value in N" as "n present" where another schema gives n
+        finitely many values, all in N (the shape :meth:`_violations` writes for
+        ``properties``).  The conjunction with ``others`` is the same."""
+        out = []
+        for b in branches:
+            if any(self._disjoint_pair(b, o) for o in others):
+                continue
+            if isinstance(b, dict) and isinstance(b.get(SOME_ADDITIONAL), dict):
+                closed = next((o for o in others if o.get("additionalProperties") is False
+                               and not o.get("patternProperties") and isinstance(o.get("properties", {}), dict)), None)
+                if closed is not None:
+                    out.extend(self._witnesses(b, closed))
+                    continue
+            if isinstance(b, dict) and set(b) <= {"type", "required", "properties"} and b.get("type") == "object" \
+                    and isinstance(b.get("properties"), dict) and len(b["properties"]) == 1 \
+                    and b.get("required") == list(b["properties"]):
+                (name, need), = b["properties"].items()
+                if need is not True and any(self._pinned_within(o, name, need) for o in others):
+                    b = {"type": "object", "required": [name]}
+            out.append(b)
+        return out
+
+    def _witnesses(self, branch: dict, closed: dict) -> list[dict]:
+        """``branch`` (some additional member matches a schema) next to a ``closed``
+        object schema: one branch per name the closed one allows that would be
+        additional to ``branch``, that member required and matching the schema.
+        The properties ``branch`` lists as true say nothing once the witness is named,
+        and go."""
+        some = branch[SOME_ADDITIONAL]
+        matchers = [compile_regex(ecma_pattern(p)) for p in some["patterns"]]
+        rest = {k: v for k, v in branch.items() if k not in (SOME_ADDITIONAL, "patternProperties", "properties")}
+        props = {n: v for n, v in (branch.get("properties") or {}).items() if v is not True}
+        if any(v is not True for v in (branch.get("patternProperties") or {}).values()):
+            rest["patternProperties"] = branch["patternProperties"]
+        out = []
+        for name, sub in closed.get("properties", {}).items():
+            if sub is False or name in some["names"] or any(m.fullmatch(json.dumps(name).encode()) for m in matchers):
+                continue
+            need = some["schema"] if name not in props else _all_of([props[name], some["schema"]])
+            own = {**props, name: need} if need is not True else props
+            req = list(dict.fromkeys([*rest.get("required", []), name]))
+            out.append({**rest, "required": req, **({"properties": own} if own else {})})
+        return out
+
+    def _pinned_within(self, other: dict, name: str, need: Any) -> bool:
+        """``other`` gives property ``name`` finitely many values, each of which ``need`` takes."""
+        props = other.get("properties")
+        sub = props.get(name, True) if isinstance(props, dict) else True
+        if sub is True or not isinstance(need, (dict, bool)):
+            return False
+        try:
+            values = self._finite_values(sub, "")
+            if values is None:
+                return False
+            return all(need is True or (need is not False and self._valid(v, need, ""))
+                       for v in values if sub is not False and self._valid(v, sub, ""))
+        except UnsupportedSchema:
+            return False
+
+    def _any_of_product(self, a: list, b: list, pointer: str) -> list:
+        """(a1 or a2) and (b1 or b2): the pairwise conjunctions, less those that add
+        nothing: a pair provably apart (:meth:`_disjoint_pair`: no value), a pair of
+        the same conjuncts as another, and one whose conjuncts include all of
+        another's (it takes a part of what that one takes).  The union is the same.
+        Unsupported past :data:`_MAX_PRODUCT` conjunctions left, or
+        :data:`_MAX_PAIRS` pairs to look at."""
+        if len(a) * len(b) > _MAX_PAIRS:
+            raise UnsupportedSchema("anyOf", pointer, f"allOf of two anyOf lists has {len(a) * len(b)} combinations")
+        combos: dict[frozenset, list] = {}
+        for x in a:
+            for y in b:
+                parts = {json.dumps(c, default=repr): c for c in (*_conjuncts(x), *_conjuncts(y)) if c is not True}
+                key = frozenset(parts)
+                if key in combos:
+                    continue
+                if any(c is False for c in parts.values()) or self._disjoint_pair(x, y):
+                    continue
+                combos[key] = list(parts.values())
+
+        def implied(key: frozenset) -> bool:  # some other conjunction has a part of these conjuncts
+            if len(key) > 8:
+                return False
+            return any(frozenset(sub) in combos for n in range(1, len(key)) for sub in itertools.combinations(key, n))
+
+        kept = [parts for key, parts in combos.items() if not implied(key)]
+        if len(kept) > _MAX_PRODUCT:
+            raise UnsupportedSchema("anyOf", pointer, f"allOf of two anyOf lists has {len(kept)} combinations "
+                                                      f"(of {len(a) * len(b)}) that may take a value")
+        return [parts[0] if len(parts) == 1 else {"allOf": parts} for parts in kept] or [False]
 
     def _exclusive(self, branches: list[Any], pointer: str) -> list[Any]:
         """oneOf as a union: each branch minus every other branch it may overlap
@@ -1902,6 +2009,13 @@ def _group_by_value(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, list]]:
         c = _canonical(v)
         groups.setdefault(json.dumps(c, sort_keys=True), (c, []))[1].append(item)
     return list(groups.values())
+
+
+def _conjuncts(node: Any) -> list:
+    """The schemas whose conjunction ``node`` is (an ``allOf`` and nothing else: its parts)."""
+    if isinstance(node, dict) and set(node) == {"allOf"} and isinstance(node["allOf"], list):
+        return [c for part in node["allOf"] for c in _conjuncts(part)]
+    return [node]
 
 
 def _req(names: list[str]) -> dict:
