@@ -458,6 +458,8 @@ def test_equal_schemas_in_another_property_order_keep_their_own_order() -> None:
     ({"oneOf": [{"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}, "required": ["a"]},
                 {"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}, "required": ["b"]}]},
      ['{"a": 1}', '{"b": 1}'], ['{"a": 1, "b": 2}', "{}"]),
+    # an empty branch takes every value (the enum beside it was checked against {}: a crash)
+    ({"oneOf": [{}, {"enum": [None]}]}, ["1", '"s"'], ["null"]),
 ])
 def test_one_of_branches(schema, yes: list[str], no: list[str]) -> None:
     g = Grammar.from_json_schema(schema)
@@ -536,3 +538,171 @@ def test_then_and_else_speak_only_to_the_if_beside_them() -> None:
     g = Grammar.from_json_schema({"if": {"type": "integer"}, "then": {"minimum": 5},
                                   "allOf": [{"if": True, "then": {"type": "integer"}}, {"else": False}]})
     assert g.accepts("7") and not g.accepts("3") and not g.accepts('"x"')
+# ------------------------------------------- never looser: the enum filter --
+
+D4, D7 = "http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"
+
+
+def _accepts_only_valid(schema, values) -> Grammar | None:
+    """The grammar (None where the compiler refuses or finds no value) takes no value
+    that jsonschema rejects; the valid ones it takes are the caller's to check."""
+    try:
+        g = Grammar.from_json_schema(schema)
+    except (UnsupportedSchema, Unsatisfiable):
+        return None
+    judge = _judge(schema)
+    for v in values:
+        if g.accepts(json.dumps(v)):
+            assert judge.is_valid(v), (schema, v)
+    return g
+
+
+@pytest.mark.parametrize("schema, value", [
+    # the exclusion is nested: jsonschema alone ignores the internal keywords in there
+    ({"enum": [{"a": 1}], "not": {"properties": {"a": {"enum": [1]}}}}, {"a": 1}),
+    ({"enum": [{"a": "x"}], "not": {"properties": {"a": {"pattern": "x"}}}}, {"a": "x"}),
+    ({"enum": [[1]], "not": {"items": {"enum": [1]}}}, [1]),
+    ({"enum": [[1]], "not": {"items": {"multipleOf": 1}}}, [1]),
+    # "#" is the root, not the enum's siblings
+    ({"anyOf": [{"enum": [{"a": {"a": 1}}], "properties": {"a": {"$ref": "#"}}}, {"type": "integer"}]},
+     {"a": {"a": 1}}),
+    # the negation writes a numeric exclusiveMaximum, which draft 4 reads as a flag
+    ({"$schema": D4, "enum": [7], "not": {"minimum": 5}}, 7),
+    # prefixItems is no keyword before 2020-12: items speaks of every item
+    ({"$schema": D7, "prefixItems": [{}], "items": {"type": "integer"}}, ["x"]),
+    ({"$schema": D7, "type": "array", "contains": {"type": "integer"}, "minContains": 0}, ["x"]),
+])
+def test_an_enum_value_is_judged_as_the_compiler_reads_its_siblings(schema, value) -> None:
+    g = _accepts_only_valid(schema, [value])
+    assert g is None or not g.accepts(json.dumps(value))
+
+
+def test_an_enum_value_with_some_additional_member_is_decided_exactly() -> None:
+    # not additionalProperties: some additional member is not boolean; {"foo": 1} has one
+    schema = {"allOf": [{"enum": [{"foo": 1}, {"foo": True}]}, {"not": {"additionalProperties": {"type": "boolean"}}}]}
+    g = _accepts_only_valid(schema, [{"foo": 1}, {"foo": True}])
+    assert g is not None and g.accepts('{"foo": 1}') and not g.accepts('{"foo": true}')
+
+
+# --------------------------- the complement of listed arrays and objects --
+
+
+@pytest.mark.parametrize("schema, yes, no", [
+    # MaskBench's: the enum's array is not the excluded one
+    ({"allOf": [{"enum": [[0]]}, {"not": {"enum": [[False]]}}]}, [[0]], [[False]]),
+    ({"allOf": [{"enum": [[2]]}, {"not": {"enum": [[{"foo": "bar"}]]}}]}, [[2]], [[{"foo": "bar"}]]),
+    ({"allOf": [{"enum": [{"type": "string"}]}, {"not": {"enum": [{"$ref": "#/$defs/a"}]}}]},
+     [{"type": "string"}], [{"$ref": "#/$defs/a"}]),
+    # arrays: another length, or an item none of the listed ones has there
+    ({"type": "array", "not": {"enum": [[1, 2], [1, 3], [], [[4]]]}},
+     [[1], [2], [1, 4], [1, 2, 3], [2, 2], [[5]], [[4, 4]], [[4], 1], ["a", "b"], [None]],
+     [[1, 2], [1, 3], [], [[4]]]),
+    ({"items": {"type": "integer"}, "not": {"const": [1, 2]}}, [[2, 1], [1], [1, 2, 2], []], [[1, 2], [1.5]]),
+    # equal values are one: 1.0 is 1, but true is not 1
+    ({"type": "array", "not": {"enum": [[1.0], [True]]}}, [[2], [False], [1, 1]], [[1], [True]]),
+    # objects: a name none of them has, a listed name absent or present against all, or another value
+    ({"type": "object", "not": {"enum": [{"a": 1, "b": 2}, {"a": 1}, {"b": {"c": None}}]}},
+     [{}, {"a": 2}, {"b": 2}, {"a": 1, "b": 3}, {"a": 1, "c": 1}, {"b": {"c": 1}}, {"b": {}}, {"a": 2, "b": 2},
+      {"b": {"c": None, "d": 1}}],
+     [{"a": 1, "b": 2}, {"a": 1}, {"b": {"c": None}}]),
+    ({"type": "object", "not": {"const": {}}}, [{"a": 1}], [{}]),
+    ({"type": "array", "not": {"const": []}}, [[1], [[]]], [[]]),
+    # nested in other keywords: merged with items, properties and oneOf
+    ({"properties": {"p": {"not": {"enum": [[1], {"a": [2]}]}}}},
+     [{"p": [2]}, {"p": {"a": [3]}}, {"p": {"a": [2], "b": 1}}, {"p": 1}], [{"p": [1]}, {"p": {"a": [2]}}]),
+    ({"oneOf": [{"enum": [[1], [2]]}, {"type": "array", "maxItems": 1}]}, [[], [3]], [[1], [2], [1, 2]]),
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "additionalProperties": False,
+      "not": {"enum": [{"a": 1}, {}]}}, [{"a": 2}], [{}, {"a": 1}, {"a": 2, "b": 1}]),
+])
+def test_listed_arrays_and_objects_are_excluded_exactly(schema, yes, no) -> None:
+    g = _accepts_only_valid(schema, yes + no)
+    assert g is not None
+    judge = _judge(schema)
+    for v in yes:
+        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
+    for v in no:
+        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v
+
+
+def test_the_complement_of_many_listed_values_is_refused() -> None:
+    values = [[i, [i, i]] for i in range(100)]
+    with pytest.raises(UnsupportedSchema, match="at most 256") as e:
+        Grammar.from_json_schema({"not": {"enum": values}})
+    assert e.value.keyword == "not" and e.value.pointer == "/not/enum"
+
+
+# ------------------------------------------------ uniqueItems, where finite --
+
+
+@pytest.mark.parametrize("schema, yes, no", [
+    ({"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True},
+     [[], ["a"], ["c", "a"], ["b", "c", "a"]], [["a", "a"], ["a", "b", "a"], ["a", "b", "c", "a"], ["d"]]),
+    # 1 and 1.0 are one value; true is not 1
+    ({"type": "array", "items": {"enum": [1, 1.0, True, [1], [True]]}, "uniqueItems": True},
+     [[1, True], [True, 1], [[1], [True]]], [[1, 1], [True, True], [[1], [1]], [1, True, 1]]),
+    # a prefix, counts and contains: the set of used values says all of them
+    ({"type": "array", "prefixItems": [{"const": "x"}], "items": {"type": ["boolean", "null"]}, "uniqueItems": True,
+      "minItems": 2, "contains": {"type": "boolean"}, "maxContains": 1},
+     [["x", True], ["x", None, False]], [["x"], ["x", True, False], ["x", None], ["x", True, True], [True, "x"]]),
+    ({"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 3}, "uniqueItems": True, "minItems": 3},
+     [[1, 2, 3], [3, 1, 2]], [[1, 2], [1, 2, 2], [1, 2, 3, 1], [0, 1, 2]]),
+    ({"type": "array", "items": {"anyOf": [{"const": "a"}, {"type": "boolean"}]}, "uniqueItems": True},
+     [["a", True, False]], [[True, True], ["a", "a"], ["b"]]),
+    # an enum filtered by its siblings (not "b")
+    ({"type": "array", "items": {"enum": ["a", "b"], "not": {"const": "b"}}, "uniqueItems": True},
+     [[], ["a"]], [["b"], ["a", "a"], ["a", "b"]]),
+    ({"type": "array", "items": {"type": "string"}, "maxItems": 1, "uniqueItems": True}, [[], ["s"]], [["s", "t"]]),
+])
+def test_unique_items_over_finitely_many_values(schema, yes, no) -> None:
+    g = _accepts_only_valid(schema, yes + no)
+    assert g is not None
+    judge = _judge(schema)
+    for v in yes:
+        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
+    for v in no:
+        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v
+
+
+def test_unique_items_over_too_many_values_or_infinitely_many_is_refused() -> None:
+    with pytest.raises(UnsupportedSchema, match="sets of values") as e:
+        Grammar.from_json_schema({"type": "array", "items": {"enum": list(range(20))}, "uniqueItems": True})
+    assert e.value.keyword == "uniqueItems" and e.value.pointer == "/uniqueItems"
+    # bounded by maxItems, the same values fit
+    g = Grammar.from_json_schema({"type": "array", "items": {"enum": list(range(20))}, "uniqueItems": True,
+                                  "maxItems": 2})
+    assert g.accepts("[3, 19]") and not g.accepts("[3, 3]") and not g.accepts("[1, 2, 3]")
+    with pytest.raises(UnsupportedSchema, match="infinitely many") as e:
+        Grammar.from_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+
+
+# ------------------------------------- anyOf products: only what may match --
+
+
+def test_an_any_of_product_drops_the_pairs_that_take_no_value() -> None:
+    # 400 pairs, of which the 10 equal constants may match: that many branches, not 400
+    schema = {"allOf": [{"anyOf": [{"const": i} for i in range(20)]}, {"anyOf": [{"const": i} for i in range(10, 30)]}]}
+    g = _accepts_only_valid(schema, list(range(-1, 31)))
+    assert g is not None
+    assert [i for i in range(-1, 31) if g.accepts(str(i))] == list(range(10, 20))
+
+
+@pytest.mark.parametrize("schema, yes, no", [
+    # appveyor's: closed objects of one name each; "some other member" there is that name
+    ({"oneOf": [{"type": "string"}] + [{"type": "object", "additionalProperties": False, "properties": {n: {"type": "string"}}}
+                                       for n in ("ps", "pwsh", "cmd", "sh")]},
+     [{"ps": "a"}, {"sh": "b"}, "s"], [{}, {"ps": "a", "sh": "b"}, {"ps": 1}, {"x": "a"}, 1]),
+    # a discriminator none of the branches requires: {} and {"n": 1} match all of them
+    ({"oneOf": [{"type": "object", "properties": {"kind": {"enum": [k]}, f"v{k}": {"type": "integer"},
+                                                   "n": {"type": "integer"}}} for k in ("a", "b", "c", "d", "e")]},
+     [{"kind": "a"}, {"kind": "c", "vc": 1}, {"va": "x", "vb": "y", "vc": "z", "vd": "w"}],
+     [{}, {"n": 1}, {"va": "x"}, {"kind": "z"}, {"kind": "a", "va": "x"},
+      {"va": "x", "vb": "y", "vc": "z", "vd": "w", "ve": "v"}]),
+])
+def test_one_of_overlapping_objects_compiles_exactly(schema, yes, no) -> None:
+    g = _accepts_only_valid(schema, yes + no)
+    assert g is not None
+    judge = _judge(schema)
+    for v in yes:
+        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
+    for v in no:
+        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v

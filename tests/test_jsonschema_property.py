@@ -2,7 +2,7 @@
 
 hypothesis writes small schemas from the keywords the compiler supports (types, enum
 and const, number and string bounds, multipleOf, patterns, objects with properties, required,
-additional and pattern properties, arrays with items, prefixItems and counts, the
+additional and pattern properties, arrays with items, prefixItems, counts and uniqueItems, the
 applicators, ``$ref`` into ``$defs``, ``if``/``then``/``else``, dependentRequired and
 dependentSchemas, propertyNames, contains with minContains);
 each compiled one is given a pool of JSON values and hypothesis' own.  Whenever the
@@ -48,6 +48,10 @@ POOL = [None, True, False, 0, 1, -2, 3, 7, 12, 0.5, 2.5, -1.5, "", "a", "ab", "a
         {"b": 2, "a": 1}, {"c": None}, {"a": 1, "z": 2}, {"id": "a"}, {"a": [1]}, {"a": {"b": 1}}, {"x1": 3},
         {"a": 1, "b": "x", "c": True}]
 
+# enum and const list arrays and objects too: their complement (under not, oneOf) is exact
+LISTED = st.one_of(SCALARS, SCALARS, st.lists(SCALARS, max_size=2),
+                   st.dictionaries(st.sampled_from(NAMES), SCALARS, max_size=2))
+
 TYPES = st.sampled_from(["null", "boolean", "integer", "number", "string", "array", "object"])
 
 
@@ -57,8 +61,8 @@ def _keywords(child: st.SearchStrategy) -> st.SearchStrategy:
         {},
         optional={
             "type": st.one_of(TYPES, st.lists(TYPES, min_size=1, max_size=2, unique=True)),
-            "enum": st.lists(SCALARS, min_size=1, max_size=3),
-            "const": SCALARS,
+            "enum": st.lists(LISTED, min_size=1, max_size=3),
+            "const": LISTED,
             "minimum": NUMBERS,
             "maximum": NUMBERS,
             "exclusiveMinimum": NUMBERS,
@@ -85,6 +89,7 @@ def _keywords(child: st.SearchStrategy) -> st.SearchStrategy:
             "prefixItems": st.lists(child, min_size=1, max_size=2),
             "minItems": st.integers(0, 2),
             "maxItems": st.integers(0, 3),
+            "uniqueItems": st.booleans(),
             "contains": child,
             "minContains": st.integers(0, 2),
             "anyOf": st.lists(child, min_size=1, max_size=2),

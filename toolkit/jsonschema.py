@@ -30,8 +30,11 @@ Tighter than the schema, by design:
 * numbers with bounds are written without an exponent; see :mod:`toolkit._jsonregex`;
 * in the complement of a schema (``not``, and ``oneOf``'s "this branch and no
   other"), non-integral numbers are written without an exponent, excluded integer
-  values only in their canonical spelling (the integer type has no other), and
-  arrays or objects listed in a negated ``enum`` take all arrays or objects along;
+  values only in their canonical spelling (the integer type has no other), a
+  non-integral number listed in a negated ``enum`` takes every non-integral number
+  along, and arrays or objects it lists are left by the first item or member where a
+  value differs from all of them, the items or members before it matched in their
+  serialization (the complement itself is exact; at most 256 listed values in all);
 * JSON texts with a repeated key are outside the model (``json.dumps`` never
   writes one): member counts count written members.
 
@@ -48,14 +51,25 @@ How the boolean keywords compile exactly:
 * ``oneOf`` is a union when its branches are provably disjoint (types, required vs
   forbidden properties, constants, numeric ranges, string languages); otherwise
   each branch is conjoined with the negation of every branch it may overlap;
+* the anyOf lists of an ``allOf`` (those negations, among others) multiply out, less
+  what takes no value: branches the other parts rule out, pairs provably apart,
+  conjunctions that include another's conjuncts; "property n present, some value"
+  where another part pins n to values the branch takes, and "some additional
+  member" next to a closed object as one branch per name it allows (at most 4096
+  conjunctions);
 * objects count members up to ``minProperties``/``maxProperties``, take pattern
   members (one rule per set of patterns a key matches) and additional members
-  after the listed properties; arrays track whether an item matched ``contains``.
+  after the listed properties; arrays track whether an item matched ``contains``;
+* ``uniqueItems`` where every item is one of finitely many values (enum, const,
+  null, boolean, short integer ranges, unions of those; at most 4096 sets of them
+  reachable): a rule per set of values used so far.  Past that, and where an item
+  may take infinitely many values, it is unsupported.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import re
@@ -129,6 +143,8 @@ def grammar_of(spec: Any, *, whitespace: str, engine: str) -> tuple[Grammar, str
     )
 
 _MAX_BRANCHES = 256  # most alternatives a rewrite (anyOf products, oneOf, not) may make
+_MAX_PAIRS = 16_384  # most pairs of branches an anyOf product looks at (before dropping the empty ones)
+_MAX_PRODUCT = 4096  # most conjunctions an anyOf product may leave (3532 in MaskBench's o21819: 3.5 s)
 
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 INTEGER = r"-?(?:0|[1-9][0-9]*)"
@@ -225,6 +241,7 @@ class _Compiler:
         # unsatisfiable schema
         self._tighter: list[tuple[str, str]] = []
         self._any: str | None = None
+        self._judge: Any = None  # the validator of enum values (see _valid)
         self.punct = {c: self._literal(name, c) for name, c in (
             ("LBRACE", "{"), ("RBRACE", "}"), ("LSQB", "["), ("RSQB", "]"), ("COMMA", ","), ("COLON", ":"),
         )}
@@ -413,8 +430,8 @@ class _Compiler:
         each keyword's violations, and a keyword only constrains its own type: the
         violations of ``maxLength: 3`` are the strings of 4 or more characters.
         Where a violation is not expressible exactly it is left out only if that is
-        tighter (numbers: only canonical integers, see :data:`NOT_INTEGERS`; arrays
-        and objects in ``enum``); otherwise ``not`` is unsupported.
+        tighter (numbers: only canonical integers, see :data:`NOT_INTEGERS`; the
+        non-integral numbers where ``enum`` lists one); otherwise ``not`` is unsupported.
         """
         if depth > 16:
             raise UnsupportedSchema("not", pointer, "negations nest too deeply")
@@ -526,7 +543,7 @@ class _Compiler:
             values = v if k == "enum" else [v]
             if not isinstance(values, list):
                 raise UnsupportedSchema("enum", pointer, "enum must be a list")
-            return self._not_values(values)
+            return self._not_values(values, pointer)
         if k == "anyOf":
             if not isinstance(v, list) or not v:
                 raise UnsupportedSchema("anyOf", pointer, "anyOf must be a non-empty list")
@@ -565,8 +582,14 @@ class _Compiler:
             return [{"type": "array", "items": neg}]
         raise UnsupportedSchema("not", pointer, f"the complement of {k!r} cannot be expressed")
 
-    def _not_values(self, values: list) -> list[Any]:
-        """The values of no listed value (arrays and objects left out: tighter)."""
+    def _not_values(self, values: list, pointer: str) -> list[Any]:
+        """The values of no listed value, as schemas (their union).
+
+        Scalars by type (excluded strings and canonical integers; a listed
+        non-integral number takes every non-integral number along: tighter).  Arrays
+        and objects exactly, by the first place where a value leaves every listed one
+        (:meth:`_not_arrays`, :meth:`_not_objects`), up to :data:`_MAX_VALUE_NODES`
+        nodes in the listed ones; past that the complement is unsupported."""
         self._tighter.append(("not", ""))
         strings = [x for x in values if isinstance(x, str)]
         ints = [x for x in values if _json_type(x) == "integer"]
@@ -579,9 +602,68 @@ class _Compiler:
                 out.append({"enum": [lit]})
         if not any(_json_type(x) == "number" for x in values):
             out.append({"type": "number", FRACTIONAL: True})
-        for t, py in (("array", list), ("object", dict)):
-            if not any(isinstance(x, py) for x in values):
-                out.append({"type": t})
+        arrays = [x for x in values if isinstance(x, list)]
+        objects = [x for x in values if isinstance(x, dict)]
+        size = sum(_value_nodes(x) for x in arrays + objects)
+        if size > _MAX_VALUE_NODES:
+            raise UnsupportedSchema("not", pointer, f"the complement of {len(arrays) + len(objects)} arrays and "
+                                                    f"objects of {size} values in all (at most {_MAX_VALUE_NODES})")
+        out.extend(self._not_arrays(arrays, [], pointer) if arrays else [{"type": "array"}])
+        out.extend(self._not_objects(objects, pointer) if objects else [{"type": "object"}])
+        return out
+
+    def _not_arrays(self, arrays: list[list], prefix: list, pointer: str) -> list[Any]:
+        """The arrays that start with ``prefix`` and are none of ``arrays`` (all of which
+        start with it): those that end where no listed one does, and those whose next
+        item is none of the listed ones' next items; then the same after each of those
+        items.  The union is exact; the prefix items are matched as ``const`` (in their
+        serialization, tighter)."""
+        j = len(prefix)
+        head: dict[str, Any] = {"prefixItems": [{"const": p} for p in prefix]} if prefix else {}
+        out: list[Any] = []
+        if not any(len(a) == j for a in arrays):
+            out.append({"type": "array", "minItems": j, "maxItems": j, **head})
+        longer = [a for a in arrays if len(a) > j]
+        if not longer:
+            out.append({"type": "array", "minItems": j + 1, **head})
+            return out
+        groups = _group_by_value([(a[j], a) for a in longer])
+        nxt = {"anyOf": self._not_values([v for v, _ in groups], pointer)}
+        out.append({"type": "array", "minItems": j + 1, "prefixItems": [*head.get("prefixItems", []), nxt]})
+        for v, members in groups:
+            out.extend(self._not_arrays(members, [*prefix, v], pointer))
+        return out
+
+    def _not_objects(self, objects: list[dict], pointer: str) -> list[Any]:
+        """The objects that are none of ``objects``: those with a name none of them has,
+        and those that leave them at a listed name (absent where every one with the
+        names before it has it, present where none has it, or a value none has).
+        The union is exact; the values before that name are matched as ``const``
+        (in their serialization, tighter)."""
+        names = list(dict.fromkeys(k for o in objects for k in o))
+        out: list[Any] = [{"type": "object", "properties": {n: True for n in names},
+                           SOME_ADDITIONAL: {"schema": True, "names": names, "patterns": []}}]
+
+        def leave(objs: list[dict], j: int, props: dict, required: list) -> None:
+            if j == len(names):
+                return  # every listed name as one of them: one of them (no other name)
+            name = names[j]
+            having = [o for o in objs if name in o]
+            lacking = [o for o in objs if name not in o]
+            if not lacking:
+                out.append({"type": "object", "properties": {**props, name: False}, **_req(required)})
+            if not having:
+                out.append({"type": "object", "properties": props, **_req([*required, name])})
+            else:
+                groups = _group_by_value([(o[name], o) for o in having])
+                nxt = {"anyOf": self._not_values([v for v, _ in groups], pointer)}
+                out.append({"type": "object", "properties": {**props, name: nxt}, **_req([*required, name])})
+                for v, members in groups:
+                    leave(members, j + 1, {**props, name: {"const": v}}, [*required, name])
+            if lacking:
+                leave(lacking, j + 1, {**props, name: False}, required)
+
+        leave(objects, 0, {}, [])
         return out
 
     def _body(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
@@ -656,6 +738,14 @@ class _Compiler:
             # beside it is nothing (merged, it would meet another part's if)
             flat = [self._unconditional(p, f"{pointer}/{i}", depth) if "if" in p
                     else {k: v for k, v in p.items() if k not in ("then", "else")} for i, p in enumerate(flat)]
+        if sum(isinstance(p.get("anyOf"), list) for p in flat) > 1:
+            # their anyOf lists multiply out below: first each loses what the other parts rule out
+            for i, part in enumerate(flat):
+                if isinstance(part.get("anyOf"), list):
+                    kept = self._in_context(part["anyOf"], [q for j, q in enumerate(flat) if j != i])
+                    if not kept:
+                        return {"not": {}}
+                    flat[i] = {**part, "anyOf": kept}
         out: dict[str, Any] = {}
         for i, part in enumerate(flat):
             for k, v in part.items():
@@ -751,16 +841,106 @@ class _Compiler:
                 not isinstance(a, list) and not isinstance(b, list):
             return {"allOf": [a, b]}
         if k == "anyOf" and isinstance(a, list) and isinstance(b, list):
-            # (a1 or a2) and (b1 or b2): the pairwise conjunctions.
-            if len(a) * len(b) > _MAX_BRANCHES:
-                raise UnsupportedSchema(k, pointer, f"allOf of two anyOf lists has {len(a) * len(b)} combinations")
-            return [{"allOf": [x, y]} for x in a for y in b]
+            return self._any_of_product(a, b, pointer)
         if k in ("anyOf", "oneOf"):
             raise UnsupportedSchema(k, pointer, f"allOf of two {k} lists")
         if k == "enum" and isinstance(a, list) and isinstance(b, list):
             keep = {json.dumps(x, sort_keys=True) for x in b}
             return [x for x in a if json.dumps(x, sort_keys=True) in keep]
         raise UnsupportedSchema("allOf", pointer, f"cannot merge two different {k!r} keywords exactly")
+
+    def _in_context(self, branches: list, others: list[dict]) -> list:
+        """anyOf ``branches`` conjoined with every schema in ``others``: less those no
+        value of ``others`` can match (:meth:`_disjoint_pair`), and "property n
+        present, with a value in N" as "n present" where another schema gives n
+        finitely many values, all in N (the shape :meth:`_violations` writes for
+        ``properties``).  The conjunction with ``others`` is the same."""
+        out = []
+        for b in branches:
+            if any(self._disjoint_pair(b, o) for o in others):
+                continue
+            if isinstance(b, dict) and isinstance(b.get(SOME_ADDITIONAL), dict):
+                closed = next((o for o in others if o.get("additionalProperties") is False
+                               and not o.get("patternProperties") and isinstance(o.get("properties", {}), dict)), None)
+                if closed is not None:
+                    out.extend(self._witnesses(b, closed))
+                    continue
+            if isinstance(b, dict) and set(b) <= {"type", "required", "properties"} and b.get("type") == "object" \
+                    and isinstance(b.get("properties"), dict) and len(b["properties"]) == 1 \
+                    and b.get("required") == list(b["properties"]):
+                (name, need), = b["properties"].items()
+                if need is not True and any(self._pinned_within(o, name, need) for o in others):
+                    b = {"type": "object", "required": [name]}
+            out.append(b)
+        return out
+
+    def _witnesses(self, branch: dict, closed: dict) -> list[dict]:
+        """``branch`` (some additional member matches a schema) next to a ``closed``
+        object schema: one branch per name the closed one allows that would be
+        additional to ``branch``, that member required and matching the schema.
+        The properties ``branch`` lists as true say nothing once the witness is named,
+        and go."""
+        some = branch[SOME_ADDITIONAL]
+        matchers = [compile_regex(ecma_pattern(p)) for p in some["patterns"]]
+        rest = {k: v for k, v in branch.items() if k not in (SOME_ADDITIONAL, "patternProperties", "properties")}
+        props = {n: v for n, v in (branch.get("properties") or {}).items() if v is not True}
+        if any(v is not True for v in (branch.get("patternProperties") or {}).values()):
+            rest["patternProperties"] = branch["patternProperties"]
+        out = []
+        for name, sub in closed.get("properties", {}).items():
+            if sub is False or name in some["names"] or any(m.fullmatch(json.dumps(name).encode()) for m in matchers):
+                continue
+            need = some["schema"] if name not in props else _all_of([props[name], some["schema"]])
+            own = {**props, name: need} if need is not True else props
+            req = list(dict.fromkeys([*rest.get("required", []), name]))
+            out.append({**rest, "required": req, **({"properties": own} if own else {})})
+        return out
+
+    def _pinned_within(self, other: dict, name: str, need: Any) -> bool:
+        """``other`` gives property ``name`` finitely many values, each of which ``need`` takes."""
+        props = other.get("properties")
+        sub = props.get(name, True) if isinstance(props, dict) else True
+        if sub is True or not isinstance(need, (dict, bool)):
+            return False
+        try:
+            values = self._finite_values(sub, "")
+            if values is None:
+                return False
+            return all(need is True or (need is not False and self._valid(v, need, ""))
+                       for v in values if sub is not False and self._valid(v, sub, ""))
+        except UnsupportedSchema:
+            return False
+
+    def _any_of_product(self, a: list, b: list, pointer: str) -> list:
+        """(a1 or a2) and (b1 or b2): the pairwise conjunctions, less those that add
+        nothing: a pair provably apart (:meth:`_disjoint_pair`: no value), a pair of
+        the same conjuncts as another, and one whose conjuncts include all of
+        another's (it takes a part of what that one takes).  The union is the same.
+        Unsupported past :data:`_MAX_PRODUCT` conjunctions left, or
+        :data:`_MAX_PAIRS` pairs to look at."""
+        if len(a) * len(b) > _MAX_PAIRS:
+            raise UnsupportedSchema("anyOf", pointer, f"allOf of two anyOf lists has {len(a) * len(b)} combinations")
+        combos: dict[frozenset, list] = {}
+        for x in a:
+            for y in b:
+                parts = {json.dumps(c, default=repr): c for c in (*_conjuncts(x), *_conjuncts(y)) if c is not True}
+                key = frozenset(parts)
+                if key in combos:
+                    continue
+                if any(c is False for c in parts.values()) or self._disjoint_pair(x, y):
+                    continue
+                combos[key] = list(parts.values())
+
+        def implied(key: frozenset) -> bool:  # some other conjunction has a part of these conjuncts
+            if len(key) > 8:
+                return False
+            return any(frozenset(sub) in combos for n in range(1, len(key)) for sub in itertools.combinations(key, n))
+
+        kept = [parts for key, parts in combos.items() if not implied(key)]
+        if len(kept) > _MAX_PRODUCT:
+            raise UnsupportedSchema("anyOf", pointer, f"allOf of two anyOf lists has {len(kept)} combinations "
+                                                      f"(of {len(a) * len(b)}) that may take a value")
+        return [parts[0] if len(parts) == 1 else {"allOf": parts} for parts in kept] or [False]
 
     def _exclusive(self, branches: list[Any], pointer: str) -> list[Any]:
         """oneOf as a union: each branch minus every other branch it may overlap
@@ -901,7 +1081,7 @@ class _Compiler:
         if set(rest) & {*_INTERNAL, FRACTIONAL, SOME_ADDITIONAL} or "const" in node and "enum" in node:
             self._tighter.append(("enum" if "enum" in node else "const", pointer))
         if rest:
-            values = [v for v in values if _internal_ok(v, rest) and self._valid(v, rest, pointer)]
+            values = [v for v in values if self._valid(v, rest, pointer)]
         alts = []
         seen = set()
         for v in values:
@@ -913,21 +1093,20 @@ class _Compiler:
         return alts
 
     def _valid(self, value: Any, schema: dict, pointer: str) -> bool:
-        """Does ``value`` satisfy ``schema`` (enum siblings)?  Decided by jsonschema."""
-        import jsonschema
-
+        """Does ``value`` satisfy ``schema`` (enum siblings)?  Decided by jsonschema,
+        taught this compiler's reading of the schemas it writes (see :func:`_judge`):
+        the internal keywords, positions and bounds in every draft, references
+        resolved in the root."""
+        if not schema:
+            return True
         if set(schema) <= {"type"}:
             types = set(schema["type"] if isinstance(schema["type"], list) else [schema["type"]])
             jt = _json_type(value)
             return jt in types or (jt == "integer" and "number" in types)
-        probe = dict(schema)
-        if isinstance(self.root, dict):
-            for defs in ("$defs", "definitions"):
-                if defs in self.root and defs not in probe:
-                    probe[defs] = self.root[defs]
         try:
-            cls = jsonschema.validators.validator_for(self.root if isinstance(self.root, dict) else {})
-            return cls(probe, format_checker=cls.FORMAT_CHECKER).is_valid(value)
+            if self._judge is None:
+                self._judge = _judge(self.root if isinstance(self.root, dict) else {})
+            return self._judge.evolve(schema=schema).is_valid(value)
         except Exception as e:  # noqa: BLE001 - an unresolvable ref among enum siblings
             raise UnsupportedSchema("enum", pointer, f"cannot check enum values against sibling keywords ({e})") from e
 
@@ -1296,13 +1475,19 @@ class _Compiler:
         min_contains = node.get("minContains", 1)
         if "unevaluatedItems" in node:
             self.unsupported("unevaluatedItems", f"{pointer}/unevaluatedItems", "not expressible by this compiler")
+        not_unique = "uniqueness cannot be expressed"
+        if node.get("uniqueItems") is True and (hi is None or hi > 1) and (hi is None or hi >= lo):
+            unique = self._unique_items(node, pointer, prefix, rest, lo, hi)
+            if not isinstance(unique, str):
+                return unique
+            not_unique = unique
         if contains is not None and ("maxContains" in node or min_contains not in (0, 1)):
             self.unsupported("maxContains" if "maxContains" in node else "minContains", pointer,
                              "counting the items that match contains")
         if min_contains == 0:
             contains = None
         if node.get("uniqueItems") is True and (hi is None or hi > 1):
-            self.unsupported("uniqueItems", pointer + "/uniqueItems", "uniqueness cannot be expressed")
+            self.unsupported("uniqueItems", pointer + "/uniqueItems", not_unique)
         if hi is not None and hi < lo:
             return []
         unroll = max(len(prefix), lo) if hi is None else hi
@@ -1354,6 +1539,154 @@ class _Compiler:
                 body.append((self.punct["["], elem(0, True), after[True], self.punct["]"]))
         return body
 
+    def _unique_items(self, node: dict, pointer: str, prefix: list, rest: Any, lo: int,
+                      hi: int | None) -> list[tuple[str, ...]] | str:
+        """``uniqueItems`` where every item is one of finitely many values (enum,
+        const, null, boolean, a short integer range, unions of those): the arrays
+        written item by item from a rule per set of values used so far, each item
+        a value not in the set (values equal as JSON, like 1 and 1.0, are one).
+        The set's size is the array's length and says the position, so the prefix
+        schemas, the item counts and ``contains`` with ``minContains``/``maxContains``
+        (how many values in the set match it) are exact too.  The values are the
+        enum filter's (:meth:`_valid`), each in its serialization.  Past
+        :data:`_MAX_UNIQUE_SETS` reachable sets, or where an item's values are not
+        finitely many, the reason is returned instead."""
+        groups: dict[str, int] = {}
+        members: list[list[Any]] = []
+
+        def domain(schema: Any, ptr: str) -> list[int] | None:
+            if schema is False:
+                return []
+            try:
+                values = self._finite_values(schema, ptr)
+            except UnsupportedSchema:
+                return None
+            if values is None:
+                return None
+            out = []
+            for v in values:
+                if not self._valid(v, schema, ptr):
+                    continue
+                g = groups.setdefault(json.dumps(_canonical(v), sort_keys=True), len(groups))
+                if g == len(members):
+                    members.append([])
+                if not any(json.dumps(v, sort_keys=True) == json.dumps(m, sort_keys=True) for m in members[g]):
+                    members[g].append(v)
+                if g not in out:
+                    out.append(g)
+            return out
+
+        where = "items" if isinstance(node.get("items"), list) else "prefixItems"
+        doms = []
+        for k, schema in enumerate(prefix[:hi]):
+            d = domain(schema, f"{pointer}/{where}/{k}")
+            if d is None:
+                return f"item {k} may take infinitely many values, so uniqueness cannot be expressed"
+            doms.append(d)
+        more = hi is None or hi > len(prefix)
+        rest_dom = domain(rest, pointer) if more else []
+        if rest_dom is None:
+            return "the items may take infinitely many values, so uniqueness cannot be expressed"
+        contains = node.get("contains")
+        min_c, max_c = node.get("minContains", 1), node.get("maxContains")
+        if contains is not None:
+            _check_schemas([contains], "contains", pointer + "/contains", single=True)
+            if not _numbers(min_c) or (max_c is not None and not _numbers(max_c)):
+                raise UnsupportedSchema("minContains", pointer, "minContains/maxContains must be numbers")
+            matches = {g for g in range(len(members))
+                       if contains is True or (contains is not False and self._valid(members[g][0], contains, pointer))}
+
+        def done(used: int, n: int) -> bool:
+            if n < lo or (hi is not None and n > hi):
+                return False
+            if contains is None:
+                return True
+            c = sum(1 for g in matches if used >> g & 1)
+            return c >= min_c and (max_c is None or c <= max_c)
+
+        # the reachable sets, by size
+        layers: list[set[int]] = [{0}]
+        succ: dict[int, list[int]] = {}
+        total = 1
+        while layers[-1] and (hi is None or len(layers) <= hi):
+            n = len(layers) - 1
+            dom = doms[n] if n < len(doms) else rest_dom
+            nxt: set[int] = set()
+            for used in layers[-1]:
+                succ[used] = [g for g in dom if not used >> g & 1]
+                nxt.update(used | 1 << g for g in succ[used])
+            total += len(nxt)
+            if total > _MAX_UNIQUE_SETS:
+                return (f"{len(members)} item values make more than {_MAX_UNIQUE_SETS} sets of values "
+                        "to track, so uniqueness cannot be expressed")
+            layers.append(nxt)
+        live: dict[int, bool] = {}
+        for n in range(len(layers) - 1, -1, -1):
+            for used in layers[n]:
+                live[used] = done(used, n) or any(live.get(used | 1 << g, False) for g in succ.get(used, ()))
+        if not live[0]:
+            return []
+        symbols = []
+        for vs in members:
+            lits = [self.value_literal(v) for v in vs]
+            if len(lits) > 1:
+                r = self.new_rule("unique_item")
+                self.rules[r] = [(x,) for x in lits]
+                lits = [r]
+            symbols.append(lits[0])
+        rule = {used: self.new_rule("unique_items") for used in live if live[used]}
+        comma = self.punct[","]
+        for n, layer in enumerate(layers):
+            for used in layer:
+                if not live[used]:
+                    continue
+                alts: list[tuple[str, ...]] = [()] if done(used, n) else []
+                for g in succ.get(used, ()):
+                    if live.get(used | 1 << g, False):
+                        alts.append(((comma,) if n else ()) + (symbols[g], rule[used | 1 << g]))
+                self.rules[rule[used]] = alts
+        return [(self.punct["["], rule[0], self.punct["]"])]
+
+    def _finite_values(self, schema: Any, pointer: str, depth: int = 0) -> list | None:
+        """Values among which are all that ``schema`` accepts, where finitely many are
+        easily listed (enum, const, null and boolean types, an integer range of at most
+        64 values, anyOf/oneOf of those); None otherwise.  (Not filtered: the caller
+        asks :meth:`_valid` which of them the schema accepts.)"""
+        if schema is False:
+            return []
+        if not isinstance(schema, dict) or depth > 8:
+            return None
+        node = self._flat(schema)
+        if node is False or node.get("not") in ({}, True):
+            return []
+        if not isinstance(node, dict):
+            return None
+        if "const" in node:
+            return [node["const"]]
+        if "enum" in node:
+            return list(node["enum"]) if isinstance(node["enum"], list) else None
+        if "type" in node:
+            types = set(self._types(node, pointer))
+            if types <= {"null", "boolean"}:
+                return ([None] if "null" in types else []) + ([True, False] if "boolean" in types else [])
+            if types == {"integer"}:
+                (low, low_x), (high, high_x) = _bounds(node)[0] or (None, False), _bounds(node)[1] or (None, False)
+                if low is not None and high is not None:
+                    first = math.floor(low) + 1 if low_x else math.ceil(low)
+                    last = math.ceil(high) - 1 if high_x else math.floor(high)
+                    if last - first < 64:
+                        return list(range(first, last + 1))
+        for kw in ("anyOf", "oneOf"):
+            if isinstance(node.get(kw), list):
+                out: list = []
+                for i, branch in enumerate(node[kw]):
+                    vals = self._finite_values(branch, f"{pointer}/{kw}/{i}", depth + 1)
+                    if vals is None:
+                        return None
+                    out.extend(vals)
+                return out
+        return None
+
     # --------------------------------------------------------- any value --
 
     def any_value(self) -> str:
@@ -1383,9 +1716,9 @@ class _Compiler:
                                 "the schema nests deeper than Python's recursion limit") from None
         if any(m in source for m in _REFERENCE_MARKERS) or _ANCHOR_REF.search(source) or '"id": ' in source:
             self.root = _static_references(self.root)
-        unknown = _unknown_keywords(self.root)
-        if unknown and any(f'"{k}"' in source for k in unknown):
-            self.root = _without(self.root, unknown, "")
+        newer = _newer_keywords(self.root)
+        if newer and any(f'"{k}"' in source for k in newer):
+            self.root = _strip_keywords(self.root, newer)
         start = self.compile(self.root, "")
         if start != "start":
             self.rules["start"] = [(start,)]
@@ -1439,42 +1772,6 @@ def _subschemas(node: dict, pointer: str) -> Iterator[tuple[str, Any, str]]:
             for name, x in v.items():
                 if isinstance(x, (dict, bool)):  # (dependencies: a list of names is no schema)
                     yield k, x, f"{pointer}/{k}/{_escape_pointer(name)}"
-
-
-_LATER_KEYWORDS = {
-    # keywords a draft does not know (so its validators ignore them) whose reading would
-    # loosen another keyword: minContains 0 lets `contains` go unmatched, and with
-    # prefixItems an `items` schema skips the prefix positions
-    "draft-0": ("minContains", "maxContains", "prefixItems"),
-    "2019-09": ("prefixItems",),
-}
-
-
-def _unknown_keywords(root: Any) -> tuple[str, ...]:
-    """The keywords of :data:`_LATER_KEYWORDS` the root's ``$schema`` draft lacks."""
-    draft = root.get("$schema") if isinstance(root, dict) else None
-    if not isinstance(draft, str):
-        return ()
-    return next((kws for tag, kws in _LATER_KEYWORDS.items() if tag in draft), ())
-
-
-def _without(node: Any, keywords: tuple[str, ...], pointer: str) -> Any:
-    """``node`` with ``keywords`` removed from it and every schema inside it."""
-    if not isinstance(node, dict):
-        return node
-    out = {k: v for k, v in node.items() if k not in keywords}
-    for keyword, sub, ptr in _subschemas(out, pointer):
-        new = _without(sub, keywords, ptr)
-        if new is sub:
-            continue
-        if keyword in _SCHEMA_MAP:
-            out[keyword] = {**out[keyword], _unescape_pointer(ptr.rsplit("/", 1)[1]): new}
-        elif keyword in _SCHEMA_LIST and isinstance(out[keyword], list):
-            i = int(ptr.rsplit("/", 1)[1])
-            out[keyword] = [*out[keyword][:i], new, *out[keyword][i + 1:]]
-        else:
-            out[keyword] = new
-    return out if out != node or any(k in node for k in keywords) else node
 
 
 def _static_references(root: dict) -> dict:
@@ -1578,6 +1875,38 @@ def _static_references(root: dict) -> dict:
     return rewrite(root, "")
 
 
+def _newer_keywords(root: Any) -> tuple[str, ...]:
+    """Keywords of later drafts that would loosen a schema of the root's draft if read
+    there: ``prefixItems`` (before 2020-12, ``items`` speaks of every item) and
+    ``minContains``/``maxContains`` (before 2019-09, ``contains`` needs one item)."""
+    draft = root.get("$schema") if isinstance(root, dict) else None
+    if not isinstance(draft, str):
+        return ()
+    if re.search(r"draft-0[3-7]/", draft):
+        return ("prefixItems", "minContains", "maxContains")
+    if "draft/2019-09/" in draft:
+        return ("prefixItems",)
+    return ()
+
+
+def _strip_keywords(node: Any, keywords: tuple[str, ...]) -> Any:
+    """``node`` without ``keywords`` in it or any subschema (a copy; values of
+    ``enum``/``const`` and other non-schema keywords are left as they are)."""
+    if not isinstance(node, dict):
+        return node
+    out = {k: v for k, v in node.items() if k not in keywords}
+    for k in _ONE_SCHEMA:
+        if isinstance(out.get(k), dict):
+            out[k] = _strip_keywords(out[k], keywords)
+    for k in _SCHEMA_LIST:
+        if isinstance(out.get(k), list):
+            out[k] = [_strip_keywords(x, keywords) for x in out[k]]
+    for k in _SCHEMA_MAP:
+        if isinstance(out.get(k), dict):
+            out[k] = {n: _strip_keywords(x, keywords) for n, x in out[k].items()}
+    return out
+
+
 def _check_schemas(items: list, keyword: str, pointer: str, single: bool = False) -> None:
     """Each item is a schema (an object or a boolean), or UnsupportedSchema there."""
     for i, x in enumerate(items):
@@ -1586,25 +1915,165 @@ def _check_schemas(items: list, keyword: str, pointer: str, single: bool = False
             raise UnsupportedSchema(keyword, where, f"a schema must be an object or a boolean, not {type(x).__name__}")
 
 
-def _internal_ok(v: Any, node: dict) -> bool:
-    """``v`` satisfies the internal keywords of ``node`` (jsonschema ignores them)."""
-    if isinstance(v, str):
-        text = json.dumps(v).encode()
-        if any(compile_regex(r).fullmatch(text) for r in node.get(NOT_STRINGS, ())):
-            return False
-        if not all(compile_regex(r).fullmatch(text) for r in node.get(ALSO_STRINGS, ())):
-            return False
-    if isinstance(v, dict) and SOME_ADDITIONAL in node:
-        return False  # (not decided here: leaving the value out is tighter)
-    if _numbers(v):
-        integral = float(v).is_integer()
-        if integral and node.get(NOT_INTEGERS) and str(int(v)) in node[NOT_INTEGERS]:
-            return False
-        if node.get(FRACTIONAL) is True and integral:
-            return False
-        if any(_is_multiple(v, m) for m in node.get(NOT_MULTIPLES, ())):
-            return False
-    return True
+def _judge(root: dict) -> Any:
+    """A jsonschema validator of ``root`` that reads schemas as this compiler does.
+
+    The enum filter (:meth:`_Compiler._valid`) checks values against schemas the
+    compiler wrote: merged and negated forms with the internal keywords, ``prefixItems``
+    and numeric ``exclusiveMinimum`` in any draft.  A plain validator of the root's
+    draft would ignore what it does not know and pass values the grammar must not
+    take, so those keywords are judged here as the compiler compiles them:
+    ``prefixItems``/``items``/``additionalItems`` as :func:`_positions` reads them,
+    both forms of the exclusive bounds, ``dependencies``, ``dependentRequired`` and
+    ``dependentSchemas`` in every draft, and the internal keywords.  A ``$schema`` in a
+    subschema does not switch drafts (the compiler reads the root's).  Schemas are
+    judged with :meth:`evolve`, so ``$ref`` resolves in the root, as it compiles.
+    """
+    import jsonschema
+    from jsonschema.exceptions import ValidationError
+
+    def number(x: Any) -> bool:
+        return _numbers(x)
+
+    def integral(x: Any) -> bool:
+        return isinstance(x, int) or x.is_integer()
+
+    def also_strings(validator: Any, regexes: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if isinstance(instance, str):
+            text = json.dumps(instance).encode()
+            if not all(compile_regex(r).fullmatch(text) for r in regexes):
+                yield ValidationError(f"{instance!r} is outside a string language")
+
+    def not_strings(validator: Any, regexes: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if isinstance(instance, str):
+            text = json.dumps(instance).encode()
+            if any(compile_regex(r).fullmatch(text) for r in regexes):
+                yield ValidationError(f"{instance!r} is in an excluded string language")
+
+    def not_integers(validator: Any, texts: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if number(instance) and integral(instance) and str(int(instance)) in texts:
+            yield ValidationError(f"{instance!r} is an excluded integer")
+
+    def fractional(validator: Any, flag: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if flag is True and number(instance) and integral(instance):
+            yield ValidationError(f"{instance!r} is integral")
+
+    def not_multiples(validator: Any, steps: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if number(instance) and any(_is_multiple(instance, m) for m in steps):
+            yield ValidationError(f"{instance!r} is an excluded multiple")
+
+    def some_additional(validator: Any, some: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if not isinstance(instance, dict):
+            return
+        matchers = [compile_regex(ecma_pattern(p)) for p in some["patterns"]]
+        for k, v in instance.items():
+            if k in some["names"] or any(m.fullmatch(json.dumps(k).encode()) for m in matchers):
+                continue
+            if next(validator.descend(v, some["schema"]), None) is None:
+                return
+        yield ValidationError(f"{instance!r} has no additional member that matches")
+
+    def items(validator: Any, its: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if not isinstance(instance, list):
+            return
+        prefix, rest = _positions(schema)
+        for i, x in enumerate(instance):
+            yield from validator.descend(x, prefix[i] if i < len(prefix) else rest, path=i)
+
+    def positional(validator: Any, its: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        return iter(())  # (prefixItems, additionalItems: judged with items, or alone below)
+
+    def prefix_only(validator: Any, its: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if "items" in schema:
+            return  # judged with items
+        yield from items(validator, None, instance, schema)
+
+    def bound(kw: str) -> Any:
+        def check(validator: Any, limit: Any, instance: Any, schema: dict) -> Iterator[Any]:
+            if not number(instance) or not number(limit):
+                return  # (a boolean exclusiveMinimum is draft 4's flag on minimum)
+            strict = kw.startswith("exclusive") or schema.get("exclusive" + kw[0].upper() + kw[1:]) is True
+            low = "inimum" in kw
+            if (instance < limit or (strict and instance == limit)) if low else \
+                    (instance > limit or (strict and instance == limit)):
+                yield ValidationError(f"{instance!r} is out of bounds ({kw} {limit!r})")
+        return check
+
+    def dependencies(validator: Any, deps: Any, instance: Any, schema: dict) -> Iterator[Any]:
+        if not isinstance(instance, dict) or not isinstance(deps, dict):
+            return
+        for name, need in deps.items():
+            if name not in instance:
+                continue
+            if isinstance(need, list):
+                if any(r not in instance for r in need):
+                    yield ValidationError(f"{name!r} needs {need!r}")
+            else:
+                yield from validator.descend(instance, need)
+
+    base = jsonschema.validators.validator_for(root)
+    cls = jsonschema.validators.extend(base, {
+        ALSO_STRINGS: also_strings, NOT_STRINGS: not_strings, NOT_INTEGERS: not_integers, FRACTIONAL: fractional,
+        NOT_MULTIPLES: not_multiples, SOME_ADDITIONAL: some_additional,
+        "items": items, "prefixItems": prefix_only, "additionalItems": positional,
+        **{kw: bound(kw) for kw in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")},
+        **{kw: dependencies for kw in ("dependencies", "dependentRequired", "dependentSchemas")},
+    })
+    evolve = cls.evolve
+
+    def same_draft(self: Any, **changes: Any) -> Any:
+        schema = changes.get("schema", self.schema)
+        if isinstance(schema, dict) and "$schema" in schema:
+            changes["schema"] = {k: v for k, v in schema.items() if k != "$schema"}
+        return evolve(self, **changes)
+
+    cls.evolve = same_draft
+    return cls(root, format_checker=cls.FORMAT_CHECKER)
+
+
+_MAX_UNIQUE_SETS = 4096  # most sets of used values uniqueItems may track (rules of the grammar)
+_MAX_VALUE_NODES = 256  # most values (items and members counted) a negated enum's arrays and objects may hold
+
+
+def _value_nodes(v: Any) -> int:
+    """How many values ``v`` holds, itself included."""
+    if isinstance(v, list):
+        return 1 + sum(_value_nodes(x) for x in v)
+    if isinstance(v, dict):
+        return 1 + sum(_value_nodes(x) for x in v.values())
+    return 1
+
+
+def _canonical(x: Any) -> Any:
+    """``x`` with its integral numbers as integers (as ``json.dumps`` writes those)."""
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    if isinstance(x, list):
+        return [_canonical(y) for y in x]
+    if isinstance(x, dict):
+        return {k: _canonical(y) for k, y in x.items()}
+    return x
+
+
+def _group_by_value(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, list]]:
+    """``(value, item)`` pairs grouped by equal values (1 and 1.0 alike, never true
+    and 1): ``(the value, canonical, its items)``."""
+    groups: dict[str, tuple[Any, list]] = {}
+    for v, item in pairs:
+        c = _canonical(v)
+        groups.setdefault(json.dumps(c, sort_keys=True), (c, []))[1].append(item)
+    return list(groups.values())
+
+
+def _conjuncts(node: Any) -> list:
+    """The schemas whose conjunction ``node`` is (an ``allOf`` and nothing else: its parts)."""
+    if isinstance(node, dict) and set(node) == {"allOf"} and isinstance(node["allOf"], list):
+        return [c for part in node["allOf"] for c in _conjuncts(part)]
+    return [node]
+
+
+def _req(names: list[str]) -> dict:
+    return {"required": names} if names else {}
 
 
 def _step_fraction(step: Any) -> Fraction:
