@@ -587,6 +587,17 @@ def test_an_enum_value_with_some_additional_member_is_decided_exactly() -> None:
 # --------------------------- the complement of listed arrays and objects --
 
 
+def _yes_and_no(schema, yes: list, no: list) -> None:
+    """The grammar accepts each of ``yes`` and none of ``no``, as jsonschema judges them."""
+    g = _accepts_only_valid(schema, yes + no)
+    assert g is not None
+    judge = _judge(schema)
+    for v in yes:
+        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
+    for v in no:
+        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v
+
+
 @pytest.mark.parametrize("schema, yes, no", [
     # MaskBench's: the enum's array is not the excluded one
     ({"allOf": [{"enum": [[0]]}, {"not": {"enum": [[False]]}}]}, [[0]], [[False]]),
@@ -615,13 +626,7 @@ def test_an_enum_value_with_some_additional_member_is_decided_exactly() -> None:
       "not": {"enum": [{"a": 1}, {}]}}, [{"a": 2}], [{}, {"a": 1}, {"a": 2, "b": 1}]),
 ])
 def test_listed_arrays_and_objects_are_excluded_exactly(schema, yes, no) -> None:
-    g = _accepts_only_valid(schema, yes + no)
-    assert g is not None
-    judge = _judge(schema)
-    for v in yes:
-        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
-    for v in no:
-        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v
+    _yes_and_no(schema, yes, no)
 
 
 def test_the_complement_of_many_listed_values_is_refused() -> None:
@@ -654,13 +659,7 @@ def test_the_complement_of_many_listed_values_is_refused() -> None:
     ({"type": "array", "items": {"type": "string"}, "maxItems": 1, "uniqueItems": True}, [[], ["s"]], [["s", "t"]]),
 ])
 def test_unique_items_over_finitely_many_values(schema, yes, no) -> None:
-    g = _accepts_only_valid(schema, yes + no)
-    assert g is not None
-    judge = _judge(schema)
-    for v in yes:
-        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
-    for v in no:
-        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v
+    _yes_and_no(schema, yes, no)
 
 
 def test_unique_items_over_too_many_values_or_infinitely_many_is_refused() -> None:
@@ -699,10 +698,4 @@ def test_an_any_of_product_drops_the_pairs_that_take_no_value() -> None:
       {"va": "x", "vb": "y", "vc": "z", "vd": "w", "ve": "v"}]),
 ])
 def test_one_of_overlapping_objects_compiles_exactly(schema, yes, no) -> None:
-    g = _accepts_only_valid(schema, yes + no)
-    assert g is not None
-    judge = _judge(schema)
-    for v in yes:
-        assert judge.is_valid(v) and g.accepts(json.dumps(v)), v
-    for v in no:
-        assert not judge.is_valid(v) and not g.accepts(json.dumps(v)), v
+    _yes_and_no(schema, yes, no)

@@ -241,6 +241,8 @@ class _Compiler:
         # unsatisfiable schema
         self._tighter: list[tuple[str, str]] = []
         self._any: str | None = None
+        self._flat_memo: dict[int, tuple[Any, Any]] = {}  # id(node): (node, merged)
+        self._disjoint_memo: dict[tuple[int, int, int], tuple[Any, Any, bool]] = {}
         self._judge: Any = None  # the validator of enum values (see _valid)
         self.punct = {c: self._literal(name, c) for name, c in (
             ("LBRACE", "{"), ("RBRACE", "}"), ("LSQB", "["), ("RSQB", "]"), ("COMMA", ","), ("COLON", ":"),
@@ -921,9 +923,10 @@ class _Compiler:
         if len(a) * len(b) > _MAX_PAIRS:
             raise UnsupportedSchema("anyOf", pointer, f"allOf of two anyOf lists has {len(a) * len(b)} combinations")
         combos: dict[frozenset, list] = {}
+        keyed = {id(x): (x, {json.dumps(c, default=repr): c for c in _conjuncts(x) if c is not True}) for x in (*a, *b)}
         for x in a:
             for y in b:
-                parts = {json.dumps(c, default=repr): c for c in (*_conjuncts(x), *_conjuncts(y)) if c is not True}
+                parts = {**keyed[id(x)][1], **keyed[id(y)][1]}
                 key = frozenset(parts)
                 if key in combos:
                     continue
@@ -987,14 +990,32 @@ class _Compiler:
         return all(self._disjoint_pair(a, b) for i, a in enumerate(branches) for b in branches[i + 1:])
 
     def _flat(self, node: Any) -> Any:
-        if isinstance(node, dict) and ("$ref" in node or "allOf" in node):
-            return self.merge([node], "")
-        return _draft4_bounds(dict(node)) if isinstance(node, dict) else node
+        """``node`` merged (its ``$ref`` and ``allOf`` resolved), for reading only:
+        kept per node object (the memo holds the node, so its id stays its own)."""
+        if not isinstance(node, dict):
+            return node
+        hit = self._flat_memo.get(id(node))
+        if hit is not None:
+            return hit[1]
+        if "$ref" in node or "allOf" in node:
+            flat = self.merge([node], "")
+        else:
+            flat = _draft4_bounds(dict(node))
+        self._flat_memo[id(node)] = (node, flat)
+        return flat
 
     def _disjoint_pair(self, a: Any, b: Any, depth: int = 0) -> bool:
-        """True when provably no value matches both ``a`` and ``b`` (False: maybe)."""
+        """True when provably no value matches both ``a`` and ``b`` (False: maybe).
+        Kept per pair of schema objects (anyOf products ask the same pairs again)."""
         if depth > 8:
             return False
+        key = (id(a), id(b), depth)
+        hit = self._disjoint_memo.get(key)
+        if hit is None:
+            hit = self._disjoint_memo[key] = (a, b, self._disjoint_pair_uncached(a, b, depth))
+        return hit[2]
+
+    def _disjoint_pair_uncached(self, a: Any, b: Any, depth: int) -> bool:
         try:
             a, b = self._flat(a), self._flat(b)
         except UnsupportedSchema:
