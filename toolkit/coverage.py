@@ -17,7 +17,7 @@ import collections
 import json
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,11 +78,22 @@ def check_item(item, timeout: float, check_lark: bool = False, **options: Any) -
                 return SchemaResult(item.name, "grammar_error", f"{type(e).__name__}: {e}"[:200],
                                     time.perf_counter() - t0)
             rejected_valid, accepted_invalid, causes = [], [], []
+            unordered: list[Any] = []
+
+            def any_order() -> Any:  # compiled once, when a valid instance is rejected
+                if not unordered:
+                    try:
+                        unordered.append(grammar if options.get("property_order") == "any"
+                                         else item.grammar(**{**options, "property_order": "any"}))
+                    except (GrammarError, RegexError, LimitExceeded):
+                        unordered.append(None)
+                return unordered[0]
+
             for case in item.cases:
                 ok = grammar.accepts(case.text)
                 if case.valid and not ok:
                     rejected_valid.append(case.text[:120])
-                    causes.append(_cause(grammar, item.spec, case.text))
+                    causes.append(_cause(any_order, case.text))
                 elif ok and not case.valid:
                     accepted_invalid.append(case.text[:120])
             dt = time.perf_counter() - t0
@@ -99,21 +110,6 @@ def check_item(item, timeout: float, check_lark: bool = False, **options: Any) -
                             time.perf_counter() - t0)
 
 
-def _in_schema_order(value: Any, schema: Any) -> Any:
-    """``value`` with each object's keys in the order its schema lists ``properties``
-    (following the schema's ``properties``, ``items`` and ``additionalProperties``)."""
-    if isinstance(value, dict):
-        props = schema.get("properties", {}) if isinstance(schema, dict) else {}
-        props = props if isinstance(props, dict) else {}
-        extra = schema.get("additionalProperties", {}) if isinstance(schema, dict) else {}
-        keys = [k for k in props if k in value] + [k for k in value if k not in props]
-        return {k: _in_schema_order(value[k], props.get(k, extra)) for k in keys}
-    if isinstance(value, list):
-        items = schema.get("items", {}) if isinstance(schema, dict) else {}
-        return [_in_schema_order(v, items if isinstance(items, dict) else {}) for v in value]
-    return value
-
-
 def _keys(value: Any) -> Iterator[str]:
     if isinstance(value, dict):
         for k, v in value.items():
@@ -124,19 +120,19 @@ def _keys(value: Any) -> Iterator[str]:
             yield from _keys(v)
 
 
-def _cause(grammar: Any, schema: Any, text: str) -> str:
-    """Why the grammar rejects a valid instance, as far as a cheap test tells: its
-    keys out of the schema's property order (the compiler keeps that order), an
-    object key that needs escapes (additional keys are written without), or one of
-    the compiler's other tighter forms."""
+def _cause(any_order: Callable[[], Any], text: str) -> str:
+    """Why the grammar rejects a valid instance, as far as a cheap test tells: the
+    grammar of the same schema in any property order (``any_order()``, None when it
+    does not compile) accepts it, so only the order of its keys is off (the compiler
+    keeps the schema's); an object key that needs escapes (additional keys are
+    written without); or one of the compiler's other tighter forms."""
     try:
         value = json.loads(text)
     except ValueError:
         return "not JSON"
-    if isinstance(schema, dict):
-        ordered = json.dumps(_in_schema_order(value, schema))
-        if ordered != json.dumps(value) and grammar.accepts(ordered):
-            return "property order"
+    unordered = any_order()
+    if unordered is not None and unordered.accepts(text):
+        return "property order"
     if any(any(c in '"\\' or ord(c) < 0x20 for c in k) for k in _keys(value)):
         return "escaped key"
     return "tighter form"
