@@ -61,6 +61,7 @@ from toolkit.batch import SKIP, check_step_args, new_step
 from toolkit.errors import MasklabError, UnsupportedGrammar
 from toolkit.grammar import Grammar
 from toolkit.jsonschema import JsonSchemaText, schema_text
+from toolkit.lark_dialect import LarkText
 from toolkit.matcher import BaseMatcher
 from toolkit.protocol import BatchStep, MaskInfo
 from toolkit.vocab import Vocabulary
@@ -376,6 +377,7 @@ class LLGuidanceEngine(_PeerEngine):
     name = "peer:llguidance"
     dist = "llguidance"
     requires = ("llguidance",)
+    native_inputs = frozenset({"json_schema", "lark"})
 
     def __init__(
         self,
@@ -449,6 +451,19 @@ class LLGuidanceEngine(_PeerEngine):
 
     def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
         return self._build(*self._grammar_source(grammar))
+
+    def compile(self, grammar: Any) -> PeerCompiled:
+        """Also Lark text in llguidance's dialect (:class:`toolkit.lark_dialect.LarkText`),
+        read by llguidance itself: the reference for masklab's reader."""
+        if isinstance(grammar, LarkText):
+            ignores = bool(Grammar.from_lark(grammar.text).ignore)  # (ignored text first too, as masklab's IR)
+            try:
+                return self._build(self._header(initial_skip=ignores) + grammar.text, "lark")
+            except MasklabError:
+                raise
+            except Exception as e:  # noqa: BLE001 - the engine raises RuntimeError/ValueError
+                raise PeerError(f"{self.name}: {type(e).__name__}: {e}") from e
+        return super().compile(grammar)
 
     def _build(self, lark: str, kind: str) -> PeerCompiled:
         kw: dict[str, Any] = {"log_level": 0}

@@ -93,7 +93,16 @@ def _window(pattern: str, fragment: str | None) -> str:
 
 
 class UnsupportedGrammar(MasklabError):
-    """A grammar outside what a strategy can handle (e.g. recursion for a regular-only one)."""
+    """A grammar outside what a strategy can handle (e.g. recursion for a regular-only one),
+    or a construct of a grammar dialect masklab does not read; ``line`` and ``column``
+    (1-based) say where, when the construct has a place in the text."""
+
+    def __init__(self, message: str = "", line: int | None = None, column: int | None = None):
+        self.message = message
+        self.line = line
+        self.column = column
+        where = f" (line {line}, column {column})" if line is not None else ""
+        super().__init__(message + where)
 
 
 class UnsupportedSchema(MasklabError):

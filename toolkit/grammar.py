@@ -204,10 +204,14 @@ class Grammar:
 
     @staticmethod
     def from_lark(text: str, start: str = "start") -> Grammar:
-        """Parse a Lark grammar (rules, terminals, ``%ignore``, ``%import common``).
+        """Parse a Lark grammar (rules, terminals, ``%ignore``, ``%import common``), in
+        llguidance's dialect (``%json``, ``&``/``~``, ``{m,n}``, ``%regex``, ``#``
+        comments: :mod:`toolkit.lark_dialect`).
 
-        EBNF (``?``, ``*``, ``+``, ``[]``, ``~``) is expanded by lark.  Errors are
-        :class:`GrammarError` with the line and column of the offending text.
+        EBNF (``?``, ``*``, ``+``, ``[]``, ``~``) is expanded by lark's grammar loader.
+        Errors are :class:`GrammarError` with the line and column of the offending
+        text; a dialect construct masklab does not read is
+        :class:`UnsupportedGrammar`, named, with its line and column.
         """
         return _from_lark(text, start)
 
@@ -400,7 +404,10 @@ def _pattern_regex(pattern) -> tuple[str, bool, str | None]:
             return f"(?{flags}:{rx})", False, None
         return rx, True, pattern.value
     rx = pattern.value
-    return (f"(?{flags}:{rx})" if flags else rx), False, None
+    rx = f"(?{flags}:{rx})" if flags else rx
+    if _SHORTHAND.search(rx):  # Lark's (Python's) and llguidance's (Rust's) \d \w \s are Unicode
+        rx = canonical_regex(rx, unicode=True)
+    return rx, False, None
 
 
 def _locate(text: str, name: str, skip_definition: bool = True) -> tuple[int | None, int | None]:
@@ -443,20 +450,72 @@ def _lark_error(text: str, e: Exception) -> GrammarError:
 
 
 def _from_lark(text: str, start: str) -> Grammar:
-    import lark
-    from lark.exceptions import LarkError
+    """Lark text, in llguidance's dialect (:mod:`toolkit.lark_dialect`), to a Grammar."""
+    from toolkit.lark_dialect import translate
 
     if not isinstance(text, str):
         raise TypeError("Lark grammar text must be str")
+    plain, side = translate(text)
+    g = _from_plain_lark(plain, start, frozenset(side.helpers))
+    if not side.plain:
+        g = _with_dialect(g, side)
+    return Grammar(start=g.start, rules=g.rules, terminals=g.terminals, ignore=g.ignore, source=text)
+
+
+def _with_dialect(g: Grammar, side: Any) -> Grammar:
+    """``g`` with what plain Lark could not say: boolean terminals (from their helper
+    terminals), ``%regex`` terminals, and ``%json`` schemas spliced in as rules."""
+    from toolkit.jsonschema import from_json_schema
+
+    terminals = dict(g.terminals)
+    rules = {k: list(v) for k, v in g.rules.items()}
+    for name, (pos, neg) in side.boolean.items():
+        first = terminals[pos[0]].regex if pos else "[\\d\\D]*"
+        terminals[name] = Terminal(name, first, also=tuple(terminals[h].regex for h in pos[1:]),
+                                   excluding=tuple(terminals[h].regex for h in neg))
+    ws_ignored = bool(g.ignore) and all(terminals[n].dfa().fullmatch(b" \t\n\r") for n in g.ignore)
+    for name, schema in side.json.items():
+        sub = from_json_schema(schema, whitespace="compact")
+        prefix = f"{name}__"
+        ren = {s: prefix + s for s in (*sub.rules, *sub.terminals)}
+        for t, term in sub.terminals.items():
+            terminals[ren[t]] = Terminal(ren[t], term.regex, term.literal, term.value, term.also, term.excluding,
+                                         term.json_string)
+        wrap = {}
+        if not ws_ignored:  # JSON whitespace between the schema's tokens, as llguidance's nested grammar
+            ws = prefix + "WS"
+            terminals[ws] = Terminal(ws, "[ \\t\\n\\r]+")
+            for t in sub.terminals:
+                wrap[t] = f"{prefix}ws_{t}"
+                rules[wrap[t]] = [(ren[t],), (ws, ren[t])]
+        for r, alts in sub.rules.items():
+            rules[ren[r]] = [tuple(wrap.get(s, ren[s]) for s in alt) for alt in alts]
+        rules[name] = [(ren[sub.start],)]
+    used = {s for alts in rules.values() for alt in alts for s in alt} | set(g.ignore)
+    for h in side.helpers:
+        rules.pop(h, None)
+    terminals = {k: v for k, v in terminals.items() if k in used}
+    return Grammar(start=g.start, rules={k: tuple(v) for k, v in rules.items()}, terminals=terminals,
+                   ignore=g.ignore)
+
+
+def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset()) -> Grammar:
+    """Plain Lark text to a Grammar: lark reads the text and expands EBNF (its grammar
+    loader; no lark parser is built, so a terminal may match the empty string, as in
+    llguidance).  ``keep``: terminals to keep though no rule uses them."""
+    from lark.exceptions import LarkError
+    from lark.load_grammar import load_grammar
+
     try:
-        lk = lark.Lark(text, start=start, parser="earley", lexer="dynamic", keep_all_tokens=True)
+        loaded, _ = load_grammar(text, "<grammar>", [], True)
+        tds, lark_rules, ignore = loaded.compile([start], set(keep))
     except LarkError as e:
         raise _lark_error(text, e) from e
     except Exception as e:  # lark raises plain exceptions on some malformed input
         raise GrammarError(f"cannot read Lark grammar: {type(e).__name__}: {e}") from e
 
     terminals: dict[str, Terminal] = {}
-    for td in lk.terminals:
+    for td in tds:
         rx, literal, value = _pattern_regex(td.pattern)
         try:
             compile_regex(rx)
@@ -468,7 +527,7 @@ def _from_lark(text: str, start: str) -> Grammar:
         terminals[td.name] = Terminal(td.name, rx, literal, value)
 
     rules: dict[str, list[tuple[str, ...]]] = {}
-    for r in lk.rules:
+    for r in lark_rules:
         rules.setdefault(r.origin.name, []).append(tuple(s.name for s in r.expansion))
     for alts in rules.values():
         for alt in alts:
@@ -480,7 +539,7 @@ def _from_lark(text: str, start: str) -> Grammar:
         start=start,
         rules={k: tuple(v) for k, v in rules.items()},
         terminals=terminals,
-        ignore=tuple(lk.ignore_tokens),
+        ignore=tuple(ignore),
         source=text,
     )
 
@@ -533,6 +592,7 @@ def json_schema_to_regex(
     return g.to_regex(max_depth=max_depth, max_length=max_length)
 
 
+_SHORTHAND = re.compile(r"\\[dDwWsS]")
 _NOTHING_REGEX = "[^\\d\\D]"  # the empty language (toolkit.regex writes it so too)
 _EPS: tuple[bool, str] = (False, "")
 _GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")

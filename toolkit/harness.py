@@ -144,6 +144,10 @@ def _spec_for(engine: Any, item: Item, source: str) -> Any:
     """What ``engine.compile`` receives for ``item`` (see the module doc)."""
     if item.kind == "schema" and source == "native" and "json_schema" in getattr(engine, "native_inputs", ()):
         return item.spec
+    if item.kind == "lark" and source == "native" and "lark" in getattr(engine, "native_inputs", ()):
+        from toolkit.lark_dialect import LarkText
+
+        return LarkText(item.spec)
     return item.grammar()
 
 

@@ -868,15 +868,16 @@ def _render(node: object, flags: REFlags) -> str:
     raise RegexError(f"cannot render regex node {name}", "")
 
 
-def canonical_regex(pattern: str) -> str:
+def canonical_regex(pattern: str, *, unicode: bool = False) -> str:
     """``pattern`` rewritten with explicit classes and no flags or shorthands.
 
     The result means the same thing in Python ``re`` and in Rust's ``regex`` crate
     (llguidance), so every engine runs the very same language: ``\\d`` becomes
     ``[0-9]``, ``.`` becomes ``[^\\n]``, case-insensitive letters become classes,
-    non-ASCII characters are written as themselves.
+    non-ASCII characters are written as themselves.  ``unicode=True`` reads
+    ``\\d \\w \\s`` as Unicode classes first (Rust's and Python's ``str`` reading).
     """
-    parsed = _parse(pattern)
+    parsed = _parse(pattern, unicode)
     try:
         return _render(parsed, REFlags(0))
     except RecursionError:  # _render recurses once per level of nesting

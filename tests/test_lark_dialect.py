@@ -1,0 +1,195 @@
+"""llguidance's Lark dialect (issue #27, first part): our own reading, on every strategy.
+
+* **The language** of each construct: accepted and rejected strings.
+* **Every strategy against naive** on random walks over a small vocabulary.
+* **Against llguidance's own reading** of the same text (``peer:llguidance`` given the
+  Lark text itself, :class:`~toolkit.lark_dialect.LarkText`), on Llama-3 along the
+  strings: the same verdicts and bit-identical masks.
+* **Refusals** name the construct, its line and column.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from strategies import get_engine
+from tests._support.shared import require_shared
+from tests.test_llguidance import LEX, _as_ids, _row, _show
+from toolkit.errors import GrammarError, UnsupportedGrammar
+from toolkit.grammar import Grammar
+from toolkit.lark_dialect import LarkText, substring_regex, translate
+from toolkit.vocab import Vocabulary, load_vocab
+
+TOOL_CALL = """start: TEXT | fun_call
+TEXT: /[^{](.|\\n)*/
+fun_call: %json {
+  "type": "object",
+  "properties": {
+    "name": { "const": "get_weather" },
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+  },
+  "required": ["name", "parameters"]
+}
+"""
+
+# name: (grammar, accepted, rejected)
+CASES = {
+    "json": (TOOL_CALL, ["There is no function I can call", '{"name":"get_weather", "parameters": {"city":"Seattle"}}',
+                         '{"name": "get_weather", "parameters": {"city": "Paris", "unit": "C"}}'],
+             ['{"name":"x"}', '{"name":"get_weather"}', '{"name":"get_weather","parameters":{}}']),
+    "and_not": ('start: LINES\nLINES: /[a-z \\n]+/ & ~/(.|\\n)*\\n\\n(.|\\n)*/   # no blank line\n',
+                ["ab cd\nef", "x"], ["ab\n\ncd", "", "AB"]),
+    "not_alone": ("start: A\nA: ~/a+/\n", ["", "b", "ab", "ba"], ["a", "aaa"]),
+    "repeat": ('start: digit{2,4} "-" word{3} sep{1,} end{,2}\ndigit: /[0-9]/\nword: "ab"\nsep: ";"\nend: "!"\n',
+               ["12-ababab;", "1234-ababab;;;!!"], ["1-ababab;", "12345-ababab;", "12-abab;", "12-ababab", "12-ababab;!!!"]),
+    "dash_and_hash": ('# a comment\nstart: my-rule  # trailing comment\nmy-rule: "x" | "y" my-rule // and this\n',
+                      ["x", "yyx"], ["y", "xy"]),
+    "substring": ('start: "<" QUOTE ">"\nQUOTE: %regex {"substring_words": "the quick brown fox"}\n',
+                  ["<quick brown>", "<>", "<the quick brown fox>", "< >"], ["<quick fox>", "<uick>", "<the  quick>"]),
+    "chunks_in_rule": ('start: "<" %regex {"substring_chunks": ["a/b", "c", "d"]} ">"\n',
+                       ["<>", "<a/b>", "<a/bcd>", "<cd>"], ["<b>", "<a/bd>"]),
+    "empty_llguidance_options": ('%llguidance {}\nstart: "a"+\n', ["a", "aaa"], ["", "b"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_construct_reads_its_language(name: str) -> None:
+    text, yes, no = CASES[name]
+    g = Grammar.from_lark(text)
+    for s in yes:
+        assert g.accepts(s), (name, s)
+    for s in no:
+        assert not g.accepts(s), (name, s)
+
+
+def test_substring_regex_is_every_run_of_chunks() -> None:
+    from toolkit.regex import compile_regex
+
+    chunks = ["ab", "c", "", "de"]
+    d = compile_regex(substring_regex(chunks))
+    runs = {"".join(chunks[n:m]) for n in range(len(chunks) + 1) for m in range(n, len(chunks) + 1)}
+    for s in sorted(runs | {"a", "bc", "cd", "abde", "x"}):
+        assert d.fullmatch(s.encode()) == (s in runs), s
+
+
+def test_plain_lark_is_unchanged_by_the_reader() -> None:
+    text = 'start: a+ B\na: "x" | "y"\nB: /[0-9]+/\n%import common.WS\n%ignore WS\n'
+    plain, side = translate(text)
+    assert side.plain and not side.renamed
+    g = Grammar.from_lark(text)
+    assert g.accepts("x y 12") and not g.accepts("12") and g.ignore
+
+
+@pytest.mark.parametrize("text, what, line, column", [
+    ('start: <|eom_id|> "a"', "special token <|eom_id|>", 1, 8),
+    ('start: x\nx[max_tokens=5]: /a/', "rule attributes", 2, 2),
+    ("start: @fcall", "another grammar", 1, 8),
+    ('start: x\nx: "a"\n%lark { }', "nested %lark", 3, 1),
+    ('%llguidance {"no_forcing": true}\nstart: "a"', "option 'no_forcing'", 1, 1),
+    ('start: B\nA: /a/ & /[ab]/\nB: A "x"', "uses A", 3, 4),
+    ('start: x\nx{p}: "a"', "parametric", 2, 2),
+])
+def test_unsupported_constructs_name_themselves_and_where(text: str, what: str, line: int, column: int) -> None:
+    with pytest.raises(UnsupportedGrammar, match=what) as e:
+        Grammar.from_lark(text)
+    assert (e.value.line, e.value.column) == (line, column)
+
+
+@pytest.mark.parametrize("text, what, line", [
+    ('start: "a"{3', "not closed", 1),
+    ('start: "a"{3,1}', "1 is less than 3", 1),
+    ('start: "a"{x}', "expected {n}", 1),
+    ('start: x\nx: "a" & "b"', "only in a terminal's definition", 2),
+    ("start: %json {\"type\": ", "not closed", 1),
+    ('start: %json {"type": 1,}', "not JSON", 1),
+    ('start: %regex {"substring_lines": "x"}', "not a substring form we know", 1),
+    ("start: A\nA: %json {}", "cannot stand in a terminal", 2),
+])
+def test_malformed_constructs_say_what_is_wrong(text: str, what: str, line: int) -> None:
+    with pytest.raises(GrammarError, match=what) as e:
+        Grammar.from_lark(text)
+    assert e.value.line == line
+
+
+# --------------------------------------------------------- every strategy --
+
+SMALL = ["and_not", "not_alone", "repeat", "dash_and_hash", "substring", "chunks_in_rule"]
+
+
+@pytest.mark.parametrize("engine", ["llguidance", "xgrammar"])
+@pytest.mark.parametrize("name", SMALL + ["json"])
+def test_every_strategy_masks_the_dialect_like_naive(engine: str, name: str) -> None:
+    g = Grammar.from_lark(CASES[name][0])
+    ours, naive = get_engine(engine, LEX), get_engine("naive", LEX)
+    a, b = ours.compile(g), naive.compile(g)
+    rng = random.Random(name)
+    for walk in range(6):
+        m, o = ours.matcher(a), naive.matcher(b)
+        for step in range(16):
+            (got, _), (want, _) = _row(m), _row(o)
+            assert np.array_equal(got, want), (engine, name, walk, step, _show(_as_ids(got) ^ _as_ids(want)))
+            allowed = sorted(_as_ids(want))
+            if not allowed:
+                break
+            t = rng.choice(allowed)
+            assert m.accept_token(t) and o.accept_token(t)
+            if o.is_terminated():
+                break
+
+
+@pytest.mark.parametrize("name", ["and_not", "not_alone", "substring", "chunks_in_rule"])
+def test_regular_dialect_grammars_on_outlines(name: str) -> None:
+    g = Grammar.from_lark(CASES[name][0])
+    ours, naive = get_engine("outlines", LEX), get_engine("naive", LEX)
+    m, o = ours.matcher(ours.compile(g)), naive.matcher(naive.compile(g))
+    rng = random.Random(name)
+    for _ in range(12):
+        (got, _), (want, _) = _row(m), _row(o)
+        assert np.array_equal(got, want), (name, _show(_as_ids(got) ^ _as_ids(want)))
+        allowed = sorted(_as_ids(want))
+        if not allowed:
+            break
+        t = rng.choice(allowed)
+        assert m.accept_token(t) and o.accept_token(t)
+        if o.is_terminated():
+            break
+
+
+# ------------------------------------------------ llguidance's own reading --
+
+
+@pytest.fixture(scope="module")
+def llama3() -> Vocabulary:
+    return load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
+
+
+# not_alone: llguidance's `~` also takes byte strings that are not UTF-8 (b"\x80"); ours
+# takes text only (the IR's languages are UTF-8), so a lone `~` differs there
+@pytest.mark.parametrize("name", [n for n in SMALL if n != "not_alone"])
+def test_llama3_masks_equal_llguidance_reading_the_same_text(llama3: Vocabulary, name: str) -> None:
+    pytest.importorskip("llguidance", reason="peer:llguidance needs llguidance (the [peers] extra)")
+    text, yes, no = CASES[name]
+    peer, ours = get_engine("peer:llguidance", llama3), get_engine("llguidance", llama3)
+    a, b = ours.compile(Grammar.from_lark(text)), peer.compile(LarkText(text))
+    for s, valid in [*((s, True) for s in yes), *((s, False) for s in no)]:
+        ma, mb = ours.matcher(a), peer.matcher(b)
+        accepted = True
+        for t in [*llama3.encode(s), llama3.eos_ids[0]]:
+            (ra, _), (rb, _) = _row(ma, llama3), _row(mb, llama3)
+            assert np.array_equal(ra, rb), (name, s, _show(_as_ids(ra, llama3) ^ _as_ids(rb, llama3), llama3)[:8])
+            oa, ob = ma.accept_token(t), mb.accept_token(t)
+            assert oa == ob, (name, s, llama3.token_bytes[t])
+            if not oa:
+                accepted = False
+                break
+        assert accepted == valid, (name, s)
+
+
+def test_regex_shorthands_are_unicode_as_lark_and_llguidance_read_them() -> None:
+    # Python's re on str (Lark) and Rust's regex (llguidance) read \s \d \w as Unicode
+    g = Grammar.from_lark("start: W D S\nW: /\\w+/\nD: /\\d/\nS: /[^\\s]/\n")
+    assert g.accepts("été٣x") and not g.accepts("été٣\u3000")
+    assert g.accepts("a1b") and not g.accepts("a1 ")

@@ -1,0 +1,419 @@
+"""llguidance's Lark dialect, read into plain Lark plus what plain Lark cannot say.
+
+The grammars people write for constrained decoding use llguidance's extensions of
+Lark (its ``docs/syntax.md``).  :func:`translate` reads the text with its own small
+scanner and writes plain Lark for :func:`toolkit.grammar._from_lark`, with a side
+table of what the IR adds afterwards:
+
+* ``#`` comments (as ``//``), ``-`` in identifiers, ``expr{m,n}`` / ``{n}`` /
+  ``{m,}`` / ``{,n}`` repetition (Lark's ``~ m..n``);
+* ``%json { schema }`` as a nonterminal: the schema compiled by
+  :mod:`toolkit.jsonschema` and spliced in (:class:`Dialect` ``json``);
+* terminals combined with ``&`` (intersection) and a leading ``~`` (complement), as
+  :class:`~toolkit.grammar.Terminal` ``also``/``excluding``;
+* ``%regex {"substring_chunks" | "substring_words" | "substring_chars": ...}``;
+* ``%llguidance {}`` with no options.
+
+Where the reading differs from llguidance's, on purpose or for now:
+
+* ``~`` complements within UTF-8 text (the IR's languages are text); llguidance's
+  also takes byte strings that are not UTF-8.
+* ``%json`` compiles with :mod:`toolkit.jsonschema`, whose keys and string constants
+  may be written with escapes (llguidance's compiler writes them plainly), and whose
+  whitespace is llguidance's nested grammar's: JSON whitespace between the schema's
+  tokens when the grammar ignores none, and the grammar's ``%ignore`` otherwise;
+  but the IR's ``%ignore`` is global, so ignored text may also stand before the
+  schema's first token, where llguidance allows none.
+
+Special tokens (``<|eom_id|>``, ``<[128010]>``), rule attributes (``name[stop=...]``),
+references to other grammars (``@name``), ``%lark`` and parametric rules are refused
+with :class:`~toolkit.errors.UnsupportedGrammar` naming the construct, its line and
+column; a malformed construct is a :class:`~toolkit.errors.GrammarError` saying what
+is wrong in the grammar's own terms.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkit.errors import GrammarError, UnsupportedGrammar
+
+__all__ = ["Dialect", "LarkText", "translate", "substring_regex", "MAX_SUBSTRING_CHUNKS"]
+
+MAX_SUBSTRING_CHUNKS = 512
+"""Largest ``%regex`` substring list (the regex has one nested group per chunk and start)."""
+
+_TOKEN = re.compile(
+    r"""
+    (?P<nl>\r?\n)
+  | (?P<ws>[ \t]+)
+  | (?P<comment>(?://|\#)[^\n]*)
+  | (?P<string>"(?:[^"\\\n]|\\.)*"i?)
+  | (?P<regex>/(?:[^/\\\n]|\\.)+/[imslux]*)
+  | (?P<special><\|[^|\n]*\|>|<\[[^\]\n]*\]>|<[A-Za-z_][^>\s]*>)
+  | (?P<directive>%[A-Za-z_]+)
+  | (?P<name>[A-Za-z_](?:[A-Za-z0-9_]|-(?!>))*)
+  | (?P<number>[0-9]+)
+  | (?P<punct>->|\.\.|::|[:|()\[\]?*+{},~&!.=@^-])
+    """,
+    re.VERBOSE,
+)
+
+_JSON_DIRECTIVES = ("%json", "%regex", "%llguidance", "%lark")
+
+
+@dataclass(frozen=True)
+class LarkText:
+    """Lark text in llguidance's dialect, handed verbatim to an engine that reads it
+    itself (``peer:llguidance``: the reference for this module's reading)."""
+
+    text: str
+
+
+@dataclass
+class _Tok:
+    kind: str
+    text: str
+    line: int
+    column: int
+
+
+@dataclass
+class Dialect:
+    """What :func:`translate` found beyond plain Lark, for the IR to add."""
+
+    json: dict[str, Any] = field(default_factory=dict)  # rule name -> JSON schema
+    boolean: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+    # terminal -> (helper terminals intersected, helper terminals subtracted)
+    helpers: set[str] = field(default_factory=set)  # helper terminals and rules to drop
+    renamed: dict[str, str] = field(default_factory=dict)  # a-b -> a_dash_b
+
+    @property
+    def plain(self) -> bool:
+        return not (self.json or self.boolean)
+
+
+def _scan(text: str) -> list[_Tok]:
+    out: list[_Tok] = []
+    pos, line, col = 0, 1, 1
+    while pos < len(text):
+        if out and out[-1].kind == "directive" and out[-1].text in _JSON_DIRECTIVES:
+            m = re.compile(r"[ \t\r\n]*").match(text, pos)
+            start = m.end()
+            if start < len(text) and text[start] == "{":
+                end = _json_end(text, start, out[-1])
+                block = text[pos:end]
+                out.append(_Tok("json", text[start:end], line, col + (start - pos)))
+                line += block.count("\n")
+                col = len(block) - block.rfind("\n") if "\n" in block else col + len(block)
+                pos = end
+                continue
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            raise GrammarError(f"unexpected character {text[pos]!r}", line, col)
+        kind = m.lastgroup
+        if kind not in ("ws", "comment"):
+            out.append(_Tok(kind, m.group(), line, col))
+        if kind == "nl":
+            line, col = line + 1, 1
+        else:
+            col += m.end() - pos
+        pos = m.end()
+    return out
+
+
+def _json_end(text: str, start: int, at: _Tok) -> int:
+    """The end of the balanced ``{...}`` JSON block at ``start`` (strings skipped)."""
+    depth, i = 0, start
+    while i < len(text):
+        c = text[i]
+        if c == '"':
+            i += 1
+            while i < len(text) and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+        elif c in "{[":
+            depth += 1
+        elif c in "}]":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    raise GrammarError(f"{at.text}: the JSON object is not closed", at.line, at.column)
+
+
+def _safe(name: str, renamed: dict[str, str], taken: set[str]) -> str:
+    """A Lark name for a dialect identifier (``-`` is not Lark), case kept."""
+    if "-" not in name:
+        return name
+    if name not in renamed:
+        base = name.replace("-", "_dash_")
+        new, n = base, 0
+        while new in taken:
+            n += 1
+            new = f"{base}{n}"
+        renamed[name] = new
+        taken.add(new)
+    return renamed[name]
+
+
+def substring_regex(chunks: list[str]) -> str:
+    """Regex of ``"".join(chunks[n:m])`` for every ``n <= m``: for each start, the chunks
+    from there as nested optional groups (one alternative per start)."""
+    if len(chunks) > MAX_SUBSTRING_CHUNKS:
+        raise GrammarError(f"%regex substring: {len(chunks)} chunks (at most {MAX_SUBSTRING_CHUNKS})")
+    esc = [re.escape(c) for c in chunks]
+    alts = []
+    for n in range(len(esc)):
+        body = ""
+        for e in reversed(esc[n:]):
+            body = f"(?:{e}{body})?" if body else f"(?:{e})?"
+        alts.append(body)
+    return "(?:" + "|".join(alts) + ")" if alts else ""
+
+
+def _substring_chunks(spec: Any, at: _Tok) -> list[str]:
+    if not isinstance(spec, dict) or len(spec) != 1:
+        raise GrammarError("%regex: expected one of substring_chunks, substring_words, substring_chars, "
+                           f"not {json.dumps(spec)[:80]}", at.line, at.column)
+    (kind, value), = spec.items()
+    if kind == "substring_chunks" and isinstance(value, list) and all(isinstance(c, str) for c in value):
+        return value
+    if kind == "substring_words" and isinstance(value, str):
+        return re.findall(r"\w+|\s|[^\w\s]", value)
+    if kind == "substring_chars" and isinstance(value, str):
+        return list(value)
+    raise GrammarError(f"%regex: {kind!r} is not a substring form we know (substring_chunks takes a list of "
+                       "strings; substring_words and substring_chars a string)", at.line, at.column)
+
+
+def translate(text: str) -> tuple[str, Dialect]:
+    """Plain Lark text for ``text``, and what the IR must add (see the module doc)."""
+    toks = _scan(text)
+    side = Dialect()
+    taken = {t.text for t in toks if t.kind == "name"}
+    out: list[str] = []
+    extra: list[str] = []  # definitions appended after the grammar
+    pending_nl = 0  # newlines swallowed by JSON blocks, given back at the next line end
+    in_terminal: str | None = None  # the terminal being defined
+    refs: list[tuple[str, str, _Tok]] = []  # (terminal, a name in its definition, where)
+    body_start = 0  # index in out where the current definition's body starts
+    line_start = True
+    i = 0
+
+    def refuse(what: str, tok: _Tok) -> None:
+        raise UnsupportedGrammar(f"{what} is not supported by masklab's Lark reader", tok.line, tok.column)
+
+    while i < len(toks):
+        t = toks[i]
+        if t.kind == "nl":
+            if in_terminal is not None and not (i + 1 < len(toks) and toks[i + 1].text == "|"):
+                _finish_terminal(in_terminal, out, body_start, side, extra, taken)
+                in_terminal = None
+            out.append("\n" * (1 + pending_nl))
+            pending_nl, line_start = 0, True
+            i += 1
+            continue
+        if line_start and t.kind in ("name", "punct") and t.text not in ("|",):
+            # a definition: [?!]name[.prio] [attrs] ':'
+            j = i + (1 if t.text in ("?", "!") else 0)
+            if j < len(toks) and toks[j].kind == "name":
+                k = j + 1
+                if k < len(toks) and toks[k].text == "[":
+                    refuse(f"rule attributes ({toks[j].text}[...])", toks[k])
+                if k < len(toks) and toks[k].text in ("::", "{"):
+                    refuse(f"a parametric rule ({toks[j].text}{toks[k].text})", toks[k])
+                if k < len(toks) and toks[k].text == "." and k + 1 < len(toks) and toks[k + 1].kind == "number":
+                    k += 2
+                if k < len(toks) and toks[k].text == ":":
+                    name = _safe(toks[j].text, side.renamed, taken)
+                    out.append(("" if j == i else t.text) + name + "".join(x.text for x in toks[j + 1 : k]) + ": ")
+                    if name.lstrip("_")[:1].isupper():
+                        in_terminal = name
+                    body_start = len(out)
+                    i, line_start = k + 1, False
+                    continue
+        line_start = False
+        if t.kind == "special":
+            refuse(f"the special token {t.text}", t)
+        if t.kind == "directive":
+            if t.text == "%json":
+                blk = toks[i + 1] if i + 1 < len(toks) and toks[i + 1].kind == "json" else None
+                if blk is None:
+                    raise GrammarError("%json must be followed by a JSON schema in braces", t.line, t.column)
+                try:
+                    schema = json.loads(blk.text)
+                except ValueError as e:
+                    raise GrammarError(f"%json: the schema is not JSON ({e})", blk.line, blk.column) from None
+                if in_terminal is not None:
+                    raise GrammarError("%json is a nonterminal: it cannot stand in a terminal "
+                                       f"({in_terminal})", t.line, t.column)
+                name = _fresh("json", taken)
+                side.json[name] = schema
+                extra.append(f'{name}: "\\u0000{name}"')
+                out.append(f" {name} ")
+                pending_nl += blk.text.count("\n")
+                i += 2
+                continue
+            if t.text == "%regex":
+                blk = toks[i + 1] if i + 1 < len(toks) and toks[i + 1].kind == "json" else None
+                if blk is None:
+                    raise GrammarError("%regex must be followed by a JSON object in braces", t.line, t.column)
+                try:
+                    spec = json.loads(blk.text)
+                except ValueError as e:
+                    raise GrammarError(f"%regex: not JSON ({e})", blk.line, blk.column) from None
+                rx = substring_regex(_substring_chunks(spec, blk)).replace("/", "\\/")
+                out.append(f" /{rx}/ ")  # a regex literal: it may stand inside a terminal too
+                pending_nl += blk.text.count("\n")
+                i += 2
+                continue
+            if t.text == "%llguidance":
+                blk = toks[i + 1] if i + 1 < len(toks) and toks[i + 1].kind == "json" else None
+                opts = json.loads(blk.text) if blk is not None else None
+                if opts:
+                    refuse(f"%llguidance option {sorted(opts)[0]!r}", t)
+                pending_nl += blk.text.count("\n") if blk is not None else 0
+                i += 2 if blk is not None else 1
+                continue
+            if t.text == "%lark":
+                refuse("a nested %lark grammar", t)
+            if t.text == "%if":
+                refuse("%if (parametric grammars)", t)
+            if t.text == "%import":  # a dotted path: written back without spaces
+                j = i + 1
+                while j < len(toks) and toks[j].kind != "nl":
+                    j += 1
+                out.append("%import " + "".join(x.text if x.text != "(" else " (" for x in toks[i + 1 : j]))
+                i = j
+                continue
+            out.append(t.text + " ")
+            i += 1
+            continue
+        if t.text == "@":
+            refuse("a reference to another grammar (@name)", t)
+        if t.text == "{":
+            i = _repeat(toks, i, out, body_start)
+            continue
+        if t.text == "&" or (t.text == "~" and _negation(toks, i)):
+            if in_terminal is None:
+                raise GrammarError(f"'{t.text}' combines terminals: it can stand only in a terminal's definition",
+                                   t.line, t.column)
+            out.append(f" {t.text} ")
+            i += 1
+            continue
+        if t.kind == "name":
+            out.append(_safe(t.text, side.renamed, taken) + " ")
+            if in_terminal is not None:
+                refs.append((in_terminal, _safe(t.text, side.renamed, taken), t))
+        else:
+            out.append(t.text + " ")
+        i += 1
+    if in_terminal is not None:
+        _finish_terminal(in_terminal, out, body_start, side, extra, taken)
+    for outer, name, tok in refs:  # Lark would inline the placeholder, not the combination
+        if name in side.boolean and outer != name:
+            raise UnsupportedGrammar(f"terminal {outer} uses {name}, which combines terminals with & or ~: "
+                                     "use it in rules only", tok.line, tok.column)
+    return "".join(out) + ("\n" + "\n".join(extra) + "\n" if extra else ""), side
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    n = 0
+    while f"{base}_{n}" in taken:
+        n += 1
+    taken.add(f"{base}_{n}")
+    return f"{base}_{n}"
+
+
+def _negation(toks: list[_Tok], i: int) -> bool:
+    """A ``~`` that complements (it opens an operand) rather than repeats (``x ~ 3``)."""
+    prev = toks[i - 1] if i else None
+    return prev is None or prev.text in (":", "&", "|", "(", "~") or prev.kind == "nl"
+
+
+def _repeat(toks: list[_Tok], i: int, out: list[str], body_start: int) -> int:
+    """``{m,n}`` / ``{n}`` / ``{m,}`` / ``{,n}`` after an atom, as Lark's ``~``; returns
+    the index after the closing brace."""
+    t = toks[i]
+    j = i + 1
+    parts: list[str] = []
+    while j < len(toks) and toks[j].text != "}":
+        parts.append(toks[j].text)
+        j += 1
+    spec = "".join(parts)
+    m = re.fullmatch(r"(\d*)(,?)(\d*)", spec)
+    if j >= len(toks):
+        raise GrammarError(f"repetition {{{spec}: the brace is not closed", t.line, t.column)
+    if m is None or (not m.group(1) and not m.group(3)) or (not m.group(2) and m.group(3)):
+        raise GrammarError(f"repetition {{{spec}}}: expected {{n}}, {{m,n}}, {{m,}} or {{,n}}", t.line, t.column)
+    if len(out) <= body_start:
+        raise GrammarError(f"repetition {{{spec}}} has nothing before it to repeat", t.line, t.column)
+    lo, comma, hi = m.groups()
+    lo = lo or "0"
+    # the atom: the last output piece, or a group back to its opening bracket
+    k = len(out) - 1
+    if out[k].strip() in (")", "]"):
+        depth = 0
+        while k >= body_start:
+            s = out[k].strip()
+            depth += s in (")", "]")
+            depth -= s in ("(", "[")
+            if depth == 0:
+                break
+            k -= 1
+    atom = "".join(out[k:])
+    del out[k:]
+    if not comma:
+        out.append(f"({atom} ~ {lo}) ")
+    elif hi:
+        if int(hi) < int(lo):
+            raise GrammarError(f"repetition {{{spec}}}: {hi} is less than {lo}", t.line, t.column)
+        out.append(f"({atom} ~ {lo}..{hi}) ")
+    else:
+        out.append(f"({atom} ~ {lo} {atom}*) " if lo != "0" else f"({atom})* ")
+    return j + 1
+
+
+def _finish_terminal(name: str, out: list[str], body_start: int, side: Dialect, extra: list[str],
+                     taken: set[str]) -> None:
+    """A terminal whose body has top-level ``&`` or a leading ``~``: each operand becomes
+    a helper terminal, and the terminal their intersection minus the negated ones."""
+    body = out[body_start:]
+    depth = 0
+    operands: list[list[str]] = [[]]
+    for piece in body:
+        s = piece.strip()
+        if s in ("(", "["):
+            depth += 1
+        elif s in (")", "]"):
+            depth -= 1
+        if depth == 0 and s == "&":
+            operands.append([])
+            continue
+        operands[-1].append(piece)
+    negated = [bool(op) and op[0].strip() == "~" for op in operands]
+    if len(operands) == 1 and not negated[0]:
+        if any(p.strip() in ("&",) for p in body) or any(p.strip() == "~" and _is_neg_piece(body, n) for n, p in
+                                                          enumerate(body)):
+            raise UnsupportedGrammar(f"terminal {name}: '&' and '~' only at the top of a terminal's definition")
+        return
+    pos: list[str] = []
+    neg: list[str] = []
+    for n, (op, is_neg) in enumerate(zip(operands, negated, strict=True)):
+        text = "".join(op[1:] if is_neg else op).strip()
+        if not text:
+            raise GrammarError(f"terminal {name}: an empty operand of '&'")
+        helper = _fresh(f"{name}__{'NOT' if is_neg else 'AND'}{n}", taken)
+        extra.append(f"{helper}: {text}")
+        side.helpers.add(helper)
+        (neg if is_neg else pos).append(helper)
+    side.boolean[name] = (pos, neg)
+    del out[body_start:]
+    out.append('"\\u0000placeholder"')
+
+
+def _is_neg_piece(body: list[str], n: int) -> bool:
+    return n == 0 or body[n - 1].strip() in ("&", "|", "(")
