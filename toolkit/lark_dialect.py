@@ -240,13 +240,7 @@ def translate(text: str) -> tuple[str, Dialect]:
             refuse(f"the special token {t.text}", t)
         if t.kind == "directive":
             if t.text == "%json":
-                blk = toks[i + 1] if i + 1 < len(toks) and toks[i + 1].kind == "json" else None
-                if blk is None:
-                    raise GrammarError("%json must be followed by a JSON schema in braces", t.line, t.column)
-                try:
-                    schema = json.loads(blk.text)
-                except ValueError as e:
-                    raise GrammarError(f"%json: the schema is not JSON ({e})", blk.line, blk.column) from None
+                blk, schema = _json_block(toks, i, "a JSON schema")
                 if in_terminal is not None:
                     raise GrammarError("%json is a nonterminal: it cannot stand in a terminal "
                                        f"({in_terminal})", t.line, t.column)
@@ -258,25 +252,20 @@ def translate(text: str) -> tuple[str, Dialect]:
                 i += 2
                 continue
             if t.text == "%regex":
-                blk = toks[i + 1] if i + 1 < len(toks) and toks[i + 1].kind == "json" else None
-                if blk is None:
-                    raise GrammarError("%regex must be followed by a JSON object in braces", t.line, t.column)
-                try:
-                    spec = json.loads(blk.text)
-                except ValueError as e:
-                    raise GrammarError(f"%regex: not JSON ({e})", blk.line, blk.column) from None
+                blk, spec = _json_block(toks, i, "a JSON object")
                 rx = substring_regex(_substring_chunks(spec, blk)).replace("/", "\\/")
                 out.append(f" /{rx}/ ")  # a regex literal: it may stand inside a terminal too
                 pending_nl += blk.text.count("\n")
                 i += 2
                 continue
             if t.text == "%llguidance":
-                blk = toks[i + 1] if i + 1 < len(toks) and toks[i + 1].kind == "json" else None
-                opts = json.loads(blk.text) if blk is not None else None
+                blk, opts = _json_block(toks, i, "a JSON object of options")
+                if not isinstance(opts, dict):
+                    raise GrammarError("%llguidance takes a JSON object of options", blk.line, blk.column)
                 if opts:
                     refuse(f"%llguidance option {sorted(opts)[0]!r}", t)
-                pending_nl += blk.text.count("\n") if blk is not None else 0
-                i += 2 if blk is not None else 1
+                pending_nl += blk.text.count("\n")
+                i += 2
                 continue
             if t.text == "%lark":
                 refuse("a nested %lark grammar", t)
@@ -318,6 +307,18 @@ def translate(text: str) -> tuple[str, Dialect]:
             raise UnsupportedGrammar(f"terminal {outer} uses {name}, which combines terminals with & or ~: "
                                      "use it in rules only", tok.line, tok.column)
     return "".join(out) + ("\n" + "\n".join(extra) + "\n" if extra else ""), side
+
+
+def _json_block(toks: list[_Tok], i: int, what: str) -> tuple[_Tok, Any]:
+    """The JSON block after the directive ``toks[i]``, and its value."""
+    t = toks[i]
+    blk = toks[i + 1] if i + 1 < len(toks) and toks[i + 1].kind == "json" else None
+    if blk is None:
+        raise GrammarError(f"{t.text} must be followed by {what} in braces", t.line, t.column)
+    try:
+        return blk, json.loads(blk.text)
+    except ValueError as e:
+        raise GrammarError(f"{t.text}: not JSON ({e})", blk.line, blk.column) from None
 
 
 def _fresh(base: str, taken: set[str]) -> str:
