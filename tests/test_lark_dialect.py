@@ -85,7 +85,8 @@ def test_plain_lark_is_unchanged_by_the_reader() -> None:
 
 @pytest.mark.parametrize("text, what, line, column", [
     ('start: <|eom_id|> "a"', "special token <|eom_id|>", 1, 8),
-    ('start: x\nx[max_tokens=5]: /a/', "rule attributes", 2, 2),
+    ('start: x\nx[max_tokens=5]: /a/', "'max_tokens' of x limits tokens", 2, 3),
+    ('start: x\nx[capture, stop="\\n"]: /.*/', "'stop' of x changes the language", 2, 12),
     ("start: @fcall", "another grammar", 1, 8),
     ('start: x\nx: "a"\n%lark { }', "nested %lark", 3, 1),
     ('%llguidance {"no_forcing": true}\nstart: "a"', "option 'no_forcing'", 1, 1),
@@ -107,6 +108,9 @@ def test_unsupported_constructs_name_themselves_and_where(text: str, what: str, 
     ('start: %json {"type": 1,}', "not JSON", 1),
     ('start: %regex {"substring_lines": "x"}', "not a substring form we know", 1),
     ("start: A\nA: %json {}", "cannot stand in a terminal", 2),
+    ('start: x\nx[colour=1]: "a"', "unknown attribute 'colour'", 2),
+    ('start: x\nx[temperature="hot"]: "a"', "a number >= 0", 2),
+    ('start: x\nx[capture: "a"', "not closed", 2),
 ])
 def test_malformed_constructs_say_what_is_wrong(text: str, what: str, line: int) -> None:
     with pytest.raises(GrammarError, match=what) as e:
@@ -185,3 +189,13 @@ def test_regex_shorthands_are_unicode_as_lark_and_llguidance_read_them() -> None
     g = Grammar.from_lark("start: W D S\nW: /\\w+/\nD: /\\d/\nS: /[^\\s]/\n")
     assert g.accepts("été٣x") and not g.accepts("été٣\u3000")
     assert g.accepts("a1b") and not g.accepts("a1 ")
+
+
+def test_generation_attributes_are_reported_and_leave_the_language() -> None:
+    text = 'start: answer "."\nanswer[capture, temperature=0.7]: /[a-z]+/\n'
+    g = Grammar.from_lark(text)
+    assert {k: dict(v) for k, v in g.attributes.items()} == {"answer": {"capture": True, "temperature": 0.7}}
+    plain = Grammar.from_lark('start: answer "."\nanswer: /[a-z]+/\n')
+    assert g == plain  # the same language: attributes are not part of it
+    assert g.accepts("abc.") and not g.accepts("abc")
+    assert dict(Grammar.from_lark('start: x\nx[capture="name"]: "q"\n').attributes["x"]) == {"capture": "name"}

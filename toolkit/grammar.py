@@ -142,8 +142,13 @@ class Grammar:
     terminals: Mapping[str, Terminal]
     ignore: tuple[str, ...] = ()
     source: str | None = field(default=None, compare=False, repr=False)
+    #: per rule, the generation controls written on it (``name[capture, temperature=0.7]``
+    #: in llguidance's Lark): reported, and no part of the language or of any mask
+    attributes: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "attributes", MappingProxyType({k: MappingProxyType(dict(v))
+                                                                 for k, v in self.attributes.items()}))
         rules = {k: tuple(tuple(a) for a in v) for k, v in self.rules.items()}
         object.__setattr__(self, "rules", MappingProxyType(rules))
         object.__setattr__(self, "terminals", MappingProxyType(dict(self.terminals)))
@@ -459,7 +464,8 @@ def _from_lark(text: str, start: str) -> Grammar:
     g = _from_plain_lark(plain, start, frozenset(side.helpers))
     if not side.plain:
         g = _with_dialect(g, side)
-    return Grammar(start=g.start, rules=g.rules, terminals=g.terminals, ignore=g.ignore, source=text)
+    return Grammar(start=g.start, rules=g.rules, terminals=g.terminals, ignore=g.ignore, source=text,
+                   attributes=side.attributes)
 
 
 def _with_dialect(g: Grammar, side: Any) -> Grammar:

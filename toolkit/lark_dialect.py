@@ -12,7 +12,8 @@ table of what the IR adds afterwards:
 * terminals combined with ``&`` (intersection) and a leading ``~`` (complement), as
   :class:`~toolkit.grammar.Terminal` ``also``/``excluding``;
 * ``%regex {"substring_chunks" | "substring_words" | "substring_chars": ...}``;
-* ``%llguidance {}`` with no options.
+* ``%llguidance {}`` with no options;
+* rule attributes ``capture`` and ``temperature`` (reported, see below).
 
 Where the reading differs from llguidance's, on purpose or for now:
 
@@ -25,8 +26,10 @@ Where the reading differs from llguidance's, on purpose or for now:
   but the IR's ``%ignore`` is global, so ignored text may also stand before the
   schema's first token, where llguidance allows none.
 
-Special tokens (``<|eom_id|>``, ``<[128010]>``), rule attributes (``name[stop=...]``),
-references to other grammars (``@name``), ``%lark`` and parametric rules are refused
+Rule attributes that steer generation (``name[capture, temperature=0.7]``) are read
+into :attr:`toolkit.grammar.Grammar.attributes`; those that change the language
+(``lazy``, ``stop``, ``suffix``) or limit tokens (``max_tokens``) are refused until
+the engines honour them.  Special tokens (``<|eom_id|>``, ``<[128010]>``), references to other grammars (``@name``), ``%lark`` and parametric rules are refused
 with :class:`~toolkit.errors.UnsupportedGrammar` naming the construct, its line and
 column; a malformed construct is a :class:`~toolkit.errors.GrammarError` saying what
 is wrong in the grammar's own terms.
@@ -90,6 +93,7 @@ class Dialect:
     # terminal -> (helper terminals intersected, helper terminals subtracted)
     helpers: set[str] = field(default_factory=set)  # helper terminals and rules to drop
     renamed: dict[str, str] = field(default_factory=dict)  # a-b -> a_dash_b
+    attributes: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule -> its [...] attributes
 
     @property
     def plain(self) -> bool:
@@ -221,15 +225,19 @@ def translate(text: str) -> tuple[str, Dialect]:
             j = i + (1 if t.text in ("?", "!") else 0)
             if j < len(toks) and toks[j].kind == "name":
                 k = j + 1
+                attrs: dict[str, Any] = {}
                 if k < len(toks) and toks[k].text == "[":
-                    refuse(f"rule attributes ({toks[j].text}[...])", toks[k])
+                    attrs, k = _attributes(toks, k, toks[j].text)
                 if k < len(toks) and toks[k].text in ("::", "{"):
                     refuse(f"a parametric rule ({toks[j].text}{toks[k].text})", toks[k])
+                prio = k
                 if k < len(toks) and toks[k].text == "." and k + 1 < len(toks) and toks[k + 1].kind == "number":
                     k += 2
                 if k < len(toks) and toks[k].text == ":":
                     name = _safe(toks[j].text, side.renamed, taken)
-                    out.append(("" if j == i else t.text) + name + "".join(x.text for x in toks[j + 1 : k]) + ": ")
+                    if attrs:
+                        side.attributes[name] = attrs
+                    out.append(("" if j == i else t.text) + name + "".join(x.text for x in toks[prio:k]) + ": ")
                     if name.lstrip("_")[:1].isupper():
                         in_terminal = name
                     body_start = len(out)
@@ -307,6 +315,64 @@ def translate(text: str) -> tuple[str, Dialect]:
             raise UnsupportedGrammar(f"terminal {outer} uses {name}, which combines terminals with & or ~: "
                                      "use it in rules only", tok.line, tok.column)
     return "".join(out) + ("\n" + "\n".join(extra) + "\n" if extra else ""), side
+
+
+ATTRIBUTES = ("capture", "temperature")
+"""Rule attributes read and reported (:attr:`toolkit.grammar.Grammar.attributes`): they
+steer generation (what a capture is called, the sampling temperature) and leave the
+language and every mask as they are."""
+
+_NOT_YET = {
+    "lazy": "changes the language (the lexeme ends at its first match)",
+    "stop": "changes the language (the lexeme ends at the stop string)",
+    "suffix": "changes the language (the lexeme ends at the suffix)",
+    "max_tokens": "limits tokens, and no masklab engine honours it yet",
+}
+
+
+def _attributes(toks: list[_Tok], k: int, rule: str) -> tuple[dict[str, Any], int]:
+    """``name[key, key=value, ...]`` at ``toks[k]`` (the ``[``): the attributes and the
+    index after the ``]``."""
+    at = toks[k]
+    end = k + 1
+    while end < len(toks) and toks[end].text != "]" and toks[end].kind != "nl":
+        end += 1
+    if end >= len(toks) or toks[end].text != "]":
+        raise GrammarError(f"{rule}[...]: the attribute list is not closed", at.line, at.column)
+    items: list[list[_Tok]] = [[]]
+    for t in toks[k + 1 : end]:
+        if t.text == ",":
+            items.append([])
+        else:
+            items[-1].append(t)
+    out: dict[str, Any] = {}
+    for item in items:
+        if not item:
+            raise GrammarError(f"{rule}[...]: an empty attribute", at.line, at.column)
+        key, where = item[0].text, item[0]
+        if key in _NOT_YET:
+            raise UnsupportedGrammar(f"the rule attribute {key!r} of {rule} {_NOT_YET[key]}; masklab does not "
+                                     "read it yet", where.line, where.column)
+        if key not in ATTRIBUTES:
+            raise GrammarError(f"{rule}[...]: unknown attribute {key!r} (known: "
+                               f"{', '.join(ATTRIBUTES + tuple(_NOT_YET))})", where.line, where.column)
+        if len(item) == 1:
+            out[key] = True
+            continue
+        if item[1].text != "=" or len(item) < 3:
+            raise GrammarError(f"{rule}[{key}...]: expected {key}=value", where.line, where.column)
+        raw = "".join(t.text for t in item[2:])
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            raise GrammarError(f"{rule}[{key}=...]: {raw!r} is not a string or a number", where.line,
+                               where.column) from None
+        if key == "temperature" and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
+            raise GrammarError(f"{rule}[temperature=...]: a number >= 0, not {raw}", where.line, where.column)
+        if key == "capture" and not isinstance(value, str):
+            raise GrammarError(f"{rule}[capture=...]: a name in quotes, not {raw}", where.line, where.column)
+        out[key] = value
+    return out, end + 1
 
 
 def _json_block(toks: list[_Tok], i: int, what: str) -> tuple[_Tok, Any]:
