@@ -52,6 +52,9 @@ CASES = {
     "chunks_in_rule": ('start: "<" %regex {"substring_chunks": ["a/b", "c", "d"]} ">"\n',
                        ["<>", "<a/b>", "<a/bcd>", "<cd>"], ["<b>", "<a/bd>"]),
     "empty_llguidance_options": ('%llguidance {}\nstart: "a"+\n', ["a", "aaa"], ["", "b"]),
+    # JSON whitespace between the schema's tokens, none before or after (llguidance's reading)
+    "json_array": ('start: "a" x "b"\nx: %json {"type": "array", "items": {"type": "integer"}, "maxItems": 3}\n',
+                   ["a[]b", "a[ ]b", "a[1, 2]b", "a[\n1 ,2]b"], ["a []b", "a[] b", "a[1,2,3,4]b", "a[1.5]b"]),
 }
 
 
@@ -120,7 +123,7 @@ def test_malformed_constructs_say_what_is_wrong(text: str, what: str, line: int)
 
 # --------------------------------------------------------- every strategy --
 
-SMALL = ["and_not", "not_alone", "repeat", "dash_and_hash", "substring", "chunks_in_rule"]
+SMALL = ["and_not", "not_alone", "repeat", "dash_and_hash", "substring", "chunks_in_rule", "json_array"]
 
 
 def _walk_like_naive(engine: str, name: str, walks: int, steps: int) -> None:

@@ -496,13 +496,46 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
                 rules[wrap[t]] = [(ren[t],), (ws, ren[t])]
         for r, alts in sub.rules.items():
             rules[ren[r]] = [tuple(wrap.get(s, ren[s]) for s in alt) for alt in alts]
-        rules[name] = [(ren[sub.start],)]
+        rules[name] = [(_json_lead(sub, sub.start, ren, wrap, rules, prefix),)] if wrap else [(ren[sub.start],)]
     used = {s for alts in rules.values() for alt in alts for s in alt} | set(g.ignore)
     for h in side.helpers:
         rules.pop(h, None)
     terminals = {k: v for k, v in terminals.items() if k in used}
     return Grammar(start=g.start, rules={k: tuple(v) for k, v in rules.items()}, terminals=terminals,
                    ignore=g.ignore)
+
+
+def _json_lead(sub: Grammar, rule: str, ren: dict[str, str], wrap: dict[str, str],
+               rules: dict[str, list[tuple[str, ...]]], prefix: str) -> str:
+    """The spliced ``%json`` rule ``rule`` with no whitespace before its first token
+    (llguidance allows JSON whitespace between the schema's tokens only): a copy of
+    each rule at the leftmost position whose first symbol is its bare terminal or that
+    rule's copy, the rest as wrapped.  A JSON value is never empty, so the first
+    symbol of every leftmost alternative is where its first token comes from (a
+    nullable one there is refused rather than guessed)."""
+    nullable = derives(((lhs, alt) for lhs, alts in sub.rules.items() for alt in alts), set())
+    made: dict[str, str] = {}
+
+    def lead(r: str) -> str:
+        if r in made:
+            return made[r]
+        made[r] = name = f"{prefix}lead_{r}"
+        alts = []
+        for alt in sub.rules[r]:
+            if not alt:
+                raise UnsupportedGrammar(f"%json: the schema's rule {r!r} may be empty where the value starts")
+            first, rest = alt[0], alt[1:]
+            if first in sub.terminals:
+                head = ren[first]
+            elif first in nullable:
+                raise UnsupportedGrammar(f"%json: the schema's rule {first!r} may be empty where the value starts")
+            else:
+                head = lead(first)
+            alts.append((head, *(wrap.get(x, ren[x]) for x in rest)))
+        rules[name] = alts
+        return name
+
+    return lead(rule)
 
 
 def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset()) -> Grammar:

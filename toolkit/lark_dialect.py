@@ -22,9 +22,9 @@ Where the reading differs from llguidance's, on purpose or for now:
 * ``%json`` compiles with :mod:`toolkit.jsonschema`, whose keys and string constants
   may be written with escapes (llguidance's compiler writes them plainly), and whose
   whitespace is llguidance's nested grammar's: JSON whitespace between the schema's
-  tokens when the grammar ignores none, and the grammar's ``%ignore`` otherwise;
-  but the IR's ``%ignore`` is global, so ignored text may also stand before the
-  schema's first token, where llguidance allows none.
+  tokens, none before its first or after its last, when the grammar ignores none;
+  with an ``%ignore``, the IR's (global) ignore applies there, so ignored text may
+  also stand before the schema's first token, where llguidance allows none.
 
 Rule attributes that steer generation (``name[capture, temperature=0.7]``) are read
 into :attr:`toolkit.grammar.Grammar.attributes`; those that change the language
