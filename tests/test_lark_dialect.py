@@ -43,6 +43,7 @@ CASES = {
     "and_not": ('start: LINES\nLINES: /[a-z \\n]+/ & ~/(.|\\n)*\\n\\n(.|\\n)*/   # no blank line\n',
                 ["ab cd\nef", "x"], ["ab\n\ncd", "", "AB"]),
     "not_alone": ("start: A\nA: ~/a+/\n", ["", "b", "ab", "ba"], ["a", "aaa"]),
+    "grouped_operands": ('start: A\nA: (/a/ /b/+) & ~("ab")\n', ["abb", "abbb"], ["ab", "a", "b"]),
     "repeat": ('start: digit{2,4} "-" word{3} sep{1,} end{,2}\ndigit: /[0-9]/\nword: "ab"\nsep: ";"\nend: "!"\n',
                ["12-ababab;", "1234-ababab;;;!!"], ["1-ababab;", "12345-ababab;", "12-abab;", "12-ababab", "12-ababab;!!!"]),
     "dash_and_hash": ('# a comment\nstart: my-rule  # trailing comment\nmy-rule: "x" | "y" my-rule // and this\n',
@@ -95,6 +96,11 @@ def test_plain_lark_is_unchanged_by_the_reader() -> None:
     ('%llguidance {"no_forcing": true}\nstart: "a"', "option 'no_forcing'", 1, 1),
     ('start: B\nA: /a/ & /[ab]/\nB: A "x"', "uses A", 3, 4),
     ('start: x\nx{p}: "a"', "parametric", 2, 2),
+    # how & and ~ bind against | and concatenation is not written down: not guessed
+    ("start: A\nA: /a/ | /b/ & /c/\n", "'|' beside '&'", 2, 1),
+    ("start: A\nA: ~/a/ /b/\n", "not one atom", 2, 1),
+    ("start: A\nA: /a/ /b/ & /ab/\n", "not one atom", 2, 1),
+    ("start: A\nA: (/a/ & /b/)\n", "only at the top", 2, 1),
 ])
 def test_unsupported_constructs_name_themselves_and_where(text: str, what: str, line: int, column: int) -> None:
     with pytest.raises(UnsupportedGrammar, match=what) as e:
@@ -111,6 +117,7 @@ def test_unsupported_constructs_name_themselves_and_where(text: str, what: str, 
     ('start: %json {"type": 1,}', "not JSON", 1),
     ('start: %regex {"substring_lines": "x"}', "not a substring form we know", 1),
     ("start: A\nA: %json {}", "cannot stand in a terminal", 2),
+    ("start: A\nA: /a/ & \n", "an empty operand", 2),
     ('start: x\nx[colour=1]: "a"', "unknown attribute 'colour'", 2),
     ('start: x\nx[temperature="hot"]: "a"', "a number >= 0", 2),
     ('start: x\nx[capture: "a"', "not closed", 2),

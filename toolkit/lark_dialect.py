@@ -202,6 +202,7 @@ def translate(text: str) -> tuple[str, Dialect]:
     extra: list[str] = []  # definitions appended after the grammar
     pending_nl = 0  # newlines swallowed by JSON blocks, given back at the next line end
     in_terminal: str | None = None  # the terminal being defined
+    def_tok: _Tok | None = None  # its name, where it is defined
     refs: list[tuple[str, str, _Tok]] = []  # (terminal, a name in its definition, where)
     body_start = 0  # index in out where the current definition's body starts
     line_start = True
@@ -214,7 +215,7 @@ def translate(text: str) -> tuple[str, Dialect]:
         t = toks[i]
         if t.kind == "nl":
             if in_terminal is not None and not (i + 1 < len(toks) and toks[i + 1].text == "|"):
-                _finish_terminal(in_terminal, out, body_start, side, extra, taken)
+                _finish_terminal(in_terminal, def_tok, out, body_start, side, extra, taken)
                 in_terminal = None
             out.append("\n" * (1 + pending_nl))
             pending_nl, line_start = 0, True
@@ -239,7 +240,7 @@ def translate(text: str) -> tuple[str, Dialect]:
                         side.attributes[name] = attrs
                     out.append(("" if j == i else t.text) + name + "".join(x.text for x in toks[prio:k]) + ": ")
                     if name.lstrip("_")[:1].isupper():
-                        in_terminal = name
+                        in_terminal, def_tok = name, toks[j]
                     body_start = len(out)
                     i, line_start = k + 1, False
                     continue
@@ -309,7 +310,7 @@ def translate(text: str) -> tuple[str, Dialect]:
             out.append(t.text + " ")
         i += 1
     if in_terminal is not None:
-        _finish_terminal(in_terminal, out, body_start, side, extra, taken)
+        _finish_terminal(in_terminal, def_tok, out, body_start, side, extra, taken)
     for outer, name, tok in refs:  # Lark would inline the placeholder, not the combination
         if name in side.boolean and outer != name:
             raise UnsupportedGrammar(f"terminal {outer} uses {name}, which combines terminals with & or ~: "
@@ -444,13 +445,19 @@ def _repeat(toks: list[_Tok], i: int, out: list[str], body_start: int) -> int:
     return j + 1
 
 
-def _finish_terminal(name: str, out: list[str], body_start: int, side: Dialect, extra: list[str],
+def _finish_terminal(name: str, where: _Tok, out: list[str], body_start: int, side: Dialect, extra: list[str],
                      taken: set[str]) -> None:
     """A terminal whose body has top-level ``&`` or a leading ``~``: each operand becomes
-    a helper terminal, and the terminal their intersection minus the negated ones."""
+    a helper terminal, and the terminal their intersection minus the negated ones.
+
+    Each operand must be one atom (a name, string, regex, or a group in parentheses),
+    and the body must have no top-level ``|``: how ``&`` and ``~`` bind against
+    concatenation and ``|`` is not written down, so a reading that might differ from
+    llguidance's is refused rather than guessed."""
     body = out[body_start:]
     depth = 0
     operands: list[list[str]] = [[]]
+    top_bar = False
     for piece in body:
         s = piece.strip()
         if s in ("(", "["):
@@ -460,26 +467,49 @@ def _finish_terminal(name: str, out: list[str], body_start: int, side: Dialect, 
         if depth == 0 and s == "&":
             operands.append([])
             continue
+        top_bar |= depth == 0 and s == "|"
         operands[-1].append(piece)
     negated = [bool(op) and op[0].strip() == "~" for op in operands]
     if len(operands) == 1 and not negated[0]:
-        if any(p.strip() in ("&",) for p in body) or any(p.strip() == "~" and _is_neg_piece(body, n) for n, p in
-                                                          enumerate(body)):
-            raise UnsupportedGrammar(f"terminal {name}: '&' and '~' only at the top of a terminal's definition")
+        if any(p.strip() == "&" for p in body) or any(p.strip() == "~" and _is_neg_piece(body, n)
+                                                      for n, p in enumerate(body)):
+            raise UnsupportedGrammar(f"terminal {name}: '&' and '~' only at the top of a terminal's definition",
+                                     where.line, where.column)
         return
+    if top_bar:
+        raise UnsupportedGrammar(f"terminal {name}: '|' beside '&' or '~' (put the alternatives in parentheses)",
+                                 where.line, where.column)
     pos: list[str] = []
     neg: list[str] = []
     for n, (op, is_neg) in enumerate(zip(operands, negated, strict=True)):
-        text = "".join(op[1:] if is_neg else op).strip()
-        if not text:
-            raise GrammarError(f"terminal {name}: an empty operand of '&'")
+        atom = [p for p in (op[1:] if is_neg else op) if p.strip()]
+        if not atom:
+            raise GrammarError(f"terminal {name}: an empty operand of '&' or '~'", where.line, where.column)
+        if not _one_atom(atom):
+            raise UnsupportedGrammar(f"terminal {name}: an operand of '&' or '~' that is not one atom "
+                                     f"({''.join(atom).strip()!r}: put it in parentheses)", where.line, where.column)
         helper = _fresh(f"{name}__{'NOT' if is_neg else 'AND'}{n}", taken)
-        extra.append(f"{helper}: {text}")
+        extra.append(f"{helper}: {''.join(atom).strip()}")
         side.helpers.add(helper)
         (neg if is_neg else pos).append(helper)
     side.boolean[name] = (pos, neg)
     del out[body_start:]
     out.append('"\\u0000placeholder"')
+
+
+def _one_atom(pieces: list[str]) -> bool:
+    """One name, string or regex, or one group in parentheses spanning all of ``pieces``."""
+    if len(pieces) == 1:
+        return pieces[0].strip() not in ("(", ")", "[", "]", "~", "*", "+", "?")
+    if pieces[0].strip() != "(" or pieces[-1].strip() != ")":
+        return False
+    depth = 0
+    for n, p in enumerate(pieces):
+        depth += p.strip() == "("
+        depth -= p.strip() == ")"
+        if depth == 0 and n < len(pieces) - 1:
+            return False
+    return True
 
 
 def _is_neg_piece(body: list[str], n: int) -> bool:
