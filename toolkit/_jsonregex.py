@@ -38,6 +38,7 @@ import numpy as np
 
 from toolkit import _dfabuild
 from toolkit._utf8 import complement
+from toolkit.dfaops import dfa_regex
 from toolkit.errors import LimitExceeded, UnsupportedSchema
 from toolkit.memo import memo
 from toolkit.regex import (
@@ -47,6 +48,7 @@ from toolkit.regex import (
     _compile_nfa,
     _escape_cp,
     _freeze,
+    _minimize,
     compile_regex,
 )
 
@@ -721,9 +723,6 @@ def multiple_of(step: Any, *, integer: bool = False, negate: bool = False, point
     :class:`UnsupportedSchema` (``multipleOf``) when the automaton would pass
     :data:`MAX_MULTIPLE_STATES`.
     """
-    from toolkit.dfaops import dfa_regex
-    from toolkit.regex import _freeze, _minimize
-
     p, s = decimal_step(step, pointer=pointer)
     fraction = not integer
     n_est = p * ((s + 2) if fraction else 1) + 4
