@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 from toolkit._earley import derives
+from toolkit.dfaops import dfa_regex
 from toolkit.errors import (
     GrammarError,
     LimitExceeded,
@@ -31,6 +32,7 @@ from toolkit.errors import (
     Unsatisfiable,
     UnsupportedGrammar,
 )
+from toolkit.lark_dialect import translate
 from toolkit.memo import memo
 from toolkit.regex import (
     DEFAULT_MAX_STATES,
@@ -456,8 +458,6 @@ def _lark_error(text: str, e: Exception) -> GrammarError:
 
 def _from_lark(text: str, start: str) -> Grammar:
     """Lark text, in llguidance's dialect (:mod:`toolkit.lark_dialect`), to a Grammar."""
-    from toolkit.lark_dialect import translate
-
     if not isinstance(text, str):
         raise TypeError("Lark grammar text must be str")
     plain, side = translate(text)
@@ -650,8 +650,6 @@ def _plain_regex(t: Terminal, max_length: int) -> str:
     """The terminal's regex; for one that intersects or subtracts regexes, a regex
     written from its DFA (:func:`toolkit.dfaops.dfa_regex`)."""
     if _boolean_terminal(t):
-        from toolkit.dfaops import dfa_regex
-
         return dfa_regex(t.dfa(), max_length)
     return t.regex
 

@@ -75,6 +75,7 @@ from typing import Any
 
 from toolkit.datasets import Case, Item, embedded_dir, iter_items
 from toolkit.errors import MasklabError
+from toolkit.lark_dialect import LarkText
 
 __all__ = [
     "HarnessError",
@@ -145,8 +146,6 @@ def _spec_for(engine: Any, item: Item, source: str) -> Any:
     if item.kind == "schema" and source == "native" and "json_schema" in getattr(engine, "native_inputs", ()):
         return item.spec
     if item.kind == "lark" and source == "native" and "lark" in getattr(engine, "native_inputs", ()):
-        from toolkit.lark_dialect import LarkText
-
         return LarkText(item.spec)
     return item.grammar()
 
