@@ -23,7 +23,7 @@ from toolkit import bitmask as bm
 from toolkit._earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
 from toolkit.errors import UnsupportedGrammar
 from toolkit.grammar import Grammar
-from toolkit.matcher import BaseMatcher
+from toolkit.matcher import BaseMatcher, refuse_token_limits, special_compile
 from toolkit.protocol import MaskInfo
 from toolkit.vocab import Vocabulary
 
@@ -71,12 +71,23 @@ class NaiveEngine:
             prev = cur
         self._lcp = lcp
 
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"max_items": self.max_items, "share_prefixes": self.share_prefixes}
+
     def compile(self, grammar: Grammar) -> NaiveCompiled:
         if not isinstance(grammar, Grammar):
             raise UnsupportedGrammar(f"naive compiles toolkit.grammar.Grammar, not {type(grammar).__name__}")
+        refuse_token_limits(self.name, grammar)
+        special = special_compile(self, grammar)  # special tokens: over their vocabulary view
+        if special is not None:
+            return special
         return NaiveCompiled(grammar, compile_cfg(grammar))
 
     def matcher(self, compiled: NaiveCompiled) -> NaiveMatcher:
+        owner = getattr(compiled, "owner", None)
+        if owner is not None and owner is not self:
+            return owner.matcher(compiled)
         return NaiveMatcher(self, compiled)
 
 

@@ -62,7 +62,7 @@ from toolkit.errors import MasklabError, UnsupportedGrammar
 from toolkit.grammar import Grammar
 from toolkit.jsonschema import JsonSchemaText, schema_text
 from toolkit.lark_dialect import LarkText
-from toolkit.matcher import BaseMatcher
+from toolkit.matcher import BaseMatcher, refuse_token_limits
 from toolkit.protocol import BatchStep, MaskInfo
 from toolkit.vocab import Vocabulary
 
@@ -102,6 +102,10 @@ class PeerCompiled:
     nbytes: int | None = None  # None: the engine does not report its memory
     #: seconds inside the engine's own compile call(s) (the adapter's text assembly is not in it)
     engine_s: float = 0.0
+    #: the special tokens the grammar names (token-level terminals, :mod:`toolkit.special`)
+    special_ids: frozenset[int] = frozenset()
+    #: the words a mask row keeps of the engine's bits (text tokens, and ``special_ids``)
+    allow_words: Any = None
 
     def memory_bytes(self) -> int:
         """The engine's own figure (xgrammar's ``memory_size_bytes``); llguidance and
@@ -165,7 +169,14 @@ class _PeerEngine:
             if text is not None:
                 return self._compile_schema(text)
             if isinstance(grammar, Grammar):
-                return self._compile_grammar(grammar)
+                if not self.token_limits:
+                    refuse_token_limits(self.name, grammar)
+                special = grammar.special_ids(self.vocab)
+                if special and not self.special_tokens:
+                    raise UnsupportedGrammar(f"{self.name} has no token-level terminals: special tokens in a grammar "
+                                             f"({', '.join(grammar.terminals[n].special for n in grammar.special_terminals)})"
+                                             " are not supported")
+                return self._with_special(self._compile_grammar(grammar), special)
         except MasklabError:
             raise
         except Exception as e:  # noqa: BLE001 - the engines raise RuntimeError/ValueError
@@ -175,11 +186,25 @@ class _PeerEngine:
             f"not {type(grammar).__name__}"
         )
 
+    #: whether the engine reads special tokens in a grammar (llguidance's ``<|name|>``)
+    special_tokens = False
+    #: whether it honours a rule's ``max_tokens`` (counts a lexeme's tokens)
+    token_limits = False
+
     def _compile_schema(self, text: str) -> PeerCompiled:
         raise NotImplementedError
 
     def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
         raise NotImplementedError
+
+    def _with_special(self, compiled: PeerCompiled, ids: frozenset[int]) -> PeerCompiled:
+        """``compiled`` keeping the engine's bits of the special tokens ``ids`` too."""
+        if ids:
+            compiled.special_ids = frozenset(ids)
+            words = self.text_words.copy()
+            bm.set_bits(words, np.asarray(sorted(ids), dtype=np.int64))
+            compiled.allow_words = words
+        return compiled
 
     def describe(self) -> dict[str, Any]:
         """Version and options, as the harness records them."""
@@ -289,7 +314,12 @@ class _PeerBatch:
             (live if m.error is None and not m._terminated else single).append(i)
         if live:
             self._fill_many(live, bitmask)
-            bitmask[live] &= self.engine.text_words
+            allows = [self.matchers[i].compiled.allow_words for i in live]
+            if any(a is not None for a in allows):  # special tokens the grammar names: their bits kept
+                for i, a in zip(live, allows, strict=True):
+                    bitmask[i] &= self.engine.text_words if a is None else a
+            else:
+                bitmask[live] &= self.engine.text_words
             for i in live:
                 m = self.matchers[i]
                 if m.error is not None:  # the fill failed: EOS only, as the single fill's error path
@@ -344,8 +374,13 @@ class _PeerMatcher(BaseMatcher):
         self._fill_native(row)
         self._check_fill()
         lo, hi = self.engine.clip_words
-        np.bitwise_and(row[lo:hi], self.engine.text_words[lo:hi], out=row[lo:hi])
+        allow = self.compiled.allow_words
+        np.bitwise_and(row[lo:hi], (self.engine.text_words if allow is None else allow)[lo:hi], out=row[lo:hi])
         return MaskInfo(0, False)
+
+    @property
+    def special_ids(self) -> frozenset[int]:  # the protocol's rules let these through
+        return self.compiled.special_ids
 
     def _check_fill(self) -> None:
         """Raise the engine's error after a fill (when it reports errors that way)."""
@@ -355,7 +390,7 @@ class _PeerMatcher(BaseMatcher):
 
 
 class LLGuidanceEngine(_PeerEngine):
-    """``peer:llguidance``.
+    """``peer:llguidance`` (it reads special tokens in a grammar).
 
     Options:
 
@@ -375,6 +410,8 @@ class LLGuidanceEngine(_PeerEngine):
     """
 
     name = "peer:llguidance"
+    special_tokens = True
+    token_limits = True
     dist = "llguidance"
     requires = ("llguidance",)
     native_inputs = frozenset({"json_schema", "lark"})
@@ -456,9 +493,16 @@ class LLGuidanceEngine(_PeerEngine):
         """Also Lark text in llguidance's dialect (:class:`toolkit.lark_dialect.LarkText`),
         read by llguidance itself: the reference for masklab's reader."""
         if isinstance(grammar, LarkText):
-            ignores = bool(Grammar.from_lark(grammar.text).ignore)  # (ignored text first too, as masklab's IR)
             try:
-                return self._build(self._header(initial_skip=ignores) + grammar.text, "lark")
+                ours = Grammar.from_lark(grammar.text)
+                ignores = bool(ours.ignore)  # (ignored text first too, as masklab's IR)
+                special = ours.special_ids(self.vocab)
+            except MasklabError:  # a text masklab does not read: llguidance's bits alone decide
+                ignores = False
+                special = frozenset(self.vocab.special_tokens) - frozenset(self.vocab.eos_ids)
+            try:
+                return self._with_special(self._build(self._header(initial_skip=ignores) + grammar.text, "lark"),
+                                          special)
             except MasklabError:
                 raise
             except Exception as e:  # noqa: BLE001 - the engine raises RuntimeError/ValueError

@@ -246,7 +246,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     vocab = load_vocab(args.vocab)
-    items = select_items(args.data, args.limit, args.shuffle)
+    items = select_items(args.data, args.limit, args.shuffle, vocab.name)
     options = _engine_options(args.option)
     if args.prompt is None or args.prompt == "default":
         prompt = DEFAULT_PROMPT

@@ -42,6 +42,14 @@ class Item:
     spec: Any
     cases: tuple[Case, ...] = field(default=())
     path: Path | None = None
+    #: the vocabulary the item is written for (``"llama3"``: a grammar naming Llama 3's
+    #: special tokens), or None for any; runs on another vocabulary leave it out
+    vocab: str | None = None
+
+    def fits(self, vocab_name: str) -> bool:
+        """Whether the item can run on the vocabulary named ``vocab_name`` (``llama3``,
+        ``tekken``, ``hf:PATH``...): any, or its own family (the part before ``:``)."""
+        return self.vocab is None or vocab_name.split(":")[0] == self.vocab or vocab_name == self.vocab
 
     def grammar(self, **options: Any):
         """The item's :class:`~toolkit.grammar.Grammar` (options go to the builder)."""
@@ -79,7 +87,10 @@ def load_item(path: str | Path) -> Item:
                 raise DatasetError(f"{path}: tests[{i}] needs a 'text' string")
             text = t["text"]
         cases.append(Case(text, bool(t["valid"]), str(t.get("description", ""))))
-    return Item(path.stem, kind, doc[kind], tuple(cases), path)
+    vocab = doc.get("vocab")
+    if vocab is not None and not isinstance(vocab, str):
+        raise DatasetError(f"{path}: 'vocab' must be a vocabulary name such as \"llama3\"")
+    return Item(path.stem, kind, doc[kind], tuple(cases), path, vocab)
 
 
 def iter_items(source: str | Path, limit: int | None = None) -> Iterator[Item]:

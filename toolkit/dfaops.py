@@ -298,3 +298,30 @@ def dfa_regex(dfa: ByteDFA, max_length: int = 1_000_000) -> str:
                 heapq.heappush(heap, (cost(v), v))
         del succ[k], pred[k]
     return atom(succ[start][final])
+
+
+def shortest_matches(dfa: ByteDFA) -> ByteDFA:
+    """The minimal DFA of the strings of ``L(dfa)`` none of whose proper prefixes is in
+    ``L(dfa)``: a *lazy* lexeme's language (llguidance's ``[lazy]``, ``suffix``), which
+    ends at its first match.  Every edge out of an accepting state goes to the dead
+    state; the states then out of reach are dropped before minimizing."""
+    acc = np.asarray(dfa.accepting, dtype=bool)
+    table = np.array(dfa.table, dtype=np.int32)
+    table[acc] = 0
+    order = [0, int(dfa.start)] if dfa.start else [0]
+    seen = np.zeros(table.shape[0], dtype=bool)
+    seen[order] = True
+    i = 1
+    while i < len(order):
+        for t in np.unique(table[order[i]]).tolist():
+            if not seen[t]:
+                seen[t] = True
+                order.append(t)
+        i += 1
+    keep = np.asarray(order, dtype=np.int64)
+    remap = np.zeros(table.shape[0], dtype=np.int32)
+    remap[keep] = np.arange(len(keep), dtype=np.int32)
+    if len(keep) == 1:
+        return _empty()
+    small, small_acc, start = _minimize(remap[table[keep]], acc[keep])
+    return _freeze(small, small_acc, start, None, np.asarray(dfa.classes, dtype=np.int32))

@@ -87,6 +87,7 @@ from toolkit.batch import SKIP, default_threads, make_batch
 from toolkit.datasets import Item
 from toolkit.errors import MasklabError, time_limit
 from toolkit.model import ChatTemplate, LoadedModel, ModelError
+from toolkit.special import marked_bytes, spelled
 from toolkit.vocab import Vocabulary
 
 __all__ = ["GenerateRun", "Baseline", "generate", "unconstrained", "check_output", "check_prefix", "summarize",
@@ -194,9 +195,11 @@ class _Refused(Exception):
     """An item the engine refused in an earlier run (its message is the first error)."""
 
 
-def check_output(item: Item, data: bytes | str) -> tuple[bool | None, str]:
-    """``(ok, why)``: does a finished output (its bytes) satisfy its item (see the module
-    doc)?  ``ok`` is None when it cannot be checked (a schema ``jsonschema`` refuses)."""
+def check_output(item: Item, data: bytes | str, vocab: Vocabulary | None = None) -> tuple[bool | None, str]:
+    """``(ok, why)``: does a finished output (its bytes, special tokens as their marks:
+    :func:`toolkit.special.marked_bytes`) satisfy its item (see the module doc)?  ``ok``
+    is None when it cannot be checked (a schema ``jsonschema`` refuses).  ``vocab``
+    resolves the special tokens a grammar names (unbound, any special token would do)."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if item.kind == "schema":
         try:
@@ -213,18 +216,22 @@ def check_output(item: Item, data: bytes | str) -> tuple[bool | None, str]:
         except jsonschema.SchemaError as e:
             return None, f"jsonschema cannot check this schema: {e.message}"
         return True, ""
-    ok = item.grammar().accepts(raw)
+    grammar = item.grammar()
+    ok = (grammar if vocab is None else grammar.bind(vocab)).accepts(raw)
     return ok, "" if ok else "not in the grammar's language"
 
 
-def check_prefix(item: Item, data: bytes, cache: dict[str, Any] | None = None) -> bool | None:
-    """Can the item's grammar still complete ``data`` (an unfinished output)?  None when
-    masklab cannot build the item's grammar (e.g. a schema keyword it does not support).
-    ``cache`` keeps the grammars by item name across calls."""
+def check_prefix(item: Item, data: bytes, cache: dict[str, Any] | None = None,
+                 vocab: Vocabulary | None = None) -> bool | None:
+    """Can the item's grammar still complete ``data`` (an unfinished output; special
+    tokens as in :func:`check_output`)?  None when masklab cannot build the item's grammar
+    (e.g. a schema keyword it does not support).  ``cache`` keeps the grammars by item
+    name across calls."""
     cache = {} if cache is None else cache
     if item.name not in cache:
         try:
-            cache[item.name] = item.grammar()
+            grammar = item.grammar()
+            cache[item.name] = grammar if vocab is None else grammar.bind(vocab)
         except MasklabError:
             cache[item.name] = None
     grammar = cache[item.name]
@@ -892,14 +899,15 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
             walls["constrained"] += wall
             tokens["constrained"] += sum(r["active"] for r in rows)
             for k, s in enumerate(seqs):
-                data = b"".join(vocab.token_bytes[t] for t in s.tokens if t not in vocab.eos_ids)
+                ids = [t for t in s.tokens if t not in vocab.eos_ids]
+                data = marked_bytes(vocab, ids)
                 status, why = s.status, s.error
                 if status == "finished":
-                    ok, why = check_output(s.item, data)
+                    ok, why = check_output(s.item, data, vocab)
                     status = "unchecked" if ok is None else "valid" if ok else "invalid"
                 elif s.matcher is not None and s.matcher.error:
                     why = s.matcher.error
-                prefix_ok = check_prefix(s.item, data, grammars) if status == "unfinished" else None
+                prefix_ok = check_prefix(s.item, data, grammars, vocab) if status == "unfinished" else None
                 own = _native(engine, s.item) and getattr(engine, "schema_grammar", "masklab") != "masklab"
                 sequences.append({"batch_index": b, "slot": k, "item": s.item.name, "kind": s.item.kind,
                                   "status": status, "detail": why, "grammar": "own" if own else "masklab",
@@ -907,7 +915,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                                   "tokens": len(s.tokens), "forced": s.forced,
                                   "ttfm_s": s.ttfm_s if s.matcher is not None else None,
                                   "compile_reused": s.reused,
-                                  "text": data.decode("utf-8", errors="replace")[:2000]})
+                                  "text": spelled(vocab, ids).decode("utf-8", errors="replace")[:2000]})
             if baseline is True:
                 rows, wall = _unconstrained_rows(lm, group_prompts, max_tokens, temperature, seed + b, loop,
                                                  max(1, len(rows)))

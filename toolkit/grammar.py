@@ -42,6 +42,7 @@ from toolkit.regex import (
     compile_literal,
     compile_regex,
 )
+from toolkit.special import ANY_MARK_REGEX
 
 __all__ = ["Grammar", "Terminal", "json_schema_to_regex"]
 
@@ -59,7 +60,9 @@ class Terminal:
     ``regex``'s, intersected with every ``also`` regex, minus every ``excluding``
     regex (a length limit on a pattern, keys other than the listed properties).
     Lark writes those with llguidance's ``&`` and ``~`` operators; a plain regex
-    cannot (see :attr:`is_plain`).  ``json_string`` is True when the terminal is
+    cannot (see :attr:`is_plain`).  ``special`` makes it a token-level terminal, a
+    special token of the vocabulary (:mod:`toolkit.special`; :meth:`Grammar.bind`
+    resolves it).  ``json_string`` is True when the terminal is
     every JSON text of the string ``value`` (``regex`` is
     :func:`~toolkit._jsonregex.json_string_literal` of it: an object key, a string
     ``const``); its DFA is then written down directly, the same DFA at a fraction of
@@ -73,11 +76,17 @@ class Terminal:
     also: tuple[str, ...] = ()
     excluding: tuple[str, ...] = ()
     json_string: bool = False
+    #: a special-token terminal, as written (``<|eom_id|>``, ``<[128000-128255]>``):
+    #: ``regex`` is then the marks of its tokens (:mod:`toolkit.special`)
+    special: str | None = None
+    #: a lazy lexeme (llguidance's ``[lazy]``, ``suffix``): the language is the strings
+    #: of the rest's none of whose proper prefixes is in it (it ends at its first match)
+    lazy: bool = False
 
     @property
     def is_plain(self) -> bool:
-        """True when the terminal is its ``regex`` alone (no ``also``/``excluding``)."""
-        return not (self.also or self.excluding)
+        """True when the terminal is its ``regex`` alone (no ``also``/``excluding``, not lazy)."""
+        return not (self.also or self.excluding or self.lazy)
 
     @staticmethod
     def from_literal(name: str, value: str) -> Terminal:
@@ -113,19 +122,24 @@ class Terminal:
         cached = self.__dict__.get("_dfa")
         if cached is not None:
             return cached
-        if self.is_plain and self.value is not None and self._direct():
+        combined = bool(self.also or self.excluding)
+        if not combined and self.value is not None and self._direct():
             if self.literal:
                 dfa = compile_literal(self.value.encode())
             else:
                 from toolkit._jsonregex import json_literal_dfa
 
                 dfa = json_literal_dfa(self.value)
-        elif self.is_plain:
+        elif not combined:
             dfa = compile_regex(self.regex)
         else:
             from toolkit.dfaops import compile_boolean
 
             dfa = compile_boolean(self.regex, tuple(self.also), tuple(self.excluding))
+        if self.lazy:
+            from toolkit.dfaops import shortest_matches
+
+            dfa = shortest_matches(dfa)
         object.__setattr__(self, "_dfa", dfa)
         return dfa
 
@@ -241,6 +255,48 @@ class Grammar:
 
         return from_json_schema(schema, whitespace=whitespace, strict=strict, **options)
 
+    # ---------------------------------------------------- special tokens --
+
+    @property
+    def special_terminals(self) -> tuple[str, ...]:
+        """The terminals that are special tokens (``<|eom_id|>``, ``<[128010]>``)."""
+        return tuple(n for n, t in self.terminals.items() if t.special is not None)
+
+    def special_ids(self, vocab: Any) -> frozenset[int]:
+        """The ids of every special token the grammar names, in ``vocab``
+        (:func:`toolkit.special.resolve`: a typed error for an unknown name)."""
+        return frozenset(i for ids in self._resolved(vocab).values() for i in ids)
+
+    def bind(self, vocab: Any) -> Grammar:
+        """The grammar for ``vocab``: each special terminal's language narrowed to the
+        marks of its tokens there (:mod:`toolkit.special`); ``self`` when it has none.
+        Engines compile the bound grammar over :func:`toolkit.special.vocab_view`."""
+        if not self.special_terminals:
+            return self
+        cache = self.__dict__.setdefault("_bound", {})
+        key = (id(vocab), vocab.name, vocab.size)
+        if key not in cache:
+            from toolkit.special import mark_regex
+
+            resolved = self._resolved(vocab)
+            terminals = {n: Terminal(n, mark_regex(resolved[n]), special=t.special) if t.special is not None else t
+                         for n, t in self.terminals.items()}
+            bound = Grammar(start=self.start, rules=self.rules, terminals=terminals, ignore=self.ignore,
+                            source=self.source, attributes=self.attributes)
+            bound.__dict__["_bound_to"] = vocab.name
+            cache[key] = bound
+        return cache[key]
+
+    @property
+    def bound_to(self) -> str | None:
+        """The vocabulary name :meth:`bind` made this grammar for (None: not bound)."""
+        return self.__dict__.get("_bound_to")
+
+    def _resolved(self, vocab: Any) -> dict[str, tuple[int, ...]]:
+        from toolkit.special import parse_spec, resolve
+
+        return {n: resolve(parse_spec(self.terminals[n].special), vocab) for n in self.special_terminals}
+
     # ----------------------------------------------------------- queries --
 
     def is_terminal(self, name: str) -> bool:
@@ -254,7 +310,7 @@ class Grammar:
         from toolkit._earley import ByteRecognizer, compile_cfg
 
         if isinstance(data, str):
-            data = data.encode("utf-8")
+            data = data.encode("utf-8", "surrogateescape")  # U+DCFF: a special token's mark
         rec = ByteRecognizer(compile_cfg(self))
         return rec.push_bytes(data) and rec.is_accepting()
 
@@ -264,7 +320,7 @@ class Grammar:
         from toolkit._earley import ByteRecognizer, compile_cfg
 
         if isinstance(data, str):
-            data = data.encode("utf-8")
+            data = data.encode("utf-8", "surrogateescape")
         return ByteRecognizer(compile_cfg(self)).push_bytes(data)
 
     # ----------------------------------------------------------- writers --
@@ -294,14 +350,18 @@ class Grammar:
             lines.append(f"start: {rule_names[self.start]}")
 
         def sym(s: str) -> str:
-            return term_names[s] if s in self.terminals else rule_names[s]
+            if s in self.terminals:
+                special = self.terminals[s].special
+                return special if special is not None else term_names[s]
+            return rule_names[s]
 
         for lhs, alts in rules.items():
             body = " | ".join(" ".join(sym(s) for s in alt) if alt else '""' for alt in alts)
-            lines.append(f"{rule_names[lhs]}: {body}")
+            limit = self.attributes.get(lhs, {}).get("max_tokens")  # the one attribute that is not language
+            lines.append(f"{rule_names[lhs]}{f'[max_tokens={limit}]' if limit else ''}: {body}")
         used = {s for alts in rules.values() for alt in alts for s in alt} | set(self.ignore)
         for name, t in self.terminals.items():
-            if name in used:
+            if name in used and t.special is None:
                 if boolean == "regex" and _boolean_terminal(t):
                     body = "/" + canonical_regex(_plain_regex(t, max_length)) + "/"
                 else:
@@ -391,6 +451,8 @@ def _sanitize(names: Iterable[str], ok: re.Pattern, prefix: str, case, taken: se
 def _lark_terminal(t: Terminal) -> str:
     if t.literal and t.value is not None and t.value.isprintable() and t.value.isascii():
         return json.dumps(t.value)
+    if t.lazy:  # a prefix-free language: the lexer's longest match is the shortest
+        return "/" + canonical_regex(dfa_regex(t.dfa())) + "/"
     text = "/" + canonical_regex(t.regex) + "/"
     if t.is_plain:
         return text
@@ -475,13 +537,18 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
 
     terminals = dict(g.terminals)
     rules = {k: list(v) for k, v in g.rules.items()}
+    for name, text in side.special.items():
+        terminals[name] = Terminal(name, ANY_MARK_REGEX, special=text)
     for name, (pos, neg) in side.boolean.items():
         first = terminals[pos[0]].regex if pos else "[\\d\\D]*"
         terminals[name] = Terminal(name, first, also=tuple(terminals[h].regex for h in pos[1:]),
                                    excluding=tuple(terminals[h].regex for h in neg))
+    for rule, attrs in side.attributes.items():
+        if attrs.get("lazy") or "suffix" in attrs:
+            _make_lazy(rule, attrs, rules, terminals)
     ws_ignored = bool(g.ignore) and all(terminals[n].dfa().fullmatch(b" \t\n\r") for n in g.ignore)
     for name, schema in side.json.items():
-        sub = from_json_schema(schema, whitespace="compact")
+        sub = from_json_schema(schema, whitespace="compact", literal_spelling="plain")
         prefix = f"{name}__"
         ren = {s: prefix + s for s in (*sub.rules, *sub.terminals)}
         for t, term in sub.terminals.items():
@@ -503,6 +570,34 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
     terminals = {k: v for k, v in terminals.items() if k in used}
     return Grammar(start=g.start, rules={k: tuple(v) for k, v in rules.items()}, terminals=terminals,
                    ignore=g.ignore)
+
+
+def _make_lazy(rule: str, attrs: Mapping[str, Any], rules: dict[str, list[tuple[str, ...]]],
+               terminals: dict[str, Terminal]) -> None:
+    """``rule[lazy]`` / ``rule[suffix=S]``: the rule's one terminal (followed by ``S``)
+    becomes a lazy terminal of its own (:attr:`Terminal.lazy`)."""
+    alts = rules.get(rule) or []
+    if len(alts) != 1 or len(alts[0]) != 1 or alts[0][0] not in terminals:
+        raise UnsupportedGrammar(f"{rule}[{'lazy' if attrs.get('lazy') else 'suffix=...'}]: the rule's body must be "
+                                 "one terminal (a string, a /regex/ or a TERMINAL), as llguidance requires")
+    base = terminals[alts[0][0]]
+    if base.special is not None:
+        raise UnsupportedGrammar(f"{rule}[lazy/suffix]: its body is the special token {base.special}, not text")
+    rx = _embeddable(base.regex if base.is_plain else dfa_regex(base.dfa()))
+    if "suffix" in attrs:
+        kind, value = attrs["suffix"]
+        if kind == "name":
+            if value not in terminals:
+                raise GrammarError(f"{rule}[suffix={value}]: {value} is not a terminal")
+            t = terminals[value]
+            value = t.regex if t.is_plain else dfa_regex(t.dfa())
+        rx = f"(?:{rx})(?:{_embeddable(value)})"
+    name, n = f"{rule.upper().lstrip('_')}_LAZY", 0
+    while f"{name}{n or ''}" in terminals:
+        n += 1
+    name = f"{name}{n or ''}"
+    terminals[name] = Terminal(name, rx, lazy=True)
+    rules[rule] = [(name,)]
 
 
 def _json_lead(sub: Grammar, rule: str, ren: dict[str, str], wrap: dict[str, str],
@@ -642,8 +737,9 @@ _TO_REGEX_MAX_STEPS = 2_000_000
 
 
 def _boolean_terminal(t: Terminal) -> bool:
-    """True when ``t`` intersects or subtracts regexes (``also``/``excluding``)."""
-    return bool(getattr(t, "also", ()) or getattr(t, "excluding", ()))
+    """True when ``t`` intersects or subtracts regexes (``also``/``excluding``) or is
+    lazy: its language is written as a regex from its DFA."""
+    return bool(getattr(t, "also", ()) or getattr(t, "excluding", ()) or getattr(t, "lazy", False))
 
 
 def _plain_regex(t: Terminal, max_length: int) -> str:

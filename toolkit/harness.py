@@ -150,6 +150,21 @@ def _spec_for(engine: Any, item: Item, source: str) -> Any:
     return item.grammar()
 
 
+def encode_case(vocab: Any, item: Item, text: str) -> list[int]:
+    """A test text's ids: plain text by ``vocab.encode``, except that in a Lark item
+    whose grammar names special tokens, those tokens written as the grammar writes
+    them (``<|eom_id|>``), or as ``<[ID]>``, are the tokens themselves
+    (:func:`toolkit.special.encode_with_specials`)."""
+    if item.kind == "lark" and "<" in text:
+        from toolkit.grammar import grammar_from_spec
+        from toolkit.special import encode_with_specials
+
+        g = grammar_from_spec("lark", item.spec)
+        if g.special_terminals:
+            return encode_with_specials(vocab, text, [g.terminals[n].special for n in g.special_terminals])
+    return vocab.encode(text)
+
+
 def _select_cases(cases: Sequence[Case], quick: bool) -> list[Case]:
     if not quick:
         return list(cases)
@@ -241,7 +256,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         failures: list[str] = []
         for k, case in enumerate(_select_cases(item.cases, quick)):
             try:
-                tokens = vocab.encode(case.text) + [eos]
+                tokens = encode_case(vocab, item, case.text) + [eos]
             except MasklabError as e:
                 # not the engine's fault either way: the case is left out of the verdict
                 rec["cases"].append({"valid": case.valid, "ok": None, "tokens": 0, "consumed": 0, "error": str(e)})
@@ -711,11 +726,20 @@ def _check_resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[st
 # ----------------------------------------------------------------- the run --
 
 
-def select_items(data: str | Path | None, limit: int | None = None, seed: int | None = None) -> list[Item]:
+def select_items(data: str | Path | None, limit: int | None = None, seed: int | None = None,
+                 vocab: str | None = None) -> list[Item]:
     """The items of ``data`` (default: the embedded datasets), shuffled with ``seed``
-    when given, then the first ``limit``; item names must be unique."""
+    when given, then the first ``limit``; item names must be unique.  ``vocab`` (a
+    vocabulary's name): items written for another vocabulary (:meth:`Item.fits`) are
+    left out, and a note says which."""
     source = Path(data) if data is not None else embedded_dir()
     items = list(iter_items(source))
+    if vocab is not None:
+        other = [i.name for i in items if not i.fits(vocab)]
+        if other:
+            print(f"note: {len(other)} item(s) written for another vocabulary left out on {vocab}: "
+                  f"{', '.join(other[:5])}", file=sys.stderr)
+            items = [i for i in items if i.fits(vocab)]
     names = [i.name for i in items]
     if len(set(names)) != len(names):
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -785,7 +809,7 @@ def run_bench(
     if unknown:
         raise HarnessError(f"options given for engines not in the run: {', '.join(unknown)}")
     voc = load_vocab(vocab)
-    items = select_items(data, limit, seed)
+    items = select_items(data, limit, seed, voc.name)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / "records.jsonl"

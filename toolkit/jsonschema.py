@@ -95,13 +95,21 @@ from toolkit.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar, Uns
 from toolkit.grammar import Grammar, Terminal
 from toolkit.regex import compile_regex
 
-__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "JsonSchemaText", "schema_text", "grammar_of"]
+__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "LITERAL_SPELLINGS", "JsonSchemaText", "schema_text", "grammar_of"]
 
 DEFAULT_MAX_RULES = 50_000
 DEFAULT_MAX_DEPTH = 100  # nested schemas (each a few Python frames deep in the compiler)
 PROPERTY_ORDERS = ("schema", "any")
 """``property_order``: ``"schema"`` writes listed properties in the schema's order (as
 llguidance and xgrammar do), ``"any"`` in any order (see :meth:`_Compiler._any_order`)."""
+
+LITERAL_SPELLINGS = ("any", "plain")
+"""``literal_spelling``: how object keys and string ``const``/``enum`` values may be
+written.  ``"any"`` (default): every JSON text of the string (escapes included, as
+JSON means it).  ``"plain"``: the one text ``json.dumps(value, ensure_ascii=False)``
+writes (only ``"``, ``\\`` and control characters escaped), as llguidance's schema
+compiler writes them; the Lark reader's ``%json`` uses it.  Plain is a subset of any,
+never looser than the schema."""
 ANY_ORDER_MAX = 20_000
 """Largest object written in any order: (2 ** required names) x (kinds of member + 1)
 alternatives; larger ones keep the schema's order."""
@@ -216,7 +224,12 @@ def _json_type(value: Any) -> str:
 
 class _Compiler:
     def __init__(self, root: Any, *, whitespace: str, strict: bool, max_rules: int,
-                 max_depth: int = DEFAULT_MAX_DEPTH, property_order: str = "schema") -> None:
+                 max_depth: int = DEFAULT_MAX_DEPTH, property_order: str = "schema",
+                 literal_spelling: str = "any") -> None:
+        if literal_spelling not in LITERAL_SPELLINGS:
+            raise ValueError(f"literal_spelling must be one of {', '.join(map(repr, LITERAL_SPELLINGS))}, "
+                             f"not {literal_spelling!r}")
+        self.literal_spelling = literal_spelling
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
         if property_order not in PROPERTY_ORDERS:
@@ -271,6 +284,9 @@ class _Compiler:
     def string_term(self, value: str, hint: str) -> str:
         """:meth:`term` for the JSON texts of the string ``value`` (a key, a string
         ``const``): the same terminal, with its DFA written down directly."""
+        if self.literal_spelling == "plain":
+            text = json.dumps(value, ensure_ascii=False)
+            return self._term_by_regex.get(re.escape(text)) or self._literal(self._term_name(hint), text)
         regex = json_string_literal(value)
         name = self._term_by_regex.get(regex)
         if name is None:
@@ -2336,6 +2352,7 @@ def from_json_schema(
     max_rules: int = DEFAULT_MAX_RULES,
     max_depth: int = DEFAULT_MAX_DEPTH,
     property_order: str = "schema",
+    literal_spelling: str = "any",
 ) -> Grammar:
     """Compile a JSON Schema (a dict, a boolean, or JSON text) to a :class:`Grammar`.
 
@@ -2347,7 +2364,7 @@ def from_json_schema(
     :class:`Unsatisfiable` with the keyword and pointer that emptied it.
     ``property_order="any"`` lets an object's members come in any order (the
     schema's order by default, as llguidance and xgrammar write them); see
-    :data:`PROPERTY_ORDERS`.
+    :data:`PROPERTY_ORDERS`.  ``literal_spelling``: see :data:`LITERAL_SPELLINGS`.
     """
     if isinstance(schema, (str, bytes)):
         try:
@@ -2362,4 +2379,4 @@ def from_json_schema(
     if isinstance(schema, Mapping) and not isinstance(schema, dict):
         schema = dict(schema)
     return _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules, max_depth=max_depth,
-                     property_order=property_order).grammar()
+                     property_order=property_order, literal_spelling=literal_spelling).grammar()

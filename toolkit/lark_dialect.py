@@ -13,23 +13,32 @@ table of what the IR adds afterwards:
   :class:`~toolkit.grammar.Terminal` ``also``/``excluding``;
 * ``%regex {"substring_chunks" | "substring_words" | "substring_chars": ...}``;
 * ``%llguidance {}`` with no options;
-* rule attributes ``capture`` and ``temperature`` (reported, see below).
+* rule attributes ``capture``, ``temperature``, ``lazy``, ``suffix`` and ``max_tokens`` (see below);
+* special tokens (``<|eom_id|>``, ``<[128010]>``) as token-level terminals.
 
 Where the reading differs from llguidance's, on purpose or for now:
 
 * ``~`` complements within UTF-8 text (the IR's languages are text); llguidance's
   also takes byte strings that are not UTF-8.
-* ``%json`` compiles with :mod:`toolkit.jsonschema`, whose keys and string constants
-  may be written with escapes (llguidance's compiler writes them plainly), and whose
-  whitespace is llguidance's nested grammar's: JSON whitespace between the schema's
+* ``%json`` compiles with :mod:`toolkit.jsonschema`, keys and string constants written
+  plainly as llguidance writes them (``literal_spelling="plain"``).  Its other strings
+  take every JSON spelling; llguidance's take ``\\u`` escapes of control characters
+  only (``\\u00XX``, ``\\u007f``), no ``\\/`` and no raw DEL, so masks differ inside
+  string values there.  Its whitespace is llguidance's nested grammar's: JSON whitespace between the schema's
   tokens, none before its first or after its last, when the grammar ignores none;
   with an ``%ignore``, the IR's (global) ignore applies there, so ignored text may
   also stand before the schema's first token, where llguidance allows none.
 
-Rule attributes that steer generation (``name[capture, temperature=0.7]``) are read
-into :attr:`toolkit.grammar.Grammar.attributes`; those that change the language
-(``lazy``, ``stop``, ``suffix``) or limit tokens (``max_tokens``) are refused until
-the engines honour them.  Special tokens (``<|eom_id|>``, ``<[128010]>``), references to other grammars (``@name``), ``%lark`` and parametric rules are refused
+Rule attributes (``name[...]``, :data:`ATTRIBUTES`) are read into
+:attr:`toolkit.grammar.Grammar.attributes`.  ``capture`` and ``temperature`` steer
+generation and leave the language alone.  ``lazy`` and ``suffix=S`` make the rule's
+terminal (followed by ``S``) end at its first match, a language of its own
+(:attr:`~toolkit.grammar.Terminal.lazy`).  ``max_tokens`` is kept and written back
+by ``to_lark``; engines that cannot count a lexeme's tokens refuse such a grammar.
+``stop`` is refused: llguidance hides the stop string by taking its tokens back,
+which the mask protocol has no call for.  Special tokens (``<|eom_id|>``, ``<[128010]>``,
+``<[128000-128255]>``) are token-level terminals (:mod:`toolkit.special`,
+:class:`Dialect` ``special``); ``<[*]>`` and ``<[^...]>`` are refused.  References to other grammars (``@name``), ``%lark`` and parametric rules are refused
 with :class:`~toolkit.errors.UnsupportedGrammar` naming the construct, its line and
 column; a malformed construct is a :class:`~toolkit.errors.GrammarError` saying what
 is wrong in the grammar's own terms.
@@ -43,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.errors import GrammarError, UnsupportedGrammar
+from toolkit.special import parse_spec
 
 __all__ = ["Dialect", "LarkText", "translate", "substring_regex", "MAX_SUBSTRING_CHUNKS"]
 
@@ -56,7 +66,7 @@ _TOKEN = re.compile(
   | (?P<comment>(?://|\#)[^\n]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*"i?)
   | (?P<regex>/(?:[^/\\\n]|\\.)+/[imslux]*)
-  | (?P<special><\|[^|\n]*\|>|<\[[^\]\n]*\]>|<[A-Za-z_][^>\s]*>)
+  | (?P<special><\|[^|\n]*\|>|<\[[^\]\n]*\]>|</?[A-Za-z_][^>\s]*>)
   | (?P<directive>%[A-Za-z_]+)
   | (?P<name>[A-Za-z_](?:[A-Za-z0-9_]|-(?!>))*)
   | (?P<number>[0-9]+)
@@ -94,10 +104,12 @@ class Dialect:
     helpers: set[str] = field(default_factory=set)  # helper terminals and rules to drop
     renamed: dict[str, str] = field(default_factory=dict)  # a-b -> a_dash_b
     attributes: dict[str, dict[str, Any]] = field(default_factory=dict)  # rule -> its [...] attributes
+    special: dict[str, str] = field(default_factory=dict)  # terminal -> the special token as written
 
     @property
     def plain(self) -> bool:
-        return not (self.json or self.boolean)
+        lazy = any(a.get("lazy") or "suffix" in a for a in self.attributes.values())
+        return not (self.json or self.boolean or self.special or lazy)
 
 
 def _scan(text: str) -> list[_Tok]:
@@ -238,6 +250,9 @@ def translate(text: str) -> tuple[str, Dialect]:
                     name = _safe(toks[j].text, side.renamed, taken)
                     if attrs:
                         side.attributes[name] = attrs
+                        if attrs.get("suffix", ("",))[0] == "name":  # kept through lark's loader
+                            attrs["suffix"] = ("name", _safe(attrs["suffix"][1], side.renamed, taken))
+                            side.helpers.add(attrs["suffix"][1])
                     out.append(("" if j == i else t.text) + name + "".join(x.text for x in toks[prio:k]) + ": ")
                     if name.lstrip("_")[:1].isupper():
                         in_terminal, def_tok = name, toks[j]
@@ -246,7 +261,19 @@ def translate(text: str) -> tuple[str, Dialect]:
                     continue
         line_start = False
         if t.kind == "special":
-            refuse(f"the special token {t.text}", t)
+            if in_terminal is not None:
+                raise UnsupportedGrammar(f"the special token {t.text} stands in terminal {in_terminal}: a special "
+                                         "token is a whole token of its own, so it can stand in rules only",
+                                         t.line, t.column)
+            parse_spec(t.text, t.line, t.column)
+            name = next((n for n, x in side.special.items() if x == t.text), None)
+            if name is None:
+                name = _fresh("SPECIAL", taken)
+                side.special[name] = t.text
+                extra.append(f'{name}: "\\u0001{name}"')
+            out.append(f" {name} ")
+            i += 1
+            continue
         if t.kind == "directive":
             if t.text == "%json":
                 blk, schema = _json_block(toks, i, "a JSON schema")
@@ -284,6 +311,7 @@ def translate(text: str) -> tuple[str, Dialect]:
                 j = i + 1
                 while j < len(toks) and toks[j].kind != "nl":
                     j += 1
+                _check_import(toks[i + 1 : j], t)
                 out.append("%import " + "".join(x.text if x.text != "(" else " (" for x in toks[i + 1 : j]))
                 i = j
                 continue
@@ -302,6 +330,14 @@ def translate(text: str) -> tuple[str, Dialect]:
             out.append(f" {t.text} ")
             i += 1
             continue
+        if t.kind == "regex":
+            flags = t.text[t.text.rindex("/") + 1 :]
+            bad = sorted(set(flags) - set("ims"))
+            if bad:
+                raise GrammarError(f"{t.text}: the regex flag {bad[0]!r} is not supported (i, m and s are)",
+                                   t.line, t.column)
+        if t.text == "..":
+            _check_range(toks, i)
         if t.kind == "name":
             out.append(_safe(t.text, side.renamed, taken) + " ")
             if in_terminal is not None:
@@ -318,16 +354,18 @@ def translate(text: str) -> tuple[str, Dialect]:
     return "".join(out) + ("\n" + "\n".join(extra) + "\n" if extra else ""), side
 
 
-ATTRIBUTES = ("capture", "temperature")
-"""Rule attributes read and reported (:attr:`toolkit.grammar.Grammar.attributes`): they
-steer generation (what a capture is called, the sampling temperature) and leave the
-language and every mask as they are."""
+ATTRIBUTES = ("capture", "temperature", "max_tokens", "lazy", "suffix")
+"""Rule attributes read (all reported in :attr:`toolkit.grammar.Grammar.attributes`).
+``capture`` and ``temperature`` steer generation and leave the language and every
+mask as they are.  ``lazy`` and ``suffix`` change the language: the rule's terminal
+(followed by the suffix) ends at its first match (:attr:`Terminal.lazy
+<toolkit.grammar.Terminal.lazy>`).  ``max_tokens`` limits the tokens of the rule's
+lexeme: an engine that cannot count them refuses the grammar (``peer:llguidance``
+honours it)."""
 
 _NOT_YET = {
-    "lazy": "changes the language (the lexeme ends at its first match)",
-    "stop": "changes the language (the lexeme ends at the stop string)",
-    "suffix": "changes the language (the lexeme ends at the suffix)",
-    "max_tokens": "limits tokens, and no masklab engine honours it yet",
+    "stop": "hides the stop string by taking its tokens back (llguidance backtracks), which the mask "
+            "protocol has no call for; suffix= ends the lexeme the same way and keeps the text",
 }
 
 
@@ -358,7 +396,15 @@ def _attributes(toks: list[_Tok], k: int, rule: str) -> tuple[dict[str, Any], in
             raise GrammarError(f"{rule}[...]: unknown attribute {key!r} (known: "
                                f"{', '.join(ATTRIBUTES + tuple(_NOT_YET))})", where.line, where.column)
         if len(item) == 1:
+            if key not in ("capture", "lazy"):
+                raise GrammarError(f"{rule}[{key}]: expected {key}=value", where.line, where.column)
             out[key] = True
+            continue
+        if key == "suffix":
+            out[key] = _suffix(item[2:], rule, where) if item[1].text == "=" and len(item) >= 3 else None
+            if out[key] is None:
+                raise GrammarError(f"{rule}[suffix=...]: a string, a /regex/ or a TERMINAL", where.line,
+                                   where.column)
             continue
         if item[1].text != "=" or len(item) < 3:
             raise GrammarError(f"{rule}[{key}...]: expected {key}=value", where.line, where.column)
@@ -370,10 +416,79 @@ def _attributes(toks: list[_Tok], k: int, rule: str) -> tuple[dict[str, Any], in
                                where.column) from None
         if key == "temperature" and (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0):
             raise GrammarError(f"{rule}[temperature=...]: a number >= 0, not {raw}", where.line, where.column)
+        if key == "max_tokens" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise GrammarError(f"{rule}[max_tokens=...]: a whole number >= 1, not {raw}", where.line, where.column)
+        if key == "lazy":
+            raise GrammarError(f"{rule}[lazy] takes no value", where.line, where.column)
         if key == "capture" and not isinstance(value, str):
             raise GrammarError(f"{rule}[capture=...]: a name in quotes, not {raw}", where.line, where.column)
         out[key] = value
     return out, end + 1
+
+
+def _check_range(toks: list[_Tok], i: int) -> None:
+    """``"a".."z"``: one character on each side, the first not after the second."""
+    t = toks[i]
+    ends = [toks[i - 1] if i else None, toks[i + 1] if i + 1 < len(toks) else None]
+    if any(e is None or e.kind != "string" for e in ends):
+        raise GrammarError("a range .. stands between two one-character strings (\"a\"..\"z\")", t.line, t.column)
+    chars = []
+    for e in ends:
+        try:
+            chars.append(json.loads(e.text.rstrip("i")))
+        except ValueError:
+            chars.append(e.text)
+    written = f"{ends[0].text}..{ends[1].text}"
+    if any(len(c) != 1 for c in chars):
+        raise GrammarError(f"the range {written} takes one character on each side", ends[0].line, ends[0].column)
+    if chars[0] > chars[1]:
+        raise GrammarError(f"the range {written} is empty: {chars[0]!r} comes after {chars[1]!r}", ends[0].line,
+                           ends[0].column)
+
+
+def _check_import(path: list[_Tok], at: _Tok) -> None:
+    """``%import common.NAME`` (or ``(A, B)``): lark's common grammar must define each name."""
+    names = [p.text for p in path if p.kind == "name"]
+    if not names or names[0] != "common":
+        raise UnsupportedGrammar(f"%import {''.join(p.text for p in path)}: only lark's built-in common grammar "
+                                 "can be imported", at.line, at.column)
+    known = _common_names()
+    for k, p in enumerate(path[1:], 1):
+        if p.kind == "name" and p.text not in known and path[k - 1].text != "->":
+            raise GrammarError(f"%import common.{p.text}: lark's common grammar has no {p.text} (it has "
+                               f"{', '.join(sorted(n for n in known if not n.startswith('_'))[:12])}, ...)",
+                               p.line, p.column)
+
+
+_COMMON: set[str] = set()
+
+
+def _common_names() -> set[str]:
+    if not _COMMON:
+        import importlib.resources
+
+        text = importlib.resources.files("lark").joinpath("grammars/common.lark").read_text()
+        _COMMON.update(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*:", text, re.M))
+    return _COMMON
+
+
+def _suffix(toks: list[_Tok], rule: str, at: _Tok) -> tuple[str, str] | None:
+    """``suffix=`` 's value: ``("regex", text)`` for a string literal or a ``/regex/``,
+    ``("name", NAME)`` for a terminal; None when it is neither."""
+    if len(toks) != 1:
+        return None
+    t = toks[0]
+    if t.kind == "string" and not t.text.endswith("i"):
+        try:
+            return "regex", re.escape(json.loads(t.text))
+        except ValueError:
+            raise GrammarError(f"{rule}[suffix=...]: {t.text} is not a string we can read", at.line,
+                               at.column) from None
+    if t.kind == "regex" and t.text.endswith("/"):
+        return "regex", t.text[1:-1].replace("\\/", "/")
+    if t.kind == "name" and t.text.lstrip("_")[:1].isupper():
+        return "name", t.text
+    return None
 
 
 def _json_block(toks: list[_Tok], i: int, what: str) -> tuple[_Tok, Any]:

@@ -34,6 +34,9 @@ class BaseMatcher:
 
     #: ``_fill_text`` writes every word of the row (the row need not be cleared first)
     writes_whole_row = False
+    #: special ids the grammar names as tokens (:mod:`toolkit.special`): accepted as
+    #: text tokens are (a matcher over a vocabulary view has none: they are text there)
+    special_ids: frozenset[int] = frozenset()
 
     def __init__(self, vocab: Vocabulary) -> None:
         self.vocab = vocab
@@ -106,7 +109,7 @@ class BaseMatcher:
             return False
         if self._terminated or self.error is not None:
             return False
-        if not self.vocab.token_bytes[t] or self.vocab.is_special(t):
+        if (not self.vocab.token_bytes[t] or self.vocab.is_special(t)) and t not in self.special_ids:
             return False
         return self._accept_text(t)
 
@@ -292,12 +295,28 @@ class StrategyEngine:
     def _compile(self, spec: Any) -> Any:
         raise NotImplementedError
 
+    def _matcher(self, compiled: Any) -> Any:
+        raise NotImplementedError
+
     def compile(self, spec: Any) -> Any:
-        """Compile ``spec`` (what the engine accepts: see its ``_compile``)."""
+        """Compile ``spec`` (what the engine accepts: see its ``_compile``).  A grammar
+        with special tokens is compiled by this engine's sibling over the vocabulary
+        view of those tokens (:func:`special_compile`)."""
+        refuse_token_limits(getattr(self, "name", type(self).__name__), spec)
+        special = special_compile(self, spec)
+        if special is not None:
+            return special
         if not self.options.get("memo", True):
             return self._compile(spec)
         with self.memo.active():
             return self._compile(spec)
+
+    def matcher(self, compiled: Any) -> Any:
+        """A matcher at the start of ``compiled`` (made by the engine that compiled it)."""
+        owner = getattr(compiled, "owner", None)
+        if owner is not None and owner is not self:
+            return owner.matcher(compiled)
+        return self._matcher(compiled)
 
     @property
     def memo(self) -> MemoScope:
@@ -325,6 +344,40 @@ class StrategyEngine:
         from toolkit.harness import masklab_version
 
         return {"version": masklab_version(), "options": dict(self.options)}
+
+
+def refuse_token_limits(engine: str, spec: Any) -> None:
+    """:class:`~toolkit.errors.UnsupportedGrammar` for a grammar whose rules limit their
+    tokens (llguidance's ``name[max_tokens=N]``): the mask would depend on how many
+    tokens the lexeme took, which an engine that only follows bytes cannot honour."""
+    from toolkit.errors import UnsupportedGrammar
+    from toolkit.grammar import Grammar
+
+    if isinstance(spec, Grammar):
+        for rule, attrs in spec.attributes.items():
+            if "max_tokens" in attrs:
+                raise UnsupportedGrammar(f"rule {rule}[max_tokens={attrs['max_tokens']}]: {engine} follows bytes and "
+                                         "does not count a lexeme's tokens (peer:llguidance does)")
+
+
+def special_compile(engine: Any, spec: Any) -> Any:
+    """For a :class:`~toolkit.grammar.Grammar` with special-token terminals: the grammar
+    bound to ``engine``'s vocabulary, compiled by a sibling engine (same class, same
+    options) over :func:`toolkit.special.vocab_view` of its tokens (made once per set of
+    tokens), the result's ``owner`` set to it; None for any other ``spec``."""
+    from toolkit.grammar import Grammar
+    from toolkit.special import vocab_view
+
+    if not isinstance(spec, Grammar) or not spec.special_terminals or spec.bound_to is not None:
+        return None
+    ids = spec.special_ids(engine.vocab)
+    siblings = engine.__dict__.setdefault("_special_siblings", {})
+    sub = siblings.get(ids)
+    if sub is None:
+        sub = siblings[ids] = type(engine)(vocab_view(engine.vocab, ids), **engine.options)
+    compiled = sub.compile(spec.bind(engine.vocab))
+    compiled.owner = sub
+    return compiled
 
 
 class GrammarEngine(StrategyEngine):

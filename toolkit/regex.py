@@ -15,7 +15,8 @@ in one linear pass (no recursion, so any nesting depth) into the node classes of
 parser, super-linear and recursive, is no longer used.  :func:`compile_regex` walks
 the parse tree into a Thompson NFA over bytes (:func:`_build`): each character class
 becomes the UTF-8 byte-range sequences of its code points (:mod:`toolkit._utf8`;
-surrogates have none), with equal continuations of a multi-byte character shared,
+surrogates have none, except U+DCFF written alone, which is the raw byte 0xFF that
+marks a special token: :mod:`toolkit.special`), with equal continuations of a multi-byte character shared,
 and a bounded repeat ``x{m,n}`` becomes ``n`` copies of ``x``'s fragment, the
 optional ones nested (``x(x(x)?)?``) so that epsilon closures stay small; a limit on
 NFA states turns a huge repeat into :class:`~toolkit.errors.LimitExceeded` rather
@@ -300,7 +301,7 @@ class _NFA:
         return base, base + 1
 
 
-def _template(cp_ranges: list[tuple[int, int]]) -> tuple[tuple[tuple[int, int, int], ...], ...]:
+def _template(cp_ranges: list[tuple[int, int]], raw_ff: bool = False) -> tuple[tuple[tuple[int, int, int], ...], ...]:
     """The edges of a fragment matching one code point of ``cp_ranges`` in UTF-8.
 
     State 0 is the start and state 1 the end (edges relative, as in :class:`_NFA`);
@@ -324,6 +325,8 @@ def _template(cp_ranges: list[tuple[int, int]]) -> tuple[tuple[tuple[int, int, i
     for lo, hi in cp_ranges:
         for seq in _utf8_sequences(lo, hi):
             states[0].append((seq[0][0], seq[0][1], node(seq[1:])))
+    if raw_ff:  # U+DCFF: the byte 0xFF that marks a special token (toolkit.special)
+        states[0].append((0xFF, 0xFF, 1))
     return tuple(tuple(es) for es in states)
 
 
@@ -334,11 +337,16 @@ def _utf8_sequences(lo: int, hi: int) -> tuple[tuple[tuple[int, int], ...], ...]
     return tuple(utf8_sequences(lo, hi))
 
 
+_MARK_CHARS = frozenset("\udcff")
+"""U+DCFF written alone (a literal, or ``[\\udcff]``) is the raw byte 0xFF (see
+:mod:`toolkit.special`); in a range, and every other surrogate, it has no byte form."""
+
+
 @memo(maxsize=8192)
 def _char_group_template(chars: frozenset[str], negated: bool, case_insensitive: bool):
     cps = _case_variants(chars) if case_insensitive else {ord(c) for c in chars}
     ranges = ranges_of(cps)
-    return _template(complement(ranges) if negated else ranges)
+    return _template(complement(ranges) if negated else ranges, raw_ff=not negated and chars == _MARK_CHARS)
 
 
 @memo(maxsize=2)
@@ -540,6 +548,7 @@ _LIT = f"(?:[^{_SPECIAL}]|\\\\[{_SPECIAL}])*"
 _LITERAL_GROUP = re.compile(f"({_LIT})(?:\\(\\?:({_LIT}(?:\\|{_LIT})*)\\)({_LIT}))?", re.S)
 _ALTERNATIVE = re.compile(f"({_LIT})\\|", re.S)
 _UNESCAPE = re.compile(r"\\(.)", re.S)
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 def literal_words(pattern: str) -> list[bytes] | None:
@@ -552,10 +561,10 @@ def literal_words(pattern: str) -> list[bytes] | None:
         return None
     pre, body, post = (_UNESCAPE.sub(r"\1", g or "") for g in (m.group(1), m.group(2), m.group(3)))
     alts = [""] if m.group(2) is None else [_UNESCAPE.sub(r"\1", a) for a in _ALTERNATIVE.findall(m.group(2) + "|")]
-    try:
-        return sorted({(pre + a + post).encode() for a in alts})
-    except UnicodeEncodeError:
+    words = [pre + a + post for a in alts]
+    if any(_SURROGATES.search(w.replace("\udcff", "")) for w in words):
         return None
+    return sorted({w.encode("utf-8", "surrogateescape") for w in words})
 
 
 def _direct(pattern: str, max_states: int) -> ByteDFA | None:

@@ -322,7 +322,7 @@ class LLGuidanceEngine(GrammarEngine):
         t2 = time.perf_counter()
         return LLGuidanceCompiled(grammar, tables, kind, symbols, {"grammar": t1 - t0, "tables": t2 - t1})
 
-    def matcher(self, compiled: LLGuidanceCompiled) -> LLGuidanceMatcher:
+    def _matcher(self, compiled: LLGuidanceCompiled) -> LLGuidanceMatcher:
         return LLGuidanceMatcher(self, compiled, EarleyParser(compiled.tables, use_cache=self.mask_cache))
 
 

@@ -216,7 +216,7 @@ class OutlinesEngine(StrategyEngine):
         t3 = time.perf_counter()
         return OutlinesCompiled(regex, kind, dfa, index, {"regex": t1 - t0, "dfa": t2 - t1, "index": t3 - t2})
 
-    def matcher(self, compiled: OutlinesCompiled) -> OutlinesMatcher:
+    def _matcher(self, compiled: OutlinesCompiled) -> OutlinesMatcher:
         return OutlinesMatcher(self, compiled)
 
 

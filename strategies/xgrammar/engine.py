@@ -287,7 +287,7 @@ class XGrammarEngine(GrammarEngine):
         return XGrammarCompiled(grammar, tables, kind, symbols,
                                 {"grammar": t1 - t0, "tables": t2 - t1, "cache": t3 - t2})
 
-    def matcher(self, compiled: XGrammarCompiled) -> XGrammarMatcher:
+    def _matcher(self, compiled: XGrammarCompiled) -> XGrammarMatcher:
         return XGrammarMatcher(self, compiled, Parser(compiled.tables))
 
 

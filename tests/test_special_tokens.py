@@ -1,0 +1,276 @@
+"""Special tokens as token-level terminals (issue #27): ``<|eom_id|>``, ``<[id]>``, ranges.
+
+* **The reading**: names, ids, ranges and lists; refusals and errors say what and where.
+* **The language**: a special token is allowed exactly where the grammar puts it, never
+  spelled as text, and real tokens holding the byte ``0xFF`` (which could start the
+  IR's mark of a special token) are never allowed.
+* **Every strategy against naive** on random walks over a small vocabulary with special
+  tokens, and **against llguidance's own reading** of the same text on Llama 3
+  (``peer:llguidance`` given the text): bit-identical masks, special-token steps included.
+* **The harness**: items written for a vocabulary, test texts naming special tokens,
+  outputs checked with their special tokens, ``masklab generate`` on the examples.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from strategies import get_engine
+from tests._support.shared import require_shared
+from tests.test_llguidance import _as_ids, _row, _show
+from toolkit.datasets import embedded_dir, iter_items
+from toolkit.errors import GrammarError, UnsupportedGrammar
+from toolkit.generate import check_output, check_prefix
+from toolkit.grammar import Grammar
+from toolkit.harness import encode_case, select_items
+from toolkit.lark_dialect import LarkText
+from toolkit.special import encode_with_specials, marked_bytes, parse_spec, vocab_view
+from toolkit.vocab import Vocabulary, load_vocab
+
+EXAMPLES = embedded_dir() / "special-tokens"
+
+# ids: 0 EOS, 1 <|tag|>, 2 <|end|>, 3 <|other|>; text tokens that spell the names, and
+# real tokens holding 0xFF (a byte-level vocabulary has them)
+TOKENS = [b"</s>", b"<|tag|>", b"<|end|>", b"<|other|>", b"a", b"b", b"ab", b"1", b"12", b"2", b" ", b"<", b"|",
+          b"tag", b"|>", b"<|", b"\xff", b"x\xff", b"\xff1", b"\xff12\xff", b"\xc3", b"\xa9", b"{", b"}"]
+SMALL = Vocabulary.from_tokens(TOKENS, eos_ids=[0], special_tokens={0: "</s>", 1: "<|tag|>", 2: "<|end|>",
+                                                                      3: "<|other|>"})
+
+GRAMMARS = {
+    "call": 'start: TEXT | call\nTEXT: /[a-z<|>]+/\ncall: <|tag|> NUM <|end|> | <[2]> "ab"\nNUM: /[0-9]+/\n',
+    "range": "start: (<[1-2]> | WORD)+\nWORD: /[ab]+/\n",
+    "list": 'start: <[1,3]> "a" | "b" <[2-3]>*\n',
+    "nested": 'start: x+\nx: <|tag|> y <|end|> | "a"\ny: x* "1"\n',
+}
+
+
+def _mask(m, vocab: Vocabulary = SMALL) -> list[int]:
+    row, _ = _row(m, vocab)
+    return sorted(_as_ids(row, vocab))
+
+
+# ---------------------------------------------------------------- reading --
+
+
+def test_the_forms_read() -> None:
+    assert parse_spec("<|eom_id|>").name == "<|eom_id|>"
+    assert parse_spec("<think>").name == "<think>"
+    assert parse_spec("<[128010]>").ranges == ((128010, 128010),)
+    assert parse_spec("<[128000-128100, 128130-128170,5]>").ranges == ((128000, 128100), (128130, 128170), (5, 5))
+    g = Grammar.from_lark(GRAMMARS["call"])
+    assert sorted(g.terminals[n].special for n in g.special_terminals) == ["<[2]>", "<|end|>", "<|tag|>"]
+    assert g.special_ids(SMALL) == {1, 2}
+    # the same token written twice is one terminal
+    assert len(Grammar.from_lark("start: <|tag|> <|tag|>").special_terminals) == 1
+
+
+@pytest.mark.parametrize("text, error, what", [
+    ('start: <[3-1]>', GrammarError, "the range 3-1 is empty"),
+    ('start: <[a]>', GrammarError, "not a token id"),
+    ('start: <[*]>', UnsupportedGrammar, "matches text tokens"),
+    ('start: <[^1,2]>', UnsupportedGrammar, "every token but these"),
+])
+def test_malformed_and_refused_forms_say_where(text: str, error: type, what: str) -> None:
+    with pytest.raises(error, match=what) as e:
+        Grammar.from_lark(text)
+    assert (e.value.line, e.value.column) == (1, 8)
+
+
+@pytest.mark.parametrize("text, error, what", [
+    ("start: <|nope|>", GrammarError, r"special token <\|nope\|> is not in vocabulary 'custom'.*<\|tag\|>"),
+    ("start: <[5]>", UnsupportedGrammar, r"id 5 is the text token b'b'"),
+    ("start: <[99]>", GrammarError, "past vocabulary"),
+    ("start: <[0]>", UnsupportedGrammar, "ends generation"),
+    ("start: <|tag|> </s>", UnsupportedGrammar, "ends generation"),
+])
+def test_a_grammar_the_vocabulary_cannot_bind_is_a_typed_error(text: str, error: type, what: str) -> None:
+    g = Grammar.from_lark(text)
+    for engine in ("llguidance", "xgrammar", "outlines", "naive"):
+        with pytest.raises(error, match=what):
+            get_engine(engine, SMALL).compile(g)
+
+
+def test_to_lark_writes_the_tokens_back() -> None:
+    g = Grammar.from_lark(GRAMMARS["call"])
+    text = g.to_lark()
+    assert "<|tag|>" in text and "<|end|>" in text and "<[2]>" in text and "\udcff" not in text
+    back = Grammar.from_lark(text)
+    assert sorted(back.terminals[n].special for n in back.special_terminals) == ["<[2]>", "<|end|>", "<|tag|>"]
+
+
+# --------------------------------------------------------------- language --
+
+
+def test_a_special_token_is_allowed_exactly_where_the_grammar_puts_it() -> None:
+    g = Grammar.from_lark(GRAMMARS["call"])
+    for engine in ("llguidance", "xgrammar", "outlines", "naive"):
+        e = get_engine(engine, SMALL)
+        c = e.compile(g)
+        m = e.matcher(c)
+        first = _mask(m)
+        assert 1 in first and 2 in first and 3 not in first, engine  # <|tag|>, <[2]>; not <|other|>
+        assert not {16, 17, 18, 19} & set(first), engine  # tokens holding 0xFF: never
+        # the name spelled as text is text: "<", "|", "tag", "|>" is in TEXT, not the special token
+        assert m.accept_tokens([11, 12, 13, 14]) == 4 and 2 not in _mask(m), engine
+        m = e.matcher(c)
+        assert m.accept_tokens([1, 8]) == 2, engine
+        after = _mask(m)
+        assert 2 in after and 1 not in after and 0 not in after, engine  # <|end|> closes the call
+        assert m.accept_token(2) and _mask(m) == [0], engine  # then only EOS
+        m = e.matcher(c)
+        assert not m.accept_token(3) and m.accept_tokens([2, 6, 0]) == 3 and m.is_terminated(), engine
+
+
+def test_the_vocabulary_view_marks_the_named_tokens_only() -> None:
+    view = vocab_view(SMALL, frozenset({1, 2}))
+    assert view.token_bytes[1] == b"\xff1\xff" and view.token_bytes[2] == b"\xff2\xff"
+    assert view.token_bytes[3] == b"" and view.is_special(3) and view.eos_ids == (0,)
+    assert [view.token_bytes[t] for t in (16, 17, 18, 19)] == [b""] * 4  # 0xFF bytes: no token
+    assert view.token_bytes[4] == b"a" and view.size == SMALL.size
+    assert marked_bytes(SMALL, [1, 4, 2]) == b"\xff1\xffa\xff2\xff"
+
+
+# outlines takes regular grammars only: not "nested"
+@pytest.mark.parametrize("engine, name", [(e, n) for e in ("llguidance", "xgrammar", "outlines") for n in sorted(GRAMMARS)
+                                          if (e, n) != ("outlines", "nested")])
+def test_every_strategy_masks_special_tokens_like_naive(engine: str, name: str) -> None:
+    g = Grammar.from_lark(GRAMMARS[name])
+    ours, naive = get_engine(engine, SMALL), get_engine("naive", SMALL)
+    a, b = ours.compile(g), naive.compile(g)
+    rng = random.Random(name)
+    special_steps = 0
+    for walk in range(20):
+        m, o = ours.matcher(a), naive.matcher(b)
+        for step in range(10):
+            got, want = _mask(m), _mask(o)
+            assert got == want, (engine, name, walk, step)
+            if not want:
+                break
+            specials = [t for t in want if t in (1, 2, 3)]
+            t = rng.choice(specials if specials and walk % 2 else want)
+            special_steps += t in (1, 2, 3)
+            assert m.accept_token(t) and o.accept_token(t)
+            if o.is_terminated():
+                break
+    assert special_steps >= 5
+
+
+# ------------------------------------------------- llguidance's own reading --
+
+
+@pytest.fixture(scope="module")
+def llama3() -> Vocabulary:
+    return load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
+
+
+LLAMA = {
+    "brave": r"""start: normal_text | brave | wolfram
+normal_text: /(.|\n)*/
+brave: <|python_tag|> "brave_search.call(query=" JSON_STRING ")" <|eom_id|>
+wolfram: <|python_tag|> "wolfram_alpha.call(query=" JSON_STRING ")" <|eom_id|>
+JSON_CHAR: /(\\(["\\\/bfnrt]|u[a-fA-F0-9]{4})|[^"\\\x00-\x1F\x7F])/
+JSON_STRING: "\"" JSON_CHAR* "\""
+""",
+    "ranges": "start: (<[128002-128008,128010-128255]> | WORD)+ <|eom_id|>?\nWORD: / ?[a-z]+/\n",
+    "think": 'start: <|reserved_special_token_0|> "\\n" THOUGHT <|reserved_special_token_1|> answer\n'
+             'THOUGHT: /[a-z .\\n]*/\nanswer: "A: " /[0-9]+/\n',
+}
+
+
+@pytest.mark.parametrize("name", sorted(LLAMA))
+def test_llama3_masks_equal_llguidance_reading_the_same_text(llama3: Vocabulary, name: str) -> None:
+    pytest.importorskip("llguidance", reason="peer:llguidance needs llguidance (the [peers] extra)")
+    text = LLAMA[name]
+    peer = get_engine("peer:llguidance", llama3)
+    ref = peer.compile(LarkText(text))
+    g = Grammar.from_lark(text)
+    ours = {e: get_engine(e, llama3) for e in ("llguidance", "xgrammar", "outlines")}
+    compiled = {e: eng.compile(g) for e, eng in ours.items()}
+    compiled["peer:llguidance via to_lark"] = peer.compile(g)
+    engine_of = {**ours, "peer:llguidance via to_lark": peer}
+    rng = random.Random(name)
+    special_steps = steps = 0
+    for walk in range(6):
+        mr = peer.matcher(ref)
+        ms = {k: engine_of[k].matcher(c) for k, c in compiled.items()}
+        for step in range(24):
+            want, _ = _row(mr, llama3)
+            for k, m in ms.items():
+                got, _ = _row(m, llama3)
+                assert np.array_equal(got, want), (name, k, walk, step, _show(_as_ids(got, llama3) ^ _as_ids(want, llama3), llama3)[:6])
+            allowed = sorted(_as_ids(want, llama3))
+            steps += 1
+            if not allowed:
+                break
+            specials = [t for t in allowed if llama3.is_special(t) and t not in llama3.eos_ids]
+            t = rng.choice(specials if specials and walk % 3 else allowed)
+            special_steps += llama3.is_special(t) and t not in llama3.eos_ids
+            assert mr.accept_token(t) and all(m.accept_token(t) for m in ms.values())
+            if t in llama3.eos_ids:
+                break
+    assert special_steps >= 4 and steps >= 60
+
+
+# ---------------------------------------------------------------- harness --
+
+
+def test_the_examples_hold_their_tests_on_llama3(llama3: Vocabulary) -> None:
+    items = list(iter_items(EXAMPLES))
+    assert {i.name for i in items} == {"t01_llama31_tool_call", "t02_reasoning_address"}
+    for item in items:
+        assert item.vocab == "llama3" and item.fits("llama3") and not item.fits("tekken")
+        g = item.grammar()
+        for case in item.cases:
+            ids = encode_case(llama3, item, case.text)
+            assert check_output(item, marked_bytes(llama3, ids), llama3)[0] == case.valid, (item.name, case)
+        for engine in ("llguidance", "xgrammar", "outlines"):
+            e = get_engine(engine, llama3)
+            c = e.compile(g)
+            for case in item.cases:
+                ids = encode_case(llama3, item, case.text) + [llama3.eos_ids[0]]
+                m = e.matcher(c)
+                assert (m.accept_tokens(ids) == len(ids)) == case.valid, (engine, item.name, case.description)
+
+
+def test_special_tokens_in_test_texts_and_outputs(llama3: Vocabulary) -> None:
+    ids = encode_with_specials(llama3, "<|python_tag|>x<[128008]>", ["<|python_tag|>"])
+    assert ids[0] == 128010 and ids[-1] == 128008 and llama3.decode(ids[1:-1]) == b"x"
+    item = next(i for i in iter_items(EXAMPLES) if i.name == "t01_llama31_tool_call")
+    call = '<|python_tag|>{"name": "get_weather", "parameters": {"city": "Oslo"}}<|eom_id|>'
+    data = marked_bytes(llama3, encode_case(llama3, item, call))
+    assert check_output(item, data, llama3) == (True, "")
+    # the names written as text are text, which the grammar's TEXT takes
+    assert check_output(item, call.encode(), llama3) == (True, "")
+    assert check_prefix(item, data[:-5], None, llama3) and not check_prefix(item, b"{", None, llama3)
+
+
+def test_items_for_another_vocabulary_are_left_out(capsys) -> None:
+    items = select_items(None, vocab="tekken")
+    assert not any(i.vocab for i in items) and len(items) >= 20
+    assert "2 item(s) written for another vocabulary left out on tekken" in capsys.readouterr().err
+    assert {i.name for i in select_items(EXAMPLES, vocab="llama3")} == {"t01_llama31_tool_call",
+                                                                      "t02_reasoning_address"}
+
+
+def test_generate_runs_the_examples_on_llama3(llama3: Vocabulary, tmp_path) -> None:
+    pytest.importorskip("torch", reason="generate needs the [model] extra")
+    from toolkit.cli import main
+
+    out = tmp_path / "gen"
+    vocab = "llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model"))
+    rc = main(["generate", "--engine", "llguidance", "xgrammar", "--model", "random:tiny", "--vocab", vocab,
+               "--data", str(EXAMPLES), "--max-tokens", "12", "--temperature", "1", "--no-compare-kernels",
+               "--out", str(out)])
+    assert rc == 0
+    seqs = {}
+    for engine in ("llguidance", "xgrammar"):
+        rows = [json.loads(x) for x in (out / engine / "batch-1" / "sequences.jsonl").read_text().splitlines()]
+        assert {r["status"] for r in rows} <= {"valid", "unfinished"} and all(r["prefix_ok"] is not False for r in rows)
+        seqs[engine] = {r["item"]: r["text"] for r in rows}
+    # the reasoning grammar forces its opening special token, written by name in the text
+    assert seqs["llguidance"]["t02_reasoning_address"].startswith("<|reserved_special_token_0|>\n")
+    assert seqs["llguidance"] == seqs["xgrammar"]  # the same masks, the same seeded samples
