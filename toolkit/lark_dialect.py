@@ -12,7 +12,7 @@ table of what the IR adds afterwards:
 * terminals combined with ``&`` (intersection) and a leading ``~`` (complement), as
   :class:`~toolkit.grammar.Terminal` ``also``/``excluding``;
 * ``%regex {"substring_chunks" | "substring_words" | "substring_chars": ...}``;
-* ``%llguidance {}`` with no options;
+* ``%llguidance {}`` with the options masklab's engines follow anyway (:data:`LLGUIDANCE_OPTIONS`);
 * rule attributes ``capture``, ``temperature``, ``lazy``, ``suffix`` and ``max_tokens`` (see below);
 * special tokens (``<|eom_id|>``, ``<[128010]>``) as token-level terminals.
 
@@ -76,6 +76,11 @@ _TOKEN = re.compile(
 )
 
 _JSON_DIRECTIVES = ("%json", "%regex", "%llguidance", "%lark")
+
+LLGUIDANCE_OPTIONS = {"no_forcing": True, "allow_initial_skip": True}
+"""``%llguidance {...}`` options read, with the one value each can take: what every
+masklab engine does anyway (masks are never narrowed to a forced token; ignored text
+may stand before the first token).  Any other option or value is refused by name."""
 
 
 @dataclass(frozen=True)
@@ -298,8 +303,10 @@ def translate(text: str) -> tuple[str, Dialect]:
                 blk, opts = _json_block(toks, i, "a JSON object of options")
                 if not isinstance(opts, dict):
                     raise GrammarError("%llguidance takes a JSON object of options", blk.line, blk.column)
-                if opts:
-                    refuse(f"%llguidance option {sorted(opts)[0]!r}", t)
+                for key in sorted(opts):
+                    if key not in LLGUIDANCE_OPTIONS or opts[key] != LLGUIDANCE_OPTIONS[key]:
+                        refuse(f"%llguidance option {key!r}={json.dumps(opts[key])} (read: "
+                               + ", ".join(f"{k}={json.dumps(v)}" for k, v in LLGUIDANCE_OPTIONS.items()) + ")", t)
                 pending_nl += blk.text.count("\n")
                 i += 2
                 continue
