@@ -343,7 +343,7 @@ def translate(text: str) -> tuple[str, Dialect]:
             if bad:
                 raise GrammarError(f"{t.text}: the regex flag {bad[0]!r} is not supported (i, m and s are)",
                                    t.line, t.column)
-        if t.text == "..":
+        if t.text == ".." and not (i and toks[i - 1].kind == "number"):  # not a repeat's ~ m..n
             _check_range(toks, i)
         if t.kind == "name":
             out.append(_safe(t.text, side.renamed, taken) + " ")
