@@ -285,9 +285,7 @@ def test_llguidance_options_masklab_follows_anyway_are_read() -> None:
     assert g.accepts(" a b") and not g.accepts("ab c")
 
 
-# %json whose values are numbers, booleans and enums: llguidance's JSON strings take
-# \u escapes of control characters only, ours every JSON spelling (a difference of the
-# JSON compilers, README), so free strings are left out of this bit-for-bit comparison
+# %json whose values are numbers, booleans and enums (free strings: the "json" case)
 JSON_CLOSED = (
     'start: "call " %json {"type": "object", "properties": {"unit": {"enum": ["C", "F"]}, '
     '"days": {"type": "integer", "minimum": 1, "maximum": 7}, "alert": {"type": "boolean"}}, '
@@ -319,3 +317,21 @@ def test_closed_json_masks_like_naive(engine: str) -> None:
         _walk_like_naive(engine, "json_closed", walks=4, steps=14)
     finally:
         del CASES["json_closed"]
+
+
+def test_llama3_json_with_free_strings_equals_llguidance(llama3: Vocabulary) -> None:
+    # %json strings spelled as llguidance spells them: the same masks inside string values
+    test_llama3_masks_equal_llguidance_reading_the_same_text(llama3, "json")
+
+
+def test_the_llguidance_spelling_of_strings() -> None:
+    from toolkit.jsonschema import from_json_schema
+
+    schema = {"type": "object", "properties": {"k/é": {"type": "string"}}, "required": ["k/é"]}
+    llg, js = from_json_schema(schema, spelling="llguidance"), from_json_schema(schema)
+    yes = ['{"k/é": "a\\u001f\\n\\"é"}', '{"k/é": "\\u007F/"}']
+    no = ['{"k/é": "\\/"}', '{"k/é": "\\u0041"}', '{"k/é": "\\ud83d\\ude00"}', '{"k/é": "\x7f"}',
+          '{"k\\/é": ""}', '{"k/\\u00e9": ""}']
+    assert all(llg.accepts(s) and js.accepts(s) for s in yes)
+    assert not any(llg.accepts(s) for s in no)
+    assert all(js.accepts(s) for s in no if "\x7f" not in s)  # JSON's spelling takes them: a subset

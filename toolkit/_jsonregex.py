@@ -25,10 +25,12 @@ regex by grouping leading digits with equal remainders.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -71,6 +73,10 @@ __all__ = [
     "json_format",
     "ecma_pattern",
     "encode_codepoints",
+    "SPELLINGS",
+    "LLGUIDANCE_CHAR",
+    "LLGUIDANCE_KEY_CHAR",
+    "spelling",
 ]
 
 NOTHING = "[^\\d\\D]"
@@ -352,33 +358,75 @@ _RAW_OK: Ranges = _normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, _MAX_CP)])
 _BSL = "\\\\"  # the regex of one backslash in the JSON text
 
 
+SPELLINGS = ("json", "llguidance")
+"""How the characters of JSON strings may be written (:func:`spelling`).  ``"json"``
+(default): every spelling JSON allows.  ``"llguidance"``: the ones llguidance's schema
+compiler allows, a subset: raw characters but ``"``, ``\\``, controls and DEL; the
+short escapes but ``\\/``; ``\\u`` only for controls and DEL (``\\u00XX``,
+``\\u007f``)."""
+
+_SPELLING: contextvars.ContextVar[str] = contextvars.ContextVar("masklab_json_spelling", default="json")
+_RAW_LLG: Ranges = _normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E), (0x80, _MAX_CP)])
+_U_LLG: Ranges = ((0x00, 0x1F), (0x7F, 0x7F))
+
+
+@contextlib.contextmanager
+def spelling(name: str) -> Iterator[None]:
+    """Within the block, the JSON string regexes of this module (:func:`json_string`,
+    :func:`encode_codepoints`, :func:`ecma_pattern`...) use the spelling ``name``
+    (:data:`SPELLINGS`)."""
+    if name not in SPELLINGS:
+        raise ValueError(f"spelling must be one of {', '.join(map(repr, SPELLINGS))}, not {name!r}")
+    token = _SPELLING.set(name)
+    try:
+        yield
+    finally:
+        _SPELLING.reset(token)
+
+
 @memo(maxsize=4096)
-def _encode(ranges: Ranges) -> str:
-    return encode_codepoints(ranges)
+def _encode(ranges: Ranges, how: str = "json") -> str:
+    return encode_codepoints(ranges, how)
 
 
-def encode_codepoints(ranges: Iterable[tuple[int, int]]) -> str:
+def encode_codepoints(ranges: Iterable[tuple[int, int]], how: str | None = None) -> str:
     """Regex (one atom) of every JSON-string encoding of one code point in ``ranges``.
 
     The alternatives are: the raw character (not ``"``, ``\\`` or a control
     character), its short escape where JSON has one, ``\\u`` with four hex digits of
     either case for BMP code points, and a ``\\u\\u`` surrogate pair for astral ones.
-    Surrogate code points in ``ranges`` are ignored (see the module doc).
+    Surrogate code points in ``ranges`` are ignored (see the module doc).  ``how``: a
+    :data:`SPELLINGS` name (default: the one in force, :func:`spelling`).
     """
+    how = _SPELLING.get() if how is None else how
     rs = _normalize(ranges)
     if not rs:
         return NOTHING
+    if how == "llguidance-key":  # llguidance's keys: any \\uXXXX, but no \\/ and no raw DEL
+        raw = [r for lo, hi in _RAW_LLG for r in _intersect(rs, lo, hi)]
+        short = [ord(letter) for cp, letter in sorted(_SHORT_ESCAPES.items()) if _intersect(rs, cp, cp) and cp != 0x2F]
+        parts = [_class_of(raw)] if raw else []
+        if short:
+            parts.append(_BSL + _class_of((c, c) for c in short))
+        bmp, astral = _intersect(rs, 0, 0xFFFF), _intersect(rs, 0x10000, _MAX_CP)
+        if bmp:
+            parts.append(_BSL + "u" + _hex4(bmp))
+        if astral:
+            parts.extend(_surrogate_pairs(astral))
+        return _group(parts)
+    llg = how == "llguidance"
     parts: list[str] = []
-    raw = [r for lo, hi in _RAW_OK for r in _intersect(rs, lo, hi)]
+    raw = [r for lo, hi in (_RAW_LLG if llg else _RAW_OK) for r in _intersect(rs, lo, hi)]
     if raw:
         parts.append(_class_of(raw))
-    short = [ord(letter) for cp, letter in sorted(_SHORT_ESCAPES.items()) if _intersect(rs, cp, cp)]
+    short = [ord(letter) for cp, letter in sorted(_SHORT_ESCAPES.items())
+             if _intersect(rs, cp, cp) and not (llg and cp == 0x2F)]
     if short:
         parts.append(_BSL + _class_of((c, c) for c in short))
-    bmp = _intersect(rs, 0, 0xFFFF)
+    bmp = [r for lo, hi in _U_LLG for r in _intersect(rs, lo, hi)] if llg else _intersect(rs, 0, 0xFFFF)
     if bmp:
         parts.append(_BSL + "u" + _hex4(bmp))
-    astral = _intersect(rs, 0x10000, _MAX_CP)
+    astral = [] if llg else _intersect(rs, 0x10000, _MAX_CP)
     if astral:
         parts.extend(_surrogate_pairs(astral))
     return _group(parts)
@@ -419,12 +467,17 @@ def _surrogate_pairs(astral: list[tuple[int, int]]) -> list[str]:
 
 
 JSON_CHAR: str = _encode(_ALL)
+LLGUIDANCE_CHAR: str = _encode(_ALL, "llguidance")
+"""One character of a JSON string as llguidance spells it (:data:`SPELLINGS`)."""
+LLGUIDANCE_KEY_CHAR: str = _encode(_ALL, "llguidance-key")
+"""One character of an object key that no property lists, as llguidance spells it:
+every ``\\u`` escape, but no ``\\/`` and no raw DEL."""
 """One character of a JSON string as written between the quotes (one code point).
 
 Raw ``[^"\\\\\\x00-\\x1f]``, a short escape, ``\\uXXXX`` of a non-surrogate BMP code
 point, or a surrogate pair for an astral one.  Lone surrogates are not matched."""
 
-_ANY_CHARS = _quant(JSON_CHAR, 0, None)
+_ANY_CHARS = {"json": _quant(JSON_CHAR, 0, None), "llguidance": _quant(LLGUIDANCE_CHAR, 0, None)}
 
 
 def json_string(min_length: int = 0, max_length: int | None = None, *, pointer: str = "") -> str:
@@ -453,6 +506,8 @@ def json_string(min_length: int = 0, max_length: int | None = None, *, pointer: 
         return NOTHING
     if max_length == 0:
         return '""'
+    if _SPELLING.get() != "json":
+        return '"' + _quant(LLGUIDANCE_CHAR, min_length, max_length) + '"'
     if (min_length, max_length) == (1, 1):
         return '"' + JSON_CHAR + '"'
     # _quant(JSON_CHAR, ...), with the character's atom scanned once, not per string
@@ -1687,7 +1742,7 @@ def _seq(a: _Node, b: _Node) -> _Node:
 def _render_node(node: _Node) -> str:
     """The JSON-text regex of an anchor-free node (characters become their encodings)."""
     if isinstance(node, _Chars):
-        return _encode(node.ranges)
+        return _encode(node.ranges, _SPELLING.get())
     if isinstance(node, _Seq):
         return "".join(_atom_if_alt(_render_node(n)) for n in node.items)
     if isinstance(node, _Alt):
@@ -1730,7 +1785,8 @@ def ecma_pattern(pattern: str, *, pointer: str = "") -> str:
     for (start, end), nodes in _forms(tree, parser).items():
         body = _atom_if_alt(_render_node(_merged(nodes)))
         if not start and not end and not body:
-            parts.append(_ANY_CHARS)
+            parts.append(_ANY_CHARS[_SPELLING.get()])
         else:
-            parts.append(("" if start else _ANY_CHARS) + body + ("" if end else _ANY_CHARS))
+            anys = _ANY_CHARS[_SPELLING.get()]
+            parts.append(("" if start else anys) + body + ("" if end else anys))
     return '"' + _group(parts) + '"'

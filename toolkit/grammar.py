@@ -548,7 +548,7 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
             _make_lazy(rule, attrs, rules, terminals)
     ws_ignored = bool(g.ignore) and all(terminals[n].dfa().fullmatch(b" \t\n\r") for n in g.ignore)
     for name, schema in side.json.items():
-        sub = from_json_schema(schema, whitespace="compact", literal_spelling="plain")
+        sub = from_json_schema(schema, whitespace="compact", spelling="llguidance")
         prefix = f"{name}__"
         ren = {s: prefix + s for s in (*sub.rules, *sub.terminals)}
         for t, term in sub.terminals.items():

@@ -80,6 +80,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
+from toolkit import _jsonregex
 from toolkit._jsonregex import (
     NOTHING,
     decimal_step,
@@ -95,7 +96,7 @@ from toolkit.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar, Uns
 from toolkit.grammar import Grammar, Terminal
 from toolkit.regex import compile_regex
 
-__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "LITERAL_SPELLINGS", "JsonSchemaText", "schema_text", "grammar_of"]
+__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "SPELLINGS", "JsonSchemaText", "schema_text", "grammar_of"]
 
 DEFAULT_MAX_RULES = 50_000
 DEFAULT_MAX_DEPTH = 100  # nested schemas (each a few Python frames deep in the compiler)
@@ -103,13 +104,14 @@ PROPERTY_ORDERS = ("schema", "any")
 """``property_order``: ``"schema"`` writes listed properties in the schema's order (as
 llguidance and xgrammar do), ``"any"`` in any order (see :meth:`_Compiler._any_order`)."""
 
-LITERAL_SPELLINGS = ("any", "plain")
-"""``literal_spelling``: how object keys and string ``const``/``enum`` values may be
-written.  ``"any"`` (default): every JSON text of the string (escapes included, as
-JSON means it).  ``"plain"``: the one text ``json.dumps(value, ensure_ascii=False)``
-writes (only ``"``, ``\\`` and control characters escaped), as llguidance's schema
-compiler writes them; the Lark reader's ``%json`` uses it.  Plain is a subset of any,
-never looser than the schema."""
+SPELLINGS = _jsonregex.SPELLINGS
+"""``spelling``: how strings may be written.  ``"json"`` (default): every JSON text of
+the value (escapes as JSON means them).  ``"llguidance"``: as llguidance's schema
+compiler writes them, a subset (never looser than the schema): object keys and string
+``const``/``enum`` values as the one text ``json.dumps(value, ensure_ascii=False)``
+writes, other strings with the characters of
+:data:`toolkit._jsonregex.LLGUIDANCE_CHAR` (``\\u`` only for controls, no ``\\/``).
+The Lark reader's ``%json`` uses it."""
 ANY_ORDER_MAX = 20_000
 """Largest object written in any order: (2 ** required names) x (kinds of member + 1)
 alternatives; larger ones keep the schema's order."""
@@ -225,11 +227,10 @@ def _json_type(value: Any) -> str:
 class _Compiler:
     def __init__(self, root: Any, *, whitespace: str, strict: bool, max_rules: int,
                  max_depth: int = DEFAULT_MAX_DEPTH, property_order: str = "schema",
-                 literal_spelling: str = "any") -> None:
-        if literal_spelling not in LITERAL_SPELLINGS:
-            raise ValueError(f"literal_spelling must be one of {', '.join(map(repr, LITERAL_SPELLINGS))}, "
-                             f"not {literal_spelling!r}")
-        self.literal_spelling = literal_spelling
+                 spelling: str = "json") -> None:
+        if spelling not in SPELLINGS:
+            raise ValueError(f"spelling must be one of {', '.join(map(repr, SPELLINGS))}, not {spelling!r}")
+        self.spelling = spelling
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
         if property_order not in PROPERTY_ORDERS:
@@ -284,7 +285,7 @@ class _Compiler:
     def string_term(self, value: str, hint: str) -> str:
         """:meth:`term` for the JSON texts of the string ``value`` (a key, a string
         ``const``): the same terminal, with its DFA written down directly."""
-        if self.literal_spelling == "plain":
+        if self.spelling == "llguidance":  # the one text llguidance's compiler writes
             text = json.dumps(value, ensure_ascii=False)
             return self._term_by_regex.get(re.escape(text)) or self._literal(self._term_name(hint), text)
         regex = json_string_literal(value)
@@ -1486,7 +1487,11 @@ class _Compiler:
             excl = tuple(pat_rx[p] for p in pats) + spec_excl
             if names:
                 excl = (_raw_keys(names), *excl)
-            key = self.term(f'"{_RAW}*"', "AKEY", spec_also, excl)
+            if self.spelling == "llguidance":  # its keys take escapes: the listed ones out in every spelling
+                key = self.term(f'"{_jsonregex.LLGUIDANCE_KEY_CHAR}*"', "AKEY", spec_also,
+                                (*listed, *excl[1 if names else 0 :]))
+            else:
+                key = self.term(f'"{_RAW}*"', "AKEY", spec_also, excl)
             member = self.new_rule("additional_pair")
             self.rules[member] = [(key, colon, self.compile(additional, pointer + "/additionalProperties"))]
             out.append(member)
@@ -2352,7 +2357,7 @@ def from_json_schema(
     max_rules: int = DEFAULT_MAX_RULES,
     max_depth: int = DEFAULT_MAX_DEPTH,
     property_order: str = "schema",
-    literal_spelling: str = "any",
+    spelling: str = "json",
 ) -> Grammar:
     """Compile a JSON Schema (a dict, a boolean, or JSON text) to a :class:`Grammar`.
 
@@ -2364,7 +2369,8 @@ def from_json_schema(
     :class:`Unsatisfiable` with the keyword and pointer that emptied it.
     ``property_order="any"`` lets an object's members come in any order (the
     schema's order by default, as llguidance and xgrammar write them); see
-    :data:`PROPERTY_ORDERS`.  ``literal_spelling``: see :data:`LITERAL_SPELLINGS`.
+    :data:`PROPERTY_ORDERS`.  ``spelling="llguidance"`` writes strings as llguidance's
+    compiler does (see :data:`SPELLINGS`).
     """
     if isinstance(schema, (str, bytes)):
         try:
@@ -2378,5 +2384,7 @@ def from_json_schema(
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if isinstance(schema, Mapping) and not isinstance(schema, dict):
         schema = dict(schema)
-    return _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules, max_depth=max_depth,
-                     property_order=property_order, literal_spelling=literal_spelling).grammar()
+    compiler = _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules, max_depth=max_depth,
+                         property_order=property_order, spelling=spelling)
+    with _jsonregex.spelling(spelling):
+        return compiler.grammar()

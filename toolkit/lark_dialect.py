@@ -20,11 +20,9 @@ Where the reading differs from llguidance's, on purpose or for now:
 
 * ``~`` complements within UTF-8 text (the IR's languages are text); llguidance's
   also takes byte strings that are not UTF-8.
-* ``%json`` compiles with :mod:`toolkit.jsonschema`, keys and string constants written
-  plainly as llguidance writes them (``literal_spelling="plain"``).  Its other strings
-  take every JSON spelling; llguidance's take ``\\u`` escapes of control characters
-  only (``\\u00XX``, ``\\u007f``), no ``\\/`` and no raw DEL, so masks differ inside
-  string values there.  Its whitespace is llguidance's nested grammar's: JSON whitespace between the schema's
+* ``%json`` compiles with :mod:`toolkit.jsonschema`, its strings spelled as
+  llguidance spells them (``spelling="llguidance"``: keys and constants as one plain
+  text, ``\\u`` escapes of controls only, no ``\\/``).  Its whitespace is llguidance's nested grammar's: JSON whitespace between the schema's
   tokens, none before its first or after its last, when the grammar ignores none;
   with an ``%ignore``, the IR's (global) ignore applies there, so ignored text may
   also stand before the schema's first token, where llguidance allows none.
