@@ -335,3 +335,51 @@ def test_the_llguidance_spelling_of_strings() -> None:
     assert all(llg.accepts(s) and js.accepts(s) for s in yes)
     assert not any(llg.accepts(s) for s in no)
     assert all(js.accepts(s) for s in no if "\x7f" not in s)  # JSON's spelling takes them: a subset
+
+
+# x-guidance options of a %json schema, as llguidance reads them (verdicts probed on 1.9.1)
+_XG_SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "integer"}}},
+              "required": ["a", "b"]}
+_XG_STRINGS = ['{"a":1,"b":[1,2]}', '{"a": 1, "b": [1, 2]}', '{ "a" : 1 , "b" : [ 1 ] }', '{"a":1, "b":[1,  2]}',
+               '{\n"a":1,"b":[]}']
+X_GUIDANCE = {
+    "compact": ({"whitespace_flexible": False}, [True, False, False, False, False]),
+    "separators": ({"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "},
+                   [False, True, False, False, False]),
+    "pattern": ({"whitespace_pattern": "[ ]{0,2}"}, [True, True, True, True, False]),
+    "lenient": ({"lenient": True}, [True] * 5),
+}
+
+
+def _xg_text(options: dict) -> str:
+    import json
+
+    return "start: %json " + json.dumps({**_XG_SCHEMA, "x-guidance": options}) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(X_GUIDANCE))
+def test_json_x_guidance_options_are_honoured(name: str) -> None:
+    options, verdicts = X_GUIDANCE[name]
+    g = Grammar.from_lark(_xg_text(options))
+    assert [g.accepts(s) for s in _XG_STRINGS] == verdicts
+
+
+@pytest.mark.parametrize("name", sorted(X_GUIDANCE))
+def test_llama3_json_x_guidance_equals_llguidance(llama3: Vocabulary, name: str) -> None:
+    options, verdicts = X_GUIDANCE[name]
+    CASES["xg"] = (_xg_text(options), [s for s, v in zip(_XG_STRINGS, verdicts, strict=True) if v],
+                   [s for s, v in zip(_XG_STRINGS, verdicts, strict=True) if not v])
+    try:
+        test_llama3_masks_equal_llguidance_reading_the_same_text(llama3, "xg")
+    finally:
+        del CASES["xg"]
+
+
+@pytest.mark.parametrize("options, error, what", [
+    ({"coerce_one_of": True}, UnsupportedGrammar, "'coerce_one_of' is not read"),
+    ({"whitespace_flexible": "no"}, GrammarError, "must be a bool"),
+    ({"whitespace_pattern": "[ "}, GrammarError, "whitespace_pattern"),
+])
+def test_json_x_guidance_errors_say_what(options: dict, error: type, what: str) -> None:
+    with pytest.raises(error, match=what):
+        Grammar.from_lark(_xg_text(options))

@@ -548,16 +548,21 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
             _make_lazy(rule, attrs, rules, terminals)
     ws_ignored = bool(g.ignore) and all(terminals[n].dfa().fullmatch(b" \t\n\r") for n in g.ignore)
     for name, schema in side.json.items():
-        sub = from_json_schema(schema, whitespace="compact", spelling="llguidance")
+        schema, opts = _x_guidance(schema, ws_ignored)
+        sub = from_json_schema(schema, whitespace="compact", spelling="llguidance", strict=not opts["lenient"])
         prefix = f"{name}__"
         ren = {s: prefix + s for s in (*sub.rules, *sub.terminals)}
+        separators = {} if opts["whitespace_flexible"] else {",": opts["item_separator"], ":": opts["key_separator"]}
         for t, term in sub.terminals.items():
+            if term.literal and term.value in separators:  # llguidance's separators, when not flexible
+                terminals[ren[t]] = Terminal.from_literal(ren[t], separators[term.value])
+                continue
             terminals[ren[t]] = Terminal(ren[t], term.regex, term.literal, term.value, term.also, term.excluding,
                                          term.json_string)
         wrap = {}
-        if not ws_ignored:  # JSON whitespace between the schema's tokens, as llguidance's nested grammar
+        if not ws_ignored and opts["whitespace_flexible"]:  # JSON whitespace between the schema's tokens
             ws = prefix + "WS"
-            terminals[ws] = Terminal(ws, "[ \\t\\n\\r]+")
+            terminals[ws] = Terminal(ws, opts["whitespace_pattern"])
             for t in sub.terminals:
                 wrap[t] = f"{prefix}ws_{t}"
                 rules[wrap[t]] = [(ren[t],), (ws, ren[t])]
@@ -570,6 +575,42 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
     terminals = {k: v for k, v in terminals.items() if k in used}
     return Grammar(start=g.start, rules={k: tuple(v) for k, v in rules.items()}, terminals=terminals,
                    ignore=g.ignore)
+
+
+X_GUIDANCE = {"whitespace_flexible": True, "whitespace_pattern": "[ \\t\\n\\r]+", "item_separator": ",",
+              "key_separator": ":", "lenient": False}
+"""``x-guidance`` options of a ``%json`` schema read (with llguidance's defaults): JSON
+whitespace between the schema's tokens (``whitespace_pattern``) or, not flexible, the
+separators alone; ``lenient`` drops the keywords masklab cannot express (a grammar
+looser than the schema, as asked).  Others (``coerce_one_of``) are refused by name."""
+
+
+def _x_guidance(schema: Any, ws_ignored: bool) -> tuple[Any, dict[str, Any]]:
+    """``schema`` without its ``x-guidance``, and the options (:data:`X_GUIDANCE`)."""
+    opts = dict(X_GUIDANCE)
+    if not isinstance(schema, dict) or "x-guidance" not in schema:
+        return schema, opts
+    given = schema["x-guidance"]
+    if not isinstance(given, dict):
+        raise GrammarError(f"%json: x-guidance must be an object of options, not {json.dumps(given)[:40]}")
+    for key, value in given.items():
+        if key not in X_GUIDANCE:
+            raise UnsupportedGrammar(f"%json: the x-guidance option {key!r} is not read by masklab (read: "
+                                     f"{', '.join(X_GUIDANCE)})")
+        if not isinstance(value, type(X_GUIDANCE[key])):
+            raise GrammarError(f"%json: x-guidance {key} must be a {type(X_GUIDANCE[key]).__name__}, not "
+                               f"{json.dumps(value)[:40]}")
+        opts[key] = value
+    if ws_ignored and given:
+        raise UnsupportedGrammar("%json: x-guidance whitespace options in a grammar with %ignore (the ignored "
+                                 "text stands between the schema's tokens too)")
+    if opts["whitespace_pattern"] != X_GUIDANCE["whitespace_pattern"]:
+        try:
+            compile_regex(opts["whitespace_pattern"], unicode=True)
+        except RegexError as e:
+            raise GrammarError(f"%json: x-guidance whitespace_pattern: {e}") from e
+        opts["whitespace_pattern"] = canonical_regex(opts["whitespace_pattern"], unicode=True)
+    return {k: v for k, v in schema.items() if k != "x-guidance"}, opts
 
 
 def _make_lazy(rule: str, attrs: Mapping[str, Any], rules: dict[str, list[tuple[str, ...]]],

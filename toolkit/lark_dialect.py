@@ -8,7 +8,9 @@ table of what the IR adds afterwards:
 * ``#`` comments (as ``//``), ``-`` in identifiers, ``expr{m,n}`` / ``{n}`` /
   ``{m,}`` / ``{,n}`` repetition (Lark's ``~ m..n``);
 * ``%json { schema }`` as a nonterminal: the schema compiled by
-  :mod:`toolkit.jsonschema` and spliced in (:class:`Dialect` ``json``);
+  :mod:`toolkit.jsonschema` and spliced in (:class:`Dialect` ``json``), its
+  ``x-guidance`` whitespace, separator and ``lenient`` options honoured
+  (:data:`toolkit.grammar.X_GUIDANCE`);
 * terminals combined with ``&`` (intersection) and a leading ``~`` (complement), as
   :class:`~toolkit.grammar.Terminal` ``also``/``excluding``;
 * ``%regex {"substring_chunks" | "substring_words" | "substring_chars": ...}``;
