@@ -273,12 +273,12 @@ class Grammar:
         Engines compile the bound grammar over :func:`toolkit.special.vocab_view`."""
         if not self.special_terminals:
             return self
+        resolved = self._resolved(vocab)
         cache = self.__dict__.setdefault("_bound", {})
-        key = (id(vocab), vocab.name, vocab.size)
+        key = tuple(sorted(resolved.items()))  # what binding depends on (not the vocabulary's id)
         if key not in cache:
             from toolkit.special import mark_regex
 
-            resolved = self._resolved(vocab)
             terminals = {n: Terminal(n, mark_regex(resolved[n]), special=t.special) if t.special is not None else t
                          for n, t in self.terminals.items()}
             bound = Grammar(start=self.start, rules=self.rules, terminals=terminals, ignore=self.ignore,
