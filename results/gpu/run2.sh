@@ -1,35 +1,6 @@
 #!/bin/bash
-# The owed GPU runs (issues 7 and 24) in one device call. Phases end by a deadline so
-# whatever finished comes back: each phase is tarred into $OUT as soon as it ends.
-# Env: BIG (the model), DEV (cuda), BUDGET (seconds for the whole script), LIM1 (items
-# at batch 1), SETUP=0 to skip the install (a local dry run).
-set -u
-T0=$(date +%s)
-BUDGET=${BUDGET:-570}
-BIG=${BIG:-random:llama-3-8b}
-DEV=${DEV:-cuda}
-LIM1=${LIM1:-16}
-PY=${PY:-python3}
-OUT=${OUT:-/tmp/gpuout}
-mkdir -p "$OUT"
-log() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
-left() { echo $(( BUDGET - ( $(date +%s) - T0 ) - 12 )); }
-cap() { local l; l=$(left); if [ "$l" -lt "$1" ]; then echo "$l"; else echo "$1"; fi; }
-pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" 2>/dev/null && rm -rf "${OUT:?}/$1"; log "packed $1 ($(du -h "$OUT/$1.tgz" | cut -f1))"; }
-
-if [ "${SETUP:-1}" = 1 ]; then
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
-  export PYTHONPATH=/tmp/site:$PWD
-  $PY setup.py -q build_ext --inplace -j 16 >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 4; }
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  lscpu | grep -E "Model name|^CPU\(s\)"
-fi
-log "built"
-$PY -c "import sys, importlib.metadata as m; print(sys.version.split()[0], *(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'numpy', 'llguidance', 'xgrammar', 'outlines_core', 'cython')))"
-
-VOCAB="--vocab llama3:.gpu/llama-3/tokenizer.model --data .gpu/maskbench64"
-ENGINES="peer:llguidance peer:xgrammar llguidance outlines xgrammar"
-G="$PY -m toolkit generate"
+# The second device call: eager decoding with a static and a dynamic cache.
+source "$(dirname "$0")/common.sh"
 
 # eager with a static cache (no KV growth) and the interleaved baseline, then the
 # same with the dynamic cache: is the slow first group of each eager run the cache's?
