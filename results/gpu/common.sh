@@ -13,7 +13,8 @@ PY=${PY:-python3}
 OUT=${OUT:-/tmp/gpuout}
 mkdir -p "$OUT"
 log() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
-left() { echo $(( BUDGET - ( $(date +%s) - T0 ) - 12 )); }
+# seconds left before the deadline, at least 1 (`timeout 0` would mean no limit at all)
+left() { local l=$(( BUDGET - ( $(date +%s) - T0 ) - 12 )); echo $(( l < 1 ? 1 : l )); }
 cap() { local l; l=$(left); if [ "$l" -lt "$1" ]; then echo "$l"; else echo "$1"; fi; }
 pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" 2>/dev/null && rm -rf "${OUT:?}/$1"; log "packed $1 ($(du -h "$OUT/$1.tgz" | cut -f1))"; }
 
