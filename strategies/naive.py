@@ -23,7 +23,7 @@ from toolkit import bitmask as bm
 from toolkit._earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
 from toolkit.errors import UnsupportedGrammar
 from toolkit.grammar import Grammar
-from toolkit.matcher import BaseMatcher, refuse_token_limits, special_compile
+from toolkit.matcher import BaseMatcher, compiled_by, refuse_token_limits, special_compile
 from toolkit.protocol import MaskInfo
 from toolkit.vocab import Vocabulary
 
@@ -85,10 +85,7 @@ class NaiveEngine:
         return NaiveCompiled(grammar, compile_cfg(grammar))
 
     def matcher(self, compiled: NaiveCompiled) -> NaiveMatcher:
-        owner = getattr(compiled, "owner", None)
-        if owner is not None and owner is not self:
-            return owner.matcher(compiled)
-        return NaiveMatcher(self, compiled)
+        return NaiveMatcher(compiled_by(self, compiled), compiled)
 
 
 class NaiveMatcher(BaseMatcher):

@@ -186,3 +186,17 @@ def test_minus_words_limit_and_empty() -> None:
     with pytest.raises(LimitExceeded):
         minus_words(compile_regex("[a-z]*"), [bytes([97 + i % 26]) * 30 + str(i).encode() for i in range(20)],
                     max_states=50)
+
+
+@pytest.mark.parametrize("rx", ["[ab]+", "a*", "(ab|a)(b)?", "a[ab]*b", "[ab]*", "b|ab|aab", "[^\\d\\D]", "(a|b)*a(a|b)"])
+def test_shortest_matches_keeps_the_strings_no_proper_prefix_of_which_matches(rx: str) -> None:
+    import itertools
+
+    from toolkit.dfaops import shortest_matches
+
+    base = compile_regex(rx)
+    lazy = shortest_matches(base)
+    for n in range(6):
+        for w in map(bytes, itertools.product(b"ab", repeat=n)):
+            want = base.fullmatch(w) and not any(base.fullmatch(w[:k]) for k in range(len(w)))
+            assert lazy.fullmatch(w) == want, (rx, w)

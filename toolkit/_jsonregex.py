@@ -367,7 +367,14 @@ short escapes but ``\\/``; ``\\u`` only for controls and DEL (``\\u00XX``,
 
 _SPELLING: contextvars.ContextVar[str] = contextvars.ContextVar("masklab_json_spelling", default="json")
 _RAW_LLG: Ranges = _normalize([(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x7E), (0x80, _MAX_CP)])
-_U_LLG: Ranges = ((0x00, 0x1F), (0x7F, 0x7F))
+# per spelling: (raw characters, short escapes left out, code points with a \u escape,
+# astral ones as surrogate pairs); "llguidance-key" is llguidance's spelling of keys no
+# property lists (every \u escape, but no \/ and no raw DEL)
+_SPELLING_RULES: dict[str, tuple[Ranges, frozenset[int], Ranges, bool]] = {
+    "json": (_RAW_OK, frozenset(), ((0, 0xFFFF),), True),
+    "llguidance": (_RAW_LLG, frozenset({0x2F}), ((0x00, 0x1F), (0x7F, 0x7F)), False),
+    "llguidance-key": (_RAW_LLG, frozenset({0x2F}), ((0, 0xFFFF),), True),
+}
 
 
 @contextlib.contextmanager
@@ -398,35 +405,22 @@ def encode_codepoints(ranges: Iterable[tuple[int, int]], how: str | None = None)
     Surrogate code points in ``ranges`` are ignored (see the module doc).  ``how``: a
     :data:`SPELLINGS` name (default: the one in force, :func:`spelling`).
     """
-    how = _SPELLING.get() if how is None else how
+    raw_ok, no_short, u_escaped, pairs = _SPELLING_RULES[_SPELLING.get() if how is None else how]
     rs = _normalize(ranges)
     if not rs:
         return NOTHING
-    if how == "llguidance-key":  # llguidance's keys: any \\uXXXX, but no \\/ and no raw DEL
-        raw = [r for lo, hi in _RAW_LLG for r in _intersect(rs, lo, hi)]
-        short = [ord(letter) for cp, letter in sorted(_SHORT_ESCAPES.items()) if _intersect(rs, cp, cp) and cp != 0x2F]
-        parts = [_class_of(raw)] if raw else []
-        if short:
-            parts.append(_BSL + _class_of((c, c) for c in short))
-        bmp, astral = _intersect(rs, 0, 0xFFFF), _intersect(rs, 0x10000, _MAX_CP)
-        if bmp:
-            parts.append(_BSL + "u" + _hex4(bmp))
-        if astral:
-            parts.extend(_surrogate_pairs(astral))
-        return _group(parts)
-    llg = how == "llguidance"
     parts: list[str] = []
-    raw = [r for lo, hi in (_RAW_LLG if llg else _RAW_OK) for r in _intersect(rs, lo, hi)]
+    raw = [r for lo, hi in raw_ok for r in _intersect(rs, lo, hi)]
     if raw:
         parts.append(_class_of(raw))
     short = [ord(letter) for cp, letter in sorted(_SHORT_ESCAPES.items())
-             if _intersect(rs, cp, cp) and not (llg and cp == 0x2F)]
+             if _intersect(rs, cp, cp) and cp not in no_short]
     if short:
         parts.append(_BSL + _class_of((c, c) for c in short))
-    bmp = [r for lo, hi in _U_LLG for r in _intersect(rs, lo, hi)] if llg else _intersect(rs, 0, 0xFFFF)
+    bmp = [r for lo, hi in u_escaped for r in _intersect(rs, lo, hi)]
     if bmp:
         parts.append(_BSL + "u" + _hex4(bmp))
-    astral = [] if llg else _intersect(rs, 0x10000, _MAX_CP)
+    astral = _intersect(rs, 0x10000, _MAX_CP) if pairs else []
     if astral:
         parts.extend(_surrogate_pairs(astral))
     return _group(parts)
@@ -467,15 +461,17 @@ def _surrogate_pairs(astral: list[tuple[int, int]]) -> list[str]:
 
 
 JSON_CHAR: str = _encode(_ALL)
-LLGUIDANCE_CHAR: str = _encode(_ALL, "llguidance")
-"""One character of a JSON string as llguidance spells it (:data:`SPELLINGS`)."""
-LLGUIDANCE_KEY_CHAR: str = _encode(_ALL, "llguidance-key")
-"""One character of an object key that no property lists, as llguidance spells it:
-every ``\\u`` escape, but no ``\\/`` and no raw DEL."""
 """One character of a JSON string as written between the quotes (one code point).
 
 Raw ``[^"\\\\\\x00-\\x1f]``, a short escape, ``\\uXXXX`` of a non-surrogate BMP code
 point, or a surrogate pair for an astral one.  Lone surrogates are not matched."""
+
+LLGUIDANCE_CHAR: str = _encode(_ALL, "llguidance")
+"""One character of a JSON string as llguidance spells it (:data:`SPELLINGS`)."""
+
+LLGUIDANCE_KEY_CHAR: str = _encode(_ALL, "llguidance-key")
+"""One character of an object key that no property lists, as llguidance spells it:
+every ``\\u`` escape, but no ``\\/`` and no raw DEL."""
 
 _ANY_CHARS = {"json": _quant(JSON_CHAR, 0, None), "llguidance": _quant(LLGUIDANCE_CHAR, 0, None)}
 

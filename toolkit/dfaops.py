@@ -308,20 +308,20 @@ def shortest_matches(dfa: ByteDFA) -> ByteDFA:
     acc = np.asarray(dfa.accepting, dtype=bool)
     table = np.array(dfa.table, dtype=np.int32)
     table[acc] = 0
-    order = [0, int(dfa.start)] if dfa.start else [0]
+    if not dfa.start:
+        return _empty()
+    # the states still in reach, breadth first a level at a time (dead 0, then the start)
     seen = np.zeros(table.shape[0], dtype=bool)
-    seen[order] = True
-    i = 1
-    while i < len(order):
-        for t in np.unique(table[order[i]]).tolist():
-            if not seen[t]:
-                seen[t] = True
-                order.append(t)
-        i += 1
-    keep = np.asarray(order, dtype=np.int64)
+    seen[[0, dfa.start]] = True
+    levels = [np.array([0, dfa.start], dtype=np.int64)]
+    frontier = levels[-1][1:]
+    while frontier.size:
+        nxt = np.unique(table[frontier])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+        levels.append(frontier)
+    keep = np.concatenate(levels)
     remap = np.zeros(table.shape[0], dtype=np.int32)
     remap[keep] = np.arange(len(keep), dtype=np.int32)
-    if len(keep) == 1:
-        return _empty()
     small, small_acc, start = _minimize(remap[table[keep]], acc[keep])
     return _freeze(small, small_acc, start, None, np.asarray(dfa.classes, dtype=np.int32))

@@ -313,10 +313,7 @@ class StrategyEngine:
 
     def matcher(self, compiled: Any) -> Any:
         """A matcher at the start of ``compiled`` (made by the engine that compiled it)."""
-        owner = getattr(compiled, "owner", None)
-        if owner is not None and owner is not self:
-            return owner.matcher(compiled)
-        return self._matcher(compiled)
+        return compiled_by(self, compiled)._matcher(compiled)
 
     @property
     def memo(self) -> MemoScope:
@@ -358,6 +355,13 @@ def refuse_token_limits(engine: str, spec: Any) -> None:
             if "max_tokens" in attrs:
                 raise UnsupportedGrammar(f"rule {rule}[max_tokens={attrs['max_tokens']}]: {engine} follows bytes and "
                                          "does not count a lexeme's tokens (peer:llguidance does)")
+
+
+def compiled_by(engine: Any, compiled: Any) -> Any:
+    """The engine that made ``compiled``: ``engine``, or the sibling over a vocabulary
+    view that compiled a grammar with special tokens for it (:func:`special_compile`)."""
+    owner = getattr(compiled, "owner", None)
+    return engine if owner is None else owner
 
 
 def special_compile(engine: Any, spec: Any) -> Any:
