@@ -85,6 +85,7 @@ def test_malformed_and_refused_forms_say_where(text: str, error: type, what: str
     ("start: <[5]>", UnsupportedGrammar, r"id 5 is the text token b'b'"),
     ("start: <[99]>", GrammarError, "past vocabulary"),
     ("start: <[0]>", UnsupportedGrammar, "ends generation"),
+    ("start: <[0-3]>", UnsupportedGrammar, r"ends generation .* without it: <\[1-3\]>"),
     ("start: <|tag|> </s>", UnsupportedGrammar, "ends generation"),
 ])
 def test_a_grammar_the_vocabulary_cannot_bind_is_a_typed_error(text: str, error: type, what: str) -> None:

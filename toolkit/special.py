@@ -124,10 +124,23 @@ def resolve(spec: SpecialSpec, vocab: Vocabulary) -> tuple[int, ...]:
                 out.append(t)
     eos = sorted(set(out) & set(vocab.eos_ids))
     if eos:
+        rest = sorted(set(out) - set(eos))
+        hint = f"; without it: <[{_ranges_text(rest)}]>" if rest else ""
         raise UnsupportedGrammar(f"{spec.text}: {vocab.special_tokens[eos[0]]} (id {eos[0]}) ends generation in "
                                  f"vocabulary {vocab.name!r}; a grammar ends where EOS is allowed, so it cannot "
-                                 "name it")
+                                 f"name it{hint}")
     return tuple(sorted(set(out)))
+
+
+def _ranges_text(ids: list[int]) -> str:
+    """Sorted ids as ``<[...]>`` writes them: ``a-b`` runs joined by commas."""
+    runs: list[list[int]] = []
+    for t in ids:
+        if runs and t == runs[-1][1] + 1:
+            runs[-1][1] = t
+        else:
+            runs.append([t, t])
+    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
 
 
 @functools.lru_cache(maxsize=8)
