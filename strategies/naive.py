@@ -23,7 +23,14 @@ from toolkit import bitmask as bm
 from toolkit._earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
 from toolkit.errors import UnsupportedGrammar
 from toolkit.grammar import Grammar
-from toolkit.matcher import BaseMatcher, compiled_by, refuse_token_limits, special_compile
+from toolkit.matcher import (
+    BaseMatcher,
+    DualMatcher,
+    compiled_by,
+    refuse_token_limits,
+    special_compile,
+    with_duals,
+)
 from toolkit.protocol import MaskInfo
 from toolkit.vocab import Vocabulary
 
@@ -84,8 +91,8 @@ class NaiveEngine:
             return special
         return NaiveCompiled(grammar, compile_cfg(grammar))
 
-    def matcher(self, compiled: NaiveCompiled) -> NaiveMatcher:
-        return NaiveMatcher(compiled_by(self, compiled), compiled)
+    def matcher(self, compiled: NaiveCompiled) -> NaiveMatcher | DualMatcher:
+        return with_duals(compiled, NaiveMatcher(compiled_by(self, compiled), compiled))
 
 
 class NaiveMatcher(BaseMatcher):

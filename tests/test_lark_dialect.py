@@ -88,8 +88,6 @@ def test_plain_lark_is_unchanged_by_the_reader() -> None:
 
 
 @pytest.mark.parametrize("text, what, line, column", [
-    ('start: <[*]> "a"', "any token", 1, 8),
-    ('start: "a" <[^128000]>', "every token but these", 1, 12),
     ('start: A\nA: "a" <|eom_id|>', "stands in terminal A", 2, 8),
     ('start: x\nx[capture, stop="\\n"]: /.*/', "'stop' of x hides the stop string", 2, 12),
     ("start: @fcall", "another grammar", 1, 8),

@@ -28,7 +28,15 @@ from toolkit.generate import check_output, check_prefix
 from toolkit.grammar import Grammar
 from toolkit.harness import encode_case, select_items
 from toolkit.lark_dialect import LarkText
-from toolkit.special import encode_with_specials, marked_bytes, parse_spec, vocab_view
+from toolkit.special import (
+    SpecialSpec,
+    dual_ids,
+    encode_with_specials,
+    mark_bytes,
+    marked_bytes,
+    parse_spec,
+    vocab_view,
+)
 from toolkit.vocab import Vocabulary, load_vocab
 
 EXAMPLES = embedded_dir() / "special-tokens"
@@ -66,13 +74,18 @@ def test_the_forms_read() -> None:
     assert g.special_ids(SMALL) == {1, 2}
     # the same token written twice is one terminal
     assert len(Grammar.from_lark("start: <|tag|> <|tag|>").special_terminals) == 1
+    # every token; every token but these: text tokens too, EOS never
+    assert parse_spec("<[*]>").negated and not parse_spec("<[*]>").ranges
+    assert parse_spec("<[^1, 4-6]>") == SpecialSpec("<[^1, 4-6]>", ranges=((1, 1), (4, 6)), negated=True)
+    assert Grammar.from_lark("start: <[*]>").special_ids(SMALL) == set(range(1, len(TOKENS)))
+    assert Grammar.from_lark("start: <[^1,4-20]>").special_ids(SMALL) == {2, 3, 21, 22, 23}
+    assert Grammar.from_lark("start: <[5]>").special_ids(SMALL) == {5}  # a text token, as one token
 
 
 @pytest.mark.parametrize("text, error, what", [
     ('start: <[3-1]>', GrammarError, "the range 3-1 is empty"),
     ('start: <[a]>', GrammarError, "not a token id"),
-    ('start: <[*]>', UnsupportedGrammar, "matches text tokens"),
-    ('start: <[^1,2]>', UnsupportedGrammar, "every token but these"),
+    ('start: <[^1,x]>', GrammarError, "'x' is not a token id"),
 ])
 def test_malformed_and_refused_forms_say_where(text: str, error: type, what: str) -> None:
     with pytest.raises(error, match=what) as e:
@@ -82,8 +95,8 @@ def test_malformed_and_refused_forms_say_where(text: str, error: type, what: str
 
 @pytest.mark.parametrize("text, error, what", [
     ("start: <|nope|>", GrammarError, r"special token <\|nope\|> is not in vocabulary 'custom'.*<\|tag\|>"),
-    ("start: <[5]>", UnsupportedGrammar, r"id 5 is the text token b'b'"),
     ("start: <[99]>", GrammarError, "past vocabulary"),
+    ("start: <[^1-23]>", GrammarError, "leaves no token of vocabulary 'custom' but EOS"),
     ("start: <[0]>", UnsupportedGrammar, "ends generation"),
     ("start: <[0-3]>", UnsupportedGrammar, r"ends generation .* without it: <\[1-3\]>"),
     ("start: <|tag|> </s>", UnsupportedGrammar, "ends generation"),
@@ -132,6 +145,10 @@ def test_the_vocabulary_view_marks_the_named_tokens_only() -> None:
     assert view.token_bytes[3] == b"" and view.is_special(3) and view.eos_ids == (0,)
     assert [view.token_bytes[t] for t in (16, 17, 18, 19)] == [b""] * 4  # 0xFF bytes: no token
     assert view.token_bytes[4] == b"a" and view.size == SMALL.size
+    # text tokens and 0xFF-holding tokens named as tokens get shadows past the vocabulary
+    view = vocab_view(SMALL, frozenset({1, 4, 16}))
+    assert dual_ids(SMALL, {1, 4, 16}) == (4, 16) and view.size == SMALL.size + 2
+    assert view.token_bytes[SMALL.size :] == [b"\xff4\xff", b"\xff16\xff"] and view.token_bytes[4] == b"a"
     assert marked_bytes(SMALL, [1, 4, 2]) == b"\xff1\xffa\xff2\xff"
 
 
@@ -160,6 +177,107 @@ def test_every_strategy_masks_special_tokens_like_naive(engine: str, name: str) 
     assert special_steps >= 5
 
 
+# ------------------------------------------ tokens with another meaning --
+
+# <[*]> and <[^...]> hold text tokens (4-15, 20-23) and real tokens holding 0xFF (16-19)
+DUALS = {
+    "any": "start: <[*]> /[a-z]*/\n",
+    "not": 'start: "a" <[^1,4]> "b"\n',
+    "after-lexeme": 'start: /a+/ <[4-6]> "b"\n',  # after "a", the token "a" is <[4-6]>, not more /a+/
+    "mixed": "start: (<[*]> | /[ab]+/ | <|tag|>)+\n",
+    "nested": 'start: x+\nx: /a+/ <[^0-3]> | "b" <[16-19]>\n',
+}
+
+
+def _by_definition(g: Grammar, history: list[int]) -> list[int]:
+    """The mask as the reading defines it, without a matcher or a vocabulary view: the
+    tokens whose reading of ``history + [t]`` (:func:`marked_bytes` with the grammar) can
+    still be completed (a token holding ``0xFF``, never text, only read as its mark), and
+    EOS where the reading of ``history`` is a sentence."""
+    out = []
+    for t in range(1, len(TOKENS)):
+        data = marked_bytes(SMALL, history + [t], g)
+        if g.accepts_prefix(data) and (b"\xff" not in TOKENS[t] or data.endswith(mark_bytes(t))):
+            out.append(t)
+    return ([0] if g.accepts(marked_bytes(SMALL, history, g)) else []) + out
+
+
+@pytest.mark.parametrize("name", sorted(DUALS))
+def test_token_ranges_over_text_tokens_mask_by_their_definition_in_every_strategy(name: str) -> None:
+    g = Grammar.from_lark(DUALS[name])
+    bound = g.bind(SMALL)
+    assert dual_ids(SMALL, g.special_ids(SMALL))  # the grammar holds text tokens as tokens
+    engines = ["llguidance", "xgrammar", "outlines", "naive"] + (["peer:llguidance"] if _has_llguidance() else [])
+    compiled = {e: get_engine(e, SMALL).compile(g) for e in engines}
+    rng = random.Random(name)
+    dual_steps = 0
+    for walk in range(12):
+        ms = {e: get_engine(e, SMALL).matcher(c) for e, c in compiled.items()}
+        history: list[int] = []
+        t = -1
+        for step in range(8):
+            want = _by_definition(bound, history)
+            for e, m in ms.items():
+                assert _mask(m) == want, (name, e, walk, step, history)
+            if not want or want == [0]:
+                break
+            t = rng.choice(want)
+            dual_steps += t >= 4
+            assert all(m.accept_token(t) for m in ms.values())
+            if t == 0:
+                break
+            history.append(t)
+        ended = t == 0
+        forks = {e: m.fork() for e, m in ms.items()}  # a fork and a rollback keep the reading
+        for e, m in ms.items():
+            m.rollback(len(history) + ended)
+            assert _mask(m) == _by_definition(bound, []), (name, e)
+            assert _mask(forks[e]) == ([0] if ended else _by_definition(bound, history)), (name, e)
+    assert dual_steps >= 10
+
+
+def _has_llguidance() -> bool:
+    try:
+        import llguidance  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def test_a_text_token_is_the_range_where_the_grammar_can_take_it() -> None:
+    g = Grammar.from_lark(DUALS["after-lexeme"])
+    bound = g.bind(SMALL)
+    # "a" "a" "b": the first "a" is /a+/, the second the token <[4-6]> (not more /a+/)
+    assert marked_bytes(SMALL, [4, 4, 5], bound) == b"a\xff4\xffb" and bound.accepts(b"a\xff4\xffb")
+    assert marked_bytes(SMALL, [4, 4, 5]) == b"aab"  # without the grammar: text
+    for engine in ("llguidance", "xgrammar", "outlines", "naive"):
+        e = get_engine(engine, SMALL)
+        m = e.matcher(e.compile(g))
+        assert m.accept_tokens([4, 4, 5, 0]) == 4 and m.is_terminated(), engine
+        m = e.matcher(e.compile(g))
+        assert m.accept_tokens([4, 4, 4]) == 2, engine  # "a" <[4-6]>, then only "b"
+        assert m.validate_tokens([6]) == 0 and _mask(m) == [5], engine
+
+
+def test_or_bit_runs_folds_any_run_into_any_offset() -> None:
+    from toolkit import bitmask as bm
+    from toolkit._batch import or_bit_runs
+
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        src_bits, dst_bits = int(rng.integers(1, 300)), int(rng.integers(1, 300))
+        src = rng.integers(-2**31, 2**31, bm.words(src_bits), dtype=np.int64).astype(np.int32)
+        dst = rng.integers(-2**31, 2**31, bm.words(dst_bits), dtype=np.int64).astype(np.int32)
+        n = int(rng.integers(0, min(src_bits, dst_bits) + 1))
+        s, d = int(rng.integers(0, src_bits - n + 1)), int(rng.integers(0, dst_bits - n + 1))
+        want = bm.to_bool(dst, 32 * len(dst)).copy()
+        want[d : d + n] |= bm.to_bool(src, 32 * len(src))[s : s + n]
+        or_bit_runs(src, dst, np.asarray([[s, d, n]], dtype=np.int64))
+        assert np.array_equal(bm.to_bool(dst, 32 * len(dst)), want), (s, d, n)
+    with pytest.raises(ValueError, match="outside a row"):
+        or_bit_runs(src, dst, np.asarray([[0, 0, 32 * len(dst) + 1]], dtype=np.int64))
+
+
 # ------------------------------------------------- llguidance's own reading --
 
 
@@ -179,6 +297,8 @@ JSON_STRING: "\"" JSON_CHAR* "\""
     "ranges": "start: (<[128002-128008,128010-128255]> | WORD)+ <|eom_id|>?\nWORD: / ?[a-z]+/\n",
     "think": 'start: <|reserved_special_token_0|> "\\n" THOUGHT <|reserved_special_token_1|> answer\n'
              'THOUGHT: /[a-z .\\n]*/\nanswer: "A: " /[0-9]+/\n',
+    "any": 'start: <[*]> " answer: " /[0-9]+/\n',
+    "not": 'start: "x" <[^128000-128255]>{2} (WORD | <[1000-1500]>)+ <|eom_id|>\nWORD: / [a-z]+/\n',
 }
 
 

@@ -33,7 +33,7 @@ from toolkit._types cimport token_t, word_t
 
 cnp.import_array()
 
-__all__ = ["VocabTable", "Session", "NativeBatch", "OPS_CAPSULE"]
+__all__ = ["VocabTable", "Session", "NativeBatch", "OPS_CAPSULE", "or_bit_runs"]
 
 OPS_CAPSULE = "masklab.StrategyOps"
 """The name of the capsule a strategy's ``ops_capsule()`` returns."""
@@ -396,3 +396,47 @@ cdef class NativeBatch:
         if self.pool is not None:
             self.pool.shutdown()
             self.pool = None
+
+
+# ------------------------------------------------------------ bit runs --
+
+
+def or_bit_runs(const int32_t[::1] src, int32_t[::1] dst, const int64_t[:, ::1] runs) -> None:
+    """For each row ``(s, d, n)`` of ``runs``: OR the ``n`` bits of ``src`` from bit ``s``
+    into ``dst`` from bit ``d`` (bit ``t % 32`` of word ``t // 32``), 32 bits at a time
+    and without the GIL.  The runs must lie inside both rows.  (How a
+    :class:`toolkit.matcher.DualMatcher` folds its shadow ids into their tokens.)"""
+    cdef Py_ssize_t i
+    cdef int64_t ns = src.shape[0], nd = dst.shape[0]
+    for i in range(runs.shape[0]):
+        if runs[i, 0] < 0 or runs[i, 1] < 0 or runs[i, 2] < 0 \
+                or runs[i, 0] + runs[i, 2] > 32 * ns or runs[i, 1] + runs[i, 2] > 32 * nd:
+            raise ValueError(f"bit run {tuple(runs[i])} is outside a row ({32 * ns} and {32 * nd} bits)")
+    with nogil:
+        for i in range(runs.shape[0]):
+            _or_run(<const uint32_t*>&src[0], ns, <uint32_t*>&dst[0], nd, runs[i, 0], runs[i, 1], runs[i, 2])
+
+
+cdef inline void _or_run(const uint32_t* src, int64_t ns, uint32_t* dst, int64_t nd,
+                         int64_t s, int64_t d, int64_t n) noexcept nogil:
+    cdef int64_t k, q, m
+    cdef uint32_t v, hi
+    cdef int r
+    k = 0
+    while k < n:
+        m = n - k if n - k < 32 else 32
+        q = (s + k) >> 5
+        r = (s + k) & 31
+        v = src[q]
+        if r:
+            hi = src[q + 1] if q + 1 < ns else 0
+            v = (v >> r) | (hi << (32 - r))
+        if m < 32:
+            v &= (<uint32_t>1 << m) - 1
+        if v:
+            q = (d + k) >> 5
+            r = (d + k) & 31
+            dst[q] |= v << r
+            if r and q + 1 < nd:
+                dst[q + 1] |= v >> (32 - r)
+        k += 32

@@ -86,12 +86,13 @@ from toolkit import bitmask as bm
 from toolkit.batch import SKIP, default_threads, make_batch
 from toolkit.datasets import Item
 from toolkit.errors import MasklabError, time_limit
+from toolkit.grammar import Grammar
 from toolkit.model import ChatTemplate, LoadedModel, ModelError
 from toolkit.special import marked_bytes, spelled
 from toolkit.vocab import Vocabulary
 
-__all__ = ["GenerateRun", "Baseline", "generate", "unconstrained", "check_output", "check_prefix", "summarize",
-           "render_prompt", "DEFAULT_PROMPT", "SPEC_PROMPT"]
+__all__ = ["GenerateRun", "Baseline", "generate", "unconstrained", "check_output", "check_prefix", "item_grammar",
+           "summarize", "render_prompt", "DEFAULT_PROMPT", "SPEC_PROMPT"]
 
 DEFAULT_PROMPT = "Answer in the requested format.\n"
 """The prompt of every sequence unless told otherwise: short, the same for every item."""
@@ -221,20 +222,25 @@ def check_output(item: Item, data: bytes | str, vocab: Vocabulary | None = None)
     return ok, "" if ok else "not in the grammar's language"
 
 
-def check_prefix(item: Item, data: bytes, cache: dict[str, Any] | None = None,
-                 vocab: Vocabulary | None = None) -> bool | None:
-    """Can the item's grammar still complete ``data`` (an unfinished output; special
-    tokens as in :func:`check_output`)?  None when masklab cannot build the item's grammar
-    (e.g. a schema keyword it does not support).  ``cache`` keeps the grammars by item
-    name across calls."""
-    cache = {} if cache is None else cache
+def item_grammar(item: Item, cache: dict[str, Any], vocab: Vocabulary | None = None) -> Grammar | None:
+    """The item's grammar (bound to ``vocab`` when given), kept in ``cache`` by item name;
+    None when masklab cannot build it (e.g. a schema keyword it does not support)."""
     if item.name not in cache:
         try:
             grammar = item.grammar()
             cache[item.name] = grammar if vocab is None else grammar.bind(vocab)
         except MasklabError:
             cache[item.name] = None
-    grammar = cache[item.name]
+    return cache[item.name]
+
+
+def check_prefix(item: Item, data: bytes, cache: dict[str, Any] | None = None,
+                 vocab: Vocabulary | None = None) -> bool | None:
+    """Can the item's grammar still complete ``data`` (an unfinished output; special
+    tokens as in :func:`check_output`)?  None when masklab cannot build the item's grammar
+    (e.g. a schema keyword it does not support).  ``cache`` keeps the grammars by item
+    name across calls."""
+    grammar = item_grammar(item, {} if cache is None else cache, vocab)
     return None if grammar is None else grammar.accepts_prefix(data)
 
 
@@ -900,7 +906,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
             tokens["constrained"] += sum(r["active"] for r in rows)
             for k, s in enumerate(seqs):
                 ids = [t for t in s.tokens if t not in vocab.eos_ids]
-                data = marked_bytes(vocab, ids)
+                data = marked_bytes(vocab, ids, item_grammar(s.item, grammars, vocab) if s.item.kind != "schema"
+                                    else None)
                 status, why = s.status, s.error
                 if status == "finished":
                     ok, why = check_output(s.item, data, vocab)

@@ -37,8 +37,9 @@ terminal (followed by ``S``) end at its first match, a language of its own
 by ``to_lark``; engines that cannot count a lexeme's tokens refuse such a grammar.
 ``stop`` is refused: llguidance hides the stop string by taking its tokens back,
 which the mask protocol has no call for.  Special tokens (``<|eom_id|>``, ``<[128010]>``,
-``<[128000-128255]>``) are token-level terminals (:mod:`toolkit.special`,
-:class:`Dialect` ``special``); ``<[*]>`` and ``<[^...]>`` are refused.  References to other grammars (``@name``), ``%lark`` and parametric rules are refused
+``<[128000-128255]>``, ``<[^...]>``, ``<[*]>``) are token-level terminals
+(:mod:`toolkit.special`, :class:`Dialect` ``special``).  References to other grammars
+(``@name``), ``%lark`` and parametric rules are refused
 with :class:`~toolkit.errors.UnsupportedGrammar` naming the construct, its line and
 column; a malformed construct is a :class:`~toolkit.errors.GrammarError` saying what
 is wrong in the grammar's own terms.

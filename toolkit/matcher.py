@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from toolkit import bitmask as bm
+from toolkit._batch import or_bit_runs
 from toolkit.memo import MemoScope
 from toolkit.protocol import MaskInfo
 from toolkit.vocab import Vocabulary
 
-__all__ = ["BaseMatcher", "NativeMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
+__all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
 
 _EOS = object()  # history record of an accepted EOS
 
@@ -313,7 +314,7 @@ class StrategyEngine:
 
     def matcher(self, compiled: Any) -> Any:
         """A matcher at the start of ``compiled`` (made by the engine that compiled it)."""
-        return compiled_by(self, compiled)._matcher(compiled)
+        return with_duals(compiled, compiled_by(self, compiled)._matcher(compiled))
 
     @property
     def memo(self) -> MemoScope:
@@ -370,7 +371,7 @@ def special_compile(engine: Any, spec: Any) -> Any:
     options) over :func:`toolkit.special.vocab_view` of its tokens (made once per set of
     tokens), the result's ``owner`` set to it; None for any other ``spec``."""
     from toolkit.grammar import Grammar
-    from toolkit.special import vocab_view
+    from toolkit.special import dual_ids, vocab_view
 
     if not isinstance(spec, Grammar) or not spec.special_terminals or spec.bound_to is not None:
         return None
@@ -381,7 +382,115 @@ def special_compile(engine: Any, spec: Any) -> Any:
         sub = siblings[ids] = type(engine)(vocab_view(engine.vocab, ids), **engine.options)
     compiled = sub.compile(spec.bind(engine.vocab))
     compiled.owner = sub
+    compiled.duals = dual_ids(engine.vocab, ids)
     return compiled
+
+
+def with_duals(compiled: Any, matcher: Any) -> Any:
+    """``matcher``, wrapped in a :class:`DualMatcher` when ``compiled`` was made over a
+    vocabulary view with shadows (:func:`special_compile`)."""
+    duals = getattr(compiled, "duals", ())
+    return DualMatcher(matcher, compiled.owner.vocab.size - len(duals), duals) if duals else matcher
+
+
+def _bit_runs(size: int, duals: tuple[int, ...]) -> np.ndarray:
+    """``(shadow bit, token bit, length)`` per run of consecutive ids in ``duals`` (their
+    shadows, from ``size`` on, are consecutive too)."""
+    runs: list[list[int]] = []
+    for i, t in enumerate(duals):
+        if runs and t == runs[-1][1] + runs[-1][2]:
+            runs[-1][2] += 1
+        else:
+            runs.append([size + i, t, 1])
+    return np.asarray(runs, dtype=np.int64).reshape(-1, 3)
+
+
+class DualMatcher:
+    """A matcher over a vocabulary view with shadows (:mod:`toolkit.special`'s tokens with
+    another meaning), seen over the real vocabulary: a mask ORs each shadow's bit into
+    its id's; a token whose shadow the grammar can take is taken as the shadow (one
+    token-level terminal), else as its text.  Everything else is the inner matcher's."""
+
+    def __init__(self, inner: Any, size: int, duals: tuple[int, ...]) -> None:
+        self.inner = inner
+        self.size = size
+        self.duals = duals
+        self._shadow = {t: size + i for i, t in enumerate(duals)}
+        self._scratch = bm.allocate(inner.vocab.size, 1)
+        self._runs = _bit_runs(size, duals)
+
+    @property
+    def vocab(self) -> Vocabulary:
+        """The inner matcher's vocabulary view (shadows included)."""
+        return self.inner.vocab
+
+    @property
+    def error(self) -> str | None:
+        return self.inner.error
+
+    def __getattr__(self, name: str) -> Any:  # stats, compiled, engine: the inner matcher's
+        if name == "inner":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
+        """Overwrite ``bitmask[row]`` with the allowed tokens; see the protocol."""
+        r = bitmask[row] if bitmask.ndim == 2 else bitmask
+        n = bm.words(self.size)
+        if r.shape[0] != n:
+            raise ValueError(f"bitmask row has {r.shape[0]} words, vocabulary needs {n}")
+        info = self.inner.fill_bitmask(self._scratch, 0)
+        inner = self._scratch[0]
+        r[:] = inner[:n]
+        if self.size % 32:
+            r[n - 1] &= np.int32((1 << (self.size % 32)) - 1)
+        or_bit_runs(inner, r, self._runs)
+        return MaskInfo(bm.popcount(r), info.sliced)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Consume one token; False (state unchanged) when the mask would not allow it."""
+        t = int(token_id)
+        shadow = self._shadow.get(t)
+        if shadow is None:
+            return self.inner.accept_token(t) if 0 <= t < self.size else False
+        return self.inner.accept_token(shadow) or self.inner.accept_token(t)
+
+    def accept_allowed(self, token_id: int) -> bool:
+        """:meth:`accept_token` (the shadow check needs the inner matcher's own)."""
+        return self.accept_token(token_id)
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> int:
+        """Consume tokens until one is rejected; returns how many were consumed."""
+        n = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
+        n = self.accept_tokens(token_ids)
+        self.inner.rollback(n)
+        return n
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` accepted tokens (EOS included)."""
+        self.inner.rollback(n)
+
+    def reset(self) -> None:
+        """Back to the start state; clears the error state."""
+        self.inner.reset()
+
+    def fork(self) -> DualMatcher:
+        """An independent matcher in the same state."""
+        return DualMatcher(self.inner.fork(), self.size, self.duals)
+
+    def is_accepting(self) -> bool:
+        return self.inner.is_accepting()
+
+    def is_terminated(self) -> bool:
+        return self.inner.is_terminated()
 
 
 class GrammarEngine(StrategyEngine):

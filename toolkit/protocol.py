@@ -7,8 +7,9 @@ so that thin adapters can plug masklab engines into vLLM and transformers.
 Contract, shared by every engine and checked by the conformance tests:
 
 * ``fill_bitmask(bitmask, row)`` overwrites the whole row (int32 words, bit
-  ``t % 32`` of word ``t // 32``); padding ids and special ids other than EOS are 0;
-  EOS ids are 1 exactly when the grammar accepts what was consumed.
+  ``t % 32`` of word ``t // 32``); padding ids are 0, special ids other than EOS are 0
+  unless the grammar names them as tokens (:mod:`toolkit.special`); EOS ids are 1
+  exactly when the grammar accepts what was consumed.
 * ``accept_token(t)`` returns False for a token the mask does not allow and leaves
   the state unchanged; nothing raises mid-decode.
 * After an EOS id is accepted the matcher is terminated: the mask is EOS-only and

@@ -23,11 +23,26 @@ byte, and no other surrogate has a byte form).
 
 What is read (llguidance's ``docs/syntax.md``): ``<|name|>``, ``<name>`` and ``</name>`` (a special
 token of the tokenizer, by its name), ``<[ID]>``, ``<[A-B]>`` and lists
-``<[A-B,C,...]>`` (ids, ranges inclusive).  Refused with
-:class:`~toolkit.errors.UnsupportedGrammar`: ``<[*]>`` and negated lists ``<[^...]>``
-(they match text tokens as single tokens, which the IR's byte-level text cannot say),
-ids that are text tokens, and the vocabulary's EOS tokens (a grammar ends where EOS
-is allowed).
+``<[A-B,C,...]>`` (ids, ranges inclusive), ``<[^...]>`` (every token but those) and
+``<[*]>`` (every token).  "Every token" is every id the tokenizer defines: padding ids
+and ids without bytes are never allowed (the protocol's rule).
+
+**Tokens with another meaning** (:func:`dual_ids`): an id range may hold text tokens
+(``<[*]>`` holds them all) and real tokens holding ``0xFF``.  Such a token is read as
+llguidance reads it: where the grammar can take a token-level terminal holding it
+(after ending the lexeme in progress), it *is* that terminal, one token; elsewhere it
+is its text.  The vocabulary view gives each such id a *shadow*, one more id past the
+vocabulary whose bytes are the id's mark; an engine's matcher over the view is wrapped
+by :class:`toolkit.matcher.DualMatcher`, which ORs a shadow's bit into its id's and
+accepts the shadow first.
+
+**EOS is never a token-level terminal.**  It ends the grammar where the grammar is
+complete (the protocol's rule), so a list that names an EOS id is refused (the message
+gives the list without it), and ``<[*]>`` and ``<[^...]>`` leave the EOS ids out.
+llguidance's own mask sets EOS's bit wherever ``<[*]>`` may start, but its matcher
+then stops in a state its grammar does not accept, and its ``validate_tokens`` refuses
+EOS there; ``peer:llguidance`` applies the protocol's EOS rule to its masks, so the two
+agree.
 """
 
 from __future__ import annotations
@@ -36,21 +51,21 @@ import functools
 import hashlib
 import re
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from toolkit.errors import GrammarError, UnsupportedGrammar
 from toolkit.vocab import Vocabulary
 
-__all__ = ["MARK", "ANY_MARK_REGEX", "SpecialSpec", "parse_spec", "resolve", "mark_bytes", "mark_regex",
-           "vocab_view", "marked_bytes", "spelled", "encode_with_specials", "MAX_SPECIAL_IDS"]
+__all__ = ["MARK", "ANY_MARK_REGEX", "SpecialSpec", "parse_spec", "resolve", "dual_ids", "mark_bytes",
+           "mark_regex", "vocab_view", "marked_bytes", "spelled", "encode_with_specials"]
 
 MARK = "\udcff"
 """The byte ``0xFF`` in the IR's regexes (see the module doc)."""
 
 ANY_MARK_REGEX = MARK + "[0-9]+" + MARK
 """The language of a special terminal before it is bound to a vocabulary: every mark."""
-
-MAX_SPECIAL_IDS = 65_536
-"""Most ids one special terminal may stand for (a range is a union of that many marks)."""
 
 _NAME = re.compile(r"<\|[^|\n]*\|>|</?[A-Za-z_][^>\s]*>")
 _IDS = re.compile(r"<\[([^\]\n]*)\]>")
@@ -59,11 +74,13 @@ _ITEM = re.compile(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?")
 
 @dataclass(frozen=True)
 class SpecialSpec:
-    """A special-token terminal as written: ``name`` (``<|eom_id|>``) or ``ranges`` of ids."""
+    """A special-token terminal as written: ``name`` (``<|eom_id|>``) or ``ranges`` of ids
+    (``negated``: every token but those; ``<[*]>`` is negated with no ranges)."""
 
     text: str
     name: str | None = None
     ranges: tuple[tuple[int, int], ...] = ()
+    negated: bool = False
 
 
 def parse_spec(text: str, line: int | None = None, column: int | None = None) -> SpecialSpec:
@@ -76,12 +93,10 @@ def parse_spec(text: str, line: int | None = None, column: int | None = None) ->
         raise GrammarError(f"{text!r} is not a special token (<|name|>, <name>, <[id]>, <[a-b,c]>)", line, column)
     body = m.group(1).strip()
     if body == "*":
-        raise UnsupportedGrammar(f"{text} (any token) matches text tokens as single tokens, which masklab's "
-                                 "byte-level grammars cannot say; name the special tokens instead", line, column)
-    if body.startswith("^"):
-        raise UnsupportedGrammar(f"{text} (every token but these) matches text tokens as single tokens, which "
-                                 "masklab's byte-level grammars cannot say; name the special tokens instead",
-                                 line, column)
+        return SpecialSpec(text, negated=True)
+    negated = body.startswith("^")
+    if negated:
+        body = body[1:]
     ranges = []
     for item in body.split(","):
         im = _ITEM.fullmatch(item)
@@ -92,15 +107,14 @@ def parse_spec(text: str, line: int | None = None, column: int | None = None) ->
         if hi < lo:
             raise GrammarError(f"{text}: the range {lo}-{hi} is empty", line, column)
         ranges.append((lo, hi))
-    if sum(hi - lo + 1 for lo, hi in ranges) > MAX_SPECIAL_IDS:
-        raise GrammarError(f"{text}: more than {MAX_SPECIAL_IDS} token ids", line, column)
-    return SpecialSpec(text, ranges=tuple(ranges))
+    return SpecialSpec(text, ranges=tuple(ranges), negated=negated)
 
 
 def resolve(spec: SpecialSpec, vocab: Vocabulary) -> tuple[int, ...]:
     """The ids ``spec`` stands for in ``vocab`` (sorted).  :class:`GrammarError` for a
-    name or id the vocabulary does not have; :class:`UnsupportedGrammar` for a text
-    token or an EOS token."""
+    name or id the vocabulary does not have (past its end, padding, an id without
+    bytes), or a negated list that leaves no token; :class:`UnsupportedGrammar` for a
+    list naming an EOS id (``<[*]>`` and ``<[^...]>`` leave EOS out: see the module doc)."""
     if spec.name is not None:
         ids = _names(vocab).get(spec.name)
         if ids is None:
@@ -108,39 +122,67 @@ def resolve(spec: SpecialSpec, vocab: Vocabulary) -> tuple[int, ...]:
             shown = ", ".join(known[:8]) + (f", ... ({len(known)} in all)" if len(known) > 8 else "")
             raise GrammarError(f"special token {spec.name} is not in vocabulary {vocab.name!r}"
                                + (f" (its special tokens: {shown})" if known else " (it has no special tokens)"))
-        out = list(ids)
-    else:
-        out = []
-        for lo, hi in spec.ranges:
-            if hi >= vocab.size:
-                raise GrammarError(f"{spec.text}: id {max(lo, vocab.size)} is past vocabulary {vocab.name!r} "
-                                   f"({vocab.size} ids)")
-            for t in range(lo, hi + 1):
-                if t not in vocab.special_tokens:
-                    what = "padding" if t >= vocab.n_defined else (
-                        f"the text token {vocab.token_bytes[t]!r}" if vocab.token_bytes[t] else "no token")
-                    raise UnsupportedGrammar(f"{spec.text}: id {t} is {what} in vocabulary {vocab.name!r}; "
-                                             "token-level terminals can be special tokens only")
-                out.append(t)
+        return _without_eos(spec, vocab, sorted(ids))
+    tokens = _tokens(vocab)
+    listed = np.zeros(vocab.size, dtype=bool)
+    for lo, hi in spec.ranges:
+        if hi >= vocab.size:
+            raise GrammarError(f"{spec.text}: id {max(lo, vocab.size)} is past vocabulary {vocab.name!r} "
+                               f"({vocab.size} ids)")
+        listed[lo : hi + 1] = True
+    if spec.negated:
+        keep = tokens & ~listed
+        keep[list(vocab.eos_ids)] = False  # EOS ends the grammar, never a token-level terminal
+        out = np.flatnonzero(keep)
+        if not len(out):
+            raise GrammarError(f"{spec.text} leaves no token of vocabulary {vocab.name!r} but EOS")
+        return tuple(out.tolist())
+    bad = np.flatnonzero(listed & ~tokens)
+    if len(bad):
+        t = int(bad[0])
+        what = "a padding id" if t >= vocab.n_defined else "an id without bytes"
+        raise GrammarError(f"{spec.text}: id {t} is {what} in vocabulary {vocab.name!r}, not a token")
+    return _without_eos(spec, vocab, np.flatnonzero(listed).tolist())
+
+
+def _without_eos(spec: SpecialSpec, vocab: Vocabulary, out: list[int]) -> tuple[int, ...]:
+    """``out``; :class:`UnsupportedGrammar` when it names an EOS id."""
     eos = sorted(set(out) & set(vocab.eos_ids))
     if eos:
         rest = sorted(set(out) - set(eos))
-        hint = f"; without it: <[{_ranges_text(rest)}]>" if rest else ""
+        hint = f"; without it: <[{','.join(f'{a}-{b}' if b > a else str(a) for a, b in _runs(rest))}]>" if rest else ""
         raise UnsupportedGrammar(f"{spec.text}: {vocab.special_tokens[eos[0]]} (id {eos[0]}) ends generation in "
                                  f"vocabulary {vocab.name!r}; a grammar ends where EOS is allowed, so it cannot "
                                  f"name it{hint}")
-    return tuple(sorted(set(out)))
+    return tuple(out)
 
 
-def _ranges_text(ids: list[int]) -> str:
-    """Sorted ids as ``<[...]>`` writes them: ``a-b`` runs joined by commas."""
+@functools.lru_cache(maxsize=8)
+def _tokens(vocab: Vocabulary) -> np.ndarray:
+    """Per id: is it a token a range may hold (a special token, or one with bytes)?"""
+    out = np.zeros(vocab.size, dtype=bool)
+    out[: vocab.n_defined] = [bool(b) for b in vocab.token_bytes[: vocab.n_defined]]
+    out[list(vocab.special_tokens)] = True
+    return out
+
+
+def dual_ids(vocab: Vocabulary, ids: frozenset[int] | tuple[int, ...]) -> tuple[int, ...]:
+    """Of ``ids`` (a grammar's token-level terminals), those with another meaning in
+    ``vocab``: text tokens and real tokens holding ``0xFF`` (see the module doc), sorted.
+    The others are special tokens, which only a grammar gives a meaning."""
+    specials = vocab.special_tokens
+    return tuple(sorted(t for t in ids if t not in specials))
+
+
+def _runs(ids: list[int] | tuple[int, ...]) -> list[tuple[int, int]]:
+    """Sorted ids as inclusive runs ``(a, b)``."""
     runs: list[list[int]] = []
     for t in ids:
         if runs and t == runs[-1][1] + 1:
             runs[-1][1] = t
         else:
             runs.append([t, t])
-    return ",".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
+    return [(a, b) for a, b in runs]
 
 
 @functools.lru_cache(maxsize=8)
@@ -156,12 +198,30 @@ def mark_bytes(token_id: int) -> bytes:
     return b"\xff" + str(int(token_id)).encode("ascii") + b"\xff"
 
 
-def marked_bytes(vocab: Vocabulary, ids: list[int]) -> bytes:
+def marked_bytes(vocab: Vocabulary, ids: list[int], grammar: Any = None) -> bytes:
     """The bytes of ``ids`` as a grammar reads them: text tokens' bytes, special tokens'
     marks (what :meth:`Grammar.accepts <toolkit.grammar.Grammar.accepts>` of a grammar
-    bound to ``vocab`` checks)."""
+    bound to ``vocab`` checks).  With ``grammar`` (bound to ``vocab``), a token with
+    another meaning (:func:`dual_ids`) is its mark where the grammar can take it so,
+    as the engines read it (see the module doc)."""
     specials = vocab.special_tokens
-    return b"".join(mark_bytes(t) if t in specials else vocab.token_bytes[t] for t in ids)
+    duals = frozenset(dual_ids(vocab, grammar.special_ids(vocab))) if grammar is not None and \
+        grammar.special_terminals else frozenset()
+    if not duals:
+        return b"".join(mark_bytes(t) if t in specials else vocab.token_bytes[t] for t in ids)
+    from toolkit._earley import ByteRecognizer, compile_cfg
+
+    rec: ByteRecognizer | None = ByteRecognizer(compile_cfg(grammar))
+    out = []
+    for t in ids:
+        data = mark_bytes(t) if t in specials else vocab.token_bytes[t]
+        if rec is not None:
+            if t in duals and rec.push_bytes(mark_bytes(t)):
+                data = mark_bytes(t)
+            elif not rec.push_bytes(data):
+                rec = None  # not in the language: the rest as written
+        out.append(data)
+    return b"".join(out)
 
 
 def spelled(vocab: Vocabulary, ids: list[int]) -> bytes:
@@ -190,26 +250,67 @@ def encode_with_specials(vocab: Vocabulary, text: str, specs: list[str]) -> list
 
 
 def mark_regex(ids: tuple[int, ...]) -> str:
-    """The IR regex of the marks of ``ids``."""
+    """The IR regex of the marks of ``ids`` (sorted; runs of ids as digit ranges, so a
+    range of the whole vocabulary is a short regex)."""
     if not ids:
         raise ValueError("a special terminal stands for at least one id")
-    body = str(ids[0]) if len(ids) == 1 else "(?:" + "|".join(map(str, ids)) + ")"
+    alts = [alt for lo, hi in _runs(ids) for alt in _decimal_range(lo, hi)]
+    body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
     return MARK + body + MARK
+
+
+def _decimal_range(lo: int, hi: int) -> list[str]:
+    """Regexes whose union is the decimal numbers ``lo..hi`` as ``str`` writes them."""
+    out = []
+    for width in range(len(str(lo)), len(str(hi)) + 1):
+        a = max(lo, 10 ** (width - 1) if width > 1 else 0)
+        b = min(hi, 10**width - 1)
+        if a <= b:
+            out += _same_width(str(a), str(b))
+    return out
+
+
+def _same_width(a: str, b: str) -> list[str]:
+    """Regexes for the digit strings from ``a`` to ``b`` (same width, ``a <= b``)."""
+    n = len(a)
+    if n == 1:
+        return [a if a == b else f"[{a}-{b}]"]
+    if a[0] == b[0]:
+        return [a[0] + x for x in _same_width(a[1:], b[1:])]
+    out = []
+    first, last = int(a[0]), int(b[0])
+    if a[1:] != "0" * (n - 1):
+        out += [a[0] + x for x in _same_width(a[1:], "9" * (n - 1))]
+        first += 1
+    full_last = b[1:] == "9" * (n - 1)
+    if not full_last:
+        last -= 1
+    if first <= last:
+        digit = str(first) if first == last else f"[{first}-{last}]"
+        out.append(digit + ("[0-9]" if n == 2 else f"[0-9]{{{n - 1}}}"))
+    if not full_last:
+        out += [b[0] + x for x in _same_width("0" * (n - 1), b[1:])]
+    return out
 
 
 @functools.lru_cache(maxsize=16)
 def vocab_view(vocab: Vocabulary, ids: frozenset[int]) -> Vocabulary:
-    """``vocab`` as an engine compiling a grammar with the special tokens ``ids`` sees
-    it (see the module doc): the same ids, names and EOS ids; ``ids`` are text tokens
-    whose bytes are their marks; real tokens holding ``0xFF`` have no bytes."""
+    """``vocab`` as an engine compiling a grammar with the token-level terminals ``ids``
+    sees it (see the module doc): the same ids, names and EOS ids; the special tokens of
+    ``ids`` are text tokens whose bytes are their marks; real tokens holding ``0xFF``
+    have no bytes; then, past ``vocab.size``, a shadow per :func:`dual_ids` id (in that
+    order) whose bytes are the id's mark."""
     if not ids:
         return vocab
     entries = [b"" if b"\xff" in b else b for b in vocab.token_bytes]
-    for t in ids:
-        if t not in vocab.special_tokens or t in vocab.eos_ids:
-            raise ValueError(f"id {t} is not a special non-EOS token of {vocab.name!r}")
+    duals = dual_ids(vocab, ids)
+    for t in set(ids) - set(duals):
         entries[t] = mark_bytes(t)
     specials = {i: n for i, n in vocab.special_tokens.items() if i not in ids}
     tag = hashlib.sha1(",".join(map(str, sorted(ids))).encode()).hexdigest()[:10]
+    if not duals:
+        return Vocabulary(f"{vocab.name}+special:{tag}", entries, special_tokens=specials,
+                          eos_ids=vocab.eos_ids, n_defined=vocab.n_defined, encoder=vocab._encoder)
+    entries += [mark_bytes(t) for t in duals]
     return Vocabulary(f"{vocab.name}+special:{tag}", entries, special_tokens=specials,
-                      eos_ids=vocab.eos_ids, n_defined=vocab.n_defined, encoder=vocab._encoder)
+                      eos_ids=vocab.eos_ids, encoder=vocab._encoder)
