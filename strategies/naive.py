@@ -92,7 +92,7 @@ class NaiveEngine:
         return NaiveCompiled(grammar, compile_cfg(grammar))
 
     def matcher(self, compiled: NaiveCompiled) -> NaiveMatcher | DualMatcher:
-        return with_duals(compiled, NaiveMatcher(compiled_by(self, compiled), compiled))
+        return with_duals(self.vocab, compiled, NaiveMatcher(compiled_by(self, compiled), compiled))
 
 
 class NaiveMatcher(BaseMatcher):

@@ -259,6 +259,25 @@ def test_a_text_token_is_the_range_where_the_grammar_can_take_it() -> None:
         assert m.validate_tokens([6]) == 0 and _mask(m) == [5], engine
 
 
+def test_a_batch_of_dual_matchers_steps_them_over_the_real_vocabulary() -> None:
+    from toolkit import bitmask as bm
+    from toolkit.batch import NO_TOKEN, make_batch
+
+    g = Grammar.from_lark(DUALS["after-lexeme"])
+    for engine in ("llguidance", "xgrammar", "outlines"):
+        e = get_engine(engine, SMALL)
+        c = e.compile(g)
+        batch = make_batch(e, [e.matcher(c), e.matcher(c)], threads=1)
+        single = [e.matcher(c), e.matcher(c)]
+        rows = bm.allocate(SMALL.size, 2)
+        for tokens in ([NO_TOKEN, NO_TOKEN], [4, 4], [4, NO_TOKEN], [5, 4]):
+            step = batch.step(np.asarray(tokens, dtype=np.int64), rows)
+            for i, t in enumerate(tokens):
+                assert step.accepted[i] == (-1 if t == NO_TOKEN else single[i].accept_token(t)), (engine, tokens)
+                assert sorted(_as_ids(rows[i], SMALL)) == _mask(single[i]), (engine, tokens, i)
+        batch.close()
+
+
 def test_or_bit_runs_folds_any_run_into_any_offset() -> None:
     from toolkit import bitmask as bm
     from toolkit._batch import or_bit_runs
@@ -298,6 +317,7 @@ JSON_STRING: "\"" JSON_CHAR* "\""
     "think": 'start: <|reserved_special_token_0|> "\\n" THOUGHT <|reserved_special_token_1|> answer\n'
              'THOUGHT: /[a-z .\\n]*/\nanswer: "A: " /[0-9]+/\n',
     "any": 'start: <[*]> " answer: " /[0-9]+/\n',
+    "text-or-call": json.loads((EXAMPLES / "t03_text_or_search_call.json").read_text())["lark"],
     "not": 'start: "x" <[^128000-128255]>{2} (WORD | <[1000-1500]>)+ <|eom_id|>\nWORD: / [a-z]+/\n',
 }
 
@@ -341,13 +361,14 @@ def test_llama3_masks_equal_llguidance_reading_the_same_text(llama3: Vocabulary,
 
 def test_the_examples_hold_their_tests_on_llama3(llama3: Vocabulary) -> None:
     items = list(iter_items(EXAMPLES))
-    assert {i.name for i in items} == {"t01_llama31_tool_call", "t02_reasoning_address"}
+    assert {i.name for i in items} == {"t01_llama31_tool_call", "t02_reasoning_address", "t03_text_or_search_call"}
     for item in items:
         assert item.vocab == "llama3" and item.fits("llama3") and not item.fits("tekken")
         g = item.grammar()
         for case in item.cases:
             ids = encode_case(llama3, item, case.text)
-            assert check_output(item, marked_bytes(llama3, ids), llama3)[0] == case.valid, (item.name, case)
+            data = marked_bytes(llama3, ids, g.bind(llama3))  # t03's text tokens: its <[^...]> terminals
+            assert check_output(item, data, llama3)[0] == case.valid, (item.name, case)
         for engine in ("llguidance", "xgrammar", "outlines"):
             e = get_engine(engine, llama3)
             c = e.compile(g)
@@ -372,9 +393,9 @@ def test_special_tokens_in_test_texts_and_outputs(llama3: Vocabulary) -> None:
 def test_items_for_another_vocabulary_are_left_out(capsys) -> None:
     items = select_items(None, vocab="tekken")
     assert not any(i.vocab for i in items) and len(items) >= 20
-    assert "2 item(s) written for another vocabulary left out on tekken" in capsys.readouterr().err
-    assert {i.name for i in select_items(EXAMPLES, vocab="llama3")} == {"t01_llama31_tool_call",
-                                                                      "t02_reasoning_address"}
+    assert "3 item(s) written for another vocabulary left out on tekken" in capsys.readouterr().err
+    assert {i.name for i in select_items(EXAMPLES, vocab="llama3")} == {
+        "t01_llama31_tool_call", "t02_reasoning_address", "t03_text_or_search_call"}
 
 
 def test_generate_runs_the_examples_on_llama3(llama3: Vocabulary, tmp_path) -> None:

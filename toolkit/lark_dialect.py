@@ -36,7 +36,9 @@ terminal (followed by ``S``) end at its first match, a language of its own
 (:attr:`~toolkit.grammar.Terminal.lazy`).  ``max_tokens`` is kept and written back
 by ``to_lark``; engines that cannot count a lexeme's tokens refuse such a grammar.
 ``stop`` is refused: llguidance hides the stop string by taking its tokens back,
-which the mask protocol has no call for.  Special tokens (``<|eom_id|>``, ``<[128010]>``,
+which the mask protocol has no call for (nor has llguidance's own ``LLMatcher``, the
+interface servers call: its ``consume_tokens`` fails on "unexpected backtracking", and
+its docs list ``stop`` among the features to avoid).  Special tokens (``<|eom_id|>``, ``<[128010]>``,
 ``<[128000-128255]>``, ``<[^...]>``, ``<[*]>``) are token-level terminals
 (:mod:`toolkit.special`, :class:`Dialect` ``special``).  References to other grammars
 (``@name``), ``%lark`` and parametric rules are refused

@@ -314,7 +314,7 @@ class StrategyEngine:
 
     def matcher(self, compiled: Any) -> Any:
         """A matcher at the start of ``compiled`` (made by the engine that compiled it)."""
-        return with_duals(compiled, compiled_by(self, compiled)._matcher(compiled))
+        return with_duals(self.vocab, compiled, compiled_by(self, compiled)._matcher(compiled))
 
     @property
     def memo(self) -> MemoScope:
@@ -386,11 +386,11 @@ def special_compile(engine: Any, spec: Any) -> Any:
     return compiled
 
 
-def with_duals(compiled: Any, matcher: Any) -> Any:
-    """``matcher``, wrapped in a :class:`DualMatcher` when ``compiled`` was made over a
-    vocabulary view with shadows (:func:`special_compile`)."""
+def with_duals(vocab: Vocabulary, compiled: Any, matcher: Any) -> Any:
+    """``matcher``, wrapped in a :class:`DualMatcher` over ``vocab`` when ``compiled`` was
+    made over a view of it with shadows (:func:`special_compile`)."""
     duals = getattr(compiled, "duals", ())
-    return DualMatcher(matcher, compiled.owner.vocab.size - len(duals), duals) if duals else matcher
+    return DualMatcher(matcher, vocab, duals) if duals else matcher
 
 
 def _bit_runs(size: int, duals: tuple[int, ...]) -> np.ndarray:
@@ -411,25 +411,23 @@ class DualMatcher:
     its id's; a token whose shadow the grammar can take is taken as the shadow (one
     token-level terminal), else as its text.  Everything else is the inner matcher's."""
 
-    def __init__(self, inner: Any, size: int, duals: tuple[int, ...]) -> None:
+    def __init__(self, inner: Any, vocab: Vocabulary, duals: tuple[int, ...]) -> None:
         self.inner = inner
-        self.size = size
+        self.vocab = vocab
+        self.size = size = vocab.size
         self.duals = duals
         self._shadow = {t: size + i for i, t in enumerate(duals)}
         self._scratch = bm.allocate(inner.vocab.size, 1)
         self._runs = _bit_runs(size, duals)
 
     @property
-    def vocab(self) -> Vocabulary:
-        """The inner matcher's vocabulary view (shadows included)."""
-        return self.inner.vocab
-
-    @property
     def error(self) -> str | None:
         return self.inner.error
 
-    def __getattr__(self, name: str) -> Any:  # stats, compiled, engine: the inner matcher's
-        if name == "inner":
+    def __getattr__(self, name: str) -> Any:
+        # stats, compiled, engine: the inner matcher's.  Not its session (a batch would
+        # step the inner matcher over the view, past this one) nor its private state.
+        if name in ("inner", "session") or name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
@@ -484,7 +482,7 @@ class DualMatcher:
 
     def fork(self) -> DualMatcher:
         """An independent matcher in the same state."""
-        return DualMatcher(self.inner.fork(), self.size, self.duals)
+        return DualMatcher(self.inner.fork(), self.vocab, self.duals)
 
     def is_accepting(self) -> bool:
         return self.inner.is_accepting()
