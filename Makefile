@@ -43,4 +43,4 @@ lint: install
 	$(BIN)/ruff check toolkit strategies tests setup.py
 
 clean:
-	rm -rf build toolkit/*.c toolkit/*.so toolkit/*.html strategies/*/*.c strategies/*/*.so strategies/*/*.html *.egg-info
+	rm -rf build toolkit/*.c toolkit/*.so toolkit/*.html toolkit/*/*.c toolkit/*/*.so toolkit/*/*.html strategies/*/*.c strategies/*/*.so strategies/*/*.html *.egg-info

@@ -35,10 +35,10 @@ def _extension(name: str) -> Extension:
 
 
 extensions = [
-    _extension("toolkit.trie"),
-    _extension("toolkit._dfabuild"),
-    _extension("toolkit._cfg"),
-    _extension("toolkit._batch"),
+    _extension("toolkit.core.trie"),
+    _extension("toolkit.automata._dfabuild"),
+    _extension("toolkit.grammar.cfg"),
+    _extension("toolkit.core.session"),
     _extension("strategies.outlines._index"),
     _extension("strategies.llguidance._parser"),
     _extension("strategies.xgrammar._pda"),

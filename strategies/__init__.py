@@ -17,8 +17,8 @@ from importlib import import_module
 from importlib.util import find_spec
 from typing import Any
 
-from toolkit.protocol import MaskEngine
-from toolkit.vocab import Vocabulary
+from toolkit.core.protocol import MaskEngine
+from toolkit.core.vocab import Vocabulary
 
 __all__ = ["get_engine", "available_engines", "registered_engines", "register"]
 

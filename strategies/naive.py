@@ -1,7 +1,7 @@
 """Strategy ``naive``: check every token against an incremental byte recognizer.
 
 The seed algorithm of constrained decoding: for each text token, feed its bytes to
-the grammar's recognizer (:class:`toolkit._earley.ByteRecognizer`, the same one that
+the grammar's recognizer (:class:`toolkit.grammar.earley.ByteRecognizer`, the same one that
 defines :meth:`Grammar.accepts`) and allow the token when no byte is rejected.  No
 precomputation, no lexer, nothing to get wrong: this engine is the oracle the other
 strategies are tested against.
@@ -19,11 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit import bitmask as bm
-from toolkit._earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
-from toolkit.errors import UnsupportedGrammar
-from toolkit.grammar import Grammar
-from toolkit.matcher import (
+from strategies._base import (
     BaseMatcher,
     DualMatcher,
     compiled_by,
@@ -31,8 +27,12 @@ from toolkit.matcher import (
     special_compile,
     with_duals,
 )
-from toolkit.protocol import MaskInfo
-from toolkit.vocab import Vocabulary
+from toolkit.core import bitmask as bm
+from toolkit.core.errors import UnsupportedGrammar
+from toolkit.core.protocol import MaskInfo
+from toolkit.core.vocab import Vocabulary
+from toolkit.grammar.earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
+from toolkit.grammar.ir import Grammar
 
 __all__ = ["NaiveEngine", "NaiveCompiled", "NaiveMatcher"]
 
@@ -52,7 +52,7 @@ class NaiveEngine:
     """Checks every token; see the module doc.
 
     Options: ``max_items`` (Earley items per chart before the matcher fails with
-    :class:`~toolkit.errors.LimitExceeded`), ``share_prefixes`` (see module doc).
+    :class:`~toolkit.core.errors.LimitExceeded`), ``share_prefixes`` (see module doc).
     """
 
     name = "naive"

@@ -1,7 +1,7 @@
-"""The production engines behind the :class:`~toolkit.protocol.MaskEngine` protocol.
+"""The production engines behind the :class:`~toolkit.core.protocol.MaskEngine` protocol.
 
 ``peer:llguidance``, ``peer:xgrammar`` and ``peer:outlines-core`` adapt the PyPI
-packages (the optional ``[peers]`` extra) to the same :class:`~toolkit.vocab.Vocabulary`
+packages (the optional ``[peers]`` extra) to the same :class:`~toolkit.core.vocab.Vocabulary`
 as every masklab strategy, so their masks compare bit for bit with ours:
 
 * **llguidance**: an ``LLTokenizer`` built from the token bytes (special tokens by
@@ -30,7 +30,7 @@ engines' own and is documented in ``tests/test_peers.py`` (llguidance lexes gree
 and allows ignored text only where another lexeme may follow).
 
 EOS, special and padding ids follow the protocol, not the engine: each adapter
-clears every non-text bit the engine set and lets :class:`~toolkit.matcher.BaseMatcher`
+clears every non-text bit the engine set and lets :class:`~strategies._base.BaseMatcher`
 allow the vocabulary's EOS ids exactly where the engine says the input is complete.
 EOS is never passed to the engine, so termination is the protocol's too.
 
@@ -39,7 +39,7 @@ sets ``RAYON_NUM_THREADS=1`` for llguidance's workers), except in a batch: the b
 of ``peer:llguidance`` accepts with ``LLExecutor.consume_token_par`` and fills with
 ``LLExecutor.unsafe_compute_mask_ptr``, that of ``peer:xgrammar`` with
 ``BatchGrammarMatcher.batch_accept_token`` / ``batch_fill_next_token_bitmask``, each on
-``threads`` native threads (:func:`toolkit.batch.make_batch`); EOS, special ids and
+``threads`` native threads (:func:`toolkit.core.batch.make_batch`); EOS, special ids and
 the error state stay the protocol's, row by row.  Peers do not report whether
 a mask used slices, so their ``MaskInfo.sliced`` is always False.
 """
@@ -56,15 +56,15 @@ from typing import Any
 
 import numpy as np
 
-from toolkit import bitmask as bm
-from toolkit.batch import SKIP, check_step_args, new_step
-from toolkit.errors import MasklabError, UnsupportedGrammar
-from toolkit.grammar import Grammar
-from toolkit.jsonschema import JsonSchemaText, schema_text
-from toolkit.lark_dialect import LarkText
-from toolkit.matcher import BaseMatcher, refuse_token_limits
-from toolkit.protocol import BatchStep, MaskInfo
-from toolkit.vocab import Vocabulary
+from strategies._base import BaseMatcher, refuse_token_limits
+from toolkit.core import bitmask as bm
+from toolkit.core.batch import SKIP, check_step_args, new_step
+from toolkit.core.errors import MasklabError, UnsupportedGrammar
+from toolkit.core.protocol import BatchStep, MaskInfo
+from toolkit.core.vocab import Vocabulary
+from toolkit.grammar.ir import Grammar
+from toolkit.grammar.lark_dialect import LarkText
+from toolkit.jsonschema.compiler import JsonSchemaText, schema_text
 
 __all__ = [
     "JsonSchemaText",
@@ -102,7 +102,7 @@ class PeerCompiled:
     nbytes: int | None = None  # None: the engine does not report its memory
     #: seconds inside the engine's own compile call(s) (the adapter's text assembly is not in it)
     engine_s: float = 0.0
-    #: the special tokens the grammar names (token-level terminals, :mod:`toolkit.special`)
+    #: the special tokens the grammar names (token-level terminals, :mod:`toolkit.grammar.special`)
     special_ids: frozenset[int] = frozenset()
     #: the words a mask row keeps of the engine's bits (text tokens, and ``special_ids``)
     allow_words: Any = None
@@ -221,7 +221,7 @@ class _PeerEngine:
         text is made untimed), compiled by the engine, a native matcher and its first mask
         into a preallocated row (the :class:`DirectRun`'s ``ttfm_s``); its
         ``walk(tokens)`` then times each step of a walk from a fresh native matcher.
-        :mod:`toolkit.direct` compares these times with the harness's own."""
+        :mod:`toolkit.report.direct` compares these times with the harness's own."""
         text = schema_text(spec)
         if text is not None:
             source, kind = self._schema_source(text), "json_schema"
@@ -254,7 +254,7 @@ class _PeerEngine:
 
     def batch_matcher(self, matchers: Sequence[Any], threads: int) -> _PeerBatch | None:
         """The engine's own batch over ``matchers`` (None when it has none, or when
-        some matcher is not this engine's: :func:`toolkit.batch.make_batch` then falls
+        some matcher is not this engine's: :func:`toolkit.core.batch.make_batch` then falls
         back to threads)."""
         if self.batch_class is None or not all(
                 type(m) is self.batch_class.matcher_class and m.engine is self for m in matchers):
@@ -490,7 +490,7 @@ class LLGuidanceEngine(_PeerEngine):
         return self._build(*self._grammar_source(grammar))
 
     def compile(self, grammar: Any) -> PeerCompiled:
-        """Also Lark text in llguidance's dialect (:class:`toolkit.lark_dialect.LarkText`),
+        """Also Lark text in llguidance's dialect (:class:`toolkit.grammar.lark_dialect.LarkText`),
         read by llguidance itself: the reference for masklab's reader."""
         if isinstance(grammar, LarkText):
             try:

@@ -1,4 +1,4 @@
-"""Mask agreement between engines of one bench run (toolkit.agree, ``masklab agree``)."""
+"""Mask agreement between engines of one bench run (toolkit.bench.agree, ``masklab agree``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tests._support.shared import PROJECT_ROOT
-from toolkit.agree import AgreementError, agreement, explain, summarize
+from toolkit.bench.agree import AgreementError, agreement, explain, summarize
+from toolkit.bench.harness import read_records, run_bench
 from toolkit.cli import main
-from toolkit.harness import read_records, run_bench
 
 pytest.importorskip("llguidance", reason="the agreement tests compare peer:llguidance runs (install .[peers])")
 

@@ -12,12 +12,12 @@ import pytest
 from strategies import available_engines, get_engine
 from tests._support.fixtures import small_vocab
 from tests._support.shared import require_shared
-from toolkit import bitmask as bm
-from toolkit.batch import NO_TOKEN, SKIP, NativeBatchMatcher, ThreadedBatch, lanes, make_batch
-from toolkit.datasets import iter_items
-from toolkit.errors import MasklabError
-from toolkit.grammar import Grammar
-from toolkit.vocab import Vocabulary, load_vocab
+from toolkit.bench.datasets import iter_items
+from toolkit.core import bitmask as bm
+from toolkit.core.batch import NO_TOKEN, SKIP, NativeBatchMatcher, ThreadedBatch, lanes, make_batch
+from toolkit.core.errors import MasklabError
+from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.grammar.ir import Grammar
 
 ENGINES = ["llguidance", "xgrammar", "outlines", "peer:llguidance", "peer:xgrammar", "peer:outlines-core"]
 N_ITEMS = 6

@@ -1,4 +1,4 @@
-"""toolkit.bitmask: the int32 word layout shared with xgrammar/llguidance, and applying it."""
+"""toolkit.core.bitmask: the int32 word layout shared with xgrammar/llguidance, and applying it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import zlib
 import numpy as np
 import pytest
 
-from toolkit import bitmask
+from toolkit.core import bitmask
 
 
 @pytest.fixture

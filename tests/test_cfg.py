@@ -1,5 +1,5 @@
-"""toolkit._cfg.trim: the C bookkeeping of a grammar against the Python reference
-(toolkit._earley.derives and dotted_rules) on random grammars, and its edge cases."""
+"""toolkit.grammar.cfg.trim: the C bookkeeping of a grammar against the Python reference
+(toolkit.grammar.earley.derives and dotted_rules) on random grammars, and its edge cases."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit._cfg import trim
-from toolkit._earley import derives, dotted_rules
+from toolkit.grammar.cfg import trim
+from toolkit.grammar.earley import derives, dotted_rules
 
 
 def _reference(n_nt: int, n_term: int, prods: list[tuple[int, tuple[int, ...]]]):

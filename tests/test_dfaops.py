@@ -1,4 +1,4 @@
-"""toolkit.dfaops: products of byte DFAs against re, and boolean terminals in every writer."""
+"""toolkit.automata.dfaops: products of byte DFAs against re, and boolean terminals in every writer."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests._support.fixtures import llguidance_byte_tokenizer
-from toolkit import _dfabuild
-from toolkit.dfaops import compile_boolean, difference, disjoint, intersect, union
-from toolkit.errors import LimitExceeded
-from toolkit.grammar import Grammar, Terminal
-from toolkit.regex import compile_regex
+from toolkit.automata import _dfabuild
+from toolkit.automata.dfaops import compile_boolean, difference, disjoint, intersect, union
+from toolkit.automata.regex import compile_regex
+from toolkit.core.errors import LimitExceeded
+from toolkit.grammar.ir import Grammar, Terminal
 
 PATTERNS = ["[a-c]*", "a+b?", "(ab|c){1,3}", ".{0,3}", "[^a]*", "é+|a", "x*", "(a|bc)*c", ""]
 TEXTS = st.text(alphabet="abcxé", max_size=7)
@@ -146,7 +146,7 @@ def _same(a, b) -> bool:
 def test_a_set_of_literals_is_written_down_as_the_regex_road_builds_it(words, pre, post) -> None:
     """compile_regex's trie road (literal_words -> literal_set) gives the subset
     construction's arrays, and literal_words reads back exactly the words."""
-    from toolkit.regex import _compile_nfa, _direct, literal_words
+    from toolkit.automata.regex import _compile_nfa, _direct, literal_words
 
     pattern = re.escape(pre) + "(?:" + "|".join(re.escape(w) for w in words) + ")" + re.escape(post)
     assert literal_words(pattern) == sorted({(pre + w + post).encode() for w in words})
@@ -154,7 +154,7 @@ def test_a_set_of_literals_is_written_down_as_the_regex_road_builds_it(words, pr
 
 
 def test_literal_words_reads_only_escaped_literals() -> None:
-    from toolkit.regex import literal_words
+    from toolkit.automata.regex import literal_words
 
     assert literal_words("ab") == [b"ab"]
     assert literal_words('"(?:a|b\\|c|)"') == [b'""', b'"a"', b'"b|c"']
@@ -167,7 +167,7 @@ def test_literal_words_reads_only_escaped_literals() -> None:
 def test_minus_words_is_the_difference_with_the_words(base, words, quoted) -> None:
     """compile_boolean's road for excluded keys: the trie in front of the DFA, equal
     to the product with the alternation's DFA, array for array."""
-    from toolkit.dfaops import minus_words
+    from toolkit.automata.dfaops import minus_words
 
     q = '"' if quoted else ""
     ex = [(q + w + q).encode() for w in words]
@@ -179,7 +179,7 @@ def test_minus_words_is_the_difference_with_the_words(base, words, quoted) -> No
 
 
 def test_minus_words_limit_and_empty() -> None:
-    from toolkit.dfaops import minus_words
+    from toolkit.automata.dfaops import minus_words
 
     assert minus_words(compile_regex("a|b"), [b"a", b"b"]).is_empty()
     assert minus_words(compile_regex("[a-z]*"), [b"abc"]).fullmatch(b"abd")
@@ -192,7 +192,7 @@ def test_minus_words_limit_and_empty() -> None:
 def test_shortest_matches_keeps_the_strings_no_proper_prefix_of_which_matches(rx: str) -> None:
     import itertools
 
-    from toolkit.dfaops import shortest_matches
+    from toolkit.automata.dfaops import shortest_matches
 
     base = compile_regex(rx)
     lazy = shortest_matches(base)

@@ -1,5 +1,5 @@
 """Per-mask truth: the harness times the engines' own calls, the direct check calls the
-peers through their own APIs on the same walks, and ``toolkit.direct`` lines them up.
+peers through their own APIs on the same walks, and ``toolkit.report.direct`` lines them up.
 
 Real data: the embedded schemas with the Tekken vocabulary, the peers as installed."""
 
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from strategies import get_engine
-from toolkit import bitmask as bm
-from toolkit.direct import direct_markdown, direct_table
-from toolkit.harness import measure_item, select_items
-from toolkit.vocab import load_vocab
+from toolkit.bench.harness import measure_item, select_items
+from toolkit.core import bitmask as bm
+from toolkit.core.vocab import load_vocab
+from toolkit.report.direct import direct_markdown, direct_table
 
 pytest.importorskip("llguidance", reason="the direct check drives peer:llguidance (install .[peers])")
 pytest.importorskip("xgrammar", reason="the direct check drives peer:xgrammar (install .[peers])")
@@ -100,7 +100,7 @@ def test_run_bench_direct_check_records_and_refuses_a_mixed_resume(tmp_path) -> 
     """Through the worker pool: the run says it was a direct check, every peer record has
     its direct walks lined up with its own, and resuming the folder without the check
     is refused (its times would mix two kinds of record)."""
-    from toolkit.harness import HarnessError, read_records, run_bench
+    from toolkit.bench.harness import HarnessError, read_records, run_bench
 
     out = tmp_path / "run"
     schemas = [i for i in select_items(None) if i.kind == "schema"][:2]

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests._support.fixtures import llguidance_byte_tokenizer
-from toolkit.datasets import embedded_dir, iter_items, load_item
-from toolkit.grammar import Grammar
+from toolkit.bench.datasets import embedded_dir, iter_items, load_item
+from toolkit.grammar.ir import Grammar
 
 ROOT = embedded_dir()
 FOLDERS = {"schemas": "schema", "grammars": "lark", "regex": "regex"}

@@ -17,9 +17,10 @@ pytest.importorskip("transformers", reason="the model harness needs the [model] 
 
 from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
+from toolkit.bench.datasets import Item, embedded_dir, iter_items  # noqa: E402
 from toolkit.cli import main  # noqa: E402
-from toolkit.datasets import Item, embedded_dir, iter_items  # noqa: E402
-from toolkit.generate import (  # noqa: E402
+from toolkit.core.vocab import load_vocab  # noqa: E402
+from toolkit.decode.generate import (  # noqa: E402
     SPEC_PROMPT,
     _decode_loop,
     _sample,
@@ -31,9 +32,8 @@ from toolkit.generate import (  # noqa: E402
     unconstrained,
     write_run,
 )
-from toolkit.model import ModelError, load_model  # noqa: E402
-from toolkit.report import ReportError, write_report  # noqa: E402
-from toolkit.vocab import load_vocab  # noqa: E402
+from toolkit.decode.model import ModelError, load_model  # noqa: E402
+from toolkit.report.bench import ReportError, write_report  # noqa: E402
 
 NAMES = ("r01_iso_date", "r03_ipv4", "r05_hex_color", "s08_array_matrix", "s09_array_tuple")
 
@@ -235,7 +235,7 @@ def test_the_device_sampler_draws_softmax_and_never_a_masked_token() -> None:
     and the same draws from the same seed."""
     import torch
 
-    from toolkit.generate import _sample_on_device
+    from toolkit.decode.generate import _sample_on_device
 
     gen = torch.Generator().manual_seed(0)
     logits = torch.full((2, 50), float("-inf"))
@@ -442,7 +442,7 @@ class _NeverCompiles:
 
 
 def test_a_compile_past_the_time_limit_is_a_compile_error_and_the_run_goes_on(tekken, tiny, items) -> None:
-    from toolkit.errors import TimeLimitExceeded, time_limit
+    from toolkit.core.errors import TimeLimitExceeded, time_limit
 
     with pytest.raises(TimeLimitExceeded, match="'block' exceeded"), time_limit(0.2, "block"):
         _spin_forever()
@@ -458,7 +458,7 @@ def test_a_compile_past_the_time_limit_is_a_compile_error_and_the_run_goes_on(te
 
 
 def test_figure_subtitles_name_the_tokenizer_not_its_path() -> None:
-    from toolkit.report import short_vocab
+    from toolkit.report.bench import short_vocab
 
     assert short_vocab("llama3:/work/shared/tokenizers/llama-3/tokenizer.model") == "llama3:llama-3"
     assert short_vocab("hf:/ckpt/mistral-7b-v0.3") == "hf:mistral-7b-v0.3" and short_vocab("tekken") == "tekken"
@@ -466,7 +466,7 @@ def test_figure_subtitles_name_the_tokenizer_not_its_path() -> None:
 
 def test_time_limits_nest() -> None:
     """An inner limit that ends in time leaves the outer one running: the outer still fires."""
-    from toolkit.errors import TimeLimitExceeded, time_limit
+    from toolkit.core.errors import TimeLimitExceeded, time_limit
 
     with pytest.raises(TimeLimitExceeded, match="'outer' exceeded"), time_limit(0.4, "outer"):
         with time_limit(5.0, "inner"):
@@ -482,7 +482,7 @@ def test_chat_template_prompts_with_the_mistral_tokenizer(items, tmp_path, capsy
     generation prompt ([INST] ... [/INST] for Mistral), BOS from the template; outputs
     are still checked, and the baseline must have decoded the same prompts."""
     folder = require_shared("tokenizers/mistral-7b-v0.3/tokenizer_config.json").parent
-    from toolkit.model import load_chat_template
+    from toolkit.decode.model import load_chat_template
 
     vocab = load_vocab(f"hf:{folder / 'tokenizer.json'}")
     chat = load_chat_template(folder, vocab)
@@ -492,7 +492,7 @@ def test_chat_template_prompts_with_the_mistral_tokenizer(items, tmp_path, capsy
     assert vocab.decode(ids[2:-1]) == b" " + text.encode()
     with pytest.raises(ModelError, match="131072"):
         load_chat_template(folder, load_vocab("tekken"))  # another tokenizer's ids
-    from toolkit.model import ChatTemplate
+    from toolkit.decode.model import ChatTemplate
 
     tok = type(chat.tokenizer).from_pretrained(folder)  # a copy whose template always raises
     tok.chat_template = "{{ raise_exception('a system message is required') }}"
@@ -593,8 +593,8 @@ def test_mask_buffer_falls_back_to_unpinned_memory(tekken) -> None:
     CUDA at all) it is ordinary memory, and the masks still land in the tensor."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from toolkit import bitmask as bm
-    from toolkit.generate import _Masker, _Seq
+    from toolkit.core import bitmask as bm
+    from toolkit.decode.generate import _Masker, _Seq
 
     with ThreadPoolExecutor(1) as pool:
         masker = _Masker([_Seq(None, None, [], 0.0, done=True)], tekken, pool, "cuda")
@@ -657,7 +657,7 @@ def test_the_simulated_device(tekken) -> None:
 
     import torch
 
-    from toolkit.model import SIM_NOTE
+    from toolkit.decode.model import SIM_NOTE
 
     lm = load_model("sim:20:50", tekken)
     assert lm.describe()["simulated"] and lm.notes == [SIM_NOTE] and lm.vocab_size == tekken.size

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests._support.fixtures import ARITH_LARK, JSON_LARK
-from toolkit.errors import GrammarError, Unsatisfiable
-from toolkit.grammar import Grammar, Terminal
+from toolkit.core.errors import GrammarError, Unsatisfiable
+from toolkit.grammar.ir import Grammar, Terminal
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_scannerless_semantics_of_terminals() -> None:
 
 
 def test_unproductive_rules_do_not_make_prefixes_viable() -> None:
-    from toolkit._earley import ByteRecognizer, compile_cfg
+    from toolkit.grammar.earley import ByteRecognizer, compile_cfg
 
     g = Grammar.from_lark('start: "a" loop | "b"\nloop: "x" loop\n')
     rec = ByteRecognizer(compile_cfg(g))
@@ -139,7 +139,7 @@ def test_unproductive_rules_do_not_make_prefixes_viable() -> None:
 
 
 def test_cfg_nullable_and_productive_symbols() -> None:
-    from toolkit._earley import compile_cfg
+    from toolkit.grammar.earley import compile_cfg
 
     # n is nullable only through m, p through the chain p -> q -> r -> (empty); dead
     # needs itself, so it and the alternative using it go
@@ -200,7 +200,7 @@ def test_literal_and_json_string_terminals_get_their_regex_dfa(value: str) -> No
     terminal whose regex says something else is compiled from the regex."""
     import numpy as np
 
-    from toolkit.regex import compile_regex
+    from toolkit.automata.regex import compile_regex
 
     def same(a, b) -> bool:
         return a.start == b.start and np.array_equal(a.transitions, b.transitions) and np.array_equal(
@@ -216,7 +216,7 @@ def test_literal_and_json_string_terminals_get_their_regex_dfa(value: str) -> No
 def test_oversized_literal_and_key_terminals_are_limit_errors() -> None:
     """A literal or key whose DFA would pass the state limit is a LimitExceeded, as on
     the regex road, not a table of hundreds of megabytes."""
-    from toolkit.errors import LimitExceeded
+    from toolkit.core.errors import LimitExceeded
 
     for t in (Terminal.from_literal("T", "x" * 300_000), Terminal.from_json_string("T", "é" * 40_000)):
         with pytest.raises(LimitExceeded):
@@ -250,7 +250,7 @@ def test_to_lark_is_accepted_by_llguidance(json_grammar: Grammar) -> None:
     st.lists(st.sampled_from(["1", "a", "b", " ", "é", "日", "x", ","]), max_size=8).map("".join),
 )
 def test_earley_on_a_regex_grammar_agrees_with_its_dfa(pattern: str, s: str) -> None:
-    from toolkit.regex import compile_regex
+    from toolkit.automata.regex import compile_regex
 
     assert Grammar.from_regex(pattern).accepts(s) == compile_regex(pattern).fullmatch(s.encode())
 

@@ -20,9 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests._support.fixtures import ARITH_LARK, JSON_LARK
-from toolkit.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar
-from toolkit.grammar import Grammar, Terminal, json_schema_to_regex
-from toolkit.regex import ByteDFA, compile_regex
+from toolkit.automata.regex import ByteDFA, compile_regex
+from toolkit.core.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar
+from toolkit.grammar.ir import Grammar, Terminal, json_schema_to_regex
 
 # ------------------------------------------------------------- sampling --
 
@@ -229,7 +229,7 @@ def test_unproductive_parts_are_dropped() -> None:
      r'"(?:[^"\\]|\\.)*"', "", "(a|b)*abb", "[^a]", "😀+|[α-ω]{2}", r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?"],
 )
 def test_dfa_to_regex_round_trip(pattern: str) -> None:
-    from toolkit.dfaops import dfa_regex
+    from toolkit.automata.dfaops import dfa_regex
 
     d = compile_regex(pattern)
     d2 = compile_regex(dfa_regex(d, 100_000))

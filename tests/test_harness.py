@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests._support.shared import PROJECT_ROOT
-from toolkit.datasets import load_item
-from toolkit.harness import HarnessError, measure_item, read_records, run_bench
+from toolkit.bench.datasets import load_item
+from toolkit.bench.harness import HarnessError, measure_item, read_records, run_bench
 
 pytest.importorskip("llguidance", reason="the harness tests drive peer:llguidance (install .[peers])")
 
@@ -38,7 +38,7 @@ def _by_item(records: list[dict]) -> dict[tuple[str, str], dict]:
 
 def test_measure_item_records_masks_and_statuses(tmp_path: Path) -> None:
     from strategies import get_engine
-    from toolkit.vocab import load_vocab
+    from toolkit.core.vocab import load_vocab
 
     vocab = load_vocab("tekken")
     engine = get_engine(FAULTY, vocab)
@@ -163,7 +163,7 @@ def test_cli_bench_and_report_on_embedded_grammars(tmp_path: Path) -> None:
 def test_archived_records_are_read_from_gzip(tmp_path: Path) -> None:
     import gzip
 
-    from toolkit.harness import load_records, records_file
+    from toolkit.bench.harness import load_records, records_file
 
     lines = [json.dumps({"engine": "e", "item": f"i{k}", "status": "passing"}) for k in range(2)] + ['{"engine": "e", "it']
     with gzip.open(tmp_path / "records.jsonl.gz", "wt") as f:
@@ -178,7 +178,7 @@ def test_archived_records_are_read_from_gzip(tmp_path: Path) -> None:
 def test_a_case_the_vocabulary_cannot_tokenize_is_skipped_not_failed() -> None:
     from strategies import get_engine
     from tests._support.fixtures import small_vocab
-    from toolkit.datasets import Case, Item
+    from toolkit.bench.datasets import Case, Item
 
     vocab = small_vocab()
     item = Item("digits", "regex", "[0-9]+", (Case("12", True), Case("zz", False), Case("x1", True), Case("1", True)))
@@ -190,8 +190,8 @@ def test_a_case_the_vocabulary_cannot_tokenize_is_skipped_not_failed() -> None:
 
 def test_a_worker_that_never_starts_is_a_clear_error_not_a_hang() -> None:
     from tests._support.faulty import hanging_worker
-    from toolkit.datasets import Case, Item
-    from toolkit.harness import _Pool
+    from toolkit.bench.datasets import Case, Item
+    from toolkit.bench.harness import _Pool
 
     pool = _Pool(1, "tekken", {}, "native", False, 5.0, None, startup_timeout=2.0, target=hanging_worker)
     item = Item("x", "regex", "a", (Case("a", True),))

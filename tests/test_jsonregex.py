@@ -1,6 +1,6 @@
-"""toolkit._jsonregex: each regex is exact or tighter than its JSON Schema keyword.
+"""toolkit.automata.jsonregex: each regex is exact or tighter than its JSON Schema keyword.
 
-Every regex is compiled with :func:`toolkit.regex.compile_regex` and run on the
+Every regex is compiled with :func:`toolkit.automata.regex.compile_regex` and run on the
 UTF-8 bytes of JSON texts, as the schema compiler will use it.  The judges are
 independent: ``json.loads`` plus exact decimal arithmetic for numbers, Python's
 ``re.search`` (on a translation of the ECMAScript pattern) for ``pattern``,
@@ -29,7 +29,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests._support.shared import require_shared
-from toolkit._jsonregex import (
+from toolkit.automata.jsonregex import (
     FORMATS,
     JSON_CHAR,
     JSON_NUMBER,
@@ -47,8 +47,8 @@ from toolkit._jsonregex import (
     json_string_literal,
     number_range,
 )
-from toolkit.errors import LimitExceeded, UnsupportedSchema
-from toolkit.regex import DEFAULT_MAX_STATES, ByteDFA, _compile_nfa, compile_regex
+from toolkit.automata.regex import DEFAULT_MAX_STATES, ByteDFA, _compile_nfa, compile_regex
+from toolkit.core.errors import LimitExceeded, UnsupportedSchema
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 

@@ -14,8 +14,8 @@ import warnings
 import jsonschema
 import pytest
 
-from toolkit.errors import Unsatisfiable, UnsupportedSchema
-from toolkit.grammar import Grammar
+from toolkit.core.errors import Unsatisfiable, UnsupportedSchema
+from toolkit.grammar.ir import Grammar
 
 CASES: dict[str, tuple[dict | bool, list]] = {
     "type_string": ({"type": "string"}, ["abc", "", "é😀\n\"", 1, None, ["a"]]),
@@ -344,7 +344,7 @@ def test_max_properties_of_a_closed_object_needs_no_counting() -> None:
 
 
 def test_deep_nesting_is_a_named_limit() -> None:
-    from toolkit.errors import LimitExceeded
+    from toolkit.core.errors import LimitExceeded
 
     for depth in (200, 1000):
         schema: dict | bool = {"type": "string"}

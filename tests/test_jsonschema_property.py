@@ -26,9 +26,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkit.errors import LimitExceeded, Unsatisfiable, UnsupportedSchema
-from toolkit.grammar import Grammar
-from toolkit.jsonschema import PROPERTY_ORDERS
+from toolkit.core.errors import LimitExceeded, Unsatisfiable, UnsupportedSchema
+from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema.compiler import PROPERTY_ORDERS
 
 EXAMPLES = int(os.environ.get("MASKLAB_HYPOTHESIS_EXAMPLES", "150"))
 
@@ -191,7 +191,7 @@ def test_a_dynamic_reference_the_reference_pass_cannot_reach_is_refused() -> Non
               "$defs": {"x": {"$dynamicAnchor": "x", "type": "string"}}}
     assert not Grammar.from_json_schema(schema).accepts('{"a": 1}')
     assert Grammar.from_json_schema(schema).accepts('{"a": "s"}')
-    from toolkit.jsonschema import _Compiler
+    from toolkit.jsonschema.compiler import _Compiler
 
     c = _Compiler({"type": "array", "items": {"$recursiveRef": "#"}}, whitespace="compact", strict=True, max_rules=100)
     with pytest.raises(UnsupportedSchema) as e:  # the compiler alone, without the pass

@@ -3,7 +3,7 @@
 * **The language** of each construct: accepted and rejected strings.
 * **Every strategy against naive** on random walks over a small vocabulary.
 * **Against llguidance's own reading** of the same text (``peer:llguidance`` given the
-  Lark text itself, :class:`~toolkit.lark_dialect.LarkText`), on Llama-3 along the
+  Lark text itself, :class:`~toolkit.grammar.lark_dialect.LarkText`), on Llama-3 along the
   strings: the same verdicts and bit-identical masks.
 * **Refusals** name the construct, its line and column.
 """
@@ -18,10 +18,10 @@ import pytest
 from strategies import get_engine
 from tests._support.shared import require_shared
 from tests.test_llguidance import LEX, _as_ids, _row, _show
-from toolkit.errors import GrammarError, UnsupportedGrammar
-from toolkit.grammar import Grammar
-from toolkit.lark_dialect import LarkText, substring_regex, translate
-from toolkit.vocab import Vocabulary, load_vocab
+from toolkit.core.errors import GrammarError, UnsupportedGrammar
+from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.grammar.ir import Grammar
+from toolkit.grammar.lark_dialect import LarkText, substring_regex, translate
 
 TOOL_CALL = """start: TEXT | fun_call
 TEXT: /[^{](.|\\n)*/
@@ -70,7 +70,7 @@ def test_each_construct_reads_its_language(name: str) -> None:
 
 
 def test_substring_regex_is_every_run_of_chunks() -> None:
-    from toolkit.regex import compile_regex
+    from toolkit.automata.regex import compile_regex
 
     chunks = ["ab", "c", "", "de"]
     d = compile_regex(substring_regex(chunks))
@@ -323,7 +323,7 @@ def test_llama3_json_with_free_strings_equals_llguidance(llama3: Vocabulary) -> 
 
 
 def test_the_llguidance_spelling_of_strings() -> None:
-    from toolkit.jsonschema import from_json_schema
+    from toolkit.jsonschema.compiler import from_json_schema
 
     schema = {"type": "object", "properties": {"k/é": {"type": "string"}}, "required": ["k/é"]}
     llg, js = from_json_schema(schema, spelling="llguidance"), from_json_schema(schema)

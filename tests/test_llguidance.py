@@ -37,13 +37,13 @@ from strategies import get_engine
 from strategies.llguidance import DEFAULT_SLICES, LLGuidanceCompiled, LLGuidanceEngine
 from tests._support.fixtures import ARITH_LARK, JSON_LARK, REGULAR_REGEXES
 from tests._support.shared import require_shared
-from toolkit import bitmask as bm
-from toolkit.datasets import load_item
-from toolkit.errors import UnsupportedGrammar
-from toolkit.grammar import Grammar, Terminal
-from toolkit.jsonschema import JsonSchemaText
-from toolkit.protocol import MaskEngine, MaskInfo, Matcher
-from toolkit.vocab import Vocabulary, load_vocab
+from toolkit.bench.datasets import load_item
+from toolkit.core import bitmask as bm
+from toolkit.core.errors import UnsupportedGrammar
+from toolkit.core.protocol import MaskEngine, MaskInfo, Matcher
+from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.grammar.ir import Grammar, Terminal
+from toolkit.jsonschema.compiler import JsonSchemaText
 
 SPECIAL, EOS = 0, 1
 _SINGLE = [c.encode() for c in '{}[]",:()+-*/=;. \n0123456789abcdefilnrstu']

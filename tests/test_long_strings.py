@@ -1,7 +1,7 @@
 """Long strings: ``maxLength``/``minLength`` up to 2^16 (issue #26).
 
 A bounded JSON string is one terminal whose DFA is written down directly
-(:func:`toolkit._jsonregex.json_string_dfa`), 20 states per character: 65,536
+(:func:`toolkit.automata.jsonregex.json_string_dfa`), 20 states per character: 65,536
 characters are 1.31M states, allowed past ``max_states`` (which bounds subset
 constructions) up to ``MAX_STRING_STATES``.  The language is exact at the bounds with
 characters of every written width, whitespace never enters the string, and larger
@@ -14,10 +14,15 @@ import json
 
 import pytest
 
-from toolkit._jsonregex import MAX_STRING_LENGTH, MAX_STRING_STATES, json_string, json_string_dfa
-from toolkit.errors import UnsupportedSchema
-from toolkit.grammar import Grammar
-from toolkit.regex import compile_regex
+from toolkit.automata.jsonregex import (
+    MAX_STRING_LENGTH,
+    MAX_STRING_STATES,
+    json_string,
+    json_string_dfa,
+)
+from toolkit.automata.regex import compile_regex
+from toolkit.core.errors import UnsupportedSchema
+from toolkit.grammar.ir import Grammar
 
 # 65,535 characters written in every width: 1-4 UTF-8 bytes, short and \u escapes, a pair
 BODY = "a" * 64000 + ("é€😀\\n\\u0041\\ud83d\\ude00" * 255) + "a" * 5

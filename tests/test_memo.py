@@ -1,4 +1,4 @@
-"""toolkit.memo: an engine keeps its own memo across compiles, apart from other engines
+"""toolkit.core.memo: an engine keeps its own memo across compiles, apart from other engines
 and from the default scope the harness empties; masks are the same warm or cold."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ import pytest
 
 from strategies import get_engine
 from tests._support.fixtures import small_vocab
-from toolkit import bitmask as bm
-from toolkit import memo
-from toolkit.harness import clear_toolkit_caches
-from toolkit.regex import compile_regex
+from toolkit.automata.regex import compile_regex
+from toolkit.bench.harness import clear_toolkit_caches
+from toolkit.core import bitmask as bm
+from toolkit.core import memo
 
 SCHEMA = {"type": "object", "properties": {"ab": {"type": "string", "pattern": "^[a-c]+$"},
                                            "b": {"type": "integer", "minimum": 3}},
           "required": ["ab"], "additionalProperties": False}
-TABLE = "toolkit.regex.compile_regex"
+TABLE = "toolkit.automata.regex.compile_regex"
 
 
 def test_scopes_are_apart_and_the_default_is_what_the_harness_clears() -> None:

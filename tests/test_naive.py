@@ -10,11 +10,11 @@ import pytest
 from strategies import available_engines, get_engine, registered_engines
 from tests._support.fixtures import JSON_LARK, SMALL_TOKENS, small_vocab
 from tests._support.shared import require_shared
-from toolkit import bitmask as bm
-from toolkit.grammar import Grammar
-from toolkit.regex import compile_regex
-from toolkit.trie import TokenTrie
-from toolkit.vocab import Vocabulary, load_vocab
+from toolkit.automata.regex import compile_regex
+from toolkit.core import bitmask as bm
+from toolkit.core.trie import TokenTrie
+from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.grammar.ir import Grammar
 
 
 def _mask_ids(matcher, vocab: Vocabulary) -> set[int]:
@@ -25,7 +25,7 @@ def _mask_ids(matcher, vocab: Vocabulary) -> set[int]:
 
 def _brute_force_viable(grammar: Grammar, prefix: bytes, vocab: Vocabulary) -> set[int]:
     """Tokens t with prefix+t viable, decided from scratch per token (no sharing at all)."""
-    from toolkit._earley import ByteRecognizer, compile_cfg
+    from toolkit.grammar.earley import ByteRecognizer, compile_cfg
 
     out = set()
     for t in vocab.text_token_ids():
@@ -154,7 +154,7 @@ def test_llama3_json_grammar_at_the_start(llama3: Vocabulary) -> None:
     g = Grammar.from_lark(JSON_LARK)
     rng = np.random.default_rng(12345)
     sample = rng.choice(llama3.text_token_ids(), size=3000, replace=False)
-    from toolkit._earley import ByteRecognizer, compile_cfg
+    from toolkit.grammar.earley import ByteRecognizer, compile_cfg
 
     for t in sample:
         rec = ByteRecognizer(compile_cfg(g))

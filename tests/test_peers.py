@@ -23,11 +23,11 @@ import pytest
 from strategies import get_engine, registered_engines
 from strategies.peers import JsonSchemaText, PeerError
 from tests._support.fixtures import ARITH_LARK, JSON_LARK, SMALL_TOKENS, small_vocab
-from toolkit import bitmask as bm
-from toolkit.errors import MasklabError, UnsupportedGrammar
-from toolkit.grammar import Grammar
-from toolkit.protocol import MaskEngine, Matcher
-from toolkit.vocab import Vocabulary, load_vocab
+from toolkit.core import bitmask as bm
+from toolkit.core.errors import MasklabError, UnsupportedGrammar
+from toolkit.core.protocol import MaskEngine, Matcher
+from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.grammar.ir import Grammar
 
 LLG, XGR, OC = "peer:llguidance", "peer:xgrammar", "peer:outlines-core"
 PEERS = (LLG, XGR, OC)

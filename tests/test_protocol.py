@@ -1,4 +1,4 @@
-"""The Matcher contract, one suite run against every engine (see toolkit.protocol).
+"""The Matcher contract, one suite run against every engine (see toolkit.core.protocol).
 
 outlines-core is not in it: it compiles regular grammars only, and it refuses a
 vocabulary where a token leads into a state no token continues (``tr`` without ``u``
@@ -12,9 +12,9 @@ import pytest
 
 from strategies import get_engine
 from tests._support.fixtures import JSON_LARK, small_vocab
-from toolkit import bitmask as bm
-from toolkit.grammar import Grammar
-from toolkit.protocol import MaskEngine, MaskInfo, Matcher
+from toolkit.core import bitmask as bm
+from toolkit.core.protocol import MaskEngine, MaskInfo, Matcher
+from toolkit.grammar.ir import Grammar
 
 # Engines that compile any Grammar on a hand-made vocabulary.  Strategies join as they land.
 ENGINES = ["naive", "llguidance", "xgrammar", "peer:llguidance", "peer:xgrammar"]

@@ -1,4 +1,4 @@
-"""toolkit.regex: byte DFAs agree with Python's re.fullmatch (re.ASCII), minimal, canonical."""
+"""toolkit.automata.regex: byte DFAs agree with Python's re.fullmatch (re.ASCII), minimal, canonical."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from toolkit import _dfabuild
-from toolkit.errors import LimitExceeded, RegexError
-from toolkit.regex import (
+from toolkit.automata import _dfabuild
+from toolkit.automata.regex import (
     ByteDFA,
     _compile_reference,
     canonical_regex,
@@ -20,6 +19,7 @@ from toolkit.regex import (
     compile_regex,
     from_transitions,
 )
+from toolkit.core.errors import LimitExceeded, RegexError
 
 # Characters the generated regexes and strings are built from: ASCII, 2-, 3- and
 # 4-byte UTF-8 characters, regex metacharacters and a newline.
@@ -439,7 +439,7 @@ def test_flag_edge_cases() -> None:
 
 
 def test_a_regex_error_shows_a_window_of_a_long_pattern() -> None:
-    from toolkit.errors import RegexError
+    from toolkit.core.errors import RegexError
 
     pattern = "a" * 50_000 + "(?<=x)" + "b" * 50_000
     with pytest.raises(RegexError) as e:

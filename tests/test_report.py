@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from toolkit.errors import MasklabError
-from toolkit.report import (
+from toolkit.core.errors import MasklabError
+from toolkit.report.bench import (
     DENSITY_CATEGORIES,
     ReportError,
     _styles,
@@ -384,8 +384,8 @@ def test_unconstrained_references_never_mix_models(tmp_path: Path) -> None:
     """Generate runs of two models in one report: each model's unconstrained tokens/s is
     its own reference line (a median across models is neither's speed); one model
     alone gets the one unlabelled line."""
-    from toolkit.e2e import load_generate_runs, plot_overhead, unconstrained_references
-    from toolkit.generate import GenerateRun, write_run
+    from toolkit.decode.generate import GenerateRun, write_run
+    from toolkit.report.e2e import load_generate_runs, plot_overhead, unconstrained_references
 
     speeds = {"random:tiny": 500.0, "random:llama-3.2-1b": 5.0}
     for model, unc in speeds.items():

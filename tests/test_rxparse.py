@@ -1,13 +1,13 @@
-"""toolkit._rxparse: our regex parser against interegular's.
+"""toolkit.automata._rxparse: our regex parser against interegular's.
 
-The oracle is the DFA: a pattern read by :func:`toolkit._rxparse.parse` and by
-``interegular.parse_pattern`` must compile (with the same :func:`toolkit.regex._build`,
+The oracle is the DFA: a pattern read by :func:`toolkit.automata._rxparse.parse` and by
+``interegular.parse_pattern`` must compile (with the same :func:`toolkit.automata.regex._build`,
 determinization and minimization) to the same arrays, which the canonical numbering
 makes equal exactly when the languages are.  Where the two parsers read the same
 syntax the trees are equal objects too.  The corpora: the regexes the other test
 files use, the embedded datasets (``regex`` items, and the terminals of the schema
 and Lark items), Outlines' regexes for some MaskBench schemas (shared data), and
-random patterns.  The documented differences (see :mod:`toolkit._rxparse`) get
+random patterns.  The documented differences (see :mod:`toolkit.automata._rxparse`) get
 their own tests.
 """
 
@@ -28,9 +28,8 @@ from hypothesis import strategies as st
 from interegular.patterns import Pattern, _CharGroup, _Concatenation, _Repeated
 
 from tests._support.shared import PROJECT_ROOT, require_shared
-from toolkit._rxparse import parse
-from toolkit.errors import LimitExceeded, RegexError
-from toolkit.regex import (
+from toolkit.automata._rxparse import parse
+from toolkit.automata.regex import (
     _NFA,
     DEFAULT_MAX_STATES,
     _build,
@@ -42,6 +41,7 @@ from toolkit.regex import (
     _strip_anchors,
     compile_regex,
 )
+from toolkit.core.errors import LimitExceeded, RegexError
 
 # ---------------------------------------------------------------- helpers --
 
@@ -208,7 +208,7 @@ def test_refused_by_both(pattern: str) -> None:
 def test_terminals_of_the_embedded_datasets() -> None:
     """Every terminal regex of the schema and Lark items (``regex``, ``also``,
     ``excluding``): what masklab's own compilers write."""
-    from toolkit.datasets import load_item
+    from toolkit.bench.datasets import load_item
 
     patterns: set[str] = set()
     folder = PROJECT_ROOT / "datasets"
@@ -255,7 +255,7 @@ def test_outlines_regexes(outlines_regexes: list[tuple[str, str]]) -> None:
 @st.composite
 def dialect_regexes(draw, depth: int = 3) -> str:
     """Random well-formed patterns that both parsers read alike: no construct from the
-    list of differences in :mod:`toolkit._rxparse`."""
+    list of differences in :mod:`toolkit.automata._rxparse`."""
     names: list[str] = []  # group names used so far: each only once
 
     def atom() -> str:

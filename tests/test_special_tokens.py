@@ -22,13 +22,14 @@ import pytest
 from strategies import get_engine
 from tests._support.shared import require_shared
 from tests.test_llguidance import _as_ids, _row, _show
-from toolkit.datasets import embedded_dir, iter_items
-from toolkit.errors import GrammarError, UnsupportedGrammar
-from toolkit.generate import check_output, check_prefix
-from toolkit.grammar import Grammar
-from toolkit.harness import encode_case, select_items
-from toolkit.lark_dialect import LarkText
-from toolkit.special import (
+from toolkit.bench.datasets import embedded_dir, iter_items
+from toolkit.bench.harness import encode_case, select_items
+from toolkit.core.errors import GrammarError, UnsupportedGrammar
+from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.decode.generate import check_output, check_prefix
+from toolkit.grammar.ir import Grammar
+from toolkit.grammar.lark_dialect import LarkText
+from toolkit.grammar.special import (
     SpecialSpec,
     dual_ids,
     encode_with_specials,
@@ -37,7 +38,6 @@ from toolkit.special import (
     parse_spec,
     vocab_view,
 )
-from toolkit.vocab import Vocabulary, load_vocab
 
 EXAMPLES = embedded_dir() / "special-tokens"
 
@@ -260,8 +260,8 @@ def test_a_text_token_is_the_range_where_the_grammar_can_take_it() -> None:
 
 
 def test_a_batch_of_dual_matchers_steps_them_over_the_real_vocabulary() -> None:
-    from toolkit import bitmask as bm
-    from toolkit.batch import NO_TOKEN, make_batch
+    from toolkit.core import bitmask as bm
+    from toolkit.core.batch import NO_TOKEN, make_batch
 
     g = Grammar.from_lark(DUALS["after-lexeme"])
     for engine in ("llguidance", "xgrammar", "outlines"):
@@ -279,8 +279,8 @@ def test_a_batch_of_dual_matchers_steps_them_over_the_real_vocabulary() -> None:
 
 
 def test_or_bit_runs_folds_any_run_into_any_offset() -> None:
-    from toolkit import bitmask as bm
-    from toolkit._batch import or_bit_runs
+    from toolkit.core import bitmask as bm
+    from toolkit.core.session import or_bit_runs
 
     rng = np.random.default_rng(0)
     for _ in range(200):

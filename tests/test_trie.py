@@ -1,4 +1,4 @@
-"""toolkit.trie: the flat DFS token trie and its DFA walk.
+"""toolkit.core.trie: the flat DFS token trie and its DFA walk.
 
 Layers: a hand-drawn vocabulary with every array written out; a random vocabulary
 checked against a trie built from the definition (the set of token prefixes); the
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from tests._support.shared import require_shared
-from toolkit import bitmask
-from toolkit.regex import compile_regex
-from toolkit.trie import TokenTrie
-from toolkit.vocab import Vocabulary, load_vocab
+from toolkit.automata.regex import compile_regex
+from toolkit.core import bitmask
+from toolkit.core.trie import TokenTrie
+from toolkit.core.vocab import Vocabulary, load_vocab
 
 LLAMA3_MODEL = "tokenizers/llama-3/tokenizer.model"
 

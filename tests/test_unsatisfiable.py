@@ -12,8 +12,8 @@ import pytest
 
 from strategies import get_engine
 from tests._support.fixtures import small_vocab
-from toolkit.errors import GrammarError, Unsatisfiable
-from toolkit.grammar import Grammar
+from toolkit.core.errors import GrammarError, Unsatisfiable
+from toolkit.grammar.ir import Grammar
 
 SCHEMAS = [  # (schema, keyword, pointer)
     ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength", ""),

@@ -1,4 +1,4 @@
-"""toolkit.vocab: exact token bytes, special/EOS/padding ids, canonical encode, loaders.
+"""toolkit.core.vocab: exact token bytes, special/EOS/padding ids, canonical encode, loaders.
 
 Real tokenizers are checked id by id against an independent reader of the same file
 (tiktoken for Llama 3, the raw JSON and mistral-common for tekken, the ``tokenizers``
@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from tests._support.shared import require_shared
-from toolkit.errors import VocabError
-from toolkit.vocab import Vocabulary, load_vocab
+from toolkit.core.errors import VocabError
+from toolkit.core.vocab import Vocabulary, load_vocab
 
 LLAMA3 = "tokenizers/llama-3/tokenizer.model"
 MISTRAL_HF = "tokenizers/mistral-7b-v0.3/tokenizer.json"

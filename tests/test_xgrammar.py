@@ -25,13 +25,13 @@ from strategies.xgrammar import XGrammarCompiled, XGrammarEngine
 from strategies.xgrammar.engine import follow_sets, inline_rules
 from tests._support.shared import require_shared
 from tests.test_llguidance import EOS, GRAMMARS, LEX, REGEXES, _as_ids, _grammar, _ids, _row, _show
-from toolkit._earley import compile_cfg
-from toolkit.datasets import load_item
-from toolkit.errors import LimitExceeded, UnsupportedGrammar
-from toolkit.grammar import Grammar
-from toolkit.jsonschema import grammar_of
-from toolkit.protocol import MaskEngine, Matcher
-from toolkit.vocab import Vocabulary, load_vocab
+from toolkit.bench.datasets import load_item
+from toolkit.core.errors import LimitExceeded, UnsupportedGrammar
+from toolkit.core.protocol import MaskEngine, Matcher
+from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.grammar.earley import compile_cfg
+from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema.compiler import grammar_of
 
 NAMES = sorted([*GRAMMARS, "nullable"])
 INLINE = {"xg-0": 0, "xg-4": 4, "xg-64": 64}  # inline_max

@@ -28,21 +28,21 @@ __all__ = [
 ]
 
 _LAZY = {
-    "Vocabulary": "toolkit.vocab",
-    "load_vocab": "toolkit.vocab",
-    "ByteDFA": "toolkit.regex",
-    "compile_regex": "toolkit.regex",
-    "Grammar": "toolkit.grammar",
-    "TokenTrie": "toolkit.trie",
-    "MaskInfo": "toolkit.protocol",
-    "make_batch": "toolkit.batch",
-    "MasklabError": "toolkit.errors",
-    "GrammarError": "toolkit.errors",
-    "RegexError": "toolkit.errors",
-    "UnsupportedGrammar": "toolkit.errors",
-    "UnsupportedSchema": "toolkit.errors",
-    "LimitExceeded": "toolkit.errors",
-    "VocabError": "toolkit.errors",
+    "Vocabulary": "toolkit.core.vocab",
+    "load_vocab": "toolkit.core.vocab",
+    "ByteDFA": "toolkit.automata.regex",
+    "compile_regex": "toolkit.automata.regex",
+    "Grammar": "toolkit.grammar.ir",
+    "TokenTrie": "toolkit.core.trie",
+    "MaskInfo": "toolkit.core.protocol",
+    "make_batch": "toolkit.core.batch",
+    "MasklabError": "toolkit.core.errors",
+    "GrammarError": "toolkit.core.errors",
+    "RegexError": "toolkit.core.errors",
+    "UnsupportedGrammar": "toolkit.core.errors",
+    "UnsupportedSchema": "toolkit.core.errors",
+    "LimitExceeded": "toolkit.core.errors",
+    "VocabError": "toolkit.core.errors",
 }
 
 

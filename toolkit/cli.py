@@ -9,7 +9,7 @@ Subcommands:
 * ``masklab accepts (--lark FILE | --regex RX) TEXT``: the reference recognizer's verdict;
 * ``masklab schema-coverage --data DIR``: the JSON Schema compiler's MaskBench counts;
 * ``masklab bench --engines a,b --data DIR --vocab SPEC --out DIR``: a benchmark run
-  (:mod:`toolkit.harness`); ``masklab report DIR...``: its tables and figures
+  (:mod:`toolkit.bench.harness`); ``masklab report DIR...``: its tables and figures
   (:mod:`toolkit.report`).
 """
 
@@ -22,13 +22,13 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from toolkit.errors import MasklabError
+from toolkit.core.errors import MasklabError
 
 __all__ = ["main"]
 
 
 def _grammar(args: argparse.Namespace):
-    from toolkit.grammar import Grammar
+    from toolkit.grammar.ir import Grammar
 
     if args.lark:
         return Grammar.from_lark(Path(args.lark).read_text(encoding="utf-8"))
@@ -45,8 +45,8 @@ def _cmd_engines(args: argparse.Namespace) -> int:
 
 
 def _cmd_vocab(args: argparse.Namespace) -> int:
-    from toolkit.trie import TokenTrie
-    from toolkit.vocab import load_vocab
+    from toolkit.core.trie import TokenTrie
+    from toolkit.core.vocab import load_vocab
 
     t0 = time.perf_counter()
     vocab = load_vocab(args.spec)
@@ -67,8 +67,8 @@ def _cmd_vocab(args: argparse.Namespace) -> int:
 
 def _cmd_mask(args: argparse.Namespace) -> int:
     from strategies import get_engine
-    from toolkit import bitmask as bm
-    from toolkit.vocab import load_vocab
+    from toolkit.core import bitmask as bm
+    from toolkit.core.vocab import load_vocab
 
     vocab = load_vocab(args.vocab)
     grammar = _grammar(args)
@@ -107,7 +107,7 @@ def _cmd_accepts(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema_coverage(args: argparse.Namespace) -> int:
-    from toolkit.coverage import schema_coverage, summarize
+    from toolkit.bench.coverage import schema_coverage, summarize
 
     t0 = time.perf_counter()
     results = schema_coverage(args.data, limit=args.limit, timeout=args.timeout, progress=not args.quiet,
@@ -158,7 +158,7 @@ def default_bench_engines() -> list[str]:
 def _cmd_bench(args: argparse.Namespace) -> int:
     import shlex
 
-    from toolkit.harness import run_bench
+    from toolkit.bench.harness import run_bench
 
     engines = [e.strip() for e in args.engines.split(",") if e.strip()] if args.engines else default_bench_engines()
     command = "masklab " + " ".join(shlex.quote(a) for a in (args.argv or []))
@@ -172,15 +172,15 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(counts.to_string())
     print(f"records in {Path(args.out) / 'records.jsonl'}")
     if args.direct_check and len(df):
-        from toolkit.direct import direct_markdown, direct_table
-        from toolkit.harness import read_records
+        from toolkit.bench.harness import read_records
+        from toolkit.report.direct import direct_markdown, direct_table
 
         wanted = set(zip(df["engine"], df["item"], strict=True))
         recs = [r for r in read_records(args.out) if (r["engine"], r["item"]) in wanted]
         print("\nmasklab's times against the engines called directly (µs; TTFM ms):")
         print(direct_markdown(direct_table(recs)))
     if args.report:
-        from toolkit.report import write_report
+        from toolkit.report.bench import write_report
 
         print(f"report in {write_report([args.out])}")
     if len(engines) > 1 and len(df):
@@ -218,7 +218,7 @@ def _versions(dists: Sequence[str]) -> dict[str, str | None]:
 def _chat_folder(chat: str, model: str, vocab: str) -> str:
     """The folder whose chat template ``--chat`` means: its value, else the model's
     checkpoint folder, else the folder of an ``hf:`` vocabulary."""
-    from toolkit.model import ModelError
+    from toolkit.decode.model import ModelError
 
     if chat != "auto":
         return chat
@@ -234,11 +234,17 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     import shlex
 
     from strategies import get_engine
-    from toolkit.datasets import embedded_dir
-    from toolkit.generate import DEFAULT_PROMPT, SPEC_PROMPT, generate, unconstrained, write_run
-    from toolkit.harness import engine_info, machine_info, select_items
-    from toolkit.model import load_chat_template, load_model
-    from toolkit.vocab import load_vocab
+    from toolkit.bench.datasets import embedded_dir
+    from toolkit.bench.harness import engine_info, machine_info, select_items
+    from toolkit.core.vocab import load_vocab
+    from toolkit.decode.generate import (
+        DEFAULT_PROMPT,
+        SPEC_PROMPT,
+        generate,
+        unconstrained,
+        write_run,
+    )
+    from toolkit.decode.model import load_chat_template, load_model
 
     names = [e.strip() for part in args.engine for e in part.split(",") if e.strip()]
     if args.baseline_groups is not None and not args.shared_baseline:
@@ -313,7 +319,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from toolkit.report import write_report
+    from toolkit.report.bench import write_report
 
     path = write_report(args.dirs, out=args.out, all_items=args.all_items)
     print(path.read_text(encoding="utf-8"))
@@ -324,8 +330,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _warn_comparability(dirs: Sequence[str]) -> None:
     """Say on stderr what makes the engines of these bench runs not like for like."""
-    from toolkit.harness import records_file
-    from toolkit.report import comparability_warnings, load_runs
+    from toolkit.bench.harness import records_file
+    from toolkit.report.bench import comparability_warnings, load_runs
 
     bench = [d for d in dirs if records_file(d).is_file()]
     if not bench:
@@ -335,7 +341,7 @@ def _warn_comparability(dirs: Sequence[str]) -> None:
 
 
 def _cmd_agree(args: argparse.Namespace) -> int:
-    from toolkit.agree import AgreementError, explain, write_agreement
+    from toolkit.bench.agree import AgreementError, explain, write_agreement
 
     names = [e.strip() for e in args.engines.split(",") if e.strip()]
     if len(names) != 2:
@@ -357,7 +363,7 @@ def _cmd_agree(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from toolkit.jsonschema import PROPERTY_ORDERS
+    from toolkit.jsonschema.compiler import PROPERTY_ORDERS
 
     p = argparse.ArgumentParser(prog="masklab", description="Compare token-mask strategies for constrained decoding.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -413,7 +419,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="resident memory per worker before it is killed (default: 80%% of RAM / jobs)")
     b.add_argument("--direct-check", action="store_true",
                    help="also call each peer directly through its own API on the same walks, and print "
-                        "masklab's times against those (toolkit.direct)")
+                        "masklab's times against those (toolkit.report.direct)")
     b.add_argument("--report", action="store_true", help="write the report into the run folder when done")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=_cmd_bench)

@@ -16,8 +16,8 @@ import signal
 import sys
 from pathlib import Path
 
-from toolkit.datasets import iter_items
-from toolkit.harness import read_records
+from toolkit.bench.datasets import iter_items
+from toolkit.bench.harness import read_records
 
 run = Path(sys.argv[1])
 limit = int(sys.argv[2]) if len(sys.argv) > 2 else 30

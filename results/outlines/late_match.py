@@ -14,10 +14,10 @@ import sys
 from pathlib import Path
 
 from strategies import get_engine
-from toolkit import bitmask as bm
-from toolkit.agree import agreement
-from toolkit.datasets import iter_items
-from toolkit.vocab import load_vocab
+from toolkit.core import bitmask as bm
+from toolkit.bench.agree import agreement
+from toolkit.bench.datasets import iter_items
+from toolkit.core.vocab import load_vocab
 
 run = Path(sys.argv[1])
 meta = json.loads((run / "run.json").read_text())

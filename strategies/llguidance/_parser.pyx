@@ -24,7 +24,7 @@ rows are pushed when a lexeme ends and popped by truncation, so the trie walk's
 Each row records the lexer state its allowed lexemes start from and whether the
 grammar accepts there.
 
-**Trie walk.**  The flat DFS token trie of :mod:`toolkit.trie` is scanned once; a
+**Trie walk.**  The flat DFS token trie of :mod:`toolkit.core.trie` is scanned once; a
 node's byte goes through the lexer table, the parser is consulted only when that
 byte ends a lexeme, and a rejected node skips its subtree.
 
@@ -37,7 +37,7 @@ per (lexeme state, slice).
 
 Limits (lexer states, Earley items per row, steps per mask) are checked in C; a hit
 sets an error code that the Python wrapper raises as
-:class:`~toolkit.errors.LimitExceeded`.  One :class:`ParserTables` is shared by
+:class:`~toolkit.core.errors.LimitExceeded`.  One :class:`ParserTables` is shared by
 every :class:`EarleyParser` of a compiled grammar (the lazy tables are a cache), so
 matchers of one grammar must not run concurrently.
 """
@@ -50,7 +50,7 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit._intsets cimport (
+from toolkit.automata.intsets cimport (
     IntSets,
     grow_array,
     hash_ints,
@@ -60,12 +60,12 @@ from toolkit._intsets cimport (
     intsets_init,
     mix64,
 )
-from toolkit._batch cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
-from toolkit._types cimport token_t, word_t
-from toolkit.trie cimport TokenTrie, TrieNode
+from toolkit.core.session cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
+from toolkit.core.ids cimport token_t, word_t
+from toolkit.core.trie cimport TokenTrie, TrieNode
 
-from toolkit.errors import LimitExceeded
-from toolkit.regex import check_class_form
+from toolkit.core.errors import LimitExceeded
+from toolkit.automata.regex import check_class_form
 
 cnp.import_array()
 
@@ -131,7 +131,7 @@ cdef class SliceSet:
     plus a trie of the tokens in no slice (``tries[n]``).
 
     ``SliceSet(dfas, tries, masks)``: ``dfas`` as ``(transitions int32[n, 256], start)``
-    per slice, ``tries`` the slices' :class:`~toolkit.trie.TokenTrie` and then the
+    per slice, ``tries`` the slices' :class:`~toolkit.core.trie.TokenTrie` and then the
     rest's, ``masks`` each slice's tokens as uint32 words.
     """
 
@@ -233,7 +233,7 @@ cdef class ParserTables:
     * ``nullable[sym]``; ``start_sym``: the augmented start nonterminal;
     * ``lexemes``: per lexeme ``(table int32[n, k], classes uint8[256], accepting bool[n],
       start)``, the DFA over byte classes (byte ``b`` moves state ``s`` to
-      ``table[s, classes[b]]``, as :meth:`toolkit.regex.ByteDFA.byte_classes` gives it),
+      ``table[s, classes[b]]``, as :meth:`toolkit.automata.regex.ByteDFA.byte_classes` gives it),
       each DFA's dead state 0, none accepting the empty string; ``skip`` is the index
       of the %ignore lexeme (the last one) or -1;
     * limits: ``max_lexer_states``, ``max_row_items``, ``max_steps``.
@@ -885,7 +885,7 @@ cdef class EarleyParser:
     cdef readonly TokenTrie walk_trie
     cdef readonly SliceSet walk_slices
     cdef readonly int64_t last_visited   # trie nodes the last fill looked at (0: a cache copy)
-    # The undo stack of the ops (toolkit._batch): the state before each token consumed,
+    # The undo stack of the ops (toolkit.core.session): the state before each token consumed,
     # three values a token (lexer state, rows, fresh)
     cdef UndoStack undo_stack
 
@@ -1540,7 +1540,7 @@ def full_matches(TokenTrie trie not None, transitions, accepting, int32_t start)
 
 
 # ---------------------------------------------------------------------------
-# The parser as the core of a toolkit._batch.Session
+# The parser as the core of a toolkit.core.session.Session
 # ---------------------------------------------------------------------------
 
 cdef int _ops_advance(void* core, token_t token, const uint8_t* data, int32_t n) noexcept nogil:
@@ -1567,5 +1567,5 @@ cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_acc
 
 
 def ops_capsule():
-    """The parser's C entry points for :class:`toolkit._batch.Session`."""
+    """The parser's C entry points for :class:`toolkit.core.session.Session`."""
     return ops_capsule_of(&_OPS)

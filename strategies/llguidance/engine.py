@@ -3,7 +3,7 @@
 Moskal et al., "Making Structured Outputs Go Brrr" (2025), the approach of the
 llguidance engine, reimplemented on masklab's toolkit.  Nothing is precomputed per
 token: each mask is one walk of the vocabulary's flat DFS trie
-(:class:`toolkit.trie.TokenTrie`) in which every byte is a lookup in the lazy lexer
+(:class:`toolkit.core.trie.TokenTrie`) in which every byte is a lookup in the lazy lexer
 table and the Earley parser is consulted only where a byte ends a lexeme; a dense
 mask inside a long lexeme (a JSON string) is mostly added slice by slice without a
 walk.  The C core is :mod:`strategies.llguidance._parser`; this module turns a
@@ -32,13 +32,13 @@ Options: ``slices`` (``"default"``: llguidance's three JSON-string slices;
 ``max_lexer_states`` (lexer states built per grammar, default 250,000, as
 llguidance's), ``max_row_items`` (Earley items in one row, default 10,000) and
 ``max_steps`` (parser items plus lexer states built during one mask or one token,
-default 1,000,000).  Exceeding one is a :class:`~toolkit.errors.LimitExceeded`, which
+default 1,000,000).  Exceeding one is a :class:`~toolkit.core.errors.LimitExceeded`, which
 puts a matcher in the sticky error state of the protocol.  ``mask_cache`` (default
 True) keeps each matcher's last mask with its key, the lexer state and the Earley rows,
 as llguidance's bias cache does: inside a long lexeme the lexer state often loops, and
 the next mask is then a copy (``False`` walks every time, for ablations).
 ``memo`` (default True) keeps the DFAs and schema fragments of the engine's earlier
-compiles (:mod:`toolkit.memo`); False starts every compile cold.
+compiles (:mod:`toolkit.core.memo`); False starts every compile cold.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
 from strategies.llguidance._parser import (
     EarleyParser,
     ParserTables,
@@ -56,14 +57,13 @@ from strategies.llguidance._parser import (
     full_matches,
     ops_capsule,
 )
-from toolkit._batch import Session
-from toolkit._cfg import trim
-from toolkit.dfaops import difference
-from toolkit.grammar import Grammar
-from toolkit.matcher import CompiledTables, GrammarEngine, NativeMatcher
-from toolkit.regex import ByteDFA, compile_regex
-from toolkit.trie import TokenTrie
-from toolkit.vocab import Vocabulary
+from toolkit.automata.dfaops import difference
+from toolkit.automata.regex import ByteDFA, compile_regex
+from toolkit.core.session import Session
+from toolkit.core.trie import TokenTrie
+from toolkit.core.vocab import Vocabulary
+from toolkit.grammar.cfg import trim
+from toolkit.grammar.ir import Grammar
 
 __all__ = ["LLGuidanceEngine", "LLGuidanceCompiled", "LLGuidanceMatcher", "DEFAULT_SLICES"]
 
@@ -190,7 +190,7 @@ def _lexemes(grammar: Grammar) -> tuple[dict[str, Any], dict[str, str], str | No
             optional[name] = f"%opt {name}"
     skip = None
     if grammar.ignore:
-        from toolkit.dfaops import union
+        from toolkit.automata.dfaops import union
 
         d = grammar.terminals[grammar.ignore[0]].dfa()
         for name in grammar.ignore[1:]:
@@ -210,7 +210,7 @@ def build_tables(grammar: Grammar, *, max_lexer_states: int, max_row_items: int,
     (just ε when ``T`` matches only the empty string); unproductive and unreachable
     rules are dropped and the rest numbered (the start ``%start: start`` first, then
     in the grammar's order; the lexemes in use by name, the skip lexeme last), all in
-    :func:`toolkit._cfg.trim`.
+    :func:`toolkit.grammar.cfg.trim`.
     """
     lex, optional, skip = _lexemes(grammar)
     names = [n for n in lex if n != skip]
@@ -329,7 +329,7 @@ class LLGuidanceEngine(GrammarEngine):
 class LLGuidanceMatcher(NativeMatcher):
     """One sequence: an :class:`EarleyParser` (walking the engine's trie and slices; its
     undo records the lexer state and rows before each token) in a
-    :class:`toolkit._batch.Session`."""
+    :class:`toolkit.core.session.Session`."""
 
     def __init__(self, engine: LLGuidanceEngine, compiled: LLGuidanceCompiled, parser: EarleyParser) -> None:
         self.vocab = engine.vocab

@@ -1,7 +1,7 @@
 """The Outlines token index: for every DFA state, the allowed tokens and where each leads.
 
 Built once per compiled regex (Willard & Louf 2023).  For each live state ``s`` of
-the byte DFA, the flat token trie (:mod:`toolkit.trie`) is walked from ``s``: a
+the byte DFA, the flat token trie (:mod:`toolkit.core.trie`) is walked from ``s``: a
 shared prefix is read once and a prefix that kills the DFA skips its whole subtree,
 so the walk costs the number of *viable* trie nodes, not the vocabulary's bytes.
 Every token whose bytes keep the DFA alive is allowed in ``s``; the state its last
@@ -31,12 +31,12 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit._batch cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
-from toolkit._types cimport DEAD, state_t, token_t, word_t
-from toolkit.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
+from toolkit.core.session cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
+from toolkit.core.ids cimport DEAD, state_t, token_t, word_t
+from toolkit.core.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
 
-from toolkit.errors import LimitExceeded
-from toolkit.regex import check_class_form
+from toolkit.core.errors import LimitExceeded
+from toolkit.automata.regex import check_class_form
 
 cnp.import_array()
 
@@ -60,12 +60,12 @@ cdef class TokenIndex:
     ``TokenIndex(trie, table, classes, accepting, token_blob, token_offsets,
     max_memory, dense_min_tokens=-1)``: ``table`` is the DFA's C-contiguous int32
     ``[n_states, n_classes]`` table over byte classes and ``classes`` the uint8 class of
-    each byte (:meth:`toolkit.regex.ByteDFA.byte_classes`; state 0 dead), ``accepting``
+    each byte (:meth:`toolkit.automata.regex.ByteDFA.byte_classes`; state 0 dead), ``accepting``
     its uint8 flags; ``token_blob`` /
     ``token_offsets`` hold every id's bytes (``token_offsets`` has ``vocab_size + 1``
     int64 entries).  A state with at least ``dense_min_tokens`` allowed tokens is
     stored as a bitmask row (-1: the smaller form, more than ``n_words / 2`` tokens).
-    Raises :class:`~toolkit.errors.LimitExceeded` as soon as the index outgrows
+    Raises :class:`~toolkit.core.errors.LimitExceeded` as soon as the index outgrows
     ``max_memory`` bytes, naming the states and the estimate.
     """
 
@@ -298,13 +298,13 @@ cdef inline int _check_state(int32_t state, int32_t num_states) except -1:
 
 
 # ---------------------------------------------------------------------------
-# One sequence: a cursor over the index (the core of a toolkit._batch.Session)
+# One sequence: a cursor over the index (the core of a toolkit.core.session.Session)
 # ---------------------------------------------------------------------------
 
 cdef class Cursor:
     """One sequence's DFA state over a :class:`TokenIndex`, with the states before each
     token consumed (its undo stack).  ``Cursor(index, start)``; the protocol's calls are
-    its :data:`ops_capsule` entry points, run by a :class:`toolkit._batch.Session`."""
+    its :data:`ops_capsule` entry points, run by a :class:`toolkit.core.session.Session`."""
 
     cdef readonly TokenIndex index
     cdef readonly int32_t start
@@ -373,5 +373,5 @@ cdef StrategyOps _OPS = StrategyOps(_cur_advance, _cur_undo, _cur_fill, _cur_acc
 
 
 def ops_capsule():
-    """The cursor's C entry points for :class:`toolkit._batch.Session`."""
+    """The cursor's C entry points for :class:`toolkit.core.session.Session`."""
     return ops_capsule_of(&_OPS)

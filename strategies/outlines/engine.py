@@ -2,7 +2,7 @@
 
 Willard & Louf, "Efficient Guided Generation for Large Language Models" (2023), the
 approach of Outlines and outlines-core: the constraint must be regular.  ``compile``
-turns it into a minimal byte DFA (:func:`toolkit.regex.compile_regex`) and builds the
+turns it into a minimal byte DFA (:func:`toolkit.automata.regex.compile_regex`) and builds the
 token index (:class:`strategies.outlines._index.TokenIndex`): for every DFA state, the
 allowed tokens and the state each leads to, found by one walk of the token trie per
 state.  At decode time a mask is a row copy and accepting a token a lookup; all the
@@ -10,7 +10,7 @@ cost is startup time and memory.
 
 What ``compile`` takes:
 
-* a regex (``str``): the pattern itself (full-match semantics, see :mod:`toolkit.regex`);
+* a regex (``str``): the pattern itself (full-match semantics, see :mod:`toolkit.automata.regex`);
 * a JSON schema (dict, bool or :class:`~toolkit.jsonschema.JsonSchemaText`): made into
   a regex by ``schema_regex="masklab"`` (default), our
   :func:`toolkit.grammar.json_schema_to_regex`, or by ``schema_regex="outlines-core"``,
@@ -22,7 +22,7 @@ What ``compile`` takes:
   JSON Schema's ECMAScript patterns mean them;
 * a :class:`~toolkit.grammar.Grammar` that is regular: :meth:`Grammar.to_regex` (a
   grammar from :meth:`Grammar.from_regex` gives back its pattern).  A recursive
-  grammar raises :class:`~toolkit.errors.UnsupportedGrammar` naming the cycle, unless
+  grammar raises :class:`~toolkit.core.errors.UnsupportedGrammar` naming the cycle, unless
   ``grammar_max_depth`` unrolls it (the regex then accepts a subset: text nested
   deeper is refused, never the other way round).
 
@@ -30,7 +30,7 @@ Recursion in JSON schemas (``$ref`` cycles, containers inside free-form values) 
 unrolled the same way to ``max_depth`` levels (default 3), as Outlines does: an
 instance nested deeper is refused.  A regex that outgrows ``max_regex_length`` characters, a DFA that outgrows
 ``max_states`` states or an index that outgrows ``max_memory`` bytes is a
-:class:`~toolkit.errors.LimitExceeded` that says which and by how much.
+:class:`~toolkit.core.errors.LimitExceeded` that says which and by how much.
 """
 
 from __future__ import annotations
@@ -41,15 +41,15 @@ from typing import Any
 
 import numpy as np
 
+from strategies._base import NativeMatcher, StrategyEngine
 from strategies.outlines._index import Cursor, TokenIndex, ops_capsule
-from toolkit._batch import Session
-from toolkit.errors import MasklabError, Unsatisfiable, UnsupportedGrammar
-from toolkit.grammar import Grammar, json_schema_to_regex
-from toolkit.jsonschema import JsonSchemaText, schema_text
-from toolkit.matcher import NativeMatcher, StrategyEngine
-from toolkit.regex import DEFAULT_MAX_STATES, ByteDFA, compile_regex
-from toolkit.trie import TokenTrie
-from toolkit.vocab import Vocabulary
+from toolkit.automata.regex import DEFAULT_MAX_STATES, ByteDFA, compile_regex
+from toolkit.core.errors import MasklabError, Unsatisfiable, UnsupportedGrammar
+from toolkit.core.session import Session
+from toolkit.core.trie import TokenTrie
+from toolkit.core.vocab import Vocabulary
+from toolkit.grammar.ir import Grammar, json_schema_to_regex
+from toolkit.jsonschema.compiler import JsonSchemaText, schema_text
 
 __all__ = ["OutlinesEngine", "OutlinesCompiled", "OutlinesMatcher", "DEFAULT_MAX_MEMORY"]
 
@@ -109,7 +109,7 @@ class OutlinesEngine(StrategyEngine):
     ``max_states`` (DFA), ``max_regex_length``,
     ``max_memory`` (bytes per index), ``dense_min_tokens`` (a state with this many
     allowed tokens keeps a bitmask row; None: whichever form is smaller), ``memo``
-    (default True: the DFAs of earlier compiles are kept, :mod:`toolkit.memo`).
+    (default True: the DFAs of earlier compiles are kept, :mod:`toolkit.core.memo`).
     """
 
     name = "outlines"
@@ -237,7 +237,7 @@ def _unsatisfiable(spec: Any, kind: str, regex: str) -> Unsatisfiable:
 
 class OutlinesMatcher(NativeMatcher):
     """One sequence: a :class:`~strategies.outlines._index.Cursor` (the DFA state and
-    the states before each token) in a :class:`toolkit._batch.Session`."""
+    the states before each token) in a :class:`toolkit.core.session.Session`."""
 
     def __init__(self, engine: OutlinesEngine, compiled: OutlinesCompiled, cursor: Cursor | None = None) -> None:
         self.vocab = engine.vocab

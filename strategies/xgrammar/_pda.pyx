@@ -2,7 +2,7 @@
 token mask cache.
 
 **The parser.**  Scannerless Earley over bytes, the algorithm of
-:mod:`toolkit._earley` (the oracle) in C: an item is a dotted rule ``r`` (an index
+:mod:`toolkit.grammar.earley` (the oracle) in C: an item is a dotted rule ``r`` (an index
 into ``dr_sym``, where each production's symbols are followed by ``-1``) and an
 origin chart; a *term* ``(t, o, s)`` is terminal ``t`` predicted at chart ``o``,
 its DFA in state ``s``.  A byte advances the terms; a term whose state accepts
@@ -64,13 +64,13 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit._intsets cimport hash_ints, mix64
-from toolkit._batch cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
-from toolkit._types cimport token_t, word_t
-from toolkit.trie cimport TokenTrie, TrieNode
+from toolkit.automata.intsets cimport hash_ints, mix64
+from toolkit.core.session cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
+from toolkit.core.ids cimport token_t, word_t
+from toolkit.core.trie cimport TokenTrie, TrieNode
 
-from toolkit.errors import LimitExceeded
-from toolkit.regex import check_class_form
+from toolkit.core.errors import LimitExceeded
+from toolkit.automata.regex import check_class_form
 
 cnp.import_array()
 
@@ -1832,7 +1832,7 @@ cdef class Parser:
         if rc < 0:
             _raise(rc, self.T)
 
-    # ------------------------------------------- the ops (toolkit._batch) --
+    # ------------------------------------------- the ops (toolkit.core.session) --
 
     cdef int c_advance(self, const uint8_t* data, int32_t n) noexcept nogil:
         cdef int rc
@@ -1897,7 +1897,7 @@ cdef _raise(int rc, Tables T):
 
 
 # ---------------------------------------------------------------------------
-# The parser as the core of a toolkit._batch.Session
+# The parser as the core of a toolkit.core.session.Session
 # ---------------------------------------------------------------------------
 
 cdef int _ops_advance(void* core, token_t token, const uint8_t* data, int32_t n) noexcept nogil:
@@ -1925,5 +1925,5 @@ cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_acc
 
 
 def ops_capsule():
-    """The parser's C entry points for :class:`toolkit._batch.Session`."""
+    """The parser's C entry points for :class:`toolkit.core.session.Session`."""
     return ops_capsule_of(&_OPS)

@@ -38,10 +38,10 @@ and states that no token tells apart, or dotted rules with the same rest and fol
 set, share their cache entries; False, for ablations, builds each position afresh
 and the same cache), and the limits ``max_items`` (Earley items in one chart, default
 10,000) and ``max_cache_bytes`` (the mask cache of one grammar, default 1 GiB).
-Exceeding one is a :class:`~toolkit.errors.LimitExceeded`: at compile time it is
+Exceeding one is a :class:`~toolkit.core.errors.LimitExceeded`: at compile time it is
 raised, while decoding it puts the matcher in the protocol's sticky error state.
 ``memo`` (default True) keeps the DFAs and schema fragments of the engine's earlier
-compiles (:mod:`toolkit.memo`); False starts every compile cold.
+compiles (:mod:`toolkit.core.memo`); False starts every compile cold.
 """
 
 from __future__ import annotations
@@ -51,14 +51,14 @@ from typing import Any
 
 import numpy as np
 
+from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
 from strategies.xgrammar._pda import Parser, Tables, ops_capsule
-from toolkit import bitmask as bm
-from toolkit._batch import Session
-from toolkit._earley import CFG, compile_cfg, dotted_rules
-from toolkit.grammar import Grammar
-from toolkit.matcher import CompiledTables, GrammarEngine, NativeMatcher
-from toolkit.trie import TokenTrie
-from toolkit.vocab import Vocabulary
+from toolkit.core import bitmask as bm
+from toolkit.core.session import Session
+from toolkit.core.trie import TokenTrie
+from toolkit.core.vocab import Vocabulary
+from toolkit.grammar.earley import CFG, compile_cfg, dotted_rules
+from toolkit.grammar.ir import Grammar
 
 __all__ = ["XGrammarEngine", "XGrammarCompiled", "XGrammarMatcher", "build_tables", "inline_rules"]
 
@@ -293,7 +293,7 @@ class XGrammarEngine(GrammarEngine):
 
 class XGrammarMatcher(NativeMatcher):
     """One sequence: a :class:`Parser` (its undo records are byte counts) in a
-    :class:`toolkit._batch.Session`."""
+    :class:`toolkit.core.session.Session`."""
 
     def __init__(self, engine: XGrammarEngine, compiled: XGrammarCompiled, parser: Parser) -> None:
         self.vocab = engine.vocab

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolkit.vocab import Vocabulary
+from toolkit.core.vocab import Vocabulary
 
 # A 28-id vocabulary for JSON-ish and digit grammars.  Id 0 is a special token,
 # id 1 is EOS (special), the last two ids are padding (size 30).

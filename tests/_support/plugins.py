@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolkit.vocab import Vocabulary
+from toolkit.core.vocab import Vocabulary
 
 
 def llguidance_forcing(vocab: Vocabulary, **options: Any) -> Any:

@@ -1,0 +1,506 @@
+"""The part of the :class:`~toolkit.core.protocol.Matcher` contract every strategy shares.
+
+:class:`BaseMatcher` owns what is the same for every engine: EOS and termination,
+the sticky error state, the history that ``rollback`` undoes, ``accept_tokens`` and
+``validate_tokens``.  A strategy implements four hooks on its own parser state:
+
+* ``_fill_text(row) -> MaskInfo``: set the bits of the allowed *text* tokens in the
+  (already zeroed) row;
+* ``_advance(token_id, data) -> record | None``: consume a text token's bytes, return
+  an undo record, or None (state unchanged) when the token is not allowed;
+* ``_undo(record)``: undo one ``_advance``;
+* ``_accepting() -> bool`` and ``_copy() -> BaseMatcher`` (a fork of the parser state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from toolkit.core import bitmask as bm
+from toolkit.core.memo import MemoScope
+from toolkit.core.protocol import MaskInfo
+from toolkit.core.session import or_bit_runs
+from toolkit.core.vocab import Vocabulary
+
+__all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
+
+_EOS = object()  # history record of an accepted EOS
+
+
+class BaseMatcher:
+    """Shared matcher logic; see the module doc for the hooks a strategy provides."""
+
+    #: ``_fill_text`` writes every word of the row (the row need not be cleared first)
+    writes_whole_row = False
+    #: special ids the grammar names as tokens (:mod:`toolkit.grammar.special`): accepted as
+    #: text tokens are (a matcher over a vocabulary view has none: they are text there)
+    special_ids: frozenset[int] = frozenset()
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        self.vocab = vocab
+        self.error: str | None = None
+        self._terminated = False
+        self._history: list[Any] = []
+        self._eos = np.asarray(vocab.eos_ids, dtype=np.int64)
+
+    # ------------------------------------------------------------ hooks --
+
+    def _fill_text(self, row: np.ndarray) -> MaskInfo:
+        raise NotImplementedError
+
+    def _advance(self, token_id: int, data: bytes) -> Any:
+        raise NotImplementedError
+
+    def _undo(self, record: Any) -> None:
+        raise NotImplementedError
+
+    def _accepting(self) -> bool:
+        raise NotImplementedError
+
+    def _copy(self) -> BaseMatcher:
+        raise NotImplementedError
+
+    def _reset_state(self) -> None:
+        raise NotImplementedError
+
+    # --------------------------------------------------------- protocol --
+
+    def _fail(self, exc: BaseException) -> None:
+        self.error = f"{type(exc).__name__}: {exc}"
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
+        """Overwrite ``bitmask[row]`` with the allowed tokens; see the protocol."""
+        r = bitmask[row] if bitmask.ndim == 2 else bitmask
+        if r.shape[0] != bm.words(self.vocab.size):
+            raise ValueError(f"bitmask row has {r.shape[0]} words, vocabulary needs {bm.words(self.vocab.size)}")
+        live = self.error is None and not self._terminated
+        if not (live and self.writes_whole_row):
+            r[:] = 0
+        sliced = False
+        if live:
+            try:
+                sliced = self._fill_text(r).sliced
+            except Exception as e:  # noqa: BLE001 - nothing raises mid-decode
+                self._fail(e)
+                r[:] = 0
+        if self._terminated or self.error is not None or self._accepting_safe():
+            bm.set_bits(r, self._eos)
+        return MaskInfo(bm.popcount(r), sliced)
+
+    def _accepting_safe(self) -> bool:
+        try:
+            return self._accepting()
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
+            return False
+
+    def accept_token(self, token_id: int) -> bool:
+        """Consume one token; False (state unchanged) when the mask would not allow it."""
+        t = int(token_id)
+        if t < 0 or t >= self.vocab.size:
+            return False
+        if t in self.vocab.eos_ids:
+            if self._terminated or self.error is not None or self._accepting_safe():
+                self._terminated = True
+                self._history.append(_EOS)
+                return True
+            return False
+        if self._terminated or self.error is not None:
+            return False
+        if (not self.vocab.token_bytes[t] or self.vocab.is_special(t)) and t not in self.special_ids:
+            return False
+        return self._accept_text(t)
+
+    def accept_allowed(self, token_id: int) -> bool:
+        """:meth:`accept_token` for a token the caller knows its last mask allowed (a
+        sampled token); an engine may skip its own check then.  Same result."""
+        return self.accept_token(token_id)
+
+    def _accept_text(self, t: int) -> bool:
+        """``accept_token``'s text path: ``t`` is a text token, the matcher live."""
+        try:
+            record = self._advance(t, self.vocab.token_bytes[t])
+        except Exception as e:  # noqa: BLE001
+            self._fail(e)
+            return False
+        if record is None:
+            return False
+        self._history.append(record)
+        return True
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> int:
+        """Consume tokens until one is rejected; returns how many were consumed."""
+        n = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
+        n = self.accept_tokens(token_ids)
+        self.rollback(n)
+        return n
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` accepted tokens (EOS included)."""
+        if n < 0 or n > len(self._history):
+            raise ValueError(f"cannot roll back {n} tokens, {len(self._history)} accepted")
+        for _ in range(n):
+            record = self._history.pop()
+            if record is not _EOS:
+                self._undo(record)
+        self._terminated = any(r is _EOS for r in self._history)
+
+    def reset(self) -> None:
+        """Back to the start state; clears the error state."""
+        self._reset_state()
+        self._history.clear()
+        self._terminated = False
+        self.error = None
+
+    def fork(self) -> BaseMatcher:
+        """An independent matcher in the same state."""
+        other = self._copy()
+        other.error = self.error
+        other._terminated = self._terminated
+        other._history = list(self._history)
+        return other
+
+    def is_accepting(self) -> bool:
+        """True when what was consumed is a sentence of the grammar (or EOS was accepted)."""
+        return self._terminated or self._accepting_safe()
+
+    def is_terminated(self) -> bool:
+        """True once an EOS token has been accepted."""
+        return self._terminated
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens accepted so far (what ``rollback`` can undo)."""
+        return len(self._history)
+
+
+class NativeMatcher:
+    """A matcher of masklab's own strategies: the whole protocol runs in C, in a
+    :class:`toolkit.core.session.Session` over the strategy's core (its parse state and undo
+    stack), so the single calls here and a batch's step (:func:`toolkit.core.batch.make_batch`,
+    without the GIL) are one code path.  The rules are :class:`BaseMatcher`'s.
+
+    A subclass sets ``engine``, ``compiled`` and ``session`` and gives
+    ``_new_core()`` (the core at the grammar's start, for ``reset``)."""
+
+    vocab: Vocabulary
+    session: Any
+    compiled: Any
+
+    def _new_core(self) -> Any:
+        raise NotImplementedError
+
+    @property
+    def error(self) -> str | None:
+        """Why the matcher is in the sticky error state (None: it is not)."""
+        return self.session.error
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
+        """Overwrite ``bitmask[row]`` with the allowed tokens; see the protocol."""
+        allowed, sliced = self.session.fill_bitmask(bitmask, row)
+        return MaskInfo(allowed, sliced)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Consume one token; False (state unchanged) when the mask would not allow it."""
+        return self.session.accept_token(token_id)
+
+    def accept_allowed(self, token_id: int) -> bool:
+        """:meth:`accept_token` for a token the caller knows its last mask allowed."""
+        return self.session.accept_token(token_id)
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> int:
+        """Consume tokens until one is rejected; returns how many were consumed."""
+        n = 0
+        for t in token_ids:
+            if not self.session.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
+        n = self.accept_tokens(token_ids)
+        self.session.rollback(n)
+        return n
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` accepted tokens (EOS included)."""
+        self.session.rollback(n)
+
+    def reset(self) -> None:
+        """Back to the start state; clears the error state."""
+        self.session.restart(self._new_core())
+
+    def fork(self) -> NativeMatcher:
+        """An independent matcher in the same state."""
+        other = object.__new__(type(self))
+        other.__dict__.update(self.__dict__)
+        other.session = self.session.fork(self.session.core.copy())
+        return other
+
+    def is_accepting(self) -> bool:
+        """True when what was consumed is a sentence of the grammar (or EOS was accepted)."""
+        return self.session.is_accepting()
+
+    def is_terminated(self) -> bool:
+        """True once an EOS token has been accepted."""
+        return self.session.is_terminated()
+
+    @property
+    def num_tokens(self) -> int:
+        """Tokens accepted so far (what ``rollback`` can undo)."""
+        return self.session.num_tokens
+
+
+class CompiledTables:
+    """A grammar compiled into a strategy's C tables: what ``compile`` returns for the
+    table-driven strategies (``llguidance``, ``xgrammar``).  ``kind`` is how the input
+    was given (``grammar``, ``regex``, ``json_schema``), ``symbols`` the numbering of
+    the tables, ``timings`` the build seconds by phase."""
+
+    def __init__(self, grammar: Any, tables: Any, kind: str, symbols: dict[str, Any],
+                 timings: dict[str, float]) -> None:
+        self.grammar = grammar
+        self.tables = tables
+        self.kind = kind
+        self.symbols = symbols
+        self.timings = timings
+
+    def memory_bytes(self) -> int:
+        return int(self.tables.memory_bytes())
+
+
+class StrategyEngine:
+    """What masklab's own engines share: :meth:`describe` records the package version
+    and the engine's ``options`` dict, as the harness stores them; ``vocab_table`` is
+    the vocabulary in C for the native matchers (made once per engine); :meth:`compile`
+    runs the engine's ``_compile`` in the engine's own memo scope (:mod:`toolkit.core.memo`:
+    the DFAs and schema fragments of its earlier compiles are kept, as a server's engine
+    instance keeps them), or, with the option ``memo=False``, in the default scope that
+    the harness empties before every compile (a cold start each time)."""
+
+    options: dict[str, Any]
+    vocab: Vocabulary
+
+    def _compile(self, spec: Any) -> Any:
+        raise NotImplementedError
+
+    def _matcher(self, compiled: Any) -> Any:
+        raise NotImplementedError
+
+    def compile(self, spec: Any) -> Any:
+        """Compile ``spec`` (what the engine accepts: see its ``_compile``).  A grammar
+        with special tokens is compiled by this engine's sibling over the vocabulary
+        view of those tokens (:func:`special_compile`)."""
+        refuse_token_limits(getattr(self, "name", type(self).__name__), spec)
+        special = special_compile(self, spec)
+        if special is not None:
+            return special
+        if not self.options.get("memo", True):
+            return self._compile(spec)
+        with self.memo.active():
+            return self._compile(spec)
+
+    def matcher(self, compiled: Any) -> Any:
+        """A matcher at the start of ``compiled`` (made by the engine that compiled it)."""
+        return with_duals(self.vocab, compiled, compiled_by(self, compiled)._matcher(compiled))
+
+    @property
+    def memo(self) -> MemoScope:
+        """The engine's memo scope (made on first use)."""
+        scope = self.__dict__.get("_memo")
+        if scope is None:
+            scope = self.__dict__["_memo"] = MemoScope(getattr(self, "name", type(self).__name__))
+        return scope
+
+    def clear_memo(self) -> None:
+        """Forget what the engine memoized (the harness does after its warm-up)."""
+        self.memo.clear()
+
+    @property
+    def vocab_table(self) -> Any:
+        table = self.__dict__.get("_vocab_table")
+        if table is None:
+            from toolkit.core.session import VocabTable
+
+            table = self.__dict__["_vocab_table"] = VocabTable(self.vocab)
+        return table
+
+    def describe(self) -> dict[str, Any]:
+        """Version and options, as the harness records them."""
+        from toolkit.bench.harness import masklab_version
+
+        return {"version": masklab_version(), "options": dict(self.options)}
+
+
+def refuse_token_limits(engine: str, spec: Any) -> None:
+    """:class:`~toolkit.core.errors.UnsupportedGrammar` for a grammar whose rules limit their
+    tokens (llguidance's ``name[max_tokens=N]``): the mask would depend on how many
+    tokens the lexeme took, which an engine that only follows bytes cannot honour."""
+    from toolkit.core.errors import UnsupportedGrammar
+    from toolkit.grammar.ir import Grammar
+
+    if isinstance(spec, Grammar):
+        for rule, attrs in spec.attributes.items():
+            if "max_tokens" in attrs:
+                raise UnsupportedGrammar(f"rule {rule}[max_tokens={attrs['max_tokens']}]: {engine} follows bytes and "
+                                         "does not count a lexeme's tokens (peer:llguidance does)")
+
+
+def compiled_by(engine: Any, compiled: Any) -> Any:
+    """The engine that made ``compiled``: ``engine``, or the sibling over a vocabulary
+    view that compiled a grammar with special tokens for it (:func:`special_compile`)."""
+    owner = getattr(compiled, "owner", None)
+    return engine if owner is None else owner
+
+
+def special_compile(engine: Any, spec: Any) -> Any:
+    """For a :class:`~toolkit.grammar.Grammar` with special-token terminals: the grammar
+    bound to ``engine``'s vocabulary, compiled by a sibling engine (same class, same
+    options) over :func:`toolkit.grammar.special.vocab_view` of its tokens (made once per set of
+    tokens), the result's ``owner`` set to it; None for any other ``spec``."""
+    from toolkit.grammar.ir import Grammar
+    from toolkit.grammar.special import dual_ids, vocab_view
+
+    if not isinstance(spec, Grammar) or not spec.special_terminals or spec.bound_to is not None:
+        return None
+    ids = spec.special_ids(engine.vocab)
+    siblings = engine.__dict__.setdefault("_special_siblings", {})
+    sub = siblings.get(ids)
+    if sub is None:
+        sub = siblings[ids] = type(engine)(vocab_view(engine.vocab, ids), **engine.options)
+    compiled = sub.compile(spec.bind(engine.vocab))
+    compiled.owner = sub
+    compiled.duals = dual_ids(engine.vocab, ids)
+    return compiled
+
+
+def with_duals(vocab: Vocabulary, compiled: Any, matcher: Any) -> Any:
+    """``matcher``, wrapped in a :class:`DualMatcher` over ``vocab`` when ``compiled`` was
+    made over a view of it with shadows (:func:`special_compile`)."""
+    duals = getattr(compiled, "duals", ())
+    return DualMatcher(matcher, vocab, duals) if duals else matcher
+
+
+def _bit_runs(size: int, duals: tuple[int, ...]) -> np.ndarray:
+    """``(shadow bit, token bit, length)`` per run of consecutive ids in ``duals`` (their
+    shadows, from ``size`` on, are consecutive too)."""
+    runs: list[list[int]] = []
+    for i, t in enumerate(duals):
+        if runs and t == runs[-1][1] + runs[-1][2]:
+            runs[-1][2] += 1
+        else:
+            runs.append([size + i, t, 1])
+    return np.asarray(runs, dtype=np.int64).reshape(-1, 3)
+
+
+class DualMatcher:
+    """A matcher over a vocabulary view with shadows (:mod:`toolkit.grammar.special`'s tokens with
+    another meaning), seen over the real vocabulary: a mask ORs each shadow's bit into
+    its id's; a token whose shadow the grammar can take is taken as the shadow (one
+    token-level terminal), else as its text.  Everything else is the inner matcher's."""
+
+    def __init__(self, inner: Any, vocab: Vocabulary, duals: tuple[int, ...]) -> None:
+        self.inner = inner
+        self.vocab = vocab
+        self.size = size = vocab.size
+        self.duals = duals
+        self._shadow = {t: size + i for i, t in enumerate(duals)}
+        self._scratch = bm.allocate(inner.vocab.size, 1)
+        self._runs = _bit_runs(size, duals)
+
+    @property
+    def error(self) -> str | None:
+        return self.inner.error
+
+    def __getattr__(self, name: str) -> Any:
+        # stats, compiled, engine: the inner matcher's.  Not its session (a batch would
+        # step the inner matcher over the view, past this one) nor its private state.
+        if name in ("inner", "session") or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
+        """Overwrite ``bitmask[row]`` with the allowed tokens; see the protocol."""
+        r = bitmask[row] if bitmask.ndim == 2 else bitmask
+        n = bm.words(self.size)
+        if r.shape[0] != n:
+            raise ValueError(f"bitmask row has {r.shape[0]} words, vocabulary needs {n}")
+        info = self.inner.fill_bitmask(self._scratch, 0)
+        inner = self._scratch[0]
+        r[:] = inner[:n]
+        if self.size % 32:
+            r[n - 1] &= np.int32((1 << (self.size % 32)) - 1)
+        or_bit_runs(inner, r, self._runs)
+        return MaskInfo(bm.popcount(r), info.sliced)
+
+    def accept_token(self, token_id: int) -> bool:
+        """Consume one token; False (state unchanged) when the mask would not allow it."""
+        t = int(token_id)
+        shadow = self._shadow.get(t)
+        if shadow is None:
+            return self.inner.accept_token(t) if 0 <= t < self.size else False
+        return self.inner.accept_token(shadow) or self.inner.accept_token(t)
+
+    def accept_allowed(self, token_id: int) -> bool:
+        """:meth:`accept_token` (the shadow check needs the inner matcher's own)."""
+        return self.accept_token(token_id)
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> int:
+        """Consume tokens until one is rejected; returns how many were consumed."""
+        n = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
+        n = self.accept_tokens(token_ids)
+        self.inner.rollback(n)
+        return n
+
+    def rollback(self, n: int) -> None:
+        """Undo the last ``n`` accepted tokens (EOS included)."""
+        self.inner.rollback(n)
+
+    def reset(self) -> None:
+        """Back to the start state; clears the error state."""
+        self.inner.reset()
+
+    def fork(self) -> DualMatcher:
+        """An independent matcher in the same state."""
+        return DualMatcher(self.inner.fork(), self.vocab, self.duals)
+
+    def is_accepting(self) -> bool:
+        return self.inner.is_accepting()
+
+    def is_terminated(self) -> bool:
+        return self.inner.is_terminated()
+
+
+class GrammarEngine(StrategyEngine):
+    """A :class:`StrategyEngine` that compiles a :class:`~toolkit.grammar.Grammar`, a
+    JSON schema (with its ``whitespace``) or a regex: :meth:`grammar_for`."""
+
+    name: str
+    whitespace: str
+
+    def grammar_for(self, spec: Any) -> tuple[Any, str]:
+        """``(Grammar, kind)`` for what ``compile`` accepts
+        (:func:`toolkit.jsonschema.grammar_of`)."""
+        from toolkit.jsonschema.compiler import grammar_of
+
+        return grammar_of(spec, whitespace=self.whitespace, engine=self.name)

@@ -1,7 +1,0 @@
-"""Type stub of the Cython module toolkit._cfg (see its docstring)."""
-
-import numpy as np
-
-def trim(
-    n_nt: int, n_term: int, lhs: np.ndarray, off: np.ndarray, syms: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...

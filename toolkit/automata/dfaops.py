@@ -1,0 +1,327 @@
+"""Boolean operations on byte DFAs: intersection, union, difference.
+
+A regex cannot say "a string of at most 64 characters that matches this pattern"
+or "any key except these names" without blowing up, but the product of two
+minimal DFAs says it directly.  :class:`toolkit.grammar.Terminal` uses these
+operations for its ``also`` (intersection) and ``excluding`` (difference) parts;
+Lark writes them with llguidance's ``&`` and ``~`` terminal operators.
+
+The product is built breadth-first over the *joint* byte classes of the operands
+(bytes that both DFAs treat alike), trimmed, then minimized and canonically
+renumbered as :mod:`toolkit.automata.regex` does (all three steps in C, :mod:`toolkit.automata._dfabuild`),
+so the result is again a minimal :class:`ByteDFA`: equal languages give equal arrays
+whichever way they were built.  ``max_states`` bounds the reachable pairs.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+import numpy as np
+
+from toolkit.automata import _dfabuild
+from toolkit.automata.regex import (
+    DEFAULT_MAX_STATES,
+    ByteDFA,
+    _freeze,
+    _minimize,
+    compile_regex,
+    literal_words,
+)
+from toolkit.core.errors import LimitExceeded
+from toolkit.core.memo import memo
+
+__all__ = ["intersect", "union", "difference", "disjoint", "minus_words", "compile_boolean", "dfa_regex"]
+
+_OPS = ("and", "or", "diff")
+
+
+def _joint_columns(a: ByteDFA, b: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The byte classes neither operand tells apart: ``(column, cols_a, cols_b)``,
+    byte ``x`` in joint class ``column[x]``, whose columns in ``a.table`` and
+    ``b.table`` are ``cols_a[column[x]]`` and ``cols_b[column[x]]``."""
+    pair = a.classes.astype(np.int32) * 256 + b.classes.astype(np.int32)
+    _, first, inverse = np.unique(pair, return_index=True, return_inverse=True)
+    # number the joint classes by their smallest byte, as the minimizer's canonical
+    # numbering (successors in order of the smallest class) expects
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    first = first[order]
+    return rank[inverse].astype(np.int32), a.classes[first].astype(np.intp), b.classes[first].astype(np.intp)
+
+
+def _product(a: ByteDFA, b: ByteDFA, op: str, max_states: int) -> ByteDFA:
+    """The minimal DFA of ``a`` ``op`` ``b``: the product over the joint byte classes
+    (:func:`toolkit.automata._dfabuild.product`, in C), trimmed, then minimized."""
+    if op not in _OPS:
+        raise ValueError(f"op must be one of {_OPS}")
+    column, cols_a, cols_b = _joint_columns(a, b)
+    made = _dfabuild.product(
+        np.ascontiguousarray(a.table[:, cols_a], dtype=np.int32),
+        np.asarray(a.accepting, dtype=bool).view(np.uint8), int(a.start),
+        np.ascontiguousarray(b.table[:, cols_b], dtype=np.int32),
+        np.asarray(b.accepting, dtype=bool).view(np.uint8), int(b.start),
+        op, max_states)
+    if made is None:
+        return _empty()
+    table, acc, start = _minimize(made[0], made[1])
+    return _freeze(table, acc, start, None, column)
+
+
+def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal DFA of ``L(a) ∩ L(b)``."""
+    return _product(a, b, "and", max_states)
+
+
+def union(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal DFA of ``L(a) ∪ L(b)``."""
+    return _product(a, b, "or", max_states)
+
+
+def difference(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal DFA of ``L(a) \\ L(b)``."""
+    return _product(a, b, "diff", max_states)
+
+
+def disjoint(a: ByteDFA, b: ByteDFA) -> bool:
+    """True when no string is in both languages."""
+    return intersect(a, b).is_empty()
+
+
+def minus_words(dfa: ByteDFA, words: list[bytes], *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal DFA of ``L(dfa)`` less a finite set of byte strings (sorted, without
+    repeats): :func:`difference` with the words' trie, built in one pass in C
+    (:func:`toolkit.automata._dfabuild.minus_words`) without the trie's own DFA."""
+    made = _dfabuild.minus_words(dfa.table, dfa.classes, np.asarray(dfa.accepting, dtype=bool).view(np.uint8),
+                                 int(dfa.start), words, max_states)
+    if made is None:
+        return _empty()
+    return _freeze(made[0], made[1], 1, None, made[2])
+
+
+def _empty() -> ByteDFA:
+    return _freeze(np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=bool), 0, None, np.zeros(256, dtype=np.int32))
+
+
+def _words(patterns: tuple[str, ...]) -> list[bytes] | None:
+    """The words of patterns that are all finite sets of literals (:func:`literal_words`), or None."""
+    out: set[bytes] = set()
+    for p in patterns:
+        ws = literal_words(p)
+        if ws is None:
+            return None
+        out.update(ws)
+    return sorted(out)
+
+
+@memo(maxsize=2048)
+def compile_boolean(
+    regex: str, also: tuple[str, ...] = (), excluding: tuple[str, ...] = (), *, max_states: int = DEFAULT_MAX_STATES
+) -> ByteDFA:
+    """``regex`` ∩ every ``also`` regex, minus every ``excluding`` regex, as one minimal DFA."""
+    dfa = compile_regex(regex, max_states=max_states)
+    for r in also:
+        if dfa.is_empty():
+            break
+        dfa = intersect(dfa, compile_regex(r, max_states=max_states), max_states=max_states)
+    if excluding and not dfa.is_empty():
+        words = _words(excluding)
+        if words is not None:  # a list of keys: its trie in front of the DFA, no product
+            return minus_words(dfa, words, max_states=max_states)
+        if len(excluding) == 1:
+            ex = compile_regex(excluding[0], max_states=max_states)
+        else:
+            ex = compile_regex("|".join(f"(?:{r})" for r in excluding), max_states=max_states)
+        dfa = difference(dfa, ex, max_states=max_states)
+    return dfa
+
+
+# --- byte DFA -> regex (for terminals that intersect or subtract regexes) ---
+
+_SURROGATES = (0xD800, 0xDFFF)
+_MAX_CP = 0x10FFFF
+
+
+def _escape_char(cp: int) -> str:
+    """One code point as a regex atom, in or out of a class (non-ASCII as itself:
+    interegular reads no ``\\u`` escapes)."""
+    if cp < 0x80:
+        c = chr(cp)
+        return c if c.isalnum() else f"\\x{cp:02X}"
+    return chr(cp)
+
+
+def _char_class(ranges: list[tuple[int, int]]) -> str:
+    """A class for sorted, disjoint code point ranges; negated when that is smaller
+    (surrogates have no UTF-8 form, so either side may hold them)."""
+    if len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
+        return _escape_char(ranges[0][0])
+    size = sum(hi - lo + 1 for lo, hi in ranges)
+    with_surrogates = sorted([*ranges, _SURROGATES])
+    comp, nxt = [], 0
+    for lo, hi in with_surrogates:
+        if lo > nxt:
+            comp.append((nxt, lo - 1))
+        nxt = max(nxt, hi + 1)
+    if nxt <= _MAX_CP:
+        comp.append((nxt, _MAX_CP))
+    if not comp:
+        return "[\\d\\D]"
+
+    def body(rs: list[tuple[int, int]]) -> str:
+        return "".join(
+            _escape_char(lo) if lo == hi else _escape_char(lo) + ("" if hi == lo + 1 else "-") + _escape_char(hi)
+            for lo, hi in rs
+        )
+
+    if sum(hi - lo + 1 for lo, hi in comp) < size:
+        return "[^" + body(comp) + "]"
+    return "[" + body(ranges) + "]"
+
+
+def _char_edges(trans: list[list[int]], state: int, memo: dict) -> dict[int, list[tuple[int, int]]]:
+    """From a state between characters: target state -> code point ranges."""
+
+    def cont(t: int, n: int) -> list[tuple[int, int, int]]:
+        key = (t, n)
+        if key not in memo:
+            out: list[tuple[int, int, int]] = []
+            scale = 64 ** (n - 1)
+            for c in range(64):
+                t2 = trans[t][0x80 + c]
+                if not t2:
+                    continue
+                subs = [(0, 0, t2)] if n == 1 else cont(t2, n - 1)
+                for lo, hi, tg in subs:
+                    lo, hi = c * scale + lo, c * scale + hi
+                    if out and out[-1][2] == tg and out[-1][1] + 1 == lo:
+                        out[-1] = (out[-1][0], hi, tg)
+                    else:
+                        out.append((lo, hi, tg))
+            memo[key] = out
+        return memo[key]
+
+    edges: dict[int, list[tuple[int, int]]] = {}
+
+    def add(lo: int, hi: int, tg: int) -> None:
+        rs = edges.setdefault(tg, [])
+        if rs and rs[-1][1] + 1 == lo:
+            rs[-1] = (rs[-1][0], hi)
+        else:
+            rs.append((lo, hi))
+
+    row = trans[state]
+    for b in range(0x80):
+        if row[b]:
+            add(b, b, row[b])
+    for b in range(0xC0, 0xF8):
+        if row[b]:
+            n = 1 if b < 0xE0 else 2 if b < 0xF0 else 3
+            base = (b & (0x3F >> n)) << (6 * n)
+            for lo, hi, tg in cont(row[b], n):
+                add(base + lo, base + hi, tg)
+    return edges
+
+
+def dfa_regex(dfa: ByteDFA, max_length: int = 1_000_000) -> str:
+    """A regex for a byte DFA's language, by state elimination (Brzozowski and
+    McCluskey) over the DFA's character transitions; states with the fewest
+    predecessor x successor pairs go first.  Raises ``LimitExceeded("max_length")``
+    when a label outgrows ``max_length``."""
+
+    def atom(alts: list[str]) -> str:
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    def star(alts: list[str]) -> str:
+        a = atom(alts)
+        single = len(a) == 1 or (a.startswith("\\x") and len(a) == 4) or (a[0] == "[" and a.count("]") == 1 and a[-1] == "]")
+        return a + "*" if single else "(?:" + "|".join(alts) + ")*"
+
+    def check(n: int) -> None:
+        if n > max_length:
+            raise LimitExceeded("max_length", n, max_length)
+
+    if dfa.is_empty():
+        return "[^\\d\\D]"  # the empty language (toolkit.automata.regex writes it so too)
+    trans = np.asarray(dfa.transitions).tolist()
+    accepting = np.asarray(dfa.accepting).tolist()
+    memo: dict = {}
+    start, final = -1, -2
+    succ: dict[int, dict[int, list[str]]] = {start: {dfa.start: [""]}}
+    pred: dict[int, set[int]] = {dfa.start: {start}, final: set()}
+    todo = [dfa.start]
+    while todo:
+        q = todo.pop()
+        succ[q] = {}
+        for tg, ranges in _char_edges(trans, q, memo).items():
+            succ[q][tg] = [_char_class(ranges)]
+            pred.setdefault(tg, set()).add(q)
+            if tg not in succ and tg not in todo:
+                todo.append(tg)
+        if accepting[q]:
+            succ[q][final] = [""]
+            pred[final].add(q)
+
+    def cost(v: int) -> int:
+        loops = v in succ[v]
+        return (len(pred[v]) - loops) * (len(succ[v]) - loops)
+
+    nodes = set(succ) - {start}
+    heap = [(cost(v), v) for v in nodes]
+    heapq.heapify(heap)
+    while heap:
+        c, k = heapq.heappop(heap)
+        if k not in nodes:
+            continue
+        if c != cost(k):  # stale: a neighbour went first
+            heapq.heappush(heap, (cost(k), k))
+            continue
+        nodes.discard(k)
+        loop = succ[k].pop(k, None)
+        pred[k].discard(k)
+        repeat = "" if not loop or loop == [""] else star(loop)
+        for p in pred[k]:
+            head = atom(succ[p].pop(k)) + repeat
+            for q, labels in succ[k].items():
+                label = head + atom(labels)
+                check(len(label))
+                alts = succ[p].setdefault(q, [])
+                if label not in alts:
+                    alts.append(label)
+                    check(sum(map(len, alts)) + len(alts))
+                pred[q].add(p)
+        for q in succ[k]:
+            pred[q].discard(k)
+        for v in pred[k] | set(succ[k]):
+            if v in nodes:
+                heapq.heappush(heap, (cost(v), v))
+        del succ[k], pred[k]
+    return atom(succ[start][final])
+
+
+def shortest_matches(dfa: ByteDFA) -> ByteDFA:
+    """The minimal DFA of the strings of ``L(dfa)`` none of whose proper prefixes is in
+    ``L(dfa)``: a *lazy* lexeme's language (llguidance's ``[lazy]``, ``suffix``), which
+    ends at its first match.  Every edge out of an accepting state goes to the dead
+    state; the states then out of reach are dropped before minimizing."""
+    acc = np.asarray(dfa.accepting, dtype=bool)
+    table = np.array(dfa.table, dtype=np.int32)
+    table[acc] = 0
+    if not dfa.start:
+        return _empty()
+    # the states still in reach, breadth first a level at a time (dead 0, then the start)
+    seen = np.zeros(table.shape[0], dtype=bool)
+    seen[[0, dfa.start]] = True
+    levels = [np.array([0, dfa.start], dtype=np.int64)]
+    frontier = levels[-1][1:]
+    while frontier.size:
+        nxt = np.unique(table[frontier])
+        frontier = nxt[~seen[nxt]]
+        seen[frontier] = True
+        levels.append(frontier)
+    keep = np.concatenate(levels)
+    remap = np.zeros(table.shape[0], dtype=np.int32)
+    remap[keep] = np.arange(len(keep), dtype=np.int32)
+    small, small_acc, start = _minimize(remap[table[keep]], acc[keep])
+    return _freeze(small, small_acc, start, None, np.asarray(dfa.classes, dtype=np.int32))

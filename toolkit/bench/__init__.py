@@ -1,0 +1,3 @@
+"""MaskBench-style benchmark runs: datasets, the worker pool and its records, measurements,
+agreement between engines, schema coverage.
+"""

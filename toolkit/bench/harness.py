@@ -1,0 +1,893 @@
+"""MaskBench-style benchmark runs: every engine on the same items, in worker processes.
+
+For each (item, engine) pair, a worker process:
+
+1. **compiles** the item (``compile_s``) and computes the first mask on a fresh
+   matcher: ``ttfm_s`` = compile + first ``fill_bitmask`` (time to first mask);
+2. runs each test instance, tokenized with ``vocab.encode`` of ``json.dumps(data)``
+   (schemas) or of ``text`` (grammars, regexes), then EOS: per step
+   ``fill_bitmask`` + a check of the token's bit + ``accept_token``, timed together
+   (``tbm_s``, valid instances only) with the mask's popcount and sliced flag, and
+   per valid instance a digest of every mask (``cases[k]["digests"]``, blake2b of the
+   row, outside the timed region), so that two engines' masks can be compared step by
+   step after the run (:mod:`toolkit.bench.agree`); an engine whose compiled form has a
+   ``stats()`` method (e.g. ``outlines``: DFA states, index memory, build phases)
+   gets it recorded as ``compiled_stats``;
+3. judges validity: a valid instance must be accepted through EOS (else a
+   *validation error*), an invalid one must be rejected somewhere (else an
+   *invalidation error*).
+
+The item's ``status`` is MaskBench's: ``passing``, ``compile_error``, ``timeout``,
+``crash``, ``validation_error``, ``invalidation_error``.
+
+How items reach an engine (``source``):
+
+* ``"native"`` (default): a JSON schema goes to the engine's own schema compiler
+  when it has one (the peers: "engine as shipped"); engines without one get
+  :meth:`Grammar.from_json_schema`, whose time counts in their compile time;
+* ``"grammar"``: every engine gets the same :class:`~toolkit.grammar.Grammar`
+  ("same grammar, different engine"; peers read it through ``to_lark``/``to_regex``).
+
+Grammar and regex items always go as a :class:`Grammar` (converted in the worker,
+counted in the compile time).  Every compile starts with the toolkit's shared caches
+empty (:func:`clear_toolkit_caches`), so no engine finds DFAs another one built for the
+same item.  masklab's engines keep their own memo of earlier items (a warm engine
+meeting a new schema, as in a server; :mod:`toolkit.core.memo`), the peers whatever their
+engine keeps; ``-o ENGINE.memo=false`` makes ours start every item cold.  Before its
+first item, a worker warms each engine up (:func:`warm_up`, untimed) on a one-symbol
+grammar and schema, so one-time library setup (Lark's meta-grammar, an engine's
+first-use initialization) lands on no item.
+
+Isolation: each engine runs single-threaded (``RAYON_NUM_THREADS``,
+``OMP_NUM_THREADS`` = 1) in a worker process; ``jobs`` workers run side by side.
+A worker that exceeds the per-item ``timeout`` or the memory limit is killed, the
+item recorded as ``timeout`` or ``crash``, and a fresh worker takes the next item;
+a worker that dies is recorded as ``crash`` the same way.
+
+Output: ``OUT/records.jsonl`` (one line per engine x item, appended and flushed as
+each finishes) and ``OUT/run.json`` (command, vocabulary, data, engines with versions
+and options, machine).  A run resumes where it stopped: pairs already in
+``records.jsonl`` are not redone, a truncated last line (a killed run) is dropped.
+:mod:`toolkit.report` turns run folders into tables and figures.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import json
+import multiprocessing as mp
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from hashlib import blake2b
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from toolkit.bench.datasets import Case, Item, embedded_dir, iter_items
+from toolkit.core.errors import MasklabError
+from toolkit.grammar.lark_dialect import LarkText
+
+__all__ = [
+    "HarnessError",
+    "STATUSES",
+    "run_bench",
+    "measure_item",
+    "clear_toolkit_caches",
+    "select_items",
+    "read_records",
+    "load_records",
+    "records_file",
+    "machine_info",
+    "DEFAULT_TIMEOUT",
+    "QUICK_CASES",
+]
+
+STATUSES = ("passing", "compile_error", "timeout", "crash", "validation_error", "invalidation_error")
+DEFAULT_TIMEOUT = 60.0
+#: ``quick``: at most this many valid and this many invalid instances per item
+QUICK_CASES = 3
+_STARTUP_TIMEOUT = 600.0  # a worker loading a vocabulary and building an engine
+_POLL = 0.25
+_SINGLE_THREAD_ENV = {
+    "RAYON_NUM_THREADS": "1",
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+class HarnessError(MasklabError):
+    """A benchmark run that cannot start or go on (bad output folder, engine missing)."""
+
+
+# ------------------------------------------------------- one item, in-process --
+
+
+_CACHED_MODULES = ("toolkit.automata.regex", "toolkit.automata.dfaops", "toolkit.automata._rxparse",
+                   "toolkit.automata.jsonregex", "toolkit.grammar.ir", "toolkit.jsonschema.compiler")
+
+
+def clear_toolkit_caches() -> None:
+    """Empty the toolkit's memo caches (regex parses, DFAs, schema fragments) in the
+    default scope (:mod:`toolkit.core.memo`).
+
+    The harness calls it before every compile, so no engine finds the DFAs another one
+    built for the same item (with ``--source grammar`` both build the same
+    :class:`Grammar`).  masklab's engines memoize in scopes of their own, which this
+    leaves alone: an engine keeps what its earlier items built, as a server's engine
+    instance does (option ``memo=False`` for cold starts).
+    """
+    import importlib
+
+    from toolkit.automata.regex import clear_cache
+
+    clear_cache()
+    for name in _CACHED_MODULES:
+        mod = importlib.import_module(name)
+        for value in vars(mod).values():
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == name:
+                clear()
+
+
+def _spec_for(engine: Any, item: Item, source: str) -> Any:
+    """What ``engine.compile`` receives for ``item`` (see the module doc)."""
+    if item.kind == "schema" and source == "native" and "json_schema" in getattr(engine, "native_inputs", ()):
+        return item.spec
+    if item.kind == "lark" and source == "native" and "lark" in getattr(engine, "native_inputs", ()):
+        return LarkText(item.spec)
+    return item.grammar()
+
+
+def encode_case(vocab: Any, item: Item, text: str) -> list[int]:
+    """A test text's ids: plain text by ``vocab.encode``, except that in a Lark item
+    whose grammar names special tokens, those tokens written as the grammar writes
+    them (``<|eom_id|>``), or as ``<[ID]>``, are the tokens themselves
+    (:func:`toolkit.grammar.special.encode_with_specials`)."""
+    if item.kind == "lark" and "<" in text:
+        from toolkit.grammar.ir import grammar_from_spec
+        from toolkit.grammar.special import encode_with_specials
+
+        g = grammar_from_spec("lark", item.spec)
+        if g.special_terminals:
+            return encode_with_specials(vocab, text, [g.terminals[n].special for n in g.special_terminals])
+    return vocab.encode(text)
+
+
+def _select_cases(cases: Sequence[Case], quick: bool) -> list[Case]:
+    if not quick:
+        return list(cases)
+    valid = [c for c in cases if c.valid][:QUICK_CASES]
+    invalid = [c for c in cases if not c.valid][:QUICK_CASES]
+    return valid + invalid
+
+
+def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native", quick: bool = False,
+                 direct: bool = False) -> dict[str, Any]:
+    """Compile ``item`` with ``engine`` and run its instances; the record (see module doc).
+
+    ``direct``: for an engine with a ``direct_check`` (the peers), also run the engine
+    directly through its own API on the same walks (``rec["direct"]``, see
+    :mod:`toolkit.report.direct`).  In-process and untimed-out: the harness calls it in a
+    worker; a notebook may call it directly to look at one item.
+    """
+    from toolkit.core import bitmask as bm
+
+    rec: dict[str, Any] = {
+        "engine": getattr(engine, "name", type(engine).__name__),
+        "item": item.name,
+        "kind": item.kind,
+        "status": "passing",
+        "detail": "",
+        "compile_s": None,
+        "ttfm_s": None,
+        "ttfm_wall_s": None,
+        "memory_bytes": None,
+        "vocab_size": vocab.size,
+        "tbm_s": [],
+        "allowed": [],
+        "sliced": [],
+        "cases": [],
+        "wall_s": 0.0,
+    }
+    t_start = time.perf_counter()
+    perf = time.perf_counter
+    row = bm.allocate(vocab.size)
+    gc.collect()
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        # the direct check's compile goes first on half the items (by name), after on the rest
+        can_direct = direct and callable(getattr(engine, "direct_check", None))
+        direct_first = can_direct and zlib.crc32(item.name.encode()) % 2 == 0
+        runner = _direct_run(engine, _spec_for(engine, item, source), rec) if direct_first else None
+        clear_toolkit_caches()
+        t0 = perf()
+        try:
+            spec = _spec_for(engine, item, source)  # a grammar item's Grammar counts in the compile
+            compiled = engine.compile(spec)
+            t1 = perf()
+            m = engine.matcher(compiled)
+            m.fill_bitmask(row)
+            t2 = perf()
+        except Exception as e:  # noqa: BLE001 - any refusal is the engine's compile error
+            rec["status"] = "compile_error"
+            rec["detail"] = f"{type(e).__name__}: {e}"[:2000]
+            return rec
+        timed = bool(getattr(m, "times_engine", False))
+        if timed:  # the engine's own calls only: its compile, its matcher, its first fill
+            native_compile = float(getattr(compiled, "engine_s", t1 - t0))
+            rec["compile_s"] = native_compile
+            rec["ttfm_s"] = native_compile + m.engine_s
+        else:
+            rec["compile_s"] = t1 - t0
+            rec["ttfm_s"] = t2 - t0
+        rec["ttfm_wall_s"] = t2 - t0
+        if m.error is not None:
+            rec["status"] = "compile_error"
+            rec["detail"] = f"first mask: {m.error}"[:2000]
+            return rec
+        try:
+            rec["memory_bytes"] = int(compiled.memory_bytes())
+        except Exception:  # noqa: BLE001 - memory is informative only
+            rec["memory_bytes"] = None
+        stats = getattr(compiled, "stats", None)
+        if callable(stats):  # an engine's own figures (states, build phases), informative only
+            try:
+                rec["compiled_stats"] = dict(stats())
+            except Exception:  # noqa: BLE001
+                pass
+        if can_direct and not direct_first:
+            runner = _direct_run(engine, spec, rec)
+        eos = vocab.eos_ids[0]
+        tbm, allowed, sliced = rec["tbm_s"], rec["allowed"], rec["sliced"]
+        glue: list[float] = []
+        failures: list[str] = []
+        for k, case in enumerate(_select_cases(item.cases, quick)):
+            try:
+                tokens = encode_case(vocab, item, case.text) + [eos]
+            except MasklabError as e:
+                # not the engine's fault either way: the case is left out of the verdict
+                rec["cases"].append({"valid": case.valid, "ok": None, "tokens": 0, "consumed": 0, "error": str(e)})
+                failures.append(f"case {k} skipped, cannot tokenize: {e}")
+                continue
+            if runner is not None and case.valid and k % 2 == 0:  # the direct walk first on even cases
+                direct_walk = _direct_walk(runner, tokens, rec)
+                runner = runner if direct_walk is not None else None
+            m = engine.matcher(compiled)
+            # ours: the C session's own calls (MaskInfo is not built); a BaseMatcher: the
+            # protocol's calls, of which ``engine_s`` is the engine's part when it is timed
+            session = getattr(m, "session", None)
+            sfill = session.fill_bitmask if session is not None else None
+            saccept = session.accept_token if session is not None else None
+            maccept = getattr(m, "accept_allowed", m.accept_token)  # the bit is checked first
+            consumed = 0
+            digests: list[str] = []
+            for t in tokens:
+                e_start = m.engine_s if timed else 0.0
+                if sfill is not None:
+                    s = perf()
+                    n_allowed, is_sliced = sfill(row, 0)
+                    e_ = perf()
+                else:
+                    s = perf()
+                    info = m.fill_bitmask(row)
+                    e_ = perf()
+                    n_allowed, is_sliced = info.allowed, info.sliced
+                spent = e_ - s
+                if (int(row[0, t >> 5]) >> (t & 31)) & 1:
+                    if saccept is not None:
+                        s = perf()
+                        ok = saccept(t)
+                        e_ = perf()
+                    else:
+                        s = perf()
+                        ok = maccept(t)
+                        e_ = perf()
+                    spent += e_ - s
+                else:
+                    ok = False
+                if case.valid:
+                    if timed:
+                        engine_spent = m.engine_s - e_start
+                        tbm.append(round(engine_spent, 9))
+                        glue.append(round(spent - engine_spent, 9))
+                    else:
+                        tbm.append(round(spent, 9))
+                    allowed.append(n_allowed)
+                    sliced.append(bool(is_sliced))
+                    digests.append(blake2b(row, digest_size=8).hexdigest())
+                if not ok:
+                    break
+                consumed += 1
+            accepted = consumed == len(tokens)
+            entry: dict[str, Any] = {"valid": case.valid, "ok": accepted == case.valid, "tokens": len(tokens), "consumed": consumed}
+            if case.valid:
+                entry["digests"] = digests
+                if runner is not None and k % 2 == 1:  # ... and after masklab's on odd ones
+                    direct_walk = _direct_walk(runner, tokens, rec)
+                    runner = runner if direct_walk is not None else None
+                if runner is not None:
+                    rec["direct"]["tbm_s"] += direct_walk
+                    rec["direct"]["steps"].append(len(direct_walk))
+            if m.error is not None:
+                entry["error"] = m.error
+            rec["cases"].append(entry)
+            if accepted != case.valid:
+                if case.valid:
+                    at = vocab.decode(tokens[:consumed]).decode("utf-8", "replace")[-40:]
+                    failures.append(f"case {k} (valid) rejected at token {consumed}/{len(tokens)} after {at!r}"
+                                    + (f": {m.error}" if m.error else ""))
+                else:
+                    failures.append(f"case {k} (invalid) accepted")
+        if timed:
+            rec["glue_s"] = glue
+        if any(c["valid"] and c["ok"] is False for c in rec["cases"]):
+            rec["status"] = "validation_error"
+        elif any(not c["valid"] and c["ok"] is False for c in rec["cases"]):
+            rec["status"] = "invalidation_error"
+        rec["detail"] = "; ".join(failures)[:2000]
+        return rec
+    finally:
+        if gc_was:
+            gc.enable()
+        rec["wall_s"] = time.perf_counter() - t_start
+
+
+def _direct_run(engine: Any, spec: Any, rec: dict[str, Any]) -> Any:
+    """``engine.direct_check(spec)`` with its TTFM put in the record; None (and the reason
+    in the record) when the engine raised."""
+    try:
+        runner = engine.direct_check(spec)
+    except Exception as e:  # noqa: BLE001 - informative: the record keeps its verdict
+        rec["direct"] = {"error": f"{type(e).__name__}: {e}"[:500]}
+        return None
+    rec["direct"] = {"ttfm_s": runner.ttfm_s, "tbm_s": [], "steps": []}
+    return runner
+
+
+def _direct_walk(runner: Any, tokens: list[int], rec: dict[str, Any]) -> list[float] | None:
+    """The engine's direct walk of ``tokens``; None (and the reason in the record) when
+    the engine raised."""
+    try:
+        return list(runner.walk(tokens))
+    except Exception as e:  # noqa: BLE001 - informative: the record keeps its verdict
+        rec["direct"] = {"error": f"{type(e).__name__}: {e}"[:500]}
+        return None
+
+
+# ------------------------------------------------------------------ worker --
+
+
+def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str, quick: bool,
+                 direct: bool = False) -> None:
+    """A worker: load the vocabulary, then serve ``(engine, item)`` tasks until told to stop."""
+    os.environ.update(_SINGLE_THREAD_ENV)
+    from strategies import get_engine
+    from toolkit.core.vocab import load_vocab
+
+    vocab = load_vocab(vocab_spec)
+    engines: dict[str, Any] = {}
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):  # the parent is gone (killed run): nothing left to do
+            return
+        if msg is None:
+            return
+        name, item = msg
+        if name not in engines:
+            try:
+                engine = get_engine(name, vocab, **dict(options.get(name, {})))
+            except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the run
+                conn.send(("fatal", f"cannot build engine {name!r}: {type(e).__name__}: {e}"))
+                return
+            _single_thread_torch()
+            warm_up(engine, vocab)
+            engines[name] = engine
+            # the vocabulary and the engines are for good: out of the collector's sight, so
+            # the collection before each item (measure_item) does not sweep them through
+            # the CPU caches (for every engine alike; a server process does the same)
+            gc.collect()
+            gc.freeze()
+            conn.send(("engine", name, engine_info(engine, options.get(name, {}))))
+        conn.send(("start", name, item.name))
+        try:
+            rec = measure_item(engines[name], vocab, item, source=source, quick=quick, direct=direct)
+        except Exception as e:  # noqa: BLE001 - a harness bug must not look like an engine crash
+            rec = {"engine": name, "item": item.name, "kind": item.kind, "status": "crash",
+                   "detail": f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}"[:4000]}
+        rec["engine"] = name
+        conn.send(("done", rec))
+
+
+def warm_up(engine: Any, vocab: Any) -> None:
+    """Compile a one-symbol grammar, and a one-keyword schema for an engine with its
+    own schema compiler, and fill a first mask: untimed, so that one-time library
+    setup (Lark's meta-grammar, ~0.15 s; an engine's first-use initialization) is no
+    item's TTFM.  A failure is ignored: the engine's items report their own.  It runs
+    while the engine is built, so a crash there is the item's ``crash`` and a hang
+    meets the engine-build limit (a :class:`HarnessError`)."""
+    from toolkit.core import bitmask as bm
+    from toolkit.grammar.ir import Grammar
+
+    specs: list[Any] = [Grammar.from_lark('start: "a"\n')]
+    if "json_schema" in getattr(engine, "native_inputs", ()):
+        specs.append({"type": "integer"})
+    for spec in specs:
+        try:
+            engine.matcher(engine.compile(spec)).fill_bitmask(bm.allocate(vocab.size))
+        except Exception:  # noqa: BLE001, S112 - see the docstring
+            continue
+    clear_toolkit_caches()
+    clear_memo = getattr(engine, "clear_memo", None)
+    if callable(clear_memo):  # the engine's own memo starts empty too (toolkit.core.memo)
+        clear_memo()
+
+
+def _single_thread_torch() -> None:
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def engine_info(engine: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """What a run records of an engine: its ``describe()`` (version, options), or
+    masklab's version and the options it was built with."""
+    describe = getattr(engine, "describe", None)
+    return describe() if callable(describe) else {"version": masklab_version(), "options": dict(options)}
+
+
+def masklab_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("masklab")
+    except metadata.PackageNotFoundError:
+        return "dev"
+
+
+@dataclass
+class _Slot:
+    """One worker process and what it is doing."""
+
+    proc: Any = None
+    conn: Connection | None = None
+    ready: bool = False
+    task: tuple[str, Item] | None = None
+    started: float | None = None  # when the engine began the current item
+    sent: float = 0.0  # when the task (or the worker start) was sent
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class _Pool:
+    def __init__(self, jobs: int, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str,
+                 quick: bool, timeout: float, memory_limit: float | None, *,
+                 startup_timeout: float = _STARTUP_TIMEOUT, target: Any = None, direct: bool = False) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.target = _worker_main if target is None else target
+        self.startup_timeout = startup_timeout
+        self.args = (vocab_spec, {k: dict(v) for k, v in options.items()}, source, quick)
+        if direct:
+            self.args += (True,)
+        self.timeout = timeout
+        self.memory_limit = memory_limit
+        self.slots = [_Slot() for _ in range(jobs)]
+        self.engine_info: dict[str, dict[str, Any]] = {}
+
+    def _start(self, slot: _Slot) -> None:
+        parent, child = self.ctx.Pipe()
+        proc = self.ctx.Process(target=self.target, args=(child, *self.args), daemon=True)
+        proc.start()
+        child.close()
+        slot.proc, slot.conn, slot.ready, slot.task, slot.started = proc, parent, False, None, None
+        slot.sent = time.monotonic()
+
+    def _kill(self, slot: _Slot) -> None:
+        if slot.proc is not None:
+            if slot.proc.is_alive():
+                slot.proc.kill()
+            slot.proc.join(5)
+        if slot.conn is not None:
+            slot.conn.close()
+        slot.proc = slot.conn = None
+        slot.ready = False
+        slot.task = None
+        slot.started = None
+
+    def close(self) -> None:
+        for slot in self.slots:
+            if slot.conn is not None and slot.proc is not None and slot.proc.is_alive() and slot.task is None:
+                try:
+                    slot.conn.send(None)
+                except OSError:
+                    pass
+            if slot.proc is not None:
+                slot.proc.join(2)
+            self._kill(slot)
+
+    def _failed(self, slot: _Slot, status: str, detail: str) -> dict[str, Any]:
+        name, item = slot.task  # type: ignore[misc]
+        rec = {"engine": name, "item": item.name, "kind": item.kind, "status": status, "detail": detail,
+               "compile_s": None, "ttfm_s": None, "memory_bytes": None, "tbm_s": [], "allowed": [],
+               "sliced": [], "cases": [], "wall_s": time.monotonic() - (slot.started or slot.sent)}
+        self._kill(slot)
+        return rec
+
+    def run(self, tasks: Iterable[tuple[str, Item]]) -> Iterable[dict[str, Any]]:
+        """Run every task; yield each record as it finishes (in completion order)."""
+        pending = list(tasks)
+        pending.reverse()
+        while pending or any(s.task is not None for s in self.slots):
+            for slot in self.slots:
+                if slot.proc is None and (pending or slot.task is not None):
+                    self._start(slot)
+                if slot.ready and slot.task is None and pending:
+                    slot.task = pending.pop()
+                    slot.started = None
+                    slot.sent = time.monotonic()
+                    slot.conn.send(slot.task)  # type: ignore[union-attr]
+            conns = [s.conn for s in self.slots if s.conn is not None]
+            for conn in wait(conns, timeout=_POLL):
+                slot = next(s for s in self.slots if s.conn is conn)
+                try:
+                    msg = conn.recv()
+                except (EOFError, OSError):
+                    slot.proc.join(5)  # type: ignore[union-attr]
+                    code = slot.proc.exitcode  # type: ignore[union-attr]
+                    how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+                    if slot.task is None:
+                        raise HarnessError(f"a worker died while starting ({how}); see the messages above") from None
+                    yield self._failed(slot, "crash", f"worker died ({how})")
+                    continue
+                kind = msg[0]
+                if kind == "ready":
+                    slot.ready = True
+                elif kind == "engine":
+                    self.engine_info[msg[1]] = msg[2]
+                elif kind == "start":
+                    slot.started = time.monotonic()
+                elif kind == "fatal":
+                    self.close()
+                    raise HarnessError(msg[1])
+                elif kind == "done":
+                    slot.task = None
+                    slot.started = None
+                    yield msg[1]
+            now = time.monotonic()
+            for slot in self.slots:
+                if slot.proc is None:
+                    continue
+                starting = not slot.ready or (slot.task is not None and slot.started is None)
+                if starting and now - slot.sent > self.startup_timeout:
+                    # loading the vocabulary or building an engine: not an item's fault
+                    what = "start" if slot.task is None else f"build engine {slot.task[0]!r}"
+                    self.close()
+                    raise HarnessError(f"a worker took over {self.startup_timeout:g} s to {what}")
+                if slot.task is None:
+                    continue
+                if slot.started is not None and now - slot.started > self.timeout:
+                    yield self._failed(slot, "timeout", f"over the {self.timeout:g} s limit")
+                    continue
+                if self.memory_limit is not None and slot.started is not None:
+                    rss = _rss(slot.proc.pid)
+                    if rss > self.memory_limit:
+                        yield self._failed(slot, "crash", f"memory limit: {rss / 2**30:.1f} GiB resident > {self.memory_limit / 2**30:.1f} GiB")
+
+
+def _rss(pid: int) -> float:
+    try:
+        import psutil
+
+        return float(psutil.Process(pid).memory_info().rss)
+    except Exception:  # noqa: BLE001 - a process that just ended has no memory
+        return 0.0
+
+
+# -------------------------------------------------------------- run files --
+
+
+def records_file(folder: str | Path) -> Path:
+    """A run folder's records: ``records.jsonl``, or ``records.jsonl.gz`` when only that
+    is there (an archived run, as committed under ``results/``)."""
+    folder = Path(folder)
+    plain, packed = folder / "records.jsonl", folder / "records.jsonl.gz"
+    return packed if packed.exists() and not plain.exists() else plain
+
+
+def load_records(path: str | Path) -> tuple[list[dict[str, Any]], int]:
+    """The records of a records file (or of the run folder holding one) and how many
+    lines were skipped: a line that is not a JSON record with an engine and an item
+    (the truncated last line of a killed run) is counted, not read."""
+    path = Path(path)
+    if path.is_dir():
+        path = records_file(path)
+    if not path.exists():
+        return [], 0
+    out: list[dict[str, Any]] = []
+    skipped = 0
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                skipped += 1
+                continue
+            if isinstance(rec, dict) and "engine" in rec and "item" in rec:
+                out.append(rec)
+            else:
+                skipped += 1
+    return out, skipped
+
+
+def read_records(path: str | Path) -> list[dict[str, Any]]:
+    """The records of ``records.jsonl`` (or of the run folder holding it); see :func:`load_records`."""
+    return load_records(path)[0]
+
+
+def _repair_tail(path: Path) -> None:
+    """Cut a partial last line (no newline) so appended records start on their own line."""
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with path.open("rb+") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - 1))
+        if f.read(1) == b"\n":
+            return
+        # find the last newline
+        pos = size
+        chunk = 65536
+        while pos > 0:
+            start = max(0, pos - chunk)
+            f.seek(start)
+            data = f.read(pos - start)
+            i = data.rfind(b"\n")
+            if i >= 0:
+                f.truncate(start + i + 1)
+                return
+            pos = start
+        f.truncate(0)
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine a run measures: CPU model, cores, memory, Python, GPU (if any)."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    try:
+        import psutil
+
+        mem = psutil.virtual_memory().total / 2**30
+    except Exception:  # noqa: BLE001
+        mem = None
+    gpu = None
+    if shutil.which("nvidia-smi"):
+        try:
+            gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                                 text=True, timeout=10).stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            gpu = None
+    return {
+        "platform": platform.platform(),
+        "processor": cpu,
+        "cpu_count": os.cpu_count(),
+        "memory_gb": None if mem is None else round(mem, 1),
+        "python": platform.python_version(),
+        "gpu": gpu,
+    }
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S")
+
+
+def _check_resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[str, Mapping[str, Any]]) -> None:
+    for key in ("vocab", "data", "source", "quick", "direct_check"):
+        a, b = old.get(key), meta.get(key)
+        if key == "vocab":
+            a, b = (a or {}).get("spec"), (b or {}).get("spec")
+        elif key == "direct_check":  # runs from before the option had none
+            a, b = bool(a), bool(b)
+        if a != b:
+            raise HarnessError(
+                f"the output folder holds a run with {key}={a!r}, this one has {key}={b!r}; "
+                "resume with the same settings or choose another --out"
+            )
+    for name, info in (old.get("engines") or {}).items():
+        if name in options and info.get("requested_options", {}) != dict(options[name]):
+            raise HarnessError(
+                f"engine {name!r} ran with options {info.get('requested_options')} in this folder, "
+                f"now {dict(options[name])}; choose another --out"
+            )
+
+
+# ----------------------------------------------------------------- the run --
+
+
+def select_items(data: str | Path | None, limit: int | None = None, seed: int | None = None,
+                 vocab: str | None = None) -> list[Item]:
+    """The items of ``data`` (default: the embedded datasets), shuffled with ``seed``
+    when given, then the first ``limit``; item names must be unique.  ``vocab`` (a
+    vocabulary's name): items written for another vocabulary (:meth:`Item.fits`) are
+    left out, and a note says which."""
+    source = Path(data) if data is not None else embedded_dir()
+    items = list(iter_items(source))
+    if vocab is not None:
+        other = [i.name for i in items if not i.fits(vocab)]
+        if other:
+            print(f"note: {len(other)} item(s) written for another vocabulary left out on {vocab}: "
+                  f"{', '.join(other[:5])}", file=sys.stderr)
+            items = [i for i in items if i.fits(vocab)]
+    names = [i.name for i in items]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise HarnessError(f"item names must be unique in {source}; repeated: {', '.join(dup[:5])}")
+    if seed is not None:
+        random.Random(seed).shuffle(items)
+    if limit is not None:
+        items = items[: int(limit)]
+    return items
+
+
+def run_bench(
+    engines: Sequence[str],
+    data: str | Path | None = None,
+    *,
+    vocab: str = "tekken",
+    out: str | Path = "results/bench",
+    limit: int | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    jobs: int = 1,
+    seed: int | None = None,
+    quick: bool = False,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    source: str = "native",
+    memory_limit_gb: float | None = None,
+    progress: bool = True,
+    command: str | None = None,
+    direct_check: bool = False,
+) -> Any:
+    """Run ``engines`` on the items of ``data``; returns a DataFrame of the records.
+
+    ``data``: a MaskBench-format file or folder (searched recursively; default the
+    embedded ``datasets/``).  ``vocab``: a :func:`~toolkit.core.vocab.load_vocab` spec.
+    ``out``: the run folder (records appended; an existing run resumes).  ``limit``:
+    the first N items (after a shuffle with ``seed``, when given).  ``timeout``: seconds
+    per (engine, item), compile and instances together.  ``jobs``: workers side by
+    side.  ``quick``: at most :data:`QUICK_CASES` valid and invalid instances per item.
+    ``options``: per engine name, keyword options for its factory.  ``source``:
+    ``"native"`` or ``"grammar"`` (see the module doc).  ``memory_limit_gb``: resident
+    memory per worker before it is killed (default 80% of RAM / jobs).  ``direct_check``:
+    each peer is also called directly through its own API on the same walks
+    (:mod:`toolkit.report.direct`).
+    """
+    import pandas as pd
+
+    from strategies import _factory
+    from toolkit.core.vocab import load_vocab
+
+    if source not in ("native", "grammar"):
+        raise HarnessError(f"source must be 'native' or 'grammar', not {source!r}")
+    if jobs < 1:
+        raise HarnessError(f"jobs must be at least 1, got {jobs}")
+    if timeout <= 0:
+        raise HarnessError(f"timeout must be positive, got {timeout}")
+    if limit is not None and limit < 1:
+        raise HarnessError(f"limit must be at least 1, got {limit}")
+    engines = list(dict.fromkeys(engines))
+    if not engines:
+        raise HarnessError("no engines given")
+    for name in engines:
+        try:
+            _factory(name)
+        except (ValueError, ImportError) as e:
+            raise HarnessError(str(e)) from e
+    options = {k: dict(v) for k, v in (options or {}).items()}
+    unknown = sorted(set(options) - set(engines))
+    if unknown:
+        raise HarnessError(f"options given for engines not in the run: {', '.join(unknown)}")
+    voc = load_vocab(vocab)
+    items = select_items(data, limit, seed, voc.name)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    records_path = out / "records.jsonl"
+    run_path = out / "run.json"
+    if memory_limit_gb is None:
+        try:
+            import psutil
+
+            memory_limit_gb = 0.8 * psutil.virtual_memory().total / 2**30 / jobs
+        except ImportError:
+            memory_limit_gb = None
+    meta: dict[str, Any] = {
+        "masklab_version": masklab_version(),
+        "command": command or f"run_bench({engines!r}, {str(data)!r})",
+        "started": _now(),
+        "finished": None,
+        "vocab": {"spec": vocab, "name": voc.name, "size": voc.size, "text_tokens": int(len(voc.text_token_ids()))},
+        "data": str(data) if data is not None else "datasets (embedded)",
+        "items": len(items),
+        "limit": limit,
+        "seed": seed,
+        "timeout_s": float(timeout),
+        "jobs": int(jobs),
+        "quick": bool(quick),
+        "source": source,
+        "direct_check": bool(direct_check),
+        "memory_limit_gb": None if memory_limit_gb is None else round(memory_limit_gb, 2),
+        "engines": {},
+        "machine": machine_info(),
+    }
+    if run_path.exists():
+        old = json.loads(run_path.read_text(encoding="utf-8"))
+        _check_resume(meta, old, options)
+        meta["engines"] = dict(old.get("engines") or {})
+        meta["started"] = old.get("started", meta["started"])
+        meta["resumed"] = [*old.get("resumed", []), _now()]
+    _repair_tail(records_path)
+    done = {(r["engine"], r["item"]) for r in read_records(records_path)}
+    tasks = [(name, item) for item in items for name in engines if (name, item.name) not in done]
+
+    def save_meta() -> None:
+        tmp = run_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(run_path)
+
+    save_meta()
+    pool = _Pool(jobs, vocab, options, source, quick, float(timeout),
+                 None if memory_limit_gb is None else memory_limit_gb * 2**30, direct=direct_check)
+    bar = _progress(len(tasks), progress)
+    errors = 0
+    try:
+        with records_path.open("a", encoding="utf-8") as f:
+            for rec in pool.run(tasks):
+                f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+                f.flush()
+                if rec["status"] != "passing":
+                    errors += 1
+                for name, info in pool.engine_info.items():
+                    if name not in meta["engines"]:
+                        meta["engines"][name] = {**info, "requested_options": options.get(name, {})}
+                        save_meta()
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix_str(f"not passing {errors}", refresh=False)
+    finally:
+        pool.close()
+        if bar is not None:
+            bar.close()
+    meta["finished"] = _now()
+    save_meta()
+    wanted = {(n, i.name) for i in items for n in engines}
+    recs = [r for r in read_records(records_path) if (r["engine"], r["item"]) in wanted]
+    return pd.DataFrame(recs)
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="run", desc="bench", dynamic_ncols=True, smoothing=0.05)

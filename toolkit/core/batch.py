@@ -1,0 +1,201 @@
+"""Stepping B matchers at once: the batch half of the engine contract.
+
+A decoding step of a batch is, for every sequence, "accept the token just sampled,
+then fill the next mask".  Serving engines make that one call over the batch, run on
+native threads without the GIL while the device computes the next forward pass
+(llguidance's ``LLExecutor``, xgrammar's ``BatchGrammarMatcher``).  masklab's form of it:
+
+``make_batch(engine, matchers, threads)`` returns a :class:`~toolkit.core.protocol.BatchMatcher`
+whose ``step(tokens, bitmask)`` does, for each row ``i``:
+
+* ``tokens[i] >= 0``: ``matchers[i].accept_token(tokens[i])``, then
+  ``matchers[i].fill_bitmask(bitmask, i)``;
+* ``tokens[i] == NO_TOKEN`` (-1): the fill only;
+* ``tokens[i] == SKIP`` (-2): nothing (row ``i`` is left as it is).
+
+Its results and the matchers' states afterwards are exactly those of the one-at-a-time
+calls in that order (tested on real walks).  An engine provides its own batch by a
+``batch_matcher(matchers, threads)`` method (masklab's strategies, the peers through
+their batch APIs); any other engine (``naive``, a plug-in) gets :class:`ThreadedBatch`,
+the same calls made from ``threads`` Python threads.  Matchers that share mutable
+state (the lazily built lexer of one compiled grammar in ``llguidance``) are stepped by
+one thread, in row order: :func:`lanes`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from toolkit.core.protocol import BatchMatcher, BatchStep, Matcher
+
+__all__ = ["NO_TOKEN", "SKIP", "make_batch", "ThreadedBatch", "NativeBatchMatcher", "default_threads", "lanes", "new_step",
+           "check_step_args"]
+
+NO_TOKEN = -1
+"""``tokens[i]``: no token to accept in this row, fill its mask only."""
+
+SKIP = -2
+"""``tokens[i]``: leave this row alone (a finished sequence)."""
+
+
+def default_threads(batch: int) -> int:
+    """The cores this process may run on, at most ``batch`` (and at least 1)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, batch))
+
+
+def lanes(matchers: Sequence[Any]) -> list[list[int]]:
+    """The rows grouped so that matchers sharing a compiled grammar (``.compiled``, the
+    same object) fall in one group, in row order; every other matcher is a group of
+    its own.  A group is stepped by one thread."""
+    groups: dict[int, list[int]] = {}
+    out: list[list[int]] = []
+    for i, m in enumerate(matchers):
+        c = getattr(m, "compiled", None)
+        if c is None:
+            out.append([i])
+            continue
+        g = groups.get(id(c))
+        if g is None:
+            g = groups[id(c)] = []
+            out.append(g)
+        g.append(i)
+    return out
+
+
+def new_step(n: int) -> BatchStep:
+    """A result with every row marked untouched (reused by each ``step`` of a batch)."""
+    return BatchStep(np.full(n, -1, dtype=np.int8), np.full(n, -1, dtype=np.int32), np.full(n, np.nan), 0.0)
+
+
+def check_step_args(n: int, tokens: Any, bitmask: np.ndarray) -> np.ndarray:
+    """``tokens`` as a C-contiguous int32 array of ``n`` ids (None: every row NO_TOKEN),
+    after checking ``bitmask`` has a C-contiguous int32 row per matcher."""
+    if not isinstance(bitmask, np.ndarray) or bitmask.ndim != 2 or bitmask.dtype != np.int32:
+        raise ValueError(f"bitmask must be a 2-D int32 numpy array, got {getattr(bitmask, 'shape', bitmask)!r}")
+    if bitmask.shape[0] < n or not bitmask.flags.c_contiguous:
+        raise ValueError(f"bitmask must be C-contiguous with at least {n} rows, got shape {bitmask.shape}")
+    if tokens is None:
+        return np.full(n, NO_TOKEN, dtype=np.int32)
+    arr = np.ascontiguousarray(tokens, dtype=np.int32)
+    if arr.shape != (n,):
+        raise ValueError(f"tokens must hold one id per matcher ({n}), got shape {arr.shape}")
+    if (arr < SKIP).any():
+        raise ValueError(f"tokens must be ids, NO_TOKEN ({NO_TOKEN}) or SKIP ({SKIP}), got {int(arr.min())}")
+    return arr
+
+
+class NativeBatchMatcher:
+    """The batch of masklab's own strategies (:class:`strategies._base.NativeMatcher`):
+    one call into C per worker and step, no Python per sequence
+    (:class:`toolkit.core.session.NativeBatch`)."""
+
+    def __init__(self, matchers: Sequence[Any], threads: int) -> None:
+        from toolkit.core.session import NativeBatch
+
+        self.matchers = list(matchers)
+        self._words = self.matchers[0].session.V.n_words if self.matchers else 0
+        self._native = NativeBatch([m.session for m in self.matchers], lanes(self.matchers), threads)
+        self.threads = self._native.threads
+        self._out = new_step(len(self.matchers))
+
+    def step(self, tokens: Any, bitmask: np.ndarray) -> BatchStep:
+        tok = check_step_args(len(self.matchers), tokens, bitmask)
+        if self.matchers and bitmask.shape[1] != self._words:
+            raise ValueError(f"bitmask rows have {bitmask.shape[1]} words, the vocabulary needs {self._words}")
+        out = self._out
+        t0 = time.perf_counter()
+        self._native.step(tok, bitmask, out.accepted, out.allowed, out.seconds)
+        out.wall_s = time.perf_counter() - t0
+        return out
+
+    def close(self) -> None:
+        self._native.close()
+
+
+def _native(matchers: Sequence[Any]) -> bool:
+    if not matchers:
+        return False
+    from toolkit.core.session import Session
+
+    vocab = getattr(getattr(matchers[0], "session", None), "V", None)
+    return all(isinstance(getattr(m, "session", None), Session) and m.session.V is vocab for m in matchers)
+
+
+class ThreadedBatch:
+    """The fallback :class:`~toolkit.core.protocol.BatchMatcher`: each row's single calls,
+    made by ``threads`` Python threads over :func:`lanes` (as much in parallel as the
+    engine releases the GIL)."""
+
+    def __init__(self, matchers: Sequence[Matcher], threads: int | None = None) -> None:
+        self.matchers = list(matchers)
+        self.threads = default_threads(len(self.matchers)) if threads is None else max(1, int(threads))
+        self._lanes = lanes(self.matchers)
+        self._pool = ThreadPoolExecutor(self.threads - 1) if self.threads > 1 and len(self._lanes) > 1 else None
+        self._out = new_step(len(self.matchers))
+
+    def _lane(self, rows: list[int], tokens: np.ndarray, bitmask: np.ndarray) -> None:
+        out = self._out
+        for i in rows:
+            t = int(tokens[i])
+            if t == SKIP:
+                out.accepted[i], out.allowed[i], out.seconds[i] = -1, -1, np.nan
+                continue
+            m = self.matchers[i]
+            t0 = time.perf_counter()
+            out.accepted[i] = -1 if t == NO_TOKEN else int(m.accept_token(t))
+            out.allowed[i] = m.fill_bitmask(bitmask, i).allowed
+            out.seconds[i] = time.perf_counter() - t0
+
+    def _run(self, work: list[list[int]], tokens: np.ndarray, bitmask: np.ndarray) -> None:
+        while True:
+            try:
+                rows = work.pop()
+            except IndexError:
+                return
+            self._lane(rows, tokens, bitmask)
+
+    def step(self, tokens: Any, bitmask: np.ndarray) -> BatchStep:
+        tok = check_step_args(len(self.matchers), tokens, bitmask)
+        t0 = time.perf_counter()
+        work = list(reversed(self._lanes))  # list.pop is atomic: the threads share it
+        helpers = ([self._pool.submit(self._run, work, tok, bitmask) for _ in range(self.threads - 1)]
+                   if self._pool is not None else [])
+        self._run(work, tok, bitmask)
+        for f in helpers:
+            f.result()
+        self._out.wall_s = time.perf_counter() - t0
+        return self._out
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def make_batch(engine: Any, matchers: Sequence[Matcher], threads: int | None = None) -> BatchMatcher:
+    """The engine's own batch (``engine.batch_matcher(matchers, threads)``, which may
+    return None for matchers it cannot batch); for masklab's own strategies' matchers
+    (one vocabulary) :class:`NativeBatchMatcher`; else :class:`ThreadedBatch`.
+    ``threads`` defaults to :func:`default_threads`."""
+    matchers = list(matchers)
+    threads = default_threads(len(matchers)) if threads is None else int(threads)
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    own = getattr(engine, "batch_matcher", None)
+    if own is not None:
+        batch = own(matchers, threads)
+        if batch is not None:
+            return batch
+    if _native(matchers):
+        return NativeBatchMatcher(matchers, threads)
+    return ThreadedBatch(matchers, threads)

@@ -1,0 +1,100 @@
+"""The protocol every mask strategy implements.
+
+Names follow vLLM's structured-output interface (``fill_bitmask``,
+``accept_tokens``, ``validate_tokens``, ``rollback``, ``is_terminated``, ``reset``)
+so that thin adapters can plug masklab engines into vLLM and transformers.
+
+Contract, shared by every engine and checked by the conformance tests:
+
+* ``fill_bitmask(bitmask, row)`` overwrites the whole row (int32 words, bit
+  ``t % 32`` of word ``t // 32``); padding ids are 0, special ids other than EOS are 0
+  unless the grammar names them as tokens (:mod:`toolkit.grammar.special`); EOS ids are 1
+  exactly when the grammar accepts what was consumed.
+* ``accept_token(t)`` returns False for a token the mask does not allow and leaves
+  the state unchanged; nothing raises mid-decode.
+* After an EOS id is accepted the matcher is terminated: the mask is EOS-only and
+  only EOS is accepted.
+* A limit hit or an internal failure puts the matcher in a sticky error state
+  (``matcher.error`` says why) whose mask allows only EOS, so a mask is never
+  widened by a failure.
+
+The batch half (:class:`BatchMatcher`, made by :func:`toolkit.core.batch.make_batch`): one
+``step(tokens, bitmask)`` accepts each row's sampled token and fills its next mask, for
+B matchers at once and without the GIL where the engine can; results and states equal
+the single calls'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = ["MaskInfo", "Matcher", "MaskEngine", "CompiledGrammar", "BatchMatcher", "BatchStep"]
+
+
+@dataclass(frozen=True, slots=True)
+class MaskInfo:
+    """What one ``fill_bitmask`` produced: the allowed count and whether slices were used."""
+
+    allowed: int
+    sliced: bool = False
+
+
+@runtime_checkable
+class CompiledGrammar(Protocol):
+    """An engine's compiled form of a grammar; engine-specific, shared by its matchers."""
+
+    def memory_bytes(self) -> int: ...
+
+
+@runtime_checkable
+class Matcher(Protocol):
+    """Per-sequence state; independent of every other matcher."""
+
+    error: str | None
+
+    def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo: ...
+    def accept_token(self, token_id: int) -> bool: ...
+    def accept_tokens(self, token_ids: Sequence[int]) -> int: ...
+    def validate_tokens(self, token_ids: Sequence[int]) -> int: ...
+    def rollback(self, n: int) -> None: ...
+    def reset(self) -> None: ...
+    def fork(self) -> Matcher: ...
+    def is_accepting(self) -> bool: ...
+    def is_terminated(self) -> bool: ...
+
+
+@dataclass(slots=True)
+class BatchStep:
+    """What one :meth:`BatchMatcher.step` did, row by row (arrays reused by the next step):
+    ``accepted`` 1/0 (-1: no token given), ``allowed`` the tokens the new mask allows (-1:
+    row skipped), ``seconds`` the row's accept + fill time (NaN where the engine's batch
+    call does not time rows), ``wall_s`` the whole step's."""
+
+    accepted: np.ndarray
+    allowed: np.ndarray
+    seconds: np.ndarray
+    wall_s: float
+
+
+@runtime_checkable
+class BatchMatcher(Protocol):
+    """B matchers stepped together; see :mod:`toolkit.core.batch` for the token codes."""
+
+    matchers: list[Matcher]
+
+    def step(self, tokens: Any, bitmask: np.ndarray) -> BatchStep: ...
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class MaskEngine(Protocol):
+    """A strategy: compiles grammars (startup cost) and makes matchers."""
+
+    name: str
+
+    def compile(self, grammar: Any) -> CompiledGrammar: ...
+    def matcher(self, compiled: CompiledGrammar) -> Matcher: ...

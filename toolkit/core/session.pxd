@@ -1,0 +1,104 @@
+# The C half of the matcher protocol for masklab's own strategies, and its batch.
+#
+# A strategy's Cython "core" (one sequence's parse state plus an undo stack) exposes
+# five C entry points in a StrategyOps record, handed over as a PyCapsule
+# (``ops_capsule()`` in the strategy's module).  A Session (toolkit/core/session.pyx) runs the
+# protocol's rules (EOS and termination, the sticky error state, special ids, history
+# counts) over any core in C, so the single calls and the batch step are one code path.
+
+from cpython.pycapsule cimport PyCapsule_New
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport malloc, realloc
+from libc.string cimport memcpy
+
+from toolkit.core.ids cimport token_t, word_t
+
+
+cdef struct StrategyOps:
+    # consume a text token (its bytes): 1 = consumed, one undo record pushed;
+    # 0 = refused, state unchanged; < 0 = failure (take_error says which)
+    int (*advance)(void* core, token_t token, const uint8_t* data, int32_t n) noexcept nogil
+    # pop the last undo record
+    void (*undo)(void* core) noexcept nogil
+    # OR the allowed text tokens into a zeroed row of n_words words: 0, 1 (the mask
+    # used slices), < 0 = failure; *count is how many it set, or -1 when the core does
+    # not know (the session then counts the bits)
+    int (*fill)(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil
+    # 1 when the bytes consumed are a sentence, 0 when not, < 0 = failure
+    int (*accepting)(void* core) noexcept nogil
+    # the failure pending in the core (its error code and value), then cleared
+    void (*take_error)(void* core, int32_t* code, int64_t* value) noexcept nogil
+
+
+cdef struct UndoStack:
+    # A core's undo records: int32 values, a record being one or more of them.  Zeroed
+    # it is empty; free(data) releases it.
+    int32_t* data
+    int64_t n, cap
+
+
+cdef inline int undo_reserve(UndoStack* s, int64_t k) noexcept nogil:
+    """Room for ``k`` more values (the stack doubles); -1 when out of memory."""
+    cdef int64_t cap
+    cdef int32_t* grown
+    if s.n + k <= s.cap:
+        return 0
+    cap = max(16, max(2 * s.cap, s.n + k))
+    grown = <int32_t*>realloc(s.data, cap * sizeof(int32_t))
+    if grown == NULL:
+        return -1
+    s.data = grown
+    s.cap = cap
+    return 0
+
+
+cdef inline int32_t undo_pop(UndoStack* s) noexcept nogil:
+    s.n -= 1
+    return s.data[s.n]
+
+
+cdef inline int undo_copy(UndoStack* dst, const UndoStack* src) noexcept nogil:
+    """``dst`` (empty) as a copy of ``src``; -1 when out of memory."""
+    if src.n == 0:
+        return 0
+    dst.data = <int32_t*>malloc(src.n * sizeof(int32_t))
+    if dst.data == NULL:
+        return -1
+    memcpy(dst.data, src.data, src.n * sizeof(int32_t))
+    dst.n = dst.cap = src.n
+    return 0
+
+
+cdef inline object ops_capsule_of(const StrategyOps* ops):
+    """The capsule a strategy module's ``ops_capsule()`` returns (``ops`` is static)."""
+    return PyCapsule_New(<void*>ops, b"masklab.StrategyOps", NULL)
+
+
+cdef class VocabTable:
+    cdef const uint8_t* blob       # every token's bytes, concatenated
+    cdef const int64_t* offsets    # token t's bytes: blob[offsets[t] : offsets[t + 1]]
+    cdef const uint8_t* kind       # K_TEXT, K_EOS or K_OTHER (special, padding, empty)
+    cdef const int32_t* eos        # the EOS ids
+    cdef int32_t n_eos
+    cdef readonly int32_t size     # ids, padding included
+    cdef readonly int32_t n_words  # words of a bitmask row
+    cdef object _keep              # the numpy arrays behind the pointers
+
+
+cdef class Session:
+    cdef readonly object core      # the strategy's core object (kept alive here)
+    cdef void* cp                  # the same object, borrowed, for the nogil calls
+    cdef const StrategyOps* ops
+    cdef readonly VocabTable V
+    cdef readonly int64_t n_text   # text tokens consumed (the core's undo records)
+    cdef readonly int32_t n_eos    # EOS ids accepted after them (terminated when > 0)
+    cdef bint failed               # the sticky error state
+    cdef int32_t err_code          # the core's error code and value at the failure
+    cdef int64_t err_value
+    cdef object err_text           # the message, made when first asked for
+    cdef readonly bint sliced      # the last fill used slices
+
+    cdef void _fail(self) noexcept nogil
+    cdef bint _accepting(self) noexcept nogil
+    cdef int c_accept(self, int32_t token) noexcept nogil
+    cdef int32_t c_fill(self, word_t* row) noexcept nogil

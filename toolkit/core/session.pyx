@@ -1,0 +1,442 @@
+"""The protocol's rules in C over a strategy's core, and the batch step over many.
+
+:class:`Session` is one matcher of masklab's own strategies: the strategy's core (its
+parse state and undo stack, reached through the core's ``StrategyOps``) plus what the
+protocol keeps for every engine: EOS accepted (termination), the sticky error state,
+the count of text tokens consumed (what ``rollback`` undoes).  Its methods are the
+protocol's calls; its ``c_accept`` / ``c_fill`` are the same calls for C callers.
+
+:class:`NativeBatch` steps many sessions without the GIL: ``threads`` workers (the
+calling thread and ``threads - 1`` pool threads, each entering C once per step) take
+lanes from a shared atomic counter; a lane is a run of rows whose cores share mutable
+tables (one compiled grammar), stepped in row order by one worker.  Each row's accept
+and fill are timed with the monotonic clock.  See :mod:`toolkit.core.batch` for the token
+codes.
+"""
+
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+from cpython.ref cimport PyObject
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdlib cimport free, malloc
+from libc.math cimport NAN
+from libc.string cimport memset
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+cimport numpy as cnp
+
+from toolkit.core.ids cimport token_t, word_t
+
+cnp.import_array()
+
+__all__ = ["VocabTable", "Session", "NativeBatch", "OPS_CAPSULE", "or_bit_runs"]
+
+OPS_CAPSULE = "masklab.StrategyOps"
+"""The name of the capsule a strategy's ``ops_capsule()`` returns."""
+
+cdef enum:
+    K_TEXT = 0
+    K_EOS = 1
+    K_OTHER = 2
+    T_NO_TOKEN = -1
+    T_SKIP = -2
+
+cdef extern from *:
+    """
+    static inline long long masklab_fetch_add(long long *p, long long v) {
+        return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+    }
+    /* The set bits of a row: the CPU's popcnt where it has one (a libgcc call per word
+       otherwise, several times slower on a 128k-token row). */
+    static long long masklab_popcount_sw(const unsigned int *w, long long n) {
+        long long c = 0;
+        for (long long i = 0; i < n; i++) c += __builtin_popcount(w[i]);
+        return c;
+    }
+    #if defined(__x86_64__) && defined(__GNUC__)
+    __attribute__((target("popcnt")))
+    static long long masklab_popcount_hw(const unsigned int *w, long long n) {
+        long long c = 0;
+        for (long long i = 0; i < n; i++) c += __builtin_popcount(w[i]);
+        return c;
+    }
+    static long long masklab_popcount_row(const unsigned int *w, long long n) {
+        static int hw = -1;
+        if (hw < 0) hw = __builtin_cpu_supports("popcnt") ? 1 : 0;
+        return hw ? masklab_popcount_hw(w, n) : masklab_popcount_sw(w, n);
+    }
+    #else
+    static long long masklab_popcount_row(const unsigned int *w, long long n) {
+        return masklab_popcount_sw(w, n);
+    }
+    #endif
+    """
+    long long masklab_fetch_add(long long* p, long long v) noexcept nogil
+    long long masklab_popcount_row(const word_t* w, long long n) noexcept nogil
+
+
+cdef inline double _now() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec + ts.tv_nsec * 1e-9
+
+
+cdef word_t* _row_pointer(bitmask, row, int32_t n_words) except NULL:
+    """Where row ``row`` of a writeable int32 numpy bitmask (2-D, or a 1-D row) starts;
+    its words must be contiguous and as many as the vocabulary's."""
+    cdef cnp.ndarray arr
+    cdef int nd
+    cdef int64_t r, n_rows
+    if not cnp.PyArray_Check(bitmask) or cnp.PyArray_TYPE(<cnp.ndarray>bitmask) != cnp.NPY_INT32:
+        raise ValueError(f"the bitmask must be a numpy int32 array, got {type(bitmask).__name__}")
+    arr = <cnp.ndarray>bitmask
+    nd = cnp.PyArray_NDIM(arr)
+    if nd not in (1, 2) or not cnp.PyArray_ISWRITEABLE(arr):
+        raise ValueError(f"the bitmask must be a writeable 1-D row or 2-D array, got {nd} dimensions")
+    if cnp.PyArray_DIM(arr, nd - 1) != n_words or cnp.PyArray_STRIDE(arr, nd - 1) != sizeof(word_t):
+        raise ValueError(f"bitmask row has {cnp.PyArray_DIM(arr, nd - 1)} words (contiguous: "
+                         f"{cnp.PyArray_STRIDE(arr, nd - 1) == sizeof(word_t)}), vocabulary needs {n_words}")
+    if nd == 1:
+        return <word_t*>cnp.PyArray_DATA(arr)
+    r = int(row)
+    n_rows = cnp.PyArray_DIM(arr, 0)
+    if r < 0:
+        r += n_rows
+    if not 0 <= r < n_rows:
+        raise IndexError(f"row {row} is outside a bitmask of {n_rows} rows")
+    return <word_t*>(<char*>cnp.PyArray_DATA(arr) + r * cnp.PyArray_STRIDE(arr, 0))
+
+
+cdef class VocabTable:
+    """The vocabulary as a session reads it: token bytes, kinds, EOS ids (C arrays)."""
+
+    def __init__(self, vocab):
+        raw, offsets = vocab.byte_table()
+        blob = np.frombuffer(raw + b"\0", dtype=np.uint8)  # never empty: &b[0] is valid
+        kind = np.full(vocab.size, K_OTHER, dtype=np.uint8)
+        text = np.asarray(vocab.text_token_mask(), dtype=bool)
+        kind[text[: vocab.size]] = K_TEXT
+        eos = np.asarray(sorted(set(int(e) for e in vocab.eos_ids)), dtype=np.int32)
+        kind[eos] = K_EOS
+        self._keep = (blob, offsets, kind, eos)
+        cdef const uint8_t[::1] b = blob
+        cdef const int64_t[::1] o = offsets
+        cdef const uint8_t[::1] k = kind
+        cdef const int32_t[::1] e = eos
+        self.blob = &b[0]
+        self.offsets = &o[0]
+        self.kind = &k[0]
+        self.eos = &e[0] if len(eos) else NULL
+        self.n_eos = <int32_t>len(eos)
+        self.size = vocab.size
+        self.n_words = (vocab.size + 31) // 32
+
+
+cdef class Session:
+    """One matcher of a masklab strategy: ``Session(core, ops_capsule, vocab_table)``.
+
+    ``core`` is the strategy's C state for one sequence; ``ops_capsule`` its module's
+    ``ops_capsule()``.  The methods follow :class:`toolkit.core.protocol.Matcher` (the
+    Python matcher classes delegate to them); ``error_text(code, value)`` of the core
+    makes the message of a failure."""
+
+    def __init__(self, core, capsule, VocabTable vocab not None):
+        if not PyCapsule_IsValid(capsule, b"masklab.StrategyOps"):
+            raise TypeError("not a masklab.StrategyOps capsule")
+        self.ops = <const StrategyOps*>PyCapsule_GetPointer(capsule, b"masklab.StrategyOps")
+        self.core = core
+        self.cp = <void*>core
+        self.V = vocab
+
+    # ------------------------------------------------------------- C --
+
+    cdef void _fail(self) noexcept nogil:
+        if not self.failed:
+            self.failed = True
+            self.err_code = 0
+            self.err_value = 0
+            self.ops.take_error(self.cp, &self.err_code, &self.err_value)
+
+    cdef bint _accepting(self) noexcept nogil:
+        cdef int r = self.ops.accepting(self.cp)
+        if r < 0:
+            self._fail()
+            return False
+        return r != 0
+
+    cdef int c_accept(self, int32_t t) noexcept nogil:
+        """``accept_token(t)``: 1 accepted, 0 refused (state unchanged)."""
+        cdef int r
+        cdef const int64_t* off = self.V.offsets
+        if t < 0 or t >= self.V.size:
+            return 0
+        if self.V.kind[t] == K_EOS:
+            if self.failed or self.n_eos > 0 or self._accepting():
+                self.n_eos += 1
+                return 1
+            return 0
+        if self.failed or self.n_eos > 0 or self.V.kind[t] != K_TEXT:
+            return 0
+        r = self.ops.advance(self.cp, <token_t>t, self.V.blob + off[t], <int32_t>(off[t + 1] - off[t]))
+        if r < 0:
+            self._fail()
+            return 0
+        if r == 0:
+            return 0
+        self.n_text += 1
+        return 1
+
+    cdef int32_t c_fill(self, word_t* row) noexcept nogil:
+        """``fill_bitmask``: overwrite ``row``; returns the tokens it allows."""
+        cdef int32_t n_words = self.V.n_words, i, e
+        cdef int r
+        cdef int64_t count = 0
+        memset(row, 0, n_words * sizeof(word_t))
+        self.sliced = False
+        if not self.failed and self.n_eos == 0:
+            count = -1
+            r = self.ops.fill(self.cp, row, n_words, &count)
+            if r < 0:
+                self._fail()
+                memset(row, 0, n_words * sizeof(word_t))
+                count = 0
+            else:
+                self.sliced = r == 1
+        if count < 0:
+            count = masklab_popcount_row(row, n_words)
+        if self.n_eos > 0 or self.failed or self._accepting():
+            for i in range(self.V.n_eos):  # EOS ids are never text: each adds one
+                e = self.V.eos[i]
+                row[e >> 5] |= (<word_t>1) << (e & 31)
+            count += self.V.n_eos
+        return <int32_t>count
+
+    # -------------------------------------------------------- protocol --
+
+    def accept_token(self, token_id) -> bool:
+        t = int(token_id)
+        if t < 0 or t >= self.V.size:
+            return False
+        return bool(self.c_accept(<int32_t>t))
+
+    def fill_bitmask(self, bitmask, row=0):
+        """Overwrite row ``row`` of a 2-D bitmask (or a 1-D row); ``(allowed, sliced)``."""
+        cdef word_t* ptr = _row_pointer(bitmask, row, self.V.n_words)
+        cdef int32_t n
+        with nogil:
+            n = self.c_fill(ptr)
+        return n, bool(self.sliced)
+
+    def rollback(self, int64_t n):
+        if n < 0 or n > self.n_text + self.n_eos:
+            raise ValueError(f"cannot roll back {n} tokens, {self.n_text + self.n_eos} accepted")
+        cdef int64_t k = min(n, <int64_t>self.n_eos)
+        self.n_eos -= <int32_t>k
+        n -= k
+        while n > 0:
+            self.ops.undo(self.cp)
+            self.n_text -= 1
+            n -= 1
+
+    def is_accepting(self) -> bool:
+        return self.n_eos > 0 or bool(self._accepting())
+
+    def is_terminated(self) -> bool:
+        return self.n_eos > 0
+
+    @property
+    def num_tokens(self):
+        return self.n_text + self.n_eos
+
+    @property
+    def error(self):
+        """None, or why the session is in the sticky error state."""
+        if not self.failed:
+            return None
+        if self.err_text is None:
+            self.err_text = self.core.error_text(self.err_code, self.err_value)
+        return self.err_text
+
+    def restart(self, core):
+        """Back to the start with a fresh ``core``; clears the error state."""
+        self.core = core
+        self.cp = <void*>core
+        self.n_text = 0
+        self.n_eos = 0
+        self.failed = False
+        self.err_text = None
+
+    def fork(self, core):
+        """A session over ``core`` (a copy of this one's) in the same protocol state."""
+        cdef Session other = Session.__new__(Session)
+        other.ops = self.ops
+        other.core = core
+        other.cp = <void*>core
+        other.V = self.V
+        other.n_text = self.n_text
+        other.n_eos = self.n_eos
+        other.failed = self.failed
+        other.err_code = self.err_code
+        other.err_value = self.err_value
+        other.err_text = self.err_text
+        return other
+
+
+cdef class NativeBatch:
+    """Sessions stepped together (``toolkit.core.batch`` for the step's contract).
+
+    ``NativeBatch(sessions, lanes, threads)``: ``lanes`` lists the rows of each lane
+    (rows sharing a compiled grammar in one lane); ``threads`` workers take lanes."""
+
+    cdef list sessions
+    cdef PyObject** ptrs
+    cdef int32_t* lane_off
+    cdef int32_t* lane_rows
+    cdef int32_t n, n_lanes
+    cdef long long next_lane
+    cdef readonly int threads
+    cdef object pool
+    cdef const int32_t* tok
+    cdef word_t* mask
+    cdef int64_t stride
+    cdef signed char* acc_out
+    cdef int32_t* allowed_out
+    cdef double* secs_out
+
+    def __cinit__(self):
+        self.ptrs = NULL
+        self.lane_off = NULL
+        self.lane_rows = NULL
+
+    def __init__(self, sessions, lanes, int threads):
+        cdef int32_t i, k, j
+        self.sessions = list(sessions)
+        self.n = <int32_t>len(self.sessions)
+        for s in self.sessions:
+            if not isinstance(s, Session):
+                raise TypeError(f"a native batch steps Sessions, got {type(s).__name__}")
+        self.ptrs = <PyObject**>malloc(max(1, self.n) * sizeof(PyObject*))
+        self.lane_off = <int32_t*>malloc((len(lanes) + 1) * sizeof(int32_t))
+        self.lane_rows = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
+        if self.ptrs == NULL or self.lane_off == NULL or self.lane_rows == NULL:
+            raise MemoryError()
+        for i in range(self.n):
+            self.ptrs[i] = <PyObject*>self.sessions[i]
+        seen = sorted(r for lane in lanes for r in lane)
+        if seen != list(range(self.n)):
+            raise ValueError("lanes must hold every row exactly once")
+        self.n_lanes = <int32_t>len(lanes)
+        k = 0
+        for j in range(self.n_lanes):
+            self.lane_off[j] = k
+            for r in lanes[j]:
+                self.lane_rows[k] = r
+                k += 1
+        self.lane_off[self.n_lanes] = k
+        self.threads = max(1, min(threads, max(1, self.n_lanes)))
+        self.pool = ThreadPoolExecutor(self.threads - 1) if self.threads > 1 else None
+
+    def __dealloc__(self):
+        free(self.ptrs)
+        free(self.lane_off)
+        free(self.lane_rows)
+
+    cdef void _work(self) noexcept nogil:
+        cdef long long lane
+        cdef int32_t k, i, t, acc
+        cdef double t0
+        while True:
+            lane = masklab_fetch_add(&self.next_lane, 1)
+            if lane >= self.n_lanes:
+                return
+            for k in range(self.lane_off[lane], self.lane_off[lane + 1]):
+                i = self.lane_rows[k]
+                t = self.tok[i]
+                if t == T_SKIP:
+                    self.acc_out[i] = -1
+                    self.allowed_out[i] = -1
+                    self.secs_out[i] = NAN
+                    continue
+                t0 = _now()
+                acc = -1
+                if t != T_NO_TOKEN:
+                    acc = (<Session>self.ptrs[i]).c_accept(t)
+                self.allowed_out[i] = (<Session>self.ptrs[i]).c_fill(self.mask + i * self.stride)
+                self.acc_out[i] = <signed char>acc
+                self.secs_out[i] = _now() - t0
+
+    def _run(self):
+        with nogil:
+            self._work()
+
+    def step(self, const int32_t[::1] tokens, int32_t[:, ::1] bitmask, signed char[::1] accepted,
+             int32_t[::1] allowed, double[::1] seconds):
+        """Accept ``tokens`` and fill ``bitmask``'s rows (every array checked by the
+        caller, :func:`toolkit.core.batch.check_step_args`); results into the three arrays."""
+        if self.n == 0:
+            return
+        self.tok = &tokens[0]
+        self.mask = <word_t*>&bitmask[0, 0]
+        self.stride = bitmask.shape[1]
+        self.acc_out = &accepted[0]
+        self.allowed_out = &allowed[0]
+        self.secs_out = &seconds[0]
+        self.next_lane = 0
+        helpers = [self.pool.submit(self._run) for _ in range(self.threads - 1)] if self.pool is not None else []
+        with nogil:
+            self._work()
+        for f in helpers:
+            f.result()
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+
+
+# ------------------------------------------------------------ bit runs --
+
+
+def or_bit_runs(const int32_t[::1] src, int32_t[::1] dst, const int64_t[:, ::1] runs) -> None:
+    """For each row ``(s, d, n)`` of ``runs``: OR the ``n`` bits of ``src`` from bit ``s``
+    into ``dst`` from bit ``d`` (bit ``t % 32`` of word ``t // 32``), 32 bits at a time
+    and without the GIL.  The runs must lie inside both rows.  (How a
+    :class:`strategies._base.DualMatcher` folds its shadow ids into their tokens.)"""
+    cdef Py_ssize_t i
+    cdef int64_t ns = src.shape[0], nd = dst.shape[0]
+    for i in range(runs.shape[0]):
+        if runs[i, 0] < 0 or runs[i, 1] < 0 or runs[i, 2] < 0 \
+                or runs[i, 0] + runs[i, 2] > 32 * ns or runs[i, 1] + runs[i, 2] > 32 * nd:
+            raise ValueError(f"bit run {tuple(runs[i])} is outside a row ({32 * ns} and {32 * nd} bits)")
+    with nogil:
+        for i in range(runs.shape[0]):
+            _or_run(<const uint32_t*>&src[0], ns, <uint32_t*>&dst[0], nd, runs[i, 0], runs[i, 1], runs[i, 2])
+
+
+cdef inline void _or_run(const uint32_t* src, int64_t ns, uint32_t* dst, int64_t nd,
+                         int64_t s, int64_t d, int64_t n) noexcept nogil:
+    cdef int64_t k, q, m
+    cdef uint32_t v, hi
+    cdef int r
+    k = 0
+    while k < n:
+        m = n - k if n - k < 32 else 32
+        q = (s + k) >> 5
+        r = (s + k) & 31
+        v = src[q]
+        if r:
+            hi = src[q + 1] if q + 1 < ns else 0
+            v = (v >> r) | (hi << (32 - r))
+        if m < 32:
+            v &= (<uint32_t>1 << m) - 1
+        if v:
+            q = (d + k) >> 5
+            r = (d + k) & 31
+            dst[q] |= v << r
+            if r and q + 1 < nd:
+                dst[q + 1] |= v >> (32 - r)
+        k += 32

@@ -1,0 +1,518 @@
+"""Language models for the decoding harness (:mod:`toolkit.decode.generate`).
+
+``load_model(spec, vocab, device=..., dtype=...)`` takes
+
+* a local Hugging Face checkpoint directory (``AutoModelForCausalLM``), or
+* ``sim:FORWARD_MS[:LAUNCHES]``: the stand-in device for machines without a GPU
+  (:class:`SimModel`); no model runs, see below;
+* ``random:NAME``: a known architecture built from its configuration with random
+  weights, because nothing can be downloaded here.  Its speed is a real model's
+  (same shapes, same kernels); its text is noise, so every output of a run on
+  random weights says so (:data:`RANDOM_NOTE`).  Names: ``tiny`` (two small layers
+  sized to the vocabulary, for tests on CPU), ``llama-3.2-1b``, ``llama-3-8b`` (the
+  published shapes, 128,256 logits) and ``mistral-7b`` (the configuration shipped in
+  ``$MASKLAB_SHARED/tokenizers/mistral-7b-v0.3/config.json``, 32,768 logits).
+
+The model's logits must cover exactly the vocabulary's ids (``vocab.size``, padding
+included): a mismatch is a :class:`ModelError` naming both sizes, never a silent
+truncation.  Needs the ``[model]`` extra (torch, transformers).
+
+``load_chat_template(folder, vocab)`` reads a checkpoint's or tokenizer folder's chat
+template (transformers' tokenizer and its ``chat_template``): :meth:`ChatTemplate.ids`
+turns a prompt into the ids of one user message followed by the generation prompt,
+special tokens included, as a chat model expects them.
+
+``sim:FORWARD_MS[:LAUNCHES]`` (e.g. ``sim:8:300``) reproduces what a GPU's forward pass
+leaves to the host: ``forward()`` makes LAUNCHES short Python-level calls (a framework
+launching kernels: each needs the GIL, so a thread that holds it delays the step as it
+would on a GPU) and returns at once; :meth:`SimModel.synchronize` then waits, holding
+neither the GIL nor a core, until FORWARD_MS have passed since the forward pass
+started.  Its logits are seeded pseudo-random rows over the vocabulary (a row picked
+per sequence from the token fed and the position), on the CPU.  Every output of a
+simulated run says so (:data:`SIM_NOTE`).
+
+``lm.synchronize()`` waits for the device's queued work (CUDA, the simulated forward
+pass); the decoding harness calls it where a GPU loop synchronizes.
+
+``lm.start(prompts, max_tokens)`` begins a batch (:class:`Decoding`): the prompts'
+pass, then one token per sequence per call, with transformers' dynamic KV cache or,
+``load_model(..., cache="static")``, a fixed-shape one, optionally with the one-token
+steps ``torch.compile``'d (``compile="reduce-overhead"``: CUDA graphs on a GPU).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolkit.bench.datasets import shared_dir
+from toolkit.core.errors import MasklabError
+from toolkit.core.vocab import Vocabulary
+
+__all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES",
+           "CACHE_BLOCK", "ChatTemplate", "load_chat_template", "SimModel", "SIM_NOTE"]
+
+CACHE_BLOCK = 256
+"""A static KV cache's length is the batch's prompt plus ``max_tokens``, rounded up to this."""
+
+CACHES = ("dynamic", "static")
+_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+RANDOM_NOTE = "random weights (no checkpoint can be downloaded here): times are a real model's, text is noise"
+
+_LLAMA3 = {"model_type": "llama", "vocab_size": 128256, "rope_theta": 500000.0, "rms_norm_eps": 1e-5,
+           "num_attention_heads": 32, "num_key_value_heads": 8, "bos_token_id": 128000, "eos_token_id": 128001}
+
+RANDOM_ARCHS: dict[str, dict[str, Any] | str] = {
+    # vocab_size None: sized to the vocabulary (a test model fits any vocabulary)
+    "tiny": {"model_type": "llama", "vocab_size": None, "hidden_size": 64, "intermediate_size": 128,
+             "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "max_position_embeddings": 4096},
+    "llama-3.2-1b": {**_LLAMA3, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+                     "head_dim": 64, "max_position_embeddings": 131072, "tie_word_embeddings": True},
+    "llama-3-8b": {**_LLAMA3, "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32,
+                   "max_position_embeddings": 8192},
+    "mistral-7b": "tokenizers/mistral-7b-v0.3/config.json",  # read from MASKLAB_SHARED
+}
+"""Architectures ``random:NAME`` builds: a config dict, or a config file under the shared folder."""
+
+
+SIM_NOTE = ("simulated device (sim:FORWARD_MS:LAUNCHES): no model runs; a forward pass is LAUNCHES Python calls "
+            "and a wait, its logits seeded noise: step times are the stand-in's, text is noise")
+
+
+class ModelError(MasklabError):
+    """A model that cannot be loaded, or whose logits do not match the vocabulary."""
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready to decode: the torch module and what a report needs to say about it."""
+
+    model: Any
+    spec: str
+    random: bool
+    vocab_size: int
+    device: str
+    dtype: str
+    parameters: int
+    notes: list[str] = field(default_factory=list)
+    cache: str = "dynamic"
+    compile: str | None = None
+    _takes_keep: bool | None = field(default=None, repr=False)
+    _caches: dict[tuple[int, int], Any] = field(default_factory=dict, repr=False)
+    _compiled: Any = field(default=None, repr=False)
+
+    def start(self, prompts: list[list[int]], max_tokens: int) -> Decoding:
+        """A batch's decoding: one prompt (token ids) per sequence, ``max_tokens`` steps
+        at most (see :class:`Decoding`)."""
+        return Decoding(self, prompts, max_tokens)
+
+    @property
+    def _keep(self) -> bool:
+        if self._takes_keep is None:
+            import inspect
+
+            self._takes_keep = "logits_to_keep" in inspect.signature(self.model.forward).parameters
+        return self._takes_keep
+
+    def _static_cache(self, batch: int, length: int) -> Any:
+        """The static KV cache of this shape, emptied (one per shape, reused: a captured
+        CUDA graph writes into the same memory every batch)."""
+        key = (batch, length)
+        cache = self._caches.get(key)
+        if cache is None:
+            from transformers import StaticCache
+
+            cache = self._caches[key] = StaticCache(config=self.model.config, max_cache_len=length)
+        else:
+            import torch
+
+            with torch.inference_mode():  # its tensors were made in the loop's inference mode
+                cache.reset()
+        return cache
+
+    def _decode_fn(self) -> Any:
+        """The forward pass of the one-token steps: the model's, or torch.compile'd."""
+        if self.compile is None:
+            return self.model
+        if self._compiled is None:
+            import torch
+
+            self._compiled = torch.compile(self.model.forward, mode=self.compile, dynamic=False, fullgraph=True)
+        return self._compiled
+
+    @property
+    def bos_id(self) -> int | None:
+        """The id the model's configuration starts a text with (None: none)."""
+        bos = getattr(self.model.config, "bos_token_id", None)
+        if isinstance(bos, (list, tuple)):
+            bos = bos[0] if bos else None
+        return int(bos) if bos is not None and 0 <= int(bos) < self.vocab_size else None
+
+    @property
+    def max_positions(self) -> int | None:
+        """The longest sequence (prompt and output) the model's positions cover."""
+        n = getattr(self.model.config, "max_position_embeddings", None)
+        return int(n) if n else None
+
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (a no-op on the CPU)."""
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize()
+
+    def describe(self) -> dict[str, Any]:
+        return {"spec": self.spec, "random_weights": self.random, "vocab_size": self.vocab_size,
+                "device": self.device, "dtype": self.dtype, "parameters": self.parameters,
+                "cache": self.cache, "compile": self.compile, "notes": list(self.notes)}
+
+
+class Decoding:
+    """One batch being decoded: ``forward()`` runs the prompts (the first pass), then
+    ``forward(tokens)`` one token per sequence; each returns the last position's logits,
+    ``(B, V)``, contiguous, owned by the caller until the next call.
+
+    Prompts of different lengths are left-padded (id 0) under an attention mask, with
+    position ids counted from each sequence's first real token, so every row decodes
+    as it would alone.  With the model's ``cache="static"`` the KV cache has a fixed
+    length (prompt + ``max_tokens``, rounded up to :data:`CACHE_BLOCK` so batches share
+    shapes) and the attention mask is allocated at that length once: every one-token
+    step has the same shapes, which is what ``compile`` (``torch.compile``; CUDA graphs
+    with ``reduce-overhead``) needs.  Only the last position's logits are computed when
+    the model takes ``logits_to_keep`` (transformers' Llama, Mistral and most others).
+    """
+
+    def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int) -> None:
+        import torch
+
+        if not prompts or not all(prompts):
+            raise ModelError("every sequence needs a prompt of at least one token")
+        with torch.inference_mode():  # whatever the caller's mode: a compiled step guards on it
+            self._setup(lm, prompts, max_tokens)
+
+    def _setup(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int) -> None:
+        import torch
+
+        self.lm = lm
+        self.batch = len(prompts)
+        n = self.prompt_len = max(len(p) for p in prompts)
+        dev = lm.device
+        self.ids = torch.tensor([[0] * (n - len(p)) + p for p in prompts], dtype=torch.long, device=dev)
+        padded = any(len(p) != n for p in prompts)
+        self.cache_len = -(-(n + max_tokens) // CACHE_BLOCK) * CACHE_BLOCK if lm.cache == "static" else 0
+        width = self.cache_len or n  # a dynamic cache's mask grows by a column per step
+        self.attn = self.pos = None
+        if padded:
+            self.attn = torch.ones((self.batch, width), dtype=torch.long, device=dev)
+            for row, p in enumerate(prompts):
+                self.attn[row, : n - len(p)] = 0
+            self.pos = (self.attn[:, :n].cumsum(-1) - 1).clamp(min=0)
+        self.past = lm._static_cache(self.batch, self.cache_len) if self.cache_len else None
+        self.seen = 0  # positions in the cache
+        self.shape = (self.batch, self.cache_len, padded)  # what a compiled step specializes on
+
+    def forward(self, tokens: Any = None) -> Any:
+        """The prompts' pass (``tokens`` None, first call only), or one step feeding
+        ``tokens`` (``(B,)`` ids); the logits of the last position (inference tensors)."""
+        import torch
+
+        with torch.inference_mode():
+            return self._forward(tokens)
+
+    def _forward(self, tokens: Any) -> Any:
+        import torch
+
+        lm = self.lm
+        extra: dict[str, Any] = {"logits_to_keep": 1} if lm._keep else {}
+        if tokens is None:
+            if self.seen:
+                raise ModelError("the prompts were already run: feed the sampled tokens")
+            ids, fn, n = self.ids, lm.model, self.prompt_len
+            pos = self.pos
+        else:
+            if not self.seen:
+                raise ModelError("run the prompts first: forward() without tokens")
+            ids, fn, n = tokens.reshape(self.batch, 1), lm._decode_fn(), 1
+            if self.pos is not None:
+                self.pos = self.pos[:, -1:] + 1
+                pos = self.pos
+                if not self.cache_len:
+                    self.attn = torch.cat([self.attn, self.attn.new_ones((self.batch, 1))], dim=1)
+            else:
+                pos = None
+        if self.attn is not None:
+            extra.update(attention_mask=self.attn, position_ids=pos)
+        if self.cache_len:
+            if self.seen + n > self.cache_len:
+                raise ModelError(f"the static cache holds {self.cache_len} positions; step {self.seen + n} "
+                                 "is past it")
+            extra["cache_position"] = torch.arange(self.seen, self.seen + n, device=lm.device)
+        out = fn(input_ids=ids, past_key_values=self.past, use_cache=True, **extra)
+        self.past = out.past_key_values
+        self.seen += n
+        logits = out.logits[:, -1, :]
+        # a CUDA graph's output is overwritten by its next replay: the caller gets a copy
+        return logits.clone() if fn is not lm.model else logits.contiguous()
+
+
+_SIM_POOL = 32
+"""Distinct logits rows a simulated model draws from (a row is 4 bytes per vocabulary id)."""
+
+
+def _launch(k: int) -> int:
+    """One simulated kernel launch: a short Python-level call (about 1 us on this
+    project's machines), which like a framework's dispatch needs the GIL."""
+    x = k
+    for i in range(24):
+        x = (x * 31 + i) & 0xFFFF
+    return x
+
+
+@dataclass
+class SimModel:
+    """``sim:FORWARD_MS[:LAUNCHES]``: the stand-in device (see the module doc).  It has
+    the surface of :class:`LoadedModel` that the decoding harness uses."""
+
+    spec: str
+    forward_ms: float
+    launches: int
+    vocab_size: int
+    seed: int = 0
+    bos_id: int | None = None
+    max_positions: int | None = None
+    device: str = "cpu"
+    dtype: str = "float32"
+    random: bool = False
+    simulated: bool = True
+    parameters: int = 0
+    cache: str = "dynamic"
+    compile: str | None = None
+    notes: list[str] = field(default_factory=lambda: [SIM_NOTE])
+    _pool: Any = field(default=None, repr=False)
+    _deadline: float = field(default=0.0, repr=False)
+
+    def __post_init__(self) -> None:
+        import torch
+
+        gen = torch.Generator().manual_seed(self.seed)
+        self._pool = torch.randn((_SIM_POOL, self.vocab_size), generator=gen) * 4.0
+
+    def start(self, prompts: list[list[int]], max_tokens: int) -> SimDecoding:
+        """A batch's decoding (:class:`SimDecoding`)."""
+        return SimDecoding(self, prompts, max_tokens)
+
+    def synchronize(self) -> None:
+        """Wait, without the GIL or a core, until the last forward pass's FORWARD_MS
+        have passed since it started."""
+        import time
+
+        left = self._deadline - time.perf_counter()
+        if left > 0:
+            time.sleep(left)
+
+    def describe(self) -> dict[str, Any]:
+        return {"spec": self.spec, "random_weights": False, "simulated": True, "vocab_size": self.vocab_size,
+                "device": "sim", "dtype": self.dtype, "parameters": 0, "forward_ms": self.forward_ms,
+                "launches": self.launches, "cache": self.cache, "compile": None, "notes": list(self.notes)}
+
+
+class SimDecoding:
+    """One batch on the simulated device: :meth:`forward` as :meth:`Decoding.forward`,
+    returning before the forward pass is over (``lm.synchronize()`` waits for it)."""
+
+    def __init__(self, lm: SimModel, prompts: list[list[int]], max_tokens: int) -> None:
+        import torch
+
+        if not prompts or not all(prompts):
+            raise ModelError("every sequence needs a prompt of at least one token")
+        self.lm = lm
+        self.batch = len(prompts)
+        self.prompt_len = max(len(p) for p in prompts)
+        self.cache_len = 0
+        self.shape = (self.batch, 0, any(len(p) != self.prompt_len for p in prompts))
+        self.seen = 0
+        # a salt per sequence from its prompt: equal prompts decode alike, as on a model
+        self._salt = torch.tensor([hash(tuple(p)) % 1_000_003 for p in prompts], dtype=torch.long)
+        self._tokens = torch.zeros(self.batch, dtype=torch.long)
+
+    def forward(self, tokens: Any = None) -> Any:
+        """Launch a forward pass: the prompts' (``tokens`` None, first call only) or one
+        step feeding ``tokens`` (``(B,)`` ids); its logits ``(B, V)`` are ready when
+        ``lm.synchronize()`` returns."""
+        import time
+
+        lm = self.lm
+        t0 = time.perf_counter()
+        if tokens is None:
+            if self.seen:
+                raise ModelError("the prompts were already run: feed the sampled tokens")
+            fed, n = self._tokens, self.prompt_len
+        else:
+            if not self.seen:
+                raise ModelError("run the prompts first: forward() without tokens")
+            fed, n = tokens.reshape(self.batch).long(), 1
+        for k in range(lm.launches):
+            _launch(k)
+        self.seen += n
+        rows = (self._salt + fed * 7919 + self.seen * 104729 + lm.seed) % _SIM_POOL
+        logits = lm._pool.index_select(0, rows)
+        lm._deadline = t0 + lm.forward_ms / 1e3
+        return logits
+
+
+def _sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, cache: str, compile: str | None) -> SimModel:
+    parts = spec.split(":")[1:]
+    try:
+        if not 1 <= len(parts) <= 2:
+            raise ValueError
+        forward_ms = float(parts[0])
+        launches = int(parts[1]) if len(parts) == 2 else 0
+        if not forward_ms > 0 or forward_ms > 10_000 or launches < 0 or launches > 1_000_000:
+            raise ValueError
+    except ValueError:
+        raise ModelError(f"model {spec!r}: the stand-in device is sim:FORWARD_MS[:LAUNCHES] with 0 < FORWARD_MS "
+                         "<= 10000 and 0 <= LAUNCHES <= 1000000 (e.g. sim:8:300)") from None
+    if dtype not in ("auto", "float32"):
+        raise ModelError(f"the simulated device {spec} makes float32 logits: --dtype {dtype} does not apply")
+    if device != "cpu":
+        raise ModelError(f"the simulated device {spec} runs on the host: --device {device} does not apply (use cpu)")
+    if compile is not None or cache != "dynamic":
+        raise ModelError(f"the simulated device {spec} has no KV cache or graphs: --cache and --compile do not apply")
+    return SimModel(spec, forward_ms, launches, vocab.size, seed, bos_id=None, max_positions=None)
+
+
+def _random_config(name: str, vocab: Vocabulary) -> Any:
+    from transformers import AutoConfig
+
+    arch = RANDOM_ARCHS.get(name)
+    if arch is None:
+        raise ModelError(f"unknown random architecture {name!r}; known: {', '.join(sorted(RANDOM_ARCHS))}")
+    if isinstance(arch, str):
+        path = shared_dir() / arch
+        if not path.is_file():
+            raise ModelError(f"random:{name} needs {arch} under MASKLAB_SHARED ({shared_dir()}), not found")
+        arch = json.loads(path.read_text())
+    values = dict(arch)
+    if values.get("vocab_size") is None:
+        values["vocab_size"] = vocab.size
+    model_type = values.pop("model_type")
+    values.pop("architectures", None)
+    values.pop("transformers_version", None)
+    values.pop("torch_dtype", None)
+    return AutoConfig.for_model(model_type, **values)
+
+
+def _dtype(dtype: str, device: str) -> Any:
+    import torch
+
+    if dtype == "auto":
+        dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    try:
+        return getattr(torch, dtype), dtype
+    except AttributeError:
+        raise ModelError(f"unknown dtype {dtype!r} (float32, bfloat16, float16, auto)") from None
+
+
+def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str = "auto", seed: int = 0,
+               cache: str = "dynamic", compile: str | None = None) -> LoadedModel | SimModel:
+    """Load ``spec`` (see the module doc) on ``device`` for decoding with ``vocab``.
+
+    ``cache``: ``dynamic`` (transformers' default, grows per step) or ``static`` (fixed
+    shapes, see :class:`Decoding`).  ``compile``: a ``torch.compile`` mode for the
+    one-token steps (``default``, ``reduce-overhead``: CUDA graphs, ``max-autotune``);
+    it implies the static cache.  Compiling happens on the first steps of each shape,
+    which :func:`toolkit.decode.generate.generate` runs before it times anything."""
+    if cache not in CACHES:
+        raise ModelError(f"unknown cache {cache!r} (dynamic or static)")
+    if spec.startswith("sim:"):
+        return _sim_model(spec, vocab, device, dtype, seed, cache, compile)
+    if compile is not None:
+        if compile not in _COMPILE_MODES:
+            raise ModelError(f"unknown compile mode {compile!r} ({', '.join(_COMPILE_MODES)})")
+        cache = "static"
+    try:
+        import torch
+        from transformers import AutoModelForCausalLM
+    except ImportError as e:  # pragma: no cover - the [model] extra is installed by make
+        raise ModelError(f"models need the [model] extra (torch, transformers): {e}") from e
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelError(f"device {device!r} asked for, but torch sees no CUDA device")
+    torch_dtype, dtype_name = _dtype(dtype, device)
+    notes: list[str] = []
+    if spec.startswith("random:"):
+        config = _random_config(spec.split(":", 1)[1], vocab)
+        torch.manual_seed(seed)
+        with torch.device(device):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+        random = True
+        notes.append(RANDOM_NOTE)
+    else:
+        path = Path(spec)
+        if not path.is_dir():
+            raise ModelError(f"model {spec!r}: not a checkpoint directory and not random:NAME")
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype).to(device)
+        random = False
+    model.eval()
+    logits = int(model.get_output_embeddings().weight.shape[0])
+    if logits != vocab.size:
+        raise ModelError(
+            f"model {spec} has {logits} logits but vocabulary {vocab.name!r} has {vocab.size} ids; "
+            "a model decodes with its own tokenizer"
+        )
+    n_params = sum(p.numel() for p in model.parameters())
+    return LoadedModel(model, spec, random, logits, device, dtype_name, int(n_params), notes, cache, compile)
+
+
+@dataclass
+class ChatTemplate:
+    """A tokenizer's chat template (:func:`load_chat_template`); ``source`` is its folder."""
+
+    source: str
+    tokenizer: Any
+    vocab_size: int
+
+    def ids(self, text: str) -> list[int]:
+        """The ids of ``text`` as one user message, then the generation prompt (the
+        template's special tokens and BOS included)."""
+        try:
+            out = self.tokenizer.apply_chat_template([{"role": "user", "content": text}],
+                                                     add_generation_prompt=True, tokenize=True, return_dict=False)
+        except Exception as e:  # noqa: BLE001 - jinja2 and transformers raise assorted types
+            raise ModelError(f"the chat template of {self.source} fails on a single user message: "
+                             f"{type(e).__name__}: {e}") from e
+        ids = [int(t) for t in out]
+        bad = [t for t in ids if not 0 <= t < self.vocab_size]
+        if bad:
+            raise ModelError(f"the chat template of {self.source} gave ids {bad[:5]} outside the vocabulary's "
+                             f"{self.vocab_size}")
+        return ids
+
+
+def load_chat_template(folder: str | Path, vocab: Vocabulary) -> ChatTemplate:
+    """The chat template of the tokenizer in ``folder`` (a checkpoint or tokenizer folder
+    with ``tokenizer_config.json``; a file names its folder), for prompts in ``vocab``'s
+    ids.  :class:`ModelError` when the folder has no tokenizer or no ``chat_template``,
+    or when its tokenizer's size is not the vocabulary's (another tokenizer's ids)."""
+    path = Path(folder)
+    if path.is_file():
+        path = path.parent
+    if not (path / "tokenizer_config.json").is_file():
+        raise ModelError(f"no chat template: {path} has no tokenizer_config.json")
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as e:  # pragma: no cover - the [model] extra is missing
+        raise ModelError(f"chat templates need the [model] extra (transformers): {e}") from e
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as e:
+        raise ModelError(f"no chat template: cannot load the tokenizer in {path}: {e}") from e
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelError(f"no chat template: the tokenizer in {path} has no chat_template")
+    if len(tokenizer) != vocab.size:
+        raise ModelError(f"the tokenizer in {path} has {len(tokenizer)} ids but vocabulary {vocab.name!r} has "
+                         f"{vocab.size}; the chat template must come with the vocabulary's tokenizer")
+    return ChatTemplate(str(path), tokenizer, vocab.size)

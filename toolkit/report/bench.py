@@ -1,0 +1,1290 @@
+"""Tables and figures from benchmark run directories (``masklab report``).
+
+A run directory, as ``toolkit.bench.harness`` writes it, holds ``run.json`` (command,
+vocabulary, dataset, machine, engine versions and options) and ``records.jsonl``
+(one JSON object per engine x item: status, compile time, TTFM, and per mask step
+its time ``tbm_s``, popcount ``allowed`` and whether it was ``sliced``).
+
+* :func:`load_runs` reads one or more run directories into a :class:`Runs`;
+* :func:`engine_table` is MaskBench's per-engine table: TBM (time per mask step, in
+  microseconds) and TTFM (compile + first mask, in milliseconds) statistics, and the
+  count of items per status;
+* :func:`density_table` splits each engine's masks (and their time) by how many tokens
+  they allow and whether the engine computed them with slices;
+* :func:`plot_tbm_cdf`, :func:`plot_ttfm_cdf`, :func:`plot_density` draw the figures
+  (PNG at 200 dpi and PDF, same stem);
+* :func:`write_report` does all of it and writes ``report.md`` with the tables.
+
+Conventions:
+
+* Percentiles are :func:`numpy.percentile` with its default ``linear`` method
+  (interpolation between the two nearest ranks); "avg" is the arithmetic mean.
+* TBM statistics pool every mask step recorded for an engine, over all its items,
+  whatever the item's status (an item that failed validation still timed the masks
+  it computed).  TTFM statistics are over the items that reached a first mask.
+* Engine labels are ``"<engine> <version>"`` (just the engine name when run.json
+  has no version).  When one label occurs in several runs, each occurrence gets a
+  suffix naming its run: the options that differ (``"(forcing=true)"``) when those
+  tell the runs apart, else the run directory's name, else ``"(run2)"`` (the run's
+  1-based position in ``dirs``).  Masks from different runs are never pooled.
+* Density = allowed / vocab_size (the record's ``vocab_size``, else run.json's).
+  Categories: ``0-2% !sliced`` (d < 0.02), ``2-85% !sliced`` (0.02 <= d < 0.85),
+  ``85%+ !sliced`` (d >= 0.85), ``85%+ sliced``; a sliced mask with d < 0.85 goes to
+  ``<85% sliced``, a category shown only when such masks exist.
+
+Lines of ``records.jsonl`` that are not JSON objects (a truncated last line from a
+killed run) are skipped and counted in ``meta[i]["skipped_lines"]``.  Figures are
+drawn with matplotlib's object API on the Agg canvas inside
+:func:`matplotlib.rc_context`, so importing or using this module changes no global
+matplotlib state and never opens a window.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from toolkit.bench.harness import load_records, records_file
+from toolkit.core.errors import MasklabError
+
+__all__ = [
+    "Runs",
+    "ReportError",
+    "STATUSES",
+    "DENSITY_CATEGORIES",
+    "TBM_PERCENTILES",
+    "TTFM_PERCENTILES",
+    "load_runs",
+    "engine_table",
+    "density_table",
+    "to_markdown",
+    "plot_tbm_cdf",
+    "plot_ttfm_cdf",
+    "plot_density",
+    "write_report",
+]
+
+STATUSES: tuple[str, ...] = (
+    "passing",
+    "compile_error",
+    "timeout",
+    "crash",
+    "validation_error",
+    "invalidation_error",
+)
+"""Record statuses, in table order (any other status is counted under ``other``)."""
+
+DENSITY_CATEGORIES: tuple[str, ...] = (
+    "0-2% !sliced",
+    "2-85% !sliced",
+    "85%+ !sliced",
+    "85%+ sliced",
+)
+"""The density categories always shown; ``<85% sliced`` is added when it occurs."""
+
+SLICED_LOW = "<85% sliced"
+LOW_DENSITY = 0.02
+HIGH_DENSITY = 0.85
+
+TBM_PERCENTILES: tuple[float, ...] = (25, 50, 75, 90, 95, 99, 99.9)
+TTFM_PERCENTILES: tuple[float, ...] = (50, 75, 90, 99)
+
+_LIST_FIELDS = ("tbm_s", "glue_s", "allowed", "sliced", "cases", "direct")
+_NUMERIC_FIELDS = ("compile_s", "ttfm_s", "memory_bytes", "vocab_size", "wall_s")
+
+# Okabe & Ito (2008) colour-blind-safe palette; yellow last (weak on white).
+_PALETTE = (
+    "#0072B2",  # blue
+    "#D55E00",  # vermillion
+    "#009E73",  # bluish green
+    "#CC79A7",  # reddish purple
+    "#E69F00",  # orange
+    "#56B4E9",  # sky blue
+    "#000000",  # black
+    "#F0E442",  # yellow
+)
+_LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
+_HATCHES = ("", "//", "\\\\", "xx", "..", "++", "--", "oo")
+
+_RC: dict[str, Any] = {
+    "font.size": 11,
+    "axes.titlesize": 12,
+    "axes.labelsize": 11,
+    "xtick.labelsize": 10,
+    "ytick.labelsize": 10,
+    "legend.fontsize": 10,
+    "figure.titlesize": 12,
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.alpha": 0.35,
+    "grid.linewidth": 0.6,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "lines.linewidth": 1.8,
+    "legend.frameon": False,
+    "pdf.fonttype": 42,  # TrueType in the PDF: editable text, accepted by publishers
+    "ps.fonttype": 42,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.05,
+}
+_DPI = 200
+_MAX_CDF_POINTS = 4000
+
+
+class ReportError(MasklabError, ValueError):
+    """A run directory that cannot be reported on (missing files, no records)."""
+
+
+@dataclass
+class Runs:
+    """Records of one or more benchmark runs.
+
+    ``records``: one row per run x engine x item, with ``engine_label`` (ordered
+    categorical), ``run`` (0-based position in ``dirs``), ``status``, timings, and
+    ``masks`` / ``cases`` / ``cases_ok`` counts (the per-step lists live in ``masks``).
+    ``masks``: one row per mask step: ``engine_label``, ``item``, ``step``, ``tbm_s``,
+    ``allowed``, ``density``, ``sliced``.  ``meta``: each run's ``run.json`` plus
+    ``dir``, ``records`` (count), ``skipped_lines`` and ``labels`` (engine -> label).
+    ``engines``: every engine label in its stable order (colours follow it).
+    """
+
+    records: pd.DataFrame
+    masks: pd.DataFrame
+    meta: list[dict[str, Any]]
+    engines: list[str] = field(default_factory=list)
+    #: (engine label, item) -> the mask digests of each valid instance, as recorded
+    digests: dict[tuple[str, str], list[list[str]]] = field(default_factory=dict)
+    #: what the timing tables are over, when not every record (see :func:`common_items`)
+    scope: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.engines and "engine_label" in self.records:
+            self.engines = list(dict.fromkeys(self.records["engine_label"].astype(str)))
+
+
+# ---------------------------------------------------------------------------- loading
+
+
+def _as_dirs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+    if isinstance(dirs, str | os.PathLike):
+        return [Path(dirs)]
+    return [Path(d) for d in dirs]
+
+
+def _read_meta(d: Path) -> dict[str, Any]:
+    path = d / "run.json"
+    if not path.is_file():
+        return {"meta_error": "run.json missing"}
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        return {"meta_error": f"run.json unreadable: {e}"}
+    if not isinstance(meta, dict):
+        return {"meta_error": "run.json is not a JSON object"}
+    return meta
+
+
+def _read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The records of ``path`` (engine and item present) and the count of skipped lines."""
+    return load_records(path)
+
+
+def _base_label(engine: str, info: Any) -> str:
+    version = info.get("version") if isinstance(info, dict) else None
+    return f"{engine} {version}" if version else engine
+
+
+def _options(info: Any) -> dict[str, Any]:
+    opts = info.get("options") if isinstance(info, dict) else None
+    return opts if isinstance(opts, dict) else {}
+
+
+def _opt_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _assign_labels(
+    dirs: Sequence[Path], metas: Sequence[dict[str, Any]], engines: Sequence[list[str]]
+) -> list[dict[str, str]]:
+    """Per run, engine -> label; labels are unique across runs (see module docstring)."""
+    where: dict[str, list[tuple[int, str]]] = {}
+    for i, names in enumerate(engines):
+        info = metas[i].get("engines") or {}
+        for name in names:
+            where.setdefault(_base_label(name, info.get(name)), []).append((i, name))
+    labels: list[dict[str, str]] = [{} for _ in dirs]
+    for base, uses in where.items():
+        if len(uses) == 1:
+            i, name = uses[0]
+            labels[i][name] = base
+            continue
+        opts = [_options((metas[i].get("engines") or {}).get(name)) for i, name in uses]
+        keys = sorted({k for o in opts for k in o}, key=str)
+        differing = [
+            k for k in keys if len({json.dumps(o.get(k), sort_keys=True) for o in opts}) > 1
+        ]
+        tags = [", ".join(f"{k}={_opt_text(o.get(k))}" for k in differing) for o in opts]
+        if not differing or len(set(tags)) < len(tags):
+            tags = [dirs[i].resolve().name for i, _ in uses]
+            if len(set(tags)) < len(tags) or not all(tags):
+                tags = [f"run{i + 1}" for i, _ in uses]
+        for (i, name), tag in zip(uses, tags, strict=True):
+            labels[i][name] = f"{base} ({tag})"
+    return labels
+
+
+def _mask_arrays(rec: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``tbm_s``, ``allowed``, ``sliced`` of a record, all the length of ``tbm_s``."""
+
+    def arr(key: str, dtype: Any) -> np.ndarray:
+        v = rec.get(key)
+        if not isinstance(v, list):
+            return np.empty(0, dtype=dtype)
+        if dtype is bool:
+            return np.array([bool(x) for x in v], dtype=bool)
+        return np.array([np.nan if x is None else x for x in v], dtype=float)
+
+    tbm = arr("tbm_s", float)
+    n = len(tbm)
+    allowed = arr("allowed", float)[:n]
+    sliced = arr("sliced", bool)[:n]
+    if len(allowed) < n:
+        allowed = np.concatenate([allowed, np.full(n - len(allowed), np.nan)])
+    if len(sliced) < n:
+        sliced = np.concatenate([sliced, np.zeros(n - len(sliced), dtype=bool)])
+    return tbm, allowed, sliced
+
+
+def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> Runs:
+    """Read run directories (each with ``records.jsonl`` and, usually, ``run.json``).
+
+    Raises :class:`ReportError` (a ``ValueError``) when no directory is given, one is
+    missing or has no ``records.jsonl``, or a run has no valid record at all.
+    """
+    paths = _as_dirs(dirs)
+    if not paths:
+        raise ReportError("no run directory given")
+    metas: list[dict[str, Any]] = []
+    raw: list[list[dict[str, Any]]] = []
+    for d in paths:
+        if not d.is_dir():
+            raise ReportError(f"{d}: not a directory")
+        rec_path = records_file(d)
+        if not rec_path.is_file():
+            raise ReportError(f"{d}: no records.jsonl (is this a masklab bench run directory?)")
+        recs, skipped = _read_records(rec_path)
+        if not recs:
+            extra = f" ({skipped} line(s) were not valid records)" if skipped else ""
+            raise ReportError(f"{rec_path}: no records{extra}; nothing to report")
+        meta = _read_meta(d)
+        meta.update(dir=str(d), records=len(recs), skipped_lines=skipped)
+        metas.append(meta)
+        raw.append(recs)
+
+    # engines per run: run.json order, then any only seen in the records
+    engines_per_run = []
+    for meta, recs in zip(metas, raw, strict=True):
+        names = list((meta.get("engines") or {}).keys())
+        names += [str(r["engine"]) for r in recs]
+        engines_per_run.append(list(dict.fromkeys(str(n) for n in names)))
+    labels = _assign_labels(paths, metas, engines_per_run)
+    for meta, lab in zip(metas, labels, strict=True):
+        meta["labels"] = dict(lab)
+    # stable order: engine name, then run position
+    order = sorted(
+        ((name, i, labels[i][name]) for i, names in enumerate(engines_per_run) for name in names),
+        key=lambda t: (t[0], t[1]),
+    )
+    engine_order = [label for _, _, label in order]
+
+    rows: list[dict[str, Any]] = []
+    digests: dict[tuple[str, str], list[list[str]]] = {}
+    m_label: list[np.ndarray] = []
+    m_item: list[np.ndarray] = []
+    m_run: list[np.ndarray] = []
+    m_step: list[np.ndarray] = []
+    m_tbm: list[np.ndarray] = []
+    m_glue: list[np.ndarray] = []
+    m_allowed: list[np.ndarray] = []
+    m_sliced: list[np.ndarray] = []
+    m_vocab: list[np.ndarray] = []
+    for i, (meta, recs) in enumerate(zip(metas, raw, strict=True)):
+        vocab = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
+        run_vocab = vocab.get("size")
+        # a resumed run may repeat an (engine, item): the last record wins
+        latest: dict[tuple[str, str], dict[str, Any]] = {}
+        for rec in recs:
+            latest[(str(rec["engine"]), str(rec["item"]))] = rec
+        for (engine, item), rec in latest.items():
+            label = labels[i][engine]
+            tbm, allowed, sliced = _mask_arrays(rec)
+            cases = rec.get("cases") if isinstance(rec.get("cases"), list) else []
+            digests[(label, item)] = [c.get("digests") for c in cases
+                                      if isinstance(c, dict) and isinstance(c.get("digests"), list)]
+            row = {k: v for k, v in rec.items() if k not in _LIST_FIELDS}
+            row.update(
+                run=i,
+                run_dir=str(paths[i]),
+                engine=engine,
+                engine_label=label,
+                item=item,
+                status=str(rec.get("status") or "unknown"),
+                masks=len(tbm),
+                cases=len(cases),
+                cases_ok=sum(1 for c in cases if isinstance(c, dict) and c.get("ok")),
+                has_direct=isinstance(rec.get("direct"), dict),
+            )
+            if row.get("vocab_size") is None:
+                row["vocab_size"] = run_vocab
+            rows.append(row)
+            n = len(tbm)
+            if n:
+                m_label.append(np.full(n, label, dtype=object))
+                m_item.append(np.full(n, item, dtype=object))
+                m_run.append(np.full(n, i))
+                m_step.append(np.arange(n))
+                m_tbm.append(tbm)
+                glue = rec.get("glue_s")
+                m_glue.append(np.array(glue, dtype=float) if isinstance(glue, list) and len(glue) == n
+                              else np.full(n, np.nan))
+                m_allowed.append(allowed)
+                m_sliced.append(sliced)
+                vs = row["vocab_size"]
+                m_vocab.append(np.full(n, float(vs) if vs else np.nan))
+
+    records = pd.DataFrame(rows)
+    for col in _NUMERIC_FIELDS:
+        if col in records:
+            records[col] = pd.to_numeric(records[col], errors="coerce")
+        else:
+            records[col] = np.nan
+    records["engine_label"] = pd.Categorical(records["engine_label"], categories=engine_order)
+
+    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+    allowed_all = cat(m_allowed, float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        density = allowed_all / cat(m_vocab, float)
+    masks = pd.DataFrame(
+        {
+            "engine_label": pd.Categorical(cat(m_label, object), categories=engine_order),
+            "run": cat(m_run, int),
+            "item": cat(m_item, object),
+            "step": cat(m_step, int),
+            "tbm_s": cat(m_tbm, float),
+            "glue_s": cat(m_glue, float),
+            "allowed": allowed_all,
+            "density": density,
+            "sliced": cat(m_sliced, bool),
+        }
+    )
+    return Runs(records=records, masks=masks, meta=metas, engines=engine_order, digests=digests)
+
+
+# ------------------------------------------------------------------ like with like
+
+
+def common_items(runs: Runs) -> list[str]:
+    """The items every engine label of ``runs`` passed (in record order)."""
+    recs = runs.records
+    if not len(recs) or not runs.engines:
+        return []
+    passing = recs[recs["status"] == "passing"]
+    per = passing.groupby("item", sort=False)["engine_label"].nunique()
+    want = len({str(e) for e in recs["engine_label"].dropna().unique()})
+    return [str(i) for i, n in per.items() if n == want]
+
+
+def restrict(runs: Runs, items: Iterable[str], scope: str = "") -> Runs:
+    """``runs`` with only the records and masks of ``items``."""
+    keep = set(items)
+    recs = runs.records[runs.records["item"].isin(keep)].reset_index(drop=True)
+    masks = runs.masks[runs.masks["item"].isin(keep)].reset_index(drop=True)
+    digests = {k: v for k, v in runs.digests.items() if k[1] in keep}
+    return Runs(records=recs, masks=masks, meta=runs.meta, engines=list(runs.engines), digests=digests,
+                scope=scope)
+
+
+def comparable(runs: Runs, all_items: bool = False) -> Runs:
+    """What the comparison tables and figures are drawn from: by default the items every
+    engine passed (``scope`` says how many of how many); ``all_items``: every record,
+    each engine over its own items.  When no item passed for every engine, every record
+    too, and ``scope`` says so."""
+    n_items = int(runs.records["item"].nunique()) if len(runs.records) else 0
+    if all_items or len(runs.engines) < 2:
+        what = "each engine's own items (--all-items)" if all_items and len(runs.engines) > 1 else "every item"
+        return restrict(runs, runs.records["item"].unique() if n_items else [],
+                        f"{what}: {n_items:,} items")
+    common = common_items(runs)
+    if not common:
+        return restrict(runs, runs.records["item"].unique(),
+                        f"no item passed for every engine: each engine's own items ({n_items:,} items)")
+    return restrict(runs, common, f"the {len(common):,} items (of {n_items:,}) that every engine passed")
+
+
+def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple[int, int, int]:
+    """(differing steps, compared steps, items with a difference) of engines ``a`` and
+    ``b`` over ``items``: each valid instance's digests, step by step, as far as both went."""
+    diff = total = n_items = 0
+    for item in items:
+        da, db = runs.digests.get((a, item)), runs.digests.get((b, item))
+        if not da or not db or len(da) != len(db):
+            continue
+        item_diff = 0
+        for ca, cb in zip(da, db, strict=True):
+            n = min(len(ca), len(cb))
+            total += n
+            item_diff += sum(1 for x, y in zip(ca[:n], cb[:n], strict=True) if x != y)
+        diff += item_diff
+        n_items += item_diff > 0
+    return diff, total, n_items
+
+
+def comparability_warnings(runs: Runs, limit: int | None = None) -> list[str]:
+    """What makes the engines of one table not like for like: runs on different
+    vocabularies or data, and engines that computed different masks on the steps they
+    share (from the recorded digests, on the items both passed).  ``limit``: at most
+    that many pairs of engines, those with the most differing steps first, and a last
+    line counting the rest (the terminal's summary; the report lists every pair)."""
+    out: list[str] = []
+    vocabs = _unique(_vocab_key(m) for m in runs.meta)
+    if len(vocabs) > 1:
+        out.append(f"the runs used different vocabularies ({' / '.join(vocabs)}): their masks and times "
+                   "are not comparable")
+    datas = _unique(str(m.get("data")) for m in runs.meta if m.get("data"))
+    if len(datas) > 1:
+        out.append(f"the runs used different data ({' / '.join(datas)}): their items differ")
+    if len(vocabs) > 1:
+        return out
+    recs = runs.records
+    passing = recs[recs["status"] == "passing"]
+    items_of = {str(k): set(g["item"]) for k, g in passing.groupby("engine_label", observed=True)}
+    labels = [e for e in runs.engines if e in items_of]
+    pairs: list[tuple[int, str]] = []
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            shared = sorted(items_of[a] & items_of[b])
+            diff, total, n_items = _mask_differences(runs, a, b, shared)
+            if diff:
+                pairs.append((diff, f"{a} and {b} computed different masks on {diff:,} of {total:,} common "
+                                    f"steps ({n_items:,} of {len(shared):,} items both passed): their times "
+                                    "are not of the same work"))
+    if limit is not None and len(pairs) > limit:
+        pairs.sort(key=lambda p: -p[0])
+        rest = len(pairs) - limit
+        return out + [t for _, t in pairs[:limit]] + [
+            f"... and {rest} more pair{'s' if rest > 1 else ''} of engines with different masks (all in report.md)"]
+    return out + [t for _, t in pairs]
+
+
+def _vocab_key(meta: Mapping[str, Any]) -> str:
+    v = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
+    spec, size = v.get("spec"), v.get("size")
+    return f"{spec} ({size} ids)" if spec or size else ""
+
+
+# ---------------------------------------------------------------------------- tables
+
+
+def _stats(values: np.ndarray, percentiles: Sequence[float]) -> list[float]:
+    """[mean, *percentiles] (numpy's default linear method), NaN when empty."""
+    values = values[~np.isnan(values)]
+    if len(values) == 0:
+        return [math.nan] * (1 + len(percentiles))
+    return [float(values.mean()), *(float(p) for p in np.percentile(values, percentiles))]
+
+
+def _pct_name(p: float) -> str:
+    return f"p{p:g}"
+
+
+def engine_table(runs: Runs) -> pd.DataFrame:
+    """MaskBench-style table, one row per engine label (index ``engine``).
+
+    Columns: ``TBM avg/p25/p50/p75/p90/p95/p99/p99.9/max (µs)`` over every mask step
+    (and ``TBM glue avg/p50`` where an adapter timed the engine apart from its own work);
+    ``TTFM avg/p50/p75/p90/p99 (ms)`` over the items that reached a first mask;
+    ``masks``, ``items``, one count per status in :data:`STATUSES` (plus ``other``
+    when a record has another status) and ``passing %``.  Engines without masks or
+    TTFM have NaN there.
+    """
+    recs, masks = runs.records, runs.masks
+    tbm_groups = {
+        str(k): g.to_numpy(dtype=float) * 1e6
+        for k, g in masks.groupby("engine_label", observed=True)["tbm_s"]
+    }
+    rec_groups = {str(k): g for k, g in recs.groupby("engine_label", observed=True)}
+    has_glue = "glue_s" in masks and bool(masks["glue_s"].notna().any())
+    glue_groups = {
+        str(k): g.to_numpy(dtype=float) * 1e6
+        for k, g in masks.groupby("engine_label", observed=True)["glue_s"]
+    } if has_glue else {}
+    known = set(STATUSES)
+    has_other = bool((~recs["status"].isin(known)).any()) if len(recs) else False
+    rows = []
+    for label in runs.engines:
+        tbm = tbm_groups.get(label, np.empty(0))
+        g = rec_groups.get(label, recs.iloc[0:0])
+        ttfm = g["ttfm_s"].to_numpy(dtype=float) * 1e3
+        row: dict[str, Any] = {"engine": label}
+        tbm_stats = _stats(tbm, TBM_PERCENTILES)
+        row["TBM avg (µs)"] = tbm_stats[0]
+        for p, v in zip(TBM_PERCENTILES, tbm_stats[1:], strict=True):
+            row[f"TBM {_pct_name(p)} (µs)"] = v
+        row["TBM max (µs)"] = float(np.nanmax(tbm)) if np.any(~np.isnan(tbm)) else math.nan
+        if has_glue:
+            glue = glue_groups.get(label, np.empty(0))
+            glue = glue[~np.isnan(glue)]
+            row["TBM glue avg (µs)"] = float(glue.mean()) if len(glue) else math.nan
+            row["TBM glue p50 (µs)"] = float(np.median(glue)) if len(glue) else math.nan
+        ttfm_stats = _stats(ttfm, TTFM_PERCENTILES)
+        row["TTFM avg (ms)"] = ttfm_stats[0]
+        for p, v in zip(TTFM_PERCENTILES, ttfm_stats[1:], strict=True):
+            row[f"TTFM {_pct_name(p)} (ms)"] = v
+        row["masks"] = len(tbm)
+        row["items"] = len(g)
+        counts = g["status"].value_counts()
+        for s in STATUSES:
+            row[s] = int(counts.get(s, 0))
+        if has_other:
+            row["other"] = int(len(g) - sum(row[s] for s in STATUSES))
+        row["passing %"] = 100.0 * row["passing"] / len(g) if len(g) else math.nan
+        rows.append(row)
+    table = pd.DataFrame(rows).set_index("engine")
+    int_cols = ["masks", "items", *STATUSES] + (["other"] if has_other else [])
+    table[int_cols] = table[int_cols].astype("int64")
+    return table
+
+
+def _categories(masks: pd.DataFrame) -> pd.Series:
+    d = masks["density"].to_numpy(dtype=float)
+    sliced = masks["sliced"].to_numpy(dtype=bool)
+    out = np.full(len(masks), None, dtype=object)
+    out[~sliced & (d < LOW_DENSITY)] = DENSITY_CATEGORIES[0]
+    out[~sliced & (d >= LOW_DENSITY) & (d < HIGH_DENSITY)] = DENSITY_CATEGORIES[1]
+    out[~sliced & (d >= HIGH_DENSITY)] = DENSITY_CATEGORIES[2]
+    out[sliced & (d >= HIGH_DENSITY)] = DENSITY_CATEGORIES[3]
+    out[sliced & (d < HIGH_DENSITY)] = SLICED_LOW
+    return pd.Series(out, index=masks.index, name="category")
+
+
+def density_table(runs: Runs) -> pd.DataFrame:
+    """Masks per engine x density category (MultiIndex ``engine``, ``category``).
+
+    Columns: ``% of masks``, ``% of mask time`` (both sum to 100 per engine),
+    ``µs per mask`` (mean TBM of the category, NaN when empty) and ``masks``.  Every
+    engine with masks gets all of :data:`DENSITY_CATEGORIES`, plus ``<85% sliced``
+    when any engine has such masks.  Engines without masks are left out; masks with
+    no known density (no ``allowed`` or vocabulary size) are left out too.
+    """
+    masks = runs.masks.assign(category=_categories(runs.masks))
+    masks = masks[masks["category"].notna()]
+    cats = list(DENSITY_CATEGORIES)
+    if (masks["category"] == SLICED_LOW).any():
+        cats.append(SLICED_LOW)
+    rows = []
+    groups = {str(k): g for k, g in masks.groupby("engine_label", observed=True)}
+    for label in runs.engines:
+        g = groups.get(label)
+        if g is None or len(g) == 0:
+            continue
+        total_n = len(g)
+        total_t = float(g["tbm_s"].sum())
+        by_cat = g.groupby("category")["tbm_s"]
+        n = by_cat.size()
+        t = by_cat.sum()
+        for c in cats:
+            cn = int(n.get(c, 0))
+            ct = float(t.get(c, 0.0))
+            rows.append(
+                {
+                    "engine": label,
+                    "category": c,
+                    "% of masks": 100.0 * cn / total_n,
+                    "% of mask time": 100.0 * ct / total_t if total_t > 0 else math.nan,
+                    "µs per mask": 1e6 * ct / cn if cn else math.nan,
+                    "masks": cn,
+                }
+            )
+    cols = ["engine", "category", "% of masks", "% of mask time", "µs per mask", "masks"]
+    table = pd.DataFrame(rows, columns=cols).set_index(["engine", "category"])
+    table["masks"] = table["masks"].astype("int64")
+    return table
+
+
+def _cell(value: Any, fmt: str, intfmt: str, na: str) -> str:
+    if value is None or (isinstance(value, float | np.floating) and math.isnan(value)):
+        return na
+    if value is pd.NA or value is pd.NaT:
+        return na
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, int | np.integer):
+        return format(int(value), intfmt)
+    if isinstance(value, float | np.floating):
+        return format(float(value), fmt)
+    return str(value).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+
+
+def to_markdown(
+    df: pd.DataFrame,
+    floatfmt: str | Mapping[str, str] = ".2f",
+    *,
+    intfmt: str = "",
+    index: bool | None = None,
+    na: str = "–",
+) -> str:
+    """``df`` as a GitHub-flavoured markdown table (no trailing newline).
+
+    ``floatfmt`` is a :func:`format` spec for float cells, or a mapping column ->
+    spec (other float columns use ``"g"``); ``intfmt`` the spec for integers (``","``
+    for thousands separators).  The index is written as leading column(s) when
+    ``index`` is true, or, by default, when it is named or not a RangeIndex.  Missing
+    values print as ``na``; ``|`` in text is escaped and newlines become spaces.
+    Numeric columns are right-aligned, others left-aligned.
+    """
+    if index is None:
+        index = not isinstance(df.index, pd.RangeIndex) or any(
+            n is not None for n in df.index.names
+        )
+    frame = df.reset_index() if index else df.reset_index(drop=True)
+    if index:
+        names = [n if n is not None else "" for n in df.index.names]
+        frame.columns = names + list(frame.columns[len(names) :])
+    headers = [
+        " ".join(str(p) for p in c if str(p)) if isinstance(c, tuple) else str(c)
+        for c in frame.columns
+    ]
+    cols: list[list[str]] = []
+    numeric: list[bool] = []
+    for j in range(len(frame.columns)):
+        fmt = floatfmt if isinstance(floatfmt, str) else floatfmt.get(headers[j], "g")
+        values = frame.iloc[:, j].tolist()
+        cols.append([_cell(v, fmt, intfmt, na) for v in values])
+        present = [v for v in values if not (v is None or (isinstance(v, float) and math.isnan(v)))]
+        numeric.append(
+            bool(present)
+            and all(
+                isinstance(v, int | float | np.integer | np.floating)
+                and not isinstance(v, bool | np.bool_)
+                for v in present
+            )
+        )
+    headers = [h.replace("|", "\\|") for h in headers]
+    widths = [
+        max([3, len(h), *(len(c) for c in col)]) for h, col in zip(headers, cols, strict=True)
+    ]
+
+    def line(cells: Sequence[str]) -> str:
+        padded = [
+            c.rjust(w) if num else c.ljust(w)
+            for c, w, num in zip(cells, widths, numeric, strict=True)
+        ]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = (
+        "| "
+        + " | ".join(
+            "-" * (w - 1) + ":" if num else ":" + "-" * (w - 1)
+            for w, num in zip(widths, numeric, strict=True)
+        )
+        + " |"
+    )
+    out = [line(headers), rule]
+    out += [line([col[i] for col in cols]) for i in range(len(frame))]
+    return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------- figures
+
+
+# Each known engine keeps its colour in every figure of every report, so figures of
+# different runs (or papers) compare at a glance; a strategy and its production
+# engine share a hue family (blue, red-orange), ours drawn solid, the peers dashed.
+_ENGINE_COLOURS = {
+    "llguidance": 0,  # blue
+    "peer:llguidance": 5,  # sky blue
+    "outlines": 1,  # vermillion
+    "peer:outlines-core": 4,  # orange
+    "peer:xgrammar": 3,  # reddish purple
+    "xgrammar": 2,  # bluish green
+    "naive": 6,  # black
+}
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def engine_styles(engines: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Colour, line style, hatch and marker per engine label, ``engines`` mapping each
+    label to its engine name.  A known engine has the same colour in every figure
+    (:data:`_ENGINE_COLOURS`); other engines take the colours left, in order.  Peers
+    are dashed and hatched; a second label of the same engine (another version, other
+    options) takes the next line style and hatch."""
+    taken = {_ENGINE_COLOURS[e] for e in engines.values() if e in _ENGINE_COLOURS}
+    free = [i for i in range(len(_PALETTE)) if i not in taken] or list(range(len(_PALETTE)))
+    unknown = list(dict.fromkeys(e for e in engines.values() if e not in _ENGINE_COLOURS))
+    seen: dict[str, int] = {}
+    out = {}
+    for label, engine in engines.items():
+        if engine in _ENGINE_COLOURS:
+            slot, cycle = _ENGINE_COLOURS[engine], 0
+        else:  # past the free colours, the line style tells them apart
+            n = unknown.index(engine)
+            slot, cycle = free[n % len(free)], n // len(free)
+        seen[engine] = seen.get(engine, -1) + 1  # earlier labels of this engine
+        style = seen[engine] + cycle + (1 if engine.startswith("peer:") else 0)
+        out[label] = {
+            "color": _PALETTE[slot],
+            "linestyle": _LINESTYLES[style % len(_LINESTYLES)],
+            "hatch": _HATCHES[style % len(_HATCHES)],
+            "marker": _MARKERS[slot],
+        }
+    return out
+
+
+def _styles(runs: Runs) -> dict[str, dict[str, Any]]:
+    """:func:`engine_styles` for the engine labels of ``runs``."""
+    names: dict[str, str] = {}
+    if "engine_label" in runs.records and "engine" in runs.records:
+        pairs = runs.records[["engine_label", "engine"]].astype(str).drop_duplicates("engine_label")
+        names = dict(zip(pairs["engine_label"], pairs["engine"], strict=True))
+    return engine_styles({label: names.get(label, label.split(" ")[0]) for label in runs.engines})
+
+
+def _unique(values: Iterable[Any]) -> list[Any]:
+    return list(dict.fromkeys(v for v in values if v not in (None, "")))
+
+
+def short_vocab(spec: str) -> str:
+    """A vocabulary spec as a figure's subtitle gives it, without the folders:
+    ``llama3:/a/b/llama-3/tokenizer.model`` -> ``llama3:llama-3``."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        return spec
+    path = Path(rest)
+    return f"{kind}:{path.parent.name if path.name.startswith('tokenizer') else path.name}"
+
+
+def _vocab_text(runs: Runs, short: bool = False) -> str:
+    parts = []
+    for meta in runs.meta:
+        v = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
+        spec, size = v.get("spec"), v.get("size")
+        if spec and short:
+            spec = short_vocab(str(spec))
+        if spec and size:
+            parts.append(f"{spec} ({int(size):,} ids)")
+        elif spec or size:
+            parts.append(str(spec or f"{int(size):,} ids"))
+    if not parts:
+        sizes = runs.records["vocab_size"].dropna().unique()
+        parts = [f"{int(s):,} ids" for s in sizes]
+    return " / ".join(_unique(parts)) or "unknown"
+
+
+def _data_text(runs: Runs) -> str:
+    names = []
+    for meta in runs.meta:
+        data = meta.get("data")
+        if data:
+            s = str(data)
+            names.append(Path(s).name if len(s) > 30 and Path(s).name else s)
+    return " / ".join(_unique(names)) or "unknown"
+
+
+def _subtitle(runs: Runs) -> str:
+    text = f"vocabulary: {_vocab_text(runs, short=True)} · data: {_data_text(runs)}"
+    return f"{text}\n{runs.scope}" if runs.scope else text
+
+
+def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted values and their empirical CDF, thinned to a few thousand points.
+
+    The kept ranks are evenly spaced, plus log-spaced ones near the top so that the
+    upper tail (p99, p99.9, max) keeps its shape.
+    """
+    x = np.sort(values)
+    n = len(x)
+    y = np.arange(1, n + 1) / n
+    if n > _MAX_CDF_POINTS:
+        half = _MAX_CDF_POINTS // 2
+        even = np.linspace(0, n - 1, half)
+        tail = n - np.geomspace(1, n, half)
+        idx = np.unique(np.clip(np.concatenate([even, tail, [0, n - 1]]).astype(int), 0, n - 1))
+        x, y = x[idx], y[idx]
+    return np.concatenate([[x[0]], x]), np.concatenate([[0.0], y])
+
+
+def _tick_label(v: float, _pos: Any = None) -> str:
+    if v <= 0:
+        return ""
+    if 1e-3 <= v < 1e6:
+        return f"{v:g}"
+    exp = int(round(math.log10(v)))
+    return f"$10^{{{exp}}}$"
+
+
+def _save(fig: Any, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Save ``fig`` as ``<stem>.png`` (200 dpi) and ``<stem>.pdf``; returns both paths."""
+    base = Path(path)
+    if base.suffix.lower() in (".png", ".pdf"):
+        base = base.with_suffix("")
+    base.parent.mkdir(parents=True, exist_ok=True)
+    png, pdf = base.with_suffix(".png"), base.with_suffix(".pdf")
+    fig.savefig(png, dpi=_DPI, metadata={"Software": None})
+    fig.savefig(pdf, metadata={"CreationDate": None})
+    return png, pdf
+
+
+def _new_figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _legend(fig: Any, handles: list[Any], labels: list[str]) -> None:
+    if not handles:
+        return
+    ncols = 1 if max(len(s) for s in labels) > 40 else min(len(labels), 2)
+    fig.legend(handles, labels, loc="outside lower center", ncols=ncols)
+
+
+def _plot_cdf(
+    runs: Runs,
+    path: str | os.PathLike[str],
+    series: dict[str, np.ndarray],
+    title: str,
+    xlabel: str,
+    ylabel: str,
+) -> tuple[Path, Path]:
+    import matplotlib as mpl
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    styles = _styles(runs)
+    with mpl.rc_context(_RC):
+        fig = _new_figure(6.4, 4.6)
+        ax = fig.add_subplot()
+        handles, labels = [], []
+        for label in runs.engines:
+            values = series.get(label)
+            if values is None:
+                continue
+            values = values[np.isfinite(values) & (values > 0)]
+            if len(values) == 0:
+                continue
+            x, y = _ecdf(values)
+            st = styles[label]
+            (h,) = ax.plot(
+                x, y, drawstyle="steps-post", color=st["color"], linestyle=st["linestyle"]
+            )
+            handles.append(h)
+            labels.append(f"{label} (n={len(values):,})")
+        if handles:
+            ax.set_xscale("log")
+            ax.xaxis.set_major_locator(LogLocator(base=10))
+            ax.xaxis.set_major_formatter(FuncFormatter(_tick_label))
+            ax.xaxis.set_minor_formatter(NullFormatter())
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        ax.set_ylim(-0.02, 1.02)  # lines at 0 and 1 are not clipped by the frame
+        ax.set_yticks(np.linspace(0, 1, 6))
+        ax.grid(True, which="major")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title}\n{_subtitle(runs)}")
+        _legend(fig, handles, labels)
+        return _save(fig, path)
+
+
+def plot_tbm_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Empirical CDF of the time per mask step, one line per engine (log x, µs).
+
+    ``path`` is the stem (a ``.png``/``.pdf`` suffix is dropped); writes PNG and PDF
+    and returns their paths.  Engines without masks are left out.
+    """
+    series = {
+        str(k): g.to_numpy(dtype=float) * 1e6
+        for k, g in runs.masks.groupby("engine_label", observed=True)["tbm_s"]
+    }
+    return _plot_cdf(
+        runs,
+        path,
+        series,
+        "Time between masks (TBM)",
+        "time per mask step (µs, log scale)",
+        "fraction of masks",
+    )
+
+
+def plot_ttfm_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Empirical CDF of the time to first mask (compile + first mask) per engine (log x, ms).
+
+    Only items that reached a first mask count; writes PNG and PDF like :func:`plot_tbm_cdf`.
+    """
+    series = {
+        str(k): g.dropna().to_numpy(dtype=float) * 1e3
+        for k, g in runs.records.groupby("engine_label", observed=True)["ttfm_s"]
+    }
+    return _plot_cdf(
+        runs,
+        path,
+        series,
+        "Time to first mask (TTFM = compile + first mask)",
+        "time to first mask (ms, log scale)",
+        "fraction of items",
+    )
+
+
+def plot_density(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Grouped bars per density category: % of masks (left) and % of mask time (right).
+
+    Writes PNG and PDF like :func:`plot_tbm_cdf`; engines without masks are left out.
+    """
+    import matplotlib as mpl
+
+    table = density_table(runs)
+    styles = _styles(runs)
+    engines = [e for e in runs.engines if e in table.index.get_level_values(0)]
+    cats = list(dict.fromkeys(table.index.get_level_values(1))) or list(DENSITY_CATEGORIES)
+    with mpl.rc_context(_RC):
+        fig = _new_figure(11.0, 4.6)
+        axes = fig.subplots(1, 2, sharey=True)
+        x = np.arange(len(cats))
+        width = 0.8 / max(1, len(engines))
+        handles = []
+        for ax, column, title in zip(
+            axes,
+            ["% of masks", "% of mask time"],
+            ["(a) share of masks", "(b) share of mask time"],
+            strict=True,
+        ):
+            for j, label in enumerate(engines):
+                values = [
+                    table.loc[(label, c), column] if (label, c) in table.index else 0 for c in cats
+                ]
+                st = styles[label]
+                bars = ax.bar(
+                    x - 0.4 + width * (j + 0.5),
+                    np.nan_to_num(np.asarray(values, dtype=float)),
+                    width,
+                    color=st["color"],
+                    hatch=st["hatch"],
+                    edgecolor="white",
+                    linewidth=0.6,
+                    label=label,
+                )
+                if ax is axes[0]:
+                    handles.append(bars)
+            ax.set_xticks(x, [c.replace(" ", "\n", 1) for c in cats])
+            ax.set_xlabel("mask density (allowed / vocabulary) and slicing")
+            ax.set_title(title)
+            ax.set_ylim(0, 100)
+            ax.grid(True, axis="y")
+            ax.grid(False, axis="x")
+            if not engines:
+                ax.text(0.5, 0.5, "no masks", ha="center", va="center", transform=ax.transAxes)
+        axes[0].set_ylabel("% of the engine's masks")
+        axes[1].set_ylabel("% of the engine's mask time")
+        axes[1].tick_params(labelleft=True)
+        fig.suptitle(f"Masks by density\n{_subtitle(runs)}")
+        _legend(fig, handles, engines)
+        return _save(fig, path)
+
+
+# ---------------------------------------------------------------------------- report
+
+
+def _fmt_meta_value(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return str(v)
+
+
+def _run_section(i: int, meta: dict[str, Any]) -> list[str]:
+    lines = [f"### Run {i + 1}: `{meta.get('dir')}`", ""]
+    if meta.get("meta_error"):
+        lines.append(f"- **{meta['meta_error']}**")
+    if meta.get("command"):
+        lines.append(f"- command: `{meta['command']}`")
+    if meta.get("started") or meta.get("finished"):
+        lines.append(
+            f"- started {_fmt_meta_value(meta.get('started'))}, "
+            f"finished {_fmt_meta_value(meta.get('finished'))}"
+        )
+    v = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
+    if v:
+        size = f"{int(v['size']):,} ids" if v.get("size") else "size unknown"
+        text = f", {int(v['text_tokens']):,} text tokens" if v.get("text_tokens") else ""
+        lines.append(f"- vocabulary: {v.get('spec', '?')} ({size}{text})")
+    if "data" in meta:
+        lines.append(f"- data: `{meta.get('data')}`")
+    settings = [
+        text.format(_fmt_meta_value(meta[k]))
+        for k, text in (
+            ("masklab_version", "masklab {}"),
+            ("timeout_s", "timeout {} s"),
+            ("jobs", "jobs {}"),
+            ("seed", "seed {}"),
+            ("quick", "quick {}"),
+        )
+        if k in meta
+    ]
+    if settings:
+        lines.append("- " + ", ".join(settings))
+    m = meta.get("machine") if isinstance(meta.get("machine"), dict) else {}
+    if m:
+        parts = [str(m[k]) for k in ("platform", "processor") if m.get(k)]
+        if m.get("cpu_count"):
+            parts.append(f"{m['cpu_count']} CPUs")
+        if m.get("memory_gb"):
+            parts.append(f"{m['memory_gb']} GB RAM")
+        if m.get("python"):
+            parts.append(f"Python {m['python']}")
+        parts.append(f"GPU {m['gpu']}" if m.get("gpu") else "no GPU")
+        lines.append("- machine: " + ", ".join(parts))
+    engines = meta.get("engines") if isinstance(meta.get("engines"), dict) else {}
+    labels = meta.get("labels", {})
+    if labels:
+        lines.append("- engines:")
+        for name, label in labels.items():
+            info = engines.get(name) if isinstance(engines.get(name), dict) else {}
+            opts = info.get("options") or {}
+            opt_text = (
+                ", ".join(f"{k}={_opt_text(v)}" for k, v in opts.items())
+                if opts
+                else "default options"
+            )
+            version = info.get("version") or "version unknown"
+            lines.append(f"  - `{name}` {version} ({opt_text}), shown as **{label}**")
+    skipped = meta.get("skipped_lines", 0)
+    rec_line = f"- records: {meta.get('records', 0):,}"
+    if skipped:
+        rec_line += f" ({skipped} line(s) of records.jsonl skipped: not valid JSON records)"
+    lines.append(rec_line)
+    lines.append("")
+    return lines
+
+
+_HOW_TO_READ = """\
+**TBM** (time between masks) is the time of one mask step as a server makes it: the
+engine's own call that fills the next token's mask and its own call that accepts the
+token, over every valid test instance of every item; the TBM statistics pool all
+steps of an engine.  For masklab's strategies that is the C session's fill and accept;
+for a peer (`peer:...`) the engine's native calls, timed inside the adapter, while
+what the adapter adds (the protocol's checks, clearing non-text ids, EOS) is the
+*glue* columns, outside TBM.  **TTFM** (time to first mask) is grammar compilation
+plus the first mask, one value per item that got that far; for a peer, its compile
+call, its matcher and its first fill.  Timing tables and figures are over the items
+every engine passed unless the report says otherwise (`masklab report --all-items`:
+each engine over its own), so every engine is timed on the same work; the outcome
+table counts every record.  avg is the mean; pNN are percentiles computed
+with numpy's default linear interpolation.  Statuses: *passing* (every test instance
+handled correctly), *compile_error*, *timeout*, *crash*, *validation_error* (a valid
+instance rejected) and *invalidation_error* (an invalid instance accepted: the
+engine is looser than the spec).
+
+The density table sorts masks by the share of the vocabulary they allow
+(allowed / vocabulary size): `0-2% !sliced` (< 2%), `2-85% !sliced`, `85%+ !sliced`
+(≥ 85%), computed without slices, and `85%+ sliced`, where the engine used its
+vocabulary slices (`<85% sliced` collects sliced masks below 85% when there are
+any).  *% of masks* and *% of mask time* each sum to 100 per engine; *µs per mask*
+is the mean TBM of the category.  Engines with no mask at all (every item failed to
+compile) keep their row in the engine table with empty timings and are absent from
+the density table and the figures."""
+
+
+def _short(detail: Any, limit: int = 120) -> str:
+    if detail is None or (isinstance(detail, float) and math.isnan(detail)):
+        return ""
+    text = " ".join(str(detail).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _failures(runs: Runs, limit: int = 20) -> list[str]:
+    recs = runs.records
+    bad = recs[recs["status"] != "passing"]
+    if bad.empty:
+        return []
+    lines = ["## Non-passing items", ""]
+    for label in runs.engines:
+        g = bad[bad["engine_label"] == label]
+        if g.empty:
+            continue
+        shown = g.head(limit)
+        detail = shown["detail"] if "detail" in shown else pd.Series("", index=shown.index)
+        df = pd.DataFrame(
+            {
+                "item": shown["item"].astype(str),
+                "status": shown["status"].astype(str),
+                "detail": [_short(d) for d in detail.tolist()],
+            }
+        )
+        lines += [f"**{label}**: {len(g)} non-passing", "", to_markdown(df, index=False), ""]
+        if len(g) > limit:
+            lines += [f"({len(g) - limit} more in records.jsonl)", ""]
+    return lines
+
+
+def write_report(
+    dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    all_items: bool = False,
+) -> Path:
+    """Load ``dirs`` and write the report into ``out`` (default: the first directory).
+
+    A directory holding ``records.jsonl`` is a bench run: the report gets
+    ``engines.csv``, ``density.csv``, ``tbm_cdf.png/.pdf``, ``ttfm_cdf.png/.pdf`` and
+    ``density.png/.pdf``.  Any other directory is searched for ``masklab generate``
+    runs (:mod:`toolkit.report.e2e`): the report gets the end-to-end section, ``e2e.csv``,
+    ``apply_kernels.csv``, ``e2e_overhead.png/.pdf`` (overhead vs batch size) and
+    ``e2e_steps.png/.pdf``.  Returns the path of ``report.md``.  Raises
+    :class:`ReportError` (a ``ValueError``) for a directory that is neither, or a
+    bench run that cannot be read or has no records.
+
+    Timing tables, the density table and the figures are over the items every engine
+    passed (:func:`comparable`; ``all_items``: each engine's own), the outcome table over
+    every record; the report opens with :func:`comparability_warnings`.
+    """
+    paths = _as_dirs(dirs)
+    if not paths:
+        raise ReportError("no run directory given")
+    for d in paths:
+        if not d.is_dir():
+            raise ReportError(f"{d}: not a directory")
+    bench = [d for d in paths if records_file(d).is_file()]
+    others = [d for d in paths if d not in bench]
+    out_dir = Path(out) if out is not None else paths[0]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    e2e_lines: list[str] = []
+    n_gen = 0
+    if others:
+        from toolkit.report.e2e import e2e_sections, find_generate_runs
+
+        for d in others:
+            if not find_generate_runs([d]):
+                raise ReportError(f"{d}: no records.jsonl (a masklab bench run) and no masklab generate "
+                                  "run (run.json with a summary, steps.csv) in it or below it")
+        e2e_lines, n_gen = e2e_sections(others, out_dir)
+    if not bench:
+        lines = ["# masklab end-to-end report", "",
+                 f"{n_gen} generate run{'s' if n_gen != 1 else ''} from {', '.join(f'`{d}`' for d in others)}", ""]
+        report = out_dir / "report.md"
+        report.write_text("\n".join(lines + e2e_lines).rstrip() + "\n", encoding="utf-8")
+        return report
+    everything = load_runs(bench)
+    runs = comparable(everything, all_items)
+    warnings = comparability_warnings(everything)
+
+    engines = engine_table(runs)
+    outcomes = engine_table(everything)
+    density = density_table(runs)
+    # the CSV: timings over the compared items, outcomes over every record
+    timing = [c for c in engines.columns if c.startswith(("TBM", "TTFM"))] + ["masks"]
+    pd.concat([engines[timing], outcomes.drop(columns=[c for c in timing if c in outcomes])],
+              axis=1).to_csv(out_dir / "engines.csv")
+    density.to_csv(out_dir / "density.csv")
+    plot_tbm_cdf(runs, out_dir / "tbm_cdf")
+    plot_ttfm_cdf(runs, out_dir / "ttfm_cdf")
+    plot_density(runs, out_dir / "density")
+    direct_lines: list[str] = []
+    if bool(everything.records.get("has_direct", pd.Series(dtype=bool)).any()):
+        from toolkit.report.direct import direct_markdown, direct_table
+
+        table = direct_table(r for d in bench for r in load_records(d)[0])
+        table.to_csv(out_dir / "direct.csv", index=False)
+        direct_lines = ["## Per-mask truth: masklab's times against the engines called directly", "",
+                        "Each peer through masklab (its own calls timed inside the adapter) and called directly "
+                        "through its own API on the same walks (`masklab bench --direct-check`, "
+                        "`toolkit.report.direct`); our strategies against the peer they reimplement, called directly. "
+                        "TBM in µs, TTFM in ms; full precision in `direct.csv`.", "",
+                        direct_markdown(table), ""]
+
+    timing_cols = [c for c in engines.columns if c.startswith(("TBM", "TTFM"))]
+    outcome_cols = [c for c in outcomes.columns if not c.startswith(("TBM", "TTFM"))]
+    tbm = engines[[c for c in timing_cols if c.startswith("TBM")] + ["masks"]]
+    tbm = tbm.rename(columns=lambda c: c.replace("TBM ", "").replace(" (µs)", ""))
+    ttfm = engines[[c for c in timing_cols if c.startswith("TTFM")]]
+    ttfm = ttfm.rename(columns=lambda c: c.replace("TTFM ", "").replace(" (ms)", ""))
+    ttfm.insert(
+        len(ttfm.columns),
+        "items with TTFM",
+        runs.records.groupby("engine_label", observed=False)["ttfm_s"]
+        .count()
+        .reindex(engines.index)
+        .to_numpy(),
+    )
+
+    n_runs = len(runs.meta)
+    lines = [
+        "# masklab benchmark report",
+        "",
+        f"{n_runs} run{'s' if n_runs != 1 else ''} · vocabulary: {_vocab_text(runs)} · "
+        f"data: {_data_text(runs)} · {len(runs.engines)} engine(s) · "
+        f"{len(everything.records):,} records · {len(everything.masks):,} mask steps",
+        "",
+        f"**Timings over {runs.scope}.**",
+        "",
+    ]
+    if warnings:
+        lines += ["## Warnings: not like for like", ""] + [f"* {w}" for w in warnings] + [""]
+    lines += ["## Runs", ""]
+    for i, meta in enumerate(runs.meta):
+        lines += _run_section(i, meta)
+    lines += [
+        "## Time between masks (TBM, µs)",
+        "",
+        to_markdown(tbm, ".1f", intfmt=","),
+        "",
+        "## Time to first mask (TTFM = compile + first mask, ms)",
+        "",
+        to_markdown(ttfm, ".1f", intfmt=","),
+        "",
+        "## Outcomes (items per status)",
+        "",
+        to_markdown(outcomes[[c for c in outcome_cols if c != "masks"]], ".1f", intfmt=","),
+        "",
+        "## Masks by density",
+        "",
+        to_markdown(density, ".1f", intfmt=",") if len(density) else "(no masks recorded)",
+        "",
+        "## Figures",
+        "",
+        "![TBM CDF](tbm_cdf.png)",
+        "",
+        "TBM cumulative distribution ([PDF](tbm_cdf.pdf))",
+        "",
+        "![TTFM CDF](ttfm_cdf.png)",
+        "",
+        "TTFM cumulative distribution ([PDF](ttfm_cdf.pdf))",
+        "",
+        "![Masks by density](density.png)",
+        "",
+        "Share of masks and of mask time by density category ([PDF](density.pdf))",
+        "",
+        "## How to read",
+        "",
+        _HOW_TO_READ,
+        "",
+        "The full-precision tables are `engines.csv` and `density.csv`.",
+        "",
+    ]
+    lines += direct_lines
+    lines += _failures(everything)
+    lines += [""] + e2e_lines
+    report = out_dir / "report.md"
+    report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
+    return report

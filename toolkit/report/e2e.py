@@ -1,0 +1,431 @@
+"""End-to-end tables and figures from ``masklab generate`` runs (part of ``masklab report``).
+
+A generate run folder (:func:`toolkit.decode.generate.write_run`) holds ``run.json`` (the
+command, model, vocabulary, engine, batch size, the run's ``summary`` and, when made,
+the ``apply_kernels`` comparison), ``steps.csv`` and ``sequences.jsonl``.
+``masklab generate`` writes one per engine and batch size, ``OUT/ENGINE/batch-B/``;
+:func:`find_generate_runs` finds them under any folder given.
+
+* :func:`load_generate_runs` reads them: one row per run (engine x batch x setting),
+  and one row per run x apply kernel;
+* :func:`e2e_table` is the end-to-end table: tokens/s constrained and unconstrained,
+  overhead %, the parts of a step (forward, mask, wait, apply, sample), TTFM and the
+  outputs' statuses, per engine and batch size;
+* :func:`kernel_table` compares the apply kernels (median time, same logits as the
+  torch op) per device, dtype and batch size;
+* :func:`plot_overhead` draws overhead % and tokens/s against the batch size, one line
+  per engine, with the unconstrained tokens/s of each setup
+  (:func:`unconstrained_references`); :func:`plot_step_parts` where a step's time goes;
+* :func:`e2e_sections` writes all of it and returns the report's markdown.
+
+Labels are ``"<engine> <version>"``; when the runs differ in model, device, dtype,
+apply kernel, forward pass or prompt, the differing settings are added
+(``"llguidance (cuda, bfloat16)"``) and are the run's ``setup``.
+A model with random weights is said so in every table title and figure.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from toolkit.core.errors import MasklabError
+
+__all__ = [
+    "find_generate_runs",
+    "is_generate_run",
+    "load_generate_runs",
+    "unconstrained_references",
+    "e2e_table",
+    "kernel_table",
+    "plot_overhead",
+    "plot_step_parts",
+    "e2e_sections",
+]
+
+_STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "rejected", "error",
+             "compile_error", "prompt_too_long")
+_SETTINGS = ("model", "device", "dtype", "apply", "forward", "prompt", "loop")
+_REF_GREYS = ("0.45", "0.15", "0.65", "0.3")  # one per setup's unconstrained line
+_PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
+          ("sample_ms", "sample"), ("accept_ms", "accept tokens"))
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def is_generate_run(d: str | os.PathLike[str]) -> bool:
+    """Whether ``d`` holds a ``masklab generate`` run (``run.json`` with a summary, ``steps.csv``)."""
+    d = Path(d)
+    meta = _read_json(d / "run.json") if (d / "run.json").is_file() else None
+    return bool(meta and isinstance(meta.get("summary"), dict) and (d / "steps.csv").is_file())
+
+
+def find_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Every generate run folder in ``dirs`` or below them, in path order."""
+    found: list[Path] = []
+    for d in map(Path, dirs):
+        if is_generate_run(d):
+            found.append(d)
+        elif d.is_dir():
+            found += sorted(p.parent for p in d.rglob("run.json") if is_generate_run(p.parent))
+    return list(dict.fromkeys(found))
+
+
+def _machine_text(m: Any) -> str:
+    if not isinstance(m, dict):
+        return ""
+    parts = [str(m.get("processor") or "")]
+    if m.get("cpu_count"):
+        parts.append(f"{m['cpu_count']} CPUs")
+    parts.append(f"GPU {m['gpu']}" if m.get("gpu") else "no GPU")
+    return ", ".join(p for p in parts if p)
+
+
+def _model_text(model: dict[str, Any]) -> str:
+    spec = str(model.get("spec", "?"))
+    return f"{spec} (random weights)" if model.get("random_weights") else spec
+
+
+def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(runs, kernels)`` of the generate runs found in ``dirs`` (see the module doc).
+
+    ``runs``: one row per run with ``label``, ``setup`` (the settings that tell it
+    apart from other runs, "" when all runs share them), ``engine``, ``version``, ``model``,
+    ``random_weights``, ``device``, ``dtype``, ``apply``, ``forward`` (KV cache and
+    compile mode), ``prompt`` (default, spec or custom), ``vocab``, ``data``,
+    ``batch``, ``dir`` and every field of the run's summary.  ``kernels``: one row per
+    run x kernel (``label``, ``device``, ``dtype``, ``batch``, ``kernel``,
+    ``available``, ``ms_p50``, ``equal``, ``error``).  Raises :class:`MasklabError`
+    when there is none.
+    """
+    paths = find_generate_runs(dirs)
+    if not paths:
+        raise MasklabError("no masklab generate run (run.json with a summary, steps.csv) found")
+    rows, krows = [], []
+    for p in paths:
+        meta = _read_json(p / "run.json") or {}
+        model = meta.get("model") if isinstance(meta.get("model"), dict) else {}
+        summary = meta["summary"]
+        info = meta.get("engine_info") if isinstance(meta.get("engine_info"), dict) else {}
+        vocab = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
+        row = {
+            "engine": str(meta.get("engine", "?")),
+            "version": info.get("version"),
+            "model": _model_text(model),
+            "random_weights": bool(model.get("random_weights")),
+            "device": model.get("device", "?"),
+            "dtype": model.get("dtype", "?"),
+            "apply": summary.get("apply", "torch"),
+            "forward": (f"compiled {model['compile']}" if model.get("compile")
+                        else f"{model.get('cache') or 'dynamic'} cache"),
+            "vocab": vocab.get("spec", "?"),
+            "data": meta.get("data"),
+            "command": meta.get("command"),
+            "machine": _machine_text(meta.get("machine")),
+            "versions": ", ".join(f"{k} {v}" for k, v in (meta.get("versions") or {}).items() if v),
+            "dir": str(p),
+            **summary,
+        }
+        row["batch"] = int(summary.get("batch", meta.get("batch", 0)))
+        row["loop"] = f"{summary.get('loop') or 'serial'} loop"  # runs from before the pipelined loop: serial
+        row["prompt"] = _prompt_text(summary.get("prompt"))  # the template itself is in run.json
+        if summary.get("chat"):
+            row["prompt"] += ", chat template"
+        rows.append(row)
+        for k in meta.get("apply_kernels") or []:
+            krows.append({"dir": str(p), "device": row["device"], "dtype": row["dtype"], "batch": row["batch"],
+                          **{key: k.get(key) for key in ("kernel", "available", "ms_p50", "equal", "error")}})
+    runs = pd.DataFrame(rows)
+    differing = [s for s in _SETTINGS if runs[s].nunique() > 1]
+    base = [f"{e} {v}" if isinstance(v, str) and v else e for e, v in zip(runs["engine"], runs["version"], strict=True)]
+    runs["setup"] = [", ".join(str(r[s]) for s in differing) for _, r in runs.iterrows()]
+    runs["label"] = [b + (f" ({s})" if s else "") for b, s in zip(base, runs["setup"], strict=True)]
+    runs = runs.sort_values(["label", "batch"], kind="stable").reset_index(drop=True)
+    kernels = pd.DataFrame(krows, columns=["dir", "device", "dtype", "batch", "kernel", "available", "ms_p50",
+                                           "equal", "error"])
+    return runs, kernels
+
+
+def unconstrained_references(runs: pd.DataFrame) -> dict[str, pd.Series]:
+    """The unconstrained tokens/s to draw beside the engines: per setup (see
+    :func:`load_generate_runs`), the median over its runs at each batch size (a Series
+    indexed by batch; setups with no baseline are left out).  Runs of different models,
+    devices or forward passes never share a median: each decodes at its own speed."""
+    setups = runs["setup"] if "setup" in runs else pd.Series("", index=runs.index)
+    refs: dict[str, pd.Series] = {}
+    for setup in dict.fromkeys(setups):
+        unc = runs[setups == setup].groupby("batch")["unconstrained_tokens_per_s"].median().dropna()
+        if len(unc):
+            refs[setup] = unc
+    return refs
+
+
+def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per engine label x batch size (the index): throughput, overhead, the
+    mean parts of a step (ms), mask times per sequence, TTFM, the mean prompt length
+    (tokens; longer prompts make every forward pass slower) and the outputs' statuses."""
+    cols = {
+        "tokens_per_s": "tokens/s",
+        "unconstrained_tokens_per_s": "unconstrained tokens/s",
+        "overhead_pct": "overhead %",
+        "step_ms": "step ms",
+        "unconstrained_step_ms": "unconstrained step ms",
+        "forward_ms": "forward ms",
+        "unconstrained_forward_ms": "unconstrained forward ms",
+        "host_overhead_ms": "host overhead ms",
+        "host_overhead_pct": "host overhead %",
+        "mask_max_ms": "mask ms (slowest seq)",
+        "mask_seq_ms_p50": "mask p50 ms",
+        "mask_seq_ms_p99": "mask p99 ms",
+        "wait_ms": "wait ms",
+        "apply_ms": "apply ms",
+        "sample_ms": "sample ms",
+        "accept_ms": "accept ms",
+        "ttfm_ms_p50": "TTFM p50 ms",
+        "prompt_tokens_mean": "prompt tokens",
+        "sequences": "sequences",
+        **{s: s for s in _STATUSES},
+        "forced_tokens": "forced tokens",
+    }
+    table = runs.reindex(columns=["label", "batch", *cols]).rename(columns=cols)
+    table = table.rename(columns={"label": "engine"}).set_index(["engine", "batch"])
+    ints = ["sequences", *_STATUSES, "forced tokens"]
+    table[ints] = table[ints].fillna(0).astype("int64")
+    for col in ("prompt tokens", "unconstrained forward ms", "host overhead ms", "host overhead %"):
+        if table[col].isna().all():  # runs from before it was recorded
+            table = table.drop(columns=col)
+    return table
+
+
+def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
+    """Apply kernels per device x dtype x batch x kernel: median of the runs' median
+    times (ms), how many runs measured it, and whether every run found its logits equal
+    to the torch op's (``equal``; False if any differed)."""
+    if kernels.empty:
+        return pd.DataFrame(columns=["ms p50", "runs", "equal", "error"])
+    rows = []
+    for key, g in kernels.groupby(["device", "dtype", "batch", "kernel"], sort=True):
+        ok = g[g["available"].astype(bool)]
+        rows.append({"device": key[0], "dtype": key[1], "batch": key[2], "kernel": key[3],
+                     "ms p50": float(ok["ms_p50"].median()) if len(ok) else math.nan, "runs": len(ok),
+                     "equal": bool(ok["equal"].astype(bool).all()) if len(ok) else None,
+                     "error": "" if len(ok) else str(g["error"].iloc[0])[:120]})
+    return pd.DataFrame(rows).set_index(["device", "dtype", "batch", "kernel"])
+
+
+def _prompt_text(prompt: Any) -> str:
+    from toolkit.decode.generate import DEFAULT_PROMPT, SPEC_PROMPT
+
+    if prompt is None or prompt == DEFAULT_PROMPT:
+        return "default prompt"
+    return "spec prompt" if prompt == SPEC_PROMPT else "custom prompt"
+
+
+def _subtitle(runs: pd.DataFrame) -> str:
+    from toolkit.report.bench import short_vocab
+
+    parts = []
+    for col, name in (("model", "model"), ("device", "device"), ("dtype", "dtype"), ("forward", "forward"),
+                      ("vocab", "vocabulary")):
+        values = list(dict.fromkeys(short_vocab(str(v)) if col == "vocab" else str(v) for v in runs[col]))
+        parts.append(f"{name}: {' / '.join(values)}")
+    return " · ".join(parts)
+
+
+def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Overhead % (constrained step time over unconstrained, minus 1) and tokens/s
+    against the batch size (log 2 axis), one line per engine, and a dotted line of the
+    unconstrained tokens/s per setup (:func:`unconstrained_references`); the tokens/s
+    axis is logarithmic when its values span more than 20x (runs of two models); PNG
+    and PDF."""
+    import matplotlib as mpl
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    from toolkit.report.bench import _RC, _new_figure, _save, engine_styles
+
+    labels = list(dict.fromkeys(runs["label"]))
+    styles = engine_styles({lab: str(runs.loc[runs["label"] == lab, "engine"].iloc[0]) for lab in labels})
+    batches = sorted(runs["batch"].unique())
+    with mpl.rc_context(_RC):
+        fig = _new_figure(10.0, 4.4)
+        ax_o, ax_t = fig.subplots(1, 2)
+        handles = []
+        for lab in labels:
+            g = runs[runs["label"] == lab].sort_values("batch")
+            st = styles[lab]
+            (h,) = ax_o.plot(g["batch"], g["overhead_pct"], color=st["color"], linestyle=st["linestyle"],
+                             marker=st["marker"])
+            handles.append(h)
+            ax_t.plot(g["batch"], g["tokens_per_s"], color=st["color"], linestyle=st["linestyle"],
+                      marker=st["marker"])
+        names = list(labels)
+        refs = unconstrained_references(runs)
+        for k, (setup, unc) in enumerate(refs.items()):
+            (h_unc,) = ax_t.plot(unc.index, unc.to_numpy(), color=_REF_GREYS[k % len(_REF_GREYS)],
+                                 linestyle=":", marker="_", markersize=12)
+            handles.append(h_unc)
+            names.append(f"unconstrained ({setup})" if setup else "unconstrained (median over runs)")
+        shown = pd.concat([runs["tokens_per_s"], *refs.values()]).to_numpy(dtype=float)
+        shown = shown[np.isfinite(shown) & (shown > 0)]
+        if len(shown) and shown.max() > 20 * shown.min():  # e.g. two models: a linear axis flattens one
+            ax_t.set_yscale("log")
+        ax_o.axhline(0.0, color="0.3", linewidth=0.8)
+        for ax in (ax_o, ax_t):
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_locator(FixedLocator(batches))
+            ax.xaxis.set_minor_locator(NullLocator())
+            ax.set_xticklabels([str(b) for b in batches])
+            ax.set_xlabel("batch size (sequences decoded together)")
+        ax_o.set_ylabel("overhead vs unconstrained (%)")
+        ax_o.set_title("Cost of the masks per step")
+        ax_t.set_ylabel("tokens/s (live sequences)")
+        ax_t.set_title("Throughput")
+        fig.suptitle(f"End-to-end decoding\n{_subtitle(runs)}")
+        fig.legend(handles, names, loc="outside lower center", ncols=min(len(names), 3))
+        return _save(fig, path)
+
+
+def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Stacked bars of a mean constrained step (forward, wait for masks, apply, sample,
+    accept: they add up to the step) per engine and batch size, next to the
+    unconstrained step, each annotated with its host overhead (ms and % of the
+    unconstrained forward pass); PNG and PDF."""
+    import matplotlib as mpl
+
+    from toolkit.report.bench import _HATCHES, _PALETTE, _RC, _new_figure, _save
+
+    rows = runs.sort_values(["batch", "label"])
+    names = [f"{lab} · B={b}" for lab, b in zip(rows["label"], rows["batch"], strict=True)]
+    with mpl.rc_context(_RC):
+        fig = _new_figure(9.0, 1.2 + 0.42 * len(rows))
+        ax = fig.add_subplot()
+        y = np.arange(len(rows))
+        left = np.zeros(len(rows))
+        handles, labels = [], []
+        for i, (col, name) in enumerate(_PARTS):
+            vals = rows[col].fillna(0.0).to_numpy(dtype=float)
+            h = ax.barh(y, vals, left=left, color=_PALETTE[i], hatch=_HATCHES[i], edgecolor="white", height=0.7)
+            left += vals
+            handles.append(h)
+            labels.append(name)
+        unc = rows["unconstrained_step_ms"].to_numpy(dtype=float)
+        if np.isfinite(unc).any():
+            handles.append(ax.scatter(unc, y, marker="|", s=300, color="black", zorder=3))
+            labels.append("unconstrained step")
+        host = (rows["host_overhead_ms"].to_numpy(dtype=float) if "host_overhead_ms" in rows
+                else np.full(len(rows), np.nan))
+        for k in np.flatnonzero(np.isfinite(host)):  # what the host adds besides the apply kernel
+            pct = rows["host_overhead_pct"].iloc[k] if "host_overhead_pct" in rows else math.nan
+            ax.annotate(f"host {host[k]:+.2f} ms" + (f" ({pct:+.1f}%)" if np.isfinite(pct) else ""),
+                        (left[k], y[k]), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
+        if np.isfinite(host).any():
+            ax.set_xlim(right=max(np.nanmax(left), np.nanmax(unc) if np.isfinite(unc).any() else 0) * 1.3)
+        ax.set_yticks(y, names)
+        ax.invert_yaxis()
+        ax.set_xlabel("mean time per step (ms)")
+        ax.grid(True, axis="x")
+        ax.grid(False, axis="y")
+        fig.suptitle(f"Where a decoding step's time goes\n{_subtitle(runs)}")
+        fig.legend(handles, labels, loc="outside lower center", ncols=3)
+        return _save(fig, path)
+
+
+_HOW_TO_READ = """\
+Each row is one `masklab generate` run: B sequences decoded together, one matcher
+each.  In every step the masks are computed by worker threads while the device runs
+the forward pass (the *pipelined loop*: the sampled ids are accepted and the next masks
+filled in one batch call while the next forward pass runs; the *serial loop*, masklab's
+earlier one, accepted the ids one by one after sampling); *wait ms* is the mask time the
+forward pass did not hide, *apply ms* copies the masks to the device and applies them
+to the logits, *accept ms* is the part of accepting the sampled tokens left on the
+critical path (all part of the step time).  *host overhead ms* is wait + accept + the
+forward pass's slowdown against the unconstrained one: what the host adds to a step
+besides the apply kernel (*host overhead %*: of the unconstrained forward pass).  *overhead %* is the
+mean constrained step time over the mean unconstrained one (the same loop without
+masks, same batch and number of steps), minus 1.  A *forward ms* above the
+*unconstrained forward ms* is mask work slowing the forward pass down rather than
+being waited for (the threads share the CPU, and Python, with the forward pass's
+kernel launches).  *tokens/s* counts the tokens of
+live sequences (finished ones stop counting), so it falls as sequences end; the
+overhead does not.  *mask ms (slowest seq)* is the mean per step of the slowest
+sequence's mask; *mask p50/p99 ms* are over every sequence's masks in the loop (the
+first mask of each is in *TTFM*: compile + first mask).  Every finished output was
+checked: *valid* (parses and satisfies its schema, or is in its grammar's language),
+*invalid* (a wrong mask), *unchecked* (jsonschema cannot check the schema); *unfinished*
+outputs hit `--max-tokens` and are checked as prefixes of masklab's grammar of the
+item: *bad_prefix* counts those it cannot complete when the engine's masks follow that
+grammar (a wrong mask); *outside_grammar* counts them for an engine with its own
+schema compiler (the peers), whose outputs may leave masklab's grammar legitimately
+(it is tighter than the schema by design: property order, unescaped extra keys);
+*forced tokens* are steps whose mask allowed one token."""
+
+
+def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple[list[str], int]:
+    """Write ``e2e.csv``, ``apply_kernels.csv``, ``e2e_overhead`` and ``e2e_steps``
+    (PNG + PDF) into ``out_dir`` for the generate runs under ``dirs``; return the report's
+    markdown lines and the number of runs."""
+    from toolkit.report.bench import to_markdown
+
+    runs, kernels = load_generate_runs(dirs)
+    table = e2e_table(runs)
+    ktable = kernel_table(kernels)
+    table.to_csv(out_dir / "e2e.csv")
+    ktable.to_csv(out_dir / "apply_kernels.csv")
+    plot_overhead(runs, out_dir / "e2e_overhead")
+    plot_step_parts(runs, out_dir / "e2e_steps")
+    lines = ["## End to end: decoding with a model", "", _subtitle(runs), ""]
+    if runs["random_weights"].any():
+        lines += ["**Random weights**: no checkpoint could be downloaded; step times are the real "
+                  "architecture's, the text is noise (sequences wander until `--max-tokens` more often "
+                  "than a trained model's would).", ""]
+    if runs["model"].astype(str).str.startswith("sim:").any():
+        lines += ["**Simulated device** (`sim:FORWARD_MS:LAUNCHES`): no model runs; a forward pass is LAUNCHES "
+                  "short Python calls (they need the GIL, as a framework's kernel launches do) and then a wait "
+                  "that holds neither the GIL nor a core. Apply and sample run on this machine's CPU, where a "
+                  "GPU would take microseconds: read *host overhead*, not *overhead %*.", ""]
+    if "compiles_in_loop" in runs and (runs["compiles_in_loop"].fillna(0) > 0).any():
+        bad = runs[runs["compiles_in_loop"].fillna(0) > 0]
+        lines += ["**Warning**: torch.compile compiled inside the timed loop of "
+                  + ", ".join(f"{r['label']} batch {r['batch']}" for _, r in bad.iterrows())
+                  + "; those step times include compilation.", ""]
+    for col, name in (("command", "command"), ("machine", "machine"), ("versions", "versions")):
+        for value in dict.fromkeys(v for v in runs[col] if isinstance(v, str) and v):
+            lines.append(f"- {name}: `{value}`" if col == "command" else f"- {name}: {value}")
+    lines += ["", "Runs:", ""]
+    for _, r in runs.iterrows():
+        lines.append(f"- `{r['dir']}`: {r['label']}, batch {r['batch']}, apply kernel {r['apply']}, {r['prompt']}")
+    speed = ["tokens/s", "unconstrained tokens/s", "overhead %", "step ms", "unconstrained step ms",
+             "forward ms", "unconstrained forward ms", "host overhead ms", "host overhead %",
+             "mask ms (slowest seq)", "mask p50 ms", "mask p99 ms",
+             "wait ms", "apply ms", "sample ms", "accept ms", "TTFM p50 ms", "prompt tokens"]
+    speed = [c for c in speed if c in table.columns]
+    lines += ["", "### Speed (means per step, ms; prompt tokens: mean per sequence)", "",
+              to_markdown(table[speed], ".2f", intfmt=","), "",
+              "### Outputs", "", to_markdown(table[[c for c in table.columns if c not in speed]], ".2f",
+                                                  intfmt=","), ""]
+    lines += ["### Apply kernels", ""]
+    if len(ktable):
+        lines += ["The same real masks applied to the same logits by each kernel: median time of one call "
+                  "(device synchronized), and whether its logits equal the torch op's bit for bit.", "",
+                  to_markdown(ktable, ".3f", intfmt=","), ""]
+    else:
+        lines += ["(not compared in these runs: `masklab generate --compare-kernels`)", ""]
+    lines += ["### Figures", "", "![overhead vs batch size](e2e_overhead.png)", "",
+              "Overhead and throughput against the batch size ([PDF](e2e_overhead.pdf))", "",
+              "![step parts](e2e_steps.png)", "", "Where a step's time goes ([PDF](e2e_steps.pdf))", "",
+              "### How to read", "", _HOW_TO_READ, "",
+              "The full-precision tables are `e2e.csv` and `apply_kernels.csv`.", ""]
+    return lines, len(runs)
