@@ -20,7 +20,7 @@ from typing import Any
 from toolkit.core.protocol import MaskEngine
 from toolkit.core.vocab import Vocabulary
 
-__all__ = ["get_engine", "available_engines", "registered_engines", "register"]
+__all__ = ["get_engine", "available_engines", "registered_engines", "register", "engine_factory"]
 
 _PLUGIN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -53,7 +53,9 @@ def _unknown(name: str) -> ValueError:
     )
 
 
-def _factory(name: str) -> Callable[..., MaskEngine]:
+def engine_factory(name: str) -> Callable[..., MaskEngine]:
+    """The callable that makes engine ``name`` (a registered name or
+    ``"package.module:Factory"``); ValueError for an unknown one."""
     target = _REGISTRY.get(name)
     plugin = target is None and _PLUGIN.fullmatch(name) is not None
     if plugin:
@@ -84,7 +86,7 @@ def available_engines() -> list[str]:
     out = []
     for name in registered_engines():
         try:
-            factory = _factory(name)
+            factory = engine_factory(name)
         except ImportError:
             continue
         if all(find_spec(m) is not None for m in getattr(factory, "requires", ())):
@@ -94,4 +96,4 @@ def available_engines() -> list[str]:
 
 def get_engine(name: str, vocab: Vocabulary, **options: Any) -> MaskEngine:
     """Make the engine ``name`` for ``vocab``; ``options`` are the engine's own."""
-    return _factory(name)(vocab, **options)
+    return engine_factory(name)(vocab, **options)

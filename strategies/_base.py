@@ -20,10 +20,15 @@ from typing import Any
 import numpy as np
 
 from toolkit.core import bitmask as bm
+from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.memo import MemoScope
 from toolkit.core.protocol import MaskInfo
-from toolkit.core.session import or_bit_runs
+from toolkit.core.session import VocabTable, or_bit_runs
+from toolkit.core.version import masklab_version
 from toolkit.core.vocab import Vocabulary
+from toolkit.grammar.ir import Grammar
+from toolkit.grammar.special import dual_ids, vocab_view
+from toolkit.jsonschema.compiler import grammar_of
 
 __all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
 
@@ -332,15 +337,11 @@ class StrategyEngine:
     def vocab_table(self) -> Any:
         table = self.__dict__.get("_vocab_table")
         if table is None:
-            from toolkit.core.session import VocabTable
-
             table = self.__dict__["_vocab_table"] = VocabTable(self.vocab)
         return table
 
     def describe(self) -> dict[str, Any]:
         """Version and options, as the harness records them."""
-        from toolkit.bench.harness import masklab_version
-
         return {"version": masklab_version(), "options": dict(self.options)}
 
 
@@ -348,8 +349,6 @@ def refuse_token_limits(engine: str, spec: Any) -> None:
     """:class:`~toolkit.core.errors.UnsupportedGrammar` for a grammar whose rules limit their
     tokens (llguidance's ``name[max_tokens=N]``): the mask would depend on how many
     tokens the lexeme took, which an engine that only follows bytes cannot honour."""
-    from toolkit.core.errors import UnsupportedGrammar
-    from toolkit.grammar.ir import Grammar
 
     if isinstance(spec, Grammar):
         for rule, attrs in spec.attributes.items():
@@ -370,8 +369,6 @@ def special_compile(engine: Any, spec: Any) -> Any:
     bound to ``engine``'s vocabulary, compiled by a sibling engine (same class, same
     options) over :func:`toolkit.grammar.special.vocab_view` of its tokens (made once per set of
     tokens), the result's ``owner`` set to it; None for any other ``spec``."""
-    from toolkit.grammar.ir import Grammar
-    from toolkit.grammar.special import dual_ids, vocab_view
 
     if not isinstance(spec, Grammar) or not spec.special_terminals or spec.bound_to is not None:
         return None
@@ -501,6 +498,5 @@ class GrammarEngine(StrategyEngine):
     def grammar_for(self, spec: Any) -> tuple[Any, str]:
         """``(Grammar, kind)`` for what ``compile`` accepts
         (:func:`toolkit.jsonschema.grammar_of`)."""
-        from toolkit.jsonschema.compiler import grammar_of
 
         return grammar_of(spec, whitespace=self.whitespace, engine=self.name)

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -288,8 +289,6 @@ class _PeerBatch:
         raise NotImplementedError
 
     def step(self, tokens: Any, bitmask: np.ndarray) -> BatchStep:
-        import time
-
         tok = check_step_args(len(self.matchers), tokens, bitmask)
         t0 = time.perf_counter()
         out = self._out

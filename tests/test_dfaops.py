@@ -146,11 +146,12 @@ def _same(a, b) -> bool:
 def test_a_set_of_literals_is_written_down_as_the_regex_road_builds_it(words, pre, post) -> None:
     """compile_regex's trie road (literal_words -> literal_set) gives the subset
     construction's arrays, and literal_words reads back exactly the words."""
-    from toolkit.automata.regex import _compile_nfa, _direct, literal_words
+    from toolkit.automata.nfa import compile_nfa
+    from toolkit.automata.regex import _direct, literal_words
 
     pattern = re.escape(pre) + "(?:" + "|".join(re.escape(w) for w in words) + ")" + re.escape(post)
     assert literal_words(pattern) == sorted({(pre + w + post).encode() for w in words})
-    assert _same(_direct(pattern, 200_000), _compile_nfa(pattern, 200_000, False))
+    assert _same(_direct(pattern, 200_000), compile_nfa(pattern, 200_000, False))
 
 
 def test_literal_words_reads_only_escaped_literals() -> None:

@@ -33,7 +33,8 @@ from toolkit.decode.generate import (  # noqa: E402
     write_run,
 )
 from toolkit.decode.model import ModelError, load_model  # noqa: E402
-from toolkit.report.bench import ReportError, write_report  # noqa: E402
+from toolkit.report.bench import ReportError  # noqa: E402
+from toolkit.report.write import write_report  # noqa: E402
 
 NAMES = ("r01_iso_date", "r03_ipv4", "r05_hex_color", "s08_array_matrix", "s09_array_tuple")
 
@@ -458,7 +459,7 @@ def test_a_compile_past_the_time_limit_is_a_compile_error_and_the_run_goes_on(te
 
 
 def test_figure_subtitles_name_the_tokenizer_not_its_path() -> None:
-    from toolkit.report.bench import short_vocab
+    from toolkit.report.style import short_vocab
 
     assert short_vocab("llama3:/work/shared/tokenizers/llama-3/tokenizer.model") == "llama3:llama-3"
     assert short_vocab("hf:/ckpt/mistral-7b-v0.3") == "hf:mistral-7b-v0.3" and short_vocab("tekken") == "tekken"

@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from tests._support.fixtures import ARITH_LARK, JSON_LARK
 from toolkit.automata.regex import ByteDFA, compile_regex
 from toolkit.core.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar
-from toolkit.grammar.ir import Grammar, Terminal, json_schema_to_regex
+from toolkit.grammar.ir import Grammar, Terminal
+from toolkit.jsonschema.compiler import json_schema_to_regex
 
 # ------------------------------------------------------------- sampling --
 

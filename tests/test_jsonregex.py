@@ -29,26 +29,25 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests._support.shared import require_shared
-from toolkit.automata.jsonregex import (
-    FORMATS,
+from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA
+from toolkit.automata.jsontext import (
     JSON_CHAR,
-    JSON_NUMBER,
     MAX_STRING_LENGTH,
     NOTHING,
     _literal_char,
-    ecma_pattern,
     encode_codepoints,
-    int_range,
-    json_format,
     json_literal_dfa,
     json_string,
     json_string_bounds,
     json_string_dfa,
     json_string_literal,
-    number_range,
 )
-from toolkit.automata.regex import DEFAULT_MAX_STATES, ByteDFA, _compile_nfa, compile_regex
+from toolkit.automata.nfa import compile_nfa
+from toolkit.automata.regex import compile_regex
 from toolkit.core.errors import LimitExceeded, UnsupportedSchema
+from toolkit.jsonschema.ecma import ecma_pattern
+from toolkit.jsonschema.formats import FORMATS, json_format
+from toolkit.jsonschema.numbers import JSON_NUMBER, int_range, number_range
 
 SETTINGS = settings(max_examples=60, deadline=None, derandomize=True)
 
@@ -290,7 +289,7 @@ def test_json_literal_dfa_keeps_the_state_limit() -> None:
 
 
 def _nfa_road(pattern: str) -> ByteDFA:
-    return _compile_nfa(pattern, DEFAULT_MAX_STATES, False)
+    return compile_nfa(pattern, DEFAULT_MAX_STATES, False)
 
 
 @pytest.mark.parametrize("hi", [None, 0, 1, 2, 3, 5, 8])

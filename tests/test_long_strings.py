@@ -1,7 +1,7 @@
 """Long strings: ``maxLength``/``minLength`` up to 2^16 (issue #26).
 
 A bounded JSON string is one terminal whose DFA is written down directly
-(:func:`toolkit.automata.jsonregex.json_string_dfa`), 20 states per character: 65,536
+(:func:`toolkit.automata.jsontext.json_string_dfa`), 20 states per character: 65,536
 characters are 1.31M states, allowed past ``max_states`` (which bounds subset
 constructions) up to ``MAX_STRING_STATES``.  The language is exact at the bounds with
 characters of every written width, whitespace never enters the string, and larger
@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from toolkit.automata.jsonregex import (
+from toolkit.automata.jsontext import (
     MAX_STRING_LENGTH,
     MAX_STRING_STATES,
     json_string,

@@ -21,15 +21,14 @@ from toolkit.report.bench import (
     common_items,
     comparability_warnings,
     density_table,
-    engine_styles,
     engine_table,
     load_runs,
     plot_density,
     plot_tbm_cdf,
     plot_ttfm_cdf,
-    to_markdown,
-    write_report,
 )
+from toolkit.report.style import engine_styles, to_markdown
+from toolkit.report.write import write_report
 
 V = 131072
 LLG = "peer:llguidance"

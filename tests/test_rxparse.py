@@ -1,7 +1,7 @@
 """toolkit.automata._rxparse: our regex parser against interegular's.
 
 The oracle is the DFA: a pattern read by :func:`toolkit.automata._rxparse.parse` and by
-``interegular.parse_pattern`` must compile (with the same :func:`toolkit.automata.regex._build`,
+``interegular.parse_pattern`` must compile (with the same :func:`toolkit.automata.nfa._build`,
 determinization and minimization) to the same arrays, which the canonical numbering
 makes equal exactly when the languages are.  Where the two parsers read the same
 syntax the trees are equal objects too.  The corpora: the regexes the other test
@@ -29,18 +29,16 @@ from interegular.patterns import Pattern, _CharGroup, _Concatenation, _Repeated
 
 from tests._support.shared import PROJECT_ROOT, require_shared
 from toolkit.automata._rxparse import parse
-from toolkit.automata.regex import (
+from toolkit.automata.dfa import DEFAULT_MAX_STATES, freeze, minimize
+from toolkit.automata.nfa import (
     _NFA,
-    DEFAULT_MAX_STATES,
     _build,
     _column_of_cuts,
     _determinize,
-    _freeze,
-    _minimize,
     _nfa_limit,
-    _strip_anchors,
-    compile_regex,
+    strip_anchors,
 )
+from toolkit.automata.regex import compile_regex
 from toolkit.core.errors import LimitExceeded, RegexError
 
 # ---------------------------------------------------------------- helpers --
@@ -60,15 +58,15 @@ def ours(pattern: str) -> tuple:
 def theirs(pattern: str) -> tuple:
     """As :func:`ours`, with interegular's parser in front of the same construction."""
     try:
-        tree = interegular.parse_pattern(_strip_anchors(pattern))
+        tree = interegular.parse_pattern(strip_anchors(pattern))
     except Exception as e:  # interegular raises assorted exceptions on bad syntax
         return ("error", f"{type(e).__name__}: {e}")
     nfa = _NFA(_nfa_limit(DEFAULT_MAX_STATES), pattern)
     try:
         frag = _build(nfa, tree, 0)
         table, acc, cuts = _determinize(nfa, frag, DEFAULT_MAX_STATES)
-        table, acc, start = _minimize(table, acc)
-        trans = _freeze(table, acc, start, None, _column_of_cuts(cuts)).transitions
+        table, acc, start = minimize(table, acc)
+        trans = freeze(table, acc, start, None, _column_of_cuts(cuts)).transitions
     except LimitExceeded:
         return ("limit",)
     except RegexError as e:  # e.g. interegular's lookaround node, (?m) on a character
@@ -188,12 +186,12 @@ def test_regexes_of_the_other_tests(pattern: str) -> None:
 @pytest.mark.parametrize("pattern", DATASET_REGEXES, ids=range(len(DATASET_REGEXES)))
 def test_dataset_regexes(pattern: str) -> None:
     assert_same_language(pattern)
-    assert parse(_strip_anchors(pattern)) == interegular.parse_pattern(_strip_anchors(pattern))
+    assert parse(strip_anchors(pattern)) == interegular.parse_pattern(strip_anchors(pattern))
 
 
 @pytest.mark.parametrize("pattern", DIALECT)
 def test_dialect_reads_as_interegular_does(pattern: str) -> None:
-    body = _strip_anchors(pattern)
+    body = strip_anchors(pattern)
     assert parse(body) == interegular.parse_pattern(body)
     assert_same_language(pattern)
 
@@ -218,7 +216,7 @@ def test_terminals_of_the_embedded_datasets() -> None:
     assert len(patterns) > 100
     bad = [p for p in sorted(patterns) if not _same(ours(p), theirs(p))]
     assert not bad, bad[:5]
-    same_tree = [p for p in patterns if parse(_strip_anchors(p)) == interegular.parse_pattern(_strip_anchors(p))]
+    same_tree = [p for p in patterns if parse(strip_anchors(p)) == interegular.parse_pattern(strip_anchors(p))]
     assert len(same_tree) == len(patterns)
 
 
@@ -243,7 +241,7 @@ def outlines_regexes() -> list[tuple[str, str]]:
 
 def test_outlines_regexes(outlines_regexes: list[tuple[str, str]]) -> None:
     for name, rx in outlines_regexes:
-        body = _strip_anchors(rx)
+        body = strip_anchors(rx)
         assert parse(body) == interegular.parse_pattern(body), name
         a, b = ours(rx), theirs(rx)
         assert a[0] == "dfa" and _same(a, b), name
@@ -333,7 +331,7 @@ def test_random_token_soup(flags: str, tokens: list[str]) -> None:
     where only one does, a documented difference, with Python ``re`` on our side."""
     pattern = flags + "".join(tokens)
     try:
-        parse(_strip_anchors(pattern))
+        parse(strip_anchors(pattern))
         ok = True
     except RegexError as e:
         ok, message = False, str(e)
@@ -444,7 +442,7 @@ def test_errors_name_the_fragment_and_its_offset(pattern: str, fragment: str, of
 def test_only_regex_errors_escape() -> None:
     for pattern in REFUSED + ["(" * 3000, ")" * 3000, "[" * 3000, "\\" * 3001]:
         with pytest.raises(RegexError):
-            parse(_strip_anchors(pattern))
+            parse(strip_anchors(pattern))
 
 
 # --------------------------------------------------------- depth and size --

@@ -46,10 +46,17 @@ _LAZY = {
 }
 
 
+#: what a name needs loaded with it: a Grammar embeds JSON Schemas (``%json``,
+#: ``Grammar.from_json_schema``) through the compiler a floor up (toolkit.grammar.embed)
+_WITH = {"Grammar": "toolkit.jsonschema"}
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'toolkit' has no attribute {name!r}")
+    if name in _WITH:
+        import_module(_WITH[name])
     value = getattr(import_module(module), name)
     globals()[name] = value
     return value

@@ -16,28 +16,51 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import shlex
 import sys
 import time
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
+import pandas as pd
+
+from strategies import available_engines, get_engine, registered_engines
+from toolkit.bench.agree import AgreementError, explain, write_agreement
+from toolkit.bench.coverage import schema_coverage, summarize
+from toolkit.bench.datasets import embedded_dir
+from toolkit.bench.harness import (
+    engine_info,
+    machine_info,
+    read_records,
+    records_file,
+    run_bench,
+    select_items,
+)
+from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
+from toolkit.core.trie import TokenTrie
+from toolkit.core.vocab import load_vocab
+from toolkit.decode.generate import DEFAULT_PROMPT, SPEC_PROMPT, generate, unconstrained, write_run
+from toolkit.decode.model import ModelError, load_chat_template, load_model
+from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema.compiler import PROPERTY_ORDERS
+from toolkit.report.bench import comparability_warnings, load_runs
+from toolkit.report.direct import direct_markdown, direct_table
+from toolkit.report.write import write_report
 
 __all__ = ["main"]
 
 
 def _grammar(args: argparse.Namespace):
-    from toolkit.grammar.ir import Grammar
-
     if args.lark:
         return Grammar.from_lark(Path(args.lark).read_text(encoding="utf-8"))
     return Grammar.from_regex(args.regex)
 
 
 def _cmd_engines(args: argparse.Namespace) -> int:
-    from strategies import available_engines, registered_engines
-
     installed = set(available_engines())
     for name in registered_engines():
         print(f"{name:24s} {'installed' if name in installed else 'not installed'}")
@@ -45,9 +68,6 @@ def _cmd_engines(args: argparse.Namespace) -> int:
 
 
 def _cmd_vocab(args: argparse.Namespace) -> int:
-    from toolkit.core.trie import TokenTrie
-    from toolkit.core.vocab import load_vocab
-
     t0 = time.perf_counter()
     vocab = load_vocab(args.spec)
     t1 = time.perf_counter()
@@ -66,10 +86,6 @@ def _cmd_vocab(args: argparse.Namespace) -> int:
 
 
 def _cmd_mask(args: argparse.Namespace) -> int:
-    from strategies import get_engine
-    from toolkit.core import bitmask as bm
-    from toolkit.core.vocab import load_vocab
-
     vocab = load_vocab(args.vocab)
     grammar = _grammar(args)
     engine = get_engine(args.engine, vocab)
@@ -107,16 +123,12 @@ def _cmd_accepts(args: argparse.Namespace) -> int:
 
 
 def _cmd_schema_coverage(args: argparse.Namespace) -> int:
-    from toolkit.bench.coverage import schema_coverage, summarize
-
     t0 = time.perf_counter()
     results = schema_coverage(args.data, limit=args.limit, timeout=args.timeout, progress=not args.quiet,
                               check_lark=args.check_lark, property_order=args.property_order)
     print(summarize(results))
     print(f"time                 {time.perf_counter() - t0:.1f} s")
     if args.out:
-        import csv
-
         with open(args.out, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["name", "status", "detail", "seconds", "lark_ok", "causes"])
@@ -127,8 +139,6 @@ def _cmd_schema_coverage(args: argparse.Namespace) -> int:
 
 
 def _option_value(text: str) -> object:
-    import json
-
     try:
         return json.loads(text)
     except ValueError:
@@ -150,16 +160,11 @@ def _engine_options(pairs: Sequence[str]) -> dict[str, dict[str, object]]:
 def default_bench_engines() -> list[str]:
     """Every installed engine except ``naive`` (the oracle checks every token per mask:
     too slow for a real vocabulary, it belongs in the tests)."""
-    from strategies import available_engines
 
     return [e for e in available_engines() if e != "naive"]
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    import shlex
-
-    from toolkit.bench.harness import run_bench
-
     engines = [e.strip() for e in args.engines.split(",") if e.strip()] if args.engines else default_bench_engines()
     command = "masklab " + " ".join(shlex.quote(a) for a in (args.argv or []))
     timeout = args.timeout if args.timeout is not None else (30.0 if args.quick else 60.0)
@@ -172,16 +177,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(counts.to_string())
     print(f"records in {Path(args.out) / 'records.jsonl'}")
     if args.direct_check and len(df):
-        from toolkit.bench.harness import read_records
-        from toolkit.report.direct import direct_markdown, direct_table
-
         wanted = set(zip(df["engine"], df["item"], strict=True))
         recs = [r for r in read_records(args.out) if (r["engine"], r["item"]) in wanted]
         print("\nmasklab's times against the engines called directly (µs; TTFM ms):")
         print(direct_markdown(direct_table(recs)))
     if args.report:
-        from toolkit.report.bench import write_report
-
         print(f"report in {write_report([args.out])}")
     if len(engines) > 1 and len(df):
         _warn_comparability([args.out])
@@ -204,7 +204,6 @@ def _non_negative_float(text: str) -> float:
 
 def _versions(dists: Sequence[str]) -> dict[str, str | None]:
     """Installed versions of ``dists`` (None where absent), for a run's record."""
-    from importlib import metadata
 
     out: dict[str, str | None] = {}
     for d in dists:
@@ -218,7 +217,6 @@ def _versions(dists: Sequence[str]) -> dict[str, str | None]:
 def _chat_folder(chat: str, model: str, vocab: str) -> str:
     """The folder whose chat template ``--chat`` means: its value, else the model's
     checkpoint folder, else the folder of an ``hf:`` vocabulary."""
-    from toolkit.decode.model import ModelError
 
     if chat != "auto":
         return chat
@@ -231,21 +229,6 @@ def _chat_folder(chat: str, model: str, vocab: str) -> str:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
-    import shlex
-
-    from strategies import get_engine
-    from toolkit.bench.datasets import embedded_dir
-    from toolkit.bench.harness import engine_info, machine_info, select_items
-    from toolkit.core.vocab import load_vocab
-    from toolkit.decode.generate import (
-        DEFAULT_PROMPT,
-        SPEC_PROMPT,
-        generate,
-        unconstrained,
-        write_run,
-    )
-    from toolkit.decode.model import load_chat_template, load_model
-
     names = [e.strip() for part in args.engine for e in part.split(",") if e.strip()]
     if args.baseline_groups is not None and not args.shared_baseline:
         print("masklab: --baseline-groups is for --shared-baseline (the interleaved baseline decodes each batch)",
@@ -275,7 +258,6 @@ def _cmd_generate(args: argparse.Namespace) -> int:
             "versions": _versions(("torch", "transformers", "numpy", "masklab"))}
     for note in lm.notes:
         print(f"note: {note}")
-    import pandas as pd
 
     cols = ["engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
             "forward_ms", "unconstrained_forward_ms", "host_overhead_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid",
@@ -319,8 +301,6 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from toolkit.report.bench import write_report
-
     path = write_report(args.dirs, out=args.out, all_items=args.all_items)
     print(path.read_text(encoding="utf-8"))
     print(f"written to {path.parent}")
@@ -330,8 +310,6 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _warn_comparability(dirs: Sequence[str]) -> None:
     """Say on stderr what makes the engines of these bench runs not like for like."""
-    from toolkit.bench.harness import records_file
-    from toolkit.report.bench import comparability_warnings, load_runs
 
     bench = [d for d in dirs if records_file(d).is_file()]
     if not bench:
@@ -341,8 +319,6 @@ def _warn_comparability(dirs: Sequence[str]) -> None:
 
 
 def _cmd_agree(args: argparse.Namespace) -> int:
-    from toolkit.bench.agree import AgreementError, explain, write_agreement
-
     names = [e.strip() for e in args.engines.split(",") if e.strip()]
     if len(names) != 2:
         raise AgreementError(f"--engines takes two engine names, got {args.engines!r}")
@@ -363,8 +339,6 @@ def _cmd_agree(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from toolkit.jsonschema.compiler import PROPERTY_ORDERS
-
     p = argparse.ArgumentParser(prog="masklab", description="Compare token-mask strategies for constrained decoding.")
     sub = p.add_subparsers(dest="command", required=True)
 

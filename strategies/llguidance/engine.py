@@ -57,7 +57,7 @@ from strategies.llguidance._parser import (
     full_matches,
     ops_capsule,
 )
-from toolkit.automata.dfaops import difference
+from toolkit.automata.dfaops import difference, union
 from toolkit.automata.regex import ByteDFA, compile_regex
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
@@ -190,8 +190,6 @@ def _lexemes(grammar: Grammar) -> tuple[dict[str, Any], dict[str, str], str | No
             optional[name] = f"%opt {name}"
     skip = None
     if grammar.ignore:
-        from toolkit.automata.dfaops import union
-
         d = grammar.terminals[grammar.ignore[0]].dfa()
         for name in grammar.ignore[1:]:
             d = union(d, grammar.terminals[name].dfa())

@@ -36,7 +36,7 @@ from toolkit.core.ids cimport DEAD, state_t, token_t, word_t
 from toolkit.core.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
 
 from toolkit.core.errors import LimitExceeded
-from toolkit.automata.regex import check_class_form
+from toolkit.core.classform import check_class_form
 
 cnp.import_array()
 

@@ -13,7 +13,7 @@ What ``compile`` takes:
 * a regex (``str``): the pattern itself (full-match semantics, see :mod:`toolkit.automata.regex`);
 * a JSON schema (dict, bool or :class:`~toolkit.jsonschema.JsonSchemaText`): made into
   a regex by ``schema_regex="masklab"`` (default), our
-  :func:`toolkit.grammar.json_schema_to_regex`, or by ``schema_regex="outlines-core"``,
+  :func:`toolkit.jsonschema.json_schema_to_regex`, or by ``schema_regex="outlines-core"``,
   outlines-core's own ``build_regex_from_schema`` (its ``[ ]?`` whitespace unless
   ``whitespace_pattern`` says otherwise), so the index can be compared with
   ``peer:outlines-core`` on the very same regex.  That regex is read in outlines-core's
@@ -48,8 +48,8 @@ from toolkit.core.errors import MasklabError, Unsatisfiable, UnsupportedGrammar
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
-from toolkit.grammar.ir import Grammar, json_schema_to_regex
-from toolkit.jsonschema.compiler import JsonSchemaText, schema_text
+from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema.compiler import JsonSchemaText, json_schema_to_regex, schema_text
 
 __all__ = ["OutlinesEngine", "OutlinesCompiled", "OutlinesMatcher", "DEFAULT_MAX_MEMORY"]
 

@@ -70,7 +70,7 @@ from toolkit.core.ids cimport token_t, word_t
 from toolkit.core.trie cimport TokenTrie, TrieNode
 
 from toolkit.core.errors import LimitExceeded
-from toolkit.automata.regex import check_class_form
+from toolkit.core.classform import check_class_form
 
 cnp.import_array()
 

@@ -1155,7 +1155,7 @@ def json_literal(str value, int64_t max_states):
     column of each byte (as :func:`byte_classes` takes them), or None when no JSON
     text decodes to ``value``.
 
-    The language is :func:`toolkit.automata.jsonregex.json_string_literal`'s (its docstring has
+    The language is :func:`toolkit.automata.jsontext.json_string_literal`'s (its docstring has
     the rules): each character is raw (not ``"``, ``\\`` or a control character), its
     short escape, ``\\u`` and four hex digits of either case, or for an astral one a
     surrogate pair; a lone surrogate only as ``\\u``; a high surrogate directly followed

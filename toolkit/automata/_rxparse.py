@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import gc
 import re
+import unicodedata
 from functools import reduce
 
 from interegular.patterns import (
@@ -134,8 +135,6 @@ def _unicode_shorthands() -> dict[str, _CharGroup]:
 
 
 def _build_unicode_shorthands() -> dict[str, _CharGroup]:
-    import unicodedata
-
     digit, word = [], []
     for cp in range(0x110000):
         cat = unicodedata.category(chr(cp))

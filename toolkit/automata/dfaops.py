@@ -20,14 +20,8 @@ import heapq
 import numpy as np
 
 from toolkit.automata import _dfabuild
-from toolkit.automata.regex import (
-    DEFAULT_MAX_STATES,
-    ByteDFA,
-    _freeze,
-    _minimize,
-    compile_regex,
-    literal_words,
-)
+from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA, freeze, minimize
+from toolkit.automata.regex import compile_regex, literal_words
 from toolkit.core.errors import LimitExceeded
 from toolkit.core.memo import memo
 
@@ -65,8 +59,8 @@ def _product(a: ByteDFA, b: ByteDFA, op: str, max_states: int) -> ByteDFA:
         op, max_states)
     if made is None:
         return _empty()
-    table, acc, start = _minimize(made[0], made[1])
-    return _freeze(table, acc, start, None, column)
+    table, acc, start = minimize(made[0], made[1])
+    return freeze(table, acc, start, None, column)
 
 
 def intersect(a: ByteDFA, b: ByteDFA, *, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
@@ -97,11 +91,11 @@ def minus_words(dfa: ByteDFA, words: list[bytes], *, max_states: int = DEFAULT_M
                                  int(dfa.start), words, max_states)
     if made is None:
         return _empty()
-    return _freeze(made[0], made[1], 1, None, made[2])
+    return freeze(made[0], made[1], 1, None, made[2])
 
 
 def _empty() -> ByteDFA:
-    return _freeze(np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=bool), 0, None, np.zeros(256, dtype=np.int32))
+    return freeze(np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=bool), 0, None, np.zeros(256, dtype=np.int32))
 
 
 def _words(patterns: tuple[str, ...]) -> list[bytes] | None:
@@ -323,5 +317,5 @@ def shortest_matches(dfa: ByteDFA) -> ByteDFA:
     keep = np.concatenate(levels)
     remap = np.zeros(table.shape[0], dtype=np.int32)
     remap[keep] = np.arange(len(keep), dtype=np.int32)
-    small, small_acc, start = _minimize(remap[table[keep]], acc[keep])
-    return _freeze(small, small_acc, start, None, np.asarray(dfa.classes, dtype=np.int32))
+    small, small_acc, start = minimize(remap[table[keep]], acc[keep])
+    return freeze(small, small_acc, start, None, np.asarray(dfa.classes, dtype=np.int32))

@@ -21,8 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolkit.bench.harness import read_records, records_file
+import pandas as pd
+
+from strategies import get_engine
+from toolkit.bench.datasets import embedded_dir, iter_items
+from toolkit.bench.harness import read_records, records_file, spec_for
+from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
+from toolkit.core.vocab import load_vocab
 
 __all__ = ["AgreementError", "agreement", "summarize", "explain", "write_agreement"]
 
@@ -65,7 +71,6 @@ def agreement(run: str | Path, a: str, b: str) -> Any:
     differ), ``first_instance`` / ``first_step`` (the first difference, -1 if none),
     ``length_mismatch`` (instances where one engine stopped earlier than the other).
     """
-    import pandas as pd
 
     recs = _records(run, [a, b])
     rows = []
@@ -109,18 +114,11 @@ def explain(run: str | Path, item: str, a: str, b: str, *, max_steps: int = 5) -
     """Re-run ``item`` of ``run`` in-process with ``a`` and ``b`` (their options from
     ``run.json``) and return up to ``max_steps`` differing steps: instance, step, the
     text consumed so far, and the tokens only ``a`` / only ``b`` allows."""
-    from strategies import get_engine
-    from toolkit.bench.datasets import iter_items
-    from toolkit.bench.harness import _spec_for
-    from toolkit.core import bitmask as bm
-    from toolkit.core.vocab import load_vocab
 
     meta = json.loads((Path(run) / "run.json").read_text(encoding="utf-8"))
     vocab = load_vocab(meta["vocab"]["spec"])
     data = meta["data"]
     if data.startswith("datasets (embedded)"):
-        from toolkit.bench.datasets import embedded_dir
-
         data = str(embedded_dir())
     found = [it for it in iter_items(data) if it.name == item]
     if not found:
@@ -131,7 +129,7 @@ def explain(run: str | Path, item: str, a: str, b: str, *, max_steps: int = 5) -
         info = (meta.get("engines") or {}).get(name, {})
         eng = get_engine(name, vocab, **dict(info.get("requested_options", {})))
         engines[name] = eng
-        matchers_of[name] = eng.compile(_spec_for(eng, it, meta.get("source", "native")))
+        matchers_of[name] = eng.compile(spec_for(eng, it, meta.get("source", "native")))
     out: list[dict[str, Any]] = []
     ra, rb = bm.allocate(vocab.size), bm.allocate(vocab.size)
     for k, case in enumerate(c for c in it.cases if c.valid):

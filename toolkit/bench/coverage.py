@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from toolkit.bench.datasets import iter_items
 from toolkit.core.errors import (
     GrammarError,
@@ -145,8 +147,6 @@ def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: fl
     items = [it for it in iter_items(source, limit) if it.kind == "schema"]
     bar = None
     if progress:
-        from tqdm import tqdm
-
         bar = tqdm(total=len(items), unit="schema")
     out = []
     for item in items:

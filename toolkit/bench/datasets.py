@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.errors import MasklabError
+from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema.compiler import from_json_schema
 
 __all__ = ["Item", "Case", "load_item", "iter_items", "embedded_dir", "DatasetError"]
 
@@ -53,10 +55,8 @@ class Item:
 
     def grammar(self, **options: Any):
         """The item's :class:`~toolkit.grammar.Grammar` (options go to the builder)."""
-        from toolkit.grammar.ir import Grammar
-
         if self.kind == "schema":
-            return Grammar.from_json_schema(self.spec, **options)
+            return from_json_schema(self.spec, **options)
         if self.kind == "lark":
             return Grammar.from_lark(self.spec)
         return Grammar.from_regex(self.spec)

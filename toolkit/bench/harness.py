@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import importlib
 import json
 import multiprocessing as mp
 import os
@@ -73,9 +74,20 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import psutil
+from tqdm.auto import tqdm
+
+from strategies import engine_factory, get_engine
+from toolkit.automata.regex import clear_cache
 from toolkit.bench.datasets import Case, Item, embedded_dir, iter_items
+from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
+from toolkit.core.version import masklab_version
+from toolkit.core.vocab import load_vocab
+from toolkit.grammar.ir import Grammar, grammar_from_spec
 from toolkit.grammar.lark_dialect import LarkText
+from toolkit.grammar.special import encode_with_specials
 
 __all__ = [
     "HarnessError",
@@ -84,6 +96,9 @@ __all__ = [
     "measure_item",
     "clear_toolkit_caches",
     "select_items",
+    "spec_for",
+    "encode_case",
+    "engine_info",
     "read_records",
     "load_records",
     "records_file",
@@ -115,7 +130,8 @@ class HarnessError(MasklabError):
 
 
 _CACHED_MODULES = ("toolkit.automata.regex", "toolkit.automata.dfaops", "toolkit.automata._rxparse",
-                   "toolkit.automata.jsonregex", "toolkit.grammar.ir", "toolkit.jsonschema.compiler")
+                   "toolkit.automata.jsontext", "toolkit.grammar.ir", "toolkit.jsonschema.compiler",
+                   "toolkit.jsonschema.numbers", "toolkit.jsonschema.formats", "toolkit.jsonschema.ecma")
 
 
 def clear_toolkit_caches() -> None:
@@ -128,9 +144,7 @@ def clear_toolkit_caches() -> None:
     leaves alone: an engine keeps what its earlier items built, as a server's engine
     instance does (option ``memo=False`` for cold starts).
     """
-    import importlib
 
-    from toolkit.automata.regex import clear_cache
 
     clear_cache()
     for name in _CACHED_MODULES:
@@ -141,7 +155,7 @@ def clear_toolkit_caches() -> None:
                 clear()
 
 
-def _spec_for(engine: Any, item: Item, source: str) -> Any:
+def spec_for(engine: Any, item: Item, source: str) -> Any:
     """What ``engine.compile`` receives for ``item`` (see the module doc)."""
     if item.kind == "schema" and source == "native" and "json_schema" in getattr(engine, "native_inputs", ()):
         return item.spec
@@ -156,9 +170,6 @@ def encode_case(vocab: Any, item: Item, text: str) -> list[int]:
     them (``<|eom_id|>``), or as ``<[ID]>``, are the tokens themselves
     (:func:`toolkit.grammar.special.encode_with_specials`)."""
     if item.kind == "lark" and "<" in text:
-        from toolkit.grammar.ir import grammar_from_spec
-        from toolkit.grammar.special import encode_with_specials
-
         g = grammar_from_spec("lark", item.spec)
         if g.special_terminals:
             return encode_with_specials(vocab, text, [g.terminals[n].special for n in g.special_terminals])
@@ -182,7 +193,6 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
     :mod:`toolkit.report.direct`).  In-process and untimed-out: the harness calls it in a
     worker; a notebook may call it directly to look at one item.
     """
-    from toolkit.core import bitmask as bm
 
     rec: dict[str, Any] = {
         "engine": getattr(engine, "name", type(engine).__name__),
@@ -211,11 +221,11 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         # the direct check's compile goes first on half the items (by name), after on the rest
         can_direct = direct and callable(getattr(engine, "direct_check", None))
         direct_first = can_direct and zlib.crc32(item.name.encode()) % 2 == 0
-        runner = _direct_run(engine, _spec_for(engine, item, source), rec) if direct_first else None
+        runner = _direct_run(engine, spec_for(engine, item, source), rec) if direct_first else None
         clear_toolkit_caches()
         t0 = perf()
         try:
-            spec = _spec_for(engine, item, source)  # a grammar item's Grammar counts in the compile
+            spec = spec_for(engine, item, source)  # a grammar item's Grammar counts in the compile
             compiled = engine.compile(spec)
             t1 = perf()
             m = engine.matcher(compiled)
@@ -374,8 +384,6 @@ def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mappin
                  direct: bool = False) -> None:
     """A worker: load the vocabulary, then serve ``(engine, item)`` tasks until told to stop."""
     os.environ.update(_SINGLE_THREAD_ENV)
-    from strategies import get_engine
-    from toolkit.core.vocab import load_vocab
 
     vocab = load_vocab(vocab_spec)
     engines: dict[str, Any] = {}
@@ -420,8 +428,6 @@ def warm_up(engine: Any, vocab: Any) -> None:
     item's TTFM.  A failure is ignored: the engine's items report their own.  It runs
     while the engine is built, so a crash there is the item's ``crash`` and a hang
     meets the engine-build limit (a :class:`HarnessError`)."""
-    from toolkit.core import bitmask as bm
-    from toolkit.grammar.ir import Grammar
 
     specs: list[Any] = [Grammar.from_lark('start: "a"\n')]
     if "json_schema" in getattr(engine, "native_inputs", ()):
@@ -448,15 +454,6 @@ def engine_info(engine: Any, options: Mapping[str, Any]) -> dict[str, Any]:
     masklab's version and the options it was built with."""
     describe = getattr(engine, "describe", None)
     return describe() if callable(describe) else {"version": masklab_version(), "options": dict(options)}
-
-
-def masklab_version() -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version("masklab")
-    except metadata.PackageNotFoundError:
-        return "dev"
 
 
 @dataclass
@@ -589,8 +586,6 @@ class _Pool:
 
 def _rss(pid: int) -> float:
     try:
-        import psutil
-
         return float(psutil.Process(pid).memory_info().rss)
     except Exception:  # noqa: BLE001 - a process that just ended has no memory
         return 0.0
@@ -677,8 +672,6 @@ def machine_info() -> dict[str, Any]:
     except OSError:
         pass
     try:
-        import psutil
-
         mem = psutil.virtual_memory().total / 2**30
     except Exception:  # noqa: BLE001
         mem = None
@@ -783,10 +776,7 @@ def run_bench(
     each peer is also called directly through its own API on the same walks
     (:mod:`toolkit.report.direct`).
     """
-    import pandas as pd
 
-    from strategies import _factory
-    from toolkit.core.vocab import load_vocab
 
     if source not in ("native", "grammar"):
         raise HarnessError(f"source must be 'native' or 'grammar', not {source!r}")
@@ -801,7 +791,7 @@ def run_bench(
         raise HarnessError("no engines given")
     for name in engines:
         try:
-            _factory(name)
+            engine_factory(name)
         except (ValueError, ImportError) as e:
             raise HarnessError(str(e)) from e
     options = {k: dict(v) for k, v in (options or {}).items()}
@@ -816,8 +806,6 @@ def run_bench(
     run_path = out / "run.json"
     if memory_limit_gb is None:
         try:
-            import psutil
-
             memory_limit_gb = 0.8 * psutil.virtual_memory().total / 2**30 / jobs
         except ImportError:
             memory_limit_gb = None
@@ -888,6 +876,5 @@ def run_bench(
 def _progress(total: int, enabled: bool) -> Any:
     if not enabled:
         return None
-    from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="run", desc="bench", dynamic_ncols=True, smoothing=0.05)

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.core.protocol import BatchMatcher, BatchStep, Matcher
+from toolkit.core.session import NativeBatch, Session
 
 __all__ = ["NO_TOKEN", "SKIP", "make_batch", "ThreadedBatch", "NativeBatchMatcher", "default_threads", "lanes", "new_step",
            "check_step_args"]
@@ -100,8 +101,6 @@ class NativeBatchMatcher:
     (:class:`toolkit.core.session.NativeBatch`)."""
 
     def __init__(self, matchers: Sequence[Any], threads: int) -> None:
-        from toolkit.core.session import NativeBatch
-
         self.matchers = list(matchers)
         self._words = self.matchers[0].session.V.n_words if self.matchers else 0
         self._native = NativeBatch([m.session for m in self.matchers], lanes(self.matchers), threads)
@@ -125,7 +124,6 @@ class NativeBatchMatcher:
 def _native(matchers: Sequence[Any]) -> bool:
     if not matchers:
         return False
-    from toolkit.core.session import Session
 
     vocab = getattr(getattr(matchers[0], "session", None), "V", None)
     return all(isinstance(getattr(m, "session", None), Session) and m.session.V is vocab for m in matchers)

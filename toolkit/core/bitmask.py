@@ -9,8 +9,10 @@ GPU apply kernels unchanged.
 
 from __future__ import annotations
 
+import importlib
 import operator
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -310,8 +312,6 @@ def apply_kernel(name: str) -> Any:
     if name not in kernels:
         raise ValueError(f"unknown apply kernel {name!r}; known: {', '.join(APPLY_KERNELS)}")
     if name != "torch":
-        import importlib
-
         try:
             importlib.import_module("llguidance.torch" if name == "llguidance" else name)
         except ImportError as e:
@@ -336,7 +336,6 @@ def compare_apply_kernels(
     calls (device synchronized around each), and ``equal`` (the masked logits are
     bit-identical to the torch op's).
     """
-    import time
 
     import torch
 

@@ -34,7 +34,7 @@ cimport numpy as cnp
 from toolkit.core.ids cimport DEAD, state_t, token_t, word_t
 
 from toolkit.core.errors import LimitExceeded
-from toolkit.automata.regex import check_class_form
+from toolkit.core.classform import check_class_form
 
 cnp.import_array()
 

@@ -34,8 +34,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import mistral_common
 import numpy as np
 import numpy.typing as npt
+import tiktoken
+from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
+from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+from tokenizers import Tokenizer
 
 from toolkit.core.errors import VocabError
 
@@ -414,12 +419,7 @@ def _greedy_encoder(token_bytes: Sequence[bytes], specials: Mapping[int, str]) -
 
 
 def _load_tekken(path: Path | None) -> Vocabulary:
-    from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
-    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
-
     if path is None:
-        import mistral_common
-
         path = Path(mistral_common.__file__).parent / "data" / _TEKKEN_DEFAULT
         if not path.is_file():
             raise VocabError(f"mistral-common has no bundled {_TEKKEN_DEFAULT} (looked at {path})")
@@ -495,8 +495,6 @@ def _load_llama3(path: Path) -> Vocabulary:
     eos = next(i for i, s in specials.items() if s == _LLAMA3_EOS)
 
     def build() -> Encoder:
-        import tiktoken
-
         enc = tiktoken.Encoding(
             name=f"masklab-llama3-{path.stem}",
             pat_str=LLAMA3_PATTERN,
@@ -663,8 +661,6 @@ def _load_hf(path: Path) -> Vocabulary:
         entries[i] = b""
 
     def build() -> Encoder:
-        from tokenizers import Tokenizer
-
         tok = Tokenizer.from_str(_hf_encoding_json(data))
         tok.encode_special_tokens = True  # special names in text are plain text
 

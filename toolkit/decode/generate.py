@@ -73,6 +73,7 @@ decodes the same prompts.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -81,6 +82,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from toolkit.bench.datasets import Item
 from toolkit.core import bitmask as bm
@@ -437,8 +439,6 @@ class _JobThread:
     ``concurrent.futures`` pool on the critical path: a finished job is one flag read."""
 
     def __init__(self, fn: Any) -> None:
-        import threading
-
         self.fn = fn
         self._go = threading.Event()
         self._done = threading.Event()
@@ -1002,7 +1002,6 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
 def write_run(run: GenerateRun, out: str | Path, meta: dict[str, Any]) -> Path:
     """Write ``run.json`` (meta, summary and the apply-kernel comparison when made),
     ``steps.csv`` and ``sequences.jsonl`` into ``out``; ``masklab report`` reads them."""
-    import pandas as pd
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

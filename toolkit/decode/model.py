@@ -42,7 +42,9 @@ steps ``torch.compile``'d (``compile="reduce-overhead"``: CUDA graphs on a GPU).
 
 from __future__ import annotations
 
+import inspect
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,8 +115,6 @@ class LoadedModel:
     @property
     def _keep(self) -> bool:
         if self._takes_keep is None:
-            import inspect
-
             self._takes_keep = "logits_to_keep" in inspect.signature(self.model.forward).parameters
         return self._takes_keep
 
@@ -308,7 +308,6 @@ class SimModel:
     def synchronize(self) -> None:
         """Wait, without the GIL or a core, until the last forward pass's FORWARD_MS
         have passed since it started."""
-        import time
 
         left = self._deadline - time.perf_counter()
         if left > 0:
@@ -343,7 +342,6 @@ class SimDecoding:
         """Launch a forward pass: the prompts' (``tokens`` None, first call only) or one
         step feeding ``tokens`` (``(B,)`` ids); its logits ``(B, V)`` are ready when
         ``lm.synchronize()`` returns."""
-        import time
 
         lm = self.lm
         t0 = time.perf_counter()

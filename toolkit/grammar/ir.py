@@ -23,11 +23,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from toolkit.automata.dfaops import dfa_regex
+from lark.exceptions import LarkError
+from lark.load_grammar import load_grammar
+
+from toolkit.automata.dfaops import compile_boolean, dfa_regex, shortest_matches
+from toolkit.automata.jsontext import json_literal_dfa, json_string_literal
+from toolkit.automata.nfa import strip_anchors
 from toolkit.automata.regex import (
     DEFAULT_MAX_STATES,
     ByteDFA,
-    _strip_anchors,
     canonical_regex,
     compile_literal,
     compile_regex,
@@ -40,11 +44,12 @@ from toolkit.core.errors import (
     UnsupportedGrammar,
 )
 from toolkit.core.memo import memo
-from toolkit.grammar.earley import derives
+from toolkit.grammar.earley import ByteRecognizer, compile_cfg, derives
+from toolkit.grammar.embed import schema_compiler
 from toolkit.grammar.lark_dialect import translate
-from toolkit.grammar.special import ANY_MARK_REGEX
+from toolkit.grammar.special import ANY_MARK_REGEX, mark_regex, parse_spec, resolve
 
-__all__ = ["Grammar", "Terminal", "json_schema_to_regex"]
+__all__ = ["Grammar", "Terminal", "grammar_from_spec"]
 
 _RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TERM_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -64,9 +69,9 @@ class Terminal:
     special token of the vocabulary (:mod:`toolkit.grammar.special`; :meth:`Grammar.bind`
     resolves it).  ``json_string`` is True when the terminal is
     every JSON text of the string ``value`` (``regex`` is
-    :func:`~toolkit.automata.jsonregex.json_string_literal` of it: an object key, a string
+    :func:`~toolkit.automata.jsontext.json_string_literal` of it: an object key, a string
     ``const``); its DFA is then written down directly, the same DFA at a fraction of
-    the cost (:func:`~toolkit.automata.jsonregex.json_literal_dfa`).
+    the cost (:func:`~toolkit.automata.jsontext.json_literal_dfa`).
     """
 
     name: str
@@ -95,7 +100,6 @@ class Terminal:
     @staticmethod
     def from_json_string(name: str, value: str) -> Terminal:
         """The terminal of every JSON text (quotes, escapes) that decodes to ``value``."""
-        from toolkit.automata.jsonregex import json_string_literal
 
         return Terminal(name, json_string_literal(value), value=value, json_string=True)
 
@@ -107,8 +111,6 @@ class Terminal:
             return (self.regex == re.escape(self.value) and not _SURROGATE.search(self.value)
                     and len(self.value.encode()) + 2 <= DEFAULT_MAX_STATES)
         if self.json_string:
-            from toolkit.automata.jsonregex import json_string_literal
-
             return self.regex == json_string_literal(self.value)
         return False
 
@@ -127,18 +129,12 @@ class Terminal:
             if self.literal:
                 dfa = compile_literal(self.value.encode())
             else:
-                from toolkit.automata.jsonregex import json_literal_dfa
-
                 dfa = json_literal_dfa(self.value)
         elif not combined:
             dfa = compile_regex(self.regex)
         else:
-            from toolkit.automata.dfaops import compile_boolean
-
             dfa = compile_boolean(self.regex, tuple(self.also), tuple(self.excluding))
         if self.lazy:
-            from toolkit.automata.dfaops import shortest_matches
-
             dfa = shortest_matches(dfa)
         object.__setattr__(self, "_dfa", dfa)
         return dfa
@@ -251,9 +247,7 @@ class Grammar:
     def from_json_schema(schema, *, whitespace: str = "flexible", strict: bool = True, **options: Any) -> Grammar:
         """Compile a JSON Schema; see :func:`toolkit.jsonschema.from_json_schema` (its
         limits ``max_rules`` and ``max_depth``, and ``property_order``, pass through)."""
-        from toolkit.jsonschema.compiler import from_json_schema
-
-        return from_json_schema(schema, whitespace=whitespace, strict=strict, **options)
+        return schema_compiler()(schema, whitespace=whitespace, strict=strict, **options)
 
     # ---------------------------------------------------- special tokens --
 
@@ -277,8 +271,6 @@ class Grammar:
         cache = self.__dict__.setdefault("_bound", {})
         key = tuple(sorted(resolved.items()))  # what binding depends on (not the vocabulary's id)
         if key not in cache:
-            from toolkit.grammar.special import mark_regex
-
             terminals = {n: Terminal(n, mark_regex(resolved[n]), special=t.special) if t.special is not None else t
                          for n, t in self.terminals.items()}
             bound = Grammar(start=self.start, rules=self.rules, terminals=terminals, ignore=self.ignore,
@@ -293,8 +285,6 @@ class Grammar:
         return self.__dict__.get("_bound_to")
 
     def _resolved(self, vocab: Any) -> dict[str, tuple[int, ...]]:
-        from toolkit.grammar.special import parse_spec, resolve
-
         return {n: resolve(parse_spec(self.terminals[n].special), vocab) for n in self.special_terminals}
 
     # ----------------------------------------------------------- queries --
@@ -307,7 +297,6 @@ class Grammar:
 
     def accepts(self, data: bytes | str) -> bool:
         """True when ``data`` (bytes, or text as UTF-8) is in the grammar's language."""
-        from toolkit.grammar.earley import ByteRecognizer, compile_cfg
 
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogateescape")  # U+DCFF: a special token's mark
@@ -317,7 +306,6 @@ class Grammar:
     def accepts_prefix(self, data: bytes | str) -> bool:
         """True when ``data`` can be continued into a sentence of the grammar's language
         (the question every mask answers for one more token; ``naive``'s semantics)."""
-        from toolkit.grammar.earley import ByteRecognizer, compile_cfg
 
         if isinstance(data, str):
             data = data.encode("utf-8", "surrogateescape")
@@ -533,8 +521,6 @@ def _from_lark(text: str, start: str) -> Grammar:
 def _with_dialect(g: Grammar, side: Any) -> Grammar:
     """``g`` with what plain Lark could not say: boolean terminals (from their helper
     terminals), ``%regex`` terminals, and ``%json`` schemas spliced in as rules."""
-    from toolkit.jsonschema.compiler import from_json_schema
-
     terminals = dict(g.terminals)
     rules = {k: list(v) for k, v in g.rules.items()}
     for name, text in side.special.items():
@@ -549,7 +535,7 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
     ws_ignored = bool(g.ignore) and all(terminals[n].dfa().fullmatch(b" \t\n\r") for n in g.ignore)
     for name, schema in side.json.items():
         schema, opts = _x_guidance(schema, ws_ignored)
-        sub = from_json_schema(schema, whitespace="compact", spelling="llguidance", strict=not opts["lenient"])
+        sub = schema_compiler()(schema, whitespace="compact", spelling="llguidance", strict=not opts["lenient"])
         prefix = f"{name}__"
         ren = {s: prefix + s for s in (*sub.rules, *sub.terminals)}
         separators = {} if opts["whitespace_flexible"] else {",": opts["item_separator"], ":": opts["key_separator"]}
@@ -678,8 +664,6 @@ def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset()) 
     """Plain Lark text to a Grammar: lark reads the text and expands EBNF (its grammar
     loader; no lark parser is built, so a terminal may match the empty string, as in
     llguidance).  ``keep``: terminals to keep though no rule uses them."""
-    from lark.exceptions import LarkError
-    from lark.load_grammar import load_grammar
 
     try:
         loaded, _ = load_grammar(text, "<grammar>", [], True)
@@ -736,37 +720,6 @@ def grammar_from_spec(kind: str, text: str) -> Grammar:
 # ------------------------------------------------------------ to_regex --
 
 
-def json_schema_to_regex(
-    schema: Any,
-    *,
-    max_depth: int = 5,
-    whitespace: str = "flexible",
-    strict: bool = True,
-    max_length: int = 1_000_000,
-) -> str:
-    """One regex for a JSON Schema: the input of an Outlines-style (regex → DFA) strategy.
-
-    ``Grammar.from_json_schema(schema, whitespace=..., strict=...).to_regex(max_depth=...)``:
-    the same language as the schema's grammar (flexible whitespace is the ``WS``
-    ignore terminal, written as ``(?:[ \\t\\n\\r]+)*`` before every token and at the
-    end), except that recursion (``$ref`` cycles, and containers nested in free-form
-    values: ``{}``, ``true``, additional properties, which are allowed unless
-    ``additionalProperties`` is false) is unrolled to ``max_depth`` nestings as
-    :meth:`Grammar.to_regex` defines it.  Instances nested deeper are rejected, never
-    the other way round: the regex is never looser than the grammar, and equal to it
-    when the schema has no recursion.  Unbounded arrays and lists of additional
-    properties are repetitions, not recursion, so they stay unbounded.
-
-    A free-form value repeats its inner value four times per level (in objects and
-    in arrays, the first element and the rest), so its text grows about 4x per
-    level (some 600 kB at depth 5): past ``max_length`` characters this raises
-    :class:`LimitExceeded`; close objects (``additionalProperties: false``) or lower
-    ``max_depth``.
-    """
-    g = Grammar.from_json_schema(schema, whitespace=whitespace, strict=strict)
-    return g.to_regex(max_depth=max_depth, max_length=max_length)
-
-
 _SHORTHAND = re.compile(r"\\[dDwWsS]")
 _NOTHING_REGEX = "[^\\d\\D]"  # the empty language (toolkit.automata.regex writes it so too)
 _EPS: tuple[bool, str] = (False, "")
@@ -798,7 +751,7 @@ def _embeddable(pattern: str) -> str:
     error inside a larger pattern), and leading global flags ``(?i)`` become a
     scoped group ``(?i:...)``.
     """
-    p = _strip_anchors(pattern)
+    p = strip_anchors(pattern)
     m = _GLOBAL_FLAGS.match(p)
     if m:
         p = f"(?{m.group(1)}:{p[m.end():]})"

@@ -49,6 +49,7 @@ is wrong in the grammar's own terms.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import re
 from dataclasses import dataclass, field
@@ -475,8 +476,6 @@ _COMMON: set[str] = set()
 
 def _common_names() -> set[str]:
     if not _COMMON:
-        import importlib.resources
-
         text = importlib.resources.files("lark").joinpath("grammars/common.lark").read_text()
         _COMMON.update(re.findall(r"^([A-Z_][A-Z0-9_]*)\s*:", text, re.M))
     return _COMMON

@@ -57,6 +57,7 @@ import numpy as np
 
 from toolkit.core.errors import GrammarError, UnsupportedGrammar
 from toolkit.core.vocab import Vocabulary
+from toolkit.grammar.earley import ByteRecognizer, compile_cfg
 
 __all__ = ["MARK", "ANY_MARK_REGEX", "SpecialSpec", "parse_spec", "resolve", "dual_ids", "mark_bytes",
            "mark_regex", "vocab_view", "marked_bytes", "spelled", "encode_with_specials"]
@@ -209,7 +210,6 @@ def marked_bytes(vocab: Vocabulary, ids: list[int], grammar: Any = None) -> byte
         grammar.special_terminals else frozenset()
     if not duals:
         return b"".join(mark_bytes(t) if t in specials else vocab.token_bytes[t] for t in ids)
-    from toolkit.grammar.earley import ByteRecognizer, compile_cfg
 
     rec: ByteRecognizer | None = ByteRecognizer(compile_cfg(grammar))
     out = []

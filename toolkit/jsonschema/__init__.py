@@ -9,6 +9,7 @@ from toolkit.jsonschema.compiler import (
     JsonSchemaText,
     from_json_schema,
     grammar_of,
+    json_schema_to_regex,
     schema_text,
 )
 
@@ -18,6 +19,7 @@ __all__ = [
     "DEFAULT_MAX_RULES",
     "from_json_schema",
     "grammar_of",
+    "json_schema_to_regex",
     "JsonSchemaText",
     "PROPERTY_ORDERS",
     "schema_text",

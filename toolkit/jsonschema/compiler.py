@@ -8,7 +8,7 @@ encoding of strings, and flexible whitespace between tokens (``%ignore``) unless
 
 The rule that matters most: **never looser than the schema**.  Where a keyword can
 only be approximated, the grammar is *tighter* (documented below and in
-:mod:`toolkit.automata.jsonregex`), and where it cannot be expressed at all the compiler
+:mod:`toolkit.automata.jsontext`), and where it cannot be expressed at all the compiler
 raises :class:`~toolkit.core.errors.UnsupportedSchema` naming the keyword and its JSON
 pointer; with ``strict=False`` the keyword is dropped with a warning that says the
 grammar is looser than the schema.
@@ -27,7 +27,7 @@ Tighter than the schema, by design:
   compiled otherwise (tighter: those drafts' validators ignore them);
 * enum/const values are matched in the serialization of their JSON value (objects
   in their key order, numbers as written in the schema);
-* numbers with bounds are written without an exponent; see :mod:`toolkit.automata.jsonregex`;
+* numbers with bounds are written without an exponent; see :mod:`toolkit.automata.jsontext`;
 * in the complement of a schema (``not``, and ``oneOf``'s "this branch and no
   other"), non-integral numbers are written without an exponent, excluded integer
   values only in their canonical spelling (the integer type has no other), a
@@ -80,23 +80,19 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from toolkit.automata import jsonregex
-from toolkit.automata.dfaops import compile_boolean
-from toolkit.automata.jsonregex import (
-    NOTHING,
-    decimal_step,
-    ecma_pattern,
-    json_format,
-    json_string,
-    json_string_literal,
-    multiple_of,
-    number_range,
-)
+from toolkit.automata import jsontext
+from toolkit.automata.dfaops import compile_boolean, disjoint
+from toolkit.automata.jsontext import NOTHING, json_string, json_string_literal
 from toolkit.automata.regex import compile_regex
 from toolkit.core.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar, UnsupportedSchema
+from toolkit.grammar.embed import register_schema_compiler
 from toolkit.grammar.ir import Grammar, Terminal
+from toolkit.jsonschema.ecma import ecma_pattern
+from toolkit.jsonschema.formats import json_format
+from toolkit.jsonschema.numbers import decimal_step, multiple_of, number_range
 
-__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "SPELLINGS", "JsonSchemaText", "schema_text", "grammar_of"]
+__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "SPELLINGS", "JsonSchemaText", "schema_text", "grammar_of",
+           "json_schema_to_regex"]
 
 DEFAULT_MAX_RULES = 50_000
 DEFAULT_MAX_DEPTH = 100  # nested schemas (each a few Python frames deep in the compiler)
@@ -104,13 +100,13 @@ PROPERTY_ORDERS = ("schema", "any")
 """``property_order``: ``"schema"`` writes listed properties in the schema's order (as
 llguidance and xgrammar do), ``"any"`` in any order (see :meth:`_Compiler._any_order`)."""
 
-SPELLINGS = jsonregex.SPELLINGS
+SPELLINGS = jsontext.SPELLINGS
 """``spelling``: how strings may be written.  ``"json"`` (default): every JSON text of
 the value (escapes as JSON means them).  ``"llguidance"``: as llguidance's schema
 compiler writes them, a subset (never looser than the schema): object keys and string
 ``const``/``enum`` values as the one text ``json.dumps(value, ensure_ascii=False)``
 writes, other strings with the characters of
-:data:`toolkit.automata.jsonregex.LLGUIDANCE_CHAR` (``\\u`` only for controls, no ``\\/``).
+:data:`toolkit.automata.jsontext.LLGUIDANCE_CHAR` (``\\u`` only for controls, no ``\\/``).
 The Lark reader's ``%json`` uses it."""
 ANY_ORDER_MAX = 20_000
 """Largest object written in any order: (2 ** required names) x (kinds of member + 1)
@@ -1095,8 +1091,6 @@ class _Compiler:
             if not (set(a) & set(_STRING_KW)) or not (set(b) & set(_STRING_KW)):
                 return False
             try:
-                from toolkit.automata.dfaops import disjoint
-
                 da = compile_boolean(*self.string_spec(a, ""))
                 db = compile_boolean(*self.string_spec(b, ""))
                 return disjoint(da, db)
@@ -1488,7 +1482,7 @@ class _Compiler:
             if names:
                 excl = (_raw_keys(names), *excl)
             if self.spelling == "llguidance":  # its keys take escapes: the listed ones out in every spelling
-                key = self.term(f'"{jsonregex.LLGUIDANCE_KEY_CHAR}*"', "AKEY", spec_also,
+                key = self.term(f'"{jsontext.LLGUIDANCE_KEY_CHAR}*"', "AKEY", spec_also,
                                 (*listed, *excl[1 if names else 0 :]))
             else:
                 key = self.term(f'"{_RAW}*"', "AKEY", spec_also, excl)
@@ -2386,5 +2380,39 @@ def from_json_schema(
         schema = dict(schema)
     compiler = _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules, max_depth=max_depth,
                          property_order=property_order, spelling=spelling)
-    with jsonregex.spelling(spelling):
+    with jsontext.spelling(spelling):
         return compiler.grammar()
+
+
+def json_schema_to_regex(
+    schema: Any,
+    *,
+    max_depth: int = 5,
+    whitespace: str = "flexible",
+    strict: bool = True,
+    max_length: int = 1_000_000,
+) -> str:
+    """One regex for a JSON Schema: the input of an Outlines-style (regex → DFA) strategy.
+
+    ``Grammar.from_json_schema(schema, whitespace=..., strict=...).to_regex(max_depth=...)``:
+    the same language as the schema's grammar (flexible whitespace is the ``WS``
+    ignore terminal, written as ``(?:[ \\t\\n\\r]+)*`` before every token and at the
+    end), except that recursion (``$ref`` cycles, and containers nested in free-form
+    values: ``{}``, ``true``, additional properties, which are allowed unless
+    ``additionalProperties`` is false) is unrolled to ``max_depth`` nestings as
+    :meth:`Grammar.to_regex` defines it.  Instances nested deeper are rejected, never
+    the other way round: the regex is never looser than the grammar, and equal to it
+    when the schema has no recursion.  Unbounded arrays and lists of additional
+    properties are repetitions, not recursion, so they stay unbounded.
+
+    A free-form value repeats its inner value four times per level (in objects and
+    in arrays, the first element and the rest), so its text grows about 4x per
+    level (some 600 kB at depth 5): past ``max_length`` characters this raises
+    :class:`LimitExceeded`; close objects (``additionalProperties: false``) or lower
+    ``max_depth``.
+    """
+    g = from_json_schema(schema, whitespace=whitespace, strict=strict)
+    return g.to_regex(max_depth=max_depth, max_length=max_length)
+
+
+register_schema_compiler(from_json_schema)

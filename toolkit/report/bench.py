@@ -49,11 +49,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import matplotlib as mpl
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from toolkit.bench.harness import load_records, records_file
 from toolkit.core.errors import MasklabError
+from toolkit.report.style import (
+    RC,
+    engine_styles,
+    figure_legend,
+    new_figure,
+    save_figure,
+    short_vocab,
+    unique,
+)
 
 __all__ = [
     "Runs",
@@ -65,11 +76,17 @@ __all__ = [
     "load_runs",
     "engine_table",
     "density_table",
-    "to_markdown",
     "plot_tbm_cdf",
     "plot_ttfm_cdf",
     "plot_density",
-    "write_report",
+    "common_items",
+    "restrict",
+    "comparable",
+    "comparability_warnings",
+    "as_dirs",
+    "option_text",
+    "vocab_text",
+    "data_text",
 ]
 
 STATUSES: tuple[str, ...] = (
@@ -100,42 +117,6 @@ TTFM_PERCENTILES: tuple[float, ...] = (50, 75, 90, 99)
 _LIST_FIELDS = ("tbm_s", "glue_s", "allowed", "sliced", "cases", "direct")
 _NUMERIC_FIELDS = ("compile_s", "ttfm_s", "memory_bytes", "vocab_size", "wall_s")
 
-# Okabe & Ito (2008) colour-blind-safe palette; yellow last (weak on white).
-_PALETTE = (
-    "#0072B2",  # blue
-    "#D55E00",  # vermillion
-    "#009E73",  # bluish green
-    "#CC79A7",  # reddish purple
-    "#E69F00",  # orange
-    "#56B4E9",  # sky blue
-    "#000000",  # black
-    "#F0E442",  # yellow
-)
-_LINESTYLES = ("-", "--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
-_HATCHES = ("", "//", "\\\\", "xx", "..", "++", "--", "oo")
-
-_RC: dict[str, Any] = {
-    "font.size": 11,
-    "axes.titlesize": 12,
-    "axes.labelsize": 11,
-    "xtick.labelsize": 10,
-    "ytick.labelsize": 10,
-    "legend.fontsize": 10,
-    "figure.titlesize": 12,
-    "axes.grid": True,
-    "axes.axisbelow": True,
-    "grid.alpha": 0.35,
-    "grid.linewidth": 0.6,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "lines.linewidth": 1.8,
-    "legend.frameon": False,
-    "pdf.fonttype": 42,  # TrueType in the PDF: editable text, accepted by publishers
-    "ps.fonttype": 42,
-    "savefig.bbox": "tight",
-    "savefig.pad_inches": 0.05,
-}
-_DPI = 200
 _MAX_CDF_POINTS = 4000
 
 
@@ -173,7 +154,7 @@ class Runs:
 # ---------------------------------------------------------------------------- loading
 
 
-def _as_dirs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
+def as_dirs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -> list[Path]:
     if isinstance(dirs, str | os.PathLike):
         return [Path(dirs)]
     return [Path(d) for d in dirs]
@@ -207,7 +188,7 @@ def _options(info: Any) -> dict[str, Any]:
     return opts if isinstance(opts, dict) else {}
 
 
-def _opt_text(value: Any) -> str:
+def option_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
 
 
@@ -231,7 +212,7 @@ def _assign_labels(
         differing = [
             k for k in keys if len({json.dumps(o.get(k), sort_keys=True) for o in opts}) > 1
         ]
-        tags = [", ".join(f"{k}={_opt_text(o.get(k))}" for k in differing) for o in opts]
+        tags = [", ".join(f"{k}={option_text(o.get(k))}" for k in differing) for o in opts]
         if not differing or len(set(tags)) < len(tags):
             tags = [dirs[i].resolve().name for i, _ in uses]
             if len(set(tags)) < len(tags) or not all(tags):
@@ -269,7 +250,7 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
     Raises :class:`ReportError` (a ``ValueError``) when no directory is given, one is
     missing or has no ``records.jsonl``, or a run has no valid record at all.
     """
-    paths = _as_dirs(dirs)
+    paths = as_dirs(dirs)
     if not paths:
         raise ReportError("no run directory given")
     metas: list[dict[str, Any]] = []
@@ -456,11 +437,11 @@ def comparability_warnings(runs: Runs, limit: int | None = None) -> list[str]:
     that many pairs of engines, those with the most differing steps first, and a last
     line counting the rest (the terminal's summary; the report lists every pair)."""
     out: list[str] = []
-    vocabs = _unique(_vocab_key(m) for m in runs.meta)
+    vocabs = unique(_vocab_key(m) for m in runs.meta)
     if len(vocabs) > 1:
         out.append(f"the runs used different vocabularies ({' / '.join(vocabs)}): their masks and times "
                    "are not comparable")
-    datas = _unique(str(m.get("data")) for m in runs.meta if m.get("data"))
+    datas = unique(str(m.get("data")) for m in runs.meta if m.get("data"))
     if len(datas) > 1:
         out.append(f"the runs used different data ({' / '.join(datas)}): their items differ")
     if len(vocabs) > 1:
@@ -621,134 +602,6 @@ def density_table(runs: Runs) -> pd.DataFrame:
     return table
 
 
-def _cell(value: Any, fmt: str, intfmt: str, na: str) -> str:
-    if value is None or (isinstance(value, float | np.floating) and math.isnan(value)):
-        return na
-    if value is pd.NA or value is pd.NaT:
-        return na
-    if isinstance(value, bool | np.bool_):
-        return str(bool(value))
-    if isinstance(value, int | np.integer):
-        return format(int(value), intfmt)
-    if isinstance(value, float | np.floating):
-        return format(float(value), fmt)
-    return str(value).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
-
-
-def to_markdown(
-    df: pd.DataFrame,
-    floatfmt: str | Mapping[str, str] = ".2f",
-    *,
-    intfmt: str = "",
-    index: bool | None = None,
-    na: str = "–",
-) -> str:
-    """``df`` as a GitHub-flavoured markdown table (no trailing newline).
-
-    ``floatfmt`` is a :func:`format` spec for float cells, or a mapping column ->
-    spec (other float columns use ``"g"``); ``intfmt`` the spec for integers (``","``
-    for thousands separators).  The index is written as leading column(s) when
-    ``index`` is true, or, by default, when it is named or not a RangeIndex.  Missing
-    values print as ``na``; ``|`` in text is escaped and newlines become spaces.
-    Numeric columns are right-aligned, others left-aligned.
-    """
-    if index is None:
-        index = not isinstance(df.index, pd.RangeIndex) or any(
-            n is not None for n in df.index.names
-        )
-    frame = df.reset_index() if index else df.reset_index(drop=True)
-    if index:
-        names = [n if n is not None else "" for n in df.index.names]
-        frame.columns = names + list(frame.columns[len(names) :])
-    headers = [
-        " ".join(str(p) for p in c if str(p)) if isinstance(c, tuple) else str(c)
-        for c in frame.columns
-    ]
-    cols: list[list[str]] = []
-    numeric: list[bool] = []
-    for j in range(len(frame.columns)):
-        fmt = floatfmt if isinstance(floatfmt, str) else floatfmt.get(headers[j], "g")
-        values = frame.iloc[:, j].tolist()
-        cols.append([_cell(v, fmt, intfmt, na) for v in values])
-        present = [v for v in values if not (v is None or (isinstance(v, float) and math.isnan(v)))]
-        numeric.append(
-            bool(present)
-            and all(
-                isinstance(v, int | float | np.integer | np.floating)
-                and not isinstance(v, bool | np.bool_)
-                for v in present
-            )
-        )
-    headers = [h.replace("|", "\\|") for h in headers]
-    widths = [
-        max([3, len(h), *(len(c) for c in col)]) for h, col in zip(headers, cols, strict=True)
-    ]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [
-            c.rjust(w) if num else c.ljust(w)
-            for c, w, num in zip(cells, widths, numeric, strict=True)
-        ]
-        return "| " + " | ".join(padded) + " |"
-
-    rule = (
-        "| "
-        + " | ".join(
-            "-" * (w - 1) + ":" if num else ":" + "-" * (w - 1)
-            for w, num in zip(widths, numeric, strict=True)
-        )
-        + " |"
-    )
-    out = [line(headers), rule]
-    out += [line([col[i] for col in cols]) for i in range(len(frame))]
-    return "\n".join(out)
-
-
-# ---------------------------------------------------------------------------- figures
-
-
-# Each known engine keeps its colour in every figure of every report, so figures of
-# different runs (or papers) compare at a glance; a strategy and its production
-# engine share a hue family (blue, red-orange), ours drawn solid, the peers dashed.
-_ENGINE_COLOURS = {
-    "llguidance": 0,  # blue
-    "peer:llguidance": 5,  # sky blue
-    "outlines": 1,  # vermillion
-    "peer:outlines-core": 4,  # orange
-    "peer:xgrammar": 3,  # reddish purple
-    "xgrammar": 2,  # bluish green
-    "naive": 6,  # black
-}
-_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
-
-
-def engine_styles(engines: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Colour, line style, hatch and marker per engine label, ``engines`` mapping each
-    label to its engine name.  A known engine has the same colour in every figure
-    (:data:`_ENGINE_COLOURS`); other engines take the colours left, in order.  Peers
-    are dashed and hatched; a second label of the same engine (another version, other
-    options) takes the next line style and hatch."""
-    taken = {_ENGINE_COLOURS[e] for e in engines.values() if e in _ENGINE_COLOURS}
-    free = [i for i in range(len(_PALETTE)) if i not in taken] or list(range(len(_PALETTE)))
-    unknown = list(dict.fromkeys(e for e in engines.values() if e not in _ENGINE_COLOURS))
-    seen: dict[str, int] = {}
-    out = {}
-    for label, engine in engines.items():
-        if engine in _ENGINE_COLOURS:
-            slot, cycle = _ENGINE_COLOURS[engine], 0
-        else:  # past the free colours, the line style tells them apart
-            n = unknown.index(engine)
-            slot, cycle = free[n % len(free)], n // len(free)
-        seen[engine] = seen.get(engine, -1) + 1  # earlier labels of this engine
-        style = seen[engine] + cycle + (1 if engine.startswith("peer:") else 0)
-        out[label] = {
-            "color": _PALETTE[slot],
-            "linestyle": _LINESTYLES[style % len(_LINESTYLES)],
-            "hatch": _HATCHES[style % len(_HATCHES)],
-            "marker": _MARKERS[slot],
-        }
-    return out
-
 
 def _styles(runs: Runs) -> dict[str, dict[str, Any]]:
     """:func:`engine_styles` for the engine labels of ``runs``."""
@@ -759,21 +612,7 @@ def _styles(runs: Runs) -> dict[str, dict[str, Any]]:
     return engine_styles({label: names.get(label, label.split(" ")[0]) for label in runs.engines})
 
 
-def _unique(values: Iterable[Any]) -> list[Any]:
-    return list(dict.fromkeys(v for v in values if v not in (None, "")))
-
-
-def short_vocab(spec: str) -> str:
-    """A vocabulary spec as a figure's subtitle gives it, without the folders:
-    ``llama3:/a/b/llama-3/tokenizer.model`` -> ``llama3:llama-3``."""
-    kind, sep, rest = spec.partition(":")
-    if not sep or not rest:
-        return spec
-    path = Path(rest)
-    return f"{kind}:{path.parent.name if path.name.startswith('tokenizer') else path.name}"
-
-
-def _vocab_text(runs: Runs, short: bool = False) -> str:
+def vocab_text(runs: Runs, short: bool = False) -> str:
     parts = []
     for meta in runs.meta:
         v = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
@@ -787,21 +626,21 @@ def _vocab_text(runs: Runs, short: bool = False) -> str:
     if not parts:
         sizes = runs.records["vocab_size"].dropna().unique()
         parts = [f"{int(s):,} ids" for s in sizes]
-    return " / ".join(_unique(parts)) or "unknown"
+    return " / ".join(unique(parts)) or "unknown"
 
 
-def _data_text(runs: Runs) -> str:
+def data_text(runs: Runs) -> str:
     names = []
     for meta in runs.meta:
         data = meta.get("data")
         if data:
             s = str(data)
             names.append(Path(s).name if len(s) > 30 and Path(s).name else s)
-    return " / ".join(_unique(names)) or "unknown"
+    return " / ".join(unique(names)) or "unknown"
 
 
 def _subtitle(runs: Runs) -> str:
-    text = f"vocabulary: {_vocab_text(runs, short=True)} · data: {_data_text(runs)}"
+    text = f"vocabulary: {vocab_text(runs, short=True)} · data: {data_text(runs)}"
     return f"{text}\n{runs.scope}" if runs.scope else text
 
 
@@ -832,33 +671,6 @@ def _tick_label(v: float, _pos: Any = None) -> str:
     return f"$10^{{{exp}}}$"
 
 
-def _save(fig: Any, path: str | os.PathLike[str]) -> tuple[Path, Path]:
-    """Save ``fig`` as ``<stem>.png`` (200 dpi) and ``<stem>.pdf``; returns both paths."""
-    base = Path(path)
-    if base.suffix.lower() in (".png", ".pdf"):
-        base = base.with_suffix("")
-    base.parent.mkdir(parents=True, exist_ok=True)
-    png, pdf = base.with_suffix(".png"), base.with_suffix(".pdf")
-    fig.savefig(png, dpi=_DPI, metadata={"Software": None})
-    fig.savefig(pdf, metadata={"CreationDate": None})
-    return png, pdf
-
-
-def _new_figure(width: float, height: float) -> Any:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _legend(fig: Any, handles: list[Any], labels: list[str]) -> None:
-    if not handles:
-        return
-    ncols = 1 if max(len(s) for s in labels) > 40 else min(len(labels), 2)
-    fig.legend(handles, labels, loc="outside lower center", ncols=ncols)
-
 
 def _plot_cdf(
     runs: Runs,
@@ -868,12 +680,10 @@ def _plot_cdf(
     xlabel: str,
     ylabel: str,
 ) -> tuple[Path, Path]:
-    import matplotlib as mpl
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     styles = _styles(runs)
-    with mpl.rc_context(_RC):
-        fig = _new_figure(6.4, 4.6)
+    with mpl.rc_context(RC):
+        fig = new_figure(6.4, 4.6)
         ax = fig.add_subplot()
         handles, labels = [], []
         for label in runs.engines:
@@ -903,8 +713,8 @@ def _plot_cdf(
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}\n{_subtitle(runs)}")
-        _legend(fig, handles, labels)
-        return _save(fig, path)
+        figure_legend(fig, handles, labels)
+        return save_figure(fig, path)
 
 
 def plot_tbm_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
@@ -951,14 +761,13 @@ def plot_density(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
 
     Writes PNG and PDF like :func:`plot_tbm_cdf`; engines without masks are left out.
     """
-    import matplotlib as mpl
 
     table = density_table(runs)
     styles = _styles(runs)
     engines = [e for e in runs.engines if e in table.index.get_level_values(0)]
     cats = list(dict.fromkeys(table.index.get_level_values(1))) or list(DENSITY_CATEGORIES)
-    with mpl.rc_context(_RC):
-        fig = _new_figure(11.0, 4.6)
+    with mpl.rc_context(RC):
+        fig = new_figure(11.0, 4.6)
         axes = fig.subplots(1, 2, sharey=True)
         x = np.arange(len(cats))
         width = 0.8 / max(1, len(engines))
@@ -998,293 +807,7 @@ def plot_density(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
         axes[1].set_ylabel("% of the engine's mask time")
         axes[1].tick_params(labelleft=True)
         fig.suptitle(f"Masks by density\n{_subtitle(runs)}")
-        _legend(fig, handles, engines)
-        return _save(fig, path)
+        figure_legend(fig, handles, engines)
+        return save_figure(fig, path)
 
 
-# ---------------------------------------------------------------------------- report
-
-
-def _fmt_meta_value(v: Any) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return str(v)
-
-
-def _run_section(i: int, meta: dict[str, Any]) -> list[str]:
-    lines = [f"### Run {i + 1}: `{meta.get('dir')}`", ""]
-    if meta.get("meta_error"):
-        lines.append(f"- **{meta['meta_error']}**")
-    if meta.get("command"):
-        lines.append(f"- command: `{meta['command']}`")
-    if meta.get("started") or meta.get("finished"):
-        lines.append(
-            f"- started {_fmt_meta_value(meta.get('started'))}, "
-            f"finished {_fmt_meta_value(meta.get('finished'))}"
-        )
-    v = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
-    if v:
-        size = f"{int(v['size']):,} ids" if v.get("size") else "size unknown"
-        text = f", {int(v['text_tokens']):,} text tokens" if v.get("text_tokens") else ""
-        lines.append(f"- vocabulary: {v.get('spec', '?')} ({size}{text})")
-    if "data" in meta:
-        lines.append(f"- data: `{meta.get('data')}`")
-    settings = [
-        text.format(_fmt_meta_value(meta[k]))
-        for k, text in (
-            ("masklab_version", "masklab {}"),
-            ("timeout_s", "timeout {} s"),
-            ("jobs", "jobs {}"),
-            ("seed", "seed {}"),
-            ("quick", "quick {}"),
-        )
-        if k in meta
-    ]
-    if settings:
-        lines.append("- " + ", ".join(settings))
-    m = meta.get("machine") if isinstance(meta.get("machine"), dict) else {}
-    if m:
-        parts = [str(m[k]) for k in ("platform", "processor") if m.get(k)]
-        if m.get("cpu_count"):
-            parts.append(f"{m['cpu_count']} CPUs")
-        if m.get("memory_gb"):
-            parts.append(f"{m['memory_gb']} GB RAM")
-        if m.get("python"):
-            parts.append(f"Python {m['python']}")
-        parts.append(f"GPU {m['gpu']}" if m.get("gpu") else "no GPU")
-        lines.append("- machine: " + ", ".join(parts))
-    engines = meta.get("engines") if isinstance(meta.get("engines"), dict) else {}
-    labels = meta.get("labels", {})
-    if labels:
-        lines.append("- engines:")
-        for name, label in labels.items():
-            info = engines.get(name) if isinstance(engines.get(name), dict) else {}
-            opts = info.get("options") or {}
-            opt_text = (
-                ", ".join(f"{k}={_opt_text(v)}" for k, v in opts.items())
-                if opts
-                else "default options"
-            )
-            version = info.get("version") or "version unknown"
-            lines.append(f"  - `{name}` {version} ({opt_text}), shown as **{label}**")
-    skipped = meta.get("skipped_lines", 0)
-    rec_line = f"- records: {meta.get('records', 0):,}"
-    if skipped:
-        rec_line += f" ({skipped} line(s) of records.jsonl skipped: not valid JSON records)"
-    lines.append(rec_line)
-    lines.append("")
-    return lines
-
-
-_HOW_TO_READ = """\
-**TBM** (time between masks) is the time of one mask step as a server makes it: the
-engine's own call that fills the next token's mask and its own call that accepts the
-token, over every valid test instance of every item; the TBM statistics pool all
-steps of an engine.  For masklab's strategies that is the C session's fill and accept;
-for a peer (`peer:...`) the engine's native calls, timed inside the adapter, while
-what the adapter adds (the protocol's checks, clearing non-text ids, EOS) is the
-*glue* columns, outside TBM.  **TTFM** (time to first mask) is grammar compilation
-plus the first mask, one value per item that got that far; for a peer, its compile
-call, its matcher and its first fill.  Timing tables and figures are over the items
-every engine passed unless the report says otherwise (`masklab report --all-items`:
-each engine over its own), so every engine is timed on the same work; the outcome
-table counts every record.  avg is the mean; pNN are percentiles computed
-with numpy's default linear interpolation.  Statuses: *passing* (every test instance
-handled correctly), *compile_error*, *timeout*, *crash*, *validation_error* (a valid
-instance rejected) and *invalidation_error* (an invalid instance accepted: the
-engine is looser than the spec).
-
-The density table sorts masks by the share of the vocabulary they allow
-(allowed / vocabulary size): `0-2% !sliced` (< 2%), `2-85% !sliced`, `85%+ !sliced`
-(≥ 85%), computed without slices, and `85%+ sliced`, where the engine used its
-vocabulary slices (`<85% sliced` collects sliced masks below 85% when there are
-any).  *% of masks* and *% of mask time* each sum to 100 per engine; *µs per mask*
-is the mean TBM of the category.  Engines with no mask at all (every item failed to
-compile) keep their row in the engine table with empty timings and are absent from
-the density table and the figures."""
-
-
-def _short(detail: Any, limit: int = 120) -> str:
-    if detail is None or (isinstance(detail, float) and math.isnan(detail)):
-        return ""
-    text = " ".join(str(detail).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _failures(runs: Runs, limit: int = 20) -> list[str]:
-    recs = runs.records
-    bad = recs[recs["status"] != "passing"]
-    if bad.empty:
-        return []
-    lines = ["## Non-passing items", ""]
-    for label in runs.engines:
-        g = bad[bad["engine_label"] == label]
-        if g.empty:
-            continue
-        shown = g.head(limit)
-        detail = shown["detail"] if "detail" in shown else pd.Series("", index=shown.index)
-        df = pd.DataFrame(
-            {
-                "item": shown["item"].astype(str),
-                "status": shown["status"].astype(str),
-                "detail": [_short(d) for d in detail.tolist()],
-            }
-        )
-        lines += [f"**{label}**: {len(g)} non-passing", "", to_markdown(df, index=False), ""]
-        if len(g) > limit:
-            lines += [f"({len(g) - limit} more in records.jsonl)", ""]
-    return lines
-
-
-def write_report(
-    dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
-    out: str | os.PathLike[str] | None = None,
-    *,
-    all_items: bool = False,
-) -> Path:
-    """Load ``dirs`` and write the report into ``out`` (default: the first directory).
-
-    A directory holding ``records.jsonl`` is a bench run: the report gets
-    ``engines.csv``, ``density.csv``, ``tbm_cdf.png/.pdf``, ``ttfm_cdf.png/.pdf`` and
-    ``density.png/.pdf``.  Any other directory is searched for ``masklab generate``
-    runs (:mod:`toolkit.report.e2e`): the report gets the end-to-end section, ``e2e.csv``,
-    ``apply_kernels.csv``, ``e2e_overhead.png/.pdf`` (overhead vs batch size) and
-    ``e2e_steps.png/.pdf``.  Returns the path of ``report.md``.  Raises
-    :class:`ReportError` (a ``ValueError``) for a directory that is neither, or a
-    bench run that cannot be read or has no records.
-
-    Timing tables, the density table and the figures are over the items every engine
-    passed (:func:`comparable`; ``all_items``: each engine's own), the outcome table over
-    every record; the report opens with :func:`comparability_warnings`.
-    """
-    paths = _as_dirs(dirs)
-    if not paths:
-        raise ReportError("no run directory given")
-    for d in paths:
-        if not d.is_dir():
-            raise ReportError(f"{d}: not a directory")
-    bench = [d for d in paths if records_file(d).is_file()]
-    others = [d for d in paths if d not in bench]
-    out_dir = Path(out) if out is not None else paths[0]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    e2e_lines: list[str] = []
-    n_gen = 0
-    if others:
-        from toolkit.report.e2e import e2e_sections, find_generate_runs
-
-        for d in others:
-            if not find_generate_runs([d]):
-                raise ReportError(f"{d}: no records.jsonl (a masklab bench run) and no masklab generate "
-                                  "run (run.json with a summary, steps.csv) in it or below it")
-        e2e_lines, n_gen = e2e_sections(others, out_dir)
-    if not bench:
-        lines = ["# masklab end-to-end report", "",
-                 f"{n_gen} generate run{'s' if n_gen != 1 else ''} from {', '.join(f'`{d}`' for d in others)}", ""]
-        report = out_dir / "report.md"
-        report.write_text("\n".join(lines + e2e_lines).rstrip() + "\n", encoding="utf-8")
-        return report
-    everything = load_runs(bench)
-    runs = comparable(everything, all_items)
-    warnings = comparability_warnings(everything)
-
-    engines = engine_table(runs)
-    outcomes = engine_table(everything)
-    density = density_table(runs)
-    # the CSV: timings over the compared items, outcomes over every record
-    timing = [c for c in engines.columns if c.startswith(("TBM", "TTFM"))] + ["masks"]
-    pd.concat([engines[timing], outcomes.drop(columns=[c for c in timing if c in outcomes])],
-              axis=1).to_csv(out_dir / "engines.csv")
-    density.to_csv(out_dir / "density.csv")
-    plot_tbm_cdf(runs, out_dir / "tbm_cdf")
-    plot_ttfm_cdf(runs, out_dir / "ttfm_cdf")
-    plot_density(runs, out_dir / "density")
-    direct_lines: list[str] = []
-    if bool(everything.records.get("has_direct", pd.Series(dtype=bool)).any()):
-        from toolkit.report.direct import direct_markdown, direct_table
-
-        table = direct_table(r for d in bench for r in load_records(d)[0])
-        table.to_csv(out_dir / "direct.csv", index=False)
-        direct_lines = ["## Per-mask truth: masklab's times against the engines called directly", "",
-                        "Each peer through masklab (its own calls timed inside the adapter) and called directly "
-                        "through its own API on the same walks (`masklab bench --direct-check`, "
-                        "`toolkit.report.direct`); our strategies against the peer they reimplement, called directly. "
-                        "TBM in µs, TTFM in ms; full precision in `direct.csv`.", "",
-                        direct_markdown(table), ""]
-
-    timing_cols = [c for c in engines.columns if c.startswith(("TBM", "TTFM"))]
-    outcome_cols = [c for c in outcomes.columns if not c.startswith(("TBM", "TTFM"))]
-    tbm = engines[[c for c in timing_cols if c.startswith("TBM")] + ["masks"]]
-    tbm = tbm.rename(columns=lambda c: c.replace("TBM ", "").replace(" (µs)", ""))
-    ttfm = engines[[c for c in timing_cols if c.startswith("TTFM")]]
-    ttfm = ttfm.rename(columns=lambda c: c.replace("TTFM ", "").replace(" (ms)", ""))
-    ttfm.insert(
-        len(ttfm.columns),
-        "items with TTFM",
-        runs.records.groupby("engine_label", observed=False)["ttfm_s"]
-        .count()
-        .reindex(engines.index)
-        .to_numpy(),
-    )
-
-    n_runs = len(runs.meta)
-    lines = [
-        "# masklab benchmark report",
-        "",
-        f"{n_runs} run{'s' if n_runs != 1 else ''} · vocabulary: {_vocab_text(runs)} · "
-        f"data: {_data_text(runs)} · {len(runs.engines)} engine(s) · "
-        f"{len(everything.records):,} records · {len(everything.masks):,} mask steps",
-        "",
-        f"**Timings over {runs.scope}.**",
-        "",
-    ]
-    if warnings:
-        lines += ["## Warnings: not like for like", ""] + [f"* {w}" for w in warnings] + [""]
-    lines += ["## Runs", ""]
-    for i, meta in enumerate(runs.meta):
-        lines += _run_section(i, meta)
-    lines += [
-        "## Time between masks (TBM, µs)",
-        "",
-        to_markdown(tbm, ".1f", intfmt=","),
-        "",
-        "## Time to first mask (TTFM = compile + first mask, ms)",
-        "",
-        to_markdown(ttfm, ".1f", intfmt=","),
-        "",
-        "## Outcomes (items per status)",
-        "",
-        to_markdown(outcomes[[c for c in outcome_cols if c != "masks"]], ".1f", intfmt=","),
-        "",
-        "## Masks by density",
-        "",
-        to_markdown(density, ".1f", intfmt=",") if len(density) else "(no masks recorded)",
-        "",
-        "## Figures",
-        "",
-        "![TBM CDF](tbm_cdf.png)",
-        "",
-        "TBM cumulative distribution ([PDF](tbm_cdf.pdf))",
-        "",
-        "![TTFM CDF](ttfm_cdf.png)",
-        "",
-        "TTFM cumulative distribution ([PDF](ttfm_cdf.pdf))",
-        "",
-        "![Masks by density](density.png)",
-        "",
-        "Share of masks and of mask time by density category ([PDF](density.pdf))",
-        "",
-        "## How to read",
-        "",
-        _HOW_TO_READ,
-        "",
-        "The full-precision tables are `engines.csv` and `density.csv`.",
-        "",
-    ]
-    lines += direct_lines
-    lines += _failures(everything)
-    lines += [""] + e2e_lines
-    report = out_dir / "report.md"
-    report.write_text("\n".join(lines).rstrip() + "\n", encoding="utf-8")
-    return report

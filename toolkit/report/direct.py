@@ -32,6 +32,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from toolkit.report.style import to_markdown
+
 __all__ = ["COUNTERPARTS", "direct_table", "direct_markdown"]
 
 #: our strategy -> the production engine it reimplements
@@ -114,7 +116,6 @@ def direct_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
 
 def direct_markdown(table: pd.DataFrame) -> str:
     """The table as Markdown, the columns a reader needs."""
-    from toolkit.report.bench import to_markdown
 
     if table.empty:
         return "(no record has a direct check: run `masklab bench --direct-check` with a peer engine)"

@@ -33,10 +33,23 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import matplotlib as mpl
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FixedLocator, NullLocator
 
 from toolkit.core.errors import MasklabError
+from toolkit.decode.generate import DEFAULT_PROMPT, SPEC_PROMPT
+from toolkit.report.style import (
+    HATCHES,
+    PALETTE,
+    RC,
+    engine_styles,
+    new_figure,
+    save_figure,
+    short_vocab,
+    to_markdown,
+)
 
 __all__ = [
     "find_generate_runs",
@@ -227,16 +240,12 @@ def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
 
 
 def _prompt_text(prompt: Any) -> str:
-    from toolkit.decode.generate import DEFAULT_PROMPT, SPEC_PROMPT
-
     if prompt is None or prompt == DEFAULT_PROMPT:
         return "default prompt"
     return "spec prompt" if prompt == SPEC_PROMPT else "custom prompt"
 
 
 def _subtitle(runs: pd.DataFrame) -> str:
-    from toolkit.report.bench import short_vocab
-
     parts = []
     for col, name in (("model", "model"), ("device", "device"), ("dtype", "dtype"), ("forward", "forward"),
                       ("vocab", "vocabulary")):
@@ -251,16 +260,13 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Pat
     unconstrained tokens/s per setup (:func:`unconstrained_references`); the tokens/s
     axis is logarithmic when its values span more than 20x (runs of two models); PNG
     and PDF."""
-    import matplotlib as mpl
-    from matplotlib.ticker import FixedLocator, NullLocator
 
-    from toolkit.report.bench import _RC, _new_figure, _save, engine_styles
 
     labels = list(dict.fromkeys(runs["label"]))
     styles = engine_styles({lab: str(runs.loc[runs["label"] == lab, "engine"].iloc[0]) for lab in labels})
     batches = sorted(runs["batch"].unique())
-    with mpl.rc_context(_RC):
-        fig = _new_figure(10.0, 4.4)
+    with mpl.rc_context(RC):
+        fig = new_figure(10.0, 4.4)
         ax_o, ax_t = fig.subplots(1, 2)
         handles = []
         for lab in labels:
@@ -295,7 +301,7 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Pat
         ax_t.set_title("Throughput")
         fig.suptitle(f"End-to-end decoding\n{_subtitle(runs)}")
         fig.legend(handles, names, loc="outside lower center", ncols=min(len(names), 3))
-        return _save(fig, path)
+        return save_figure(fig, path)
 
 
 def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
@@ -303,21 +309,19 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[P
     accept: they add up to the step) per engine and batch size, next to the
     unconstrained step, each annotated with its host overhead (ms and % of the
     unconstrained forward pass); PNG and PDF."""
-    import matplotlib as mpl
 
-    from toolkit.report.bench import _HATCHES, _PALETTE, _RC, _new_figure, _save
 
     rows = runs.sort_values(["batch", "label"])
     names = [f"{lab} · B={b}" for lab, b in zip(rows["label"], rows["batch"], strict=True)]
-    with mpl.rc_context(_RC):
-        fig = _new_figure(9.0, 1.2 + 0.42 * len(rows))
+    with mpl.rc_context(RC):
+        fig = new_figure(9.0, 1.2 + 0.42 * len(rows))
         ax = fig.add_subplot()
         y = np.arange(len(rows))
         left = np.zeros(len(rows))
         handles, labels = [], []
         for i, (col, name) in enumerate(_PARTS):
             vals = rows[col].fillna(0.0).to_numpy(dtype=float)
-            h = ax.barh(y, vals, left=left, color=_PALETTE[i], hatch=_HATCHES[i], edgecolor="white", height=0.7)
+            h = ax.barh(y, vals, left=left, color=PALETTE[i], hatch=HATCHES[i], edgecolor="white", height=0.7)
             left += vals
             handles.append(h)
             labels.append(name)
@@ -340,7 +344,7 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[P
         ax.grid(False, axis="y")
         fig.suptitle(f"Where a decoding step's time goes\n{_subtitle(runs)}")
         fig.legend(handles, labels, loc="outside lower center", ncols=3)
-        return _save(fig, path)
+        return save_figure(fig, path)
 
 
 _HOW_TO_READ = """\
@@ -377,7 +381,6 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple
     """Write ``e2e.csv``, ``apply_kernels.csv``, ``e2e_overhead`` and ``e2e_steps``
     (PNG + PDF) into ``out_dir`` for the generate runs under ``dirs``; return the report's
     markdown lines and the number of runs."""
-    from toolkit.report.bench import to_markdown
 
     runs, kernels = load_generate_runs(dirs)
     table = e2e_table(runs)
