@@ -31,6 +31,7 @@ from strategies import available_engines, get_engine, registered_engines
 from toolkit.bench.agree import AgreementError, explain, write_agreement
 from toolkit.bench.coverage import schema_coverage, summarize
 from toolkit.bench.datasets import embedded_dir
+from toolkit.bench.diagnose import VERDICTS, grammar_verdicts, late_matches
 from toolkit.bench.harness import (
     engine_info,
     machine_info,
@@ -338,6 +339,25 @@ def _cmd_agree(args: argparse.Namespace) -> int:
     return 0 if totals["steps_differ"] == 0 and totals["length_mismatch"] == 0 else 1
 
 
+def _cmd_diagnose_rejects(args: argparse.Namespace) -> int:
+    table = grammar_verdicts(args.run, args.engine, args.time_limit or None)
+    counts = {v: int((table["verdict"] == v).sum()) for v in VERDICTS}
+    items = table["item"].nunique() if len(table) else 0
+    print(f"{args.engine} in {args.run}: {len(table)} rejected valid instance(s) in {items} item(s); "
+          + ", ".join(f"{v}: {n}" for v, n in counts.items()))
+    for row in table[table["verdict"] != VERDICTS[0]].itertuples():
+        print(f"  {row.item} case {row.case}: {row.verdict}")
+    return 0
+
+
+def _cmd_diagnose_late_match(args: argparse.Namespace) -> int:
+    out = late_matches(args.run, args.ours, args.peer)
+    for item, data in out.pop("unexplained_tokens"):
+        print(f"unexplained: {item} {data!r}")
+    print(json.dumps(out))
+    return 0 if out["unexplained"] == 0 else 1
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="masklab", description="Compare token-mask strategies for constrained decoding.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -481,6 +501,21 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("--explain", type=int, default=0, metavar="N",
                     help="re-run the first N differing items and list the tokens only one engine allows")
     ag.set_defaults(func=_cmd_agree)
+
+    dg = sub.add_parser("diagnose", help="why an engine differs: its rejected instances, outlines-core's late matches")
+    dsub = dg.add_subparsers(dest="diagnostic", required=True)
+    rj = dsub.add_parser("rejects", help="the valid instances ENGINE rejected: does the item's own grammar reject them too?")
+    rj.add_argument("run", help="a bench run folder")
+    rj.add_argument("--engine", required=True, help="the engine whose validation errors to check")
+    rj.add_argument("--time-limit", type=float, default=30.0, metavar="S",
+                    help="seconds for the grammar's check of one instance (0: none; default 30)")
+    rj.set_defaults(func=_cmd_diagnose_rejects)
+    lm = dsub.add_parser("late-match", help="tokens only outlines allows, against outlines-core's documented miss "
+                         "(exit 1 if one is unexplained)")
+    lm.add_argument("run", help="a bench run folder holding both engines' records")
+    lm.add_argument("--ours", default="outlines", help="default: outlines")
+    lm.add_argument("--peer", default="peer:outlines-core", help="default: peer:outlines-core")
+    lm.set_defaults(func=_cmd_diagnose_late_match)
 
     a = sub.add_parser("accepts", help="does the grammar accept TEXT? (exit 0 yes, 1 no)")
     grammar_args(a)
