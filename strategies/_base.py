@@ -30,12 +30,32 @@ from toolkit.grammar.ir import Grammar
 from toolkit.grammar.special import dual_ids, vocab_view
 from toolkit.jsonschema.compiler import grammar_of
 
-__all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
+__all__ = ["TokenRuns", "BaseMatcher", "NativeMatcher", "DualMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
 
 _EOS = object()  # history record of an accepted EOS
 
 
-class BaseMatcher:
+class TokenRuns:
+    """``accept_tokens`` and ``validate_tokens``, from a matcher's ``accept_token`` and
+    ``rollback`` (every matcher here has both)."""
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> int:
+        """Consume tokens until one is rejected; returns how many were consumed."""
+        n = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
+        n = self.accept_tokens(token_ids)
+        self.rollback(n)
+        return n
+
+
+class BaseMatcher(TokenRuns):
     """Shared matcher logic; see the module doc for the hooks a strategy provides."""
 
     #: ``_fill_text`` writes every word of the row (the row need not be cleared first)
@@ -136,21 +156,6 @@ class BaseMatcher:
         self._history.append(record)
         return True
 
-    def accept_tokens(self, token_ids: Sequence[int]) -> int:
-        """Consume tokens until one is rejected; returns how many were consumed."""
-        n = 0
-        for t in token_ids:
-            if not self.accept_token(t):
-                break
-            n += 1
-        return n
-
-    def validate_tokens(self, token_ids: Sequence[int]) -> int:
-        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
-        n = self.accept_tokens(token_ids)
-        self.rollback(n)
-        return n
-
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
         if n < 0 or n > len(self._history):
@@ -190,7 +195,7 @@ class BaseMatcher:
         return len(self._history)
 
 
-class NativeMatcher:
+class NativeMatcher(TokenRuns):
     """A matcher of masklab's own strategies: the whole protocol runs in C, in a
     :class:`toolkit.core.session.Session` over the strategy's core (its parse state and undo
     stack), so the single calls here and a batch's step (:func:`toolkit.core.batch.make_batch`,
@@ -223,21 +228,6 @@ class NativeMatcher:
     def accept_allowed(self, token_id: int) -> bool:
         """:meth:`accept_token` for a token the caller knows its last mask allowed."""
         return self.session.accept_token(token_id)
-
-    def accept_tokens(self, token_ids: Sequence[int]) -> int:
-        """Consume tokens until one is rejected; returns how many were consumed."""
-        n = 0
-        for t in token_ids:
-            if not self.session.accept_token(t):
-                break
-            n += 1
-        return n
-
-    def validate_tokens(self, token_ids: Sequence[int]) -> int:
-        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
-        n = self.accept_tokens(token_ids)
-        self.session.rollback(n)
-        return n
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
@@ -402,7 +392,7 @@ def _bit_runs(size: int, duals: tuple[int, ...]) -> np.ndarray:
     return np.asarray(runs, dtype=np.int64).reshape(-1, 3)
 
 
-class DualMatcher:
+class DualMatcher(TokenRuns):
     """A matcher over a vocabulary view with shadows (:mod:`toolkit.grammar.special`'s tokens with
     another meaning), seen over the real vocabulary: a mask ORs each shadow's bit into
     its id's; a token whose shadow the grammar can take is taken as the shadow (one
@@ -453,21 +443,6 @@ class DualMatcher:
     def accept_allowed(self, token_id: int) -> bool:
         """:meth:`accept_token` (the shadow check needs the inner matcher's own)."""
         return self.accept_token(token_id)
-
-    def accept_tokens(self, token_ids: Sequence[int]) -> int:
-        """Consume tokens until one is rejected; returns how many were consumed."""
-        n = 0
-        for t in token_ids:
-            if not self.accept_token(t):
-                break
-            n += 1
-        return n
-
-    def validate_tokens(self, token_ids: Sequence[int]) -> int:
-        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
-        n = self.accept_tokens(token_ids)
-        self.inner.rollback(n)
-        return n
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
