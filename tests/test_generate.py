@@ -660,7 +660,7 @@ def test_the_simulated_device(tekken) -> None:
 
     from toolkit.decode.model import SIM_NOTE
 
-    lm = load_model("sim:20:50", tekken)
+    lm = load_model("sim:200:50", tekken)  # a forward pass long enough that a loaded host still returns early
     assert lm.describe()["simulated"] and lm.notes == [SIM_NOTE] and lm.vocab_size == tekken.size
     dec = lm.start([[1, 2, 3], [4]], 8)
     t0 = time.perf_counter()
@@ -668,7 +668,7 @@ def test_the_simulated_device(tekken) -> None:
     launched = time.perf_counter() - t0
     lm.synchronize()
     done = time.perf_counter() - t0
-    assert launched < 0.015 <= 0.02 <= done  # returns after its launches, synchronize waits out the rest
+    assert launched < 0.1 < 0.2 <= done  # returns after its launches, synchronize waits out the rest
     assert logits.shape == (2, tekken.size) and logits.dtype == torch.float32
     again = lm.start([[1, 2, 3], [4]], 8).forward()
     assert torch.equal(logits, again)  # seeded: the same prompts give the same logits
