@@ -60,3 +60,28 @@ def test_engine_memo_is_kept_across_compiles_and_masks_do_not_change(name: str) 
     assert len(warm.memo.table(TABLE)) == 0
     with pytest.raises(ValueError, match="memo must be a bool"):
         get_engine(name, vocab, memo="yes")
+
+
+def test_the_harness_clears_every_cache_of_the_regex_grammar_and_schema_floors() -> None:
+    """Moving a cached function to another module must not leave it warm across cold
+    compiles: every ``cache_clear`` cache of those floors is empty after the clear."""
+    import importlib
+    import pkgutil
+
+    import toolkit
+    from toolkit.grammar.ir import Grammar
+
+    Grammar.from_json_schema({"type": "object", "properties": {"a": {"type": "string", "pattern": "^[a-z]+$"},
+                                                              "b": {"type": "number", "multipleOf": 0.5}}}).to_regex(
+        max_depth=2)
+    caches = []
+    for info in pkgutil.walk_packages(toolkit.__path__, "toolkit."):
+        if info.name.startswith(("toolkit.automata.", "toolkit.grammar.", "toolkit.jsonschema.")) \
+                and info.name != "toolkit.grammar.special":
+            mod = importlib.import_module(info.name)
+            caches += [v for v in vars(mod).values()
+                       if callable(getattr(v, "cache_clear", None)) and getattr(v, "__module__", None) == info.name]
+    filled = [c for c in caches if hasattr(c, "cache_info") and c.cache_info().currsize]
+    assert len(caches) >= 10 and filled  # the compile above filled some
+    clear_toolkit_caches()
+    assert [c.__qualname__ for c in caches if hasattr(c, "cache_info") and c.cache_info().currsize] == []

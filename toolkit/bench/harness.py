@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import gc
 import gzip
-import importlib
 import json
 import multiprocessing as mp
 import os
@@ -129,14 +128,16 @@ class HarnessError(MasklabError):
 # ------------------------------------------------------- one item, in-process --
 
 
-_CACHED_MODULES = ("toolkit.automata.regex", "toolkit.automata.dfaops", "toolkit.automata._rxparse",
-                   "toolkit.automata.jsontext", "toolkit.grammar.ir", "toolkit.jsonschema.compiler",
-                   "toolkit.jsonschema.numbers", "toolkit.jsonschema.formats", "toolkit.jsonschema.ecma")
+#: the floors whose modules' caches a cold compile must not find filled (regex parses,
+#: DFAs, schema fragments), every module of them but those kept per vocabulary
+_CACHED_FLOORS = ("toolkit.automata.", "toolkit.grammar.", "toolkit.jsonschema.")
+_KEPT = frozenset({"toolkit.grammar.special"})  # a vocabulary's special-token views, built once as it is
 
 
 def clear_toolkit_caches() -> None:
     """Empty the toolkit's memo caches (regex parses, DFAs, schema fragments) in the
-    default scope (:mod:`toolkit.core.memo`).
+    default scope (:mod:`toolkit.core.memo`), and the ``cache_clear`` caches of every
+    loaded module of the regex, grammar and JSON Schema floors.
 
     The harness calls it before every compile, so no engine finds the DFAs another one
     built for the same item (with ``--source grammar`` both build the same
@@ -144,12 +145,11 @@ def clear_toolkit_caches() -> None:
     leaves alone: an engine keeps what its earlier items built, as a server's engine
     instance does (option ``memo=False`` for cold starts).
     """
-
-
     clear_cache()
-    for name in _CACHED_MODULES:
-        mod = importlib.import_module(name)
-        for value in vars(mod).values():
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith(_CACHED_FLOORS) or name in _KEPT or mod is None:
+            continue
+        for value in list(vars(mod).values()):
             clear = getattr(value, "cache_clear", None)
             if callable(clear) and getattr(value, "__module__", None) == name:
                 clear()
