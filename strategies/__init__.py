@@ -6,7 +6,9 @@ they land, ``outlines``, ``xgrammar``, ``llguidance`` (our reimplementations) an
 from the optional ``[peers]`` extra; see :mod:`strategies.peers`).
 
 An engine outside the registry can be named by its factory, ``"package.module:Factory"``
-(called as ``Factory(vocab, **options)``), wherever an engine name is taken.
+(called as ``Factory(vocab, **options)``), wherever an engine name is taken.  A factory
+is a class that implements :class:`toolkit.core.protocol.MaskEngine` (subclass
+:class:`toolkit.core.protocol.EngineBase` for the defaults of what the harness reads).
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ def engine_factory(name: str) -> Callable[..., MaskEngine]:
 def available_engines() -> list[str]:
     """Registered engines whose dependencies are installed on this machine.
 
-    A factory may list the modules it imports when built in ``requires`` (the peers
+    A factory lists the modules it imports when built in ``requires`` (the peers
     import their packages only then); each must be findable.
     """
     out = []
@@ -89,7 +91,7 @@ def available_engines() -> list[str]:
             factory = engine_factory(name)
         except ImportError:
             continue
-        if all(find_spec(m) is not None for m in getattr(factory, "requires", ())):
+        if all(find_spec(m) is not None for m in factory.requires):
             out.append(name)
     return out
 

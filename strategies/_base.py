@@ -22,9 +22,8 @@ import numpy as np
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.memo import MemoScope
-from toolkit.core.protocol import MaskInfo
+from toolkit.core.protocol import EngineBase, MaskInfo
 from toolkit.core.session import VocabTable, or_bit_runs
-from toolkit.core.version import masklab_version
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.special import dual_ids, vocab_view
@@ -276,7 +275,7 @@ class CompiledTables:
         return int(self.tables.memory_bytes())
 
 
-class StrategyEngine:
+class StrategyEngine(EngineBase):
     """What masklab's own engines share: :meth:`describe` records the package version
     and the engine's ``options`` dict, as the harness stores them; ``vocab_table`` is
     the vocabulary in C for the native matchers (made once per engine); :meth:`compile`
@@ -298,7 +297,7 @@ class StrategyEngine:
         """Compile ``spec`` (what the engine accepts: see its ``_compile``).  A grammar
         with special tokens is compiled by this engine's sibling over the vocabulary
         view of those tokens (:func:`special_compile`)."""
-        refuse_token_limits(getattr(self, "name", type(self).__name__), spec)
+        refuse_token_limits(self.name, spec)
         special = special_compile(self, spec)
         if special is not None:
             return special
@@ -316,7 +315,7 @@ class StrategyEngine:
         """The engine's memo scope (made on first use)."""
         scope = self.__dict__.get("_memo")
         if scope is None:
-            scope = self.__dict__["_memo"] = MemoScope(getattr(self, "name", type(self).__name__))
+            scope = self.__dict__["_memo"] = MemoScope(self.name)
         return scope
 
     def clear_memo(self) -> None:
@@ -329,10 +328,6 @@ class StrategyEngine:
         if table is None:
             table = self.__dict__["_vocab_table"] = VocabTable(self.vocab)
         return table
-
-    def describe(self) -> dict[str, Any]:
-        """Version and options, as the harness records them."""
-        return {"version": masklab_version(), "options": dict(self.options)}
 
 
 def refuse_token_limits(engine: str, spec: Any) -> None:

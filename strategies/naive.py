@@ -29,7 +29,7 @@ from strategies._base import (
 )
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
-from toolkit.core.protocol import MaskInfo
+from toolkit.core.protocol import EngineBase, MaskInfo
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
 from toolkit.grammar.ir import Grammar
@@ -48,7 +48,7 @@ class NaiveCompiled:
         return sum(int(d.memory_bytes()) for d in self.cfg.dfas if d is not None)
 
 
-class NaiveEngine:
+class NaiveEngine(EngineBase):
     """Checks every token; see the module doc.
 
     Options: ``max_items`` (Earley items per chart before the matcher fails with

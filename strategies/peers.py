@@ -61,7 +61,7 @@ from strategies._base import BaseMatcher, refuse_token_limits
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import SKIP, check_step_args, new_step
 from toolkit.core.errors import MasklabError, UnsupportedGrammar
-from toolkit.core.protocol import BatchStep, MaskInfo
+from toolkit.core.protocol import BatchStep, EngineBase, MaskInfo
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.lark_dialect import LarkText
@@ -141,7 +141,7 @@ class DirectRun:
         return out
 
 
-class _PeerEngine:
+class _PeerEngine(EngineBase):
     """What the three adapters share: vocabulary, text mask, version, input dispatch."""
 
     name = "peer"

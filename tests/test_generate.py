@@ -19,6 +19,7 @@ from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
 from toolkit.bench.datasets import Item, embedded_dir, iter_items  # noqa: E402
 from toolkit.cli import main  # noqa: E402
+from toolkit.core.protocol import EngineBase  # noqa: E402
 from toolkit.core.vocab import load_vocab  # noqa: E402
 from toolkit.decode.generate import (  # noqa: E402
     SPEC_PROMPT,
@@ -258,7 +259,7 @@ def test_the_device_sampler_draws_softmax_and_never_a_masked_token() -> None:
     assert torch.equal(a, b)
 
 
-class _EmptyAfter:
+class _EmptyAfter(EngineBase):
     """An engine whose matchers' masks allow no token from their ``n``-th mask on."""
 
     native_inputs = ()
@@ -426,7 +427,7 @@ def _spin_forever(give_up: float = 10.0) -> None:
             continue
 
 
-class _NeverCompiles:
+class _NeverCompiles(EngineBase):
     """Compiles as ``inner`` does, except the ``n``-th call, which spins (past any sane limit)."""
 
     def __init__(self, inner, n: int) -> None:
@@ -531,7 +532,7 @@ def test_compiled_items_are_kept_between_runs(tekken, tiny) -> None:
     found = {it.name: it for it in iter_items(embedded_dir())}
     chosen = [found["g01_json"], found["r01_iso_date"], found["r03_ipv4"]]  # outlines refuses the first
 
-    class Counting:
+    class Counting(EngineBase):
         native_inputs = ()
 
         def __init__(self) -> None:
@@ -700,7 +701,7 @@ def test_an_engine_that_raises_in_the_batch_call_stops_the_run_with_its_error(te
     from the mask thread, and the threads are stopped (no hang)."""
     import threading
 
-    class Raises:
+    class Raises(EngineBase):
         native_inputs = ()
 
         def __init__(self, engine) -> None:

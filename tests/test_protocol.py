@@ -152,3 +152,22 @@ def test_limit_hit_is_a_sticky_error_with_an_eos_only_mask(engine: MaskEngine) -
 def test_wrong_bitmask_width_is_a_clear_error(json_matcher: Matcher) -> None:
     with pytest.raises(ValueError, match="words"):
         json_matcher.fill_bitmask(np.zeros((1, 5), dtype=np.int32))
+
+
+def test_every_registered_engine_holds_the_written_contract() -> None:
+    """What the harness, the loop and the registry read of an engine is in
+    :class:`MaskEngine` (no probing for it): every installed engine has all of it."""
+    from strategies import available_engines, engine_factory
+
+    vocab = small_vocab()
+    for name in available_engines():
+        engine = get_engine(name, vocab)
+        assert isinstance(engine, MaskEngine), name
+        assert engine.name == name and engine.vocab is vocab and isinstance(engine.options, dict)
+        assert set(engine.native_inputs) <= {"json_schema", "lark"} and engine.schema_grammar in ("masklab", "own")
+        assert engine_factory(name).requires == engine.requires
+        assert {"version", "options"} <= set(engine.describe())
+        engine.clear_memo()
+        matchers = [engine.matcher(engine.compile(Grammar.from_regex("ab?")))]
+        batch = engine.batch_matcher(matchers, 1)
+        assert batch is None or batch.matchers == matchers

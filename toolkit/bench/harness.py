@@ -157,9 +157,9 @@ def clear_toolkit_caches() -> None:
 
 def spec_for(engine: Any, item: Item, source: str) -> Any:
     """What ``engine.compile`` receives for ``item`` (see the module doc)."""
-    if item.kind == "schema" and source == "native" and "json_schema" in getattr(engine, "native_inputs", ()):
+    if item.kind == "schema" and source == "native" and "json_schema" in engine.native_inputs:
         return item.spec
-    if item.kind == "lark" and source == "native" and "lark" in getattr(engine, "native_inputs", ()):
+    if item.kind == "lark" and source == "native" and "lark" in engine.native_inputs:
         return LarkText(item.spec)
     return item.grammar()
 
@@ -195,7 +195,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
     """
 
     rec: dict[str, Any] = {
-        "engine": getattr(engine, "name", type(engine).__name__),
+        "engine": engine.name,
         "item": item.name,
         "kind": item.kind,
         "status": "passing",
@@ -430,7 +430,7 @@ def warm_up(engine: Any, vocab: Any) -> None:
     meets the engine-build limit (a :class:`HarnessError`)."""
 
     specs: list[Any] = [Grammar.from_lark('start: "a"\n')]
-    if "json_schema" in getattr(engine, "native_inputs", ()):
+    if "json_schema" in engine.native_inputs:
         specs.append({"type": "integer"})
     for spec in specs:
         try:
@@ -438,9 +438,7 @@ def warm_up(engine: Any, vocab: Any) -> None:
         except Exception:  # noqa: BLE001, S112 - see the docstring
             continue
     clear_toolkit_caches()
-    clear_memo = getattr(engine, "clear_memo", None)
-    if callable(clear_memo):  # the engine's own memo starts empty too (toolkit.core.memo)
-        clear_memo()
+    engine.clear_memo()  # the engine's own memo starts empty too (toolkit.core.memo)
 
 
 def _single_thread_torch() -> None:
@@ -450,10 +448,11 @@ def _single_thread_torch() -> None:
 
 
 def engine_info(engine: Any, options: Mapping[str, Any]) -> dict[str, Any]:
-    """What a run records of an engine: its ``describe()`` (version, options), or
-    masklab's version and the options it was built with."""
-    describe = getattr(engine, "describe", None)
-    return describe() if callable(describe) else {"version": masklab_version(), "options": dict(options)}
+    """What a run records of an engine: its ``describe()`` (version, options); the
+    options it was built with where it gives none."""
+    info = dict(engine.describe())
+    info.setdefault("options", dict(options))
+    return info
 
 
 @dataclass

@@ -189,11 +189,9 @@ def make_batch(engine: Any, matchers: Sequence[Matcher], threads: int | None = N
     threads = default_threads(len(matchers)) if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
-    own = getattr(engine, "batch_matcher", None)
-    if own is not None:
-        batch = own(matchers, threads)
-        if batch is not None:
-            return batch
+    batch = engine.batch_matcher(matchers, threads)
+    if batch is not None:
+        return batch
     if _native(matchers):
         return NativeBatchMatcher(matchers, threads)
     return ThreadedBatch(matchers, threads)

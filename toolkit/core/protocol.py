@@ -32,7 +32,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["MaskInfo", "Matcher", "MaskEngine", "CompiledGrammar", "BatchMatcher", "BatchStep"]
+from toolkit.core.version import masklab_version
+
+__all__ = ["MaskInfo", "Matcher", "MaskEngine", "EngineBase", "CompiledGrammar", "BatchMatcher", "BatchStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +94,58 @@ class BatchMatcher(Protocol):
 
 @runtime_checkable
 class MaskEngine(Protocol):
-    """A strategy: compiles grammars (startup cost) and makes matchers."""
+    """A strategy: compiles grammars (startup cost) and makes matchers.
+
+    What the harness, the decoding loop and the registry read of an engine, all of it
+    here (:class:`EngineBase` gives the defaults):
+
+    * ``name``; ``vocab``; ``options`` (what it was made with, recorded in run.json);
+    * ``native_inputs``: the inputs ``compile`` takes through the engine's own front end
+      besides a :class:`~toolkit.grammar.ir.Grammar` (``"json_schema"``, ``"lark"``);
+    * ``schema_grammar``: whose JSON Schema compiler gives the language its masks follow
+      for a schema (``"masklab"``: :func:`toolkit.jsonschema.from_json_schema`; ``"own"``);
+    * ``requires``: the modules it imports when made (a class attribute: the registry
+      lists an engine as available when they are installed);
+    * ``describe()``: version and options, as run.json records them;
+    * ``batch_matcher(matchers, threads)``: the engine's own batch of its matchers
+      (None: :func:`toolkit.core.batch.make_batch` chooses);
+    * ``clear_memo()``: forget what its compiles memoized (the harness's cold starts).
+    """
 
     name: str
+    vocab: Any
+    options: dict[str, Any]
+    native_inputs: frozenset[str]
+    schema_grammar: str
+    requires: tuple[str, ...]
 
     def compile(self, grammar: Any) -> CompiledGrammar: ...
     def matcher(self, compiled: CompiledGrammar) -> Matcher: ...
+    def describe(self) -> dict[str, Any]: ...
+    def batch_matcher(self, matchers: Sequence[Matcher], threads: int) -> BatchMatcher | None: ...
+    def clear_memo(self) -> None: ...
+
+
+class EngineBase:
+    """The defaults of :class:`MaskEngine`'s attributes: a :class:`~toolkit.grammar.ir.Grammar`
+    only, masklab's schema language, nothing required, no batch or memo of its own.
+    ``describe`` records masklab's version (an engine that wraps a package gives that
+    package's)."""
+
+    name: str = "engine"
+    options: dict[str, Any] = {}
+    native_inputs: frozenset[str] = frozenset()
+    schema_grammar: str = "masklab"
+    requires: tuple[str, ...] = ()
+
+    def describe(self) -> dict[str, Any]:
+        """Version and options, as the harness records them."""
+        return {"version": masklab_version(), "options": dict(self.options)}
+
+    def batch_matcher(self, matchers: Sequence[Matcher], threads: int) -> BatchMatcher | None:
+        """None: the engine has no batch of its own."""
+        del matchers, threads
+        return None
+
+    def clear_memo(self) -> None:
+        """Nothing to forget."""

@@ -669,7 +669,7 @@ def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, 
 
 def _native(engine: Any, item: Item) -> bool:
     """Does ``engine`` compile this item from its spec (a schema it reads itself)?"""
-    return item.kind == "schema" and "json_schema" in getattr(engine, "native_inputs", ())
+    return item.kind == "schema" and "json_schema" in engine.native_inputs
 
 
 def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, kernel: Any,
@@ -915,7 +915,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 elif s.matcher is not None and s.matcher.error:
                     why = s.matcher.error
                 prefix_ok = check_prefix(s.item, data, grammars, vocab) if status == "unfinished" else None
-                own = _native(engine, s.item) and getattr(engine, "schema_grammar", "masklab") != "masklab"
+                own = _native(engine, s.item) and engine.schema_grammar != "masklab"
                 sequences.append({"batch_index": b, "slot": k, "item": s.item.name, "kind": s.item.kind,
                                   "status": status, "detail": why, "grammar": "own" if own else "masklab",
                                   "prefix_ok": prefix_ok, "prompt_tokens": len(group_prompts[k]),
