@@ -422,7 +422,7 @@ cdef class _Subsets:
 
 
 def determinize(list eps, list edges, int32_t start, int32_t final, int64_t max_states):
-    """Subset construction of the NFA of :class:`toolkit.automata.regex._NFA` (``eps[s]``: deltas
+    """Subset construction of the NFA of :class:`toolkit.automata.nfa._NFA` (``eps[s]``: deltas
     of epsilon moves; ``edges[s]``: ``(lo, hi, delta)`` inclusive byte ranges) from
     ``start`` with ``final`` accepting.  Returns ``(table, accepting, cuts)``: ``table``
     int32 ``(n, k)`` over the ``k`` byte classes (class ``c`` is bytes ``cuts[c]`` to

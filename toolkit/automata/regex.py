@@ -13,7 +13,7 @@ Parser and construction are our own.  :func:`toolkit.automata._rxparse.parse` re
 in one linear pass (no recursion, so any nesting depth) into the node classes of
 ``interegular.patterns``, which both constructions below walk; interegular's own
 parser, super-linear and recursive, is no longer used.  :func:`compile_regex` walks
-the parse tree into a Thompson NFA over bytes (:func:`_build`): each character class
+the parse tree into a Thompson NFA over bytes (:mod:`toolkit.automata.nfa`): each character class
 becomes the UTF-8 byte-range sequences of its code points (:mod:`toolkit.automata._utf8`;
 surrogates have none, except U+DCFF written alone, which is the raw byte 0xFF that
 marks a special token: :mod:`toolkit.grammar.special`), with equal continuations of a multi-byte character shared,
@@ -22,7 +22,7 @@ optional ones nested (``x(x(x)?)?``) so that epsilon closures stay small; a limi
 NFA states turns a huge repeat into :class:`~toolkit.core.errors.LimitExceeded` rather
 than an out-of-memory.  Fragments of the empty language are dropped while building,
 so every NFA state that can be reached can also reach acceptance.  The subset
-construction (:func:`_determinize`) runs over byte *classes* (the coarsest partition
+construction (:mod:`toolkit.automata.nfa`) runs over byte *classes* (the coarsest partition
 of the bytes that no edge range cuts), with epsilon closures memoized, and stops at
 ``max_states``; every nonempty subset is then a live state.  Hopcroft's algorithm
 (:func:`minimize`, O(m log n)) merges equivalent states, and the minimal states are
@@ -38,7 +38,7 @@ is written down directly (:func:`toolkit.automata.jsontext.json_string_dfa`, the
 The former construction (interegular's character FSM, expanded to bytes and
 minimized by Moore's refinement: quadratic in repeat bounds, one round per state of
 the longest chain) is kept as :func:`_compile_reference`, which the tests compare
-against byte for byte.  The walks of the tree (:func:`_build`, :func:`_render`)
+against byte for byte.  The walks of the tree (the NFA's, and :func:`toolkit.automata.rxtext.canonical_regex`'s)
 recurse once per level of group nesting; past Python's recursion limit (a few
 hundred levels) they raise :class:`~toolkit.core.errors.RegexError`.
 """
