@@ -14,7 +14,6 @@ the sticky error state, the history that ``rollback`` undoes, ``accept_tokens`` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -22,39 +21,19 @@ import numpy as np
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.memo import MemoScope
-from toolkit.core.protocol import EngineBase, MaskInfo
+from toolkit.core.protocol import CompiledBase, EngineBase, MaskInfo, MatcherBase
 from toolkit.core.session import VocabTable, or_bit_runs
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.special import dual_ids, vocab_view
 from toolkit.jsonschema.compiler import grammar_of
 
-__all__ = ["TokenRuns", "BaseMatcher", "NativeMatcher", "DualMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
+__all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
 
 _EOS = object()  # history record of an accepted EOS
 
 
-class TokenRuns:
-    """``accept_tokens`` and ``validate_tokens``, from a matcher's ``accept_token`` and
-    ``rollback`` (every matcher here has both)."""
-
-    def accept_tokens(self, token_ids: Sequence[int]) -> int:
-        """Consume tokens until one is rejected; returns how many were consumed."""
-        n = 0
-        for t in token_ids:
-            if not self.accept_token(t):
-                break
-            n += 1
-        return n
-
-    def validate_tokens(self, token_ids: Sequence[int]) -> int:
-        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
-        n = self.accept_tokens(token_ids)
-        self.rollback(n)
-        return n
-
-
-class BaseMatcher(TokenRuns):
+class BaseMatcher(MatcherBase):
     """Shared matcher logic; see the module doc for the hooks a strategy provides."""
 
     #: ``_fill_text`` writes every word of the row (the row need not be cleared first)
@@ -138,11 +117,6 @@ class BaseMatcher(TokenRuns):
             return False
         return self._accept_text(t)
 
-    def accept_allowed(self, token_id: int) -> bool:
-        """:meth:`accept_token` for a token the caller knows its last mask allowed (a
-        sampled token); an engine may skip its own check then.  Same result."""
-        return self.accept_token(token_id)
-
     def _accept_text(self, t: int) -> bool:
         """``accept_token``'s text path: ``t`` is a text token, the matcher live."""
         try:
@@ -194,7 +168,7 @@ class BaseMatcher(TokenRuns):
         return len(self._history)
 
 
-class NativeMatcher(TokenRuns):
+class NativeMatcher(MatcherBase):
     """A matcher of masklab's own strategies: the whole protocol runs in C, in a
     :class:`toolkit.core.session.Session` over the strategy's core (its parse state and undo
     stack), so the single calls here and a batch's step (:func:`toolkit.core.batch.make_batch`,
@@ -257,7 +231,7 @@ class NativeMatcher(TokenRuns):
         return self.session.num_tokens
 
 
-class CompiledTables:
+class CompiledTables(CompiledBase):
     """A grammar compiled into a strategy's C tables: what ``compile`` returns for the
     table-driven strategies (``llguidance``, ``xgrammar``).  ``kind`` is how the input
     was given (``grammar``, ``regex``, ``json_schema``), ``symbols`` the numbering of
@@ -345,8 +319,7 @@ def refuse_token_limits(engine: str, spec: Any) -> None:
 def compiled_by(engine: Any, compiled: Any) -> Any:
     """The engine that made ``compiled``: ``engine``, or the sibling over a vocabulary
     view that compiled a grammar with special tokens for it (:func:`special_compile`)."""
-    owner = getattr(compiled, "owner", None)
-    return engine if owner is None else owner
+    return engine if compiled.owner is None else compiled.owner
 
 
 def special_compile(engine: Any, spec: Any) -> Any:
@@ -371,8 +344,7 @@ def special_compile(engine: Any, spec: Any) -> Any:
 def with_duals(vocab: Vocabulary, compiled: Any, matcher: Any) -> Any:
     """``matcher``, wrapped in a :class:`DualMatcher` over ``vocab`` when ``compiled`` was
     made over a view of it with shadows (:func:`special_compile`)."""
-    duals = getattr(compiled, "duals", ())
-    return DualMatcher(matcher, vocab, duals) if duals else matcher
+    return DualMatcher(matcher, vocab, compiled.duals) if compiled.duals else matcher
 
 
 def _bit_runs(size: int, duals: tuple[int, ...]) -> np.ndarray:
@@ -387,7 +359,7 @@ def _bit_runs(size: int, duals: tuple[int, ...]) -> np.ndarray:
     return np.asarray(runs, dtype=np.int64).reshape(-1, 3)
 
 
-class DualMatcher(TokenRuns):
+class DualMatcher(MatcherBase):
     """A matcher over a vocabulary view with shadows (:mod:`toolkit.grammar.special`'s tokens with
     another meaning), seen over the real vocabulary: a mask ORs each shadow's bit into
     its id's; a token whose shadow the grammar can take is taken as the shadow (one
@@ -406,10 +378,15 @@ class DualMatcher(TokenRuns):
     def error(self) -> str | None:
         return self.inner.error
 
+    @property
+    def compiled(self) -> Any:
+        """The inner matcher's compiled grammar.  (Its ``session`` stays hidden: a batch
+        would step the inner matcher over the view, past this one.)"""
+        return self.inner.compiled
+
     def __getattr__(self, name: str) -> Any:
-        # stats, compiled, engine: the inner matcher's.  Not its session (a batch would
-        # step the inner matcher over the view, past this one) nor its private state.
-        if name in ("inner", "session") or name.startswith("_"):
+        # stats, engine, state: the inner matcher's; not its private state
+        if name == "inner" or name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
@@ -434,10 +411,6 @@ class DualMatcher(TokenRuns):
         if shadow is None:
             return self.inner.accept_token(t) if 0 <= t < self.size else False
         return self.inner.accept_token(shadow) or self.inner.accept_token(t)
-
-    def accept_allowed(self, token_id: int) -> bool:
-        """:meth:`accept_token` (the shadow check needs the inner matcher's own)."""
-        return self.accept_token(token_id)
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""

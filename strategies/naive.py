@@ -29,7 +29,7 @@ from strategies._base import (
 )
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
-from toolkit.core.protocol import EngineBase, MaskInfo
+from toolkit.core.protocol import CompiledBase, EngineBase, MaskInfo
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
 from toolkit.grammar.ir import Grammar
@@ -37,7 +37,7 @@ from toolkit.grammar.ir import Grammar
 __all__ = ["NaiveEngine", "NaiveCompiled", "NaiveMatcher"]
 
 
-class NaiveCompiled:
+class NaiveCompiled(CompiledBase):
     """A grammar flattened for the byte recognizer."""
 
     def __init__(self, grammar: Grammar, cfg: CFG) -> None:

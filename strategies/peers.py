@@ -61,7 +61,7 @@ from strategies._base import BaseMatcher, refuse_token_limits
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import SKIP, check_step_args, new_step
 from toolkit.core.errors import MasklabError, UnsupportedGrammar
-from toolkit.core.protocol import BatchStep, EngineBase, MaskInfo
+from toolkit.core.protocol import BatchStep, CompiledBase, EngineBase, MaskInfo
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.lark_dialect import LarkText
@@ -94,7 +94,7 @@ def _text_words(vocab: Vocabulary) -> np.ndarray:
 
 
 @dataclass
-class PeerCompiled:
+class PeerCompiled(CompiledBase):
     """An engine's compiled grammar plus what it was made from (``source``: the text given)."""
 
     handle: Any

@@ -156,7 +156,7 @@ def test_lanes_keep_rows_of_one_compiled_grammar_together() -> None:
             self.compiled = c
 
     a, b = object(), object()
-    assert lanes([M(a), M(b), M(a), object(), M(b)]) == [[0, 2], [1, 4], [3]]
+    assert lanes([M(a), M(b), M(a), M(None), M(b)]) == [[0, 2], [1, 4], [3]]  # None: a lane of its own
 
 
 def test_bad_step_arguments_are_clear_errors() -> None:

@@ -19,7 +19,7 @@ from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
 from toolkit.bench.datasets import Item, embedded_dir, iter_items  # noqa: E402
 from toolkit.cli import main  # noqa: E402
-from toolkit.core.protocol import EngineBase  # noqa: E402
+from toolkit.core.protocol import EngineBase, MatcherBase  # noqa: E402
 from toolkit.core.vocab import load_vocab  # noqa: E402
 from toolkit.decode.generate import (  # noqa: E402
     SPEC_PROMPT,
@@ -273,7 +273,7 @@ class _EmptyAfter(EngineBase):
     def matcher(self, compiled):
         m, n = self.engine.matcher(compiled), self.n
 
-        class Broken:
+        class Broken(MatcherBase):
             error = ""
             fills = 0
 
@@ -713,7 +713,7 @@ def test_an_engine_that_raises_in_the_batch_call_stops_the_run_with_its_error(te
         def matcher(self, compiled):
             m = self.engine.matcher(compiled)
 
-            class Bad:
+            class Bad(MatcherBase):
                 error = None
 
                 def fill_bitmask(self, mask, row=0):

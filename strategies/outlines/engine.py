@@ -45,6 +45,7 @@ from strategies._base import NativeMatcher, StrategyEngine
 from strategies.outlines._index import Cursor, TokenIndex, ops_capsule
 from toolkit.automata.regex import DEFAULT_MAX_STATES, ByteDFA, compile_regex
 from toolkit.core.errors import MasklabError, Unsatisfiable, UnsupportedGrammar
+from toolkit.core.protocol import CompiledBase
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
@@ -59,7 +60,7 @@ DEFAULT_MAX_MEMORY = 4 << 30
 _SCHEMA_REGEX = ("masklab", "outlines-core")
 
 
-class OutlinesCompiled:
+class OutlinesCompiled(CompiledBase):
     """A compiled constraint: its regex, byte DFA and token index."""
 
     def __init__(self, regex: str, kind: str, dfa: ByteDFA, index: TokenIndex,

@@ -219,7 +219,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
     gc.disable()
     try:
         # the direct check's compile goes first on half the items (by name), after on the rest
-        can_direct = direct and callable(getattr(engine, "direct_check", None))
+        can_direct = direct and engine.direct_check is not None
         direct_first = can_direct and zlib.crc32(item.name.encode()) % 2 == 0
         runner = _direct_run(engine, spec_for(engine, item, source), rec) if direct_first else None
         clear_toolkit_caches()
@@ -235,9 +235,9 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             rec["status"] = "compile_error"
             rec["detail"] = f"{type(e).__name__}: {e}"[:2000]
             return rec
-        timed = bool(getattr(m, "times_engine", False))
+        timed = m.times_engine
         if timed:  # the engine's own calls only: its compile, its matcher, its first fill
-            native_compile = float(getattr(compiled, "engine_s", t1 - t0))
+            native_compile = compiled.engine_s if compiled.engine_s is not None else t1 - t0
             rec["compile_s"] = native_compile
             rec["ttfm_s"] = native_compile + m.engine_s
         else:
@@ -252,12 +252,12 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             rec["memory_bytes"] = int(compiled.memory_bytes())
         except Exception:  # noqa: BLE001 - memory is informative only
             rec["memory_bytes"] = None
-        stats = getattr(compiled, "stats", None)
-        if callable(stats):  # an engine's own figures (states, build phases), informative only
-            try:
-                rec["compiled_stats"] = dict(stats())
-            except Exception:  # noqa: BLE001
-                pass
+        try:  # an engine's own figures (states, build phases), informative only
+            stats = dict(compiled.stats())
+        except Exception:  # noqa: BLE001
+            stats = {}
+        if stats:
+            rec["compiled_stats"] = stats
         if can_direct and not direct_first:
             runner = _direct_run(engine, spec, rec)
         eos = vocab.eos_ids[0]
@@ -278,10 +278,10 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             m = engine.matcher(compiled)
             # ours: the C session's own calls (MaskInfo is not built); a BaseMatcher: the
             # protocol's calls, of which ``engine_s`` is the engine's part when it is timed
-            session = getattr(m, "session", None)
+            session = m.session
             sfill = session.fill_bitmask if session is not None else None
             saccept = session.accept_token if session is not None else None
-            maccept = getattr(m, "accept_allowed", m.accept_token)  # the bit is checked first
+            maccept = m.accept_allowed  # the bit is checked first
             consumed = 0
             digests: list[str] = []
             for t in tokens:

@@ -61,7 +61,7 @@ def lanes(matchers: Sequence[Any]) -> list[list[int]]:
     groups: dict[int, list[int]] = {}
     out: list[list[int]] = []
     for i, m in enumerate(matchers):
-        c = getattr(m, "compiled", None)
+        c = m.compiled
         if c is None:
             out.append([i])
             continue
@@ -125,8 +125,9 @@ def _native(matchers: Sequence[Any]) -> bool:
     if not matchers:
         return False
 
-    vocab = getattr(getattr(matchers[0], "session", None), "V", None)
-    return all(isinstance(getattr(m, "session", None), Session) and m.session.V is vocab for m in matchers)
+    first = matchers[0].session
+    vocab = first.V if isinstance(first, Session) else None
+    return vocab is not None and all(isinstance(m.session, Session) and m.session.V is vocab for m in matchers)
 
 
 class ThreadedBatch:

@@ -34,7 +34,7 @@ import numpy as np
 
 from toolkit.core.version import masklab_version
 
-__all__ = ["MaskInfo", "Matcher", "MaskEngine", "EngineBase", "CompiledGrammar", "BatchMatcher", "BatchStep"]
+__all__ = ["MaskInfo", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,16 +47,53 @@ class MaskInfo:
 
 @runtime_checkable
 class CompiledGrammar(Protocol):
-    """An engine's compiled form of a grammar; engine-specific, shared by its matchers."""
+    """An engine's compiled form of a grammar; engine-specific, shared by its matchers.
+
+    The harness reads ``memory_bytes()``, ``stats()`` (the engine's own figures: states,
+    build phases; informative) and ``engine_s`` (the seconds of the engine's own compile
+    calls where they are timed apart from masklab's adapter, else None); the special-token
+    machinery reads ``owner`` and ``duals`` (:func:`strategies._base.special_compile`).
+    :class:`CompiledBase` gives the defaults."""
+
+    engine_s: float | None
+    owner: Any
+    duals: tuple[int, ...]
 
     def memory_bytes(self) -> int: ...
+    def stats(self) -> dict[str, Any]: ...
+
+
+class CompiledBase:
+    """The defaults of :class:`CompiledGrammar`'s attributes: no timing of its own, made
+    by the engine it was asked of, no figures of its own."""
+
+    engine_s: float | None = None
+    #: the sibling engine over a vocabulary view that compiled it (None: the engine asked)
+    owner: Any = None
+    #: the ids that have a shadow in that view (:mod:`toolkit.grammar.special`)
+    duals: tuple[int, ...] = ()
+
+    def stats(self) -> dict[str, Any]:
+        """The engine's own figures (none)."""
+        return {}
 
 
 @runtime_checkable
 class Matcher(Protocol):
-    """Per-sequence state; independent of every other matcher."""
+    """Per-sequence state; independent of every other matcher.
+
+    Besides the calls, the harness and the batch read ``compiled`` (the compiled grammar
+    it runs: matchers of one share its tables), ``session`` (the C session of masklab's
+    own strategies, :class:`toolkit.core.session.Session`, or None), ``times_engine`` and
+    ``engine_s`` (the seconds of the engine's own calls, where the matcher times them
+    apart from masklab's adapter) and ``accept_allowed`` (accept a token the last mask
+    allowed).  :class:`MatcherBase` gives the defaults."""
 
     error: str | None
+    compiled: Any
+    session: Any
+    times_engine: bool
+    engine_s: float
 
     def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo: ...
     def accept_token(self, token_id: int) -> bool: ...
@@ -67,6 +104,43 @@ class Matcher(Protocol):
     def fork(self) -> Matcher: ...
     def is_accepting(self) -> bool: ...
     def is_terminated(self) -> bool: ...
+    def accept_allowed(self, token_id: int) -> bool: ...
+
+
+class MatcherBase:
+    """The defaults of :class:`Matcher`'s attributes, and ``accept_tokens``,
+    ``validate_tokens`` and ``accept_allowed`` from ``accept_token`` and ``rollback``."""
+
+    compiled: Any = None
+    session: Any = None
+    times_engine: bool = False
+    engine_s: float = 0.0
+
+    def accept_token(self, token_id: int) -> bool:
+        raise NotImplementedError
+
+    def rollback(self, n: int) -> None:
+        raise NotImplementedError
+
+    def accept_allowed(self, token_id: int) -> bool:
+        """:meth:`accept_token` for a token the caller knows its last mask allowed (a
+        sampled token); an engine may skip its own check then.  Same result."""
+        return self.accept_token(token_id)
+
+    def accept_tokens(self, token_ids: Sequence[int]) -> int:
+        """Consume tokens until one is rejected; returns how many were consumed."""
+        n = 0
+        for t in token_ids:
+            if not self.accept_token(t):
+                break
+            n += 1
+        return n
+
+    def validate_tokens(self, token_ids: Sequence[int]) -> int:
+        """Length of the longest accepted prefix of ``token_ids``; the state is unchanged."""
+        n = self.accept_tokens(token_ids)
+        self.rollback(n)
+        return n
 
 
 @dataclass(slots=True)
@@ -109,7 +183,9 @@ class MaskEngine(Protocol):
     * ``describe()``: version and options, as run.json records them;
     * ``batch_matcher(matchers, threads)``: the engine's own batch of its matchers
       (None: :func:`toolkit.core.batch.make_batch` chooses);
-    * ``clear_memo()``: forget what its compiles memoized (the harness's cold starts).
+    * ``clear_memo()``: forget what its compiles memoized (the harness's cold starts);
+    * ``direct_check``: None, or a callable that gives the engine's own calls for a spec
+      (the peers: the per-mask truth against the engines called directly).
     """
 
     name: str
@@ -118,6 +194,7 @@ class MaskEngine(Protocol):
     native_inputs: frozenset[str]
     schema_grammar: str
     requires: tuple[str, ...]
+    direct_check: Any
 
     def compile(self, grammar: Any) -> CompiledGrammar: ...
     def matcher(self, compiled: CompiledGrammar) -> Matcher: ...
@@ -137,6 +214,7 @@ class EngineBase:
     native_inputs: frozenset[str] = frozenset()
     schema_grammar: str = "masklab"
     requires: tuple[str, ...] = ()
+    direct_check: Any = None
 
     def describe(self) -> dict[str, Any]:
         """Version and options, as the harness records them."""
