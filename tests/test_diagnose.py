@@ -45,6 +45,18 @@ def test_rejected_instances_get_their_grammars_verdict(rejects_run: Path, capsys
     assert main(["diagnose", "rejects", str(rejects_run.parent), "--engine", "outlines"]) == 2  # not a run
 
 
+def test_an_item_masklab_cannot_build_gets_no_grammar_verdict(rejects_run: Path, monkeypatch) -> None:
+    from toolkit.bench.datasets import Item
+    from toolkit.core.errors import UnsupportedSchema
+
+    def refuse(self, **options):
+        raise UnsupportedSchema("a keyword masklab's compiler refuses", "/x")
+
+    monkeypatch.setattr(Item, "grammar", refuse)
+    table = grammar_verdicts(rejects_run, "outlines")
+    assert set(table["verdict"]) == {VERDICTS[3]} and len(table) == 2
+
+
 def test_late_matches_explain_outlines_core_s_missing_tokens(tmp_path: Path, capsys) -> None:
     pytest.importorskip("outlines_core", reason="peer:outlines-core needs outlines-core (the [peers] extra)")
     data = tmp_path / "data"
@@ -60,3 +72,5 @@ def test_late_matches_explain_outlines_core_s_missing_tokens(tmp_path: Path, cap
     assert out["unexplained"] == 0 and out["only_peer"] == 0
     assert main(["diagnose", "late-match", str(tmp_path / "run")]) == 0
     assert '"late_match": ' in capsys.readouterr().out
+    with pytest.raises(DiagnoseError, match="'peer:outlines-core' is not an outlines engine"):
+        late_matches(tmp_path / "run", ours="peer:outlines-core", peer="outlines")

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 
 from strategies import get_engine
+from strategies.outlines.engine import OutlinesEngine
 from toolkit.bench.agree import agreement
 from toolkit.bench.datasets import iter_items
 from toolkit.bench.harness import read_records, spec_for
@@ -34,7 +35,7 @@ from toolkit.core.vocab import load_vocab
 
 __all__ = ["DiagnoseError", "grammar_verdicts", "late_matches", "VERDICTS"]
 
-VERDICTS = ("grammar rejects too", "grammar accepts", "undecided (time limit)")
+VERDICTS = ("grammar rejects too", "grammar accepts", "undecided (time limit)", "no grammar (masklab cannot build it)")
 _REJECTED = re.compile(r"case (\d+) \(valid\) rejected")
 
 
@@ -52,7 +53,8 @@ def _meta(run: Path) -> dict[str, Any]:
 def grammar_verdicts(run: str | PathLike[str], engine: str, time_limit_s: float | None = 30.0) -> pd.DataFrame:
     """One row per valid instance ``engine`` rejected in ``run``: ``item``, ``case`` (its
     index), ``verdict`` (one of :data:`VERDICTS`; the grammar's check stops after
-    ``time_limit_s`` seconds, None for no limit)."""
+    ``time_limit_s`` seconds, None for no limit; an engine with its own schema compiler
+    may reject instances of a schema masklab's compiler refuses: no grammar to ask)."""
     run = Path(run)
     meta = _meta(run)
     records = [r for r in read_records(run) if r["engine"] == engine]
@@ -65,8 +67,14 @@ def grammar_verdicts(run: str | PathLike[str], engine: str, time_limit_s: float 
         rec = failed.get(item.name)
         if rec is None:
             continue
-        grammar = item.grammar()
+        try:
+            grammar = item.grammar()
+        except MasklabError:  # an engine with its own schema compiler may take what ours refuses
+            grammar = None
         for k in sorted({int(x) for x in _REJECTED.findall(rec.get("detail") or "")}):
+            if grammar is None:
+                rows.append({"item": item.name, "case": k, "verdict": VERDICTS[3]})
+                continue
             try:
                 with time_limit(time_limit_s, "grammar check"):
                     verdict = VERDICTS[1] if grammar.accepts(item.cases[k].text) else VERDICTS[0]
@@ -92,6 +100,9 @@ def late_matches(run: str | PathLike[str], ours: str = "outlines", peer: str = "
         return out
     vocab = load_vocab(meta["vocab"]["spec"])
     a_engine = get_engine(ours, vocab, **meta["engines"][ours].get("requested_options", {}))
+    if not isinstance(a_engine, OutlinesEngine):
+        raise DiagnoseError(f"{ours!r} is not an outlines engine: the late match is outlines-core's miss "
+                            "against the DFA walk of outlines' index (--ours takes outlines)")
     b_engine = get_engine(peer, vocab)
     for item in iter_items(meta["data"]):
         if item.name not in bad:

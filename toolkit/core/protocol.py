@@ -26,8 +26,9 @@ the single calls'.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -210,7 +211,9 @@ class EngineBase:
     package's)."""
 
     name: str = "engine"
-    options: dict[str, Any] = {}
+    #: read-only here (one object for every engine without options of its own);
+    #: an engine with options sets its own dict
+    options: Mapping[str, Any] = MappingProxyType({})
     native_inputs: frozenset[str] = frozenset()
     schema_grammar: str = "masklab"
     requires: tuple[str, ...] = ()
