@@ -28,7 +28,7 @@ from toolkit.grammar.ir import Grammar
 from toolkit.grammar.special import dual_ids, vocab_view
 from toolkit.jsonschema.compiler import grammar_of
 
-__all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "CompiledTables", "GrammarEngine", "StrategyEngine"]
+__all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "DualTables", "CompiledTables", "GrammarEngine", "StrategyEngine"]
 
 _EOS = object()  # history record of an accepted EOS
 
@@ -344,19 +344,30 @@ def special_compile(engine: Any, spec: Any) -> Any:
 def with_duals(vocab: Vocabulary, compiled: Any, matcher: Any) -> Any:
     """``matcher``, wrapped in a :class:`DualMatcher` over ``vocab`` when ``compiled`` was
     made over a view of it with shadows (:func:`special_compile`)."""
-    return DualMatcher(matcher, vocab, compiled.duals) if compiled.duals else matcher
+    return DualMatcher(matcher, vocab, DualTables.of(compiled, vocab.size)) if compiled.duals else matcher
 
 
-def _bit_runs(size: int, duals: tuple[int, ...]) -> np.ndarray:
-    """``(shadow bit, token bit, length)`` per run of consecutive ids in ``duals`` (their
-    shadows, from ``size`` on, are consecutive too)."""
-    runs: list[list[int]] = []
-    for i, t in enumerate(duals):
-        if runs and t == runs[-1][1] + runs[-1][2]:
-            runs[-1][2] += 1
-        else:
-            runs.append([size + i, t, 1])
-    return np.asarray(runs, dtype=np.int64).reshape(-1, 3)
+class DualTables:
+    """What every matcher of one compiled grammar with shadows shares (made once, kept
+    on the compiled grammar): ``shadow[t]``, the shadow id of token ``t`` (-1: none), and
+    ``runs``, ``(shadow bit, token bit, length)`` per run of consecutive ids in ``duals``
+    (their shadows, from ``size`` on, are consecutive too)."""
+
+    def __init__(self, size: int, duals: tuple[int, ...]) -> None:
+        ids = np.asarray(duals, dtype=np.int64)
+        self.shadow = np.full(size, -1, dtype=np.int64)
+        self.shadow[ids] = size + np.arange(len(ids), dtype=np.int64)
+        starts = np.flatnonzero(np.diff(ids, prepend=-2) != 1)  # where a run of consecutive ids begins
+        lengths = np.diff(np.append(starts, len(ids)))
+        self.runs = np.ascontiguousarray(np.stack([size + starts, ids[starts], lengths], axis=1), dtype=np.int64)
+
+    @classmethod
+    def of(cls, compiled: Any, size: int) -> DualTables:
+        """The tables of ``compiled`` (made on first use)."""
+        tables = compiled.__dict__.get("_dual_tables")
+        if tables is None:
+            tables = compiled.__dict__["_dual_tables"] = cls(size, compiled.duals)
+        return tables
 
 
 class DualMatcher(MatcherBase):
@@ -365,14 +376,12 @@ class DualMatcher(MatcherBase):
     its id's; a token whose shadow the grammar can take is taken as the shadow (one
     token-level terminal), else as its text.  Everything else is the inner matcher's."""
 
-    def __init__(self, inner: Any, vocab: Vocabulary, duals: tuple[int, ...]) -> None:
+    def __init__(self, inner: Any, vocab: Vocabulary, tables: DualTables) -> None:
         self.inner = inner
         self.vocab = vocab
-        self.size = size = vocab.size
-        self.duals = duals
-        self._shadow = {t: size + i for i, t in enumerate(duals)}
+        self.size = vocab.size
+        self.tables = tables
         self._scratch = bm.allocate(inner.vocab.size, 1)
-        self._runs = _bit_runs(size, duals)
 
     @property
     def error(self) -> str | None:
@@ -401,15 +410,17 @@ class DualMatcher(MatcherBase):
         r[:] = inner[:n]
         if self.size % 32:
             r[n - 1] &= np.int32((1 << (self.size % 32)) - 1)
-        or_bit_runs(inner, r, self._runs)
+        or_bit_runs(inner, r, self.tables.runs)
         return MaskInfo(bm.popcount(r), info.sliced)
 
     def accept_token(self, token_id: int) -> bool:
         """Consume one token; False (state unchanged) when the mask would not allow it."""
         t = int(token_id)
-        shadow = self._shadow.get(t)
-        if shadow is None:
-            return self.inner.accept_token(t) if 0 <= t < self.size else False
+        if not 0 <= t < self.size:
+            return False
+        shadow = int(self.tables.shadow[t])
+        if shadow < 0:
+            return self.inner.accept_token(t)
         return self.inner.accept_token(shadow) or self.inner.accept_token(t)
 
     def rollback(self, n: int) -> None:
@@ -422,7 +433,7 @@ class DualMatcher(MatcherBase):
 
     def fork(self) -> DualMatcher:
         """An independent matcher in the same state."""
-        return DualMatcher(self.inner.fork(), self.vocab, self.duals)
+        return DualMatcher(self.inner.fork(), self.vocab, self.tables)
 
     def is_accepting(self) -> bool:
         return self.inner.is_accepting()

@@ -416,3 +416,17 @@ def test_generate_runs_the_examples_on_llama3(llama3: Vocabulary, tmp_path) -> N
     # the reasoning grammar forces its opening special token, written by name in the text
     assert seqs["llguidance"]["t02_reasoning_address"].startswith("<|reserved_special_token_0|>\n")
     assert seqs["llguidance"] == seqs["xgrammar"]  # the same masks, the same seeded samples
+
+
+def test_dual_tables_map_each_token_to_its_shadow_and_runs_cover_them() -> None:
+    from strategies._base import DualTables
+
+    rng = np.random.default_rng(3)
+    for size in (1, 7, 100, 1000):
+        duals = tuple(sorted(set(rng.integers(0, size, rng.integers(1, size + 1)).tolist())))
+        tables = DualTables(size, duals)
+        assert [int(tables.shadow[t]) for t in duals] == [size + i for i in range(len(duals))]
+        assert int((tables.shadow >= 0).sum()) == len(duals)
+        covered = [(int(s) + k, int(d) + k) for s, d, n in tables.runs for k in range(int(n))]
+        assert covered == [(size + i, t) for i, t in enumerate(duals)]  # every shadow bit to its token, once
+        assert all(tables.runs[i + 1, 1] > tables.runs[i, 1] + tables.runs[i, 2] for i in range(len(tables.runs) - 1))
