@@ -326,18 +326,20 @@ def special_compile(engine: Any, spec: Any) -> Any:
     """For a :class:`~toolkit.grammar.Grammar` with special-token terminals: the grammar
     bound to ``engine``'s vocabulary, compiled by a sibling engine (same class, same
     options) over :func:`toolkit.grammar.special.vocab_view` of its tokens (made once per set of
-    tokens), the result's ``owner`` set to it; None for any other ``spec``."""
-
+    tokens), the result's ``owner`` set to it and ``duals`` to the ids with shadows; None
+    for any other ``spec``."""
     if not isinstance(spec, Grammar) or not spec.special_terminals or spec.bound_to is not None:
         return None
     ids = spec.special_ids(engine.vocab)
     siblings = engine.__dict__.setdefault("_special_siblings", {})
-    sub = siblings.get(ids)
-    if sub is None:
-        sub = siblings[ids] = type(engine)(vocab_view(engine.vocab, ids), **engine.options)
+    made = siblings.get(ids)
+    if made is None:
+        made = siblings[ids] = (type(engine)(vocab_view(engine.vocab, ids), **engine.options),
+                                dual_ids(engine.vocab, ids))
+    sub, duals = made
     compiled = sub.compile(spec.bind(engine.vocab))
     compiled.owner = sub
-    compiled.duals = dual_ids(engine.vocab, ids)
+    compiled.duals = duals
     return compiled
 
 

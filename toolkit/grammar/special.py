@@ -311,6 +311,6 @@ def vocab_view(vocab: Vocabulary, ids: frozenset[int]) -> Vocabulary:
     if not duals:
         return Vocabulary(f"{vocab.name}+special:{tag}", entries, special_tokens=specials,
                           eos_ids=vocab.eos_ids, n_defined=vocab.n_defined, encoder=vocab._encoder)
-    entries += [mark_bytes(t) for t in duals]
+    entries += [b"\xff%d\xff" % t for t in duals]  # mark_bytes, written out: 128k of them for <[*]>
     return Vocabulary(f"{vocab.name}+special:{tag}", entries, special_tokens=specials,
                       eos_ids=vocab.eos_ids, encoder=vocab._encoder)
