@@ -11,6 +11,9 @@ from Cython.Build import cythonize
 from setuptools import Extension, setup
 
 DEBUG = os.environ.get("MASKLAB_DEBUG", "") not in ("", "0")
+#: ``MASKLAB_ONLY=toolkit.core.trie,...`` builds only those extensions (a quick rebuild
+#: of the one being worked on); unset, all of them
+ONLY = [m for m in os.environ.get("MASKLAB_ONLY", "").split(",") if m]
 
 directives = {
     "language_level": 3,
@@ -43,6 +46,12 @@ extensions = [
     _extension("strategies.llguidance._parser"),
     _extension("strategies.xgrammar._pda"),
 ]
+
+if ONLY:
+    unknown = set(ONLY) - {e.name for e in extensions}
+    if unknown:
+        raise SystemExit(f"MASKLAB_ONLY: no extension {sorted(unknown)}; valid: {[e.name for e in extensions]}")
+    extensions = [e for e in extensions if e.name in ONLY]
 
 setup(
     ext_modules=cythonize(extensions, compiler_directives=directives, annotate=DEBUG),

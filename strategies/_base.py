@@ -21,7 +21,7 @@ import numpy as np
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.memo import MemoScope
-from toolkit.core.protocol import CompiledBase, EngineBase, MaskInfo, MatcherBase
+from toolkit.core.protocol import CompiledBase, EngineBase, MaskInfo, MaskStats, MatcherBase
 from toolkit.core.session import VocabTable, or_bit_runs
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
@@ -48,6 +48,7 @@ class BaseMatcher(MatcherBase):
         self._terminated = False
         self._history: list[Any] = []
         self._eos = np.asarray(vocab.eos_ids, dtype=np.int64)
+        self.n_masks = 0
 
     # ------------------------------------------------------------ hooks --
 
@@ -79,6 +80,7 @@ class BaseMatcher(MatcherBase):
         r = bitmask[row] if bitmask.ndim == 2 else bitmask
         if r.shape[0] != bm.words(self.vocab.size):
             raise ValueError(f"bitmask row has {r.shape[0]} words, vocabulary needs {bm.words(self.vocab.size)}")
+        self.n_masks += 1
         live = self.error is None and not self._terminated
         if not (live and self.writes_whole_row):
             r[:] = 0
@@ -92,6 +94,11 @@ class BaseMatcher(MatcherBase):
         if self._terminated or self.error is not None or self._accepting_safe():
             bm.set_bits(r, self._eos)
         return MaskInfo(bm.popcount(r), sliced)
+
+    def mask_stats(self) -> MaskStats:
+        """The masks made; the work inside the engine is not seen here (a strategy that
+        counts it overrides this)."""
+        return MaskStats.unknown(self.n_masks)
 
     def _accepting_safe(self) -> bool:
         try:

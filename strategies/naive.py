@@ -29,7 +29,7 @@ from strategies._base import (
 )
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
-from toolkit.core.protocol import CompiledBase, EngineBase, MaskInfo
+from toolkit.core.protocol import CompiledBase, EngineBase, MaskInfo, MaskStats
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
 from toolkit.grammar.ir import Grammar
@@ -103,7 +103,7 @@ class NaiveMatcher(BaseMatcher):
         self.engine = engine
         self.compiled = compiled
         self.rec = rec if rec is not None else ByteRecognizer(compiled.cfg, engine.max_items)
-        self.stats = {"bytes_pushed": 0}
+        self.stats = {"bytes_pushed": 0, "tokens_checked": 0}
 
     def _fill_text(self, row: np.ndarray) -> MaskInfo:
         allowed = self._allowed_shared() if self.engine.share_prefixes else self._allowed_each()
@@ -113,6 +113,7 @@ class NaiveMatcher(BaseMatcher):
     def _allowed_each(self) -> list[int]:
         rec = self.rec
         out = []
+        self.stats["tokens_checked"] += len(self.engine._tokens)
         for tid, data in zip(self.engine._order, self.engine._tokens, strict=True):
             self.stats["bytes_pushed"] += len(data)
             if rec.push_bytes(data):
@@ -125,12 +126,13 @@ class NaiveMatcher(BaseMatcher):
         out: list[int] = []
         depth = 0  # bytes pushed beyond the matcher's own position
         dead_at = None  # length of the shortest rejected prefix on the current path
-        pushed = 0
+        pushed = checked = 0
         try:
             for tid, data, shared in zip(eng._order, eng._tokens, eng._lcp, strict=True):
                 if dead_at is not None and shared >= dead_at:
                     continue  # starts with a rejected prefix
                 dead_at = None
+                checked += 1
                 if depth > shared:
                     rec.pop(depth - shared)
                     depth = shared
@@ -147,7 +149,15 @@ class NaiveMatcher(BaseMatcher):
         finally:
             rec.pop(depth)
             self.stats["bytes_pushed"] += pushed
+            self.stats["tokens_checked"] += checked
         return out
+
+    def mask_stats(self) -> MaskStats:
+        """Bytes pushed through the recognizer by fills (``lexer_steps``) and tokens
+        checked; with shared prefixes each byte pushed is a trie node visited."""
+        pushed = self.stats["bytes_pushed"]
+        return MaskStats(self.n_masks, trie_nodes=pushed if self.engine.share_prefixes else 0,
+                         lexer_steps=pushed, tokens_checked=self.stats["tokens_checked"])
 
     def _advance(self, token_id: int, data: bytes) -> Any:
         return len(data) if self.rec.push_bytes(data) else None

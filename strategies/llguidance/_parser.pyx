@@ -50,17 +50,9 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit.automata.intsets cimport (
-    IntSets,
-    grow_array,
-    hash_ints,
-    intsets_add,
-    intsets_find,
-    intsets_free,
-    intsets_init,
-    mix64,
-)
-from toolkit.core.session cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
+from toolkit.core.cutil cimport WorkCounters, grow_array, hash_ints, mix64
+from toolkit.core.intsets cimport IntSets, intsets_add, intsets_find, intsets_free, intsets_init
+from toolkit.core.session cimport StrategyOps, UndoStack, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 from toolkit.core.ids cimport token_t, word_t
 from toolkit.core.trie cimport TokenTrie, TrieNode
 
@@ -885,6 +877,7 @@ cdef class EarleyParser:
     cdef readonly TokenTrie walk_trie
     cdef readonly SliceSet walk_slices
     cdef readonly int64_t last_visited   # trie nodes the last fill looked at (0: a cache copy)
+    cdef WorkCounters work             # counted since the parser was made (a copy starts at zero)
     # The undo stack of the ops (toolkit.core.session): the state before each token consumed,
     # three values a token (lexer state, rows, fresh)
     cdef UndoStack undo_stack
@@ -1563,7 +1556,11 @@ cdef void _ops_take_error(void* core, int32_t* code, int64_t* value) noexcept no
     (<EarleyParser>core).take_error(code, value)
 
 
-cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error)
+cdef void _ops_work(void* core, WorkCounters* out) noexcept nogil:
+    add_work(out, &(<EarleyParser>core).work)
+
+
+cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error, _ops_work)
 
 
 def ops_capsule():

@@ -31,7 +31,8 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit.core.session cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
+from toolkit.core.cutil cimport WorkCounters
+from toolkit.core.session cimport StrategyOps, UndoStack, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 from toolkit.core.ids cimport DEAD, state_t, token_t, word_t
 from toolkit.core.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
 
@@ -310,6 +311,7 @@ cdef class Cursor:
     cdef readonly int32_t start
     cdef public int32_t state
     cdef UndoStack undo_stack   # the state before each token consumed
+    cdef WorkCounters work      # lexer steps of accepts (dense rows), tokens decided by the index
 
     def __cinit__(self, TokenIndex index not None, int32_t start):
         _check_state(start, index.num_states)
@@ -322,6 +324,8 @@ cdef class Cursor:
 
     cdef int c_advance(self, token_t token) noexcept nogil:
         cdef state_t nxt = self.index._next(self.state, token)
+        if self.index.dense_of[self.state] >= 0:  # a dense row runs the token's bytes
+            self.work.lexer_steps += self.index.tok_off[token + 1] - self.index.tok_off[token]
         if nxt == DEAD:
             return 0
         if undo_reserve(&self.undo_stack, 1) < 0:
@@ -333,6 +337,12 @@ cdef class Cursor:
 
     cdef void c_undo(self) noexcept nogil:
         self.state = undo_pop(&self.undo_stack)
+
+    cdef int c_fill(self, word_t* row, int64_t* count) noexcept nogil:
+        self.index._fill(self.state, row)
+        count[0] = self.index.counts[self.state]
+        self.work.tokens_cached += self.index.vocab_size  # every verdict is the index's
+        return 0
 
     def copy(self):
         """An independent cursor in the same state (undo stack included)."""
@@ -355,9 +365,7 @@ cdef void _cur_undo(void* core) noexcept nogil:
 
 
 cdef int _cur_fill(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil:
-    (<Cursor>core).index._fill((<Cursor>core).state, row)
-    count[0] = (<Cursor>core).index.counts[(<Cursor>core).state]
-    return 0
+    return (<Cursor>core).c_fill(row, count)
 
 
 cdef int _cur_accepting(void* core) noexcept nogil:
@@ -369,7 +377,11 @@ cdef void _cur_take_error(void* core, int32_t* code, int64_t* value) noexcept no
     value[0] = 0
 
 
-cdef StrategyOps _OPS = StrategyOps(_cur_advance, _cur_undo, _cur_fill, _cur_accepting, _cur_take_error)
+cdef void _cur_work(void* core, WorkCounters* out) noexcept nogil:
+    add_work(out, &(<Cursor>core).work)
+
+
+cdef StrategyOps _OPS = StrategyOps(_cur_advance, _cur_undo, _cur_fill, _cur_accepting, _cur_take_error, _cur_work)
 
 
 def ops_capsule():

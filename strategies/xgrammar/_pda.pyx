@@ -64,8 +64,8 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit.automata.intsets cimport hash_ints, mix64
-from toolkit.core.session cimport StrategyOps, UndoStack, ops_capsule_of, undo_copy, undo_pop, undo_reserve
+from toolkit.core.cutil cimport WorkCounters, hash_ints, mix64
+from toolkit.core.session cimport StrategyOps, UndoStack, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 from toolkit.core.ids cimport token_t, word_t
 from toolkit.core.trie cimport TokenTrie, TrieNode
 
@@ -1273,6 +1273,7 @@ cdef class Parser:
     cdef uint32_t* inner_stamp
     cdef readonly int64_t checked   # uncertain tokens checked by the last fill
     cdef readonly int64_t positions # live positions of the last fill
+    cdef WorkCounters work             # counted since the parser was made (a copy starts at zero)
     cdef UndoStack undo_stack             # bytes of each token consumed through the ops
     cdef int last_err               # the error code of the last failed op
 
@@ -1921,7 +1922,11 @@ cdef void _ops_take_error(void* core, int32_t* code, int64_t* value) noexcept no
     value[0] = 0
 
 
-cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error)
+cdef void _ops_work(void* core, WorkCounters* out) noexcept nogil:
+    add_work(out, &(<Parser>core).work)
+
+
+cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error, _ops_work)
 
 
 def ops_capsule():

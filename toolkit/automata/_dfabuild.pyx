@@ -9,7 +9,7 @@ over flat arrays without the GIL.  Same algorithms, same canonical result:
 :func:`determinize` is the subset construction over byte *classes* (the coarsest
 partition of the bytes that no edge range cuts).  A DFA state is the sorted set of
 *kernel* NFA states (those with byte edges, and the final one) of an epsilon closure,
-hash-consed (:mod:`toolkit.automata.intsets`).  The closure of each NFA state is computed
+hash-consed (:mod:`toolkit.core.intsets`).  The closure of each NFA state is computed
 once, as is the DFA state of each set of edge targets, so most transitions cost one
 lookup.  Since every NFA state reachable from the start can reach the final state,
 every nonempty set is a live state; the empty set is the dead state 0, the start
@@ -33,12 +33,9 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit.automata.intsets cimport (
-    INTSETS_OOM,
+from toolkit.core.cutil cimport grow_array, hash_ints, hash_mix
+from toolkit.core.intsets cimport (
     IntSets,
-    grow_array,
-    hash_ints,
-    hash_mix,
     intsets_add,
     intsets_find,
     intsets_free,
@@ -272,7 +269,7 @@ cdef class _Subsets:
         if p == NULL:
             return self._fail(ERR_MEMORY, j + 1)
         self.acc = <uint8_t*>p
-        if intsets_add(&self.sets, xs, n, hv) == INTSETS_OOM:
+        if intsets_add(&self.sets, xs, n, hv) < 0:
             return self._fail(ERR_MEMORY, j + 1)
         memset(self.table + <int64_t>j * self.k, 0, self.k * sizeof(int32_t))
         self.acc[j] = _contains(xs, n, self.final)
@@ -319,7 +316,7 @@ cdef class _Subsets:
         if j < 0:
             return -1
         id_ = intsets_add(&self.multi, ts, n, hv)
-        if id_ == INTSETS_OOM:
+        if id_ < 0:
             return self._fail(ERR_MEMORY, n)
         p = grow_array(self.multi_val, &self.multi_cap, id_ + 1, sizeof(int32_t))
         if p == NULL:

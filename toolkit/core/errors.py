@@ -22,6 +22,10 @@ __all__ = [
     "TimeLimitExceeded",
     "time_limit",
     "VocabError",
+    "ERROR_CODES",
+    "LIMIT_OPTIONS",
+    "error_of",
+    "raise_code",
 ]
 
 
@@ -130,6 +134,56 @@ class LimitExceeded(MasklabError):
 
 class TimeLimitExceeded(LimitExceeded):
     """A block ran past its wall-clock limit (:func:`time_limit`)."""
+
+
+#: The C error codes of toolkit/core/cutil.pxd (``ErrCode``), by name.
+ERROR_CODES: dict[str, int] = {
+    "ERR_NONE": 0,
+    "ERR_MEMORY": -1,
+    "ERR_NO_CACHE": -2,
+    "ERR_SHAPE": -3,
+    "ERR_MAX_STATES": -10,
+    "ERR_MAX_LEXER_STATES": -11,
+    "ERR_MAX_ROW_ITEMS": -12,
+    "ERR_MAX_STEPS": -13,
+    "ERR_MAX_CHART_ITEMS": -14,
+}
+
+#: The limit codes: the option each one is, and what it counts.
+LIMIT_OPTIONS: dict[int, tuple[str, str]] = {
+    -10: ("max_states", "DFA states built"),
+    -11: ("max_lexer_states", "lexer states (sets of live lexeme states) built for this grammar"),
+    -12: ("max_row_items", "Earley items in one row (parser set)"),
+    -13: ("max_steps", "parser items plus lexer states built for one mask or token"),
+    -14: ("earley_items_per_chart", "Earley items in one chart"),
+}
+
+
+def error_of(code: int, value: int = 0, limit: int | None = None, where: str = "") -> Exception | None:
+    """The exception a C function's error ``code`` stands for (None for ERR_NONE).
+
+    ``value`` is what the code reports (the size reached); ``limit`` the configured
+    maximum of a limit code; ``where`` names the module or engine for the message."""
+    if code == 0:
+        return None
+    prefix = f"{where}: " if where else ""
+    if code in LIMIT_OPTIONS:
+        option, what = LIMIT_OPTIONS[code]
+        return LimitExceeded(option, value, limit if limit is not None else value - 1, what)
+    if code == ERROR_CODES["ERR_MEMORY"]:
+        return MemoryError(f"{prefix}out of memory growing a table to {value} entries")
+    if code == ERROR_CODES["ERR_NO_CACHE"]:
+        return RuntimeError(f"{prefix}the tables have no cache (build_cache) for this vocabulary")
+    if code == ERROR_CODES["ERR_SHAPE"]:
+        return ValueError(f"{prefix}an array of the wrong size ({value})")
+    return RuntimeError(f"{prefix}unknown error code {code} ({value})")
+
+
+def raise_code(code: int, value: int = 0, limit: int | None = None, where: str = "") -> None:
+    """Raise :func:`error_of`'s exception; nothing for ERR_NONE."""
+    e = error_of(code, value, limit, where)
+    if e is not None:
+        raise e
 
 
 class _Alarm(BaseException):

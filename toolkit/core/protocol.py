@@ -29,13 +29,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from toolkit.core.version import masklab_version
 
-__all__ = ["MaskInfo", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
+__all__ = ["MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,57 @@ class MaskInfo:
 
     allowed: int
     sliced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class MaskStats:
+    """The work a matcher did since it was made, counted the same way by every engine
+    (``Matcher.mask_stats()``), so that a report can compare work and not only time.
+
+    ``masks`` counts ``fill_bitmask`` calls.  The other fields count the units of work
+    of the three designs (both fills and accepts); an engine that has no such unit
+    counts 0, and one that cannot see inside itself (the peers) gives None:
+
+    * ``trie_nodes``: token-trie nodes visited while filling a mask (llguidance's walk,
+      xgrammar's context-dependent checks, naive's shared-prefix walk);
+    * ``lexer_steps``: transitions of a lexer or byte DFA (a byte read);
+    * ``earley_items``: Earley items added to a chart or row;
+    * ``tokens_checked``: tokens whose verdict took a check of their own (xgrammar's
+      uncertain tokens, naive's every token);
+    * ``tokens_sliced``: tokens decided in bulk by a precomputed slice (llguidance's slicer);
+    * ``tokens_cached``: tokens decided by a lookup in a precomputed table (the outlines
+      index, xgrammar's adaptive token cache).
+    """
+
+    masks: int = 0
+    trie_nodes: int | None = 0
+    lexer_steps: int | None = 0
+    earley_items: int | None = 0
+    tokens_checked: int | None = 0
+    tokens_sliced: int | None = 0
+    tokens_cached: int | None = 0
+
+    #: the work fields, in order (``masks`` not included)
+    WORK: ClassVar[tuple[str, ...]] = ("trie_nodes", "lexer_steps", "earley_items", "tokens_checked", "tokens_sliced", "tokens_cached")
+
+    @classmethod
+    def unknown(cls, masks: int) -> MaskStats:
+        """Only the mask count known (an engine that cannot see inside itself)."""
+        return cls(masks, None, None, None, None, None, None)
+
+    def as_dict(self) -> dict[str, int | None]:
+        return {"masks": self.masks, **{k: getattr(self, k) for k in self.WORK}}
+
+    def __sub__(self, other: MaskStats) -> MaskStats:
+        """The work done between two readings of one matcher."""
+        vals = [None if a is None or b is None else a - b
+                for a, b in ((getattr(self, k), getattr(other, k)) for k in self.WORK)]
+        return MaskStats(self.masks - other.masks, *vals)
+
+    def __add__(self, other: MaskStats) -> MaskStats:
+        vals = [None if a is None or b is None else a + b
+                for a, b in ((getattr(self, k), getattr(other, k)) for k in self.WORK)]
+        return MaskStats(self.masks + other.masks, *vals)
 
 
 @runtime_checkable
@@ -106,6 +157,7 @@ class Matcher(Protocol):
     def is_accepting(self) -> bool: ...
     def is_terminated(self) -> bool: ...
     def accept_allowed(self, token_id: int) -> bool: ...
+    def mask_stats(self) -> MaskStats: ...
 
 
 class MatcherBase:
@@ -122,6 +174,13 @@ class MatcherBase:
 
     def rollback(self, n: int) -> None:
         raise NotImplementedError
+
+    def mask_stats(self) -> MaskStats:
+        """The work counters of the C session (masklab's own strategies); an engine
+        without one overrides this."""
+        if self.session is None:
+            raise NotImplementedError(f"{type(self).__name__} has no session: it must give mask_stats()")
+        return MaskStats(**self.session.work())
 
     def accept_allowed(self, token_id: int) -> bool:
         """:meth:`accept_token` for a token the caller knows its last mask allowed (a

@@ -11,6 +11,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport malloc, realloc
 from libc.string cimport memcpy
 
+from toolkit.core.cutil cimport WorkCounters
 from toolkit.core.ids cimport token_t, word_t
 
 
@@ -28,6 +29,8 @@ cdef struct StrategyOps:
     int (*accepting)(void* core) noexcept nogil
     # the failure pending in the core (its error code and value), then cleared
     void (*take_error)(void* core, int32_t* code, int64_t* value) noexcept nogil
+    # add the core's work counters (since the core was made; a copy starts at zero) to *out
+    void (*work)(void* core, WorkCounters* out) noexcept nogil
 
 
 cdef struct UndoStack:
@@ -69,6 +72,16 @@ cdef inline int undo_copy(UndoStack* dst, const UndoStack* src) noexcept nogil:
     return 0
 
 
+cdef inline void add_work(WorkCounters* out, const WorkCounters* w) noexcept nogil:
+    """out += w, field by field."""
+    out.trie_nodes += w.trie_nodes
+    out.lexer_steps += w.lexer_steps
+    out.earley_items += w.earley_items
+    out.tokens_checked += w.tokens_checked
+    out.tokens_sliced += w.tokens_sliced
+    out.tokens_cached += w.tokens_cached
+
+
 cdef inline object ops_capsule_of(const StrategyOps* ops):
     """The capsule a strategy module's ``ops_capsule()`` returns (``ops`` is static)."""
     return PyCapsule_New(<void*>ops, b"masklab.StrategyOps", NULL)
@@ -97,6 +110,8 @@ cdef class Session:
     cdef int64_t err_value
     cdef object err_text           # the message, made when first asked for
     cdef readonly bint sliced      # the last fill used slices
+    cdef readonly int64_t n_masks  # fills made (every fill_bitmask, EOS-only ones too)
+    cdef WorkCounters work_before  # the work of the cores a restart replaced
 
     cdef void _fail(self) noexcept nogil
     cdef bint _accepting(self) noexcept nogil

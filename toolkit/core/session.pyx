@@ -29,6 +29,7 @@ import numpy as np
 
 cimport numpy as cnp
 
+from toolkit.core.cutil cimport WorkCounters
 from toolkit.core.ids cimport token_t, word_t
 
 cnp.import_array()
@@ -197,6 +198,7 @@ cdef class Session:
         cdef int64_t count = 0
         memset(row, 0, n_words * sizeof(word_t))
         self.sliced = False
+        self.n_masks += 1
         if not self.failed and self.n_eos == 0:
             count = -1
             r = self.ops.fill(self.cp, row, n_words, &count)
@@ -261,8 +263,19 @@ cdef class Session:
             self.err_text = self.core.error_text(self.err_code, self.err_value)
         return self.err_text
 
+    def work(self):
+        """The work counters of the cores behind this session (a dict of
+        :class:`toolkit.core.protocol.MaskStats`'s fields, ``masks`` included)."""
+        cdef WorkCounters w = self.work_before
+        self.ops.work(self.cp, &w)
+        return {"masks": self.n_masks, "trie_nodes": w.trie_nodes, "lexer_steps": w.lexer_steps,
+                "earley_items": w.earley_items, "tokens_checked": w.tokens_checked,
+                "tokens_sliced": w.tokens_sliced, "tokens_cached": w.tokens_cached}
+
     def restart(self, core):
-        """Back to the start with a fresh ``core``; clears the error state."""
+        """Back to the start with a fresh ``core``; clears the error state.  The work
+        counters go on (the replaced core's are kept)."""
+        self.ops.work(self.cp, &self.work_before)
         self.core = core
         self.cp = <void*>core
         self.n_text = 0

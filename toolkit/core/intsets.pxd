@@ -1,63 +1,16 @@
-# Hash-consed sets of int32 (sorted arrays): equal sets get one id; and the hash
-# functions the Cython modules' tables share (mix64, hash_ints).
+# Hash-consed sets of int32 (sorted arrays): equal sets get one id.
 #
 # Shared by the Cython modules that intern automaton states made of sets: the subset
 # construction of toolkit.automata._dfabuild and the lazy lexer of strategies.llguidance._parser.
 # A set's elements live in one growing pool; an open-addressing table of ids finds a
 # set by its hash.  Everything is C, usable without the GIL; the functions return -1
-# (or INTSETS_OOM) when memory runs out and leave the table as it was.
+# (ERR_MEMORY) when memory runs out and leave the table as it was.
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
-
-cdef enum:
-    INTSETS_OOM = -2   # intsets_add: out of memory
-
-
-cdef inline uint64_t mix64(uint64_t x) noexcept nogil:
-    """A 64-bit finalizer (MurmurHash3's): every bit of x moves every bit of the
-    result, so an open-addressing table may take the low bits of keys that differ
-    only in their high half (a pair packed as hi << 32 | lo)."""
-    x ^= x >> 33
-    x *= <uint64_t>0xff51afd7ed558ccd
-    x ^= x >> 33
-    x *= <uint64_t>0xc4ceb9fe1a85ec53
-    x ^= x >> 33
-    return x
-
-
-cdef inline uint64_t hash_mix(uint64_t h, uint64_t x) noexcept nogil:
-    h ^= x
-    h *= <uint64_t>0x100000001b3
-    return h
-
-
-cdef inline uint64_t hash_ints(const int32_t* xs, int32_t n) noexcept nogil:
-    """FNV-1a over the elements and the length, with a final shift to spread the low bits."""
-    cdef uint64_t h = <uint64_t>0xcbf29ce484222325
-    cdef int32_t i
-    for i in range(n):
-        h = hash_mix(h, <uint32_t>xs[i])
-    h = hash_mix(h, <uint32_t>n)
-    return h ^ (h >> 29)
-
-
-cdef inline void* grow_array(void* p, int64_t* cap, int64_t need, size_t elem) noexcept nogil:
-    """realloc p so that it holds at least need elements (doubling); NULL when out of memory
-    (p is then still valid and cap unchanged).  Never NULL for need 0: p is allocated."""
-    cdef int64_t c = cap[0]
-    if need <= c and p != NULL:
-        return p
-    if c < 16:
-        c = 16
-    while c < need:
-        c *= 2
-    cdef void* q = realloc(p, <size_t>c * elem)
-    if q != NULL:
-        cap[0] = c
-    return q
+from toolkit.core.cutil cimport ERR_MEMORY, grow_array, hash_ints
 
 
 cdef struct IntSets:
@@ -127,22 +80,22 @@ cdef inline int _intsets_rehash(IntSets* t) noexcept nogil:
 
 cdef inline int32_t intsets_add(IntSets* t, const int32_t* xs, int32_t n, uint64_t hv) noexcept nogil:
     """Intern xs[0..n), which intsets_find did not find (hash hv); returns its new id,
-    or INTSETS_OOM."""
+    or ERR_MEMORY."""
     cdef void* p
     cdef int64_t h
     if 2 * (<int64_t>t.n + 1) > t.ht_cap and _intsets_rehash(t) < 0:
-        return INTSETS_OOM
+        return ERR_MEMORY
     p = grow_array(t.off, &t.cap_off, t.n + 1, sizeof(int64_t))
     if p == NULL:
-        return INTSETS_OOM
+        return ERR_MEMORY
     t.off = <int64_t*>p
     p = grow_array(t.len, &t.cap_len, t.n + 1, sizeof(int32_t))
     if p == NULL:
-        return INTSETS_OOM
+        return ERR_MEMORY
     t.len = <int32_t*>p
     p = grow_array(t.pool, &t.pool_cap, t.pool_len + n, sizeof(int32_t))
     if p == NULL:
-        return INTSETS_OOM
+        return ERR_MEMORY
     t.pool = <int32_t*>p
     if n:
         memcpy(t.pool + t.pool_len, xs, n * sizeof(int32_t))

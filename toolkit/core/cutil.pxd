@@ -1,0 +1,226 @@
+# The C utility layer every Cython module of masklab shares: the byte alphabet, the
+# error codes, array growth, hashing, one open-addressing map and the work counters.
+#
+# Everything here is inline C usable without the GIL.  A function that can run out of
+# memory returns a negative value (ERR_MEMORY where it returns a code) and leaves its
+# structure as it was.  The Python half of the error codes (what each one raises) is
+# toolkit/core/errors.py: ``error_of(code, value, limit)``; the two lists are checked
+# against each other by tests/test_layers.py.
+
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memset
+
+
+cdef enum:
+    BYTES = 256         # the byte alphabet: every byte-level table has this many columns
+
+
+cdef enum ErrCode:
+    # What a C function of masklab failed with.  Zero is success; every code is
+    # negative, so ``rc < 0`` tests any of them and a code is a valid return value.
+    ERR_NONE = 0
+    ERR_MEMORY = -1             # malloc/realloc failed
+    ERR_NO_CACHE = -2           # a fill without the tables' precomputed cache (or for another vocabulary)
+    ERR_SHAPE = -3              # an array of the wrong size was handed in
+    # the limits, each an option of its engine (toolkit.core.errors.LIMIT_OPTIONS)
+    ERR_MAX_STATES = -10        # DFA states built (determinize, product)
+    ERR_MAX_LEXER_STATES = -11  # llguidance: lexer states (sets of live lexeme states)
+    ERR_MAX_ROW_ITEMS = -12     # llguidance: Earley items in one row
+    ERR_MAX_STEPS = -13         # llguidance: parser items plus lexer states for one mask or token
+    ERR_MAX_CHART_ITEMS = -14   # xgrammar: Earley items in one chart
+
+
+cdef struct WorkCounters:
+    # The work a matcher's core did, counted since it was made (toolkit.core.protocol.MaskStats).
+    int64_t trie_nodes       # token-trie nodes visited while filling masks
+    int64_t lexer_steps      # lexer transitions taken (bytes through a byte DFA or lexer state)
+    int64_t earley_items     # Earley items added to a chart or row
+    int64_t tokens_checked   # tokens whose verdict took a check of their own
+    int64_t tokens_sliced    # tokens decided in bulk by a precomputed slice
+    int64_t tokens_cached    # tokens decided by a lookup in a precomputed table
+
+
+# ------------------------------------------------------------------ growth ----
+
+cdef inline void* grow_array(void* p, int64_t* cap, int64_t need, size_t elem) noexcept nogil:
+    """realloc p so that it holds at least need elements (doubling from 16); NULL when
+    out of memory (p is then still valid and cap unchanged).  Never NULL for need 0 when
+    memory is there: p is allocated."""
+    cdef int64_t c = cap[0]
+    if need <= c and p != NULL:
+        return p
+    if c < 16:
+        c = 16
+    while c < need:
+        c *= 2
+    cdef void* q = realloc(p, <size_t>c * elem)
+    if q != NULL:
+        cap[0] = c
+    return q
+
+
+cdef inline int grow(void** p, int64_t* cap, int64_t need, size_t elem) noexcept nogil:
+    """:func:`grow_array` in place: 0, or ERR_MEMORY (``*p`` and ``*cap`` unchanged)."""
+    cdef void* q = grow_array(p[0], cap, need, elem)
+    if q == NULL:
+        return ERR_MEMORY
+    p[0] = q
+    return 0
+
+
+cdef inline int resize(void** p, int64_t n, size_t elem) noexcept nogil:
+    """realloc ``*p`` to exactly n elements (at least one): 0, or ERR_MEMORY (``*p`` unchanged)."""
+    cdef void* q = realloc(p[0], <size_t>(n if n > 0 else 1) * elem)
+    if q == NULL:
+        return ERR_MEMORY
+    p[0] = q
+    return 0
+
+
+# ----------------------------------------------------------------- hashing ----
+
+cdef inline uint64_t mix64(uint64_t x) noexcept nogil:
+    """A 64-bit finalizer (MurmurHash3's): every bit of x moves every bit of the
+    result, so an open-addressing table may take the low bits of keys that differ
+    only in their high half (a pair packed as hi << 32 | lo)."""
+    x ^= x >> 33
+    x *= <uint64_t>0xff51afd7ed558ccd
+    x ^= x >> 33
+    x *= <uint64_t>0xc4ceb9fe1a85ec53
+    x ^= x >> 33
+    return x
+
+
+cdef inline uint64_t hash_mix(uint64_t h, uint64_t x) noexcept nogil:
+    """One FNV-1a step: h with x folded in."""
+    h ^= x
+    h *= <uint64_t>0x100000001b3
+    return h
+
+
+cdef inline uint64_t hash_ints(const int32_t* xs, int32_t n) noexcept nogil:
+    """FNV-1a over the elements and the length, with a final shift to spread the low bits."""
+    cdef uint64_t h = <uint64_t>0xcbf29ce484222325
+    cdef int32_t i
+    for i in range(n):
+        h = hash_mix(h, <uint32_t>xs[i])
+    h = hash_mix(h, <uint32_t>n)
+    return h ^ (h >> 29)
+
+
+cdef inline int64_t pair_key(int32_t hi, int32_t lo) noexcept nogil:
+    """Two int32 ids as one I64Map key."""
+    return <int64_t>((<uint64_t><uint32_t>hi << 32) | <uint32_t>lo)
+
+
+# ----------------------------------------------------- the open-addressing map ----
+
+cdef struct I64Map:
+    # int64 keys (any value) to int32 values (>= 0), linear probing over a power-of-2
+    # table kept at most half full.  A slot is live when its stamp equals gen, so
+    # clearing is one increment (the tables cleared once per Earley row stay cheap).
+    int64_t* keys
+    int32_t* vals
+    uint32_t* stamp
+    int64_t cap        # slots, a power of 2
+    int64_t n          # live entries
+    uint32_t gen       # the live stamp, >= 1
+
+
+cdef inline int i64map_init(I64Map* m, int64_t cap) noexcept nogil:
+    """An empty map with room for cap / 2 entries before it grows (cap rounded up to a
+    power of 2, at least 16): 0, or ERR_MEMORY."""
+    cdef int64_t c = 16
+    while c < cap:
+        c *= 2
+    memset(m, 0, sizeof(I64Map))
+    m.keys = <int64_t*>malloc(<size_t>c * sizeof(int64_t))
+    m.vals = <int32_t*>malloc(<size_t>c * sizeof(int32_t))
+    m.stamp = <uint32_t*>malloc(<size_t>c * sizeof(uint32_t))
+    if m.keys == NULL or m.vals == NULL or m.stamp == NULL:
+        i64map_free(m)
+        return ERR_MEMORY
+    memset(m.stamp, 0, <size_t>c * sizeof(uint32_t))
+    m.cap = c
+    m.gen = 1
+    return 0
+
+
+cdef inline void i64map_free(I64Map* m) noexcept nogil:
+    free(m.keys)
+    free(m.vals)
+    free(m.stamp)
+    memset(m, 0, sizeof(I64Map))
+
+
+cdef inline void i64map_clear(I64Map* m) noexcept nogil:
+    """Remove every entry (O(1) but once per 2**32 clears)."""
+    m.n = 0
+    m.gen += 1
+    if m.gen == 0:
+        memset(m.stamp, 0, <size_t>m.cap * sizeof(uint32_t))
+        m.gen = 1
+
+
+cdef inline int64_t i64map_slot(const I64Map* m, int64_t key) noexcept nogil:
+    """The slot that holds key, or the free slot where it would go."""
+    cdef int64_t h = <int64_t>(mix64(<uint64_t>key) & <uint64_t>(m.cap - 1))
+    while m.stamp[h] == m.gen and m.keys[h] != key:
+        h = (h + 1) & (m.cap - 1)
+    return h
+
+
+cdef inline int32_t i64map_get(const I64Map* m, int64_t key) noexcept nogil:
+    """The value of key, or -1 when it has none."""
+    cdef int64_t h = i64map_slot(m, key)
+    return m.vals[h] if m.stamp[h] == m.gen else -1
+
+
+cdef inline int _i64map_rehash(I64Map* m) noexcept nogil:
+    cdef I64Map big
+    cdef int64_t i, h
+    if i64map_init(&big, 2 * m.cap) < 0:
+        return ERR_MEMORY
+    for i in range(m.cap):
+        if m.stamp[i] == m.gen:
+            h = i64map_slot(&big, m.keys[i])
+            big.keys[h] = m.keys[i]
+            big.vals[h] = m.vals[i]
+            big.stamp[h] = big.gen
+    big.n = m.n
+    i64map_free(m)
+    m[0] = big
+    return 0
+
+
+cdef inline int32_t i64map_intern(I64Map* m, int64_t key, int32_t val) noexcept nogil:
+    """The value key has, or else val, stored as its value now (used as a set: ``m.n``
+    grew when key was new).  ERR_MEMORY when the table could not grow (the map is
+    unchanged)."""
+    cdef int64_t h = i64map_slot(m, key)
+    if m.stamp[h] == m.gen:
+        return m.vals[h]
+    if 2 * (m.n + 1) > m.cap:
+        if _i64map_rehash(m) < 0:
+            return ERR_MEMORY
+        h = i64map_slot(m, key)
+    m.keys[h] = key
+    m.vals[h] = val
+    m.stamp[h] = m.gen
+    m.n += 1
+    return val
+
+
+cdef inline int i64map_put(I64Map* m, int64_t key, int32_t val) noexcept nogil:
+    """Set key's value: 0, or ERR_MEMORY (the map is unchanged)."""
+    cdef int64_t h = i64map_slot(m, key)
+    if m.stamp[h] == m.gen:
+        m.vals[h] = val
+        return 0
+    return 0 if i64map_intern(m, key, val) >= 0 else ERR_MEMORY
+
+
+cdef inline int64_t i64map_bytes(const I64Map* m) noexcept nogil:
+    """The bytes the map holds."""
+    return m.cap * <int64_t>(sizeof(int64_t) + sizeof(int32_t) + sizeof(uint32_t))
