@@ -36,82 +36,49 @@ containment is decided on the DFAs (a walk of the product automaton) and cached
 per (lexeme state, slice).
 
 Limits (lexer states, Earley items per row, steps per mask) are checked in C; a hit
-sets an error code that the Python wrapper raises as
-:class:`~toolkit.core.errors.LimitExceeded`.  One :class:`ParserTables` is shared by
-every :class:`EarleyParser` of a compiled grammar (the lazy tables are a cache), so
-matchers of one grammar must not run concurrently.
+sets an error code of :mod:`toolkit.core.cutil` that the Python wrapper raises as
+:class:`~toolkit.core.errors.LimitExceeded` (:func:`toolkit.core.errors.error_of`).
+
+**Work** (:class:`toolkit.core.protocol.MaskStats`, each parser's ``work``): trie nodes
+the walks visited; lexer steps, one per byte read (a trie node walked, a byte of an
+accepted token) plus one when a byte that ended a lexeme starts the next; Earley items
+added to rows; tokens sliced, those of the slices a fill ORed in whole; tokens cached,
+the text tokens of a fill that was the mask cache's copy.  No token is checked alone.
+The shared tables' lazy work (new lexer states, slicer searches) is not counted.
+
+One :class:`ParserTables` is shared by every :class:`EarleyParser` of a compiled
+grammar (the lazy tables are a cache), so matchers of one grammar must not run
+concurrently.
 """
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, realloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
 
 cimport numpy as cnp
 
-from toolkit.core.cutil cimport WorkCounters, grow_array, hash_ints, mix64
-from toolkit.core.intsets cimport IntSets, intsets_add, intsets_find, intsets_free, intsets_init
-from toolkit.core.session cimport StrategyOps, UndoStack, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
-from toolkit.core.ids cimport token_t, word_t
+from toolkit.core.cutil cimport (
+    BYTES, ERR_MAX_LEXER_STATES, ERR_MAX_ROW_ITEMS, ERR_MAX_STEPS, ERR_MEMORY, ERR_NONE, ERR_SHAPE, I64Map,
+    WorkCounters, grow, hash_ints, i64map_bytes, i64map_clear, i64map_free, i64map_get, i64map_init,
+    i64map_intern, i64map_put, pair_key, resize,
+)
+from toolkit.core.intsets cimport intsets_add, intsets_find, intsets_free, intsets_init
+from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
+from toolkit.core.ids cimport DEAD, MISSING, state_t, symbol_t, token_t, word_t
 from toolkit.core.trie cimport TokenTrie, TrieNode
 
-from toolkit.core.errors import LimitExceeded
 from toolkit.core.classform import check_class_form
+from toolkit.core.errors import error_of as _error_of
 
 cnp.import_array()
 
 __all__ = ["ParserTables", "EarleyParser", "SliceSet", "full_matches", "ops_capsule"]
 
-cdef enum:
-    _BYTES = 256
-    LS_DEAD = -1       # ls_trans entry: no live pair after this byte
-    LS_MISSING = -2    # ls_trans entry not computed yet
-    LS_ERROR = -3      # a limit was hit (or memory ran out) while computing it
+# The sentinels, marks, Item and the classes' fields are declared in _parser.pxd.
 
-cdef enum:
-    ERR_NONE = 0
-    ERR_LEXER_STATES = 1
-    ERR_ROW_ITEMS = 2
-    ERR_STEPS = 3
-    ERR_MEMORY = 4
-    ERR_SHAPE = 5      # a mask narrower than the slices' masks
-
-cdef enum:
-    P_UNKNOWN = 0      # slicer memo: product pair not decided
-    P_GOOD = 1         # no slice string from here kills the lexeme
-    P_BAD = 2          # some slice string from here kills it
-    P_OPEN = 3         # on the current search's stack
-    P_DONE = 4         # searched in the current search, nothing found (yet)
-
-cdef enum:
-    MAX_MEMO_PAIRS = 1 << 26  # product pairs (bytes of memo) one (lexeme, slice) may use
-    SPARSE_CAP = 4096         # slots of the small search's table; it gives up at half full
-
-cdef enum:
-    SL_KNOWN = 0x80000000  # ls_sl: the slices of this lexer state are decided
-
-cdef enum:
-    F_SKIP_ACC = 1     # the skip lexeme accepts in this lexer state
-    F_EXTEND = 2       # some byte keeps a pair alive
-
-
-cdef struct Item:
-    int32_t dr         # dotted rule: production's first rhs slot + dot
-    int32_t origin     # row the production was predicted in
-
-
-cdef inline uint64_t _hash_item(int32_t dr, int32_t origin) noexcept nogil:
-    return mix64(((<uint64_t><uint32_t>dr) << 32) | <uint32_t>origin)
-
-
-cdef int _resize(void** p, int64_t n, size_t elem) noexcept nogil:
-    """realloc *p to n elements; -1 (and *p unchanged) when out of memory."""
-    cdef void* q = realloc(p[0], <size_t>n * elem)
-    if q == NULL:
-        return -1
-    p[0] = q
-    return 0
+_WHERE = "llguidance parser"  # the prefix of the errors' messages
 
 
 # ---------------------------------------------------------------------------
@@ -126,20 +93,6 @@ cdef class SliceSet:
     per slice, ``tries`` the slices' :class:`~toolkit.core.trie.TokenTrie` and then the
     rest's, ``masks`` each slice's tokens as uint32 words.
     """
-
-    cdef readonly int32_t n, n_words
-    cdef const int32_t** trans
-    cdef int32_t* n_states
-    cdef int32_t* starts
-    cdef const word_t** masks
-    cdef int32_t* order         # slices, each after every slice whose language holds it
-    cdef uint8_t* incl          # incl[i * n + j]: slice i's language is inside slice j's
-    cdef readonly list tries
-    cdef list _keep
-    cdef const TrieNode** t_nodes    # tries[k]'s nodes, node count, ids (n + 1 tries)
-    cdef int32_t* t_num
-    cdef const token_t** t_ids
-    cdef readonly int32_t max_depth  # the deepest of the tries
 
     def __init__(self, dfas, tries, masks, inclusion=None):
         cdef int32_t k
@@ -178,11 +131,13 @@ cdef class SliceSet:
             self.t_num[k] = tt.num_nodes
             self.t_ids[k] = tt.token_ids
             self.max_depth = max(self.max_depth, tt.max_depth)
-        self.trans = <const int32_t**>malloc(max(1, self.n) * sizeof(int32_t*))
+        self.trans = <const state_t**>malloc(max(1, self.n) * sizeof(state_t*))
         self.n_states = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
-        self.starts = <int32_t*>malloc(max(1, self.n) * sizeof(int32_t))
+        self.starts = <state_t*>malloc(max(1, self.n) * sizeof(state_t))
         self.masks = <const word_t**>malloc(max(1, self.n) * sizeof(word_t*))
-        if self.trans == NULL or self.n_states == NULL or self.starts == NULL or self.masks == NULL:
+        self.n_tokens = <int64_t*>malloc(max(1, self.n) * sizeof(int64_t))
+        if (self.trans == NULL or self.n_states == NULL or self.starts == NULL or self.masks == NULL
+                or self.n_tokens == NULL):
             raise MemoryError()
         self.n_words = 0
         for k in range(self.n):
@@ -190,10 +145,11 @@ cdef class SliceSet:
             a = np.ascontiguousarray(trans, dtype=np.int32)
             m = np.ascontiguousarray(masks[k], dtype=np.uint32)
             self._keep.extend((a, m))
-            self.trans[k] = <const int32_t*>cnp.PyArray_DATA(a)
+            self.trans[k] = <const state_t*>cnp.PyArray_DATA(a)
             self.n_states[k] = a.shape[0]
             self.starts[k] = start
             self.masks[k] = <const word_t*>cnp.PyArray_DATA(m)
+            self.n_tokens[k] = int(np.unpackbits(m.view(np.uint8)).sum())
             self.n_words = m.shape[0]
 
     def __dealloc__(self):
@@ -204,6 +160,7 @@ cdef class SliceSet:
         free(self.n_states)
         free(self.starts)
         free(<void*>self.masks)
+        free(self.n_tokens)
         free(self.order)
         free(self.incl)
 
@@ -231,79 +188,24 @@ cdef class ParserTables:
     * limits: ``max_lexer_states``, ``max_row_items``, ``max_steps``.
     """
 
-    # grammar
-    cdef readonly int32_t n_nt, n_lex, skip, start_sym, n_dr, n_global
-    cdef int32_t* dr_sym
-    cdef int32_t* dr_lhs
-    cdef int32_t* nt_off
-    cdef int32_t* nt_drs
-    cdef uint8_t* nullable
-    # lexemes
-    cdef int32_t* lex_off
-    cdef int32_t* lex_start
-    cdef const int32_t** lex_trans   # per lexeme: its table over classes, lex_k[l] columns
-    cdef const uint8_t** lex_cls     # per lexeme: the class of each byte
-    cdef int32_t* lex_k
-    cdef int32_t* g_lex
-    cdef uint8_t* g_acc
-    cdef uint8_t* g_ext
-    cdef object _keep
-    # lexer states (hash-consed sets of global states)
-    cdef readonly int32_t n_ls
-    cdef int64_t cap_ls
-    cdef int32_t* ls_trans
-    cdef IntSets sets           # the global states of each lexer state (ids = lexer states)
-    cdef int32_t* ls_acc_off    # into acc_pool
-    cdef int32_t* ls_acc_len
-    cdef uint8_t* ls_flags
-    cdef int32_t* ls_single
-    cdef uint32_t* ls_sl        # slices contained in the state (bit k), SL_KNOWN once computed
-    cdef int32_t* acc_pool      # each lexer state's accepting (non-skip) lexemes
-    cdef int64_t acc_pool_len, acc_pool_cap
-    # scratch
-    cdef int32_t* buf
-    cdef int32_t* allowed
-    cdef int32_t* nt_stamp
-    cdef int32_t* allow_stamp
-    cdef int32_t* scan_stamp
-    cdef int32_t stamp
-    cdef int64_t* iht_key
-    cdef int32_t* iht_stamp
-    cdef int64_t iht_cap
-    # limits and errors
-    cdef readonly int64_t max_lexer_states, max_row_items, max_steps
-    cdef int64_t steps
-    cdef readonly int64_t peak_row_items, peak_steps
-    cdef int err
-    cdef int64_t err_value
-    # slicer cache: per (global state, slice): 0 unknown, 1 contained, 2 not
-    cdef int8_t* slice_ok
-    cdef int32_t n_slices
-    cdef uint8_t** memo       # per (lexeme, slice): P_* verdict per product pair, lazily
-    cdef int64_t* sp_key      # the small search's pairs (open addressing, SPARSE_CAP slots)
-    cdef uint8_t* sp_val      # and their P_* marks; a slot is in use when its stamp is
-    cdef int32_t* sp_stamp    # sp_cur (so a new search clears nothing)
-    cdef int32_t sp_cur, sp_n
-    cdef uint8_t* sp_full     # per (lexeme, slice): a small search of it filled its table
-    cdef int64_t* dfs_pair
-    cdef int64_t* dfs_seen
-    cdef int32_t* dfs_byte
-    cdef int64_t dfs_cap
-    cdef readonly int64_t memo_bytes  # bytes of the per (lexeme, slice) memos made
-
     def __init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, int32_t n_nt,
-                 int32_t start_sym, lexemes, int32_t skip, *, int64_t max_lexer_states,
+                 symbol_t start_sym, lexemes, int32_t skip, *, int64_t max_lexer_states,
                  int64_t max_row_items, int64_t max_steps, int32_t n_slices=0):
-        cdef int32_t l, s, n, g
-        cdef cnp.ndarray a
         self.n_nt = n_nt
         self.start_sym = start_sym
         self.skip = skip
         self.n_lex = len(lexemes)
+        self.n_slices = n_slices
         self.max_lexer_states = max_lexer_states
         self.max_row_items = max_row_items
         self.max_steps = max_steps
-        self._keep = []
+        self._init_grammar(dr_sym, dr_lhs, nt_off, nt_drs, nullable)
+        self._init_lexemes(lexemes)
+        self._init_global_states(lexemes)
+        self._init_caches()
+
+    cdef void _init_grammar(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable) except *:
+        """The grammar's arrays, copied into C."""
         self.dr_sym = self._copy_i32(dr_sym)
         self.dr_lhs = self._copy_i32(dr_lhs)
         self.nt_off = self._copy_i32(nt_off)
@@ -311,12 +213,18 @@ cdef class ParserTables:
         self.n_dr = len(dr_sym)
         nb = np.ascontiguousarray(nullable, dtype=np.uint8)
         self.nullable = <uint8_t*>malloc(max(1, nb.shape[0]))
+        if self.nullable == NULL:
+            raise MemoryError()
         if nb.shape[0]:
             memcpy(self.nullable, cnp.PyArray_DATA(nb), nb.shape[0])
 
+    cdef void _init_lexemes(self, lexemes) except *:
+        """Each lexeme's DFA (kept as the numpy arrays it came in) and its global states' numbering."""
+        cdef int32_t l
+        self._keep = []
         self.lex_off = <int32_t*>malloc((self.n_lex + 1) * sizeof(int32_t))
-        self.lex_start = <int32_t*>malloc(max(1, self.n_lex) * sizeof(int32_t))
-        self.lex_trans = <const int32_t**>malloc(max(1, self.n_lex) * sizeof(int32_t*))
+        self.lex_start = <state_t*>malloc(max(1, self.n_lex) * sizeof(state_t))
+        self.lex_trans = <const state_t**>malloc(max(1, self.n_lex) * sizeof(state_t*))
         self.lex_cls = <const uint8_t**>malloc(max(1, self.n_lex) * sizeof(uint8_t*))
         self.lex_k = <int32_t*>malloc(max(1, self.n_lex) * sizeof(int32_t))
         if self.lex_off == NULL or self.lex_start == NULL or self.lex_trans == NULL or self.lex_cls == NULL \
@@ -331,7 +239,7 @@ cdef class ParserTables:
                 raise ValueError(f"lexeme {l}: start {start} outside [0, {a.shape[0]})")
             self._keep.append(a)
             classes_of.append(c)
-            self.lex_trans[l] = <const int32_t*>cnp.PyArray_DATA(a)
+            self.lex_trans[l] = <const state_t*>cnp.PyArray_DATA(a)
             self.lex_cls[l] = <const uint8_t*>cnp.PyArray_DATA(c)
             self.lex_k[l] = a.shape[1]
             self.lex_off[l] = total
@@ -340,15 +248,21 @@ cdef class ParserTables:
         self._keep.extend(classes_of)  # after the tables: _keep[l] is lexeme l's table
         self.lex_off[self.n_lex] = total
         self.n_global = total
+
+    cdef void _init_global_states(self, lexemes) except *:
+        """Per global state: its lexeme, whether it accepts and whether it can extend
+        (a lexeme's dead state, DEAD, does neither)."""
+        cdef int32_t l, n, k, col, lo
+        cdef state_t s, g
+        cdef const state_t* tr
+        cdef const uint8_t* ac
+        cdef cnp.ndarray a
+        cdef int64_t total = self.n_global
         self.g_lex = <int32_t*>malloc(max(1, total) * sizeof(int32_t))
         self.g_acc = <uint8_t*>calloc(max(1, total), 1)
         self.g_ext = <uint8_t*>calloc(max(1, total), 1)
         if self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL:
             raise MemoryError()
-        # per global state: its lexeme, accepting, can extend (dead states 0: neither)
-        cdef const int32_t* tr
-        cdef const uint8_t* ac
-        cdef int32_t k, col, lo
         for l in range(self.n_lex):
             acc = lexemes[l][2]
             if not (cnp.PyArray_Check(acc) and cnp.PyArray_ITEMSIZE(<cnp.ndarray>acc) == 1
@@ -363,50 +277,32 @@ cdef class ParserTables:
                 for s in range(n):
                     g = lo + s
                     self.g_lex[g] = l
-                    if s == 0:
-                        continue  # the dead state
+                    if s == DEAD:
+                        continue
                     self.g_acc[g] = ac[s] != 0
                     for col in range(k):
-                        if tr[<int64_t>s * k + col] != 0:
+                        if tr[<int64_t>s * k + col] != DEAD:
                             self.g_ext[g] = 1
                             break
 
-        self.cap_ls = 0
-        self.ls_trans = NULL
-        self.ls_acc_off = self.ls_acc_len = NULL
-        self.ls_single = NULL
-        self.ls_sl = NULL
-        self.ls_flags = NULL
-        self.acc_pool_len = 0
+    cdef void _init_caches(self) except *:
+        """The lazy lexer-state tables (empty), the scratch and the slicer's caches."""
+        cdef int64_t n_pairs = <int64_t>self.n_lex * max(1, self.n_slices)
         self.acc_pool_cap = 64
         self.acc_pool = <int32_t*>malloc(self.acc_pool_cap * sizeof(int32_t))
-        cdef int sets_ok = intsets_init(&self.sets)
-        self.buf = <int32_t*>malloc((self.n_lex + 1) * sizeof(int32_t))
+        self.buf = <state_t*>malloc((self.n_lex + 1) * sizeof(state_t))
         self.allowed = <int32_t*>malloc((self.n_lex + 1) * sizeof(int32_t))
-        self.nt_stamp = <int32_t*>calloc(max(1, n_nt), sizeof(int32_t))
+        self.nt_stamp = <int32_t*>calloc(max(1, self.n_nt), sizeof(int32_t))
         self.allow_stamp = <int32_t*>calloc(max(1, self.n_lex), sizeof(int32_t))
         self.scan_stamp = <int32_t*>calloc(max(1, self.n_lex), sizeof(int32_t))
-        self.stamp = 0
-        self.iht_cap = 1024
-        self.iht_key = <int64_t*>malloc(self.iht_cap * sizeof(int64_t))
-        self.iht_stamp = <int32_t*>calloc(self.iht_cap, sizeof(int32_t))
-        self.n_slices = n_slices
-        self.slice_ok = <int8_t*>calloc(max(1, <int64_t>total * max(1, n_slices)), 1)
-        self.memo = <uint8_t**>calloc(max(1, <int64_t>self.n_lex * max(1, n_slices)), sizeof(uint8_t*))
-        self.dfs_pair = self.dfs_seen = NULL
-        self.dfs_byte = NULL
-        self.dfs_cap = 0
-        self.sp_key = <int64_t*>malloc(SPARSE_CAP * sizeof(int64_t))
-        self.sp_val = <uint8_t*>malloc(SPARSE_CAP)
-        self.sp_stamp = <int32_t*>calloc(SPARSE_CAP, sizeof(int32_t))
-        self.sp_cur = 0
-        self.sp_full = <uint8_t*>calloc(max(1, <int64_t>self.n_lex * max(1, n_slices)), 1)
-        if (self.sp_full == NULL or self.sp_key == NULL or self.sp_val == NULL or self.sp_stamp == NULL
-                or self.g_lex == NULL or self.g_acc == NULL or self.g_ext == NULL or sets_ok < 0
-                or self.buf == NULL or self.allowed == NULL or self.nt_stamp == NULL
-                or self.allow_stamp == NULL or self.scan_stamp == NULL or self.iht_key == NULL
-                or self.iht_stamp == NULL or self.slice_ok == NULL or self.memo == NULL
-                or self.acc_pool == NULL):
+        self.slice_ok = <int8_t*>calloc(max(1, <int64_t>self.n_global * max(1, self.n_slices)), 1)
+        self.memo = <uint8_t**>calloc(max(1, n_pairs), sizeof(uint8_t*))
+        self.sp_full = <uint8_t*>calloc(max(1, n_pairs), 1)
+        if (intsets_init(&self.sets) < 0 or i64map_init(&self.row_items, 1024) < 0
+                or i64map_init(&self.sparse, SPARSE_CAP) < 0
+                or self.acc_pool == NULL or self.buf == NULL or self.allowed == NULL
+                or self.nt_stamp == NULL or self.allow_stamp == NULL or self.scan_stamp == NULL
+                or self.slice_ok == NULL or self.memo == NULL or self.sp_full == NULL):
             raise MemoryError()
 
     cdef int32_t* _copy_i32(self, arr) except NULL:
@@ -429,16 +325,17 @@ cdef class ParserTables:
         free(self.ls_sl)
         intsets_free(&self.sets); free(self.acc_pool); free(self.buf); free(self.allowed)
         free(self.nt_stamp); free(self.allow_stamp); free(self.scan_stamp)
-        free(self.iht_key); free(self.iht_stamp); free(self.slice_ok)
+        i64map_free(&self.row_items); free(self.slice_ok)
         if self.memo != NULL:
             for i in range(<int64_t>self.n_lex * max(1, self.n_slices)):
                 free(self.memo[i])
         free(self.memo); free(self.dfs_pair); free(self.dfs_seen); free(self.dfs_byte)
-        free(self.sp_key); free(self.sp_val); free(self.sp_stamp); free(self.sp_full)
+        i64map_free(&self.sparse); free(self.sp_full)
 
     # ------------------------------------------------------ lexer states --
 
     cdef int _fail(self, int code, int64_t value) noexcept nogil:
+        """Note error ``code`` (an ErrCode; the first one pending wins): -1."""
         if self.err == ERR_NONE:
             self.err = code
             self.err_value = value
@@ -447,31 +344,29 @@ cdef class ParserTables:
     cdef inline int _spend(self, int64_t n) noexcept nogil:
         self.steps += n
         if self.steps > self.max_steps:
-            return self._fail(ERR_STEPS, self.steps)
+            return self._fail(ERR_MAX_STEPS, self.steps)
         return 0
 
-    cdef int32_t intern(self, const int32_t* gs, int32_t n) noexcept nogil:
+    cdef state_t intern(self, const state_t* gs, int32_t n) noexcept nogil:
         """The id of the lexer state holding global states gs[0..n) (sorted); LS_ERROR on a limit."""
         cdef uint64_t hv = hash_ints(gs, n)
-        cdef int32_t i, id_ = intsets_find(&self.sets, gs, n, hv), g, l, n_acc = 0
+        cdef state_t id_ = intsets_find(&self.sets, gs, n, hv), g
+        cdef int32_t i, l, n_acc = 0
         cdef uint8_t flags = 0
-        cdef int32_t* p
         if id_ >= 0:
             return id_
         if self.n_ls >= self.max_lexer_states:
-            self._fail(ERR_LEXER_STATES, self.n_ls + 1)
+            self._fail(ERR_MAX_LEXER_STATES, self.n_ls + 1)
             return LS_ERROR
         if self._spend(n + 1) < 0:
             return LS_ERROR
         id_ = self.n_ls
-        if id_ + 1 > self.cap_ls and not self._grow_ls(id_ + 1):
+        if self._grow_ls(id_ + 1) < 0:
             self._fail(ERR_MEMORY, id_ + 1)
             return LS_ERROR
-        p = <int32_t*>grow_array(self.acc_pool, &self.acc_pool_cap, self.acc_pool_len + n, sizeof(int32_t))
-        if p == NULL:
+        if grow(<void**>&self.acc_pool, &self.acc_pool_cap, self.acc_pool_len + n, sizeof(int32_t)) < 0:
             self._fail(ERR_MEMORY, self.acc_pool_len + n)
             return LS_ERROR
-        self.acc_pool = p
         if intsets_add(&self.sets, gs, n, hv) < 0:
             self._fail(ERR_MEMORY, self.sets.pool_len + n)
             return LS_ERROR
@@ -493,65 +388,52 @@ cdef class ParserTables:
         self.ls_flags[id_] = flags
         self.ls_single[id_] = gs[0] if n == 1 else -1
         self.ls_sl[id_] = 0
-        for i in range(_BYTES):
-            self.ls_trans[<int64_t>id_ * _BYTES + i] = LS_MISSING
+        for i in range(BYTES):
+            self.ls_trans[<int64_t>id_ * BYTES + i] = MISSING
         self.n_ls += 1
         return id_
 
-    cdef bint _grow_ls(self, int64_t need) noexcept nogil:
-        cdef int64_t c = self.cap_ls if self.cap_ls >= 16 else 16
-        while c < need:
-            c *= 2
-        cdef int32_t* t = <int32_t*>realloc(self.ls_trans, <size_t>c * _BYTES * sizeof(int32_t))
-        if t == NULL:
-            return False
-        self.ls_trans = t
-        cdef int32_t** arrays[3]
-        arrays[0] = &self.ls_acc_off
-        arrays[1] = &self.ls_acc_len
-        arrays[2] = &self.ls_single
-        cdef int k
-        cdef int32_t* q
-        for k in range(3):
-            q = <int32_t*>realloc(arrays[k][0], <size_t>c * sizeof(int32_t))
-            if q == NULL:
-                return False
-            arrays[k][0] = q
-        cdef uint8_t* f = <uint8_t*>realloc(self.ls_flags, <size_t>c)
-        if f == NULL:
-            return False
-        self.ls_flags = f
-        cdef uint32_t* sl = <uint32_t*>realloc(self.ls_sl, <size_t>c * sizeof(uint32_t))
-        if sl == NULL:
-            return False
-        self.ls_sl = sl
-        self.cap_ls = c
-        return True
+    cdef int _grow_ls(self, int64_t need) noexcept nogil:
+        """Room for ``need`` lexer states in the per-state arrays: 0, or ERR_MEMORY.  The
+        transition table grows (doubling) first; the others follow it to its capacity."""
+        cdef int64_t cap = self.cap_ls
+        if need <= cap:
+            return 0
+        if (grow(<void**>&self.ls_trans, &cap, need, BYTES * sizeof(state_t)) < 0
+                or resize(<void**>&self.ls_acc_off, cap, sizeof(int32_t)) < 0
+                or resize(<void**>&self.ls_acc_len, cap, sizeof(int32_t)) < 0
+                or resize(<void**>&self.ls_single, cap, sizeof(state_t)) < 0
+                or resize(<void**>&self.ls_flags, cap, sizeof(uint8_t)) < 0
+                or resize(<void**>&self.ls_sl, cap, sizeof(uint32_t)) < 0):
+            return ERR_MEMORY  # cap_ls stays: the next call resizes them all again
+        self.cap_ls = cap
+        return 0
 
-    cdef int32_t step(self, int32_t x, uint8_t b) noexcept nogil:
-        """The lexer state after byte b in state x: an id, LS_DEAD or LS_ERROR."""
-        cdef int32_t y = self.ls_trans[<int64_t>x * _BYTES + b]
-        if y != LS_MISSING:
+    cdef state_t step(self, state_t x, uint8_t b) noexcept nogil:
+        """The lexer state after byte b in state x: an id, LS_END or LS_ERROR."""
+        cdef state_t y = self.ls_trans[<int64_t>x * BYTES + b]
+        if y != MISSING:
             return y
-        cdef int32_t i, g, l, s2, m = 0, n = self.sets.len[x]
-        cdef const int32_t* members = self.sets.pool + self.sets.off[x]
+        cdef int32_t i, l, m = 0, n = self.sets.len[x]
+        cdef state_t g, s2
+        cdef const state_t* members = self.sets.pool + self.sets.off[x]
         for i in range(n):
             g = members[i]
             l = self.g_lex[g]
             s2 = self.lex_trans[l][<int64_t>(g - self.lex_off[l]) * self.lex_k[l] + self.lex_cls[l][b]]
-            if s2 != 0:
+            if s2 != DEAD:
                 self.buf[m] = self.lex_off[l] + s2
                 m += 1
         if m == 0:
-            y = LS_DEAD
+            y = LS_END
         else:
             y = self.intern(self.buf, m)
             if y == LS_ERROR:
                 return y
-        self.ls_trans[<int64_t>x * _BYTES + b] = y
+        self.ls_trans[<int64_t>x * BYTES + b] = y
         return y
 
-    cdef int32_t start_state(self, const int32_t* lexemes, int32_t n) noexcept nogil:
+    cdef state_t start_state(self, const int32_t* lexemes, int32_t n) noexcept nogil:
         """The lexer state at the start of one of lexemes[0..n) (sorted), skip added when n > 0."""
         cdef int32_t i, l
         for i in range(n):
@@ -564,8 +446,8 @@ cdef class ParserTables:
 
     # ------------------------------------------------------------ slicer --
 
-    cdef int contained(self, int32_t g, int32_t k, const int32_t* strans, int32_t sn,
-                       int32_t sstart) noexcept nogil:
+    cdef int contained(self, state_t g, int32_t k, const state_t* strans, int32_t sn,
+                       state_t sstart) noexcept nogil:
         """1 when every string of slice k's language keeps global state g alive, else 0; -1 on error.
 
         Decided on the product of the slice's DFA and g's lexeme DFA: the slice is
@@ -573,12 +455,13 @@ cdef class ParserTables:
         from (slice start, g) takes a byte the slice allows and the lexeme does not.
         The slice DFA is minimal (every live state reaches acceptance), so any such
         byte is on a slice string.  A depth-first search finds such a pair.  It keeps
-        its pairs in a small table: most searches end within a few pairs (a lexeme
-        refusing some byte the slice allows, near its start; a short bounded string).
-        One that outgrows it, and every later search of that (lexeme, slice), uses a
-        memo of verdicts per (lexeme, slice) over all pairs (a pair on the path to a dead end is bad; every pair of a search
-        that found none is good), which later searches share, so the checks at
-        successive positions of one long lexeme cost little more than the first.
+        its pairs in a small table (an I64Map that never grows): most searches end
+        within a few pairs (a lexeme refusing some byte the slice allows, near its
+        start; a short bounded string).  One that outgrows it, and every later search of
+        that (lexeme, slice), uses a memo of verdicts per (lexeme, slice) over all pairs
+        (a pair on the path to a dead end is bad; every pair of a search that found none
+        is good), which later searches share, so the checks at successive positions of
+        one long lexeme cost little more than the first.
         """
         cdef int64_t idx = <int64_t>g * self.n_slices + k
         cdef int8_t c = self.slice_ok[idx]
@@ -615,53 +498,38 @@ cdef class ParserTables:
         self.slice_ok[idx] = 1 if result else 2
         return result
 
-    cdef inline int64_t _sp_slot(self, int64_t pr) noexcept nogil:
-        """The small table's slot of pair pr: its own, or the free one it would take."""
-        cdef int64_t h = <int64_t>(mix64(<uint64_t>pr) & (SPARSE_CAP - 1))
-        while self.sp_stamp[h] == self.sp_cur and self.sp_key[h] != pr:
-            h = (h + 1) & (SPARSE_CAP - 1)
-        return h
-
     cdef inline uint8_t _mark(self, uint8_t* memo, int64_t pr) noexcept nogil:
-        cdef int64_t h
+        """Pair pr's P_* mark, in the memo or (memo NULL) the small table."""
+        cdef int32_t v
         if memo != NULL:
             return memo[pr]
-        h = self._sp_slot(pr)
-        return self.sp_val[h] if self.sp_stamp[h] == self.sp_cur else P_UNKNOWN
+        v = i64map_get(&self.sparse, pr)
+        return P_UNKNOWN if v < 0 else <uint8_t>v
 
     cdef inline int _set_mark(self, uint8_t* memo, int64_t pr, uint8_t v) noexcept nogil:
-        """Mark pair pr; -3 when the small table is half full (memo NULL)."""
-        cdef int64_t h
+        """Mark pair pr; -3 when the small table (memo NULL) is half full, so the search
+        gives up rather than let it grow."""
         if memo != NULL:
             memo[pr] = v
             return 0
-        h = self._sp_slot(pr)
-        if self.sp_stamp[h] != self.sp_cur:
-            if 2 * (self.sp_n + 1) > SPARSE_CAP:
-                return -3
-            self.sp_n += 1
-            self.sp_stamp[h] = self.sp_cur
-            self.sp_key[h] = pr
-        self.sp_val[h] = v
-        return 0
+        if 2 * (self.sparse.n + 1) > self.sparse.cap and i64map_get(&self.sparse, pr) < 0:
+            return -3
+        return i64map_put(&self.sparse, pr, v)  # at most half full after it: no growth
 
-    cdef int _search(self, int32_t l, int64_t root, int64_t ln, const int32_t* strans,
+    cdef int _search(self, int32_t l, int64_t root, int64_t ln, const state_t* strans,
                      uint8_t* memo) noexcept nogil:
         """``contained``'s search from pair ``root`` of lexeme l: 1, 0, -1 on error, or
         -3 when ``memo`` is NULL (the small table) and the table filled up."""
-        cdef const int32_t* ltrans = self.lex_trans[l]
+        cdef const state_t* ltrans = self.lex_trans[l]
         cdef const uint8_t* lcls = self.lex_cls[l]
         cdef int64_t lk = self.lex_k[l]
-        cdef int64_t pr, pr2, i, n_stack = 0, n_seen = 0
-        cdef int32_t q, r, q2, r2, b
+        cdef int64_t pr, pr2 = 0, n_stack = 0, n_seen = 0
+        cdef state_t q, r, q2, r2
+        cdef int32_t b
         cdef int result = 1
         cdef uint8_t st
         if memo == NULL:
-            self.sp_cur += 1
-            self.sp_n = 0
-            if self.sp_cur == 0x7fffffff:  # never wraps onto a stamp still in the table
-                memset(self.sp_stamp, 0, SPARSE_CAP * sizeof(int32_t))
-                self.sp_cur = 1
+            i64map_clear(&self.sparse)
         if self._dfs_reserve(1) < 0:
             return -1
         if self._set_mark(memo, root, P_OPEN) < 0:
@@ -673,14 +541,14 @@ cdef class ParserTables:
         n_seen = 1
         while n_stack > 0:
             pr = self.dfs_pair[n_stack - 1]
-            q = <int32_t>(pr // ln)
-            r = <int32_t>(pr % ln)
+            q = <state_t>(pr // ln)
+            r = <state_t>(pr % ln)
             b = self.dfs_byte[n_stack - 1]
-            while b < _BYTES:
-                q2 = strans[<int64_t>q * _BYTES + b]
-                if q2 != 0:
+            while b < BYTES:
+                q2 = strans[<int64_t>q * BYTES + b]
+                if q2 != DEAD:
                     r2 = ltrans[r * lk + lcls[b]]
-                    if r2 == 0:
+                    if r2 == DEAD:
                         result = 0
                         break
                     pr2 = <int64_t>q2 * ln + r2
@@ -693,7 +561,7 @@ cdef class ParserTables:
                 b += 1
             if not result:
                 break
-            if b == _BYTES:
+            if b == BYTES:
                 self._set_mark(memo, pr, P_DONE)  # pr is in the table: cannot fail
                 n_stack -= 1
                 continue
@@ -708,42 +576,39 @@ cdef class ParserTables:
             self.dfs_seen[n_seen] = pr2
             n_seen += 1
         if memo != NULL:
-            if result:
-                for i in range(n_seen):
-                    memo[self.dfs_seen[i]] = P_GOOD
-            else:
-                for i in range(n_seen):
-                    if memo[self.dfs_seen[i]] != P_BAD:
-                        memo[self.dfs_seen[i]] = P_UNKNOWN
-                for i in range(n_stack):
-                    memo[self.dfs_pair[i]] = P_BAD
+            self._memo_record(memo, result, n_seen, n_stack)
         return result
 
+    cdef void _memo_record(self, uint8_t* memo, int result, int64_t n_seen, int64_t n_stack) noexcept nogil:
+        """A search's verdicts into the memo: every pair it saw is good when it found no
+        dead end; else the pairs on the path to it (the stack) are bad, and the others
+        it saw go back to unknown (the search stopped early: their marks of it, open or
+        done, are no verdicts)."""
+        cdef int64_t i
+        if result:
+            for i in range(n_seen):
+                memo[self.dfs_seen[i]] = P_GOOD
+            return
+        for i in range(n_seen):
+            if memo[self.dfs_seen[i]] != P_BAD:
+                memo[self.dfs_seen[i]] = P_UNKNOWN
+        for i in range(n_stack):
+            memo[self.dfs_pair[i]] = P_BAD
+
     cdef int _dfs_reserve(self, int64_t need) noexcept nogil:
-        cdef int64_t cap
-        cdef int64_t* a
-        cdef int32_t* bb
-        if need <= self.dfs_cap:
+        """Room for ``need`` pairs on the search's stack: 0, or -1 (ERR_MEMORY noted).
+        The pair stack grows (doubling) first; the other two follow it."""
+        cdef int64_t cap = self.dfs_cap
+        if need <= cap:
             return 0
-        cap = self.dfs_cap
-        a = <int64_t*>grow_array(self.dfs_pair, &cap, need, sizeof(int64_t))
-        if a == NULL:
+        if (grow(<void**>&self.dfs_pair, &cap, need, sizeof(int64_t)) < 0
+                or resize(<void**>&self.dfs_seen, cap, sizeof(int64_t)) < 0
+                or resize(<void**>&self.dfs_byte, cap, sizeof(int32_t)) < 0):
             return self._fail(ERR_MEMORY, need)
-        self.dfs_pair = a
-        cap = self.dfs_cap
-        a = <int64_t*>grow_array(self.dfs_seen, &cap, need, sizeof(int64_t))
-        if a == NULL:
-            return self._fail(ERR_MEMORY, need)
-        self.dfs_seen = a
-        cap = self.dfs_cap
-        bb = <int32_t*>grow_array(self.dfs_byte, &cap, need, sizeof(int32_t))
-        if bb == NULL:
-            return self._fail(ERR_MEMORY, need)
-        self.dfs_byte = bb
         self.dfs_cap = cap
         return 0
 
-    cdef int64_t slice_bits(self, int32_t x, SliceSet sl) noexcept nogil:
+    cdef int64_t slice_bits(self, state_t x, SliceSet sl) noexcept nogil:
         """Bit k set when slice k is contained in some pair of lexer state x; -1 on error.
 
         Slices are tried supersets first: a slice inside a contained one is contained,
@@ -796,21 +661,12 @@ cdef class ParserTables:
             raise e
 
     def error_of(self, int code, int64_t value):
-        """The exception of error ``code`` with its ``value`` (None for ERR_NONE)."""
-        if code == ERR_LEXER_STATES:
-            return LimitExceeded("max_lexer_states", value, self.max_lexer_states,
-                                 "lexer states (sets of live lexeme states) built for this grammar")
-        if code == ERR_ROW_ITEMS:
-            return LimitExceeded("max_row_items", value, self.max_row_items,
-                                 "Earley items in one row (parser set)")
-        if code == ERR_STEPS:
-            return LimitExceeded("max_steps", value, self.max_steps,
-                                 "parser items plus lexer states built for one mask or token")
-        if code == ERR_MEMORY:
-            return MemoryError(f"llguidance parser: out of memory growing a table to {value} entries")
-        if code == ERR_SHAPE:
-            return ValueError(f"llguidance parser: the slice masks have {value} words, more than the mask's")
-        return None
+        """The exception of error ``code`` (an ErrCode of toolkit.core.cutil) with its
+        ``value``, None for ERR_NONE: :func:`toolkit.core.errors.error_of` with the
+        configured maximum of a limit code."""
+        limit = {ERR_MAX_LEXER_STATES: self.max_lexer_states, ERR_MAX_ROW_ITEMS: self.max_row_items,
+                 ERR_MAX_STEPS: self.max_steps}.get(code)
+        return _error_of(code, value, limit, _WHERE)
 
     def lexer_state(self, int32_t x):
         """``(global states, accepting lexemes, skip accepts, can extend)`` of lexer state x."""
@@ -825,10 +681,10 @@ cdef class ParserTables:
         cdef int64_t total = 0
         total += (2 * self.n_dr + self.n_nt + 1 + self.nt_off[self.n_nt]) * 4 + self.n_nt + self.n_lex
         total += self.n_global * 6 + self.n_lex * 16
-        total += self.cap_ls * (_BYTES * 4 + 4 * 4 + 1) + self.acc_pool_cap * 4
+        total += self.cap_ls * (BYTES * 4 + 4 * 4 + 1) + self.acc_pool_cap * 4
         total += self.sets.cap_off * 8 + self.sets.cap_len * 4 + self.sets.pool_cap * 4 + self.sets.ht_cap * 4
-        total += self.iht_cap * 12 + <int64_t>self.n_global * max(1, self.n_slices)
-        total += self.memo_bytes + self.dfs_cap * 20
+        total += i64map_bytes(&self.row_items) + <int64_t>self.n_global * max(1, self.n_slices)
+        total += self.memo_bytes + self.dfs_cap * 20 + i64map_bytes(&self.sparse)
         for a in self._keep:
             total += a.nbytes
         return total
@@ -845,43 +701,6 @@ cdef class EarleyParser:
     :meth:`truncate` move it, :meth:`fill` writes the token mask.
     """
 
-    cdef ParserTables T
-    cdef Item* items
-    cdef int64_t n_items, cap_items
-    cdef int32_t* row_beg     # row k's items: items[row_beg[k] : row_beg[k + 1]]
-    cdef int32_t* row_ls      # lexer state at the start of the next lexeme
-    cdef uint8_t* row_acc     # the grammar accepts after this row's lexemes
-    cdef int32_t* row_key     # the lexer state whose lexemes were scanned into the row
-    cdef int32_t n_rows
-    cdef int32_t rows_valid   # rows 0 .. rows_valid-1 are intact in memory (truncation
-                              # keeps the rows above n_rows, so a rescan can reuse them)
-    cdef int64_t cap_rows
-    cdef readonly int32_t ls  # current lexer state
-    cdef readonly bint fresh  # no byte consumed yet (ls is row 0's start state)
-    cdef int32_t* st_ls       # walk stacks, one entry per trie depth
-    cdef int32_t* st_rows
-    cdef int32_t st_cap
-    cdef int64_t* row_id      # a number per row built, never reused by this parser: the
-    cdef int64_t next_row_id  # row's content, and every row's below it, is fixed by it
-    # The mask cache (llguidance's bias cache): the text tokens of the last mask made
-    # walking, and its key.  A mask depends only on the lexer state and the rows; the
-    # rows are fixed by the top row's id, so inside a long lexeme (a JSON string), where
-    # the lexer state loops, the next mask is often the last one.
-    cdef public bint use_cache
-    cdef readonly int64_t cache_hits
-    cdef word_t* cache_mask
-    cdef int32_t cache_words, cache_ls
-    cdef int64_t cache_row
-    cdef bint cache_sliced
-    # What fill walks (set_walk): the vocabulary's trie, and its slices or None
-    cdef readonly TokenTrie walk_trie
-    cdef readonly SliceSet walk_slices
-    cdef readonly int64_t last_visited   # trie nodes the last fill looked at (0: a cache copy)
-    cdef WorkCounters work             # counted since the parser was made (a copy starts at zero)
-    # The undo stack of the ops (toolkit.core.session): the state before each token consumed,
-    # three values a token (lexer state, rows, fresh)
-    cdef UndoStack undo_stack
-
     def __cinit__(self, ParserTables tables not None, *args, **kwargs):
         self.T = tables  # the C fields start zeroed (NULL pointers, empty rows and stacks)
 
@@ -894,6 +713,7 @@ cdef class EarleyParser:
         if self._start() < 0:
             self.T.raise_error()
             raise RuntimeError("llguidance parser: could not build the start row")
+        memset(&self.work, 0, sizeof(WorkCounters))  # the work counts fills and accepts, not the making
 
     def __dealloc__(self):
         free(self.items)
@@ -922,92 +742,67 @@ cdef class EarleyParser:
 
     # -------------------------------------------------------------- rows --
 
+    cdef int _reserve_rows(self, int64_t need) noexcept nogil:
+        """Room for ``need`` rows in the row arrays: 0, or -1 (ERR_MEMORY noted).  The
+        first grows (doubling); the others follow it to its capacity."""
+        cdef int64_t cap = self.cap_rows
+        if need <= cap:
+            return 0
+        if (grow(<void**>&self.row_beg, &cap, need, sizeof(int32_t)) < 0
+                or resize(<void**>&self.row_ls, cap, sizeof(state_t)) < 0
+                or resize(<void**>&self.row_key, cap, sizeof(state_t)) < 0
+                or resize(<void**>&self.row_id, cap, sizeof(int64_t)) < 0
+                or resize(<void**>&self.row_acc, cap, sizeof(uint8_t)) < 0):
+            return self.T._fail(ERR_MEMORY, need)
+        self.cap_rows = cap
+        return 0
+
     cdef int _new_row(self) noexcept nogil:
-        """Open row n_rows (empty) and a fresh dedupe stamp."""
-        cdef int64_t cap
-        if self.n_rows + 2 > self.cap_rows:
-            cap = self.cap_rows * 2 if self.cap_rows >= 16 else 16
-            if (_resize(<void**>&self.row_beg, cap, sizeof(int32_t)) < 0
-                    or _resize(<void**>&self.row_ls, cap, sizeof(int32_t)) < 0
-                    or _resize(<void**>&self.row_key, cap, sizeof(int32_t)) < 0
-                    or _resize(<void**>&self.row_id, cap, sizeof(int64_t)) < 0
-                    or _resize(<void**>&self.row_acc, cap, sizeof(uint8_t)) < 0):
-                return self.T._fail(ERR_MEMORY, cap)
-            self.cap_rows = cap
+        """Open row n_rows (empty): an empty item table and a fresh stamp."""
+        if self._reserve_rows(self.n_rows + 2) < 0:
+            return -1
         self.row_beg[self.n_rows] = <int32_t>self.n_items
         self.row_key[self.n_rows] = -1
         self.row_id[self.n_rows] = self.next_row_id
         self.next_row_id += 1
         self.n_rows += 1
         self.rows_valid = self.n_rows - 1  # the new row is valid once closed
+        i64map_clear(&self.T.row_items)
         self.T.stamp += 1
         if self.T.stamp >= 0x7ffffff0:  # _scan takes stamps too: reset well before overflow
-            memset(self.T.iht_stamp, 0, self.T.iht_cap * sizeof(int32_t))
             memset(self.T.nt_stamp, 0, max(1, self.T.n_nt) * sizeof(int32_t))
             memset(self.T.allow_stamp, 0, max(1, self.T.n_lex) * sizeof(int32_t))
             memset(self.T.scan_stamp, 0, max(1, self.T.n_lex) * sizeof(int32_t))
             self.T.stamp = 1
         return 0
 
-    cdef int _iht_grow(self) noexcept nogil:
-        cdef int64_t cap = self.T.iht_cap * 2, i, h, beg = self.row_beg[self.n_rows - 1]
-        cdef int64_t* keys = <int64_t*>malloc(cap * sizeof(int64_t))
-        cdef int32_t* st = <int32_t*>calloc(cap, sizeof(int32_t))
-        if keys == NULL or st == NULL:
-            free(keys)
-            free(st)
-            return self.T._fail(ERR_MEMORY, cap)
-        for i in range(beg, self.n_items):
-            h = <int64_t>(_hash_item(self.items[i].dr, self.items[i].origin) & <uint64_t>(cap - 1))
-            while st[h] == self.T.stamp:
-                h = (h + 1) & (cap - 1)
-            st[h] = self.T.stamp
-            keys[h] = ((<int64_t>self.items[i].dr) << 32) | <uint32_t>self.items[i].origin
-        free(self.T.iht_key)
-        free(self.T.iht_stamp)
-        self.T.iht_key = keys
-        self.T.iht_stamp = st
-        self.T.iht_cap = cap
-        return 0
-
     cdef int _add(self, int32_t dr, int32_t origin) noexcept nogil:
         """Add item (dr, origin) to the open row unless it is there; -1 on a limit."""
-        cdef int64_t key = ((<int64_t>dr) << 32) | <uint32_t>origin
-        cdef int64_t h = <int64_t>(_hash_item(dr, origin) & <uint64_t>(self.T.iht_cap - 1))
-        cdef int64_t row_size, cap
-        cdef Item* it
-        while self.T.iht_stamp[h] == self.T.stamp:
-            if self.T.iht_key[h] == key:
-                return 0
-            h = (h + 1) & (self.T.iht_cap - 1)
-        self.T.iht_stamp[h] = self.T.stamp
-        self.T.iht_key[h] = key
-        if self.n_items + 1 > self.cap_items:
-            cap = self.cap_items
-            it = <Item*>grow_array(self.items, &cap, self.n_items + 1, sizeof(Item))
-            if it == NULL:
-                return self.T._fail(ERR_MEMORY, self.n_items + 1)
-            self.items = it
-            self.cap_items = cap
+        cdef int32_t at = i64map_intern(&self.T.row_items, pair_key(dr, origin), <int32_t>self.n_items)
+        cdef int64_t row_size
+        if at != self.n_items:  # in the row already, or the table could not grow
+            return 0 if at >= 0 else self.T._fail(ERR_MEMORY, 2 * self.T.row_items.cap)
+        if self.n_items + 1 > self.cap_items and grow(<void**>&self.items, &self.cap_items, self.n_items + 1,
+                                                      sizeof(Item)) < 0:
+            return self.T._fail(ERR_MEMORY, self.n_items + 1)
         self.items[self.n_items].dr = dr
         self.items[self.n_items].origin = origin
         self.n_items += 1
+        self.work.earley_items += 1
         row_size = self.n_items - self.row_beg[self.n_rows - 1]
         if row_size > self.T.max_row_items:
-            return self.T._fail(ERR_ROW_ITEMS, row_size)
+            return self.T._fail(ERR_MAX_ROW_ITEMS, row_size)
         if row_size > self.T.peak_row_items:
             self.T.peak_row_items = row_size
-        if self.T._spend(1) < 0:
-            return -1
-        if 2 * row_size > self.T.iht_cap:
-            return self._iht_grow()
-        return 0
+        return self.T._spend(1)
 
     cdef int _close_row(self) noexcept nogil:
         """Predict and complete the open row; record its start lexer state and acceptance."""
         cdef int32_t j = self.n_rows - 1
         cdef int64_t i = self.row_beg[j], k, kend
-        cdef int32_t d, o, x, a, n_allowed = 0, l, m, tmp
+        cdef int32_t d, o, n_allowed = 0, l, m, tmp
+        cdef symbol_t x, a
+        cdef state_t start
         cdef uint8_t acc = 0
         while i < self.n_items:
             d = self.items[i].dr
@@ -1052,10 +847,10 @@ cdef class EarleyParser:
                 self.T.allowed[l + 1] = self.T.allowed[l]
                 l -= 1
             self.T.allowed[l + 1] = tmp
-        x = self.T.start_state(self.T.allowed, n_allowed)
-        if x == LS_ERROR:
+        start = self.T.start_state(self.T.allowed, n_allowed)
+        if start == LS_ERROR:
             return -1
-        self.row_ls[j] = x
+        self.row_ls[j] = start
         self.row_acc[j] = acc
         self.row_beg[j + 1] = <int32_t>self.n_items
         self.rows_valid = j + 1
@@ -1065,9 +860,10 @@ cdef class EarleyParser:
         self.n_rows = n_rows
         self.n_items = self.row_beg[n_rows]
 
-    cdef int _scan(self, int32_t x) noexcept nogil:
+    cdef int _scan(self, state_t x) noexcept nogil:
         """Push the row after the lexemes lexer state x accepts; -1 on a limit."""
-        cdef int32_t i, j = self.n_rows - 1, sym, off = self.T.ls_acc_off[x], n = self.T.ls_acc_len[x]
+        cdef int32_t i, j = self.n_rows - 1, off = self.T.ls_acc_off[x], n = self.T.ls_acc_len[x]
+        cdef symbol_t sym
         cdef int64_t k, kend
         if j + 1 < self.rows_valid and self.row_key[j + 1] == x:
             # the row this scan builds is still in memory (built, then truncated)
@@ -1089,12 +885,14 @@ cdef class EarleyParser:
         self.row_key[j + 1] = x
         return self._close_row()
 
-    cdef int _push_byte(self, int32_t x, uint8_t b, int32_t* out) noexcept nogil:
+    cdef int _push_byte(self, state_t x, uint8_t b, state_t* out) noexcept nogil:
         """Lexer state x then byte b: 1 (out = new state; a row may have been pushed),
-        0 rejected, -1 error.  On 0 a pushed row may remain: callers truncate."""
-        cdef int32_t y = self.T.ls_trans[<int64_t>x * _BYTES + b]
-        cdef int32_t s
-        if y == LS_MISSING:
+        0 rejected, -1 error.  On 0 a pushed row may remain: callers truncate.  The
+        caller counts the byte's lexer step; a byte that starts the next lexeme counts
+        its second one here."""
+        cdef state_t y = self.T.ls_trans[<int64_t>x * BYTES + b]
+        cdef state_t s
+        if y == MISSING:
             y = self.T.step(x, b)
         if y >= 0:
             out[0] = y
@@ -1112,8 +910,9 @@ cdef class EarleyParser:
             s = self.row_ls[self.n_rows - 1]
         else:
             return 0
-        y = self.T.ls_trans[<int64_t>s * _BYTES + b]
-        if y == LS_MISSING:
+        self.work.lexer_steps += 1
+        y = self.T.ls_trans[<int64_t>s * BYTES + b]
+        if y == MISSING:
             y = self.T.step(s, b)
         if y >= 0:
             out[0] = y
@@ -1139,39 +938,35 @@ cdef class EarleyParser:
     # -------------------------------------------------------------- walk --
 
     cdef int _ensure_stack(self, int32_t depth) noexcept nogil:
-        cdef int32_t* a
-        cdef int32_t* b
+        """Walk stacks for tries ``depth`` deep (one entry per level and the root's)."""
         if depth + 1 <= self.st_cap:
             return 0
-        a = <int32_t*>realloc(self.st_ls, (depth + 1) * sizeof(int32_t))
-        if a == NULL:
+        if (resize(<void**>&self.st_ls, depth + 1, sizeof(state_t)) < 0
+                or resize(<void**>&self.st_rows, depth + 1, sizeof(int32_t)) < 0):
             return self.T._fail(ERR_MEMORY, depth + 1)
-        self.st_ls = a
-        b = <int32_t*>realloc(self.st_rows, (depth + 1) * sizeof(int32_t))
-        if b == NULL:
-            return self.T._fail(ERR_MEMORY, depth + 1)
-        self.st_rows = b
         self.st_cap = depth + 1
         return 0
 
     cdef int64_t _walk(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
                        word_t* mask) noexcept nogil:
-        """OR the bits of every token of the trie whose bytes all push; -1 on error."""
-        cdef int32_t p = 1, depth = 1, i, end, y, y_slow, rows, base_rows = self.n_rows
+        """OR the bits of every token of the trie whose bytes all push: the nodes
+        visited (each one lexer step), or -1 on error."""
+        cdef int32_t p = 1, depth = 1, i, end, rows, base_rows = self.n_rows
+        cdef state_t y, y_slow
         cdef int r
         cdef int64_t visited = 0
         cdef token_t t
         cdef const TrieNode* node
-        cdef int32_t* st_ls = self.st_ls
+        cdef state_t* st_ls = self.st_ls
         cdef int32_t* st_rows = self.st_rows
-        cdef const int32_t* trans = self.T.ls_trans
-        cdef int32_t parent = self.ls  # the lexer state after the parent node's bytes
+        cdef const state_t* trans = self.T.ls_trans
+        cdef state_t parent = self.ls  # the lexer state after the parent node's bytes
         st_ls[0] = self.ls
         st_rows[0] = base_rows
         while p < num_nodes:
             node = &nodes[p]
             visited += 1
-            y = trans[<int64_t>parent * _BYTES + node.byte]
+            y = trans[<int64_t>parent * BYTES + node.byte]
             rows = st_rows[depth - 1]
             if y < 0:
                 # slow path: the table entry is missing, or the byte ends a lexeme
@@ -1263,6 +1058,7 @@ cdef class EarleyParser:
                 mask[w] |= self.cache_mask[w]
             self.cache_hits += 1
             self.last_visited = 0
+            self.work.tokens_cached += self.walk_trie.num_tokens  # every text token's verdict is the copy's
             return self.cache_sliced
         if self.cache_words != n_words:
             free(self.cache_mask)
@@ -1284,11 +1080,14 @@ cdef class EarleyParser:
         return r
 
     cdef int _fill_c(self, word_t* mask, int32_t n_words) noexcept nogil:
-        """``c_fill``'s walk into ``mask``, no cache; ``last_visited`` counts its nodes."""
+        """``c_fill``'s walk into ``mask``, no cache: 0, 1 (slices used) or -1.
+        ``last_visited`` counts its nodes; the work counters take them, and the tokens
+        of the slices ORed in whole."""
         cdef int32_t k, w
-        cdef int64_t bits, v
+        cdef int64_t bits = 0, v, sliced = 0
         cdef const word_t* smask
         cdef int32_t ns = 0 if self.walk_slices is None else self.walk_slices.n
+        cdef int r = 0
         self.T.steps = 0
         self.last_visited = 0
         if ns > 0:
@@ -1297,36 +1096,36 @@ cdef class EarleyParser:
             bits = self.T.slice_bits(self.ls, self.walk_slices)
             if bits < 0:
                 return -1
-            if bits != 0:
-                for k in range(ns):
-                    if (bits >> k) & 1:
-                        smask = self.walk_slices.masks[k]
-                        for w in range(self.walk_slices.n_words):
-                            mask[w] |= smask[w]
-                    else:
-                        v = self._walk(self.walk_slices.t_nodes[k], self.walk_slices.t_num[k],
-                                       self.walk_slices.t_ids[k], mask)
-                        if v < 0:
-                            return -1
-                        self.last_visited += v
-                v = self._walk(self.walk_slices.t_nodes[ns], self.walk_slices.t_num[ns],
-                               self.walk_slices.t_ids[ns], mask)
+        if bits != 0:
+            r = 1
+            for k in range(ns + 1):  # the slices, then the rest's trie (always walked)
+                if k < ns and (bits >> k) & 1:
+                    smask = self.walk_slices.masks[k]
+                    for w in range(self.walk_slices.n_words):
+                        mask[w] |= smask[w]
+                    sliced += self.walk_slices.n_tokens[k]
+                    continue
+                v = self._walk(self.walk_slices.t_nodes[k], self.walk_slices.t_num[k],
+                               self.walk_slices.t_ids[k], mask)
                 if v < 0:
                     return -1
                 self.last_visited += v
-                self.T.note_steps()
-                return 1
-        v = self._walk(self.walk_trie.nodes, self.walk_trie.num_nodes, self.walk_trie.token_ids, mask)
-        if v < 0:
-            return -1
-        self.last_visited = v
+        else:
+            v = self._walk(self.walk_trie.nodes, self.walk_trie.num_nodes, self.walk_trie.token_ids, mask)
+            if v < 0:
+                return -1
+            self.last_visited = v
+        self.work.trie_nodes += self.last_visited
+        self.work.lexer_steps += self.last_visited  # one byte through the lexer per node
+        self.work.tokens_sliced += sliced
         self.T.note_steps()
-        return 0
+        return r
 
     cdef int c_push(self, const uint8_t* data, int32_t n) noexcept nogil:
         """Consume all of ``data``: 1 (an undo record pushed), 0 refused (state
         unchanged), -1 a failure (the tables' pending error)."""
-        cdef int32_t saved_rows = self.n_rows, x
+        cdef int32_t saved_rows = self.n_rows
+        cdef state_t x
         cdef bint fresh
         cdef int r
         if undo_reserve(&self.undo_stack, 3) < 0:
@@ -1369,7 +1168,7 @@ cdef class EarleyParser:
         """Consume all of ``data``: ``None`` when some byte is rejected (state unchanged),
         else the undo record ``(lexer state, fresh, rows)`` of the state before."""
         cdef Py_ssize_t n = data.shape[0]
-        cdef int32_t x
+        cdef state_t x
         cdef bint fresh
         cdef int r
         record = (self.ls, self.fresh, self.n_rows)
@@ -1388,19 +1187,22 @@ cdef class EarleyParser:
         self.fresh = fresh
         return record
 
-    cdef int _consume(self, const uint8_t* data, Py_ssize_t n, int32_t* x_out, bint* fresh_out) noexcept nogil:
+    cdef int _consume(self, const uint8_t* data, Py_ssize_t n, state_t* x_out, bint* fresh_out) noexcept nogil:
         """Push every byte of ``data`` from the current lexer state: 1 (the lexer state
         and freshness after them in ``x_out``, ``fresh_out``; the state itself is the
         caller's to move), 0 refused or -1 failed (the rows as they were)."""
-        cdef int32_t saved_rows = self.n_rows, x = self.ls, y
-        cdef Py_ssize_t i
+        cdef int32_t saved_rows = self.n_rows
+        cdef state_t x = self.ls, y
+        cdef Py_ssize_t i, read = 0
         cdef int r = 1
         cdef bint fresh = False
         for i in range(n):
+            read += 1
             r = self._push_byte(x, data[i], &y)
             if r <= 0:
                 break
             x = y
+        self.work.lexer_steps += read  # the bytes read, a refused one included
         if r == 1 and not (self.T.ls_flags[x] & F_EXTEND):
             # Every live lexeme is complete and cannot grow: it ends now, as in
             # llguidance, so the parser sees it (and its limits) with this token.
@@ -1440,25 +1242,26 @@ cdef class EarleyParser:
         return bool(r)
 
     def copy(self):
-        """An independent parser in the same state (rows copied)."""
+        """An independent parser in the same state (rows copied).  Its work counters
+        start at zero, as every new parser's C fields do."""
         cdef EarleyParser other = EarleyParser(self.T, True)
         other.items = <Item*>malloc(max(1, self.n_items) * sizeof(Item))
         other.row_beg = <int32_t*>malloc((self.n_rows + 2) * sizeof(int32_t))
-        other.row_ls = <int32_t*>malloc((self.n_rows + 2) * sizeof(int32_t))
+        other.row_ls = <state_t*>malloc((self.n_rows + 2) * sizeof(state_t))
         other.row_acc = <uint8_t*>malloc(self.n_rows + 2)
-        other.row_key = <int32_t*>malloc((self.n_rows + 2) * sizeof(int32_t))
+        other.row_key = <state_t*>malloc((self.n_rows + 2) * sizeof(state_t))
         other.row_id = <int64_t*>malloc((self.n_rows + 2) * sizeof(int64_t))
         if (other.items == NULL or other.row_beg == NULL or other.row_ls == NULL
                 or other.row_acc == NULL or other.row_key == NULL or other.row_id == NULL):
             raise MemoryError()
-        memcpy(other.row_key, self.row_key, self.n_rows * sizeof(int32_t))
+        memcpy(other.row_key, self.row_key, self.n_rows * sizeof(state_t))
         memcpy(other.row_id, self.row_id, self.n_rows * sizeof(int64_t))
         other.next_row_id = self.next_row_id
         other.use_cache = self.use_cache
         other.rows_valid = self.n_rows
         memcpy(other.items, self.items, self.n_items * sizeof(Item))
         memcpy(other.row_beg, self.row_beg, (self.n_rows + 1) * sizeof(int32_t))
-        memcpy(other.row_ls, self.row_ls, self.n_rows * sizeof(int32_t))
+        memcpy(other.row_ls, self.row_ls, self.n_rows * sizeof(state_t))
         memcpy(other.row_acc, self.row_acc, self.n_rows)
         other.n_items = other.cap_items = self.n_items
         other.n_rows = self.n_rows
@@ -1491,31 +1294,30 @@ cdef class EarleyParser:
                 for i in range(self.row_beg[k], self.row_beg[k + 1])]
 
 
-
-
-def full_matches(TokenTrie trie not None, transitions, accepting, int32_t start):
+def full_matches(TokenTrie trie not None, transitions, accepting, state_t start):
     """Bool array over the vocabulary: the text tokens whose bytes a DFA accepts whole."""
     cdef cnp.ndarray t = np.ascontiguousarray(transitions, dtype=np.int32)
     cdef cnp.ndarray a = np.ascontiguousarray(accepting, dtype=np.uint8)
     out = np.zeros(trie.vocab_size, dtype=bool)
-    if t.ndim != 2 or t.shape[1] != _BYTES or a.shape[0] != t.shape[0]:
+    if t.ndim != 2 or t.shape[1] != BYTES or a.shape[0] != t.shape[0]:
         raise ValueError("transitions must be [n, 256] with one accepting flag per state")
     if start <= 0 or start >= t.shape[0]:
         return out
-    cdef const int32_t* tr = <const int32_t*>cnp.PyArray_DATA(t)
+    cdef const state_t* tr = <const state_t*>cnp.PyArray_DATA(t)
     cdef const uint8_t* acc = <const uint8_t*>cnp.PyArray_DATA(a)
     cdef uint8_t[::1] o = out.view(np.uint8)
     cdef const TrieNode* nodes = trie.nodes
     cdef const token_t* ids = trie.token_ids
-    cdef int32_t n = trie.num_nodes, p = 1, depth = 1, s, i
-    cdef int32_t* stack = <int32_t*>malloc((trie.max_depth + 2) * sizeof(int32_t))
+    cdef int32_t n = trie.num_nodes, p = 1, depth = 1, i
+    cdef state_t s
+    cdef state_t* stack = <state_t*>malloc((trie.max_depth + 2) * sizeof(state_t))
     if stack == NULL:
         raise MemoryError()
     stack[0] = start
     with nogil:
         while p < n:
-            s = tr[<int64_t>stack[depth - 1] * _BYTES + nodes[p].byte]
-            if s == 0:
+            s = tr[<int64_t>stack[depth - 1] * BYTES + nodes[p].byte]
+            if s == DEAD:
                 depth -= nodes[p].num_parents - 1
                 p += nodes[p].subtree_size
                 continue

@@ -39,6 +39,12 @@ as llguidance's bias cache does: inside a long lexeme the lexer state often loop
 the next mask is then a copy (``False`` walks every time, for ablations).
 ``memo`` (default True) keeps the DFAs and schema fragments of the engine's earlier
 compiles (:mod:`toolkit.core.memo`); False starts every compile cold.
+
+``mask_stats()`` (:class:`~toolkit.core.protocol.MaskStats`) counts the parser's work
+over fills and accepts: trie nodes walked (each fill's ``nodes_visited``), lexer steps
+(a byte read, in a walk or an accepted token), Earley items added to rows, the tokens
+of the slices a fill ORed in whole (``tokens_sliced``) and the text tokens of a fill
+that was the mask cache's copy (``tokens_cached``); no token is checked one by one.
 """
 
 from __future__ import annotations
