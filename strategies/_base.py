@@ -47,6 +47,7 @@ class BaseMatcher(MatcherBase):
         self.error: str | None = None
         self._terminated = False
         self._history: list[Any] = []
+        self._tokens: list[int] = []  # the tokens consumed, beside their history records
         self._eos = np.asarray(vocab.eos_ids, dtype=np.int64)
         self.n_masks = 0
 
@@ -116,6 +117,7 @@ class BaseMatcher(MatcherBase):
             if self._terminated or self.error is not None or self._accepting_safe():
                 self._terminated = True
                 self._history.append(_EOS)
+                self._tokens.append(t)
                 return True
             return False
         if self._terminated or self.error is not None:
@@ -133,8 +135,13 @@ class BaseMatcher(MatcherBase):
             return False
         if record is None:
             return False
-        self._history.append(record)
+        self._push_history(record, t)
         return True
+
+    def _push_history(self, record: Any, token: int) -> None:
+        """Note a consumed token and its undo record (a batch that accepted it itself calls this)."""
+        self._history.append(record)
+        self._tokens.append(token)
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
@@ -142,6 +149,7 @@ class BaseMatcher(MatcherBase):
             raise ValueError(f"cannot roll back {n} tokens, {len(self._history)} accepted")
         for _ in range(n):
             record = self._history.pop()
+            self._tokens.pop()
             if record is not _EOS:
                 self._undo(record)
         self._terminated = any(r is _EOS for r in self._history)
@@ -150,6 +158,7 @@ class BaseMatcher(MatcherBase):
         """Back to the start state; clears the error state."""
         self._reset_state()
         self._history.clear()
+        self._tokens.clear()
         self._terminated = False
         self.error = None
 
@@ -159,7 +168,12 @@ class BaseMatcher(MatcherBase):
         other.error = self.error
         other._terminated = self._terminated
         other._history = list(self._history)
+        other._tokens = list(self._tokens)
         return other
+
+    def last_token(self) -> int | None:
+        """The last token consumed (None: none yet)."""
+        return self._tokens[-1] if self._tokens else None
 
     def is_accepting(self) -> bool:
         """True when what was consumed is a sentence of the grammar (or EOS was accepted)."""
@@ -401,6 +415,10 @@ class DualMatcher(MatcherBase):
         """The inner matcher's compiled grammar.  (Its ``session`` stays hidden: a batch
         would step the inner matcher over the view, past this one.)"""
         return self.inner.compiled
+
+    def mask_stats(self) -> MaskStats:
+        """The inner matcher's work (the fold of the shadows is not counted)."""
+        return self.inner.mask_stats()
 
     def __getattr__(self, name: str) -> Any:
         # stats, engine, state: the inner matcher's; not its private state

@@ -29,7 +29,7 @@ from strategies._base import (
 )
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
-from toolkit.core.protocol import CompiledBase, EngineBase, MaskInfo, MaskStats
+from toolkit.core.protocol import FORCED_LIMIT, CompiledBase, EngineBase, MaskInfo, MaskStats
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
 from toolkit.grammar.ir import Grammar
@@ -103,7 +103,7 @@ class NaiveMatcher(BaseMatcher):
         self.engine = engine
         self.compiled = compiled
         self.rec = rec if rec is not None else ByteRecognizer(compiled.cfg, engine.max_items)
-        self.stats = {"bytes_pushed": 0, "tokens_checked": 0}
+        self.stats = {"bytes_pushed": 0, "tokens_checked": 0, "accept_bytes": 0}
 
     def _fill_text(self, row: np.ndarray) -> MaskInfo:
         allowed = self._allowed_shared() if self.engine.share_prefixes else self._allowed_each()
@@ -153,13 +153,48 @@ class NaiveMatcher(BaseMatcher):
         return out
 
     def mask_stats(self) -> MaskStats:
-        """Bytes pushed through the recognizer by fills (``lexer_steps``) and tokens
-        checked; with shared prefixes each byte pushed is a trie node visited."""
+        """Bytes pushed through the recognizer by fills and accepts (``lexer_steps``: the
+        recognizer reads bytes) and tokens checked; with shared prefixes each byte a fill
+        pushes is a trie node visited."""
         pushed = self.stats["bytes_pushed"]
         return MaskStats(self.n_masks, trie_nodes=pushed if self.engine.share_prefixes else 0,
-                         lexer_steps=pushed, tokens_checked=self.stats["tokens_checked"])
+                         lexer_steps=pushed + self.stats["accept_bytes"], tokens_checked=self.stats["tokens_checked"])
+
+    def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
+        """The definition itself: while the state is not accepting, the one byte the
+        recognizer takes (of all 256), taken; then undone."""
+        if self.error is not None or self._terminated:
+            return b""
+        rec = self.rec
+        out = bytearray()
+        try:
+            while len(out) < limit and not rec.is_accepting():
+                viable = []
+                for b in range(256):
+                    if rec.push_byte(b):
+                        rec.pop(1)
+                        viable.append(b)
+                        if len(viable) > 1:
+                            break
+                if len(viable) != 1:
+                    break
+                rec.push_byte(viable[0])
+                out.append(viable[0])
+        finally:
+            rec.pop(len(out))
+        return bytes(out)
+
+    def allows_bytes(self, data: bytes) -> bool:
+        """Whether the recognizer takes ``data`` next (then undone)."""
+        if self.error is not None or self._terminated:
+            return False
+        if not self.rec.push_bytes(data):
+            return False
+        self.rec.pop(len(data))
+        return True
 
     def _advance(self, token_id: int, data: bytes) -> Any:
+        self.stats["accept_bytes"] += len(data)
         return len(data) if self.rec.push_bytes(data) else None
 
     def _undo(self, record: Any) -> None:

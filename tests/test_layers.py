@@ -198,3 +198,44 @@ def test_a_grammar_finds_the_json_schema_compiler_a_floor_up() -> None:
              "      Grammar.from_lark('start: x\\nx: %json {\"type\": \"integer\"}').accepts('-3'))\n")
     out = subprocess.run([sys.executable, "-c", wired], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.split() == ["True", "True"]
+
+
+def _extensions() -> list[str]:
+    """The extension modules setup.py builds."""
+    text = (ROOT / "setup.py").read_text()
+    return re.findall(r'_extension\("([\w.]+)"\)', text)
+
+
+@pytest.mark.parametrize("module", _extensions())
+def test_every_extension_has_its_pxd_and_pyi(module: str) -> None:
+    """Beside each ``.pyx``: the ``.pxd`` other Cython modules cimport (its C layout,
+    commented) and the ``.pyi`` Python tools read; the stub names exactly what the
+    built module has."""
+    import importlib
+
+    base = ROOT / module.replace(".", "/")
+    for suffix in (".pyx", ".pxd", ".pyi"):
+        assert base.with_suffix(suffix).is_file(), f"{module}: no {base.with_suffix(suffix).name}"
+    stub = ast.parse(base.with_suffix(".pyi").read_text())
+    stubbed = {n.name for n in stub.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    stubbed |= {t.id for n in stub.body if isinstance(n, ast.AnnAssign | ast.Assign)
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
+    mod = importlib.import_module(module)
+    public = set(getattr(mod, "__all__", ()))
+    assert public <= stubbed, f"{module}.pyi lacks {sorted(public - stubbed)}"
+    missing = sorted(n for n in stubbed if not n.startswith("_") and not hasattr(mod, n))
+    assert not missing, f"{module}.pyi names what the module has not: {missing}"
+
+
+def test_one_set_of_error_codes_and_one_byte_alphabet() -> None:
+    """The C error codes and the 256 of the byte alphabet are defined once, in
+    toolkit/core/cutil.pxd (errors.py is the Python half); no module keeps its own."""
+    own = []
+    for path in sorted([*ROOT.glob("toolkit/**/*.pyx"), *ROOT.glob("toolkit/**/*.pxd"),
+                        *ROOT.glob("strategies/**/*.pyx"), *ROOT.glob("strategies/**/*.pxd")]):
+        if path.name == "cutil.pxd":
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if re.match(r"\s*(_?ERR_\w+|_?BYTES)\s*=", line):
+                own.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
+    assert not own, "\n".join(own)

@@ -13,7 +13,7 @@ import pytest
 from strategies import get_engine
 from tests._support.fixtures import JSON_LARK, small_vocab
 from toolkit.core import bitmask as bm
-from toolkit.core.protocol import MaskEngine, MaskInfo, Matcher
+from toolkit.core.protocol import MaskEngine, MaskInfo, MaskStats, Matcher
 from toolkit.grammar.ir import Grammar
 
 # Engines that compile any Grammar on a hand-made vocabulary.  Strategies join as they land.
@@ -130,6 +130,33 @@ def test_fork_is_independent(json_matcher: Matcher) -> None:
     assert m.accept_token(6) and not m.accept_token(3)  # {"" then "}" is invalid (needs ":")
     f.reset()
     assert f.error is None and not f.is_accepting() and 2 in _ids(f)
+
+
+def test_mask_stats_count_masks_and_work(engine: MaskEngine, json_matcher: Matcher) -> None:
+    """Every engine gives MaskStats: its masks exactly, work counts that only grow (or
+    None where the engine cannot see them, the peers); a fork starts from zero."""
+    m = json_matcher
+    assert m.mask_stats() == MaskStats(0, *([None] * 6 if engine.name.startswith("peer:") else [0] * 6))
+    row = bm.allocate(30)
+    before = m.mask_stats()
+    for k, t in enumerate([2, 6, 14, 6, 8, 24, 3], 1):  # {"a":true}
+        m.fill_bitmask(row)
+        assert m.accept_token(t)
+        now = m.mask_stats()
+        assert now.masks == k
+        for field in MaskStats.WORK:
+            a, b = getattr(before, field), getattr(now, field)
+            assert (a is None) == (b is None) == engine.name.startswith("peer:")
+            assert a is None or 0 <= a <= b, field
+        before = now
+    if not engine.name.startswith("peer:"):  # our engines count work of their own
+        assert sum(getattr(now, f) for f in MaskStats.WORK) > 0
+    m.rollback(3)
+    assert m.mask_stats() == now  # work done stays counted
+    f = m.fork()
+    assert f.mask_stats().masks == 0
+    f.fill_bitmask(row)
+    assert f.mask_stats().masks == 1 and m.mask_stats() == now
 
 
 def test_limit_hit_is_a_sticky_error_with_an_eos_only_mask(engine: MaskEngine) -> None:

@@ -12,7 +12,9 @@ For each (item, engine) pair, a worker process:
    row, outside the timed region), so that two engines' masks can be compared step by
    step after the run (:mod:`toolkit.bench.agree`); an engine whose compiled form has a
    ``stats()`` method (e.g. ``outlines``: DFA states, index memory, build phases)
-   gets it recorded as ``compiled_stats``;
+   gets it recorded as ``compiled_stats``; the matchers' work counters over the valid
+   instances (:class:`~toolkit.core.protocol.MaskStats`: trie nodes, lexer steps, Earley
+   items, tokens checked, sliced or cached) are recorded as ``work``;
 3. judges validity: a valid instance must be accepted through EOS (else a
    *validation error*), an invalid one must be rejected somewhere (else an
    *invalidation error*).
@@ -73,6 +75,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import psutil
 from tqdm.auto import tqdm
@@ -82,6 +85,7 @@ from toolkit.automata.regex import clear_cache
 from toolkit.bench.datasets import Case, Item, embedded_dir, iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
+from toolkit.core.protocol import MaskStats
 from toolkit.core.version import masklab_version
 from toolkit.core.vocab import load_vocab
 from toolkit.grammar.ir import Grammar, grammar_from_spec
@@ -185,12 +189,16 @@ def _select_cases(cases: Sequence[Case], quick: bool) -> list[Case]:
 
 
 def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native", quick: bool = False,
-                 direct: bool = False) -> dict[str, Any]:
+                 direct: bool = False, drafts: Sequence[int] = ()) -> dict[str, Any]:
     """Compile ``item`` with ``engine`` and run its instances; the record (see module doc).
 
     ``direct``: for an engine with a ``direct_check`` (the peers), also run the engine
     directly through its own API on the same walks (``rec["direct"]``, see
-    :mod:`toolkit.report.direct`).  In-process and untimed-out: the harness calls it in a
+    :mod:`toolkit.report.direct`).  ``drafts`` (draft lengths k): at every
+    :data:`DRAFT_STRIDE`-th step of each valid instance, the masks of a draft of the
+    next k tokens of the instance (``fill_draft_bitmasks``) are timed against k
+    sequential fill + accept steps and a rollback, outside the TBM (``rec["draft"]``,
+    :func:`measure_draft`).  In-process and untimed-out: the harness calls it in a
     worker; a notebook may call it directly to look at one item.
     """
 
@@ -264,6 +272,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         tbm, allowed, sliced = rec["tbm_s"], rec["allowed"], rec["sliced"]
         glue: list[float] = []
         failures: list[str] = []
+        work: MaskStats | None = MaskStats()
         for k, case in enumerate(_select_cases(item.cases, quick)):
             try:
                 tokens = encode_case(vocab, item, case.text) + [eos]
@@ -284,7 +293,8 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             maccept = m.accept_allowed  # the bit is checked first
             consumed = 0
             digests: list[str] = []
-            for t in tokens:
+            draft_work: MaskStats | None = MaskStats()  # the draft masks' work, kept out of ``work``
+            for i, t in enumerate(tokens):
                 e_start = m.engine_s if timed else 0.0
                 if sfill is not None:
                     s = perf()
@@ -296,6 +306,11 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
                     e_ = perf()
                     n_allowed, is_sliced = info.allowed, info.sliced
                 spent = e_ - s
+                if drafts and case.valid and i % DRAFT_STRIDE == 0:  # outside the TBM and the work
+                    e_before, w_before = m.engine_s, _stats_of(m)
+                    measure_draft(m, tokens[i:], drafts, rec.setdefault("draft", {}))
+                    e_start += m.engine_s - e_before
+                    draft_work = _minus_work(draft_work, _stats_of(m), w_before)
                 if (int(row[0, t >> 5]) >> (t & 31)) & 1:
                     if saccept is not None:
                         s = perf()
@@ -325,6 +340,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             entry: dict[str, Any] = {"valid": case.valid, "ok": accepted == case.valid, "tokens": len(tokens), "consumed": consumed}
             if case.valid:
                 entry["digests"] = digests
+                work = _add_work(work, m, draft_work)
                 if runner is not None and k % 2 == 1:  # ... and after masklab's on odd ones
                     direct_walk = _direct_walk(runner, tokens, rec)
                     runner = runner if direct_walk is not None else None
@@ -343,6 +359,8 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
                     failures.append(f"case {k} (invalid) accepted")
         if timed:
             rec["glue_s"] = glue
+        if work is not None:
+            rec["work"] = work.as_dict()
         if any(c["valid"] and c["ok"] is False for c in rec["cases"]):
             rec["status"] = "validation_error"
         elif any(not c["valid"] and c["ok"] is False for c in rec["cases"]):
@@ -353,6 +371,70 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         if gc_was:
             gc.enable()
         rec["wall_s"] = time.perf_counter() - t_start
+
+
+DRAFT_STRIDE = 4
+"""``bench --draft``: the draft masks are timed at every this many steps of a valid instance."""
+
+
+def measure_draft(m: Any, ahead: Sequence[int], drafts: Sequence[int], out: dict[str, Any]) -> None:
+    """Time, for each k in ``drafts``, the draft masks of the next k tokens ``ahead``
+    (``m.fill_draft_bitmasks``) and the same masks made one by one: a fill, then k
+    times accept + fill, then ``rollback(k)`` (what a decoder without draft masks
+    does).  Appends to ``out[str(k)]``'s ``draft_s`` and ``seq_s``; the two must give
+    the same rows (``mismatch`` counts where they do not).  Drafts longer than what is
+    left of the instance are not timed."""
+    perf = time.perf_counter
+    for k in drafts:
+        draft = [int(t) for t in ahead[:k]]
+        if len(draft) < k:
+            continue
+        a = bm.allocate(m.vocab.size, k + 1)
+        b = bm.allocate(m.vocab.size, k + 1)
+        s = perf()
+        m.fill_draft_bitmasks(draft, a)
+        e = perf()
+        s2 = perf()
+        m.fill_bitmask(b, 0)
+        n = 0
+        for j, t in enumerate(draft):
+            if not m.accept_token(t):
+                break
+            n += 1
+            m.fill_bitmask(b, j + 1)
+        m.rollback(n)
+        e2 = perf()
+        entry = out.setdefault(str(k), {"draft_s": [], "seq_s": [], "accepted": [], "mismatch": 0})
+        entry["draft_s"].append(round(e - s, 9))
+        entry["seq_s"].append(round(e2 - s2, 9))
+        entry["accepted"].append(n)
+        if not np.array_equal(a[: n + 1], b[: n + 1]):
+            entry["mismatch"] += 1
+
+
+def _stats_of(m: Any) -> MaskStats | None:
+    """``m.mask_stats()``, or None for an engine without them (a plug-in engine written
+    without the bases)."""
+    try:
+        return m.mask_stats()
+    except NotImplementedError:
+        return None
+
+
+def _minus_work(acc: MaskStats | None, after: MaskStats | None, before: MaskStats | None) -> MaskStats | None:
+    """``acc`` plus the work between two readings (None when any is unknown)."""
+    if acc is None or after is None or before is None:
+        return None
+    return acc + (after - before)
+
+
+def _add_work(total: MaskStats | None, m: Any, aside: MaskStats | None = None) -> MaskStats | None:
+    """``total`` plus the work counters of matcher ``m`` (read outside the timed region),
+    less ``aside`` (work the harness did on it besides the walk); None once unknown."""
+    now = _stats_of(m)
+    if total is None or now is None or aside is None:
+        return None
+    return total + (now - aside)
 
 
 def _direct_run(engine: Any, spec: Any, rec: dict[str, Any]) -> Any:
@@ -381,7 +463,7 @@ def _direct_walk(runner: Any, tokens: list[int], rec: dict[str, Any]) -> list[fl
 
 
 def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str, quick: bool,
-                 direct: bool = False) -> None:
+                 direct: bool = False, drafts: tuple[int, ...] = ()) -> None:
     """A worker: load the vocabulary, then serve ``(engine, item)`` tasks until told to stop."""
     os.environ.update(_SINGLE_THREAD_ENV)
 
@@ -413,7 +495,7 @@ def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mappin
             conn.send(("engine", name, engine_info(engine, options.get(name, {}))))
         conn.send(("start", name, item.name))
         try:
-            rec = measure_item(engines[name], vocab, item, source=source, quick=quick, direct=direct)
+            rec = measure_item(engines[name], vocab, item, source=source, quick=quick, direct=direct, drafts=drafts)
         except Exception as e:  # noqa: BLE001 - a harness bug must not look like an engine crash
             rec = {"engine": name, "item": item.name, "kind": item.kind, "status": "crash",
                    "detail": f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}"[:4000]}
@@ -471,13 +553,14 @@ class _Slot:
 class _Pool:
     def __init__(self, jobs: int, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str,
                  quick: bool, timeout: float, memory_limit: float | None, *,
-                 startup_timeout: float = _STARTUP_TIMEOUT, target: Any = None, direct: bool = False) -> None:
+                 startup_timeout: float = _STARTUP_TIMEOUT, target: Any = None, direct: bool = False,
+                 drafts: Sequence[int] = ()) -> None:
         self.ctx = mp.get_context("spawn")
         self.target = _worker_main if target is None else target
         self.startup_timeout = startup_timeout
         self.args = (vocab_spec, {k: dict(v) for k, v in options.items()}, source, quick)
-        if direct:
-            self.args += (True,)
+        if direct or drafts:
+            self.args += (direct, tuple(drafts))
         self.timeout = timeout
         self.memory_limit = memory_limit
         self.slots = [_Slot() for _ in range(jobs)]
@@ -696,12 +779,14 @@ def _now() -> str:
 
 
 def _check_resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[str, Mapping[str, Any]]) -> None:
-    for key in ("vocab", "data", "source", "quick", "direct_check"):
+    for key in ("vocab", "data", "source", "quick", "direct_check", "drafts"):
         a, b = old.get(key), meta.get(key)
         if key == "vocab":
             a, b = (a or {}).get("spec"), (b or {}).get("spec")
         elif key == "direct_check":  # runs from before the option had none
             a, b = bool(a), bool(b)
+        elif key == "drafts":
+            a, b = list(a or []), list(b or [])
         if a != b:
             raise HarnessError(
                 f"the output folder holds a run with {key}={a!r}, this one has {key}={b!r}; "
@@ -760,6 +845,7 @@ def run_bench(
     progress: bool = True,
     command: str | None = None,
     direct_check: bool = False,
+    drafts: Sequence[int] = (),
 ) -> Any:
     """Run ``engines`` on the items of ``data``; returns a DataFrame of the records.
 
@@ -773,7 +859,8 @@ def run_bench(
     ``"native"`` or ``"grammar"`` (see the module doc).  ``memory_limit_gb``: resident
     memory per worker before it is killed (default 80% of RAM / jobs).  ``direct_check``:
     each peer is also called directly through its own API on the same walks
-    (:mod:`toolkit.report.direct`).
+    (:mod:`toolkit.report.direct`).  ``drafts``: draft lengths whose masks are timed
+    against sequential steps (:func:`measure_draft`).
     """
 
 
@@ -823,6 +910,7 @@ def run_bench(
         "quick": bool(quick),
         "source": source,
         "direct_check": bool(direct_check),
+        "drafts": sorted(set(int(k) for k in drafts)),
         "memory_limit_gb": None if memory_limit_gb is None else round(memory_limit_gb, 2),
         "engines": {},
         "machine": machine_info(),
@@ -844,7 +932,8 @@ def run_bench(
 
     save_meta()
     pool = _Pool(jobs, vocab, options, source, quick, float(timeout),
-                 None if memory_limit_gb is None else memory_limit_gb * 2**30, direct=direct_check)
+                 None if memory_limit_gb is None else memory_limit_gb * 2**30, direct=direct_check,
+                 drafts=meta["drafts"])
     bar = _progress(len(tasks), progress)
     errors = 0
     try:

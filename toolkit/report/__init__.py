@@ -9,6 +9,7 @@ from toolkit.report.bench import (
     STATUSES,
     TBM_PERCENTILES,
     TTFM_PERCENTILES,
+    WORK_COLUMNS,
     ReportError,
     Runs,
     common_items,
@@ -21,11 +22,14 @@ from toolkit.report.bench import (
     plot_tbm_cdf,
     plot_ttfm_cdf,
     restrict,
+    work_table,
 )
 from toolkit.report.style import engine_styles, short_vocab, to_markdown
 from toolkit.report.write import write_report
 
 __all__ = [
+    "WORK_COLUMNS",
+    "work_table",
     "DENSITY_CATEGORIES",
     "STATUSES",
     "TBM_PERCENTILES",

@@ -546,6 +546,45 @@ def engine_table(runs: Runs) -> pd.DataFrame:
     return table
 
 
+#: the columns of :func:`work_table`, by MaskStats field
+WORK_COLUMNS = {
+    "trie_nodes": "trie nodes",
+    "lexer_steps": "lexer steps",
+    "earley_items": "Earley items",
+    "tokens_checked": "tokens checked",
+    "tokens_sliced": "tokens sliced",
+    "tokens_cached": "tokens cached",
+}
+
+
+def work_table(runs: Runs) -> pd.DataFrame:
+    """The work each engine did per mask (index ``engine``), from the records' ``work``
+    (:class:`~toolkit.core.protocol.MaskStats` summed over an item's valid instances).
+
+    Columns: ``masks`` (the masks counted) and one column per :data:`WORK_COLUMNS`, the
+    mean per mask over every item with counters.  A count the engine cannot see (the
+    peers count masks only) is NaN; engines without any ``work`` are left out."""
+    rows = []
+    recs = runs.records
+    if "work" not in recs:
+        return pd.DataFrame(columns=["masks", *WORK_COLUMNS.values()])
+    for label in runs.engines:
+        works = [w for w in recs.loc[recs["engine_label"] == label, "work"] if isinstance(w, dict)]
+        masks = sum(int(w.get("masks") or 0) for w in works)
+        if not works or masks == 0:
+            continue
+        row: dict[str, Any] = {"engine": label, "masks": masks}
+        for key, col in WORK_COLUMNS.items():
+            vals = [w.get(key) for w in works]
+            row[col] = math.nan if any(v is None for v in vals) else sum(vals) / masks
+        rows.append(row)
+    if not rows:
+        return pd.DataFrame(columns=["masks", *WORK_COLUMNS.values()])
+    table = pd.DataFrame(rows).set_index("engine")
+    table["masks"] = table["masks"].astype("int64")
+    return table
+
+
 def _categories(masks: pd.DataFrame) -> pd.Series:
     d = masks["density"].to_numpy(dtype=float)
     sliced = masks["sliced"].to_numpy(dtype=bool)

@@ -28,6 +28,7 @@ from toolkit.report.bench import (
     plot_tbm_cdf,
     plot_ttfm_cdf,
     vocab_text,
+    work_table,
 )
 from toolkit.report.direct import direct_markdown, direct_table
 from toolkit.report.e2e import e2e_sections, find_generate_runs
@@ -223,11 +224,14 @@ def write_report(
     engines = engine_table(runs)
     outcomes = engine_table(everything)
     density = density_table(runs)
+    work = work_table(runs)
     # the CSV: timings over the compared items, outcomes over every record
     timing = [c for c in engines.columns if c.startswith(("TBM", "TTFM"))] + ["masks"]
     pd.concat([engines[timing], outcomes.drop(columns=[c for c in timing if c in outcomes])],
               axis=1).to_csv(out_dir / "engines.csv")
     density.to_csv(out_dir / "density.csv")
+    if len(work):
+        work.to_csv(out_dir / "work.csv")
     plot_tbm_cdf(runs, out_dir / "tbm_cdf")
     plot_ttfm_cdf(runs, out_dir / "ttfm_cdf")
     plot_density(runs, out_dir / "density")
@@ -290,6 +294,21 @@ def write_report(
         "",
         to_markdown(density, ".1f", intfmt=",") if len(density) else "(no masks recorded)",
         "",
+    ]
+    if len(work):
+        lines += [
+            "## Work per mask",
+            "",
+            "What each engine did per mask, counted inside it (`MaskStats`, summed over the valid "
+            "instances of the compared items, divided by their masks): token-trie nodes visited, "
+            "lexer transitions, Earley items added, tokens checked one by one, decided by a slice "
+            "or by a precomputed table. Counts cover accepts too. A peer counts its masks only "
+            "(–: not seen from outside).",
+            "",
+            to_markdown(work, ".1f", intfmt=","),
+            "",
+        ]
+    lines += [
         "## Figures",
         "",
         "![TBM CDF](tbm_cdf.png)",
