@@ -61,7 +61,14 @@ from strategies._base import BaseMatcher, refuse_token_limits
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import SKIP, check_step_args, new_step
 from toolkit.core.errors import MasklabError, UnsupportedGrammar
-from toolkit.core.protocol import BatchStep, CompiledBase, EngineBase, MaskInfo
+from toolkit.core.protocol import (
+    FORCED_LIMIT,
+    BatchStep,
+    CompiledBase,
+    EngineBase,
+    MaskInfo,
+    check_draft_rows,
+)
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.lark_dialect import LarkText
@@ -303,10 +310,10 @@ class _PeerBatch:
             else:  # EOS, a special id, a terminated or failed matcher: the protocol's rules
                 out.accepted[i] = m.accept_token(t)
         if rows:
-            for i, ok in zip(rows, self._accept_many(rows, toks), strict=True):
+            for i, t, ok in zip(rows, toks, self._accept_many(rows, toks), strict=True):
                 out.accepted[i] = ok
                 if ok:
-                    self.matchers[i]._history.append(True)
+                    self.matchers[i]._push_history(True, t)
         live, single = [], []
         for i in np.flatnonzero(tok != SKIP).tolist():
             m = self.matchers[i]
@@ -380,6 +387,38 @@ class _PeerMatcher(BaseMatcher):
     @property
     def special_ids(self) -> frozenset[int]:  # the protocol's rules let these through
         return self.compiled.special_ids
+
+    def _clip_rows(self, rows: np.ndarray) -> None:
+        """The protocol's clipping of native rows (draft masks): non-text bits off but
+        the grammar's own tokens and EOS, whose bits the engine sets when accepting."""
+        allow = self.compiled.allow_words
+        keep = (self.engine.text_words if allow is None else allow).copy()
+        bm.set_bits(keep, self._eos)
+        np.bitwise_and(rows, keep, out=rows)
+
+    def _live_for_draft(self) -> bool:
+        return self.error is None and not self._terminated
+
+    def _eos_row(self, row: np.ndarray) -> None:
+        row[:] = 0
+        bm.set_bits(row, self._eos)
+
+    def _finish_draft(self, draft: Sequence[int], rows: np.ndarray) -> int:
+        """After a native draft call wrote ``rows`` (pre-zeroed): the protocol's view.
+        Returns the tokens accepted: a token counts when its row allows it; the row after
+        an accepted EOS is EOS-only (the engines leave it zero or unwritten), rows after
+        the first refused token zero."""
+        self._clip_rows(rows)
+        n = 0
+        for i, t in enumerate(draft):
+            t = int(t)
+            if not (0 <= t < self.vocab.size and bm.get_bit(rows[i], t)):
+                break
+            n += 1
+            if t in self.vocab.eos_ids:
+                self._eos_row(rows[i + 1])
+        rows[n + 1:] = 0
+        return n
 
     def _check_fill(self) -> None:
         """Raise the engine's error after a fill (when it reports errors that way)."""
@@ -462,6 +501,13 @@ class LLGuidanceEngine(_PeerEngine):
         elif slices != "default":
             kw["slices"] = list(slices)
         self.tokenizer = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Wrapped()), **kw)
+        self._executor: Any = None
+
+    def draft_executor(self) -> Any:
+        """The one-thread ``LLExecutor`` the draft masks run on (made when first needed)."""
+        if self._executor is None:
+            self._executor = self._ll.LLExecutor(1)
+        return self._executor
 
     def _header(self, *, initial_skip: bool = False) -> str:
         flags = {} if self.forcing else {"no_forcing": True}
@@ -634,6 +680,38 @@ class LLGuidanceMatcher(_PeerMatcher):
         # LLMatcher.reset() keeps an error state; a fresh copy of the compiled one does not.
         self.m = self.compiled.handle.deep_copy()
 
+    def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
+        """llguidance's ``compute_ff_bytes``."""
+        if not self._live_for_draft():
+            return b""
+        return bytes(self.m.compute_ff_bytes())[:limit]
+
+    def forced_tokens(self) -> list[int]:
+        """llguidance's ``compute_ff_tokens``, after ``compute_ff_bytes`` (which it reads:
+        without forcing it does not compute the bytes itself)."""
+        if not self._live_for_draft():
+            return []
+        self.m.compute_ff_bytes()
+        return [int(t) for t in self.m.compute_ff_tokens()]
+
+    def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:
+        """llguidance's ``fill_next_token_bitmask_par_with_draft_tokens`` (its rows after
+        a refused token are left unwritten: zero here)."""
+        if not self._live_for_draft() or not len(draft):
+            return super().fill_draft_bitmasks(draft, bitmask, row)
+        k = len(draft)
+        rows = bitmask[row: row + k + 1]
+        if rows.shape[0] != k + 1 or not rows.flags["C_CONTIGUOUS"]:
+            return super().fill_draft_bitmasks(draft, bitmask, row)
+        rows[:] = 0
+        executor = self.engine.draft_executor()
+        t0 = perf_counter()
+        executor.unsafe_compute_mask_ptr_with_draft_token([(self.m, 0, [int(t) for t in draft])], rows.ctypes.data,
+                                                         rows.shape[1] * 4, k + 1)
+        self.engine_s += perf_counter() - t0
+        self.n_masks += k + 1
+        return self._finish_draft(draft, rows)
+
 
 # --------------------------------------------------------------- xgrammar --
 
@@ -775,6 +853,74 @@ class XGrammarMatcher(_PeerMatcher):
 
     def _reset_state(self) -> None:
         self.m.reset()
+
+    def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
+        """xgrammar's ``find_jump_forward_string`` (which cannot return a forced run that
+        ends inside a UTF-8 character: the masks' reading is used then)."""
+        if not self._live_for_draft():
+            return b""
+        try:
+            return self.m.find_jump_forward_string().encode("utf-8")[:limit]
+        except UnicodeDecodeError:
+            return super().forced_bytes(limit)
+
+    def allows_bytes(self, data: bytes) -> bool:
+        """xgrammar's ``accept_string`` (one rollback step), taken back."""
+        if not self._live_for_draft():
+            return False
+        if not data:
+            return True
+        if not self.m.accept_string(data):
+            return False
+        self.m.rollback(1)
+        return True
+
+    def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:
+        """The draft as a one-branch tree (:meth:`fill_draft_tree`)."""
+        ok = self.fill_draft_tree(draft, list(range(-1, len(draft) - 1)), bitmask, row)
+        n = int(np.argmin(ok)) if not ok.all() else len(draft)
+        bitmask[row + n + 1: row + len(draft) + 1] = 0
+        return n
+
+    def fill_draft_tree(self, tokens: Sequence[int], parents: Sequence[int], bitmask: np.ndarray,
+                        row: int = 0) -> np.ndarray:
+        """xgrammar's ``traverse_draft_tree`` (first-child / next-sibling arrays, node 0
+        the current state); a refused node's row is zero, an accepted EOS's EOS-only."""
+        import torch
+
+        n = len(tokens)
+        if len(parents) != n:
+            raise ValueError(f"{n} tokens but {len(parents)} parents")
+        check_draft_rows(bitmask, row, n + 1, self.vocab.size)
+        rows = bitmask[row: row + n + 1]
+        if not self._live_for_draft() or not rows.flags["C_CONTIGUOUS"]:
+            return super().fill_draft_tree(tokens, parents, bitmask, row)
+        first, sibling, last = [-1] * (n + 1), [-1] * (n + 1), [-1] * (n + 1)
+        for i in range(n):
+            p = int(parents[i])
+            if not -1 <= p < i:
+                raise ValueError(f"node {i}: parent {p} is not an earlier node or -1")
+            if first[p + 1] < 0:
+                first[p + 1] = i + 1
+            else:
+                sibling[last[p + 1]] = i + 1
+            last[p + 1] = i + 1
+        args = [torch.tensor(a, dtype=torch.int64) for a in (first, sibling, [0, *map(int, tokens)])]
+        rows[:] = 0
+        t0 = perf_counter()
+        self.m.traverse_draft_tree(*args, torch.from_numpy(rows))
+        self.engine_s += perf_counter() - t0
+        self.n_masks += n + 1
+        self._clip_rows(rows)
+        ok = np.zeros(n, dtype=bool)
+        for i in range(n):
+            p, t = int(parents[i]), int(tokens[i])
+            ok[i] = (p < 0 or ok[p]) and 0 <= t < self.vocab.size and bm.get_bit(rows[p + 1], t)
+            if not ok[i]:
+                rows[i + 1] = 0
+            elif t in self.vocab.eos_ids:
+                self._eos_row(rows[i + 1])
+        return ok
 
 
 # ----------------------------------------------------------- outlines-core --

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import shlex
 import sys
@@ -172,7 +173,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     df = run_bench(engines, args.data, vocab=args.vocab, out=args.out, limit=args.limit, timeout=timeout,
                    jobs=args.jobs, seed=args.seed, quick=args.quick, options=_engine_options(args.option),
                    source=args.source, memory_limit_gb=args.memory_limit, progress=not args.quiet,
-                   command=command, direct_check=args.direct_check)
+                   command=command, direct_check=args.direct_check, drafts=args.draft)
     if len(df):
         counts = df.groupby(["engine", "status"]).size().unstack(fill_value=0)
         print(counts.to_string())
@@ -194,6 +195,17 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
+
+
+def _draft_lengths(text: str) -> list[int]:
+    """``--draft 1,2,4,8,16``: draft lengths, each >= 1."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"draft lengths are integers separated by commas, got {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"draft lengths must be >= 1, got {text!r}")
+    return sorted(set(values))
 
 
 def _non_negative_float(text: str) -> float:
@@ -260,10 +272,15 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     for note in lm.notes:
         print(f"note: {note}")
 
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.jump_forward]
+    if any(modes) and args.loop != "pipelined":
+        print("masklab: --jump-forward runs in the pipelined loop (--loop pipelined)", file=sys.stderr)
+        return 2
     cols = ["engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
             "forward_ms", "unconstrained_forward_ms", "host_overhead_ms", "mask_max_ms", "wait_ms", "apply_ms", "ttfm_ms_p50", "valid",
             "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "compile_error",
-            "prompt_too_long", "forced_tokens"]
+            "prompt_too_long", "forced_tokens"] + (["jumped_per_sequence", "steps_saved_pct", "speedup_pct"]
+                                                   if any(modes) else [])
     summaries: list[dict] = []
     compiled: dict[str, dict] = {name: {} for name in engines}  # --compile-once: kept between batch sizes
     out_root = Path(args.out)
@@ -277,20 +294,22 @@ def _cmd_generate(args: argparse.Namespace) -> int:
                                      temperature=args.temperature, seed=args.seed, prompt=prompt, chat=chat,
                                      max_groups=args.baseline_groups, loop=args.loop)
             print(f"unconstrained batch {batch}: {baseline.tokens / baseline.wall_s:.1f} tokens/s")
-        for name, engine in engines.items():
+        for (name, engine), jump in itertools.product(engines.items(), modes):
+            label = name + (" +jump" if jump else "")
             run = generate(engine, lm, vocab, items, batch=batch, max_tokens=args.max_tokens,
                            temperature=args.temperature, seed=args.seed, baseline=baseline,
                            prompt=prompt, apply=args.apply, compare_kernels=args.compare_kernels,
                            compile_timeout=args.compile_timeout or None, chat=chat,
                            compiled=compiled[name] if args.compile_once else None,
-                           loop=args.loop, threads=args.threads)
-            out = write_run(run, out_root / name.replace(":", "-") / f"batch-{batch}",
+                           loop=args.loop, threads=args.threads, jump_forward=jump)
+            folder = name.replace(":", "-") + ("+jump" if jump else "")
+            out = write_run(run, out_root / folder / f"batch-{batch}",
                             {**meta, "engine": name, "engine_info": engine_info(engine, options.get(name, {})),
-                             "batch": batch, "compile_once": args.compile_once,
+                             "batch": batch, "compile_once": args.compile_once, "jump_forward": jump,
                              "baseline_groups": args.baseline_groups if args.shared_baseline else None})
-            summaries.append({"engine": name, **run.summary})
+            summaries.append({"engine": label, **run.summary})
             pd.DataFrame(summaries).to_csv(out_root / "summary.csv", index=False)
-            print(f"{name} batch {batch}: {out}")
+            print(f"{label} batch {batch}: {out}")
             print("  " + pd.DataFrame(summaries[-1:])[cols].round(3).to_string(index=False).replace("\n", "\n  "))
             for k in run.kernels:
                 state = (f"{k['ms_p50']:.3f} ms, same logits as torch: {k['equal']}" if k["available"]
@@ -414,6 +433,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--direct-check", action="store_true",
                    help="also call each peer directly through its own API on the same walks, and print "
                         "masklab's times against those (toolkit.report.direct)")
+    b.add_argument("--draft", type=_draft_lengths, default=[], metavar="K[,K...]",
+                   help="also time speculative draft masks: at every 4th step of each valid instance, the "
+                        "masks of a draft of the next K tokens (fill_draft_bitmasks) against K sequential fill "
+                        "+ accept steps and a rollback, e.g. --draft 1,2,4,8,16 (report: cost against K)")
     b.add_argument("--report", action="store_true", help="write the report into the run folder when done")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=_cmd_bench)
@@ -474,6 +497,10 @@ def _parser() -> argparse.ArgumentParser:
                         "sampling), kept for comparison")
     g.add_argument("--threads", type=_positive_int, default=None, metavar="N",
                    help="mask threads of a batch (default: the cores there are, at most the batch size)")
+    g.add_argument("--jump-forward", nargs="?", const="on", default="off", choices=("off", "on", "both"),
+                   help="jump-forward decoding: the tokens a grammar forces after each sampled token are fed "
+                        "without sampling, with it, in one multi-token forward pass; 'both' runs each engine "
+                        "without and with it (default: off; the flag alone: on)")
     g.add_argument("--compare-kernels", action=argparse.BooleanOptionalAction, default=True,
                    help="time every apply kernel on a real mask of each run (default: yes)")
     g.add_argument("-o", "--option", action="append", default=[], metavar="ENGINE.KEY=VALUE",

@@ -33,9 +33,12 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from toolkit.core import bitmask as bm
+from toolkit.core.forced import TokenExtensions
+from toolkit.core.forced import forced_tokens as tokens_for_forced
 from toolkit.core.version import masklab_version
 
-__all__ = ["MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
+__all__ = ["FORCED_LIMIT", "check_draft_rows", "MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +47,10 @@ class MaskInfo:
 
     allowed: int
     sliced: bool = False
+
+
+FORCED_LIMIT = 4096
+"""The most bytes one ``forced_bytes()`` call gives (a grammar can force a long literal)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,11 +165,20 @@ class Matcher(Protocol):
     def is_terminated(self) -> bool: ...
     def accept_allowed(self, token_id: int) -> bool: ...
     def mask_stats(self) -> MaskStats: ...
+    def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes: ...
+    def forced_tokens(self) -> list[int]: ...
+    def allows_bytes(self, data: bytes) -> bool: ...
+    def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int: ...
+    def fill_draft_tree(self, tokens: Sequence[int], parents: Sequence[int], bitmask: np.ndarray,
+                        row: int = 0) -> np.ndarray: ...
 
 
 class MatcherBase:
     """The defaults of :class:`Matcher`'s attributes, and ``accept_tokens``,
-    ``validate_tokens`` and ``accept_allowed`` from ``accept_token`` and ``rollback``."""
+    ``validate_tokens`` and ``accept_allowed`` from ``accept_token`` and ``rollback``;
+    the jump-forward and draft calls from the same calls (exact, but a mask per forced
+    byte: engines with a byte-level core give their own).  They read ``vocab`` (the
+    matcher's vocabulary) and ``last_token()``."""
 
     compiled: Any = None
     session: Any = None
@@ -201,6 +217,146 @@ class MatcherBase:
         n = self.accept_tokens(token_ids)
         self.rollback(n)
         return n
+
+    def last_token(self) -> int | None:
+        """The last token consumed (None: none yet)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ jump-forward --
+
+    def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
+        """The bytes every completion of the current state starts with: none once the
+        state is accepting (EOS may come next), terminated or failed; at most ``limit``.
+        The state is unchanged.
+
+        This default reads them from masks: a byte is forced when every allowed token
+        starts with it; the matcher then takes that byte's single-byte token (it stops
+        where the vocabulary has none)."""
+        single = TokenExtensions.of(self.vocab).single
+        row = bm.allocate(self.vocab.size)
+        out = bytearray()
+        try:
+            while len(out) < limit and self.error is None and not self.is_accepting():
+                self.fill_bitmask(row)
+                firsts = {self.vocab.token_bytes[t][:1] for t in bm.allowed_ids(row[0], self.vocab.size).tolist()}
+                if len(firsts) != 1:
+                    break
+                (b,) = firsts
+                if not b or single.get(b) is None or not self.accept_token(single[b]):
+                    break
+                out += b
+        finally:
+            self.rollback(len(out))
+        return bytes(out)
+
+    def allows_bytes(self, data: bytes) -> bool:
+        """Whether ``data`` can follow what was consumed (the grammar's prefix check,
+        byte by byte); the state is unchanged.  This default consumes single-byte tokens
+        (False where the vocabulary has none for a byte)."""
+        single = TokenExtensions.of(self.vocab).single
+        n = 0
+        try:
+            for b in data:
+                t = single.get(bytes([b]))
+                if t is None or not self.accept_token(t):
+                    return False
+                n += 1
+            return True
+        finally:
+            self.rollback(n)
+
+    def forced_tokens(self) -> list[int]:
+        """The tokens of :meth:`forced_bytes` to feed without sampling: their canonical
+        tokenization, minus trailing tokens the next token could merge with
+        (:mod:`toolkit.core.forced`, llguidance's rule).  The state is unchanged."""
+        forced = self.forced_bytes()
+        if not forced:
+            return []
+        return tokens_for_forced(self.vocab, self.last_token(), forced, self.allows_bytes)
+
+    # ------------------------------------------------------------ draft masks --
+
+    def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:
+        """The masks of a speculative draft of k tokens, in rows ``row .. row + k``:
+        row ``row + i`` is the mask after ``draft[:i]``.  At the first draft token its row
+        does not allow (or the matcher refuses) the rows after it are zero.  Returns how
+        many draft tokens were accepted; the state is unchanged."""
+        k = len(draft)
+        check_draft_rows(bitmask, row, k + 1, self.vocab.size)
+        self.fill_bitmask(bitmask, row)
+        n = 0
+        try:
+            for i, t in enumerate(draft):
+                t = int(t)
+                if not (0 <= t < self.vocab.size and bm.get_bit(bitmask[row + i], t) and self.accept_allowed(t)):
+                    break
+                n += 1
+                self.fill_bitmask(bitmask, row + i + 1)
+            bitmask[row + n + 1: row + k + 1] = 0
+        finally:
+            self.rollback(n)
+        return n
+
+    def fill_draft_tree(self, tokens: Sequence[int], parents: Sequence[int], bitmask: np.ndarray,
+                        row: int = 0) -> np.ndarray:
+        """The masks of a draft *tree* (tree speculation): node ``i`` is ``tokens[i]``
+        after node ``parents[i]`` (-1: the current state; a parent comes before its
+        children).  Row ``row`` is the current mask, row ``row + 1 + i`` the mask after
+        the path to node ``i``, zero when that path is refused.  Returns which nodes were
+        accepted (bools); the state is unchanged."""
+        n = len(tokens)
+        if len(parents) != n:
+            raise ValueError(f"{n} tokens but {len(parents)} parents")
+        check_draft_rows(bitmask, row, n + 1, self.vocab.size)
+        ok = np.zeros(n, dtype=bool)
+        self.fill_bitmask(bitmask, row)
+        path: list[int] = []  # the nodes consumed now, root first
+        try:
+            for i in range(n):
+                p = int(parents[i])
+                if not -1 <= p < i:
+                    raise ValueError(f"node {i}: parent {p} is not an earlier node or -1")
+                t = int(tokens[i])
+                prow = row if p < 0 else row + 1 + p
+                if (p >= 0 and not ok[p]) or not (0 <= t < self.vocab.size and bm.get_bit(bitmask[prow], t)):
+                    bitmask[row + 1 + i] = 0
+                    continue
+                chain = _chain(parents, p)
+                keep = 0
+                while keep < min(len(path), len(chain)) and path[keep] == chain[keep]:
+                    keep += 1
+                self.rollback(len(path) - keep)
+                del path[keep:]
+                for j in chain[keep:]:  # back down the parent's path (taken before, so taken again)
+                    self.accept_allowed(int(tokens[j]))
+                    path.append(j)
+                if self.accept_allowed(t):
+                    ok[i] = True
+                    path.append(i)
+                    self.fill_bitmask(bitmask, row + 1 + i)
+                else:
+                    bitmask[row + 1 + i] = 0
+        finally:
+            self.rollback(len(path))
+        return ok
+
+
+def check_draft_rows(bitmask: np.ndarray, row: int, n: int, vocab_size: int) -> None:
+    """Raise ValueError unless ``bitmask`` is 2-D with rows ``row .. row + n - 1`` of
+    the vocabulary's width (the draft calls' rows)."""
+    if bitmask.ndim != 2 or row < 0 or row + n > bitmask.shape[0]:
+        raise ValueError(f"the draft needs rows {row}..{row + n - 1} of a 2-D bitmask; it has shape {bitmask.shape}")
+    if bitmask.shape[1] != bm.words(vocab_size):
+        raise ValueError(f"bitmask rows have {bitmask.shape[1]} words, the vocabulary needs {bm.words(vocab_size)}")
+
+
+def _chain(parents: Sequence[int], node: int) -> list[int]:
+    """The nodes from the root down to ``node`` (empty for -1)."""
+    out = []
+    while node >= 0:
+        out.append(node)
+        node = int(parents[node])
+    return out[::-1]
 
 
 @dataclass(slots=True)

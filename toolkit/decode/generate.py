@@ -86,7 +86,7 @@ import pandas as pd
 
 from toolkit.bench.datasets import Item
 from toolkit.core import bitmask as bm
-from toolkit.core.batch import SKIP, default_threads, make_batch
+from toolkit.core.batch import NO_TOKEN, SKIP, default_threads, make_batch
 from toolkit.core.errors import MasklabError, time_limit
 from toolkit.core.vocab import Vocabulary
 from toolkit.decode.model import ChatTemplate, LoadedModel, ModelError
@@ -180,6 +180,7 @@ class _Seq:
     done: bool = False
     status: str = "unfinished"
     forced: int = 0
+    jumped: int = 0  # forced tokens fed without sampling (jump-forward)
     error: str = ""
     reused: bool = False  # compiled in an earlier run (``generate(compiled=...)``)
 
@@ -491,8 +492,10 @@ class _Stepper(_Masker):
     ends takes a Python step of its own."""
 
     def __init__(self, seqs: list[_Seq], vocab: Vocabulary, engine: Any, threads: int | None, device: str,
-                 max_tokens: int) -> None:
+                 max_tokens: int, jump: bool = False) -> None:
         super().__init__(seqs, vocab, None, device)
+        self.max_tokens = max_tokens
+        self.jump_forward = jump
         self.rows = np.asarray([i for i, s in enumerate(seqs) if s.matcher is not None], dtype=np.int64)
         self.batch = make_batch(engine, [seqs[i].matcher for i in self.rows], threads)
         # a compact mask when some slot has no matcher (copied into its rows each step)
@@ -504,8 +507,9 @@ class _Stepper(_Masker):
         self.out = np.zeros((len(self.rows), max_tokens + 1), dtype=np.int32)
         self.n_out = np.zeros(len(self.rows), dtype=np.int64)
         self.forced = np.zeros(len(self.rows), dtype=np.int64)
+        self.jumped = np.zeros(len(self.rows), dtype=np.int64)  # forced tokens fed without sampling
         self.tok = np.full(len(self.rows), SKIP, dtype=np.int32)
-        self.job = _JobThread(self._step)
+        self.job = _JobThread(self._fill_step if jump else self._step)
 
     def live_count(self) -> int:
         return int(self.live.sum())
@@ -568,12 +572,78 @@ class _Stepper(_Masker):
             return res.wall_s, res.wall_s, n, res.wall_s, [], live_now
         return 0.0, 0.0, 0, res.wall_s, [], live_now
 
+    def jump(self, ids: np.ndarray) -> tuple[list[list[int]], int]:
+        """Jump-forward's part of a step, on the critical path (the next forward pass
+        feeds what it gives): each live sequence accepts its sampled id, then the tokens
+        its grammar forces after it (:meth:`~toolkit.core.protocol.Matcher.forced_tokens`,
+        as many as ``max_tokens`` leaves room for), all accepted.  Returns each slot's run
+        to feed (the sampled id and the forced tokens; the sampled id alone, or 0, for a
+        slot that is done) and the tokens written."""
+        runs = [[max(int(t), 0)] for t in ids.tolist()]
+        written = 0
+        for j in np.flatnonzero(self.live).tolist():
+            slot = int(self.rows[j])
+            m = self.seqs[slot].matcher
+            t = int(ids[slot])
+            if t < 0:
+                self._end(j, "rejected", "the mask allowed no token")
+                continue
+            if not m.accept_allowed(t):
+                self._end(j, "error" if m.error else "rejected")
+                continue
+            self.out[j, self.n_out[j]] = t
+            self.n_out[j] += 1
+            written += 1
+            if self.is_eos[t]:
+                self._end(j, "finished")
+                continue
+            room = self.max_tokens - int(self.n_out[j])
+            forced = m.forced_tokens()[:room] if room > 0 else []
+            if forced:
+                took = m.accept_tokens(forced)
+                forced = forced[:took]
+                self.out[j, self.n_out[j]: self.n_out[j] + took] = forced
+                self.n_out[j] += took
+                self.jumped[j] += took
+                written += took
+                runs[slot] = [t, *forced]
+            if self.n_out[j] >= self.max_tokens:  # out of room: the loop would stop it the same way
+                s = self.seqs[slot]
+                self.live[j] = False
+                s.done = True
+        return runs, written
+
+    def submit_fill(self, last: bool = False) -> None:
+        """Start the fill of every live sequence's next mask (jump-forward runs: the
+        tokens were accepted by :meth:`jump`) on the job thread."""
+        self.job.submit(None, last)
+
+    def _fill_step(self, ids: Any, last: bool = False) -> tuple[float, float, int, float, list[float], int]:
+        """:meth:`_step` without the accepts: the masks of the live sequences."""
+        tok = self.tok
+        tok[:] = SKIP
+        tok[self.live] = NO_TOKEN
+        res = self.batch.step(tok, self.compact)
+        if not last:
+            self.forced[self.live & (res.allowed == 1)] += 1
+        if self.compact is not self.mask:
+            self.mask[self.rows[self.live]] = self.compact[self.live]
+        secs = res.seconds[self.live]
+        secs = secs[~np.isnan(secs)]
+        live_now = int(self.live.sum())
+        if len(secs):
+            return float(secs.sum()), float(secs.max()), len(secs), res.wall_s, secs.tolist(), live_now
+        n = live_now
+        return (res.wall_s, res.wall_s, n, res.wall_s, [], live_now) if n else (0.0, 0.0, 0, res.wall_s, [],
+                                                                              live_now)
+
     def finish(self) -> None:
         """Hand the tokens and forced counts back to the sequences; stop the threads."""
         for j, i in enumerate(self.rows.tolist()):
             s = self.seqs[i]
             s.tokens = self.out[j, : self.n_out[j]].tolist()
             s.forced += int(self.forced[j])
+            s.jumped += int(self.jumped[j])
         self.batch.close()
         self.job.close()
 
@@ -596,7 +666,8 @@ def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, 
     device = lm.device
     cuda = device.startswith("cuda")
     gen = torch.Generator(device=device).manual_seed(seed)
-    dec = lm.start(prompts, max_tokens)
+    jump = stepper is not None and stepper.jump_forward
+    dec = lm.start(prompts, max_tokens, chunks=True) if jump else lm.start(prompts, max_tokens)
     n = max_tokens if steps is None else min(steps, max_tokens)
     try:
         host_ids = torch.empty(len(prompts), dtype=torch.long, pin_memory=cuda)
@@ -641,18 +712,33 @@ def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, 
                 event.record()
             nxt = drawn.clamp(min=0)  # a row with nothing to draw (-1) is ended by its matcher
             t4 = time.perf_counter()
-            if step + 1 < max_tokens:
-                logits = dec.forward(nxt)
-            t5 = time.perf_counter()
-            if event is not None:
-                event.synchronize()
-            if stepper is not None:
-                stepper.submit(ids_np, last=step + 1 >= n)
+            written = live
+            if jump:  # accept and take the forced tokens first: the forward pass feeds them
+                if event is not None:
+                    event.synchronize()
+                runs, written = stepper.jump(ids_np)
+                tj = time.perf_counter()
+                if step + 1 < max_tokens and stepper.live_count():
+                    logits = dec.forward_chunks(runs)
+                t5 = time.perf_counter()
+                stepper.submit_fill(last=step + 1 >= n)
                 pending = True
-            t6 = time.perf_counter()
-            rows.append({"step": step, "active": live, "forward_s": launch + (t1 - t0) + (t5 - t4),
-                         "launch_s": launch + (t5 - t4), "wait_s": t2 - t1, "apply_s": t3 - t2, "sample_s": t4 - t3,
-                         "accept_s": t6 - t5, "step_s": launch + t6 - t0})
+                t6 = time.perf_counter()
+                accept_s, forward_s = (tj - t4) + (t6 - t5), t5 - tj
+            else:
+                if step + 1 < max_tokens:
+                    logits = dec.forward(nxt)
+                t5 = time.perf_counter()
+                if event is not None:
+                    event.synchronize()
+                if stepper is not None:
+                    stepper.submit(ids_np, last=step + 1 >= n)
+                    pending = True
+                t6 = time.perf_counter()
+                accept_s, forward_s = t6 - t5, t5 - t4
+            rows.append({"step": step, "active": live, "tokens": written, "forward_s": launch + (t1 - t0) + forward_s,
+                         "launch_s": launch + forward_s, "wait_s": t2 - t1, "apply_s": t3 - t2, "sample_s": t4 - t3,
+                         "accept_s": accept_s, "step_s": launch + t6 - t0})
             if info is None:  # step 0's masks are the first ones (in TTFM), or no masks
                 info = (0.0, 0.0, 0, 0.0, [], live)
             else:  # the figures of the masks this step waited for (bookkeeping, after the step)
@@ -792,7 +878,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
              threads: int | None = None, prompt: str = DEFAULT_PROMPT, apply: str = "torch",
              compare_kernels: bool = False, compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
              chat: ChatTemplate | None = None, compiled: dict[str, Any] | None = None,
-             loop: str = "pipelined") -> GenerateRun:
+             loop: str = "pipelined", jump_forward: bool = False) -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
     for what is measured.  ``baseline``: True runs the unconstrained loop after each
@@ -816,9 +902,16 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     of masklab before it (masks submitted per sequence to a thread pool before the
     forward pass, accepted one by one after sampling), kept to compare the two.
     ``threads``: the batch's mask threads (default: the cores there are, at most
-    ``batch``)."""
+    ``batch``).
+
+    ``jump_forward``: where a sequence's grammar forces tokens after its sampled one
+    (:meth:`~toolkit.core.protocol.Matcher.forced_tokens`), they are appended without
+    sampling and fed with it in one multi-token forward pass (the pipelined loop only);
+    the run records the forced tokens per sequence (``jumped``) and the steps saved."""
     if loop not in LOOPS:
         raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
+    if jump_forward and loop != "pipelined":
+        raise ValueError("jump_forward runs in the pipelined loop (loop='pipelined')")
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
     if batch < 1 or max_tokens < 1:
@@ -881,7 +974,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                     continue
                 seqs.append(_Seq(item, m, [], kept.seconds + time.perf_counter() - t1, reused=reused))
             masker = (_Masker(seqs, vocab, pool, lm.device) if loop == "serial"
-                      else _Stepper(seqs, vocab, engine, threads, lm.device, max_tokens))
+                      else _Stepper(seqs, vocab, engine, threads, lm.device, max_tokens, jump=jump_forward))
             for k, s in enumerate(seqs):  # the first masks: TTFM = compile + first mask
                 t0 = time.perf_counter()
                 masker._fill(k)  # a refused item's slot gets its EOS-only row here too
@@ -903,7 +996,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 r.update(batch_index=b, mode="constrained")
             steps.extend(rows)
             walls["constrained"] += wall
-            tokens["constrained"] += sum(r["active"] for r in rows)
+            tokens["constrained"] += sum(r.get("tokens", r["active"]) for r in rows)
             for k, s in enumerate(seqs):
                 ids = [t for t in s.tokens if t not in vocab.eos_ids]
                 data = marked_bytes(vocab, ids, item_grammar(s.item, grammars, vocab) if s.item.kind != "schema"
@@ -919,7 +1012,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 sequences.append({"batch_index": b, "slot": k, "item": s.item.name, "kind": s.item.kind,
                                   "status": status, "detail": why, "grammar": "own" if own else "masklab",
                                   "prefix_ok": prefix_ok, "prompt_tokens": len(group_prompts[k]),
-                                  "tokens": len(s.tokens), "forced": s.forced,
+                                  "tokens": len(s.tokens), "forced": s.forced, "jumped": s.jumped,
                                   "ttfm_s": s.ttfm_s if s.matcher is not None else None,
                                   "compile_reused": s.reused,
                                   "text": spelled(vocab, ids).decode("utf-8", errors="replace")[:2000]})
@@ -939,7 +1032,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
         walls["unconstrained"], tokens["unconstrained"] = baseline.wall_s, baseline.tokens
     summary = summarize(steps, sequences, walls, tokens, batch, seq_times)
     summary["compiles_in_loop"] = _compiled_graphs() - graphs_before  # >0: a timing paid for compilation
-    summary.update(loop=loop, threads=threads or default_threads(batch),
+    summary.update(loop=loop, jump_forward=jump_forward, threads=threads or default_threads(batch),
                    apply=apply, apply_warmup_ms=1e3 * warmup_s, prompt=prompt,
                    chat=None if chat is None else chat.source,
                    baseline="shared" if isinstance(baseline, Baseline) else "interleaved" if baseline else "none")
@@ -993,6 +1086,14 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["bad_prefix"] = sum(1 for s in sequences if s.get("prefix_ok") is False and s.get("grammar") != "own")
     out["outside_grammar"] = sum(1 for s in sequences if s.get("prefix_ok") is False and s.get("grammar") == "own")
     out["forced_tokens"] = sum(s["forced"] for s in sequences)
+    # jump-forward: tokens fed without sampling, and the steps (forward passes) they saved
+    jumped = sum(s.get("jumped", 0) for s in sequences)
+    written = sum(s["tokens"] for s in sequences)
+    out["jumped_tokens"] = jumped
+    out["jumped_per_sequence"] = jumped / len(sequences) if sequences else float("nan")
+    out["steps_saved_pct"] = 100.0 * jumped / written if written else float("nan")
+    out["speedup_pct"] = (100.0 * (out["tokens_per_s"] / out["unconstrained_tokens_per_s"] - 1.0)
+                          if unc else float("nan"))
     prompt_tokens = [s["prompt_tokens"] for s in sequences if s.get("prompt_tokens") is not None]
     out["prompt_tokens_mean"] = float(np.mean(prompt_tokens)) if prompt_tokens else float("nan")
     out["prompt_tokens_max"] = max(prompt_tokens, default=0)

@@ -54,10 +54,14 @@ from toolkit.core.errors import MasklabError
 from toolkit.core.vocab import Vocabulary
 
 __all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES",
-           "CACHE_BLOCK", "ChatTemplate", "load_chat_template", "SimModel", "SIM_NOTE"]
+           "CACHE_BLOCK", "CHUNK_ROOM", "ChatTemplate", "load_chat_template", "SimModel", "SIM_NOTE"]
 
 CACHE_BLOCK = 256
 """A static KV cache's length is the batch's prompt plus ``max_tokens``, rounded up to this."""
+
+CHUNK_ROOM = 4
+"""With chunked steps (jump-forward) a static cache has room for this many times
+``max_tokens``: a step takes its longest run's positions in every row."""
 
 CACHES = ("dynamic", "static")
 _COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -107,10 +111,11 @@ class LoadedModel:
     _caches: dict[tuple[int, int], Any] = field(default_factory=dict, repr=False)
     _compiled: Any = field(default=None, repr=False)
 
-    def start(self, prompts: list[list[int]], max_tokens: int) -> Decoding:
+    def start(self, prompts: list[list[int]], max_tokens: int, chunks: bool = False) -> Decoding:
         """A batch's decoding: one prompt (token ids) per sequence, ``max_tokens`` steps
-        at most (see :class:`Decoding`)."""
-        return Decoding(self, prompts, max_tokens)
+        at most (see :class:`Decoding`); ``chunks``: steps may feed several tokens per
+        sequence (:meth:`Decoding.forward_chunks`, jump-forward decoding)."""
+        return Decoding(self, prompts, max_tokens, chunks)
 
     @property
     def _keep(self) -> bool:
@@ -186,15 +191,15 @@ class Decoding:
     the model takes ``logits_to_keep`` (transformers' Llama, Mistral and most others).
     """
 
-    def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int) -> None:
+    def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, chunks: bool = False) -> None:
         import torch
 
         if not prompts or not all(prompts):
             raise ModelError("every sequence needs a prompt of at least one token")
         with torch.inference_mode():  # whatever the caller's mode: a compiled step guards on it
-            self._setup(lm, prompts, max_tokens)
+            self._setup(lm, prompts, max_tokens, chunks)
 
-    def _setup(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int) -> None:
+    def _setup(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, chunks: bool) -> None:
         import torch
 
         self.lm = lm
@@ -202,8 +207,12 @@ class Decoding:
         n = self.prompt_len = max(len(p) for p in prompts)
         dev = lm.device
         self.ids = torch.tensor([[0] * (n - len(p)) + p for p in prompts], dtype=torch.long, device=dev)
-        padded = any(len(p) != n for p in prompts)
-        self.cache_len = -(-(n + max_tokens) // CACHE_BLOCK) * CACHE_BLOCK if lm.cache == "static" else 0
+        # chunks of different lengths are left-padded inside the step: the mask has holes
+        padded = chunks or any(len(p) != n for p in prompts)
+        # a chunk step takes as many positions as its longest chunk, for every row: room
+        # for CHUNK_ROOM times the tokens (a run that outgrows it is a ModelError)
+        room = max_tokens * (CHUNK_ROOM if chunks else 1)
+        self.cache_len = -(-(n + room) // CACHE_BLOCK) * CACHE_BLOCK if lm.cache == "static" else 0
         width = self.cache_len or n  # a dynamic cache's mask grows by a column per step
         self.attn = self.pos = None
         if padded:
@@ -222,6 +231,52 @@ class Decoding:
 
         with torch.inference_mode():
             return self._forward(tokens)
+
+    def forward_chunks(self, chunks: list[list[int]]) -> Any:
+        """One step feeding each sequence its own run of tokens (``chunks[i]``, at least
+        one: the sampled token and the forced ones after it) in one forward pass, the
+        runs left-padded to the longest under the attention mask; the logits of each
+        sequence's last token, ``(B, V)``.  Needs ``start(..., chunks=True)``; a step of
+        single tokens is :meth:`forward`'s (the compiled step where there is one)."""
+        import torch
+
+        if len(chunks) != self.batch or not all(chunks):
+            raise ModelError(f"need a run of at least one token for each of the {self.batch} sequences")
+        width = max(len(c) for c in chunks)
+        if width == 1:
+            return self.forward(torch.tensor([c[0] for c in chunks], dtype=torch.long, device=self.lm.device))
+        if self.attn is None:
+            raise ModelError("this decoding was started without chunks (start(..., chunks=True))")
+        with torch.inference_mode():
+            return self._forward_chunks(chunks, width)
+
+    def _forward_chunks(self, chunks: list[list[int]], width: int) -> Any:
+        import torch
+
+        lm, dev = self.lm, self.lm.device
+        if not self.seen:
+            raise ModelError("run the prompts first: forward() without tokens")
+        ids = torch.tensor([[0] * (width - len(c)) + list(c) for c in chunks], dtype=torch.long, device=dev)
+        real = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in chunks], dtype=torch.long, device=dev)
+        pos = self.pos[:, -1:] + real.cumsum(-1)  # pads repeat the last position (masked anyway)
+        self.pos = pos
+        if self.cache_len:
+            if self.seen + width > self.cache_len:
+                raise ModelError(f"the static cache holds {self.cache_len} positions; this chunk step needs "
+                                 f"{self.seen + width} (jump-forward runs pad the shorter runs of a batch)")
+            self.attn[:, self.seen: self.seen + width] = real
+            cache_pos = torch.arange(self.seen, self.seen + width, device=dev)
+            extra: dict[str, Any] = {"cache_position": cache_pos}
+        else:
+            self.attn = torch.cat([self.attn, real], dim=1)
+            extra = {}
+        if lm._keep:
+            extra["logits_to_keep"] = 1
+        out = lm.model(input_ids=ids, past_key_values=self.past, use_cache=True, attention_mask=self.attn,
+                       position_ids=pos, **extra)
+        self.past = out.past_key_values
+        self.seen += width
+        return out.logits[:, -1, :].contiguous()
 
     def _forward(self, tokens: Any) -> Any:
         import torch
@@ -301,8 +356,8 @@ class SimModel:
         gen = torch.Generator().manual_seed(self.seed)
         self._pool = torch.randn((_SIM_POOL, self.vocab_size), generator=gen) * 4.0
 
-    def start(self, prompts: list[list[int]], max_tokens: int) -> SimDecoding:
-        """A batch's decoding (:class:`SimDecoding`)."""
+    def start(self, prompts: list[list[int]], max_tokens: int, chunks: bool = False) -> SimDecoding:
+        """A batch's decoding (:class:`SimDecoding`; it always takes chunks)."""
         return SimDecoding(self, prompts, max_tokens)
 
     def synchronize(self) -> None:
@@ -343,7 +398,6 @@ class SimDecoding:
         step feeding ``tokens`` (``(B,)`` ids); its logits ``(B, V)`` are ready when
         ``lm.synchronize()`` returns."""
 
-        lm = self.lm
         t0 = time.perf_counter()
         if tokens is None:
             if self.seen:
@@ -353,6 +407,25 @@ class SimDecoding:
             if not self.seen:
                 raise ModelError("run the prompts first: forward() without tokens")
             fed, n = tokens.reshape(self.batch).long(), 1
+        return self._launch(t0, fed, n)
+
+    def forward_chunks(self, chunks: list[list[int]]) -> Any:
+        """One step feeding a run of tokens per sequence (:meth:`Decoding.forward_chunks`).
+        It costs one forward pass, FORWARD_MS, whatever the runs' lengths: a decode step
+        of a batch is bound by reading the weights, and a few more tokens per sequence
+        read them once (on a GPU a chunk of up to a few dozen tokens costs about one step)."""
+        import torch
+
+        if len(chunks) != self.batch or not all(chunks):
+            raise ModelError(f"need a run of at least one token for each of the {self.batch} sequences")
+        if not self.seen:
+            raise ModelError("run the prompts first: forward() without tokens")
+        t0 = time.perf_counter()
+        fed = torch.tensor([c[-1] for c in chunks], dtype=torch.long)
+        return self._launch(t0, fed, max(len(c) for c in chunks))
+
+    def _launch(self, t0: float, fed: Any, n: int) -> Any:
+        lm = self.lm
         for k in range(lm.launches):
             _launch(k)
         self.seen += n

@@ -1,0 +1,165 @@
+"""Forced continuations as tokens: jump-forward decoding's tokenization step.
+
+Where a grammar allows one continuation only (a property name, ``": "``, a closing
+brace), a matcher's ``forced_bytes()`` gives the bytes every completion must start
+with.  Turning them into tokens the model can be fed without sampling has one trap, the
+*token boundary*: the canonical tokenizer may merge the last forced bytes with what the
+model writes next, so a token that ends the forced bytes can be the wrong one (forced
+``{"name":"`` ends with ``":"``, but the model may go on with ``":"x`` that the
+tokenizer writes as ``":`` + ``"x``).  :func:`forced_tokens` follows llguidance's rule
+for this (``TokenParser::ff_tokens`` and ``TokTrie::chop_tokens``), so masklab's
+strategies give the tokens llguidance gives:
+
+1. the forced bytes, after the bytes of the last token consumed, are tokenized with
+   the canonical tokenizer (valid UTF-8 through :meth:`Vocabulary.encode`, invalid
+   bytes by greedy longest match); if that tokenization does not start with that last
+   token, the forced bytes are tokenized alone;
+2. among the last four tokens (at most the longest token's length in bytes), the
+   longest byte suffix that some vocabulary token *strictly extends with bytes the
+   grammar allows after the forced bytes* is found, and the fewest trailing tokens that
+   cover it are dropped: the model's next token may merge with those bytes;
+3. the last consumed token is not returned.
+
+Every forced token is then allowed and accepted in turn, and the forced tokens are what
+the canonical tokenizer gives for any allowed text that starts with the forced bytes,
+up to where a token could still grow.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+
+from toolkit.core.errors import VocabError
+from toolkit.core.vocab import Vocabulary
+
+__all__ = ["TokenExtensions", "canonical_tokens", "chop_count", "forced_tokens", "MAX_LOOKBACK"]
+
+MAX_LOOKBACK = 4
+"""Tokens at the end of a forced run that the chop looks at (llguidance's ``max_token_lookback``)."""
+
+
+class TokenExtensions:
+    """The text tokens of a vocabulary sorted by their bytes: the tokens that extend a
+    byte string, and greedy longest-match tokenization.  One per vocabulary
+    (:meth:`of`)."""
+
+    _cache: dict[int, TokenExtensions] = {}
+
+    def __init__(self, vocab: Vocabulary) -> None:
+        pairs: dict[bytes, int] = {}
+        for i in vocab.text_token_ids().tolist():
+            pairs.setdefault(vocab.token_bytes[i], i)  # equal bytes: the smallest id
+        self.keys = sorted(pairs)
+        self.ids = pairs
+        self.max_len = max((len(k) for k in self.keys), default=0)
+        #: each byte's single-byte token, where the vocabulary has one
+        self.single = {k: t for k, t in pairs.items() if len(k) == 1}
+        self.vocab = vocab
+
+    @classmethod
+    def of(cls, vocab: Vocabulary) -> TokenExtensions:
+        """The index of ``vocab`` (made once per vocabulary object)."""
+        hit = cls._cache.get(id(vocab))
+        if hit is None or hit.vocab is not vocab:  # (the index holds its vocabulary: an id is never reused)
+            hit = cls._cache[id(vocab)] = cls(vocab)
+        return hit
+
+    def extensions(self, prefix: bytes) -> Iterator[bytes]:
+        """What each token that strictly extends ``prefix`` adds to it, in byte order."""
+        j = bisect_left(self.keys, prefix)
+        n = len(prefix)
+        while j < len(self.keys) and self.keys[j].startswith(prefix):
+            if len(self.keys[j]) > n:
+                yield self.keys[j][n:]
+            j += 1
+
+    def greedy(self, data: bytes) -> list[int]:
+        """Longest-match tokenization; a byte no token starts with is skipped (as
+        llguidance's ``greedy_tokenize`` does)."""
+        out: list[int] = []
+        i = 0
+        while i < len(data):
+            for n in range(min(self.max_len, len(data) - i), 0, -1):
+                t = self.ids.get(data[i:i + n])
+                if t is not None:
+                    out.append(t)
+                    i += n
+                    break
+            else:
+                i += 1
+        return out
+
+
+def canonical_tokens(vocab: Vocabulary, data: bytes) -> list[int]:
+    """The canonical tokenization of ``data``: valid UTF-8 runs through the vocabulary's
+    tokenizer, invalid bytes by greedy longest match (llguidance's
+    ``tokenize_with_greedy_fallback``)."""
+    ext = TokenExtensions.of(vocab)
+    out: list[int] = []
+    while data:
+        try:
+            text = data.decode("utf-8")
+            valid, bad, data = text, b"", b""
+        except UnicodeDecodeError as e:
+            valid = data[: e.start].decode("utf-8")
+            bad, data = data[e.start : e.end], data[e.end :]
+        if valid:
+            try:
+                out += vocab.encode(valid)
+            except VocabError:  # a tokenizer that cannot reproduce the text: longest match
+                out += ext.greedy(valid.encode("utf-8"))
+        if bad:
+            out += ext.greedy(bad)
+    return out
+
+
+def chop_count(vocab: Vocabulary, tokens: list[int], extends: Callable[[bytes], bool]) -> int:
+    """How many trailing ``tokens`` to drop: the fewest that cover the longest byte suffix
+    (of the last :data:`MAX_LOOKBACK` tokens) that a vocabulary token strictly extends
+    with bytes ``extends`` allows (the grammar, after every forced byte)."""
+    ext = TokenExtensions.of(vocab)
+    tail = b"".join(vocab.token_bytes[t] for t in tokens[-MAX_LOOKBACK:])
+    tail = tail[max(0, len(tail) - ext.max_len):]
+    for start in range(len(tail)):
+        suffix = tail[start:]
+        if any(extends(e) for e in ext.extensions(suffix)):
+            covered = 0
+            for k in range(1, len(tokens) + 1):
+                covered += len(vocab.token_bytes[tokens[-k]])
+                if covered >= len(suffix):
+                    return k
+    return 0
+
+
+def forced_tokens(vocab: Vocabulary, last: int | None, forced: bytes, allows: Callable[[bytes], bool]) -> list[int]:
+    """The tokens to feed for ``forced`` bytes (see the module doc).
+
+    ``last``: the last text token consumed (None: none, or not a text token);
+    ``allows(data)``: whether ``forced + data`` can follow the matcher's state (the
+    grammar's check; memoized here per prefix, so a trie of candidates costs one check
+    per node)."""
+    if not forced:
+        return []
+    seen: dict[bytes, bool] = {}
+
+    def extends(extra: bytes) -> bool:
+        # every prefix of ``extra`` must be allowed: check them shortest first, cached
+        for n in range(1, len(extra) + 1):
+            part = extra[:n]
+            ok = seen.get(part)
+            if ok is None:
+                ok = seen[part] = allows(forced + part)
+            if not ok:
+                return False
+        return True
+
+    existing: list[int] = []
+    prefix = b""
+    if last is not None and 0 <= last < vocab.size and vocab.token_bytes[last] and not vocab.is_special(last):
+        existing, prefix = [last], vocab.token_bytes[last]
+    tokens = canonical_tokens(vocab, prefix + forced)
+    if tokens[: len(existing)] != existing:  # the last token would be rewritten: the forced bytes alone
+        tokens, existing = canonical_tokens(vocab, forced), []
+    chop = chop_count(vocab, tokens[len(existing):], extends)
+    return tokens[len(existing): len(tokens) - chop]
