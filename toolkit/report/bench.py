@@ -585,6 +585,82 @@ def work_table(runs: Runs) -> pd.DataFrame:
     return table
 
 
+def draft_table(runs: Runs) -> pd.DataFrame:
+    """Speculative draft masks against sequential steps (``bench --draft``), one row per
+    engine and draft length k (index ``engine``, ``k``).
+
+    Columns: ``positions`` timed; ``draft µs`` and ``sequential µs`` (medians: the k+1
+    masks of a draft by ``fill_draft_bitmasks``, and a fill, k accept + fill steps and
+    a rollback); ``µs per mask`` (the draft's median over its k+1 rows); ``ratio`` (the
+    median over positions of draft / sequential: below 1 the draft call is cheaper);
+    ``mismatch`` (positions where the two gave different rows: must be 0)."""
+    rows = []
+    recs = runs.records
+    if "draft" not in recs:
+        return pd.DataFrame(columns=["positions", "draft µs", "sequential µs", "µs per mask", "ratio", "mismatch"])
+    for label in runs.engines:
+        merged: dict[int, dict[str, list[float]]] = {}
+        mismatch: dict[int, int] = {}
+        for d in recs.loc[recs["engine_label"] == label, "draft"]:
+            if not isinstance(d, dict):
+                continue
+            for k, v in d.items():
+                m = merged.setdefault(int(k), {"draft_s": [], "seq_s": []})
+                m["draft_s"] += list(v.get("draft_s", []))
+                m["seq_s"] += list(v.get("seq_s", []))
+                mismatch[int(k)] = mismatch.get(int(k), 0) + int(v.get("mismatch", 0))
+        for k in sorted(merged):
+            a = np.asarray(merged[k]["draft_s"], dtype=float)
+            b = np.asarray(merged[k]["seq_s"], dtype=float)
+            if not len(a):
+                continue
+            ok = b > 0
+            rows.append({"engine": label, "k": k, "positions": len(a), "draft µs": 1e6 * float(np.median(a)),
+                         "sequential µs": 1e6 * float(np.median(b)),
+                         "µs per mask": 1e6 * float(np.median(a)) / (k + 1),
+                         "ratio": float(np.median(a[ok] / b[ok])) if ok.any() else math.nan,
+                         "mismatch": mismatch[k]})
+    if not rows:
+        return pd.DataFrame(columns=["positions", "draft µs", "sequential µs", "µs per mask", "ratio", "mismatch"])
+    return pd.DataFrame(rows).set_index(["engine", "k"])
+
+
+def plot_draft(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """The cost of draft masks against the draft length k, one line per engine: the
+    ratio to k sequential steps (left) and µs per mask (right), log-2 k axis."""
+    table = draft_table(runs)
+    styles = _styles(runs)
+    with mpl.rc_context(RC):
+        fig = new_figure(10.0, 4.6)
+        left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+        handles, labels = [], []
+        for label in runs.engines:
+            if label not in table.index.get_level_values(0):
+                continue
+            t = table.loc[label]
+            st = styles[label]
+            (h,) = left.plot(t.index, t["ratio"], marker="o", color=st["color"], linestyle=st["linestyle"])
+            right.plot(t.index, t["µs per mask"], marker="o", color=st["color"], linestyle=st["linestyle"])
+            handles.append(h)
+            labels.append(label)
+        for ax in (left, right):
+            ax.set_xscale("log", base=2)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+            ax.set_xlabel("draft length k (tokens)")
+            ax.grid(True, which="major")
+        left.axhline(1.0, color="0.5", linewidth=0.8)
+        left.set_ylabel("draft call / sequential steps")
+        right.set_yscale("log")
+        right.set_ylabel("µs per mask (log scale)")
+        if not handles:
+            left.text(0.5, 0.5, "no draft masks timed", ha="center", va="center", transform=left.transAxes)
+        left.set_title("cost against k sequential steps (median)")
+        right.set_title("per mask of the draft (median)")
+        fig.suptitle(f"Speculative draft masks · {_subtitle(runs)}")
+        figure_legend(fig, handles, labels)
+        return save_figure(fig, path)
+
+
 def _categories(masks: pd.DataFrame) -> pd.Series:
     d = masks["density"].to_numpy(dtype=float)
     sliced = masks["sliced"].to_numpy(dtype=bool)

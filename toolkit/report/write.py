@@ -21,10 +21,12 @@ from toolkit.report.bench import (
     comparable,
     data_text,
     density_table,
+    draft_table,
     engine_table,
     load_runs,
     option_text,
     plot_density,
+    plot_draft,
     plot_tbm_cdf,
     plot_ttfm_cdf,
     vocab_text,
@@ -225,6 +227,7 @@ def write_report(
     outcomes = engine_table(everything)
     density = density_table(runs)
     work = work_table(runs)
+    drafts = draft_table(runs)
     # the CSV: timings over the compared items, outcomes over every record
     timing = [c for c in engines.columns if c.startswith(("TBM", "TTFM"))] + ["masks"]
     pd.concat([engines[timing], outcomes.drop(columns=[c for c in timing if c in outcomes])],
@@ -232,6 +235,9 @@ def write_report(
     density.to_csv(out_dir / "density.csv")
     if len(work):
         work.to_csv(out_dir / "work.csv")
+    if len(drafts):
+        drafts.to_csv(out_dir / "draft.csv")
+        plot_draft(runs, out_dir / "draft")
     plot_tbm_cdf(runs, out_dir / "tbm_cdf")
     plot_ttfm_cdf(runs, out_dir / "ttfm_cdf")
     plot_density(runs, out_dir / "density")
@@ -306,6 +312,23 @@ def write_report(
             "(–: not seen from outside).",
             "",
             to_markdown(work, ".1f", intfmt=","),
+            "",
+        ]
+    if len(drafts):
+        lines += [
+            "## Speculative draft masks",
+            "",
+            "`bench --draft`: at every 4th step of each valid instance, the masks of a draft of the next k "
+            "tokens (`fill_draft_bitmasks`, the engine's own draft call where it has one) against a fill, "
+            "k accept + fill steps and a rollback, the same rows (`mismatch` must be 0). `ratio` is the "
+            "median of draft / sequential over positions (below 1: the draft call is cheaper).",
+            "",
+            to_markdown(drafts, {"draft µs": ".1f", "sequential µs": ".1f", "µs per mask": ".2f", "ratio": ".2f"},
+                        intfmt=","),
+            "",
+            "![Draft masks](draft.png)",
+            "",
+            "Draft masks against the draft length ([PDF](draft.pdf))",
             "",
         ]
     lines += [
