@@ -22,32 +22,25 @@ Special and padding ids are not in the trie, so no row ever allows them; EOS is 
 matcher's business (allowed in accepting states).
 """
 
-from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from libc.stdlib cimport free, qsort
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memcpy, memset
 
 import numpy as np
 
 cimport numpy as cnp
 
-from toolkit.core.cutil cimport WorkCounters
-from toolkit.core.session cimport StrategyOps, UndoStack, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
+from toolkit.core.cutil cimport ERR_MEMORY, WorkCounters, grow, resize
 from toolkit.core.ids cimport DEAD, state_t, token_t, word_t
-from toolkit.core.trie cimport TokenEnd, TokenTrie, trie_walk_dfa
+from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
+from toolkit.core.trie cimport TokenTrie, trie_walk_dfa
 
-from toolkit.core.errors import LimitExceeded
 from toolkit.core.classform import check_class_form
+from toolkit.core.errors import LimitExceeded, error_of
 
 cnp.import_array()
 
 __all__ = ["TokenIndex", "Cursor", "ops_capsule"]
-
-cdef enum:
-    _BYTES = 256
-
-
-ctypedef TokenEnd Pair  # (token, next state); sparse rows keep them sorted by token
 
 
 cdef int _cmp_pairs(const void* a, const void* b) noexcept nogil:
@@ -56,7 +49,8 @@ cdef int _cmp_pairs(const void* a, const void* b) noexcept nogil:
 
 
 cdef class TokenIndex:
-    """The per-state token table of one DFA over one vocabulary's trie (see module doc).
+    """The per-state token table of one DFA over one vocabulary's trie (see module doc;
+    fields in _index.pxd).
 
     ``TokenIndex(trie, table, classes, accepting, token_blob, token_offsets,
     max_memory, dense_min_tokens=-1)``: ``table`` is the DFA's C-contiguous int32
@@ -70,35 +64,12 @@ cdef class TokenIndex:
     ``max_memory`` bytes, naming the states and the estimate.
     """
 
-    cdef readonly int32_t num_states     # DFA states, the dead state 0 included
-    cdef readonly int32_t vocab_size     # bitmask width in tokens
-    cdef readonly int32_t n_words        # int32 words per bitmask row
-    cdef readonly int32_t num_dense      # states stored as a bitmask row
-    cdef readonly int64_t num_pairs      # (token, next) pairs stored for sparse rows
-    cdef readonly int64_t nodes_visited  # trie nodes the build looked at (all states)
-    cdef object _transitions             # numpy owners of the borrowed arrays
-    cdef object _accepting
-    cdef object _blob
-    cdef object _token_offsets
-    cdef const state_t* trans
-    cdef const uint8_t* cls
-    cdef int32_t n_classes
-    cdef object _classes
-    cdef const uint8_t* accept
-    cdef const uint8_t* blob
-    cdef const int64_t* tok_off
-    cdef int64_t* offsets                # [num_states + 1] into pairs (sparse rows)
-    cdef int32_t* counts                 # [num_states] allowed text tokens
-    cdef int32_t* dense_of               # [num_states] row in dense, or -1
-    cdef Pair* pairs                     # [num_pairs]
-    cdef word_t* dense                   # [num_dense, n_words]
-
     def __dealloc__(self):
-        PyMem_Free(self.offsets)
-        PyMem_Free(self.counts)
-        PyMem_Free(self.dense_of)
-        PyMem_Free(self.pairs)
-        PyMem_Free(self.dense)
+        free(self.offsets)
+        free(self.counts)
+        free(self.dense_of)
+        free(self.pairs)
+        free(self.dense)
 
     def __init__(self, TokenTrie trie, transitions, classes, accepting, token_blob, token_offsets,
                  int64_t max_memory, int64_t dense_min_tokens=-1):
@@ -127,59 +98,40 @@ cdef class TokenIndex:
                     self.n_words // 2 + 1 if dense_min_tokens < 0 else dense_min_tokens)
 
     cdef _build(self, TokenTrie trie, int64_t max_memory, int64_t dense_min_tokens):
-        cdef int32_t n = self.num_states, s
-        cdef int64_t k, i, visited, pair_cap = 0, dense_cap = 0, used, estimate
+        """One trie walk per live state; each row stored dense or sparse (see the module doc)."""
+        cdef state_t n = self.num_states, s
+        cdef int64_t k, visited, used, estimate
         cdef int64_t row_bytes = <int64_t>self.n_words * sizeof(word_t)
         cdef int64_t fixed = (<int64_t>n + 1) * sizeof(int64_t) + 2 * <int64_t>n * sizeof(int32_t)
-        cdef word_t* row
-        cdef void* grown
-        cdef Pair* scratch = <Pair*>PyMem_Malloc((<int64_t>trie.num_tokens + 1) * sizeof(Pair))
-        cdef state_t* stack = <state_t*>PyMem_Malloc((<int64_t>trie.max_depth + 1) * sizeof(state_t))
-        self.offsets = <int64_t*>PyMem_Malloc((<int64_t>n + 1) * sizeof(int64_t))
-        self.counts = <int32_t*>PyMem_Malloc(<int64_t>n * sizeof(int32_t))
-        self.dense_of = <int32_t*>PyMem_Malloc(<int64_t>n * sizeof(int32_t))
+        cdef int rc
+        cdef Pair* scratch = <Pair*>malloc((<int64_t>trie.num_tokens + 1) * sizeof(Pair))
+        cdef state_t* stack = <state_t*>malloc((<int64_t>trie.max_depth + 1) * sizeof(state_t))
+        self.offsets = <int64_t*>malloc((<int64_t>n + 1) * sizeof(int64_t))
+        self.counts = <int32_t*>malloc(<int64_t>n * sizeof(int32_t))
+        self.dense_of = <int32_t*>malloc(<int64_t>n * sizeof(int32_t))
         try:
             if scratch == NULL or stack == NULL or self.offsets == NULL or self.counts == NULL or self.dense_of == NULL:
-                raise MemoryError()
+                raise MemoryError(f"outlines index: no memory for a {n}-state DFA")
             self.offsets[0] = 0
-            self.counts[0] = 0
-            self.dense_of[0] = -1
+            self.counts[DEAD] = 0
+            self.dense_of[DEAD] = -1
             self.offsets[1] = 0
             for s in range(1, n):
                 k = 0
                 with nogil:
                     visited = trie_walk_dfa(trie.nodes, trie.num_nodes, trie.token_ids, self.trans,
-                                            self.cls, self.n_classes, n, <state_t>s, stack, NULL,
+                                            self.cls, self.n_classes, n, s, stack, NULL,
                                             scratch, &k)
                 if visited < 0:
                     raise ValueError("transitions holds a state outside [0, n_states)")
                 self.nodes_visited += visited
                 self.counts[s] = <int32_t>k
                 if k >= dense_min_tokens and k > 0:
-                    if self.num_dense == dense_cap:
-                        dense_cap = dense_cap * 2 if dense_cap else 4
-                        grown = PyMem_Realloc(self.dense, dense_cap * row_bytes)
-                        if grown == NULL:
-                            raise MemoryError()
-                        self.dense = <word_t*>grown
-                    row = self.dense + <int64_t>self.num_dense * self.n_words
-                    memset(row, 0, row_bytes)
-                    for i in range(k):
-                        row[scratch[i].token >> 5] |= (<word_t>1) << (scratch[i].token & 31)
-                    self.dense_of[s] = self.num_dense
-                    self.num_dense += 1
+                    rc = self._store_dense(s, scratch, k)
                 else:
-                    self.dense_of[s] = -1
-                    if self.num_pairs + k > pair_cap:
-                        pair_cap = max(2 * pair_cap, self.num_pairs + k, 1024)
-                        grown = PyMem_Realloc(self.pairs, pair_cap * sizeof(Pair))
-                        if grown == NULL:
-                            raise MemoryError()
-                        self.pairs = <Pair*>grown
-                    if k:
-                        qsort(scratch, k, sizeof(Pair), _cmp_pairs)
-                        memcpy(self.pairs + self.num_pairs, scratch, k * sizeof(Pair))
-                    self.num_pairs += k
+                    rc = self._store_sparse(s, scratch, k)
+                if rc < 0:
+                    raise error_of(rc, self.num_pairs + k, None, "outlines index")
                 self.offsets[s + 1] = self.num_pairs
                 used = fixed + self.num_pairs * sizeof(Pair) + self.num_dense * row_bytes
                 if used > max_memory:
@@ -190,13 +142,39 @@ cdef class TokenIndex:
                         f"{estimate / 2**20:.1f} MiB (estimated after {s} states, "
                         f"{self.num_dense} of them dense); raise max_memory or simplify the regex",
                     )
-            if self.num_pairs < pair_cap:  # give back the growth slack
-                grown = PyMem_Realloc(self.pairs, max(self.num_pairs, 1) * sizeof(Pair))
-                if grown != NULL:
-                    self.pairs = <Pair*>grown
+            # give back the growth slack (a failed shrink keeps it)
+            if self.num_pairs < self.pairs_cap and resize(<void**>&self.pairs, self.num_pairs, sizeof(Pair)) == 0:
+                self.pairs_cap = max(self.num_pairs, 1)
+            if self.num_dense < self.dense_cap and resize(<void**>&self.dense, self.num_dense, row_bytes) == 0:
+                self.dense_cap = max(self.num_dense, 1)
         finally:
-            PyMem_Free(scratch)
-            PyMem_Free(stack)
+            free(scratch)
+            free(stack)
+
+    cdef int _store_dense(self, state_t s, const Pair* row, int64_t k) noexcept nogil:
+        """State s's k allowed tokens (row) as a bitmask row; 0, or ERR_MEMORY."""
+        cdef word_t* bits
+        cdef int64_t i
+        if grow(<void**>&self.dense, &self.dense_cap, self.num_dense + 1, self.n_words * sizeof(word_t)) < 0:
+            return ERR_MEMORY
+        bits = self.dense + <int64_t>self.num_dense * self.n_words
+        memset(bits, 0, self.n_words * sizeof(word_t))
+        for i in range(k):
+            bits[row[i].token >> 5] |= (<word_t>1) << (row[i].token & 31)
+        self.dense_of[s] = self.num_dense
+        self.num_dense += 1
+        return 0
+
+    cdef int _store_sparse(self, state_t s, Pair* row, int64_t k) noexcept nogil:
+        """State s's k (token, next state) pairs (row, sorted here) appended to pairs; 0, or ERR_MEMORY."""
+        self.dense_of[s] = -1
+        if grow(<void**>&self.pairs, &self.pairs_cap, self.num_pairs + k, sizeof(Pair)) < 0:
+            return ERR_MEMORY
+        if k:
+            qsort(row, k, sizeof(Pair), _cmp_pairs)
+            memcpy(self.pairs + self.num_pairs, row, k * sizeof(Pair))
+        self.num_pairs += k
+        return 0
 
     # -- queries -----------------------------------------------------------
 
@@ -210,20 +188,20 @@ cdef class TokenIndex:
             + self._transitions.nbytes + self._classes.nbytes + self._accepting.nbytes
         )
 
-    def count(self, int32_t state):
+    def count(self, state_t state):
         """Allowed text tokens in ``state``."""
         _check_state(state, self.num_states)
         return self.counts[state]
 
-    def is_dense(self, int32_t state):
+    def is_dense(self, state_t state):
         _check_state(state, self.num_states)
         return self.dense_of[state] >= 0
 
-    def is_accepting(self, int32_t state):
+    def is_accepting(self, state_t state):
         _check_state(state, self.num_states)
         return self.accept[state] != 0
 
-    def fill(self, int32_t state, row):
+    def fill(self, state_t state, row):
         """Overwrite ``row`` (int32, ``n_words``, C-contiguous, writeable) with ``state``'s
         text tokens; returns their count."""
         _check_state(state, self.num_states)
@@ -241,7 +219,7 @@ cdef class TokenIndex:
             self._fill(state, out)
         return self.counts[state]
 
-    cdef void _fill(self, int32_t state, word_t* out) noexcept nogil:
+    cdef void _fill(self, state_t state, word_t* out) noexcept nogil:
         cdef int32_t d = self.dense_of[state]
         cdef int64_t i
         cdef token_t t
@@ -253,14 +231,14 @@ cdef class TokenIndex:
             t = self.pairs[i].token
             out[t >> 5] |= (<word_t>1) << (t & 31)
 
-    def next_state(self, int32_t state, int64_t token):
+    def next_state(self, state_t state, int64_t token):
         """The state after ``token`` in ``state``, or 0 (dead) when it is not allowed."""
         _check_state(state, self.num_states)
         if token < 0 or token >= self.vocab_size:
             return 0
         return self._next(state, <token_t>token)
 
-    cdef state_t _next(self, int32_t state, token_t token) noexcept nogil:
+    cdef state_t _next(self, state_t state, token_t token) noexcept nogil:
         cdef int32_t d = self.dense_of[state]
         cdef int64_t lo, hi, mid, i
         cdef state_t s
@@ -283,7 +261,7 @@ cdef class TokenIndex:
             return self.pairs[lo].state
         return DEAD
 
-    def row_tokens(self, int32_t state):
+    def row_tokens(self, state_t state):
         """The allowed text token ids of ``state``, sorted (for tests and inspection)."""
         _check_state(state, self.num_states)
         out = np.zeros(self.n_words, dtype=np.int32)
@@ -292,7 +270,7 @@ cdef class TokenIndex:
         return np.flatnonzero(bits[: self.vocab_size]).astype(np.int32)
 
 
-cdef inline int _check_state(int32_t state, int32_t num_states) except -1:
+cdef inline int _check_state(state_t state, int32_t num_states) except -1:
     if state < 0 or state >= num_states:
         raise ValueError(f"state {state} is outside [0, {num_states})")
     return 0
@@ -305,15 +283,14 @@ cdef inline int _check_state(int32_t state, int32_t num_states) except -1:
 cdef class Cursor:
     """One sequence's DFA state over a :class:`TokenIndex`, with the states before each
     token consumed (its undo stack).  ``Cursor(index, start)``; the protocol's calls are
-    its :data:`ops_capsule` entry points, run by a :class:`toolkit.core.session.Session`."""
+    its :data:`ops_capsule` entry points, run by a :class:`toolkit.core.session.Session`.
 
-    cdef readonly TokenIndex index
-    cdef readonly int32_t start
-    cdef public int32_t state
-    cdef UndoStack undo_stack   # the state before each token consumed
-    cdef WorkCounters work      # lexer steps of accepts (dense rows), tokens decided by the index
+    Its work (:class:`toolkit.core.protocol.MaskStats`): every fill is the index's verdict
+    on all ``vocab_size`` ids (``tokens_cached``); an accepted token of a dense row runs
+    its bytes through the DFA (``lexer_steps``), one of a sparse row is a lookup.  The
+    index build's trie walk is a compile figure (``TokenIndex.nodes_visited``)."""
 
-    def __cinit__(self, TokenIndex index not None, int32_t start):
+    def __cinit__(self, TokenIndex index not None, state_t start):
         _check_state(start, index.num_states)
         self.index = index
         self.start = start
@@ -324,12 +301,12 @@ cdef class Cursor:
 
     cdef int c_advance(self, token_t token) noexcept nogil:
         cdef state_t nxt = self.index._next(self.state, token)
-        if self.index.dense_of[self.state] >= 0:  # a dense row runs the token's bytes
-            self.work.lexer_steps += self.index.tok_off[token + 1] - self.index.tok_off[token]
         if nxt == DEAD:
             return 0
+        if self.index.dense_of[self.state] >= 0:  # a dense row ran the token's bytes; a refused one none
+            self.work.lexer_steps += self.index.tok_off[token + 1] - self.index.tok_off[token]
         if undo_reserve(&self.undo_stack, 1) < 0:
-            return -1
+            return ERR_MEMORY
         self.undo_stack.data[self.undo_stack.n] = self.state
         self.undo_stack.n += 1
         self.state = nxt
@@ -353,6 +330,7 @@ cdef class Cursor:
         return other
 
     def error_text(self, int32_t code, int64_t value):
+        """The message of the one failure a cursor has (code ERR_MEMORY)."""
         return "MemoryError: outlines cursor: out of memory growing its undo stack"
 
 
@@ -373,7 +351,7 @@ cdef int _cur_accepting(void* core) noexcept nogil:
 
 
 cdef void _cur_take_error(void* core, int32_t* code, int64_t* value) noexcept nogil:
-    code[0] = 1
+    code[0] = ERR_MEMORY  # its undo stack could not grow: the only way a cursor fails
     value[0] = 0
 
 

@@ -238,7 +238,12 @@ def _unsatisfiable(spec: Any, kind: str, regex: str) -> Unsatisfiable:
 
 class OutlinesMatcher(NativeMatcher):
     """One sequence: a :class:`~strategies.outlines._index.Cursor` (the DFA state and
-    the states before each token) in a :class:`toolkit.core.session.Session`."""
+    the states before each token) in a :class:`toolkit.core.session.Session`.
+
+    Its :meth:`mask_stats` are the cursor's: every fill of a live matcher is a lookup of
+    all ``vocab_size`` verdicts (``tokens_cached``), a token accepted in a dense row runs
+    its bytes through the DFA (``lexer_steps``); the index's trie walk is a compile
+    figure (``stats()["trie_nodes_visited"]``), not decode work."""
 
     def __init__(self, engine: OutlinesEngine, compiled: OutlinesCompiled, cursor: Cursor | None = None) -> None:
         self.vocab = engine.vocab

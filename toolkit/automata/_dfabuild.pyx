@@ -33,7 +33,23 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit.core.cutil cimport grow_array, hash_ints, hash_mix
+from toolkit.core.cutil cimport (
+    BYTES,
+    ERR_MAX_STATES,
+    ERR_MEMORY,
+    ERR_NONE,
+    grow,
+    hash_ints,
+    hash_mix,
+    i64map_clear,
+    i64map_free,
+    i64map_get,
+    i64map_init,
+    i64map_intern,
+    i64map_put,
+    pair_key,
+)
+from toolkit.core.ids cimport DEAD, MISSING, state_t
 from toolkit.core.intsets cimport (
     IntSets,
     intsets_add,
@@ -42,18 +58,16 @@ from toolkit.core.intsets cimport (
     intsets_init,
 )
 
-from toolkit.core.errors import LimitExceeded
+from toolkit.core.errors import error_of
 
 cnp.import_array()
 
 __all__ = ["byte_classes", "determinize", "json_literal", "literal_set", "minimize", "minus_words", "product", "renumber"]
 
 cdef enum:
-    ERR_MEMORY = 1
-    ERR_STATES = 2
     _SMALL_UNION = 8   # up to this many targets: union of their closures; more: one search
 
-# An edge as one sortable key: class range [a, b) (a, b <= 256: 9 bits each) and the
+# An edge as one sortable key: class range [a, b) (a, b <= BYTES: 9 bits each) and the
 # absolute target NFA state (31 bits).
 cdef inline int64_t _edge_key(int64_t a, int64_t b, int64_t t) noexcept nogil:
     return (a << 40) | (b << 31) | t
@@ -64,8 +78,8 @@ cdef inline int32_t _key_a(int64_t key) noexcept nogil:
 cdef inline int32_t _key_b(int64_t key) noexcept nogil:
     return <int32_t>((key >> 31) & 0x1FF)
 
-cdef inline int32_t _key_t(int64_t key) noexcept nogil:
-    return <int32_t>(key & 0x7FFFFFFF)
+cdef inline state_t _key_t(int64_t key) noexcept nogil:
+    return <state_t>(key & 0x7FFFFFFF)
 
 
 cdef int _cmp_i32(const void* a, const void* b) noexcept nogil:
@@ -129,52 +143,17 @@ cdef bint _contains(const int32_t* xs, int32_t n, int32_t x) noexcept nogil:
     return lo < n and xs[lo] == x
 
 
+cdef _raise(int code, int64_t value, int64_t limit, str where):
+    """Raise the exception of a C function's error code (toolkit.core.errors.error_of):
+    LimitExceeded("max_states") for ERR_MAX_STATES, MemoryError for ERR_MEMORY."""
+    raise error_of(code, value, limit, where)
+
+
 # ------------------------------------------------------------ determinizing ----
 
 
 cdef class _Subsets:
-    """The state of one subset construction (all C arrays, freed with the object; C
-    fields of an extension type start zeroed, so the pointers start NULL)."""
-
-    cdef int32_t n_nfa, k, final
-    cdef int64_t max_states
-    cdef int err
-    cdef int64_t err_value
-    # the NFA: epsilon moves and edges (keys, see _edge_key) in CSR form
-    cdef int64_t* eps_off
-    cdef int32_t* eps_to
-    cdef int64_t* ed_off
-    cdef int64_t* ed_key
-    cdef uint8_t* kernel
-    # memoized closures (clo_off -1: not computed yet)
-    cdef int64_t* clo_off
-    cdef int32_t* clo_len
-    cdef int32_t* clo_pool
-    cdef int64_t clo_len_total, clo_cap
-    # one search's scratch
-    cdef int32_t* seen
-    cdef int32_t stamp
-    cdef int32_t* stack
-    cdef int32_t* buf
-    # DFA states: their kernel sets, transition rows (k classes each), acceptance
-    cdef IntSets sets
-    cdef int32_t* table
-    cdef int64_t table_cap   # rows
-    cdef uint8_t* acc
-    cdef int64_t acc_cap
-    cdef int32_t* single     # DFA state of the closure of one NFA state, -1 unknown
-    cdef IntSets multi       # sets of edge targets seen so far ...
-    cdef int32_t* multi_val  # ... and their DFA states
-    cdef int64_t multi_cap
-    # per-state scratch
-    cdef int64_t* out
-    cdef int64_t out_cap
-    cdef int32_t* pts
-    cdef int64_t pts_cap
-    cdef int32_t* tg
-    cdef int64_t tg_cap
-    cdef int32_t* ubuf
-    cdef int64_t ubuf_cap
+    """The state of one subset construction (fields in _dfabuild.pxd)."""
 
     def __dealloc__(self):
         free(self.eps_off)
@@ -200,14 +179,16 @@ cdef class _Subsets:
         intsets_free(&self.multi)
 
     cdef int _fail(self, int code, int64_t value) noexcept nogil:
-        if not self.err:
+        """Keep the first failure (its code and the size it was met at); returns code."""
+        if self.err == ERR_NONE:
             self.err = code
             self.err_value = value
-        return -1
+        return code
 
-    cdef int32_t _search(self, const int32_t* starts, int32_t n) noexcept nogil:
+    cdef int32_t _search(self, const state_t* starts, int32_t n) noexcept nogil:
         """The kernel states epsilon-reachable from starts[0..n), sorted into buf; their count."""
-        cdef int32_t top = 0, nout = 0, i, s, u
+        cdef int32_t top = 0, nout = 0, i
+        cdef state_t s, u
         cdef int64_t e
         self.stamp += 1
         for i in range(n):
@@ -230,83 +211,77 @@ cdef class _Subsets:
                     top += 1
         return _sort_unique_i32(self.buf, nout)
 
-    cdef int _closure(self, int32_t q) noexcept nogil:
-        """Memoize the closure of NFA state q (clo_off[q], clo_len[q]); -1 out of memory."""
+    cdef int _closure(self, state_t q) noexcept nogil:
+        """Memoize the closure of NFA state q (clo_off[q], clo_len[q]); ERR_MEMORY when out of memory."""
         cdef int32_t n
-        cdef void* p
-        if self.clo_off[q] >= 0:
+        if self.clo_off[q] != MISSING:
             return 0
         if self.eps_off[q] == self.eps_off[q + 1]:
             n = 1 if self.kernel[q] else 0
             self.buf[0] = q
         else:
             n = self._search(&q, 1)
-        p = grow_array(self.clo_pool, &self.clo_cap, self.clo_len_total + n, sizeof(int32_t))
-        if p == NULL:
+        if grow(<void**>&self.clo_pool, &self.clo_cap, self.clo_len_total + n, sizeof(state_t)) < 0:
             return self._fail(ERR_MEMORY, self.clo_len_total + n)
-        self.clo_pool = <int32_t*>p
-        memcpy(self.clo_pool + self.clo_len_total, self.buf, n * sizeof(int32_t))
+        memcpy(self.clo_pool + self.clo_len_total, self.buf, n * sizeof(state_t))
         self.clo_off[q] = self.clo_len_total
         self.clo_len[q] = n
         self.clo_len_total += n
         return 0
 
-    cdef int32_t _state_of(self, const int32_t* xs, int32_t n) noexcept nogil:
-        """The DFA state of kernel set xs[0..n) (sorted), made when new; -1 on error."""
+    cdef state_t _state_of(self, const state_t* xs, int32_t n) noexcept nogil:
+        """The DFA state of kernel set xs[0..n) (sorted), made when new; an error code
+        (< 0) past max_states or out of memory."""
         cdef uint64_t hv = hash_ints(xs, n)
-        cdef int32_t j = intsets_find(&self.sets, xs, n, hv)
-        cdef void* p
+        cdef state_t j = intsets_find(&self.sets, xs, n, hv)
         if j >= 0:
             return j
         j = self.sets.n
         if j >= self.max_states:
-            return self._fail(ERR_STATES, j + 1)
-        p = grow_array(self.table, &self.table_cap, j + 1, self.k * sizeof(int32_t))
-        if p == NULL:
+            return self._fail(ERR_MAX_STATES, j + 1)
+        if (grow(<void**>&self.table, &self.table_cap, j + 1, self.k * sizeof(state_t)) < 0
+                or grow(<void**>&self.acc, &self.acc_cap, j + 1, sizeof(uint8_t)) < 0
+                or intsets_add(&self.sets, xs, n, hv) < 0):
             return self._fail(ERR_MEMORY, j + 1)
-        self.table = <int32_t*>p
-        p = grow_array(self.acc, &self.acc_cap, j + 1, sizeof(uint8_t))
-        if p == NULL:
-            return self._fail(ERR_MEMORY, j + 1)
-        self.acc = <uint8_t*>p
-        if intsets_add(&self.sets, xs, n, hv) < 0:
-            return self._fail(ERR_MEMORY, j + 1)
-        memset(self.table + <int64_t>j * self.k, 0, self.k * sizeof(int32_t))
+        memset(self.table + <int64_t>j * self.k, 0, self.k * sizeof(state_t))
         self.acc[j] = _contains(xs, n, self.final)
         return j
 
-    cdef int32_t _single_state(self, int32_t t) noexcept nogil:
-        cdef int32_t j = self.single[t]
-        if j < 0:
-            if self._closure(t) < 0:
-                return -1
+    cdef state_t _single_state(self, state_t t) noexcept nogil:
+        """The DFA state of the closure of NFA state t (memoized); < 0 on error."""
+        cdef state_t j = self.single[t]
+        cdef int rc
+        if j == MISSING:
+            rc = self._closure(t)
+            if rc < 0:
+                return rc
             j = self._state_of(self.clo_pool + self.clo_off[t], self.clo_len[t])
             if j < 0:
-                return -1
+                return j
             self.single[t] = j
         return j
 
-    cdef int32_t _multi_state(self, const int32_t* ts, int32_t n) noexcept nogil:
-        """The DFA state of the closure of the edge targets ts[0..n) (sorted, n > 1)."""
+    cdef state_t _multi_state(self, const state_t* ts, int32_t n) noexcept nogil:
+        """The DFA state of the closure of the edge targets ts[0..n) (sorted, n > 1); < 0 on error."""
         cdef uint64_t hv = hash_ints(ts, n)
         cdef int32_t id_ = intsets_find(&self.multi, ts, n, hv)
-        cdef int32_t i, t, j, m = 0
+        cdef int32_t i, m = 0
+        cdef state_t t, j
         cdef int64_t total = 0
-        cdef void* p
+        cdef int rc
         if id_ >= 0:
             return self.multi_val[id_]
         if n <= _SMALL_UNION:
             for i in range(n):
-                if self._closure(ts[i]) < 0:
-                    return -1
+                rc = self._closure(ts[i])
+                if rc < 0:
+                    return rc
                 total += self.clo_len[ts[i]]
-            p = grow_array(self.ubuf, &self.ubuf_cap, total, sizeof(int32_t))
-            if p == NULL:
+            if grow(<void**>&self.ubuf, &self.ubuf_cap, total, sizeof(state_t)) < 0:
                 return self._fail(ERR_MEMORY, total)
-            self.ubuf = <int32_t*>p
             for i in range(n):
                 t = ts[i]
-                memcpy(self.ubuf + m, self.clo_pool + self.clo_off[t], self.clo_len[t] * sizeof(int32_t))
+                memcpy(self.ubuf + m, self.clo_pool + self.clo_off[t], self.clo_len[t] * sizeof(state_t))
                 m += self.clo_len[t]
             m = _sort_unique_i32(self.ubuf, m)
             j = self._state_of(self.ubuf, m)
@@ -314,56 +289,110 @@ cdef class _Subsets:
             m = self._search(ts, n)
             j = self._state_of(self.buf, m)
         if j < 0:
-            return -1
+            return j
         id_ = intsets_add(&self.multi, ts, n, hv)
         if id_ < 0:
             return self._fail(ERR_MEMORY, n)
-        p = grow_array(self.multi_val, &self.multi_cap, id_ + 1, sizeof(int32_t))
-        if p == NULL:
+        if grow(<void**>&self.multi_val, &self.multi_cap, id_ + 1, sizeof(state_t)) < 0:
             return self._fail(ERR_MEMORY, id_ + 1)
-        self.multi_val = <int32_t*>p
         self.multi_val[id_] = j
         return j
 
-    cdef void _fill(self, int32_t i, int32_t a, int32_t b, int32_t j) noexcept nogil:
-        cdef int32_t* row = self.table + <int64_t>i * self.k
+    cdef void _fill(self, state_t i, int32_t a, int32_t b, state_t j) noexcept nogil:
+        """Classes a .. b-1 of state i's row go to state j."""
+        cdef state_t* row = self.table + <int64_t>i * self.k
         cdef int32_t c
         for c in range(a, b):
             row[c] = j
 
-    cdef int _run(self, int32_t start) noexcept nogil:
-        """The whole construction from NFA state start; -1 on error."""
-        cdef int32_t i, m, q, x, j, a, b, prev, npts, seg, ntg
-        cdef int64_t e, nout, r
-        cdef const int32_t* members
+    cdef int64_t _gather_edges(self, state_t i) noexcept nogil:
+        """The edge keys out of DFA state i's kernel states, sorted into out; their
+        count, or ERR_MEMORY.  (Copied out: interning a new state may move the pool
+        that holds i's members.)"""
+        cdef const state_t* members = self.sets.pool + self.sets.off[i]
+        cdef int32_t m = self.sets.len[i], x
+        cdef state_t q
+        cdef int64_t nout = 0, e
+        for x in range(m):
+            q = members[x]
+            nout += self.ed_off[q + 1] - self.ed_off[q]
+        if grow(<void**>&self.out, &self.out_cap, nout, sizeof(int64_t)) < 0:
+            return self._fail(ERR_MEMORY, nout)
+        nout = 0
+        for x in range(m):
+            q = members[x]
+            for e in range(self.ed_off[q], self.ed_off[q + 1]):
+                self.out[nout] = self.ed_key[e]
+                nout += 1
+        _sort(self.out, nout)
+        return nout
+
+    cdef int _fill_disjoint(self, state_t i, int64_t nout) noexcept nogil:
+        """State i's row when its edges out[0..nout) have disjoint class ranges (the usual
+        case): each range goes to its one target's closure.  0, or an error code."""
+        cdef int64_t r
+        cdef state_t j
+        for r in range(nout):
+            j = self._single_state(_key_t(self.out[r]))
+            if j < 0:
+                return j
+            if j != DEAD:
+                self._fill(i, _key_a(self.out[r]), _key_b(self.out[r]), j)
+        return 0
+
+    cdef int _fill_overlapping(self, state_t i, int64_t nout) noexcept nogil:
+        """State i's row when ranges of its edges out[0..nout) overlap: each segment
+        between range ends goes to the closure of the targets of the ranges that hold
+        it.  0, or an error code."""
+        cdef int32_t a, b, npts, seg, ntg
+        cdef int64_t r
+        cdef state_t j
+        if (grow(<void**>&self.pts, &self.pts_cap, 2 * nout, sizeof(int32_t)) < 0
+                or grow(<void**>&self.tg, &self.tg_cap, nout, sizeof(state_t)) < 0):
+            return self._fail(ERR_MEMORY, 2 * nout)
+        for r in range(nout):
+            self.pts[2 * r] = _key_a(self.out[r])
+            self.pts[2 * r + 1] = _key_b(self.out[r])
+        npts = _sort_unique_i32(self.pts, <int32_t>(2 * nout))
+        for seg in range(npts - 1):
+            a = self.pts[seg]
+            b = self.pts[seg + 1]
+            ntg = 0
+            for r in range(nout):
+                if _key_a(self.out[r]) > a:
+                    break
+                if a < _key_b(self.out[r]):
+                    self.tg[ntg] = _key_t(self.out[r])
+                    ntg += 1
+            if ntg == 0:
+                continue
+            ntg = _sort_unique_i32(self.tg, ntg)
+            if ntg == 1:
+                j = self._single_state(self.tg[0])
+            else:
+                j = self._multi_state(self.tg, ntg)
+            if j < 0:
+                return j
+            if j != DEAD:
+                self._fill(i, a, b, j)
+        return 0
+
+    cdef int _run(self, state_t start) noexcept nogil:
+        """The whole construction from NFA state start, breadth-first; 0, or an error code."""
+        cdef state_t i = 1
+        cdef int32_t prev
+        cdef int64_t nout, r
+        cdef int rc
         cdef bint disjoint
-        cdef void* p
-        if self._state_of(NULL, 0) < 0:  # the dead state: the empty set
-            return -1
-        if self._closure(start) < 0:
-            return -1
-        if self._state_of(self.clo_pool + self.clo_off[start], self.clo_len[start]) < 0:
-            return -1
-        i = 1
-        while i < self.sets.n:
-            # the edges out of state i's kernel states (copied: interning may move the pool)
-            members = self.sets.pool + self.sets.off[i]
-            m = self.sets.len[i]
-            nout = 0
-            for x in range(m):
-                q = members[x]
-                nout += self.ed_off[q + 1] - self.ed_off[q]
-            p = grow_array(self.out, &self.out_cap, nout, sizeof(int64_t))
-            if p == NULL:
-                return self._fail(ERR_MEMORY, nout)
-            self.out = <int64_t*>p
-            nout = 0
-            for x in range(m):
-                q = members[x]
-                for e in range(self.ed_off[q], self.ed_off[q + 1]):
-                    self.out[nout] = self.ed_key[e]
-                    nout += 1
-            _sort(self.out, nout)
+        rc = self._state_of(NULL, 0)  # the dead state: the empty set
+        if rc >= 0:
+            rc = self._closure(start)
+        if rc >= 0:
+            rc = self._state_of(self.clo_pool + self.clo_off[start], self.clo_len[start])
+        while rc >= 0 and i < self.sets.n:
+            nout = self._gather_edges(i)
+            if nout < 0:
+                return <int>nout
             disjoint = True
             prev = 0
             for r in range(nout):
@@ -371,129 +400,102 @@ cdef class _Subsets:
                     disjoint = False
                     break
                 prev = _key_b(self.out[r])
-            if disjoint:  # the usual case: each range is one target
-                for r in range(nout):
-                    j = self._single_state(_key_t(self.out[r]))
-                    if j < 0:
-                        return -1
-                    if j:
-                        self._fill(i, _key_a(self.out[r]), _key_b(self.out[r]), j)
-                i += 1
-                continue
-            # overlapping ranges: the targets of each segment between range ends
-            p = grow_array(self.pts, &self.pts_cap, 2 * nout, sizeof(int32_t))
-            if p == NULL:
-                return self._fail(ERR_MEMORY, 2 * nout)
-            self.pts = <int32_t*>p
-            p = grow_array(self.tg, &self.tg_cap, nout, sizeof(int32_t))
-            if p == NULL:
-                return self._fail(ERR_MEMORY, nout)
-            self.tg = <int32_t*>p
-            for r in range(nout):
-                self.pts[2 * r] = _key_a(self.out[r])
-                self.pts[2 * r + 1] = _key_b(self.out[r])
-            npts = _sort_unique_i32(self.pts, <int32_t>(2 * nout))
-            for seg in range(npts - 1):
-                a = self.pts[seg]
-                b = self.pts[seg + 1]
-                ntg = 0
-                for r in range(nout):
-                    if _key_a(self.out[r]) > a:
-                        break
-                    if a < _key_b(self.out[r]):
-                        self.tg[ntg] = _key_t(self.out[r])
-                        ntg += 1
-                if ntg == 0:
-                    continue
-                ntg = _sort_unique_i32(self.tg, ntg)
-                if ntg == 1:
-                    j = self._single_state(self.tg[0])
-                else:
-                    j = self._multi_state(self.tg, ntg)
-                if j < 0:
-                    return -1
-                if j:
-                    self._fill(i, a, b, j)
+            rc = self._fill_disjoint(i, nout) if disjoint else self._fill_overlapping(i, nout)
             i += 1
+        return rc if rc < 0 else 0
+
+    cdef int _load(self, list eps, list edges, const int32_t* cls) except -1:
+        """The NFA's moves in CSR form (bytes mapped to classes by cls; the edges were
+        checked by _class_cuts, the epsilon moves are here), and the construction's arrays."""
+        cdef int32_t n = self.n_nfa
+        cdef state_t s
+        cdef int32_t lo, hi, d
+        cdef int64_t n_eps = 0, n_ed = 0
+        for s in range(n):
+            n_eps += len(<object>eps[s])
+            n_ed += len(<object>edges[s])
+        self.eps_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+        self.eps_to = <state_t*>malloc((n_eps + 1) * sizeof(state_t))
+        self.ed_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
+        self.ed_key = <int64_t*>malloc((n_ed + 1) * sizeof(int64_t))
+        self.kernel = <uint8_t*>malloc(n * sizeof(uint8_t))
+        self.clo_off = <int64_t*>malloc(n * sizeof(int64_t))
+        self.clo_len = <int32_t*>malloc(n * sizeof(int32_t))
+        self.seen = <int32_t*>calloc(n, sizeof(int32_t))
+        self.stack = <state_t*>malloc(n * sizeof(state_t))
+        self.buf = <state_t*>malloc(n * sizeof(state_t))
+        self.single = <state_t*>malloc(n * sizeof(state_t))
+        if (self.eps_off == NULL or self.eps_to == NULL or self.ed_off == NULL or self.ed_key == NULL
+                or self.kernel == NULL or self.clo_off == NULL or self.clo_len == NULL or self.seen == NULL
+                or self.stack == NULL or self.buf == NULL or self.single == NULL
+                or intsets_init(&self.sets) < 0 or intsets_init(&self.multi) < 0):
+            raise MemoryError(f"determinize: no memory for an NFA of {n} states")
+        n_eps = n_ed = 0
+        for s in range(n):
+            self.eps_off[s] = n_eps
+            for d in <object>eps[s]:
+                if not 0 <= s + d < n:
+                    raise ValueError(f"determinize: NFA state {s} has an epsilon move to {s + d}, outside the {n} states")
+                self.eps_to[n_eps] = s + d
+                n_eps += 1
+            self.ed_off[s] = n_ed
+            es = edges[s]
+            self.kernel[s] = len(es) > 0 or s == self.final
+            for lo, hi, d in es:
+                self.ed_key[n_ed] = _edge_key(cls[lo], cls[hi + 1], s + d)
+                n_ed += 1
+            self.clo_off[s] = MISSING
+            self.single[s] = MISSING
+        self.eps_off[n] = n_eps
+        self.ed_off[n] = n_ed
         return 0
 
 
-def determinize(list eps, list edges, int32_t start, int32_t final, int64_t max_states):
+cdef list _class_cuts(list edges, int32_t n, int32_t* cls):
+    """The byte classes of the NFA's edges (``edges[s]``: ``(lo, hi, delta)``, checked
+    here): the bytes where a class starts, and BYTES; ``cls[cut]`` is the class starting
+    at each cut (``cls[BYTES]`` the number of classes)."""
+    cdef uint8_t is_cut[BYTES + 1]
+    cdef int32_t s, c, lo, hi, d
+    memset(is_cut, 0, sizeof(is_cut))
+    is_cut[0] = is_cut[BYTES] = 1
+    for s in range(n):
+        for lo, hi, d in edges[s]:
+            if not (0 <= lo <= hi < BYTES and 0 <= s + d < n):
+                raise ValueError(f"determinize: NFA state {s} has the edge {(lo, hi, d)}: bytes must be "
+                                 f"0 <= lo <= hi <= 255 and the target inside the {n} states")
+            is_cut[lo] = 1
+            is_cut[hi + 1] = 1
+    cuts = [c for c in range(BYTES + 1) if is_cut[c]]
+    for c in range(len(cuts)):
+        cls[cuts[c]] = c
+    return cuts
+
+
+def determinize(list eps, list edges, state_t start, state_t final, int64_t max_states):
     """Subset construction of the NFA of :class:`toolkit.automata.nfa._NFA` (``eps[s]``: deltas
     of epsilon moves; ``edges[s]``: ``(lo, hi, delta)`` inclusive byte ranges) from
     ``start`` with ``final`` accepting.  Returns ``(table, accepting, cuts)``: ``table``
     int32 ``(n, k)`` over the ``k`` byte classes (class ``c`` is bytes ``cuts[c]`` to
     ``cuts[c+1]-1``), state 0 dead and 1 the start, ``accepting`` bool ``(n,)``.
     Raises :class:`LimitExceeded` (``max_states``) past ``max_states`` states."""
-    cdef int32_t n = len(eps), s, c, k, lo, hi, d
-    cdef int64_t n_eps = 0, n_ed = 0, e
-    cdef uint8_t is_cut[257]
-    cdef int32_t cls[257]
+    cdef int32_t n = len(eps)
+    cdef int32_t cls[BYTES + 1]
     cdef _Subsets S = _Subsets()
-    cdef object es
+    cdef int rc
     if n != len(edges) or not (0 <= start < n and 0 <= final < n):
         raise ValueError("determinize: eps and edges must have one entry per NFA state, start and final in range")
-    memset(is_cut, 0, sizeof(is_cut))
-    is_cut[0] = is_cut[256] = 1
-    for s in range(n):
-        n_eps += len(<object>eps[s])
-        es = edges[s]
-        n_ed += len(es)
-        for lo, hi, d in es:
-            if not (0 <= lo <= hi <= 255 and 0 <= s + d < n):
-                raise ValueError(f"determinize: NFA state {s} has the edge {(lo, hi, d)}: bytes must be "
-                                 f"0 <= lo <= hi <= 255 and the target inside the {n} states")
-            is_cut[lo] = 1
-            is_cut[hi + 1] = 1
-    cuts = [c for c in range(257) if is_cut[c]]
-    k = len(cuts) - 1
-    for c in range(k + 1):
-        cls[cuts[c]] = c
-    S.n_nfa, S.k, S.final, S.max_states = n, k, final, max_states
-    S.eps_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
-    S.eps_to = <int32_t*>malloc((n_eps + 1) * sizeof(int32_t))
-    S.ed_off = <int64_t*>malloc((n + 1) * sizeof(int64_t))
-    S.ed_key = <int64_t*>malloc((n_ed + 1) * sizeof(int64_t))
-    S.kernel = <uint8_t*>malloc(n * sizeof(uint8_t))
-    S.clo_off = <int64_t*>malloc(n * sizeof(int64_t))
-    S.clo_len = <int32_t*>malloc(n * sizeof(int32_t))
-    S.seen = <int32_t*>calloc(n, sizeof(int32_t))
-    S.stack = <int32_t*>malloc(n * sizeof(int32_t))
-    S.buf = <int32_t*>malloc(n * sizeof(int32_t))
-    S.single = <int32_t*>malloc(n * sizeof(int32_t))
-    if (S.eps_off == NULL or S.eps_to == NULL or S.ed_off == NULL or S.ed_key == NULL or S.kernel == NULL
-            or S.clo_off == NULL or S.clo_len == NULL or S.seen == NULL or S.stack == NULL or S.buf == NULL
-            or S.single == NULL or intsets_init(&S.sets) < 0 or intsets_init(&S.multi) < 0):
-        raise MemoryError(f"determinize: no memory for an NFA of {n} states")
-    n_eps = n_ed = 0
-    for s in range(n):
-        S.eps_off[s] = n_eps
-        for d in <object>eps[s]:
-            if not 0 <= s + d < n:
-                raise ValueError(f"determinize: NFA state {s} has an epsilon move to {s + d}, outside the {n} states")
-            S.eps_to[n_eps] = s + d
-            n_eps += 1
-        S.ed_off[s] = n_ed
-        es = edges[s]
-        S.kernel[s] = len(es) > 0 or s == final
-        for lo, hi, d in es:
-            S.ed_key[n_ed] = _edge_key(cls[lo], cls[hi + 1], s + d)
-            n_ed += 1
-        S.clo_off[s] = -1
-        S.single[s] = -1
-    S.eps_off[n] = n_eps
-    S.ed_off[n] = n_ed
-    cdef int rc
+    cuts = _class_cuts(edges, n, cls)
+    S.n_nfa, S.k, S.final, S.max_states = n, len(cuts) - 1, final, max_states
+    S._load(eps, edges, cls)
     with nogil:
         rc = S._run(start)
     if rc < 0:
-        if S.err == ERR_STATES:
-            raise LimitExceeded("max_states", S.err_value, max_states)
-        raise MemoryError(f"determinize: out of memory at {S.err_value} elements")
-    cdef int32_t states = S.sets.n
-    table = np.empty((states, k), dtype=np.int32)
+        _raise(rc, S.err_value, max_states, "determinize")
+    cdef state_t states = S.sets.n
+    table = np.empty((states, S.k), dtype=np.int32)
     accepting = np.empty(states, dtype=bool)
-    memcpy(cnp.PyArray_DATA(table), S.table, <size_t>states * k * sizeof(int32_t))
+    memcpy(cnp.PyArray_DATA(table), S.table, <size_t>states * S.k * sizeof(state_t))
     memcpy(cnp.PyArray_DATA(accepting), S.acc, <size_t>states)
     return table, accepting, cuts
 
@@ -502,43 +504,7 @@ def determinize(list eps, list edges, int32_t start, int32_t final, int64_t max_
 
 
 cdef class _Refiner:
-    """Hopcroft's refinement of one DFA (all C arrays, freed with the object)."""
-
-    cdef int32_t n, k, w
-    cdef const int32_t* T
-    # inverse transitions: runs of classes [lo, hi) from src into each target
-    cdef int64_t* inv_off
-    cdef int32_t* inv_src
-    cdef int32_t* inv_lo
-    cdef int32_t* inv_hi
-    # the partition: block b is elems[first[b] .. end[b])
-    cdef int32_t* elems
-    cdef int32_t* pos
-    cdef int32_t* blk
-    cdef int32_t* first
-    cdef int32_t* end
-    cdef int32_t nb
-    cdef uint8_t* in_work
-    cdef int32_t* work
-    cdef int32_t nwork
-    # one splitter's scratch
-    cdef uint64_t* sig       # w words per state: its classes into the splitter
-    cdef int64_t* sstamp
-    cdef int32_t* touched
-    cdef int64_t* bstamp
-    cdef int32_t* bcnt
-    cdef int32_t* boff
-    cdef int32_t* bcur
-    cdef int32_t* tblocks
-    cdef int32_t* order
-    cdef int32_t* gidx
-    cdef int32_t* grep
-    cdef int32_t* gsize
-    cdef int32_t* gstart
-    cdef int32_t* gfill
-    cdef int64_t* hstamp
-    cdef int32_t* hgid
-    cdef int64_t hcap
+    """Hopcroft's refinement of one DFA (fields in _dfabuild.pxd)."""
 
     def __dealloc__(self):
         free(self.inv_off)
@@ -561,21 +527,18 @@ cdef class _Refiner:
         free(self.bcur)
         free(self.tblocks)
         free(self.order)
+        i64map_free(&self.groups)
+        free(self.gnext)
         free(self.gidx)
         free(self.grep)
         free(self.gsize)
         free(self.gstart)
         free(self.gfill)
-        free(self.hstamp)
-        free(self.hgid)
 
     cdef bint _alloc(self, int32_t n) noexcept nogil:
         cdef size_t i4 = sizeof(int32_t), i8 = sizeof(int64_t)
-        self.hcap = 16
-        while self.hcap < 2 * <int64_t>n:
-            self.hcap *= 2
         self.inv_off = <int64_t*>calloc(n + 1, i8)
-        self.elems = <int32_t*>malloc(n * i4)
+        self.elems = <state_t*>malloc(n * i4)
         self.pos = <int32_t*>malloc(n * i4)
         self.blk = <int32_t*>malloc(n * i4)
         self.first = <int32_t*>malloc(n * i4)
@@ -584,31 +547,34 @@ cdef class _Refiner:
         self.work = <int32_t*>malloc(n * i4)
         self.sig = <uint64_t*>malloc(<size_t>n * self.w * sizeof(uint64_t))
         self.sstamp = <int64_t*>calloc(n, i8)
-        self.touched = <int32_t*>malloc(n * i4)
+        self.touched = <state_t*>malloc(n * i4)
         self.bstamp = <int64_t*>calloc(n, i8)
         self.bcnt = <int32_t*>malloc(n * i4)
         self.boff = <int32_t*>malloc(n * i4)
         self.bcur = <int32_t*>malloc(n * i4)
         self.tblocks = <int32_t*>malloc(n * i4)
-        self.order = <int32_t*>malloc(n * i4)
+        self.order = <state_t*>malloc(n * i4)
+        self.gnext = <int32_t*>malloc(n * i4)
         self.gidx = <int32_t*>malloc(n * i4)
-        self.grep = <int32_t*>malloc(n * i4)
+        self.grep = <state_t*>malloc(n * i4)
         self.gsize = <int32_t*>malloc(n * i4)
         self.gstart = <int32_t*>malloc(n * i4)
         self.gfill = <int32_t*>malloc(n * i4)
-        self.hstamp = <int64_t*>calloc(self.hcap, i8)
-        self.hgid = <int32_t*>malloc(self.hcap * i4)
+        # room for n groups, so that no split ever grows the map (_group cannot fail)
+        if i64map_init(&self.groups, 2 * <int64_t>n) < 0:
+            return False
         return not (self.inv_off == NULL or self.elems == NULL or self.pos == NULL or self.blk == NULL
                     or self.first == NULL or self.end == NULL or self.in_work == NULL or self.work == NULL
                     or self.sig == NULL or self.sstamp == NULL or self.touched == NULL or self.bstamp == NULL
                     or self.bcnt == NULL or self.boff == NULL or self.bcur == NULL or self.tblocks == NULL
-                    or self.order == NULL or self.gidx == NULL or self.grep == NULL or self.gsize == NULL
-                    or self.gstart == NULL or self.gfill == NULL or self.hstamp == NULL or self.hgid == NULL)
+                    or self.order == NULL or self.gnext == NULL or self.gidx == NULL or self.grep == NULL
+                    or self.gsize == NULL or self.gstart == NULL or self.gfill == NULL)
 
     cdef bint _inverse(self) noexcept nogil:
         """Runs of equal targets per source row, grouped by target (CSR); False: no memory."""
-        cdef int32_t s, c, d, t, k = self.k
-        cdef const int32_t* row
+        cdef int32_t c, d, k = self.k
+        cdef state_t s, t
+        cdef const state_t* row
         cdef int64_t m = 0, x
         cdef int fill
         for fill in range(2):  # count the runs per target, then place them
@@ -620,20 +586,20 @@ cdef class _Refiner:
                     d = c + 1
                     while d < k and row[d] == t:
                         d += 1
-                    if t and fill:
+                    if t != DEAD and fill:
                         x = self.inv_off[t]
                         self.inv_off[t] += 1
                         self.inv_src[x] = s
                         self.inv_lo[x] = c
                         self.inv_hi[x] = d
-                    elif t:
+                    elif t != DEAD:
                         self.inv_off[t + 1] += 1
                         m += 1
                     c = d
             if not fill:
                 for s in range(self.n):
                     self.inv_off[s + 1] += self.inv_off[s]
-                self.inv_src = <int32_t*>malloc((m + 1) * sizeof(int32_t))
+                self.inv_src = <state_t*>malloc((m + 1) * sizeof(state_t))
                 self.inv_lo = <int32_t*>malloc((m + 1) * sizeof(int32_t))
                 self.inv_hi = <int32_t*>malloc((m + 1) * sizeof(int32_t))
                 if self.inv_src == NULL or self.inv_lo == NULL or self.inv_hi == NULL:
@@ -649,42 +615,59 @@ cdef class _Refiner:
             self.work[self.nwork] = b
             self.nwork += 1
 
-    cdef inline bint _same_sig(self, int32_t s, int32_t u) noexcept nogil:
+    cdef inline bint _same_sig(self, state_t s, state_t u) noexcept nogil:
         cdef int32_t i
         for i in range(self.w):
             if self.sig[<int64_t>s * self.w + i] != self.sig[<int64_t>u * self.w + i]:
                 return False
         return True
 
-    cdef void _split(self, int32_t x, const int32_t* S, int32_t cnt, int64_t* hround) noexcept nogil:
-        """Split block x by the signatures of its members S[0..cnt) (the others have none)."""
-        cdef int32_t i, s, g, ng = 0, u, q, p, size = self.end[x] - self.first[x], start = self.first[x]
-        cdef int32_t g0, nb0, largest, largest_id, nbid, acc_
-        cdef int64_t h, hmask = self.hcap - 1
-        cdef uint64_t hv
-        cdef bint was
-        hround[0] += 1
+    cdef inline uint64_t _sig_hash(self, state_t s) noexcept nogil:
+        """FNV-1a over state s's signature words."""
+        cdef uint64_t hv = <uint64_t>0xcbf29ce484222325
+        cdef int32_t g
+        for g in range(self.w):
+            hv = hash_mix(hv, self.sig[<int64_t>s * self.w + g])
+        return hv
+
+    cdef int32_t _group(self, const state_t* S, int32_t cnt) noexcept nogil:
+        """Group the states S[0..cnt) by signature: gidx[i] is S[i]'s group, numbered in
+        order of first appearance, grep and gsize each group's first member and size;
+        returns the number of groups.  The map finds the groups by signature hash, each
+        group links to the one made before with the same hash (gnext), and a chain is
+        searched for an equal signature, so a 64-bit collision still splits right."""
+        cdef int32_t i, g, head, ng = 0
+        cdef int64_t key
+        cdef state_t s
+        i64map_clear(&self.groups)
         for i in range(cnt):
             s = S[i]
-            hv = <uint64_t>0xcbf29ce484222325
-            for g in range(self.w):
-                hv = hash_mix(hv, self.sig[<int64_t>s * self.w + g])
-            h = <int64_t>((hv ^ (hv >> 29)) & <uint64_t>hmask)
-            while True:
-                if self.hstamp[h] != hround[0]:
-                    self.hstamp[h] = hround[0]
-                    self.hgid[h] = ng
-                    self.grep[ng] = s
-                    self.gsize[ng] = 0
-                    g = ng
-                    ng += 1
-                    break
-                g = self.hgid[h]
-                if self._same_sig(self.grep[g], s):
-                    break
-                h = (h + 1) & hmask
+            key = <int64_t>self._sig_hash(s)
+            head = i64map_intern(&self.groups, key, ng)  # ng: a hash not seen (never grows)
+            g = -1
+            if head != ng:  # the hash seen before: its group, unless only the hashes are equal
+                g = head
+                while g >= 0 and not self._same_sig(self.grep[g], s):
+                    g = self.gnext[g]
+                if g < 0:
+                    i64map_put(&self.groups, key, ng)
+            if g < 0:  # a new signature: a new group, chained to those of the same hash
+                g = ng
+                self.gnext[g] = head if head != ng else -1
+                self.grep[g] = s
+                self.gsize[g] = 0
+                ng += 1
             self.gidx[i] = g
             self.gsize[g] += 1
+        return ng
+
+    cdef void _split(self, int32_t x, const state_t* S, int32_t cnt) noexcept nogil:
+        """Split block x by the signatures of its members S[0..cnt) (the others have none)."""
+        cdef int32_t i, g, ng, q, p, size = self.end[x] - self.first[x], start = self.first[x]
+        cdef int32_t g0, nb0, largest, largest_id, nbid, acc_
+        cdef state_t s, u
+        cdef bint was
+        ng = self._group(S, cnt)
         if ng == 1 and cnt == size:
             return
         acc_ = 0
@@ -735,8 +718,10 @@ cdef class _Refiner:
                     self._push(nbid)
 
     cdef void _refine(self) noexcept nogil:
-        cdef int32_t b, i, t, s, nt, ntb, x, off
-        cdef int64_t e, rnd = 0, hround = 0, base
+        """Split blocks by the splitters on the work list until it is empty."""
+        cdef int32_t b, i, nt, ntb, x, off
+        cdef state_t s, t
+        cdef int64_t e, rnd = 0, base
         cdef int32_t lo, hi, c
         while self.nwork:
             self.nwork -= 1
@@ -781,7 +766,7 @@ cdef class _Refiner:
                 self.bcur[x] += 1
             for i in range(ntb):
                 x = self.tblocks[i]
-                self._split(x, self.order + self.boff[x], self.bcnt[x], &hround)
+                self._split(x, self.order + self.boff[x], self.bcnt[x])
 
 
 def _check_targets(str what, const int32_t[:, ::1] table, int64_t n):
@@ -798,7 +783,8 @@ def minimize(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
     bool viewed as uint8, ``(n,)``), numbered canonically.  Returns ``(table, accepting)``
     of the minimal DFA over the same classes: dead 0, start 1, the others breadth-first
     with successors in order of the smallest class reaching them."""
-    cdef int32_t n = table.shape[0], k = table.shape[1], s, want, nel = 0, f, i, b, c, t, bt, m, rep
+    cdef int32_t n = table.shape[0], k = table.shape[1], want, nel = 0, f, i, c, bt, m
+    cdef state_t s, t, rep
     cdef _Refiner R = _Refiner()
     if n < 2 or accepting.shape[0] != n:
         raise ValueError(f"minimize: need the dead and the start state and one flag per state, got {n} "
@@ -838,7 +824,7 @@ def minimize(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
             rep = R.elems[R.first[orderb[i]]]
             for c in range(k):
                 t = table[rep, c]
-                if t:
+                if t != DEAD:
                     bt = R.blk[t]
                     if not new_id[bt]:
                         orderb[m] = bt
@@ -855,7 +841,7 @@ def minimize(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
             av[i + 1] = accepting[rep] != 0
             for c in range(k):
                 t = table[rep, c]
-                sv[i + 1, c] = new_id[R.blk[t]] if t else 0
+                sv[i + 1, c] = new_id[R.blk[t]] if t != DEAD else DEAD
     return small, out_acc
 
 
@@ -867,131 +853,101 @@ cdef enum:
     OP_DIFF = 2
 
 
-cdef inline bint _dead_pair(int op, int32_t p, int32_t q) noexcept nogil:
+cdef inline bint _dead_pair(int op, state_t p, state_t q) noexcept nogil:
     if op == OP_AND:
-        return p == 0 or q == 0
+        return p == DEAD or q == DEAD
     if op == OP_DIFF:
-        return p == 0
-    return p == 0 and q == 0
+        return p == DEAD
+    return p == DEAD and q == DEAD
 
 
-cdef inline uint64_t _hash_pair(uint64_t key) noexcept nogil:
-    key ^= key >> 33
-    key *= <uint64_t>0xff51afd7ed558ccd
-    key ^= key >> 33
-    return key
+cdef inline bint _accepts_pair(int op, bint a, bint b) noexcept nogil:
+    if op == OP_AND:
+        return a and b
+    if op == OP_DIFF:
+        return a and not b
+    return a or b
 
 
 cdef class _Product:
-    """The breadth-first product of two DFAs (all C arrays, freed with the object)."""
-
-    cdef int32_t k
-    cdef int64_t nb_states
-    cdef int32_t* pp          # pair i is (pp[i], pq[i])
-    cdef int32_t* pq
-    cdef int64_t pp_cap, pq_cap
-    cdef int32_t* rows        # k entries per pair
-    cdef int64_t rows_cap
-    cdef int64_t* hkey        # open addressing: key p * nb_states + q, -1 empty
-    cdef int32_t* hval
-    cdef int64_t hcap
-    cdef int32_t n
+    """The breadth-first product of two DFAs (fields in _dfabuild.pxd)."""
 
     def __dealloc__(self):
         free(self.pp)
         free(self.pq)
         free(self.rows)
-        free(self.hkey)
-        free(self.hval)
+        i64map_free(&self.ids)
 
-    cdef bint _rehash(self) noexcept nogil:
-        cdef int64_t cap = 1024 if self.hcap == 0 else self.hcap * 2, i, h
-        cdef int64_t* keys = <int64_t*>malloc(cap * sizeof(int64_t))
-        cdef int32_t* vals = <int32_t*>malloc(cap * sizeof(int32_t))
-        if keys == NULL or vals == NULL:
-            free(keys)
-            free(vals)
-            return False
-        memset(keys, 0xff, cap * sizeof(int64_t))
-        for i in range(1, self.n):
-            h = <int64_t>(_hash_pair(<uint64_t>(self.pp[i] * self.nb_states + self.pq[i])) & <uint64_t>(cap - 1))
-            while keys[h] >= 0:
-                h = (h + 1) & (cap - 1)
-            keys[h] = self.pp[i] * self.nb_states + self.pq[i]
-            vals[h] = i
-        free(self.hkey)
-        free(self.hval)
-        self.hkey, self.hval, self.hcap = keys, vals, cap
-        return True
-
-    cdef int32_t _pair(self, int32_t p, int32_t q, int64_t max_states) noexcept nogil:
-        """The id of pair (p, q), made when new; -1 out of memory, -2 past max_states."""
-        cdef int64_t key = p * self.nb_states + q
-        cdef int64_t h = <int64_t>(_hash_pair(<uint64_t>key) & <uint64_t>(self.hcap - 1))
-        cdef int32_t j
-        cdef void* x
-        while self.hkey[h] >= 0:
-            if self.hkey[h] == key:
-                return self.hval[h]
-            h = (h + 1) & (self.hcap - 1)
-        j = self.n
+    cdef state_t _pair(self, state_t p, state_t q, int64_t max_states) noexcept nogil:
+        """The id of pair (p, q), made when new; ERR_MEMORY, or ERR_MAX_STATES past max_states."""
+        cdef state_t j = i64map_intern(&self.ids, pair_key(p, q), self.n)
+        if j != self.n:  # known (or ERR_MEMORY)
+            return j
         if j >= max_states:
-            return -2
-        x = grow_array(self.pp, &self.pp_cap, j + 1, sizeof(int32_t))
-        if x == NULL:
-            return -1
-        self.pp = <int32_t*>x
-        x = grow_array(self.pq, &self.pq_cap, j + 1, sizeof(int32_t))
-        if x == NULL:
-            return -1
-        self.pq = <int32_t*>x
-        x = grow_array(self.rows, &self.rows_cap, j + 1, self.k * sizeof(int32_t))
-        if x == NULL:
-            return -1
-        self.rows = <int32_t*>x
+            return ERR_MAX_STATES
+        if (grow(<void**>&self.pp, &self.pp_cap, j + 1, sizeof(state_t)) < 0
+                or grow(<void**>&self.pq, &self.pq_cap, j + 1, sizeof(state_t)) < 0
+                or grow(<void**>&self.rows, &self.rows_cap, j + 1, self.k * sizeof(state_t)) < 0):
+            return ERR_MEMORY
         self.pp[j] = p
         self.pq[j] = q
-        self.hkey[h] = key
-        self.hval[h] = j
         self.n += 1
-        if 2 * <int64_t>self.n > self.hcap and not self._rehash():
-            return -1
         return j
 
+    cdef int _explore(self, const state_t* ta, const state_t* tb, int op, int64_t max_states) noexcept nogil:
+        """The rows of every pair reachable from pair 1 (tables of k columns); 0, or an error code."""
+        cdef int32_t c, k = self.k
+        cdef state_t i = 1, j, p, q, np_, nq
+        memset(self.rows, 0, k * sizeof(state_t))  # the dead pair's row
+        while i < self.n:
+            p, q = self.pp[i], self.pq[i]
+            for c in range(k):
+                np_ = ta[<int64_t>p * k + c]
+                nq = tb[<int64_t>q * k + c]
+                if _dead_pair(op, np_, nq):
+                    j = DEAD
+                else:
+                    j = self._pair(np_, nq, max_states)
+                    if j < 0:
+                        return j
+                self.rows[<int64_t>i * k + c] = j
+            i += 1
+        return 0
 
-cdef int _mark_live(int32_t n, int32_t k, const int32_t* rows, uint8_t* live) noexcept nogil:
+
+cdef int _mark_live(int32_t n, int32_t k, const state_t* rows, uint8_t* live) noexcept nogil:
     """Trimming's search: ``live`` (n flags) holds the accepting states on entry and every
     state that can reach one on return, found backwards through predecessor lists of
-    the table ``rows`` (``n * k``, 0 the dead state, never live).  0, or -1 when out of
-    memory."""
+    the table ``rows`` (``n * k``, 0 the dead state, never live).  0, or ERR_MEMORY."""
     cdef int64_t* po = <int64_t*>calloc(n + 1, sizeof(int64_t))
     cdef int64_t n_edges = 0, e
-    cdef int32_t s, c, t, top = 0
+    cdef int32_t c, top = 0
+    cdef state_t s, t
     if po == NULL:
-        return -1
+        return ERR_MEMORY
     for s in range(1, n):
         for c in range(k):
             t = rows[<int64_t>s * k + c]
-            if t:
+            if t != DEAD:
                 po[t + 1] += 1
                 n_edges += 1
-    cdef int32_t* pr = <int32_t*>malloc((n_edges + 1) * sizeof(int32_t))
-    cdef int32_t* st = <int32_t*>malloc((n + 1) * sizeof(int32_t))
+    cdef state_t* pr = <state_t*>malloc((n_edges + 1) * sizeof(state_t))
+    cdef state_t* st = <state_t*>malloc((n + 1) * sizeof(state_t))
     if pr == NULL or st == NULL:
         free(po); free(pr); free(st)
-        return -1
+        return ERR_MEMORY
     for s in range(n):
         po[s + 1] += po[s]
     for s in range(1, n):
         for c in range(k):
             t = rows[<int64_t>s * k + c]
-            if t:
+            if t != DEAD:
                 pr[po[t]] = s
                 po[t] += 1
     for s in range(n - 1, 0, -1):
         po[s] = po[s - 1]
     po[0] = 0
-    live[0] = 0
+    live[DEAD] = 0
     for s in range(1, n):
         if live[s]:
             st[top] = s
@@ -1009,59 +965,12 @@ cdef int _mark_live(int32_t n, int32_t k, const int32_t* rows, uint8_t* live) no
     return 0
 
 
-def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, int32_t start_a,
-            const int32_t[:, ::1] tb, const uint8_t[::1] acc_b, int32_t start_b,
-            str op, int64_t max_states):
-    """The product of two DFAs over the same ``k`` byte classes (``ta``: int32
-    ``(na, k)``, state 0 dead, ``acc_a`` uint8) for ``op`` ``"and"``, ``"or"`` or
-    ``"diff"``, breadth-first from ``(start_a, start_b)``, trimmed to the states that
-    can reach acceptance.  Returns ``(table, accepting)`` for :func:`minimize` (dead 0,
-    start 1), or None when the language is empty.  Raises :class:`LimitExceeded`
-    (``max_states``) past ``max_states`` reachable pairs."""
-    cdef int code = OP_AND if op == "and" else OP_OR if op == "or" else OP_DIFF if op == "diff" else -1
-    cdef int32_t k = ta.shape[1], i, c, p, q, np_, nq, j, s, t, top, m
-    cdef int64_t e, total
-    cdef _Product P = _Product()
-    cdef int rc = 0
-    if code < 0:
-        raise ValueError(f"op must be and, or or diff, not {op!r}")
-    if tb.shape[1] != k or acc_a.shape[0] != ta.shape[0] or acc_b.shape[0] != tb.shape[0]:
-        raise ValueError("product: both DFAs need the same classes and one flag per state")
-    _check_targets("product", ta, ta.shape[0])
-    _check_targets("product", tb, tb.shape[0])
-    if not (0 <= start_a < ta.shape[0] and 0 <= start_b < tb.shape[0]):
-        raise ValueError(f"product: start states {start_a}, {start_b} outside the DFAs")
-    P.k, P.nb_states = k, tb.shape[0]
-    if _dead_pair(code, start_a, start_b):
-        return None
-    P.n = 1  # pair 0 stands for the dead pair
-    if not P._rehash() or P._pair(start_a, start_b, max_states) < 0:
-        raise MemoryError("product: out of memory")
-    with nogil:
-        memset(P.rows, 0, k * sizeof(int32_t))
-        i = 1
-        while i < P.n:
-            p, q = P.pp[i], P.pq[i]
-            for c in range(k):
-                np_ = ta[p, c]
-                nq = tb[q, c]
-                if _dead_pair(code, np_, nq):
-                    j = 0
-                else:
-                    j = P._pair(np_, nq, max_states)
-                    if j < 0:
-                        rc = j
-                        break
-                P.rows[<int64_t>i * k + c] = j
-            if rc < 0:
-                break
-            i += 1
-    if rc == -2:
-        raise LimitExceeded("max_states", P.n + 1, max_states)
-    if rc < 0:
-        raise MemoryError(f"product: out of memory at {P.n} pairs")
-    cdef int32_t n = P.n
-    # trim: a state is live when it can reach acceptance
+cdef _trimmed(_Product P, int op, const uint8_t[::1] acc_a, const uint8_t[::1] acc_b):
+    """``(table, accepting)`` of the product's pairs that can reach acceptance, in the
+    order they were made (dead 0, start 1), or None when the start cannot."""
+    cdef int32_t k = P.k, c, m = 0
+    cdef state_t n = P.n, s
+    cdef int rc
     live = np.zeros(n, dtype=np.uint8)
     accepts = np.zeros(n, dtype=np.uint8)
     new = np.zeros(n, dtype=np.int32)
@@ -1070,21 +979,17 @@ def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, int32_t start_a,
     cdef int32_t[::1] nw = new
     with nogil:
         for s in range(1, n):
-            p, q = P.pp[s], P.pq[s]
-            if ((code == OP_AND and acc_a[p] and acc_b[q]) or (code == OP_DIFF and acc_a[p] and not acc_b[q])
-                    or (code == OP_OR and (acc_a[p] or acc_b[q]))):
+            if _accepts_pair(op, acc_a[P.pp[s]] != 0, acc_b[P.pq[s]] != 0):
                 lv[s] = ac[s] = 1
         rc = _mark_live(n, k, P.rows, &lv[0])
     if rc < 0:
-        raise MemoryError(f"product: out of memory trimming {n} pairs")
-    with nogil:
-        m = 0
-        for s in range(1, n):
-            if lv[s]:
-                m += 1
-                nw[s] = m
+        _raise(rc, n, 0, "product")
     if not live[1]:
         return None
+    for s in range(1, n):
+        if lv[s]:
+            m += 1
+            nw[s] = m
     table = np.zeros((m + 1, k), dtype=np.int32)
     accepting = np.zeros(m + 1, dtype=bool)
     cdef int32_t[:, ::1] tv = table
@@ -1098,6 +1003,42 @@ def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, int32_t start_a,
     return table, accepting
 
 
+def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, state_t start_a,
+            const int32_t[:, ::1] tb, const uint8_t[::1] acc_b, state_t start_b,
+            str op, int64_t max_states):
+    """The product of two DFAs over the same ``k`` byte classes (``ta``: int32
+    ``(na, k)``, state 0 dead, ``acc_a`` uint8) for ``op`` ``"and"``, ``"or"`` or
+    ``"diff"``, breadth-first from ``(start_a, start_b)``, trimmed to the states that
+    can reach acceptance.  Returns ``(table, accepting)`` for :func:`minimize` (dead 0,
+    start 1), or None when the language is empty.  Raises :class:`LimitExceeded`
+    (``max_states``) past ``max_states`` reachable pairs."""
+    cdef int code = OP_AND if op == "and" else OP_OR if op == "or" else OP_DIFF if op == "diff" else -1
+    cdef int32_t k = ta.shape[1]
+    cdef _Product P = _Product()
+    cdef int rc
+    if code < 0:
+        raise ValueError(f"op must be and, or or diff, not {op!r}")
+    if tb.shape[1] != k or acc_a.shape[0] != ta.shape[0] or acc_b.shape[0] != tb.shape[0]:
+        raise ValueError("product: both DFAs need the same classes and one flag per state")
+    _check_targets("product", ta, ta.shape[0])
+    _check_targets("product", tb, tb.shape[0])
+    if not (0 <= start_a < ta.shape[0] and 0 <= start_b < tb.shape[0]):
+        raise ValueError(f"product: start states {start_a}, {start_b} outside the DFAs")
+    if _dead_pair(code, start_a, start_b):
+        return None
+    P.k = k
+    P.n = 1  # pair 0 stands for the dead pair
+    rc = i64map_init(&P.ids, 1024)
+    if rc >= 0:
+        rc = P._pair(start_a, start_b, max_states)
+    if rc >= 0:
+        with nogil:
+            rc = P._explore(&ta[0, 0], &tb[0, 0], code, max_states)
+    if rc < 0:
+        _raise(rc, P.n + 1, max_states, "product")
+    return _trimmed(P, code, acc_a, acc_b)
+
+
 # ------------------------------------------------------------ JSON literals ----
 
 cdef uint8_t _SHORT_LETTER[0x60]  # the short escape letter of a code point, 0 if none
@@ -1108,34 +1049,46 @@ for _cp, _letter in ((0x22, b'"'), (0x5C, b"\\"), (0x2F, b"/"), (0x08, b"b"), (0
 del _cp, _letter
 
 
-cdef class _Trie:
-    """Edges (state, byte, target) of a DFA written down directly (C arrays)."""
+cdef inline int _utf8(uint32_t cp, uint8_t* out) noexcept nogil:
+    """The UTF-8 bytes of code point cp (not a surrogate) into out; their count."""
+    if cp < 0x80:
+        out[0] = cp
+        return 1
+    if cp < 0x800:
+        out[0], out[1] = 0xC0 | (cp >> 6), 0x80 | (cp & 0x3F)
+        return 2
+    if cp < 0x10000:
+        out[0], out[1], out[2] = 0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+        return 3
+    out[0], out[1] = 0xF0 | (cp >> 18), 0x80 | ((cp >> 12) & 0x3F)
+    out[2], out[3] = 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
+    return 4
 
-    cdef int32_t* e
-    cdef int64_t ne
-    cdef int32_t n
+
+cdef class _Trie:
+    """Edges (state, byte, target) of a DFA written down directly (fields in _dfabuild.pxd)."""
 
     def __dealloc__(self):
         free(self.e)
 
-    cdef inline void edge(self, int32_t s, int32_t b, int32_t t) noexcept nogil:
+    cdef inline void edge(self, state_t s, int32_t b, state_t t) noexcept nogil:
         self.e[3 * self.ne] = s
         self.e[3 * self.ne + 1] = b
         self.e[3 * self.ne + 2] = t
         self.ne += 1
 
-    cdef inline int32_t state(self) noexcept nogil:
+    cdef inline state_t state(self) noexcept nogil:
         self.n += 1
         return self.n - 1
 
-    cdef int32_t hex4(self, int32_t s, uint32_t unit, int32_t last) noexcept nogil:
+    cdef state_t hex4(self, state_t s, uint32_t unit, state_t last) noexcept nogil:
         """Four hex digits (letters in either case) spelling ``unit``, from ``s`` to
-        ``last`` (or to a new state when ``last`` is -1); returns the end state."""
+        ``last`` (or to a new state when ``last`` is MISSING); returns the end state."""
         cdef int sh, d
-        cdef int32_t t
+        cdef state_t t
         for sh in range(12, -4, -4):
             d = (unit >> sh) & 0xF
-            t = last if (sh == 0 and last >= 0) else self.state()
+            t = last if (sh == 0 and last != MISSING) else self.state()
             if d < 10:
                 self.edge(s, 0x30 + d, t)
             else:
@@ -1143,6 +1096,38 @@ cdef class _Trie:
                 self.edge(s, 0x41 + d - 10, t)
             s = t
         return s
+
+    cdef void json_char(self, state_t cur, uint32_t cp, state_t nxt) noexcept nogil:
+        """The texts of character ``cp`` (no surrogate) from ``cur`` to ``nxt``: raw
+        (unless JSON must escape it), its short escape, and ``\\u`` with four hex
+        digits (past the BMP, a surrogate pair of them)."""
+        cdef uint8_t utf8[4]
+        cdef int nb, b
+        cdef uint32_t a
+        cdef state_t s, t, esc
+        if cp >= 0x20 and cp != 0x22 and cp != 0x5C:
+            nb = _utf8(cp, utf8)
+            s = cur
+            for b in range(nb):
+                t = nxt if b == nb - 1 else self.state()
+                self.edge(s, utf8[b], t)
+                s = t
+        esc = self.state()
+        self.edge(cur, 0x5C, esc)
+        if cp < 0x60 and _SHORT_LETTER[cp]:
+            self.edge(esc, _SHORT_LETTER[cp], nxt)
+        s = self.state()
+        self.edge(esc, 0x75, s)
+        if cp <= 0xFFFF:
+            self.hex4(s, cp, nxt)
+        else:
+            a = cp - 0x10000
+            s = self.hex4(s, 0xD800 + (a >> 10), MISSING)
+            t = self.state()
+            self.edge(s, 0x5C, t)
+            s = self.state()
+            self.edge(t, 0x75, s)
+            self.hex4(s, 0xDC00 + (a & 0x3FF), nxt)
 
 
 def json_literal(str value, int64_t max_states):
@@ -1166,13 +1151,10 @@ def json_literal(str value, int64_t max_states):
     """
     cdef Py_ssize_t L = len(value), i = 0
     cdef Py_UCS4 ch
-    cdef uint32_t cp, a
-    cdef int32_t cur, nxt, esc, end, s, t, b, k, m
-    cdef int64_t j
-    cdef unsigned char utf8[4]
-    cdef int nb
+    cdef uint32_t cp
+    cdef state_t cur, nxt, end, s, t
     if 3 + 6 * <int64_t>L > max_states:
-        raise LimitExceeded("max_states", 3 + 6 * <int64_t>L, max_states)
+        _raise(ERR_MAX_STATES, 3 + 6 * <int64_t>L, max_states, "json_literal")
     cdef _Trie T = _Trie()
     T.e = <int32_t*>malloc(3 * sizeof(int32_t) * (2 + 25 * L))
     if T.e == NULL:
@@ -1189,7 +1171,7 @@ def json_literal(str value, int64_t max_states):
     for i in range(L):
         cp = cps[i]
         nxt = T.state()
-        if 0xD800 <= cp <= 0xDFFF:
+        if 0xD800 <= cp <= 0xDFFF:  # a lone surrogate: only its \\u escape
             if cp < 0xDC00 and i + 1 < L and 0xDC00 <= cps[i + 1] <= 0xDFFF:
                 free(cps)
                 return None
@@ -1198,49 +1180,14 @@ def json_literal(str value, int64_t max_states):
             t = T.state()
             T.edge(s, 0x75, t)
             T.hex4(t, cp, nxt)
-            cur = nxt
-            continue
-        if cp >= 0x20 and cp != 0x22 and cp != 0x5C:
-            if cp < 0x80:
-                utf8[0] = cp
-                nb = 1
-            elif cp < 0x800:
-                utf8[0], utf8[1] = 0xC0 | (cp >> 6), 0x80 | (cp & 0x3F)
-                nb = 2
-            elif cp < 0x10000:
-                utf8[0], utf8[1], utf8[2] = 0xE0 | (cp >> 12), 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
-                nb = 3
-            else:
-                utf8[0], utf8[1] = 0xF0 | (cp >> 18), 0x80 | ((cp >> 12) & 0x3F)
-                utf8[2], utf8[3] = 0x80 | ((cp >> 6) & 0x3F), 0x80 | (cp & 0x3F)
-                nb = 4
-            s = cur
-            for b in range(nb):
-                t = nxt if b == nb - 1 else T.state()
-                T.edge(s, utf8[b], t)
-                s = t
-        esc = T.state()
-        T.edge(cur, 0x5C, esc)
-        if cp < 0x60 and _SHORT_LETTER[cp]:
-            T.edge(esc, _SHORT_LETTER[cp], nxt)
-        s = T.state()
-        T.edge(esc, 0x75, s)
-        if cp <= 0xFFFF:
-            T.hex4(s, cp, nxt)
         else:
-            a = cp - 0x10000
-            s = T.hex4(s, 0xD800 + (a >> 10), -1)
-            t = T.state()
-            T.edge(s, 0x5C, t)
-            s = T.state()
-            T.edge(t, 0x75, s)
-            T.hex4(s, 0xDC00 + (a & 0x3FF), nxt)
+            T.json_char(cur, cp, nxt)
         cur = nxt
     free(cps)
     end = T.state()
     T.edge(cur, 0x22, end)
     if T.n > max_states:
-        raise LimitExceeded("max_states", T.n, max_states)
+        _raise(ERR_MAX_STATES, T.n, max_states, "json_literal")
     acc = np.zeros(T.n, dtype=np.uint8)
     acc[end] = 1
     # minimal as built: no two states have one future (each state is a place in one
@@ -1250,11 +1197,11 @@ def json_literal(str value, int64_t max_states):
 
 
 cdef _column_array(const int32_t* column):
-    """The 256 byte columns as an int32 array (as :func:`byte_classes` takes them)."""
-    out = np.empty(256, dtype=np.int32)
+    """The BYTES byte columns as an int32 array (as :func:`byte_classes` takes them)."""
+    out = np.empty(BYTES, dtype=np.int32)
     cdef int32_t[::1] v = out
     cdef int b
-    for b in range(256):
+    for b in range(BYTES):
         v[b] = column[b]
     return out
 
@@ -1264,15 +1211,15 @@ cdef tuple _minimal_of_edges(_Trie T, acc, bint minimal):
     1 start, every state live) and ``acc`` (uint8, one per state), minimized (or, when
     the caller knows it is ``minimal`` already, only numbered canonically): each byte
     on an edge its own column (in byte order), the other bytes one dead column 0."""
-    cdef uint8_t used[256]
-    cdef int32_t cls[256]
+    cdef uint8_t used[BYTES]
+    cdef int32_t cls[BYTES]
     cdef int32_t k, b
     cdef int64_t j
     memset(used, 0, sizeof(used))
     for j in range(T.ne):
         used[T.e[3 * j + 1]] = 1
     k = 1
-    for b in range(256):
+    for b in range(BYTES):
         if used[b]:
             cls[b] = k
             k += 1
@@ -1299,7 +1246,7 @@ def literal_set(list words, int64_t max_states):
     common prefix with the one before it, so the trie is built in one pass).
     """
     cdef Py_ssize_t i, j, n = len(words), L, lcp, prev_len = 0, total = 0
-    cdef int32_t s, t
+    cdef state_t s, t
     cdef const unsigned char* w
     cdef const unsigned char* pw = NULL
     cdef bytes word, prev = None
@@ -1307,7 +1254,7 @@ def literal_set(list words, int64_t max_states):
         total += len(word)
     cdef _Trie T = _Trie()
     T.e = <int32_t*>malloc(3 * sizeof(int32_t) * (total + 1))
-    cdef int32_t* path = <int32_t*>malloc(sizeof(int32_t) * (total + 1))
+    cdef state_t* path = <state_t*>malloc(sizeof(state_t) * (total + 1))
     if T.e == NULL or path == NULL:
         free(path)
         raise MemoryError(f"literal_set: no memory for {n} words of {total} bytes")
@@ -1341,8 +1288,163 @@ def literal_set(list words, int64_t max_states):
     return _minimal_of_edges(T, acc, False)
 
 
+cdef class _Minus:
+    """The joint table of :func:`minus_words` (fields in _dfabuild.pxd)."""
+
+    def __dealloc__(self):
+        free(self.bs)
+        free(self.ends)
+        free(self.tab)
+        free(self.acc)
+        free(self.new_id)
+        free(self.order)
+        free(self.live)
+        free(self.final_id)
+
+    cdef _word_paths(self, _Trie T, const int32_t[:, ::1] table, const uint8_t[::1] classes, state_t start,
+                     list words, Py_ssize_t total):
+        """The trie ``T`` of the words' paths through the DFA, word by word in sorted
+        order: a word shares its longest common prefix with the one before; a path stops
+        where the DFA dies (no longer word is in L).  ``bs`` gets each node's DFA state,
+        ``ends`` marks the nodes where a word ends."""
+        cdef Py_ssize_t i, j, L, lcp, prev_depth = 0, prev_len = 0
+        cdef const unsigned char* w
+        cdef const unsigned char* pw = NULL
+        cdef state_t* path = <state_t*>malloc(sizeof(state_t) * (total + 1))
+        cdef state_t s, t, q
+        cdef bytes word
+        cdef bint dead
+        if path == NULL:
+            raise MemoryError(f"minus_words: no memory for {len(words)} words of {total} bytes")
+        T.n = 2
+        path[0] = 1
+        self.bs[1] = start
+        for i in range(len(words)):
+            word = words[i]
+            w = word
+            L = len(word)
+            lcp = 0
+            if pw != NULL:  # over the word before's bytes, up to the one where it died
+                while lcp < L and lcp < prev_len and lcp <= prev_depth and w[lcp] == pw[lcp]:
+                    lcp += 1
+            pw = w
+            prev_len = L
+            if lcp > prev_depth:  # through the byte where the word before died: so does this one
+                continue
+            s = path[lcp]
+            q = self.bs[s]
+            dead = False
+            j = lcp
+            while j < L:
+                q = table[q, classes[w[j]]]
+                if q == DEAD:
+                    dead = True
+                    break
+                t = T.state()
+                self.bs[t] = q
+                T.edge(s, w[j], t)
+                path[j + 1] = t
+                s = t
+                j += 1
+            if not dead:
+                self.ends[s] = 1
+            prev_depth = j
+        free(path)
+
+    cdef int32_t _columns(self, _Trie T, const uint8_t[::1] classes, int32_t* column, int32_t* rep) noexcept:
+        """The joint columns: each byte on a trie edge its own, the others by their
+        class; numbered in order of the smallest byte (the order minimize numbers in).
+        ``column[b]`` is byte b's, ``rep[c]`` column c's smallest byte; returns their count."""
+        cdef int32_t key_col[2 * BYTES]
+        cdef uint8_t used[BYTES]
+        cdef int32_t b, c, k = 0
+        cdef int64_t j
+        memset(used, 0, sizeof(used))
+        for j in range(T.ne):
+            used[T.e[3 * j + 1]] = 1
+        for c in range(2 * BYTES):
+            key_col[c] = -1
+        for b in range(BYTES):
+            c = BYTES + b if used[b] else classes[b]
+            if key_col[c] < 0:
+                key_col[c] = k
+                rep[k] = b
+                k += 1
+            column[b] = key_col[c]
+        return k
+
+    cdef int _joint(self, _Trie T, const int32_t[:, ::1] table, const uint8_t[::1] classes,
+                    const uint8_t[::1] accepting, const int32_t* column, const int32_t* rep) noexcept nogil:
+        """The joint table (the DFA's states, then the trie's nodes), the states reached
+        from the trie's root breadth-first (new_id, order, reached) and those that reach
+        acceptance (live).  0, or ERR_MEMORY."""
+        cdef int32_t nb = self.nb, k = self.k, c, m, i
+        cdef state_t s, t, q, x
+        cdef int64_t j
+        for s in range(nb):
+            self.acc[s] = accepting[s] != 0
+            for c in range(k):
+                self.tab[<int64_t>s * k + c] = table[s, classes[rep[c]]]
+        for x in range(1, T.n):
+            s = nb + x - 1
+            q = self.bs[x]
+            self.acc[s] = accepting[q] != 0 and not self.ends[x]
+            for c in range(k):
+                self.tab[<int64_t>s * k + c] = table[q, classes[rep[c]]]
+        for j in range(T.ne):
+            self.tab[<int64_t>(nb + T.e[3 * j] - 1) * k + column[T.e[3 * j + 1]]] = nb + T.e[3 * j + 2] - 1
+        # reachable from the start, breadth-first (order[0] is the dead state)
+        self.order[0] = DEAD
+        self.order[1] = nb
+        self.new_id[nb] = 1
+        m = 2
+        i = 1
+        while i < m:
+            s = self.order[i]
+            for c in range(k):
+                t = self.tab[<int64_t>s * k + c]
+                if t != DEAD and not self.new_id[t]:
+                    self.new_id[t] = m
+                    self.order[m] = t
+                    m += 1
+            i += 1
+        self.reached = m
+        # live: reaches an accepting state
+        for s in range(self.n):
+            self.live[s] = self.acc[s]
+        return _mark_live(self.n, k, self.tab, self.live)
+
+    cdef _result(self):
+        """``(table, accepting)`` of the reached live states, numbered in their
+        breadth-first order (start 1)."""
+        cdef int32_t k = self.k, c, m = 0, i
+        cdef state_t s, t, x
+        self.final_id = <state_t*>calloc(self.reached, sizeof(state_t))
+        if self.final_id == NULL:
+            raise MemoryError(f"minus_words: no memory for {self.n} states")
+        for s in range(self.n):
+            if self.new_id[s] and self.live[s]:
+                self.final_id[self.new_id[s]] = 1  # mark, numbered below in breadth-first order
+        for i in range(1, self.reached):
+            if self.final_id[i]:
+                m += 1
+                self.final_id[i] = m
+        small = np.zeros((m + 1, k), dtype=np.int32)
+        small_acc = np.zeros(m + 1, dtype=np.uint8)
+        cdef int32_t[:, ::1] sv = small
+        cdef uint8_t[::1] sav = small_acc
+        for s in range(self.n):
+            if self.new_id[s] and self.live[s]:
+                x = self.final_id[self.new_id[s]]
+                sav[x] = self.acc[s]
+                for c in range(k):
+                    t = self.tab[<int64_t>s * k + c]
+                    sv[x, c] = self.final_id[self.new_id[t]] if t != DEAD and self.live[t] else DEAD
+        return small, small_acc
+
+
 def minus_words(const int32_t[:, ::1] table, const uint8_t[::1] classes, const uint8_t[::1] accepting,
-                int32_t start, list words, int64_t max_states):
+                state_t start, list words, int64_t max_states):
     """``L(dfa) \\ words``: a DFA in class form (``table`` int32 ``(n, k)``, state 0
     dead; ``classes`` uint8 ``(256,)``; ``accepting`` uint8) less a finite set of byte
     strings (``bytes``, sorted, without repeats), as :func:`product` would build it
@@ -1353,168 +1455,50 @@ def minus_words(const int32_t[:, ::1] table, const uint8_t[::1] classes, const u
     word its own column, the other bytes by their class), or None when the language
     is empty.  More than ``max_states`` reachable states raise :class:`LimitExceeded`.
     """
-    cdef int32_t nb = table.shape[0], kb = table.shape[1], k = 0, c, b, q, s, t, x, m
-    cdef Py_ssize_t i, j, L, lcp, n_words = len(words), total = 0, prev_depth = 0, prev_len = 0
-    cdef const unsigned char* w
-    cdef const unsigned char* pw = NULL
+    cdef int32_t nb = table.shape[0], kb = table.shape[1], b
+    cdef Py_ssize_t total = 0
+    cdef int32_t column[BYTES]
+    cdef int32_t rep[BYTES]
     cdef bytes word
-    cdef bint dead
-    if classes.shape[0] != 256 or accepting.shape[0] != nb or not 0 <= start < nb:
+    cdef int rc
+    if classes.shape[0] != BYTES or accepting.shape[0] != nb or not 0 <= start < nb:
         raise ValueError(f"minus_words: need 256 classes, one flag per state and a start state, got "
                          f"{classes.shape[0]} classes, {accepting.shape[0]} flags for {nb} states, start {start}")
     _check_targets("minus_words", table, nb)
-    for b in range(256):
+    for b in range(BYTES):
         if classes[b] >= kb:
             raise ValueError(f"minus_words: byte {b} is in class {classes[b]}, the table has {kb}")
-    if start == 0:
+    if start == DEAD:
         return None
     for word in words:
         total += len(word)
     cdef _Trie T = _Trie()
+    cdef _Minus M = _Minus()
     T.e = <int32_t*>malloc(3 * sizeof(int32_t) * (total + 1))
-    cdef int32_t* path = <int32_t*>malloc(sizeof(int32_t) * (total + 1))
-    cdef int32_t* bs = <int32_t*>malloc(sizeof(int32_t) * (total + 2))
-    cdef uint8_t* ends = <uint8_t*>calloc(total + 2, 1)
-    if T.e == NULL or path == NULL or bs == NULL or ends == NULL:
-        free(path)
-        free(bs)
-        free(ends)
-        raise MemoryError(f"minus_words: no memory for {n_words} words of {total} bytes")
-    # the trie, word by word in sorted order: a word shares its longest common prefix
-    # with the one before; a path stops where the DFA dies (no longer word is in L)
-    T.n = 2
-    path[0] = 1
-    bs[1] = start
-    for i in range(n_words):
-        word = words[i]
-        w = word
-        L = len(word)
-        lcp = 0
-        if pw != NULL:  # over the word before's bytes, up to the one where it died
-            while lcp < L and lcp < prev_len and lcp <= prev_depth and w[lcp] == pw[lcp]:
-                lcp += 1
-        pw = w
-        prev_len = L
-        if lcp > prev_depth:  # through the byte where the word before died: so does this one
-            continue
-        s = path[lcp]
-        q = bs[s]
-        dead = False
-        j = lcp
-        while j < L:
-            q = table[q, classes[w[j]]]
-            if q == 0:
-                dead = True
-                break
-            t = T.state()
-            bs[t] = q
-            T.edge(s, w[j], t)
-            path[j + 1] = t
-            s = t
-            j += 1
-        if not dead:
-            ends[s] = 1
-        prev_depth = j
-    free(path)
-    # columns: each byte on a trie edge its own, the others by their class; numbered
-    # in order of the smallest byte (the order minimize numbers in)
-    cdef int32_t key_col[512]
-    cdef int32_t column[256]
-    cdef int32_t rep[256]
-    cdef uint8_t used[256]
-    memset(used, 0, sizeof(used))
-    for j in range(T.ne):
-        used[T.e[3 * j + 1]] = 1
-    for c in range(512):
-        key_col[c] = -1
-    for b in range(256):
-        c = 256 + b if used[b] else classes[b]
-        if key_col[c] < 0:
-            key_col[c] = k
-            rep[k] = b
-            k += 1
-        column[b] = key_col[c]
-    # states: the DFA's (same ids), then trie node x as nb + x - 1 (the root, x = 1, starts)
-    cdef int32_t n = nb + T.n - 1
-    cdef int32_t* tab = <int32_t*>malloc(sizeof(int32_t) * <int64_t>n * k)
-    cdef uint8_t* acc = <uint8_t*>malloc(n)
-    cdef int32_t* new_id = <int32_t*>calloc(n, sizeof(int32_t))
-    cdef int32_t* order = <int32_t*>malloc(sizeof(int32_t) * n)
-    cdef uint8_t* live = <uint8_t*>calloc(n, 1)
-    if tab == NULL or acc == NULL or new_id == NULL or order == NULL or live == NULL:
-        free(tab); free(acc); free(new_id); free(order); free(live); free(bs); free(ends)
-        raise MemoryError(f"minus_words: no memory for {n} states")
-    cdef int32_t reached = 0
-    cdef int rc = 0
+    M.bs = <state_t*>malloc(sizeof(state_t) * (total + 2))
+    M.ends = <uint8_t*>calloc(total + 2, 1)
+    if T.e == NULL or M.bs == NULL or M.ends == NULL:
+        raise MemoryError(f"minus_words: no memory for {len(words)} words of {total} bytes")
+    M._word_paths(T, table, classes, start, words, total)
+    M.nb = nb
+    M.k = M._columns(T, classes, column, rep)
+    M.n = nb + T.n - 1  # the DFA's states, then trie node x as nb + x - 1 (the root, x = 1, starts)
+    M.tab = <state_t*>malloc(sizeof(state_t) * <int64_t>M.n * M.k)
+    M.acc = <uint8_t*>malloc(M.n)
+    M.new_id = <state_t*>calloc(M.n, sizeof(state_t))
+    M.order = <state_t*>malloc(sizeof(state_t) * M.n)
+    M.live = <uint8_t*>calloc(M.n, 1)
+    if M.tab == NULL or M.acc == NULL or M.new_id == NULL or M.order == NULL or M.live == NULL:
+        raise MemoryError(f"minus_words: no memory for {M.n} states")
     with nogil:
-        for s in range(nb):
-            acc[s] = accepting[s] != 0
-            for c in range(k):
-                tab[<int64_t>s * k + c] = table[s, classes[rep[c]]]
-        for x in range(1, T.n):
-            s = nb + x - 1
-            q = bs[x]
-            acc[s] = accepting[q] != 0 and not ends[x]
-            for c in range(k):
-                tab[<int64_t>s * k + c] = table[q, classes[rep[c]]]
-        for j in range(T.ne):
-            tab[<int64_t>(nb + T.e[3 * j] - 1) * k + column[T.e[3 * j + 1]]] = nb + T.e[3 * j + 2] - 1
-        # reachable from the start, breadth-first (order[0] is the dead state)
-        order[0] = 0
-        order[1] = nb
-        new_id[nb] = 1
-        m = 2
-        i = 1
-        while i < m:
-            s = order[i]
-            for c in range(k):
-                t = tab[<int64_t>s * k + c]
-                if t and not new_id[t]:
-                    new_id[t] = m
-                    order[m] = t
-                    m += 1
-            i += 1
-        reached = m
-        # live: reaches an accepting state
-        for s in range(n):
-            live[s] = acc[s]
-        rc = _mark_live(n, k, tab, live)
-    free(bs)
-    free(ends)
+        rc = M._joint(T, table, classes, accepting, column, rep)
     if rc < 0:
-        free(tab); free(acc); free(new_id); free(order); free(live)
-        raise MemoryError(f"minus_words: out of memory trimming {n} states")
-    if reached > max_states:
-        free(tab); free(acc); free(new_id); free(order); free(live)
-        raise LimitExceeded("max_states", reached, max_states)
-    if not live[nb]:
-        free(tab); free(acc); free(new_id); free(order); free(live)
+        _raise(rc, M.n, 0, "minus_words")
+    if M.reached > max_states:
+        _raise(ERR_MAX_STATES, M.reached, max_states, "minus_words")
+    if not M.live[nb]:
         return None
-    # the reached live states, numbered in their breadth-first order (start 1)
-    cdef int32_t* final_id = <int32_t*>calloc(reached, sizeof(int32_t))
-    if final_id == NULL:
-        free(tab); free(acc); free(new_id); free(order); free(live)
-        raise MemoryError(f"minus_words: no memory for {n} states")
-    m = 0
-    for s in range(n):
-        if new_id[s] and live[s]:
-            final_id[new_id[s]] = 1  # mark, numbered below in breadth-first order
-    for i in range(1, reached):
-        if final_id[i]:
-            m += 1
-            final_id[i] = m
-    small = np.zeros((m + 1, k), dtype=np.int32)
-    small_acc = np.zeros(m + 1, dtype=np.uint8)
-    cdef int32_t[:, ::1] sv = small
-    cdef uint8_t[::1] sav = small_acc
-    for s in range(n):
-        if new_id[s] and live[s]:
-            x = final_id[new_id[s]]
-            sav[x] = acc[s]
-            for c in range(k):
-                t = tab[<int64_t>s * k + c]
-                sv[x, c] = final_id[new_id[t]] if t and live[t] else 0
-    free(tab); free(acc); free(new_id); free(order); free(live); free(final_id)
+    small, small_acc = M._result()
     mt, macc = minimize(small, small_acc)
     return mt, macc, _column_array(column)
 
@@ -1523,7 +1507,7 @@ def minus_words(const int32_t[:, ::1] table, const uint8_t[::1] classes, const u
 
 
 cdef bint _same_column(const int32_t[:, ::1] table, int32_t a, int32_t b) noexcept nogil:
-    cdef int32_t s
+    cdef state_t s
     for s in range(table.shape[0]):
         if table[s, a] != table[s, b]:
             return False
@@ -1538,18 +1522,19 @@ def byte_classes(const int32_t[:, ::1] table, const int32_t[::1] column):
     share a class exactly when their columns are equal, and the classes are numbered in
     order of their smallest byte (class 0 holds byte 0).  Columns are compared by a hash
     first, then entry by entry; one pass over the table, row by row."""
-    cdef int32_t n = table.shape[0], k = table.shape[1], b, c, j, s, m = 0
-    cdef uint64_t h[256]
-    cdef int32_t col_class[256]
-    cdef int32_t rep[256]
-    if column.shape[0] != 256:
+    cdef int32_t n = table.shape[0], k = table.shape[1], b, c, j, m = 0
+    cdef state_t s
+    cdef uint64_t h[BYTES]
+    cdef int32_t col_class[BYTES]
+    cdef int32_t rep[BYTES]
+    if column.shape[0] != BYTES:
         raise ValueError(f"byte_classes: column must have 256 entries, got {column.shape[0]}")
-    if k < 1 or k > 256:
+    if k < 1 or k > BYTES:
         raise ValueError(f"byte_classes: need 1 to 256 columns, got {k}")
-    for b in range(256):
+    for b in range(BYTES):
         if column[b] < 0 or column[b] >= k:
             raise ValueError(f"byte_classes: byte {b} maps to column {column[b]}, outside [0, {k})")
-    classes = np.empty(256, dtype=np.uint8)
+    classes = np.empty(BYTES, dtype=np.uint8)
     cdef uint8_t[::1] cv = classes
     with nogil:
         for c in range(k):
@@ -1557,8 +1542,8 @@ def byte_classes(const int32_t[:, ::1] table, const int32_t[::1] column):
             col_class[c] = -1
         for s in range(n):
             for c in range(k):
-                h[c] = (h[c] ^ <uint32_t>table[s, c]) * 0x100000001B3ULL
-        for b in range(256):
+                h[c] = hash_mix(h[c], <uint32_t>table[s, c])
+        for b in range(BYTES):
             c = column[b]
             if col_class[c] < 0:
                 for j in range(m):
@@ -1579,32 +1564,33 @@ def byte_classes(const int32_t[:, ::1] table, const int32_t[::1] column):
     return classes, out
 
 
-def renumber(const int32_t[:, ::1] table, const uint8_t[::1] accepting, int32_t start):
+def renumber(const int32_t[:, ::1] table, const uint8_t[::1] accepting, state_t start):
     """The states of a DFA reachable from ``start``, numbered canonically: dead 0, start
     1, then breadth-first with successors in column order (the order :func:`minimize`
     numbers in, when the columns are in order of their smallest byte).  ``table`` int32
     ``(n, k)``, state 0 dead, ``start`` live; returns ``(table, accepting)``.  Applied to
     a minimal DFA this gives :func:`minimize`'s arrays without the refinement."""
-    cdef int32_t n = table.shape[0], k = table.shape[1], m = 2, i = 1, c, s, t
+    cdef int32_t n = table.shape[0], k = table.shape[1], m = 2, i = 1, c
+    cdef state_t s, t
     if accepting.shape[0] != n or not 0 < start < n:
         raise ValueError(f"renumber: need one flag per state and a live start, got {n} states, "
                          f"{accepting.shape[0]} flags, start {start}")
     _check_targets("renumber", table, n)
-    cdef int32_t* new_id = <int32_t*>calloc(n, sizeof(int32_t))
-    cdef int32_t* order = <int32_t*>malloc(n * sizeof(int32_t))
+    cdef state_t* new_id = <state_t*>calloc(n, sizeof(state_t))
+    cdef state_t* order = <state_t*>malloc(n * sizeof(state_t))
     if new_id == NULL or order == NULL:
         free(new_id)
         free(order)
         raise MemoryError(f"renumber: no memory for a DFA of {n} states")
     with nogil:
-        order[0] = 0
+        order[0] = DEAD
         order[1] = start
         new_id[start] = 1
         while i < m:
             s = order[i]
             for c in range(k):
                 t = table[s, c]
-                if t and not new_id[t]:
+                if t != DEAD and not new_id[t]:
                     new_id[t] = m
                     order[m] = t
                     m += 1

@@ -12,6 +12,9 @@ lanes from a shared atomic counter; a lane is a run of rows whose cores share mu
 tables (one compiled grammar), stepped in row order by one worker.  Each row's accept
 and fill are timed with the monotonic clock.  See :mod:`toolkit.core.batch` for the token
 codes.
+
+:class:`I64MapProbe` and :func:`grow_probe` are probes for tests: they run the inline C
+of toolkit/core/cutil.pxd (its map and its growth) as the Cython modules run it.
 """
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
@@ -29,8 +32,23 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit.core.cutil cimport WorkCounters
+from toolkit.core.cutil cimport (
+    I64Map,
+    WorkCounters,
+    grow,
+    i64map_bytes,
+    i64map_clear,
+    i64map_free,
+    i64map_get,
+    i64map_init,
+    i64map_intern,
+    i64map_put,
+    pair_key,
+    resize,
+)
 from toolkit.core.ids cimport token_t, word_t
+
+from toolkit.core.errors import raise_code
 
 cnp.import_array()
 
@@ -360,7 +378,8 @@ cdef class NativeBatch:
 
     cdef void _work(self) noexcept nogil:
         cdef long long lane
-        cdef int32_t k, i, t, acc
+        cdef int32_t k, i, acc
+        cdef token_t t
         cdef double t0
         while True:
             lane = masklab_fetch_add(&self.next_lane, 1)
@@ -453,3 +472,93 @@ cdef inline void _or_run(const uint32_t* src, int64_t ns, uint32_t* dst, int64_t
             if r and q + 1 < nd:
                 dst[q + 1] |= v >> (32 - r)
         k += 32
+
+
+# ------------------------------------------------- probes of the C layer --
+
+
+cdef class I64MapProbe:
+    """A probe of the C utility layer (toolkit/core/cutil.pxd) for its tests: one
+    ``I64Map`` (int64 keys, int32 values >= 0) behind Python calls, so that the inline C
+    every Cython module of masklab shares is run as they run it.  Not a container to use:
+    a dict is the Python one.  ``I64MapProbe(cap=16)``: room for ``cap / 2`` entries
+    before the table first grows."""
+
+    cdef I64Map m   # the map probed
+
+    def __cinit__(self, int64_t cap=16):
+        if i64map_init(&self.m, cap) < 0:
+            raise MemoryError(f"I64MapProbe: no memory for {cap} slots")
+
+    def __dealloc__(self):
+        i64map_free(&self.m)
+
+    def put(self, int64_t key, int32_t value) -> None:
+        """Set key's value (``i64map_put``)."""
+        if value < 0:
+            raise ValueError(f"an I64Map value is >= 0, got {value}")
+        raise_code(i64map_put(&self.m, key, value), self.m.n + 1, None, "I64MapProbe")
+
+    def get(self, int64_t key) -> int:
+        """Key's value, or -1 when it has none (``i64map_get``)."""
+        return i64map_get(&self.m, key)
+
+    def intern(self, int64_t key, int32_t value) -> int:
+        """The value key has, or else ``value``, stored now (``i64map_intern``)."""
+        if value < 0:
+            raise ValueError(f"an I64Map value is >= 0, got {value}")
+        cdef int32_t got = i64map_intern(&self.m, key, value)
+        raise_code(got if got < 0 else 0, self.m.n + 1, None, "I64MapProbe")
+        return got
+
+    def clear(self) -> None:
+        """Remove every entry (``i64map_clear``: the generation moves on)."""
+        i64map_clear(&self.m)
+
+    def __len__(self):
+        return self.m.n
+
+    @property
+    def capacity(self) -> int:
+        """Slots in the table (a power of 2, at least twice the entries)."""
+        return self.m.cap
+
+    def memory_bytes(self) -> int:
+        """``i64map_bytes``: the bytes the table holds."""
+        return i64map_bytes(&self.m)
+
+    @staticmethod
+    def pair_key(int32_t hi, int32_t lo) -> int:
+        """``pair_key``: two int32 ids as one key."""
+        return pair_key(hi, lo)
+
+
+def grow_probe(needs, int64_t elem=4, bint exact=False):
+    """A probe of cutil.pxd's growth for its tests: one buffer of ``elem``-byte elements
+    grown to each size in ``needs`` in turn (``grow``, or ``resize`` when ``exact``), its
+    bytes written after each step and checked after the next.  Returns the capacity
+    after each step (``resize`` keeps none: the size itself)."""
+    cdef void* buf = NULL
+    cdef int64_t cap = 0, need, have = 0, i
+    cdef uint8_t* b
+    caps = []
+    try:
+        for need in needs:
+            if need < 0:
+                raise ValueError(f"a size is >= 0, got {need}")
+            if exact:
+                raise_code(resize(&buf, need, elem), need, None, "grow_probe")
+                cap = need
+            else:
+                raise_code(grow(&buf, &cap, need, elem), need, None, "grow_probe")
+            b = <uint8_t*>buf
+            for i in range(min(have, need) * elem):  # what was there is still there
+                if b[i] != <uint8_t>(i * 7 + 1):
+                    raise AssertionError(f"grow_probe: byte {i} lost growing to {need}")
+            for i in range(need * elem):
+                b[i] = <uint8_t>(i * 7 + 1)
+            have = need
+            caps.append(cap)
+    finally:
+        free(buf)
+    return caps

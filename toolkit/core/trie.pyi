@@ -8,6 +8,9 @@ import numpy.typing as npt
 
 __all__ = ["TokenTrie"]
 
+IDENTITY_CLASSES: npt.NDArray[np.uint8]
+"""The byte classes of a plain byte table: byte ``b`` in class ``b`` (read-only)."""
+
 class _Vocab(Protocol):
     @property
     def size(self) -> int: ...

@@ -31,6 +31,7 @@ import numpy as np
 
 cimport numpy as cnp
 
+from toolkit.core.cutil cimport BYTES
 from toolkit.core.ids cimport DEAD, state_t, token_t, word_t
 
 from toolkit.core.errors import LimitExceeded
@@ -55,10 +56,6 @@ if _NODE_DTYPE.itemsize != sizeof(TrieNode):
         f"toolkit.core.trie: TrieNode is {sizeof(TrieNode)} bytes but its numpy dtype "
         f"is {_NODE_DTYPE.itemsize}"
     )
-
-cdef enum:
-    _BYTES = 256    # columns of a byte DFA's transition table
-
 
 # ---------------------------------------------------------------------------
 # Construction: sorted byte strings -> DFS nodes
@@ -248,27 +245,7 @@ cdef class TokenTrie:
     def __init__(self, vocab):
         size = operator.index(vocab.size)
         token_bytes = vocab.token_bytes
-        if size < 0 or size > INT32_MAX:
-            raise ValueError(f"vocab.size must be in [0, 2**31), got {size}")
-        if len(token_bytes) != size:
-            raise ValueError(
-                f"vocab.token_bytes has {len(token_bytes)} entries but vocab.size is {size}"
-            )
-        ids = np.asarray(vocab.text_token_ids())
-        if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-            raise ValueError(
-                f"vocab.text_token_ids() must be a 1-D integer array, got {ids.dtype} "
-                f"with shape {ids.shape}"
-            )
-        ids = np.sort(ids.astype(np.int64, copy=False))
-        if ids.size:
-            lowest, highest = int(ids[0]), int(ids[ids.size - 1])
-            if lowest < 0 or highest >= size:
-                bad = lowest if lowest < 0 else highest
-                raise ValueError(f"text token id {bad} is outside [0, vocab.size={size})")
-        if ids.size > 1 and not np.all(ids[1:] != ids[:ids.size - 1]):
-            raise ValueError("vocab.text_token_ids() lists an id twice")
-
+        ids = _text_ids(vocab, size)
         # Stable sort on the bytes: ids with equal bytes stay in increasing order.
         order = sorted(ids.tolist(), key=token_bytes.__getitem__)
         strings = [token_bytes[t] for t in order]
@@ -455,6 +432,33 @@ cdef class TokenTrie:
         return out
 
 
+cdef _text_ids(vocab, size):
+    """The vocabulary's text token ids, sorted (int64), once they are checked: every id
+    inside ``[0, size)`` and listed once, ``token_bytes`` one entry per id."""
+    token_bytes = vocab.token_bytes
+    if size < 0 or size > INT32_MAX:
+        raise ValueError(f"vocab.size must be in [0, 2**31), got {size}")
+    if len(token_bytes) != size:
+        raise ValueError(
+            f"vocab.token_bytes has {len(token_bytes)} entries but vocab.size is {size}"
+        )
+    ids = np.asarray(vocab.text_token_ids())
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise ValueError(
+            f"vocab.text_token_ids() must be a 1-D integer array, got {ids.dtype} "
+            f"with shape {ids.shape}"
+        )
+    ids = np.sort(ids.astype(np.int64, copy=False))
+    if ids.size:
+        lowest, highest = int(ids[0]), int(ids[ids.size - 1])
+        if lowest < 0 or highest >= size:
+            bad = lowest if lowest < 0 else highest
+            raise ValueError(f"text token id {bad} is outside [0, vocab.size={size})")
+    if ids.size > 1 and not np.all(ids[1:] != ids[:ids.size - 1]):
+        raise ValueError("vocab.text_token_ids() lists an id twice")
+    return ids
+
+
 cdef int32_t _check_node(node, int32_t num_nodes) except -1:
     index = operator.index(node)
     if not 0 <= index < num_nodes:
@@ -462,7 +466,7 @@ cdef int32_t _check_node(node, int32_t num_nodes) except -1:
     return <int32_t>index
 
 
-IDENTITY_CLASSES = np.arange(256, dtype=np.uint8)
+IDENTITY_CLASSES = np.arange(BYTES, dtype=np.uint8)
 IDENTITY_CLASSES.setflags(write=False)
 
 
@@ -484,7 +488,7 @@ cdef tuple _check_transitions(dfa):
         )
     if transitions.dtype != np.int32:
         raise ValueError(f"dfa.transitions must have dtype int32, got {transitions.dtype}")
-    if transitions.ndim != 2 or transitions.shape[1] != _BYTES or transitions.shape[0] < 1:
+    if transitions.ndim != 2 or transitions.shape[1] != BYTES or transitions.shape[0] < 1:
         raise ValueError(
             f"dfa.transitions must have shape (n_states >= 1, 256), got {transitions.shape}"
         )
