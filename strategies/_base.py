@@ -14,6 +14,7 @@ the sticky error state, the history that ``rollback`` undoes, ``accept_tokens`` 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,14 @@ import numpy as np
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.memo import MemoScope
-from toolkit.core.protocol import CompiledBase, EngineBase, MaskInfo, MaskStats, MatcherBase
+from toolkit.core.protocol import (
+    FORCED_LIMIT,
+    CompiledBase,
+    EngineBase,
+    MaskInfo,
+    MaskStats,
+    MatcherBase,
+)
 from toolkit.core.session import VocabTable, or_bit_runs
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
@@ -251,6 +259,28 @@ class NativeMatcher(MatcherBase):
         """Tokens accepted so far (what ``rollback`` can undo)."""
         return self.session.num_tokens
 
+    def last_token(self) -> int | None:
+        """The last token consumed (None: none yet)."""
+        return self.session.last_token()
+
+    def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
+        """The bytes every completion starts with, found in C: while the state does not
+        accept, the one byte of the 256 the core takes (see the protocol)."""
+        return self.session.forced_bytes(limit)
+
+    def allows_bytes(self, data: bytes) -> bool:
+        """Whether the core takes ``data`` next (raw bytes, in C; the state unchanged)."""
+        return self.session.allows_bytes(data)
+
+    def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:
+        """The draft's masks in one C call: fill, accept, fill... then undo (see the protocol)."""
+        return self.session.fill_draft_bitmasks(draft, bitmask, row)
+
+    def fill_draft_tree(self, tokens: Sequence[int], parents: Sequence[int], bitmask: np.ndarray,
+                        row: int = 0) -> np.ndarray:
+        """The draft tree's masks in one C call (see the protocol)."""
+        return self.session.fill_draft_tree(tokens, parents, bitmask, row)
+
 
 class CompiledTables(CompiledBase):
     """A grammar compiled into a strategy's C tables: what ``compile`` returns for the
@@ -378,6 +408,7 @@ class DualTables:
 
     def __init__(self, size: int, duals: tuple[int, ...]) -> None:
         ids = np.asarray(duals, dtype=np.int64)
+        self.ids = ids  # the real id of shadow ``size + i``
         self.shadow = np.full(size, -1, dtype=np.int64)
         self.shadow[ids] = size + np.arange(len(ids), dtype=np.int64)
         starts = np.flatnonzero(np.diff(ids, prepend=-2) != 1)  # where a run of consecutive ids begins
@@ -419,6 +450,22 @@ class DualMatcher(MatcherBase):
     def mask_stats(self) -> MaskStats:
         """The inner matcher's work (the fold of the shadows is not counted)."""
         return self.inner.mask_stats()
+
+    def last_token(self) -> int | None:
+        """The last token consumed, a shadow read as its real id."""
+        t = self.inner.last_token()
+        return int(self.tables.ids[t - self.size]) if t is not None and t >= self.size else t
+
+    def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes:
+        """The inner matcher's, up to a shadow's mark (a token-level terminal is not
+        forced through the view: its real token may also be read as text)."""
+        forced = self.inner.forced_bytes(limit)
+        cut = forced.find(b"\xff")
+        return forced if cut < 0 else forced[:cut]
+
+    def allows_bytes(self, data: bytes) -> bool:
+        """The inner matcher's (the text is the same over the view)."""
+        return self.inner.allows_bytes(data)
 
     def __getattr__(self, name: str) -> Any:
         # stats, engine, state: the inner matcher's; not its private state

@@ -51,5 +51,6 @@ cdef class Cursor:
     cdef WorkCounters work               # lexer steps of accepts (dense rows), tokens decided by the index
 
     cdef int c_advance(self, token_t token) noexcept nogil
+    cdef int c_advance_bytes(self, const uint8_t* data, int32_t n) noexcept nogil
     cdef void c_undo(self) noexcept nogil
     cdef int c_fill(self, word_t* row, int64_t* count) noexcept nogil

@@ -312,6 +312,26 @@ cdef class Cursor:
         self.state = nxt
         return 1
 
+    cdef int c_advance_bytes(self, const uint8_t* data, int32_t n) noexcept nogil:
+        """Raw bytes through the DFA (a probe of the session's forced bytes): 1, or 0 when
+        the DFA dies on them (state unchanged); one undo record."""
+        cdef const state_t* trans = self.index.trans
+        cdef const uint8_t* cls = self.index.cls
+        cdef int64_t k = self.index.n_classes
+        cdef state_t s = self.state
+        cdef int32_t i
+        for i in range(n):
+            s = trans[s * k + cls[data[i]]]
+            if s == DEAD:
+                return 0
+        self.work.lexer_steps += n
+        if undo_reserve(&self.undo_stack, 1) < 0:
+            return ERR_MEMORY
+        self.undo_stack.data[self.undo_stack.n] = self.state
+        self.undo_stack.n += 1
+        self.state = s
+        return 1
+
     cdef void c_undo(self) noexcept nogil:
         self.state = undo_pop(&self.undo_stack)
 
@@ -335,6 +355,8 @@ cdef class Cursor:
 
 
 cdef int _cur_advance(void* core, token_t token, const uint8_t* data, int32_t n) noexcept nogil:
+    if token < 0:  # raw bytes (StrategyOps: the session's byte probes)
+        return (<Cursor>core).c_advance_bytes(data, n)
     return (<Cursor>core).c_advance(token)
 
 

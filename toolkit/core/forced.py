@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from toolkit.core.errors import VocabError
 from toolkit.core.vocab import Vocabulary
 
-__all__ = ["TokenExtensions", "canonical_tokens", "chop_count", "forced_tokens", "MAX_LOOKBACK"]
+__all__ = ["TokenExtensions", "canonical_tokens", "marked_tokens", "chop_count", "forced_tokens", "MAX_LOOKBACK"]
 
 MAX_LOOKBACK = 4
 """Tokens at the end of a forced run that the chop looks at (llguidance's ``max_token_lookback``)."""
@@ -74,6 +74,30 @@ class TokenExtensions:
                 yield self.keys[j][n:]
             j += 1
 
+    def extended_by(self, prefix: bytes, viable: Callable[[bytes], bool]) -> bool:
+        """Does a token strictly extend ``prefix`` with bytes ``viable`` allows?  A walk of
+        the token trie (ranges of the sorted tokens) that asks ``viable`` once per node and
+        skips every token under a refused one, as llguidance's ``has_valid_extensions``."""
+        keys = self.keys
+        n0 = len(prefix)
+        stack = [prefix]
+        while stack:
+            p = stack.pop()
+            j = bisect_left(keys, p)
+            if j < len(keys) and keys[j] == p:
+                if len(p) > n0:
+                    return True  # a token ends here, all of its extension allowed
+                j += 1
+            end = bisect_left(keys, _after(p), j) if p else len(keys)
+            children = []
+            while j < end:
+                child = keys[j][: len(p) + 1]
+                if viable(child[n0:]):
+                    children.append(child)
+                j = bisect_left(keys, _after(child), j, end)
+            stack.extend(reversed(children))  # byte order, depth first
+        return False
+
     def greedy(self, data: bytes) -> list[int]:
         """Longest-match tokenization; a byte no token starts with is skipped (as
         llguidance's ``greedy_tokenize`` does)."""
@@ -91,10 +115,40 @@ class TokenExtensions:
         return out
 
 
+def _after(prefix: bytes) -> bytes:
+    """The smallest byte string above every string that starts with ``prefix``."""
+    p = prefix.rstrip(b"\xff")
+    return p[:-1] + bytes([p[-1] + 1]) if p else b"\xff" * (len(prefix) + 1)
+
+
 def canonical_tokens(vocab: Vocabulary, data: bytes) -> list[int]:
     """The canonical tokenization of ``data``: valid UTF-8 runs through the vocabulary's
     tokenizer, invalid bytes by greedy longest match (llguidance's
     ``tokenize_with_greedy_fallback``)."""
+    return marked_tokens(vocab, data)[0]
+
+
+def marked_tokens(vocab: Vocabulary, data: bytes) -> tuple[list[int], int]:
+    """:func:`canonical_tokens` of text with special-token marks (``b"\\xff128008\\xff"``,
+    :func:`toolkit.grammar.special.mark_bytes`: a grammar can force a special token):
+    each mark is its token; returns the tokens and how many of them are fixed (up to the
+    last mark: never re-tokenized or cut, as llguidance's ``tokenize_bytes_marker``)."""
+    out: list[int] = []
+    fixed = 0
+    while b"\xff" in data:
+        i = data.index(b"\xff")
+        j = data.find(b"\xff", i + 1)
+        out += _text_tokens(vocab, data[:i])
+        body = data[i + 1: j] if j > 0 else b""
+        if j < 0 or not body.isdigit() or int(body) >= vocab.size:
+            return out, fixed  # a mark not complete yet: the tokens before it
+        out.append(int(body))
+        fixed = len(out)
+        data = data[j + 1:]
+    return out + _text_tokens(vocab, data), fixed
+
+
+def _text_tokens(vocab: Vocabulary, data: bytes) -> list[int]:
     ext = TokenExtensions.of(vocab)
     out: list[int] = []
     while data:
@@ -117,13 +171,14 @@ def canonical_tokens(vocab: Vocabulary, data: bytes) -> list[int]:
 def chop_count(vocab: Vocabulary, tokens: list[int], extends: Callable[[bytes], bool]) -> int:
     """How many trailing ``tokens`` to drop: the fewest that cover the longest byte suffix
     (of the last :data:`MAX_LOOKBACK` tokens) that a vocabulary token strictly extends
-    with bytes ``extends`` allows (the grammar, after every forced byte)."""
+    with bytes ``extends`` allows (the grammar, after every forced byte; it is asked
+    about each prefix of an extension before the extension)."""
     ext = TokenExtensions.of(vocab)
     tail = b"".join(vocab.token_bytes[t] for t in tokens[-MAX_LOOKBACK:])
     tail = tail[max(0, len(tail) - ext.max_len):]
     for start in range(len(tail)):
         suffix = tail[start:]
-        if any(extends(e) for e in ext.extensions(suffix)):
+        if ext.extended_by(suffix, extends):
             covered = 0
             for k in range(1, len(tokens) + 1):
                 covered += len(vocab.token_bytes[tokens[-k]])
@@ -143,23 +198,19 @@ def forced_tokens(vocab: Vocabulary, last: int | None, forced: bytes, allows: Ca
         return []
     seen: dict[bytes, bool] = {}
 
-    def extends(extra: bytes) -> bool:
-        # every prefix of ``extra`` must be allowed: check them shortest first, cached
-        for n in range(1, len(extra) + 1):
-            part = extra[:n]
-            ok = seen.get(part)
-            if ok is None:
-                ok = seen[part] = allows(forced + part)
-            if not ok:
-                return False
-        return True
+    def extends(extra: bytes) -> bool:  # the trie walk asks for each prefix in turn: cache them
+        ok = seen.get(extra)
+        if ok is None:
+            ok = seen[extra] = allows(forced + extra)
+        return ok
 
     existing: list[int] = []
     prefix = b""
     if last is not None and 0 <= last < vocab.size and vocab.token_bytes[last] and not vocab.is_special(last):
         existing, prefix = [last], vocab.token_bytes[last]
-    tokens = canonical_tokens(vocab, prefix + forced)
+    tokens, fixed = marked_tokens(vocab, prefix + forced)
     if tokens[: len(existing)] != existing:  # the last token would be rewritten: the forced bytes alone
-        tokens, existing = canonical_tokens(vocab, forced), []
-    chop = chop_count(vocab, tokens[len(existing):], extends)
+        (tokens, fixed), existing = marked_tokens(vocab, forced), []
+    fixed = max(fixed, len(existing))
+    chop = chop_count(vocab, tokens[fixed:], extends)
     return tokens[len(existing): len(tokens) - chop]

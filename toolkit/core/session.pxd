@@ -17,7 +17,8 @@ from toolkit.core.ids cimport token_t, word_t
 
 cdef struct StrategyOps:
     # consume a text token (its bytes): 1 = consumed, one undo record pushed;
-    # 0 = refused, state unchanged; < 0 = failure (take_error says which)
+    # 0 = refused, state unchanged; < 0 = failure (take_error says which).  Token -1:
+    # raw bytes that are no token (the session's probes: forced bytes, allows_bytes)
     int (*advance)(void* core, token_t token, const uint8_t* data, int32_t n) noexcept nogil
     # pop the last undo record
     void (*undo)(void* core) noexcept nogil
@@ -112,8 +113,17 @@ cdef class Session:
     cdef readonly bint sliced      # the last fill used slices
     cdef readonly int64_t n_masks  # fills made (every fill_bitmask, EOS-only ones too)
     cdef WorkCounters work_before  # the work of the cores a restart replaced
+    cdef int32_t* hist             # the text tokens consumed, in order (n_text of them)
+    cdef int64_t hist_cap          # hist's room
+    cdef int32_t last_eos          # the EOS id accepted last (while n_eos > 0)
 
     cdef void _fail(self) noexcept nogil
     cdef bint _accepting(self) noexcept nogil
     cdef int c_accept(self, int32_t token) noexcept nogil
     cdef int32_t c_fill(self, word_t* row) noexcept nogil
+    cdef void c_rollback(self, int64_t n) noexcept nogil
+    cdef int c_try_bytes(self, const uint8_t* data, int32_t n) noexcept nogil
+    cdef int64_t c_forced_bytes(self, uint8_t* out, int64_t limit) noexcept nogil
+    cdef int32_t c_fill_draft(self, const int32_t* draft, int32_t k, word_t* rows) noexcept nogil
+    cdef void c_fill_tree(self, const int32_t* tokens, const int32_t* parents, int32_t n, word_t* rows,
+                          uint8_t* ok, int32_t* path) noexcept nogil

@@ -22,7 +22,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.math cimport NAN
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 import time
@@ -33,6 +33,8 @@ import numpy as np
 cimport numpy as cnp
 
 from toolkit.core.cutil cimport (
+    BYTES,
+    ERR_MEMORY,
     I64Map,
     WorkCounters,
     grow,
@@ -130,6 +132,30 @@ cdef word_t* _row_pointer(bitmask, row, int32_t n_words) except NULL:
     return <word_t*>(<char*>cnp.PyArray_DATA(arr) + r * cnp.PyArray_STRIDE(arr, 0))
 
 
+cdef word_t* _rows_pointer(bitmask, int64_t row, int64_t n, int32_t n_words) except NULL:
+    """Where rows ``row .. row + n - 1`` of a writeable, C-contiguous 2-D int32 bitmask
+    start (the draft calls write them as one block)."""
+    if (not cnp.PyArray_Check(bitmask) or cnp.PyArray_TYPE(<cnp.ndarray>bitmask) != cnp.NPY_INT32
+            or cnp.PyArray_NDIM(<cnp.ndarray>bitmask) != 2):
+        raise ValueError("the draft rows go into a 2-D numpy int32 bitmask")
+    cdef cnp.ndarray arr = <cnp.ndarray>bitmask
+    if not cnp.PyArray_ISWRITEABLE(arr) or not cnp.PyArray_IS_C_CONTIGUOUS(arr):
+        raise ValueError("the draft rows go into a writeable C-contiguous bitmask")
+    if cnp.PyArray_DIM(arr, 1) != n_words:
+        raise ValueError(f"bitmask rows have {cnp.PyArray_DIM(arr, 1)} words, the vocabulary needs {n_words}")
+    if row < 0 or row + n > cnp.PyArray_DIM(arr, 0):
+        raise ValueError(f"the draft needs rows {row}..{row + n - 1}; the bitmask has {cnp.PyArray_DIM(arr, 0)}")
+    return <word_t*>cnp.PyArray_DATA(arr) + row * n_words
+
+
+cdef inline int32_t _ancestor(const int32_t* parents, int32_t node, int32_t up) noexcept nogil:
+    """The node ``up`` generations above ``node``."""
+    while up > 0:
+        node = parents[node]
+        up -= 1
+    return node
+
+
 cdef class VocabTable:
     """The vocabulary as a session reads it: token bytes, kinds, EOS ids (C arrays)."""
 
@@ -196,9 +222,16 @@ cdef class Session:
         if self.V.kind[t] == K_EOS:
             if self.failed or self.n_eos > 0 or self._accepting():
                 self.n_eos += 1
+                self.last_eos = t
                 return 1
             return 0
         if self.failed or self.n_eos > 0 or self.V.kind[t] != K_TEXT:
+            return 0
+        if self.n_text >= self.hist_cap and grow(<void**>&self.hist, &self.hist_cap, self.n_text + 1,
+                                                 sizeof(int32_t)) < 0:
+            self.failed = True  # out of memory for the history: the sticky error, as any failure
+            self.err_code = ERR_MEMORY
+            self.err_value = self.n_text + 1
             return 0
         r = self.ops.advance(self.cp, <token_t>t, self.V.blob + off[t], <int32_t>(off[t + 1] - off[t]))
         if r < 0:
@@ -206,8 +239,122 @@ cdef class Session:
             return 0
         if r == 0:
             return 0
+        self.hist[self.n_text] = t
         self.n_text += 1
         return 1
+
+    cdef void c_rollback(self, int64_t n) noexcept nogil:
+        """Undo the last ``n`` tokens (the caller checked ``n``)."""
+        cdef int64_t k = min(n, <int64_t>self.n_eos)
+        self.n_eos -= <int32_t>k
+        n -= k
+        while n > 0:
+            self.ops.undo(self.cp)
+            self.n_text -= 1
+            n -= 1
+
+    cdef int c_try_bytes(self, const uint8_t* data, int32_t n) noexcept nogil:
+        """Can ``data`` follow?  1 yes, 0 no (the state unchanged either way), < 0 a
+        failure (the session fails).  The core reads raw bytes: token id -1."""
+        cdef int r = self.ops.advance(self.cp, <token_t>-1, data, n)
+        if r == 1:
+            self.ops.undo(self.cp)
+        elif r < 0:
+            self._fail()
+        return r
+
+    cdef int64_t c_forced_bytes(self, uint8_t* out, int64_t limit) noexcept nogil:
+        """The forced bytes into ``out`` (at most ``limit``): while the state does not
+        accept, the one byte of the 256 the core takes, taken; then all undone."""
+        cdef int64_t n = 0
+        cdef int32_t b, only, count
+        cdef uint8_t byte
+        cdef int r
+        if self.failed or self.n_eos > 0:
+            return 0
+        while n < limit and not self._accepting() and not self.failed:
+            count = 0
+            only = -1
+            for b in range(BYTES):
+                byte = <uint8_t>b
+                r = self.c_try_bytes(&byte, 1)
+                if r < 0:
+                    count = 0
+                    break
+                if r == 1:
+                    count += 1
+                    only = b
+                    if count > 1:
+                        break
+            if count != 1:
+                break
+            byte = <uint8_t>only
+            if self.ops.advance(self.cp, <token_t>-1, &byte, 1) != 1:
+                break
+            out[n] = byte
+            n += 1
+        for b in range(n):
+            self.ops.undo(self.cp)
+        return n
+
+    cdef int32_t c_fill_draft(self, const int32_t* draft, int32_t k, word_t* rows) noexcept nogil:
+        """The draft masks into ``rows`` (k + 1 rows); the tokens accepted, undone."""
+        cdef int32_t n_words = self.V.n_words, i, t, n = 0
+        self.c_fill(rows)
+        for i in range(k):
+            t = draft[i]
+            if t < 0 or t >= self.V.size or not ((rows[<int64_t>i * n_words + (t >> 5)] >> (t & 31)) & 1):
+                break
+            if not self.c_accept(t):
+                break
+            n += 1
+            self.c_fill(rows + <int64_t>(i + 1) * n_words)
+        if n < k:
+            memset(rows + <int64_t>(n + 1) * n_words, 0, <size_t>(k - n) * n_words * sizeof(word_t))
+        self.c_rollback(n)
+        return n
+
+    cdef void c_fill_tree(self, const int32_t* tokens, const int32_t* parents, int32_t n, word_t* rows,
+                          uint8_t* ok, int32_t* path) noexcept nogil:
+        """The tree's masks into ``rows`` (n + 1), ``ok`` per node; ``path`` (n ints) is
+        scratch: the nodes consumed now.  The caller checked ``parents[i] < i``."""
+        cdef int32_t n_words = self.V.n_words, depth = 0, i, j, p, t, keep, chain_len
+        cdef word_t* prow
+        self.c_fill(rows)
+        for i in range(n):
+            p = parents[i]
+            t = tokens[i]
+            ok[i] = 0
+            prow = rows + <int64_t>(p + 1) * n_words
+            if (p >= 0 and not ok[p]) or t < 0 or t >= self.V.size or not ((prow[t >> 5] >> (t & 31)) & 1):
+                memset(rows + <int64_t>(i + 1) * n_words, 0, n_words * sizeof(word_t))
+                continue
+            # the parent's chain, root first, into path[depth ..): compare with the path taken
+            chain_len = 0
+            j = p
+            while j >= 0:
+                chain_len += 1
+                j = parents[j]
+            keep = 0
+            j = p
+            # walk down: the chain's node at depth d is the ancestor chain_len - 1 - d up from p
+            while keep < depth and keep < chain_len and path[keep] == _ancestor(parents, p, chain_len - 1 - keep):
+                keep += 1
+            self.c_rollback(depth - keep)
+            depth = keep
+            while depth < chain_len:  # back down the parent's chain (taken before, so taken again)
+                j = _ancestor(parents, p, chain_len - 1 - depth)
+                self.c_accept(tokens[j])
+                path[depth] = j
+                depth += 1
+            if self.c_accept(t):
+                ok[i] = 1
+                path[depth] = i
+                depth += 1
+                self.c_fill(rows + <int64_t>(i + 1) * n_words)
+            else:
+                memset(rows + <int64_t>(i + 1) * n_words, 0, n_words * sizeof(word_t))
+        self.c_rollback(depth)
 
     cdef int32_t c_fill(self, word_t* row) noexcept nogil:
         """``fill_bitmask``: overwrite ``row``; returns the tokens it allows."""
@@ -254,13 +401,7 @@ cdef class Session:
     def rollback(self, int64_t n):
         if n < 0 or n > self.n_text + self.n_eos:
             raise ValueError(f"cannot roll back {n} tokens, {self.n_text + self.n_eos} accepted")
-        cdef int64_t k = min(n, <int64_t>self.n_eos)
-        self.n_eos -= <int32_t>k
-        n -= k
-        while n > 0:
-            self.ops.undo(self.cp)
-            self.n_text -= 1
-            n -= 1
+        self.c_rollback(n)
 
     def is_accepting(self) -> bool:
         return self.n_eos > 0 or bool(self._accepting())
@@ -280,6 +421,64 @@ cdef class Session:
         if self.err_text is None:
             self.err_text = self.core.error_text(self.err_code, self.err_value)
         return self.err_text
+
+    def last_token(self):
+        """The last token consumed (None: none yet)."""
+        if self.n_eos > 0:
+            return int(self.last_eos)
+        return int(self.hist[self.n_text - 1]) if self.n_text > 0 else None
+
+    def allows_bytes(self, const uint8_t[::1] data) -> bool:
+        """Can ``data`` (raw bytes) follow what was consumed?  The state is unchanged."""
+        cdef int r
+        if self.failed or self.n_eos > 0:
+            return False
+        if data.shape[0] == 0:
+            return True
+        with nogil:
+            r = self.c_try_bytes(&data[0], <int32_t>data.shape[0])
+        return r == 1
+
+    def forced_bytes(self, int64_t limit):
+        """The bytes every completion starts with (see the protocol), at most ``limit``."""
+        cdef bytearray out = bytearray(max(limit, 0))
+        cdef uint8_t* buf = <uint8_t*>(<char*>out) if limit > 0 else NULL
+        cdef int64_t n = 0
+        if limit > 0:
+            with nogil:
+                n = self.c_forced_bytes(buf, limit)
+        return bytes(out[:n])
+
+    def fill_draft_bitmasks(self, draft, bitmask, int64_t row=0):
+        """The draft masks of ``draft`` into rows ``row .. row + k`` of a 2-D int32
+        bitmask (see the protocol); the tokens accepted."""
+        cdef cnp.ndarray d = np.ascontiguousarray(draft, dtype=np.int32)
+        cdef int32_t k = <int32_t>d.shape[0], n
+        cdef word_t* rows = _rows_pointer(bitmask, row, k + 1, self.V.n_words)
+        with nogil:
+            n = self.c_fill_draft(<const int32_t*>cnp.PyArray_DATA(d), k, rows)
+        return n
+
+    def fill_draft_tree(self, tokens, parents, bitmask, int64_t row=0):
+        """The draft tree's masks into rows ``row .. row + n`` (see the protocol); which
+        nodes were accepted (a bool array)."""
+        cdef cnp.ndarray tk = np.ascontiguousarray(tokens, dtype=np.int32)
+        cdef cnp.ndarray pa = np.ascontiguousarray(parents, dtype=np.int32)
+        cdef int32_t n = <int32_t>tk.shape[0], i
+        if pa.shape[0] != n:
+            raise ValueError(f"{n} tokens but {pa.shape[0]} parents")
+        for i in range(n):
+            if not -1 <= pa[i] < i:
+                raise ValueError(f"node {i}: parent {pa[i]} is not an earlier node or -1")
+        cdef word_t* rows = _rows_pointer(bitmask, row, n + 1, self.V.n_words)
+        ok = np.zeros(n, dtype=np.uint8)
+        path = np.zeros(max(n, 1), dtype=np.int32)
+        cdef uint8_t[::1] okv = ok
+        cdef int32_t[::1] pv = path
+        with nogil:
+            self.c_fill_tree(<const int32_t*>cnp.PyArray_DATA(tk), <const int32_t*>cnp.PyArray_DATA(pa), n, rows,
+                             &okv[0] if n else NULL, &pv[0])
+        return ok.astype(bool)
 
     def work(self):
         """The work counters of the cores behind this session (a dict of
@@ -314,7 +513,15 @@ cdef class Session:
         other.err_code = self.err_code
         other.err_value = self.err_value
         other.err_text = self.err_text
+        other.last_eos = self.last_eos
+        if self.n_text:
+            if grow(<void**>&other.hist, &other.hist_cap, self.n_text, sizeof(int32_t)) < 0:
+                raise MemoryError()
+            memcpy(other.hist, self.hist, <size_t>self.n_text * sizeof(int32_t))
         return other
+
+    def __dealloc__(self):
+        free(self.hist)
 
 
 cdef class NativeBatch:
