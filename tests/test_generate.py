@@ -728,3 +728,51 @@ def test_an_engine_that_raises_in_the_batch_call_stops_the_run_with_its_error(te
         generate(Raises(get_engine("outlines", tekken, whitespace="compact")), load_model("sim:1:5", tekken),
                  tekken, items[:2], batch=2, max_tokens=6, baseline=False, compare_kernels=False)
     assert not any(t.name == "masklab-masks" for t in threading.enumerate())  # the mask thread was stopped
+
+
+@pytest.mark.parametrize(("name", "cache"), [("llguidance", "dynamic"), ("llguidance", "static"),
+                                           ("outlines", "dynamic"), ("peer:llguidance", "dynamic")])
+def test_jump_forward_feeds_forced_tokens_without_sampling(name, cache, tekken, items) -> None:
+    """Every output stays valid, forced tokens are taken without a step of their own
+    (fewer steps than tokens), and the figures of a jump-forward run are recorded."""
+    if name.startswith("peer:"):
+        pytest.importorskip("llguidance", reason="peer:llguidance needs llguidance (the [peers] extra)")
+    lm = load_model("random:tiny", tekken, cache=cache)
+    engine = get_engine(name, tekken) if name.startswith("peer:") else get_engine(name, tekken, whitespace="compact")
+    forced = [i for i in items if i.name in ("r01_iso_date", "s09_array_tuple")]
+    run = generate(engine, lm, tekken, forced, batch=2, max_tokens=30, temperature=1.0, seed=5, jump_forward=True)
+    s = run.summary
+    assert s["jump_forward"] and s["invalid"] == s["rejected"] == s["error"] == s["bad_prefix"] == 0
+    assert s["jumped_tokens"] > 0 and 0 < s["steps_saved_pct"] < 100
+    written = sum(seq["tokens"] for seq in run.sequences)
+    con = [r for r in run.steps if r["mode"] == "constrained"]
+    assert sum(r["tokens"] for r in con) == written  # every token is counted once, sampled or forced
+    assert len(con) < max(seq["tokens"] for seq in run.sequences) + 1
+    for seq in run.sequences:
+        assert seq["tokens"] <= 30 and seq["jumped"] <= seq["tokens"]
+        if seq["status"] == "valid":
+            item = next(i for i in items if i.name == seq["item"])
+            assert check_output(item, seq["text"])[0]
+
+
+def test_chunked_forward_equals_feeding_one_token_at_a_time(tekken) -> None:
+    """A jump-forward step (runs of different lengths, left-padded) leaves each sequence
+    where feeding its tokens one by one would: same next logits."""
+    import torch
+
+    for cache in ("dynamic", "static"):
+        lm = load_model("random:tiny", tekken, cache=cache)
+        prompts, runs = [[1, 5, 6, 7], [1, 9]], [[10, 11, 12], [20]]
+        alone = []
+        for p, r in zip(prompts, runs, strict=True):
+            d = lm.start([p], 16)
+            d.forward()
+            for t in r:
+                d.forward(torch.tensor([t]))
+            alone.append(d.forward(torch.tensor([30]))[0])
+        both = lm.start(prompts, 16, chunks=True)
+        both.forward()
+        both.forward_chunks(runs)
+        logits = both.forward(torch.tensor([30, 30]))
+        for i in range(2):
+            assert torch.allclose(logits[i], alone[i], atol=1e-5), cache
