@@ -44,6 +44,8 @@ extensions = [
     _extension("toolkit.core.session"),
     _extension("strategies.outlines._index"),
     _extension("strategies.llguidance._parser"),
+    _extension("strategies.xgrammar._charts"),
+    _extension("strategies.xgrammar._tables"),
     _extension("strategies.xgrammar._pda"),
 ]
 

@@ -388,7 +388,8 @@ def _tables_args() -> dict:
     ({"nullable": [0]}, "inconsistent"),
 ])
 def test_tables_refuse_inconsistent_input(change: dict, words: str) -> None:
-    from strategies.xgrammar._pda import Parser, Tables
+    from strategies.xgrammar._pda import Parser
+    from strategies.xgrammar._tables import Tables
 
     args = _tables_args()
     max_items = 10

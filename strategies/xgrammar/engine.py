@@ -18,8 +18,9 @@ Each position keeps the smaller of its accepted and rejected lists, or a bitset
 (*adaptive storage*).  At decode time a mask is the union of the live positions'
 accepted tokens plus the context-dependent ones the real parse accepts, checked in
 byte order so each token reuses the prefix it shares with the previous one (see
-:mod:`strategies.xgrammar._pda`).  All the per-token work is in the cache, so
-startup time (TTFM) carries the cost, as in XGrammar.
+:mod:`strategies.xgrammar._pda`; the cache is built in :mod:`strategies.xgrammar._tables`,
+on the Earley parser of :mod:`strategies.xgrammar._charts`).  All the per-token work
+is in the cache, so startup time (TTFM) carries the cost, as in XGrammar.
 
 Like XGrammar, rules are inlined before positions are made: a nonterminal with a
 single production that is not self-recursive and is either used once or at most
@@ -52,7 +53,8 @@ from typing import Any
 import numpy as np
 
 from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
-from strategies.xgrammar._pda import Parser, Tables, ops_capsule
+from strategies.xgrammar._pda import Parser, ops_capsule
+from strategies.xgrammar._tables import Tables
 from toolkit.core import bitmask as bm
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie

@@ -164,6 +164,8 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
     runs = pd.DataFrame(rows)
     differing = [s for s in _SETTINGS if runs[s].nunique() > 1]
     base = [f"{e} {v}" if isinstance(v, str) and v else e for e, v in zip(runs["engine"], runs["version"], strict=True)]
+    jump = runs["jump_forward"].fillna(False).astype(bool) if "jump_forward" in runs else pd.Series(False, index=runs.index)
+    base = [b + (" +jump" if j else "") for b, j in zip(base, jump, strict=True)]  # the two modes, side by side
     runs["setup"] = [", ".join(str(r[s]) for s in differing) for _, r in runs.iterrows()]
     runs["label"] = [b + (f" ({s})" if s else "") for b, s in zip(base, runs["setup"], strict=True)]
     runs = runs.sort_values(["label", "batch"], kind="stable").reset_index(drop=True)
@@ -212,12 +214,18 @@ def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
         "sequences": "sequences",
         **{s: s for s in _STATUSES},
         "forced_tokens": "forced tokens",
+        "jumped_per_sequence": "jumped/seq",
+        "steps_saved_pct": "steps saved %",
+        "speedup_pct": "vs unconstrained %",
     }
     table = runs.reindex(columns=["label", "batch", *cols]).rename(columns=cols)
     table = table.rename(columns={"label": "engine"}).set_index(["engine", "batch"])
     ints = ["sequences", *_STATUSES, "forced tokens"]
     table[ints] = table[ints].fillna(0).astype("int64")
-    for col in ("prompt tokens", "unconstrained forward ms", "host overhead ms", "host overhead %"):
+    if "jump_forward" not in runs or not runs["jump_forward"].fillna(False).astype(bool).any():
+        table = table.drop(columns=["jumped/seq", "steps saved %"])
+    for col in ("prompt tokens", "unconstrained forward ms", "host overhead ms", "host overhead %",
+                "vs unconstrained %"):
         if table[col].isna().all():  # runs from before it was recorded
             table = table.drop(columns=col)
     return table

@@ -1,0 +1,46 @@
+"""Type stub of the Cython module strategies.xgrammar._charts (see its docstring)."""
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["RuleTables", "Charts"]
+
+class RuleTables:
+    @property
+    def n_nt(self) -> int: ...
+    @property
+    def n_sym(self) -> int: ...
+    @property
+    def n_dr(self) -> int: ...
+    @property
+    def start_nt(self) -> int: ...
+    @property
+    def max_items(self) -> int: ...
+    def __init__(
+        self,
+        dr_sym: npt.ArrayLike,
+        dr_lhs: npt.ArrayLike,
+        nt_off: npt.ArrayLike,
+        nt_drs: npt.ArrayLike,
+        nullable: npt.ArrayLike,
+        n_nt: int,
+        start_nt: int,
+        terminals: Sequence[tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike, int]],
+        follow: npt.ArrayLike,
+        *,
+        max_items: int,
+    ) -> None: ...
+    def grammar_bytes(self) -> int: ...
+
+class Charts:
+    def __init__(self, rules: RuleTables, base: bool = False) -> None: ...
+    def push_bytes(self, data: bytes | np.ndarray) -> bool: ...
+    def pop_bytes(self, n: int) -> None: ...
+    def is_accepting(self) -> bool: ...
+    @property
+    def n_bytes(self) -> int: ...
+    @property
+    def chart_sizes(self) -> tuple[int, int]: ...
+    def reset(self) -> None: ...
