@@ -1088,7 +1088,7 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["forced_tokens"] = sum(s["forced"] for s in sequences)
     # jump-forward: tokens fed without sampling, and the steps (forward passes) they saved
     jumped = sum(s.get("jumped", 0) for s in sequences)
-    written = sum(s["tokens"] for s in sequences)
+    written = sum(s.get("tokens", 0) for s in sequences)
     out["jumped_tokens"] = jumped
     out["jumped_per_sequence"] = jumped / len(sequences) if sequences else float("nan")
     out["steps_saved_pct"] = 100.0 * jumped / written if written else float("nan")
