@@ -522,9 +522,11 @@ class GrammarEngine(StrategyEngine):
 
     name: str
     whitespace: str
+    #: how schema strings may be written (:data:`toolkit.jsonschema.compiler.SPELLINGS`)
+    spelling: str = "json"
 
     def grammar_for(self, spec: Any) -> tuple[Any, str]:
         """``(Grammar, kind)`` for what ``compile`` accepts
         (:func:`toolkit.jsonschema.grammar_of`)."""
 
-        return grammar_of(spec, whitespace=self.whitespace, engine=self.name)
+        return grammar_of(spec, whitespace=self.whitespace, engine=self.name, spelling=self.spelling)

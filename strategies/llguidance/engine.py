@@ -28,7 +28,8 @@ What ``compile`` takes: a :class:`Grammar`, a JSON schema (dict, bool or
 :meth:`Grammar.from_json_schema`) or a regex (``str``, :meth:`Grammar.from_regex`).
 
 Options: ``slices`` (``"default"``: llguidance's three JSON-string slices;
-``"none"``; or a list of regexes), ``whitespace`` (for schemas), and the limits
+``"none"``; or a list of regexes), ``whitespace`` and ``spelling`` (for schemas:
+``"llguidance"`` writes keys as llguidance does, which lets a grammar force them), and the limits
 ``max_lexer_states`` (lexer states built per grammar, default 250,000, as
 llguidance's), ``max_row_items`` (Earley items in one row, default 10,000) and
 ``max_steps`` (parser items plus lexer states built during one mask or one token,
@@ -70,6 +71,7 @@ from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.cfg import trim
 from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema.compiler import SPELLINGS
 
 __all__ = ["LLGuidanceEngine", "LLGuidanceCompiled", "LLGuidanceMatcher", "DEFAULT_SLICES"]
 
@@ -275,6 +277,7 @@ class LLGuidanceEngine(GrammarEngine):
         *,
         slices: str | Sequence[str] = "default",
         whitespace: str = "flexible",
+        spelling: str = "json",
         max_lexer_states: int = 250_000,
         max_row_items: int = 10_000,
         max_steps: int = 1_000_000,
@@ -292,6 +295,8 @@ class LLGuidanceEngine(GrammarEngine):
             regexes = tuple(slices)
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
+        if spelling not in SPELLINGS:
+            raise ValueError(f"spelling must be one of {', '.join(SPELLINGS)}, got {spelling!r}")
         for opt, value in (("max_lexer_states", max_lexer_states), ("max_row_items", max_row_items),
                            ("max_steps", max_steps)):
             if int(value) < 1:
@@ -300,6 +305,7 @@ class LLGuidanceEngine(GrammarEngine):
             raise ValueError(f"memo must be a bool, got {memo!r}")
         self.vocab = vocab
         self.whitespace = whitespace
+        self.spelling = spelling
         self.max_lexer_states = int(max_lexer_states)
         self.max_row_items = int(max_row_items)
         self.max_steps = int(max_steps)
@@ -307,7 +313,7 @@ class LLGuidanceEngine(GrammarEngine):
             raise ValueError(f"mask_cache must be a bool, got {mask_cache!r}")
         self.mask_cache = mask_cache
         self.options = {
-            "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace,
+            "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace, "spelling": spelling,
             "max_lexer_states": self.max_lexer_states, "max_row_items": self.max_row_items,
             "max_steps": self.max_steps, "mask_cache": self.mask_cache, "memo": memo,
         }

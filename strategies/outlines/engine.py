@@ -50,7 +50,7 @@ from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
-from toolkit.jsonschema.compiler import JsonSchemaText, json_schema_to_regex, schema_text
+from toolkit.jsonschema.compiler import SPELLINGS, JsonSchemaText, json_schema_to_regex, schema_text
 
 __all__ = ["OutlinesEngine", "OutlinesCompiled", "OutlinesMatcher", "DEFAULT_MAX_MEMORY"]
 
@@ -103,7 +103,7 @@ class OutlinesCompiled(CompiledBase):
 class OutlinesEngine(StrategyEngine):
     """The precomputed-index strategy; see the module doc.
 
-    Options: ``schema_regex`` (``"masklab"`` or ``"outlines-core"``), ``whitespace``
+    Options: ``schema_regex`` (``"masklab"`` or ``"outlines-core"``), ``whitespace``, ``spelling``
     (our schema compiler's: ``"flexible"`` or ``"compact"``), ``whitespace_pattern``
     (outlines-core's), ``max_depth`` (recursion unrolled in schemas),
     ``grammar_max_depth`` (in grammars; None refuses recursive grammars),
@@ -128,6 +128,7 @@ class OutlinesEngine(StrategyEngine):
         *,
         schema_regex: str = "masklab",
         whitespace: str = "flexible",
+        spelling: str = "json",
         whitespace_pattern: str | None = None,
         max_depth: int = 3,
         grammar_max_depth: int | None = None,
@@ -141,6 +142,8 @@ class OutlinesEngine(StrategyEngine):
             raise ValueError(f"schema_regex must be one of {_SCHEMA_REGEX}, got {schema_regex!r}")
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
+        if spelling not in SPELLINGS:
+            raise ValueError(f"spelling must be one of {', '.join(SPELLINGS)}, got {spelling!r}")
         if max_depth < 0 or (grammar_max_depth is not None and grammar_max_depth < 0):
             raise ValueError(f"max_depth and grammar_max_depth must be >= 0, got {max_depth}, {grammar_max_depth}")
         for opt, value in (("max_states", max_states), ("max_regex_length", max_regex_length),
@@ -152,6 +155,7 @@ class OutlinesEngine(StrategyEngine):
         self.vocab = vocab
         self.schema_regex = schema_regex
         self.whitespace = whitespace
+        self.spelling = spelling
         self.whitespace_pattern = whitespace_pattern
         self.max_depth = int(max_depth)
         self.grammar_max_depth = grammar_max_depth
@@ -160,7 +164,7 @@ class OutlinesEngine(StrategyEngine):
         self.max_memory = int(max_memory)
         self.dense_min_tokens = -1 if dense_min_tokens is None else int(dense_min_tokens)
         self.options = {
-            "schema_regex": schema_regex, "whitespace": whitespace,
+            "schema_regex": schema_regex, "whitespace": whitespace, "spelling": spelling,
             "whitespace_pattern": whitespace_pattern, "max_depth": self.max_depth,
             "grammar_max_depth": grammar_max_depth,
             "max_states": self.max_states, "max_regex_length": self.max_regex_length,
@@ -199,6 +203,7 @@ class OutlinesEngine(StrategyEngine):
             schema,
             max_depth=self.max_depth,
             whitespace=self.whitespace,
+            spelling=self.spelling,
             max_length=self.max_regex_length,
         )
 

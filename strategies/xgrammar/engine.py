@@ -32,7 +32,7 @@ What ``compile`` takes: a :class:`Grammar`, a JSON schema (dict, bool or
 :class:`~toolkit.jsonschema.JsonSchemaText`, compiled by
 :meth:`Grammar.from_json_schema`) or a regex (``str``, :meth:`Grammar.from_regex`).
 
-Options: ``whitespace`` (for schemas), ``inline_max`` (default 4; 0 inlines only
+Options: ``whitespace`` and ``spelling`` (for schemas, as in the llguidance strategy), ``inline_max`` (default 4; 0 inlines only
 rules used once), ``share_walks`` (default True: a terminal's states that reach the
 same state on a first byte share that subtree's trie walk while the cache is built,
 and states that no token tells apart, or dotted rules with the same rest and follow
@@ -61,6 +61,7 @@ from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, compile_cfg, dotted_rules
 from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema.compiler import SPELLINGS
 
 __all__ = ["XGrammarEngine", "XGrammarCompiled", "XGrammarMatcher", "build_tables", "inline_rules"]
 
@@ -248,6 +249,7 @@ class XGrammarEngine(GrammarEngine):
         vocab: Vocabulary,
         *,
         whitespace: str = "flexible",
+        spelling: str = "json",
         inline_max: int = 4,
         max_items: int = 10_000,
         max_cache_bytes: int = 1 << 30,
@@ -256,6 +258,8 @@ class XGrammarEngine(GrammarEngine):
     ) -> None:
         if whitespace not in ("flexible", "compact"):
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
+        if spelling not in SPELLINGS:
+            raise ValueError(f"spelling must be one of {', '.join(SPELLINGS)}, got {spelling!r}")
         for opt, value, low in (("inline_max", inline_max, 0), ("max_items", max_items, 1),
                                 ("max_cache_bytes", max_cache_bytes, 1)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
@@ -264,13 +268,14 @@ class XGrammarEngine(GrammarEngine):
             raise ValueError(f"memo must be a bool, got {memo!r}")
         self.vocab = vocab
         self.whitespace = whitespace
+        self.spelling = spelling
         self.inline_max = int(inline_max)
         self.max_items = int(max_items)
         if not isinstance(share_walks, bool):
             raise ValueError(f"share_walks must be a bool, got {share_walks!r}")
         self.max_cache_bytes = int(max_cache_bytes)
         self.share_walks = share_walks
-        self.options = {"whitespace": whitespace, "inline_max": self.inline_max, "max_items": self.max_items,
+        self.options = {"whitespace": whitespace, "spelling": spelling, "inline_max": self.inline_max, "max_items": self.max_items,
                         "max_cache_bytes": self.max_cache_bytes, "share_walks": share_walks,
                         "memo": memo}
         self.trie = TokenTrie(vocab)

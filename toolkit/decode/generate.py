@@ -649,8 +649,8 @@ class _Stepper(_Masker):
 
 
 def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
-                    seed: int, stepper: _Stepper | None, kernel: Any = None, steps: int | None = None
-                    ) -> tuple[list[dict[str, Any]], float]:
+                    seed: int, stepper: _Stepper | None, kernel: Any = None, steps: int | None = None,
+                    targets: list[bytes | None] | None = None) -> tuple[list[dict[str, Any]], float]:
     """One batch as a serving engine runs it (see the module doc): the logits of step
     ``t`` are masked and sampled on the device, the ids copied to (pinned) host memory
     behind an event, the forward pass of ``t + 1`` launched, and only then are the ids
@@ -667,7 +667,7 @@ def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, 
     cuda = device.startswith("cuda")
     gen = torch.Generator(device=device).manual_seed(seed)
     jump = stepper is not None and stepper.jump_forward
-    dec = lm.start(prompts, max_tokens, chunks=True) if jump else lm.start(prompts, max_tokens)
+    dec = lm.start(prompts, max_tokens, chunks=jump, targets=targets)
     n = max_tokens if steps is None else min(steps, max_tokens)
     try:
         host_ids = torch.empty(len(prompts), dtype=torch.long, pin_memory=cuda)
@@ -751,6 +751,13 @@ def _pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, 
             stepper.wait()  # the last ids accepted (the masks it fills are not needed)
         lm.synchronize()  # the forward pass launched last, outside the timing
     return rows, wall
+
+
+def _replay_target(item: Item) -> bytes | None:
+    """What the stand-in device replays for ``item`` (``sim:...:replay``): its first valid
+    instance's text, as the benchmark tokenizes it; None without one."""
+    case = next((c for c in item.cases if c.valid), None)
+    return None if case is None else case.text.encode("utf-8")
 
 
 def _native(engine: Any, item: Item) -> bool:
@@ -986,7 +993,9 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
             group_prompts = [prompts.slot(i, max_tokens) for i in group]
             if isinstance(masker, _Stepper):
                 try:
-                    rows, wall = _pipelined_loop(lm, group_prompts, max_tokens, temperature, seed + b, masker, kernel)
+                    targets = [_replay_target(s.item) for s in seqs] if lm.replay else None
+                    rows, wall = _pipelined_loop(lm, group_prompts, max_tokens, temperature, seed + b, masker, kernel,
+                                                 targets=targets)
                 finally:
                     masker.finish()
             else:

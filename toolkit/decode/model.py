@@ -51,6 +51,7 @@ from typing import Any
 
 from toolkit.bench.datasets import shared_dir
 from toolkit.core.errors import MasklabError
+from toolkit.core.forced import canonical_tokens
 from toolkit.core.vocab import Vocabulary
 
 __all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES",
@@ -111,10 +112,16 @@ class LoadedModel:
     _caches: dict[tuple[int, int], Any] = field(default_factory=dict, repr=False)
     _compiled: Any = field(default=None, repr=False)
 
-    def start(self, prompts: list[list[int]], max_tokens: int, chunks: bool = False) -> Decoding:
+    #: a real model writes what its weights say (only the stand-in device replays texts)
+    replay = False
+
+    def start(self, prompts: list[list[int]], max_tokens: int, chunks: bool = False,
+              targets: list[bytes | None] | None = None) -> Decoding:
         """A batch's decoding: one prompt (token ids) per sequence, ``max_tokens`` steps
         at most (see :class:`Decoding`); ``chunks``: steps may feed several tokens per
-        sequence (:meth:`Decoding.forward_chunks`, jump-forward decoding)."""
+        sequence (:meth:`Decoding.forward_chunks`, jump-forward decoding).  ``targets``
+        is for the stand-in device's replay and ignored here."""
+        del targets
         return Decoding(self, prompts, max_tokens, chunks)
 
     @property
@@ -314,6 +321,11 @@ class Decoding:
         return logits.clone() if fn is not lm.model else logits.contiguous()
 
 
+REPLAY_BONUS = 40.0
+"""``sim:...:replay``: added to the logit of the token that continues a sequence's target
+(the pool's noise has a standard deviation of 4): greedy and sampled decoding write the
+target wherever the mask allows it."""
+
 _SIM_POOL = 32
 """Distinct logits rows a simulated model draws from (a row is 4 bytes per vocabulary id)."""
 
@@ -347,6 +359,9 @@ class SimModel:
     cache: str = "dynamic"
     compile: str | None = None
     notes: list[str] = field(default_factory=lambda: [SIM_NOTE])
+    #: ``sim:...:replay``: the logits favour each sequence's target text (see :class:`SimDecoding`)
+    replay: bool = False
+    vocab: Any = field(default=None, repr=False)
     _pool: Any = field(default=None, repr=False)
     _deadline: float = field(default=0.0, repr=False)
 
@@ -356,9 +371,11 @@ class SimModel:
         gen = torch.Generator().manual_seed(self.seed)
         self._pool = torch.randn((_SIM_POOL, self.vocab_size), generator=gen) * 4.0
 
-    def start(self, prompts: list[list[int]], max_tokens: int, chunks: bool = False) -> SimDecoding:
-        """A batch's decoding (:class:`SimDecoding`; it always takes chunks)."""
-        return SimDecoding(self, prompts, max_tokens)
+    def start(self, prompts: list[list[int]], max_tokens: int, chunks: bool = False,
+              targets: list[bytes | None] | None = None) -> SimDecoding:
+        """A batch's decoding (:class:`SimDecoding`; it always takes chunks).  ``targets``
+        (``replay`` only): each sequence's text to replay, None for noise."""
+        return SimDecoding(self, prompts, max_tokens, targets if self.replay else None)
 
     def synchronize(self) -> None:
         """Wait, without the GIL or a core, until the last forward pass's FORWARD_MS
@@ -378,12 +395,18 @@ class SimDecoding:
     """One batch on the simulated device: :meth:`forward` as :meth:`Decoding.forward`,
     returning before the forward pass is over (``lm.synchronize()`` waits for it)."""
 
-    def __init__(self, lm: SimModel, prompts: list[list[int]], max_tokens: int) -> None:
+    def __init__(self, lm: SimModel, prompts: list[list[int]], max_tokens: int,
+                 targets: list[bytes | None] | None = None) -> None:
         import torch
 
         if not prompts or not all(prompts):
             raise ModelError("every sequence needs a prompt of at least one token")
         self.lm = lm
+        # replay: the bytes each sequence wrote so far, and whether they are still its target's start
+        self.targets = list(targets) if targets is not None else [None] * len(prompts)
+        if len(self.targets) != len(prompts):
+            raise ModelError(f"{len(self.targets)} replay targets for {len(prompts)} sequences")
+        self.written = [b""] * len(prompts)
         self.batch = len(prompts)
         self.prompt_len = max(len(p) for p in prompts)
         self.cache_len = 0
@@ -407,6 +430,7 @@ class SimDecoding:
             if not self.seen:
                 raise ModelError("run the prompts first: forward() without tokens")
             fed, n = tokens.reshape(self.batch).long(), 1
+            self._write([[int(t)] for t in fed.tolist()])
         return self._launch(t0, fed, n)
 
     def forward_chunks(self, chunks: list[list[int]]) -> Any:
@@ -422,7 +446,13 @@ class SimDecoding:
             raise ModelError("run the prompts first: forward() without tokens")
         t0 = time.perf_counter()
         fed = torch.tensor([c[-1] for c in chunks], dtype=torch.long)
+        self._write(chunks)
         return self._launch(t0, fed, max(len(c) for c in chunks))
+
+    def _write(self, runs: list[list[int]]) -> None:
+        if self.lm.replay:
+            vocab = self.lm.vocab
+            self.written = [w + b"".join(vocab.token_bytes[t] for t in r) for w, r in zip(self.written, runs, strict=True)]
 
     def _launch(self, t0: float, fed: Any, n: int) -> Any:
         lm = self.lm
@@ -431,12 +461,35 @@ class SimDecoding:
         self.seen += n
         rows = (self._salt + fed * 7919 + self.seen * 104729 + lm.seed) % _SIM_POOL
         logits = lm._pool.index_select(0, rows)
+        if lm.replay:
+            for i, nxt in enumerate(self._replay_next()):
+                if nxt is not None:
+                    logits[i, nxt] += REPLAY_BONUS
         lm._deadline = t0 + lm.forward_ms / 1e3
         return logits
+
+    def _replay_next(self) -> list[int | None]:
+        """Per sequence, the token a replayed model favours next: the canonical first
+        token of what is left of its target (EOS at its end); None once it left the
+        target (a mask refused it: the sequence goes on from noise)."""
+        out: list[int | None] = []
+        vocab = self.lm.vocab
+        for target, written in zip(self.targets, self.written, strict=True):
+            if target is None or not target.startswith(written):
+                out.append(None)
+            elif len(written) == len(target):
+                out.append(vocab.eos_ids[0] if vocab.eos_ids else None)
+            else:
+                toks = canonical_tokens(vocab, target[len(written): len(written) + 64])
+                out.append(toks[0] if toks else None)
+        return out
 
 
 def _sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, cache: str, compile: str | None) -> SimModel:
     parts = spec.split(":")[1:]
+    replay = bool(parts) and parts[-1] == "replay"
+    if replay:
+        parts = parts[:-1]
     try:
         if not 1 <= len(parts) <= 2:
             raise ValueError
@@ -445,15 +498,16 @@ def _sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int,
         if not forward_ms > 0 or forward_ms > 10_000 or launches < 0 or launches > 1_000_000:
             raise ValueError
     except ValueError:
-        raise ModelError(f"model {spec!r}: the stand-in device is sim:FORWARD_MS[:LAUNCHES] with 0 < FORWARD_MS "
-                         "<= 10000 and 0 <= LAUNCHES <= 1000000 (e.g. sim:8:300)") from None
+        raise ModelError(f"model {spec!r}: the stand-in device is sim:FORWARD_MS[:LAUNCHES][:replay] with 0 < "
+                         "FORWARD_MS <= 10000 and 0 <= LAUNCHES <= 1000000 (e.g. sim:8:300)") from None
     if dtype not in ("auto", "float32"):
         raise ModelError(f"the simulated device {spec} makes float32 logits: --dtype {dtype} does not apply")
     if device != "cpu":
         raise ModelError(f"the simulated device {spec} runs on the host: --device {device} does not apply (use cpu)")
     if compile is not None or cache != "dynamic":
         raise ModelError(f"the simulated device {spec} has no KV cache or graphs: --cache and --compile do not apply")
-    return SimModel(spec, forward_ms, launches, vocab.size, seed, bos_id=None, max_positions=None)
+    return SimModel(spec, forward_ms, launches, vocab.size, seed, bos_id=None, max_positions=None, replay=replay,
+                    vocab=vocab)
 
 
 def _random_config(name: str, vocab: Vocabulary) -> Any:

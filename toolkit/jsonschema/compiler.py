@@ -130,11 +130,11 @@ def schema_text(spec: Any) -> str | None:
     return None
 
 
-def grammar_of(spec: Any, *, whitespace: str, engine: str) -> tuple[Grammar, str]:
+def grammar_of(spec: Any, *, whitespace: str, engine: str, spelling: str = "json") -> tuple[Grammar, str]:
     """``(Grammar, kind)`` for what a Grammar-based strategy compiles: a
     :class:`Grammar` (``"grammar"``), a regex ``str`` (``"regex"``) or a JSON schema
     (dict, bool or :class:`JsonSchemaText`, ``"json_schema"``, with our compiler's
-    ``whitespace``).  Anything else is an :class:`~toolkit.core.errors.UnsupportedGrammar`
+    ``whitespace`` and ``spelling``).  Anything else is an :class:`~toolkit.core.errors.UnsupportedGrammar`
     naming ``engine``."""
     if isinstance(spec, Grammar):
         return spec, "grammar"
@@ -142,7 +142,7 @@ def grammar_of(spec: Any, *, whitespace: str, engine: str) -> tuple[Grammar, str
         return Grammar.from_regex(spec), "regex"
     if schema_text(spec) is not None:
         schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
-        return Grammar.from_json_schema(schema, whitespace=whitespace), "json_schema"
+        return Grammar.from_json_schema(schema, whitespace=whitespace, spelling=spelling), "json_schema"
     raise UnsupportedGrammar(
         f"{engine} compiles a toolkit Grammar, a JSON schema (dict/bool/JsonSchemaText) "
         f"or a regex (str), not {type(spec).__name__}"
@@ -2391,10 +2391,11 @@ def json_schema_to_regex(
     whitespace: str = "flexible",
     strict: bool = True,
     max_length: int = 1_000_000,
+    spelling: str = "json",
 ) -> str:
     """One regex for a JSON Schema: the input of an Outlines-style (regex → DFA) strategy.
 
-    ``Grammar.from_json_schema(schema, whitespace=..., strict=...).to_regex(max_depth=...)``:
+    ``Grammar.from_json_schema(schema, whitespace=..., strict=..., spelling=...).to_regex(max_depth=...)``:
     the same language as the schema's grammar (flexible whitespace is the ``WS``
     ignore terminal, written as ``(?:[ \\t\\n\\r]+)*`` before every token and at the
     end), except that recursion (``$ref`` cycles, and containers nested in free-form
@@ -2411,7 +2412,7 @@ def json_schema_to_regex(
     :class:`LimitExceeded`; close objects (``additionalProperties: false``) or lower
     ``max_depth``.
     """
-    g = from_json_schema(schema, whitespace=whitespace, strict=strict)
+    g = from_json_schema(schema, whitespace=whitespace, strict=strict, spelling=spelling)
     return g.to_regex(max_depth=max_depth, max_length=max_length)
 
 
