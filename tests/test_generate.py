@@ -17,7 +17,7 @@ pytest.importorskip("transformers", reason="the model harness needs the [model] 
 
 from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
-from toolkit.bench.datasets import Item, embedded_dir, iter_items  # noqa: E402
+from toolkit.bench.datasets import Case, Item, embedded_dir, iter_items  # noqa: E402
 from toolkit.cli import main  # noqa: E402
 from toolkit.core.protocol import EngineBase, MatcherBase  # noqa: E402
 from toolkit.core.vocab import load_vocab  # noqa: E402
@@ -776,3 +776,23 @@ def test_chunked_forward_equals_feeding_one_token_at_a_time(tekken) -> None:
         logits = both.forward(torch.tensor([30, 30]))
         for i in range(2):
             assert torch.allclose(logits[i], alone[i], atol=1e-5), cache
+
+
+def test_the_replaying_stand_in_writes_each_items_instance_and_jump_forward_saves_steps(tekken) -> None:
+    """``sim:...:replay`` favours each sequence's valid instance, so outputs are the
+    dataset's texts; with keys spelled as llguidance writes them, jump-forward feeds the
+    property names without sampling them."""
+    schema = Item("person", "schema", {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+                                       "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
+                  (Case('{"name": "Ada", "age": 36}', True),))
+    lm = load_model("sim:1:0:replay", tekken)
+    engine = get_engine("llguidance", tekken, spelling="llguidance")
+    plain = generate(engine, lm, tekken, [schema], max_tokens=40, baseline=False)
+    jump = generate(engine, lm, tekken, [schema], max_tokens=40, baseline=False, jump_forward=True)
+    for run in (plain, jump):
+        (seq,) = run.sequences
+        assert seq["status"] == "valid" and seq["text"] == '{"name": "Ada", "age": 36}'
+    assert plain.summary["jumped_tokens"] == 0 and jump.summary["jumped_tokens"] >= 2  # name", age"
+    assert jump.summary["steps"] < plain.summary["steps"]
+    with pytest.raises(ModelError, match="replay"):
+        load_model("sim:1:0:replays", tekken)
