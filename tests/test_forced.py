@@ -21,7 +21,7 @@ import pytest
 from strategies import available_engines, get_engine
 from tests._support.fixtures import JSON_LARK, small_vocab
 from tests._support.shared import require_shared
-from toolkit.bench.datasets import iter_items
+from toolkit.bench.datasets import embedded_dir, iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
 from toolkit.core.forced import TokenExtensions, canonical_tokens, forced_tokens
@@ -272,3 +272,29 @@ def test_llama3_forced_tokens_equal_llguidance_on_maskbench_walks(engine_name: s
             steps += 1
             assert m.accept_token(t) and ref.accept_token(t)
     assert steps > 50 and forced > 5
+
+
+def test_bench_draft_records_draft_masks_and_the_report_draws_them(tmp_path) -> None:
+    """``bench --draft``: every engine's records hold draft and sequential times with no
+    mismatch, the draft work stays out of ``work``, and the report has the table and figure."""
+    from toolkit.bench.harness import HarnessError, read_records, run_bench
+    from toolkit.report.write import write_report
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for item in [i for i in iter_items(embedded_dir()) if i.name in ("s01_flat_person", "r01_iso_date")]:
+        (data / f"{item.name}.json").write_text(item.path.read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "run"
+    engines = ["llguidance", "xgrammar", "outlines"]
+    run_bench(engines, data, out=out, quick=True, drafts=[1, 4], progress=False)
+    recs = read_records(out)
+    assert {r["engine"] for r in recs} == set(engines) and all(r["status"] == "passing" for r in recs)
+    for r in recs:
+        assert set(r["draft"]) == {"1", "4"}
+        for v in r["draft"].values():
+            assert v["mismatch"] == 0 and len(v["draft_s"]) == len(v["seq_s"]) > 0
+        assert r["work"]["masks"] == len(r["tbm_s"])  # the draft masks are not in the walk's work
+    report = write_report([out]).read_text(encoding="utf-8")
+    assert "## Speculative draft masks" in report and (out / "draft.png").is_file()
+    with pytest.raises(HarnessError, match="drafts"):
+        run_bench(engines, data, out=out, quick=True, progress=False)
