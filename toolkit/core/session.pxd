@@ -8,10 +8,10 @@
 
 from cpython.pycapsule cimport PyCapsule_New
 from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.stdlib cimport malloc, realloc
+from libc.stdlib cimport malloc
 from libc.string cimport memcpy
 
-from toolkit.core.cutil cimport WorkCounters
+from toolkit.core.cutil cimport WorkCounters, grow
 from toolkit.core.ids cimport token_t, word_t
 
 
@@ -42,18 +42,8 @@ cdef struct UndoStack:
 
 
 cdef inline int undo_reserve(UndoStack* s, int64_t k) noexcept nogil:
-    """Room for ``k`` more values (the stack doubles); -1 when out of memory."""
-    cdef int64_t cap
-    cdef int32_t* grown
-    if s.n + k <= s.cap:
-        return 0
-    cap = max(16, max(2 * s.cap, s.n + k))
-    grown = <int32_t*>realloc(s.data, cap * sizeof(int32_t))
-    if grown == NULL:
-        return -1
-    s.data = grown
-    s.cap = cap
-    return 0
+    """Room for ``k`` more values (cutil's doubling growth); -1 when out of memory."""
+    return grow(<void**>&s.data, &s.cap, s.n + k, sizeof(int32_t))
 
 
 cdef inline int32_t undo_pop(UndoStack* s) noexcept nogil:
