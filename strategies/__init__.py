@@ -20,7 +20,7 @@ from importlib.util import find_spec
 from typing import Any
 
 from toolkit.core.protocol import MaskEngine
-from toolkit.core.vocab import Vocabulary
+from toolkit.core.vocab import Vocabulary, load_vocab
 
 __all__ = ["get_engine", "available_engines", "registered_engines", "register", "engine_factory"]
 
@@ -96,6 +96,8 @@ def available_engines() -> list[str]:
     return out
 
 
-def get_engine(name: str, vocab: Vocabulary, **options: Any) -> MaskEngine:
-    """Make the engine ``name`` for ``vocab``; ``options`` are the engine's own."""
-    return engine_factory(name)(vocab, **options)
+def get_engine(name: str, vocab: Any, **options: Any) -> MaskEngine:
+    """Make the engine ``name`` for ``vocab`` (a :class:`Vocabulary`, a spec such as
+    ``"tekken"``, or a tokenizer object: :func:`toolkit.core.vocab.load_vocab`);
+    ``options`` are the engine's own."""
+    return engine_factory(name)(vocab if isinstance(vocab, Vocabulary) else load_vocab(vocab), **options)

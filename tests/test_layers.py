@@ -1,7 +1,7 @@
 """The folder tree is the architecture (issue #28): imports run one way, lowest floor first.
 
 ``toolkit.core`` < ``toolkit.automata`` < ``toolkit.grammar`` < ``toolkit.jsonschema`` <
-``strategies`` < ``toolkit.bench`` < ``toolkit.decode`` < ``toolkit.report`` <
+``strategies`` < ``toolkit.bench`` < ``toolkit.decode`` < ``toolkit.adapters`` < ``toolkit.report`` <
 ``toolkit.cli``.  A module imports its own floor or lower, never higher; modules import
 each other without circles; an import inside a function is for an optional dependency
 only (torch, transformers, the peers, Ray, jsonschema); no module imports another's
@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOORS = ["toolkit.core", "toolkit.automata", "toolkit.grammar", "toolkit.jsonschema", "strategies", "toolkit.bench",
-          "toolkit.decode", "toolkit.report", "toolkit.cli"]
+          "toolkit.decode", "toolkit.adapters", "toolkit.report", "toolkit.cli"]
 OPTIONAL = ("torch", "transformers", "llguidance", "xgrammar", "outlines_core", "ray", "jsonschema")
 _CY_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+(.+)|c?import\s+([\w.]+))", re.M)
 

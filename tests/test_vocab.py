@@ -444,3 +444,52 @@ def test_byte_table_holds_every_ids_bytes_in_id_order() -> None:
     assert offsets.shape == (v.size + 1,) and not offsets.flags.writeable
     assert [blob[offsets[t]:offsets[t + 1]] for t in range(v.size)] == v.token_bytes
     assert v.byte_table() is v.byte_table()  # made once
+
+
+def test_from_tokenizer_reads_a_transformers_tokenizer_as_the_hf_loader(tmp_path) -> None:
+    """A transformers fast tokenizer and a tokenizers.Tokenizer give the vocabulary the
+    ``hf:`` loader reads from the same tokenizer.json (sentencepiece byte fallback:
+    Mistral), padded to the model's logit width when asked; get_engine takes them."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    from strategies import get_engine
+
+    folder = require_shared("tokenizers/mistral-7b-v0.3/tokenizer.json").parent
+    ref = load_vocab(f"hf:{folder}")
+    fast = AutoTokenizer.from_pretrained(str(folder))
+    for tok, size in ((fast, None), (fast, ref.size + 32), (Tokenizer.from_file(str(folder / "tokenizer.json")), None)):
+        v = Vocabulary.from_tokenizer(tok, size=size)
+        assert v.size == (size or ref.size) and v.n_defined == ref.n_defined
+        assert v.token_bytes[: ref.size] == ref.token_bytes and v.special_tokens == ref.special_tokens
+        assert v.eos_ids == ref.eos_ids
+        assert v.encode('{"name": "Grüße", "n": 12}') == ref.encode('{"name": "Grüße", "n": 12}')
+    assert get_engine("outlines", fast).vocab.token_bytes == ref.token_bytes
+    assert load_vocab(fast, size=ref.size + 8).size == ref.size + 8
+    assert Vocabulary.from_tokenizer(fast, eos_ids=[1]).eos_ids == (1,)
+
+
+def test_from_tokenizer_reads_a_byte_level_tokenizer_exactly(tmp_path) -> None:
+    """A byte-level BPE (GPT-2 style) tokenizer: every token's exact bytes, as the hf:
+    loader reads the same file, and encode reproduces the text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(['{"name": "Ada", "age": 36}', "Grüße aus Köln", "naïve café"] * 20, trainer)
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    ref = load_vocab(f"hf:{path}")
+    v = Vocabulary.from_tokenizer(tok, eos_ids=[tok.token_to_id("<|endoftext|>")])
+    assert v.token_bytes == ref.token_bytes and v.eos_ids == (tok.token_to_id("<|endoftext|>"),)
+    assert sorted(b for b in v.token_bytes if len(b) == 1) == [bytes([i]) for i in range(256)]
+    for text in ("Grüße aus Köln", '{"age": 36}'):
+        assert b"".join(v.token_bytes[i] for i in v.encode(text)) == text.encode()
+
+
+def test_from_tokenizer_refuses_other_objects() -> None:
+    with pytest.raises(VocabError, match="transformers fast tokenizer"):
+        Vocabulary.from_tokenizer(object())

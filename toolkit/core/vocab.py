@@ -164,6 +164,40 @@ class Vocabulary:
         self._byte_table: tuple[bytes, npt.NDArray[np.int64]] | None = None
 
     @classmethod
+    def from_tokenizer(cls, tokenizer: Any, *, size: int | None = None, eos_ids: Sequence[int] | None = None,
+                       name: str | None = None) -> Vocabulary:
+        """The vocabulary of a tokenizer object: a ``transformers`` fast tokenizer (its
+        ``backend_tokenizer``) or a ``tokenizers.Tokenizer``, read as the ``hf:`` loader
+        reads its ``tokenizer.json`` (exact bytes for byte-level and sentencepiece
+        byte-fallback tokenizers).  ``size``: the model's logit width when it pads the
+        vocabulary (extra ids are padding); ``eos_ids``: the EOS ids (default: a
+        transformers tokenizer's ``eos_token``, else the usual EOS names).  Raises
+        :class:`VocabError` for anything else (a slow transformers tokenizer: load it
+        with ``use_fast=True``)."""
+        backend = getattr(tokenizer, "backend_tokenizer", None)  # transformers' fast tokenizers
+        eos_names: list[str] | None = None
+        if backend is not None:
+            eos = getattr(tokenizer, "eos_token", None)
+            eos_names = [str(eos)] if eos else None
+            label = name or f"hf:{getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__}"
+        elif isinstance(tokenizer, Tokenizer):
+            backend, label = tokenizer, name or "hf:tokenizer"
+        else:
+            raise VocabError(
+                f"cannot read a vocabulary from a {type(tokenizer).__name__}: expected a transformers fast "
+                "tokenizer (AutoTokenizer.from_pretrained(..., use_fast=True)) or a tokenizers.Tokenizer"
+            )
+        if eos_ids is not None:
+            eos_names = []
+            for i in eos_ids:
+                piece = backend.id_to_token(int(i))
+                if piece is None:
+                    raise VocabError(f"{label}: EOS id {i} is not a token")
+                eos_names.append(piece)
+        vocab = _hf_vocab(json.loads(backend.to_str()), label, label, eos_names)
+        return vocab if size is None else vocab.padded(int(size))
+
+    @classmethod
     def from_tokens(
         cls,
         tokens: Sequence[bytes],
@@ -322,8 +356,11 @@ class Vocabulary:
         return total
 
 
-def load_vocab(spec: str, *, size: int | None = None) -> Vocabulary:
+def load_vocab(spec: Any, *, size: int | None = None) -> Vocabulary:
     """Load a vocabulary from a spec, padded to ``size`` ids when given.
+
+    ``spec`` may also be a :class:`Vocabulary` (returned as it is, or padded) or a
+    tokenizer object (:meth:`Vocabulary.from_tokenizer`).
 
     Specs: ``"tekken"``, ``"tekken:PATH"``, ``"llama3:PATH"``, ``"hf:PATH"`` (PATH may be
     a ``tokenizer.json`` or the folder holding one; for ``llama3`` a ``tokenizer.model``
@@ -331,6 +368,10 @@ def load_vocab(spec: str, *, size: int | None = None) -> Vocabulary:
     :class:`VocabError` for an unknown spec, a missing or malformed file, or a ``size``
     smaller than the tokenizer.
     """
+    if isinstance(spec, Vocabulary):
+        return spec if size is None or size == spec.size else spec.padded(int(size))
+    if not isinstance(spec, str):
+        return Vocabulary.from_tokenizer(spec, size=size)
     kind, path = _parse_spec(spec)
     return _load_cached(kind, path, None if size is None else int(size))
 
@@ -596,11 +637,18 @@ def _load_hf(path: Path) -> Vocabulary:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise VocabError(f"cannot read Hugging Face tokenizer {str(path)!r}: {exc}") from exc
+    name = f"hf:{path.parent.name}" if path.name == "tokenizer.json" else f"hf:{path.stem}"
+    return _hf_vocab(data, repr(str(path)), name, _hf_eos_names(path))
+
+
+def _hf_vocab(data: Any, where: str, name: str, eos_names: list[str] | None) -> Vocabulary:
+    """A vocabulary from a ``tokenizer.json``'s content (``where`` names it in errors;
+    ``eos_names``: the EOS tokens' text, None for the usual names)."""
     model = data.get("model") if isinstance(data, dict) else None
     if not isinstance(model, dict) or model.get("type") not in ("BPE", "Unigram"):
         kind = model.get("type") if isinstance(model, dict) else None
         raise VocabError(
-            f"{str(path)!r}: unsupported tokenizer model {kind!r} (expected a BPE or Unigram tokenizer.json)"
+            f"{where}: unsupported tokenizer model {kind!r} (expected a BPE or Unigram tokenizer.json)"
         )
 
     if model["type"] == "BPE":
@@ -610,7 +658,7 @@ def _load_hf(path: Path) -> Vocabulary:
     added = data.get("added_tokens") or []
     ids = [*pieces.values(), *(int(t["id"]) for t in added)]
     if not ids or min(ids) < 0:
-        raise VocabError(f"{str(path)!r}: no token ids, or a negative one")
+        raise VocabError(f"{where}: no token ids, or a negative one")
     n = max(ids) + 1
 
     byte_level = _has_type(data.get("pre_tokenizer"), "ByteLevel") or _has_type(
@@ -647,13 +695,12 @@ def _load_hf(path: Path) -> Vocabulary:
             entries[i] = content.encode("utf-8")
 
     lookup = {**pieces, **by_content}
-    eos_names = _hf_eos_names(path)
     if eos_names is None:
         eos_names = [s for s in _HF_EOS_FALLBACKS if s in lookup][:1]
     for s in eos_names:
         if s not in lookup:
             raise VocabError(
-                f"{str(path)!r}: eos_token {s!r} of tokenizer_config.json is not a token"
+                f"{where}: eos_token {s!r} is not a token"
             )
     eos_ids = tuple(lookup[s] for s in eos_names)
     for i, s in zip(eos_ids, eos_names, strict=True):
@@ -669,5 +716,4 @@ def _load_hf(path: Path) -> Vocabulary:
 
         return encode
 
-    name = f"hf:{path.parent.name}" if path.name == "tokenizer.json" else f"hf:{path.stem}"
     return Vocabulary(name, entries, special_tokens=specials, eos_ids=eos_ids, encoder=_lazy(build))

@@ -1,0 +1,1 @@
+"""Adapters into the libraries researchers decode with (:mod:`toolkit.adapters.transformers`)."""
