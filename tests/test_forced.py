@@ -296,3 +296,21 @@ def test_bench_draft_records_draft_masks_and_the_report_draws_them(tmp_path) -> 
     assert "## Speculative draft masks" in report and (out / "draft.png").is_file()
     with pytest.raises(HarnessError, match="drafts"):
         run_bench(engines, data, out=out, quick=True, progress=False)
+
+
+@pytest.mark.parametrize("engine_name", ["llguidance", "xgrammar", "outlines"])
+def test_spelling_is_an_option_with_its_values(engine_name: str) -> None:
+    """``spelling="llguidance"`` writes keys the one way llguidance does, so a grammar
+    forces them; another value is refused with the valid ones."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+              "additionalProperties": False}
+    forced = {}
+    for spelling in ("json", "llguidance"):
+        e = get_engine(engine_name, VOCAB, spelling=spelling, whitespace="compact")
+        m = e.matcher(e.compile(schema))
+        assert m.accept_tokens(_walk(VOCAB, b'{"')) == 1
+        forced[spelling] = m.forced_bytes()
+        assert e.describe()["options"]["spelling"] == spelling
+    assert forced == {"json": b"", "llguidance": b'name":"'}
+    with pytest.raises(ValueError, match="'json', 'llguidance'|json, llguidance"):
+        get_engine(engine_name, VOCAB, spelling="yaml")

@@ -692,7 +692,7 @@ def test_compile_inputs_stats_memory_and_describe() -> None:
     assert c.memory_bytes() >= st0["memory_bytes"]
     assert repr(c).startswith("LLGuidanceCompiled(kind='grammar'")
     d = eng.describe()
-    assert d["options"] == {"slices": CUSTOM_SLICES, "whitespace": "compact", "max_lexer_states": 250_000,
+    assert d["options"] == {"slices": CUSTOM_SLICES, "whitespace": "compact", "spelling": "json", "max_lexer_states": 250_000,
                             "max_row_items": 10_000, "max_steps": 1_000_000,
                             "mask_cache": True, "memo": True}
     assert isinstance(d["version"], str) and d["version"]
