@@ -25,6 +25,7 @@ import time
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -56,9 +57,31 @@ from toolkit.report.write import write_report
 __all__ = ["main"]
 
 
-def _grammar(args: argparse.Namespace):
+def _read_text(path: str, what: str) -> str:
+    """A file's text; a file that is not UTF-8 is a :class:`MasklabError` saying where."""
+    raw = Path(path).read_bytes()  # OSError (missing, unreadable): main says which file
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise MasklabError(f"{what} {path!r} is not UTF-8 text (byte {e.start}: {raw[e.start:e.start + 1]!r})") from None
+
+
+def _schema(text: str) -> Any:
+    """``--schema FILE|JSON``: a file holding a JSON schema, or the schema itself."""
+    source = text if text.lstrip().startswith(("{", "[")) or text.strip() in ("true", "false") else None
+    if source is None:
+        source = _read_text(text, "schema file")
+    try:
+        return json.loads(source)
+    except ValueError as e:
+        raise MasklabError(f"--schema {text[:60]!r}: not JSON: {e}") from None
+
+
+def _grammar(args: argparse.Namespace) -> Grammar:
     if args.lark:
-        return Grammar.from_lark(Path(args.lark).read_text(encoding="utf-8"))
+        return Grammar.from_lark(_read_text(args.lark, "Lark grammar"))
+    if args.schema is not None:
+        return Grammar.from_json_schema(_schema(args.schema))
     return Grammar.from_regex(args.regex)
 
 
@@ -119,7 +142,8 @@ def _cmd_mask(args: argparse.Namespace) -> int:
 
 
 def _cmd_accepts(args: argparse.Namespace) -> int:
-    ok = _grammar(args).accepts(args.text)
+    text = args.text.encode("utf-8", "surrogateescape")  # an argument's bytes as given, UTF-8 or not
+    ok = _grammar(args).accepts(text)
     print("accepted" if ok else "rejected")
     return 0 if ok else 1
 
@@ -379,6 +403,7 @@ def _cmd_diagnose_late_match(args: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="masklab", description="Compare token-mask strategies for constrained decoding.")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an error (default: one line)")
     sub = p.add_subparsers(dest="command", required=True)
 
     sub.add_parser("engines", help="list the registered engines").set_defaults(func=_cmd_engines)
@@ -391,6 +416,7 @@ def _parser() -> argparse.ArgumentParser:
         g = sp.add_mutually_exclusive_group(required=True)
         g.add_argument("--lark", metavar="FILE", help="a Lark grammar file")
         g.add_argument("--regex", metavar="RX", help="a regex (Python re syntax, ASCII classes)")
+        g.add_argument("--schema", metavar="FILE|JSON", help="a JSON schema: a file, or the schema's JSON text")
 
     m = sub.add_parser("mask", help="compute one mask after a prefix")
     m.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
@@ -556,9 +582,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return int(args.func(args))
-    except MasklabError as e:
-        print(f"masklab: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"masklab: {e}", file=sys.stderr)
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print("masklab: interrupted (a bench run resumes where it stopped)", file=sys.stderr)
+        return 130
+    except (MasklabError, OSError, ValueError, KeyError, TypeError) as e:
+        # masklab's errors, a missing file, a bad option: one line (--debug: the traceback)
+        if args.debug:
+            raise
+        what = e.args[0] if isinstance(e, KeyError) and e.args else e
+        print(f"masklab: {type(e).__name__}: {what}", file=sys.stderr)
         return 2

@@ -1,0 +1,66 @@
+"""The CLI says what went wrong in one line and exits non-zero, never a traceback
+(``--debug`` shows it); ``mask`` and ``accepts`` take ``--schema``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolkit import cli
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    rc = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["mask", "--engine", "outlinez", "--regex", "a"], "unknown engine 'outlinez'"),
+    (["accepts", "--lark", "/no/such/file.lark", "x"], "No such file"),
+    (["accepts", "--schema", "{bad", "1"], "not JSON"),
+    (["accepts", "--schema", "/no/such/schema.json", "1"], "No such file"),
+    (["mask", "--engine", "outlines", "--regex", "(a"], "RegexError"),
+])
+def test_an_error_is_one_line_and_a_non_zero_exit(capsys, argv, says) -> None:
+    rc, _, err = _run(capsys, *argv)
+    assert rc == 2 and says in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_file_that_is_not_utf8_is_named(capsys, tmp_path) -> None:
+    bad = tmp_path / "latin1.lark"
+    bad.write_bytes('start: "caf\xe9"\n'.encode("latin-1"))
+    rc, _, err = _run(capsys, "accepts", "--lark", str(bad), "x")
+    assert rc == 2 and "not UTF-8" in err and "latin1.lark" in err
+
+
+def test_an_argument_that_is_not_utf8_is_read_as_bytes(capsys) -> None:
+    rc, out, _ = _run(capsys, "accepts", "--regex", "a.b", "a\udcffb")  # what Python makes of a \xff byte
+    assert rc == 1 and out.strip() == "rejected"
+    rc, out, _ = _run(capsys, "accepts", "--regex", "a.b", "aéb")
+    assert rc == 0 and out.strip() == "accepted"
+
+
+def test_schema_is_a_file_or_its_json(capsys, tmp_path) -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(schema))
+    for spec in (str(path), json.dumps(schema)):
+        assert _run(capsys, "accepts", "--schema", spec, '{"n": 3}')[0] == 0
+        assert _run(capsys, "accepts", "--schema", spec, '{"n": "3"}')[0] == 1
+    rc, out, _ = _run(capsys, "mask", "--engine", "llguidance", "--schema", json.dumps(schema), "--prefix", '{"n": 1')
+    assert rc == 0 and "accepting: False" in out
+
+
+def test_ctrl_c_is_a_line_and_exit_130_and_debug_shows_the_traceback(capsys, monkeypatch) -> None:
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_cmd_engines", interrupted)
+    rc, _, err = _run(capsys, "engines")
+    assert rc == 130 and "interrupted" in err and "Traceback" not in err
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["--debug", "engines"])
+    with pytest.raises(ValueError, match="unknown engine"):
+        cli.main(["--debug", "mask", "--engine", "outlinez", "--regex", "a"])
