@@ -13,8 +13,9 @@ is a class that implements :class:`toolkit.core.protocol.MaskEngine` (subclass
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import import_module
 from importlib.util import find_spec
 from typing import Any
@@ -22,7 +23,8 @@ from typing import Any
 from toolkit.core.protocol import MaskEngine
 from toolkit.core.vocab import Vocabulary, load_vocab
 
-__all__ = ["get_engine", "available_engines", "registered_engines", "register", "engine_factory"]
+__all__ = [
+    "check_options", "get_engine", "available_engines", "registered_engines", "register", "engine_factory"]
 
 _PLUGIN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -96,8 +98,34 @@ def available_engines() -> list[str]:
     return out
 
 
+_CHECKED_TYPES = {"bool": bool, "int": int, "float": float, "str": str, "None": type(None)}
+
+
+def check_options(name: str, options: Mapping[str, Any]) -> None:
+    """Raise ValueError unless ``options`` are options of engine ``name``, each of its
+    declared type: the factory's keyword parameters and their annotations (``bool``,
+    ``int``, ``float``, ``str``, ``None`` and unions of them are checked here: a string
+    ``"False"`` is not a bool; lists, mappings and value ranges are the engine's own to
+    check).  An unknown key lists the valid ones.  Nothing is built."""
+    params = {k: p for k, p in inspect.signature(engine_factory(name)).parameters.items()
+              if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    for key, value in options.items():
+        p = params.get(key)
+        if p is None:
+            valid = ", ".join(sorted(params)) or "none"
+            raise ValueError(f"engine {name!r} has no option {key!r}; its options: {valid}")
+        names = [t.strip() for t in str(p.annotation).split("|")]
+        if not all(t in _CHECKED_TYPES for t in names):
+            continue
+        kinds = tuple(_CHECKED_TYPES[t] for t in names) + ((int,) if "float" in names else ())
+        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
+        if not ok:
+            raise ValueError(f"engine {name!r}: option {key!r} takes {' or '.join(names)}, got {value!r}")
+
+
 def get_engine(name: str, vocab: Any, **options: Any) -> MaskEngine:
     """Make the engine ``name`` for ``vocab`` (a :class:`Vocabulary`, a spec such as
     ``"tekken"``, or a tokenizer object: :func:`toolkit.core.vocab.load_vocab`);
-    ``options`` are the engine's own."""
+    ``options`` are the engine's own, checked first (:func:`check_options`)."""
+    check_options(name, options)
     return engine_factory(name)(vocab if isinstance(vocab, Vocabulary) else load_vocab(vocab), **options)

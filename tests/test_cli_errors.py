@@ -64,3 +64,22 @@ def test_ctrl_c_is_a_line_and_exit_130_and_debug_shows_the_traceback(capsys, mon
         cli.main(["--debug", "engines"])
     with pytest.raises(ValueError, match="unknown engine"):
         cli.main(["--debug", "mask", "--engine", "outlinez", "--regex", "a"])
+
+
+def test_engine_options_are_checked_before_anything_runs(capsys, tmp_path) -> None:
+    """``strict_mode=False`` is False (it ran with strict mode on); a value of the wrong
+    type or an unknown key is refused before a record is written, naming the valid keys."""
+    pytest.importorskip("xgrammar", reason="peer:xgrammar needs xgrammar (the [peers] extra)")
+    out = tmp_path / "run"
+    rc, _, _ = _run(capsys, "bench", "--engines", "peer:xgrammar", "--limit", "1", "--quick", "--quiet",
+                    "--out", str(out), "-o", "peer:xgrammar.strict_mode=False")
+    assert rc == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["engines"]["peer:xgrammar"]["options"]["strict_mode"] is False
+    for bad, says in (("peer:xgrammar.strict_mode=maybe", "takes bool, got 'maybe'"),
+                      ("peer:xgrammar.nonsense=1", "its options: any_whitespace, cache, max_threads, strict_mode"),
+                      ("llguidance.max_row_items=12", "not among the engines")):
+        fresh = tmp_path / bad.replace(":", "_")
+        rc, _, err = _run(capsys, "bench", "--engines", "peer:xgrammar", "--limit", "1", "--quick", "--quiet",
+                          "--out", str(fresh), "-o", bad)
+        assert rc == 2 and says in err and not fresh.exists()

@@ -29,7 +29,7 @@ from typing import Any
 
 import pandas as pd
 
-from strategies import available_engines, get_engine, registered_engines
+from strategies import available_engines, check_options, get_engine, registered_engines
 from toolkit.bench.agree import AgreementError, explain, write_agreement
 from toolkit.bench.coverage import schema_coverage, summarize
 from toolkit.bench.datasets import embedded_dir
@@ -165,10 +165,27 @@ def _cmd_schema_coverage(args: argparse.Namespace) -> int:
 
 
 def _option_value(text: str) -> object:
+    """A value as JSON reads it (``true``, ``3``, ``[...]``); ``True``/``False``/``None``
+    in any case as the bool or None they spell; else the text."""
+    spelled = {"true": True, "false": False, "none": None, "null": None}.get(text.strip().lower(), text)
+    if spelled is not text:
+        return spelled
     try:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def _checked_options(pairs: Sequence[str], engines: Sequence[str]) -> dict[str, dict[str, object]]:
+    """:func:`_engine_options`, every engine's options checked before anything runs: an
+    option for an engine not in the run, an unknown key or a value of the wrong type is
+    an error here."""
+    options = _engine_options(pairs)
+    for name, opts in options.items():
+        if name not in engines:
+            raise MasklabError(f"--option for {name!r}, which is not among the engines ({', '.join(engines)})")
+        check_options(name, opts)
+    return options
 
 
 def _engine_options(pairs: Sequence[str]) -> dict[str, dict[str, object]]:
@@ -195,7 +212,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     command = "masklab " + " ".join(shlex.quote(a) for a in (args.argv or []))
     timeout = args.timeout if args.timeout is not None else (30.0 if args.quick else 60.0)
     df = run_bench(engines, args.data, vocab=args.vocab, out=args.out, limit=args.limit, timeout=timeout,
-                   jobs=args.jobs, seed=args.seed, quick=args.quick, options=_engine_options(args.option),
+                   jobs=args.jobs, seed=args.seed, quick=args.quick, options=_checked_options(args.option, engines),
                    source=args.source, memory_limit_gb=args.memory_limit, progress=not args.quiet,
                    command=command, direct_check=args.direct_check, drafts=args.draft)
     if len(df):
@@ -273,7 +290,7 @@ def _cmd_generate(args: argparse.Namespace) -> int:
         return 2
     vocab = load_vocab(args.vocab)
     items = select_items(args.data, args.limit, args.shuffle, vocab.name)
-    options = _engine_options(args.option)
+    options = _checked_options(args.option, names)
     if args.prompt is None or args.prompt == "default":
         prompt = DEFAULT_PROMPT
     elif args.prompt == "spec":
