@@ -106,11 +106,15 @@ def check_options(name: str, options: Mapping[str, Any]) -> None:
     declared type: the factory's keyword parameters and their annotations (``bool``,
     ``int``, ``float``, ``str``, ``None`` and unions of them are checked here: a string
     ``"False"`` is not a bool; lists, mappings and value ranges are the engine's own to
-    check).  An unknown key lists the valid ones.  Nothing is built."""
-    params = {k: p for k, p in inspect.signature(engine_factory(name)).parameters.items()
-              if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    check).  An unknown key lists the valid ones (a factory that takes ``**options``
+    passes unknown keys on: its engine checks them).  Nothing is built."""
+    sig = inspect.signature(engine_factory(name)).parameters
+    params = {k: p for k, p in sig.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
+    forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.values())  # a plugin passing them on
     for key, value in options.items():
         p = params.get(key)
+        if p is None and forwards:
+            continue
         if p is None:
             valid = ", ".join(sorted(params)) or "none"
             raise ValueError(f"engine {name!r} has no option {key!r}; its options: {valid}")
