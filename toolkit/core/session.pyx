@@ -440,7 +440,10 @@ cdef class Session:
         return r == 1
 
     def forced_bytes(self, int64_t limit):
-        """The bytes every completion starts with (see the protocol), at most ``limit``."""
+        """The bytes every completion starts with (see the protocol), at most ``limit``
+        (0 .. 2**20: the buffer is allocated up front)."""
+        if not 0 <= limit <= 1 << 20:
+            raise ValueError(f"forced_bytes: limit must be in [0, {1 << 20}], got {limit}")
         cdef bytearray out = bytearray(max(limit, 0))
         cdef uint8_t* buf = <uint8_t*>(<char*>out) if limit > 0 else NULL
         cdef int64_t n = 0
@@ -467,9 +470,10 @@ cdef class Session:
         cdef int32_t n = <int32_t>tk.shape[0], i
         if pa.shape[0] != n:
             raise ValueError(f"{n} tokens but {pa.shape[0]} parents")
-        for i in range(n):
-            if not -1 <= pa[i] < i:
-                raise ValueError(f"node {i}: parent {pa[i]} is not an earlier node or -1")
+        cdef const int32_t* pp = <const int32_t*>cnp.PyArray_DATA(pa)
+        for i in range(n):  # C ints: no Python object per node
+            if not -1 <= pp[i] < i:
+                raise ValueError(f"node {i}: parent {pp[i]} is not an earlier node or -1")
         cdef word_t* rows = _rows_pointer(bitmask, row, n + 1, self.V.n_words)
         ok = np.zeros(n, dtype=np.uint8)
         path = np.zeros(max(n, 1), dtype=np.int32)
