@@ -778,6 +778,62 @@ def test_chunked_forward_equals_feeding_one_token_at_a_time(tekken) -> None:
             assert torch.allclose(logits[i], alone[i], atol=1e-5), cache
 
 
+def test_compiled_chunk_steps_pad_to_a_few_widths_and_give_the_eager_logits(tekken) -> None:
+    """With a compiled model the chunk steps are compiled too, once per batch shape with
+    the width open, and padded to a power of two (few CUDA graphs): the logits are the
+    eager steps' and runs of 2, 3, 5 and 7 tokens make one graph."""
+    import torch
+    from torch._dynamo.utils import counters
+
+    from toolkit.decode.model import chunk_width
+
+    assert [chunk_width(w) for w in (1, 2, 3, 4, 5, 9, 16, 17)] == [1, 2, 4, 4, 8, 16, 16, 32]
+    eager = load_model("random:tiny", tekken, cache="static")
+    compiled = load_model("random:tiny", tekken, compile="default")
+    prompts = [[1, 5, 6, 7], [1, 9]]
+    decs = [lm.start(prompts, 32, chunks=True) for lm in (eager, compiled)]
+    for d in decs:
+        d.forward()
+    graphs = None
+    for w in (2, 3, 5, 7, 3):
+        runs = [[10 + k for k in range(w)], [20]]
+        got = [d.forward_chunks(runs) for d in decs]
+        assert torch.allclose(got[0], got[1], atol=1e-4), w
+        if graphs is None:
+            graphs = counters["stats"]["unique_graphs"]
+        assert counters["stats"]["unique_graphs"] == graphs, w  # no recompile for a new width
+    # the padded steps took their power-of-two widths of the cache, the eager ones their own
+    assert decs[1].seen == decs[0].prompt_len + 2 + 4 + 8 + 8 + 4 and decs[0].seen == decs[0].prompt_len + 20
+    after = [d.forward(torch.tensor([30, 31])) for d in decs]
+    assert torch.allclose(after[0], after[1], atol=1e-4)
+
+
+def test_a_replaying_model_and_its_baseline_write_the_items_instances(tekken) -> None:
+    """``random:NAME:replay``: a real forward pass whose logits favour each item's valid
+    instance; jump-forward with a compiled model then feeds the keys in compiled chunk
+    steps, none compiled while timed, and the shared baseline replays the texts too."""
+    schema = Item("person", "schema", {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+                                       "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
+                  (Case('{"name": "Ada", "age": 36}', True),))
+    lm = load_model("random:tiny:replay", tekken, compile="default")
+    assert lm.replay and lm.describe()["replay"] and any("replay" in n for n in lm.notes)
+    engine = get_engine("llguidance", tekken, spelling="llguidance")
+    seen: list[object] = []
+    start = lm.start
+    lm.start = lambda *a, **k: seen.append(k.get("targets")) or start(*a, **k)  # type: ignore[method-assign]
+    base = unconstrained(lm, tekken, [schema, schema], batch=2, max_tokens=40)
+    assert seen[-1] == [b'{"name": "Ada", "age": 36}'] * 2  # the timed baseline batch replays
+    del lm.start
+    for jump in (False, True):
+        run = generate(engine, lm, tekken, [schema, schema], batch=2, max_tokens=40, baseline=base, jump_forward=jump)
+        assert {s["text"] for s in run.sequences} == {'{"name": "Ada", "age": 36}'}
+        assert run.summary["valid"] == 2 and run.summary["compiles_in_loop"] == 0
+        assert (run.summary["jumped_tokens"] >= 4) == jump
+    assert load_model("random:tiny", tekken).replay is False
+    with pytest.raises(ModelError, match="unknown random architecture"):
+        load_model("random:tiny:replays", tekken)
+
+
 def test_the_replaying_stand_in_writes_each_items_instance_and_jump_forward_saves_steps(tekken) -> None:
     """``sim:...:replay`` favours each sequence's valid instance, so outputs are the
     dataset's texts; with keys spelled as llguidance writes them, jump-forward feeds the
@@ -796,3 +852,24 @@ def test_the_replaying_stand_in_writes_each_items_instance_and_jump_forward_save
     assert jump.summary["steps"] < plain.summary["steps"]
     with pytest.raises(ModelError, match="replay"):
         load_model("sim:1:0:replays", tekken)
+
+
+def test_a_replaying_model_reads_the_fed_ids_before_it_launches_the_step(tekken, monkeypatch) -> None:
+    """Reading the sampled ids to the host after the launch would wait for the whole
+    forward pass on a GPU, and the step's masks would no longer be made while it runs:
+    the replay reads them first, and adds its bonus after the launch."""
+    import torch
+
+    from toolkit.decode import model as model_mod
+
+    calls: list[str] = []
+    real_forward, real_write = model_mod.Decoding._forward, model_mod.Replay.write
+    monkeypatch.setattr(model_mod.Decoding, "_forward", lambda self, t: calls.append("launch") or real_forward(self, t))
+    monkeypatch.setattr(model_mod.Replay, "write", lambda self, runs: calls.append("read") or real_write(self, runs))
+    lm = load_model("random:tiny:replay", tekken)
+    dec = lm.start([[1, 5]], 8, targets=[b'{"a": 1}'])
+    dec.forward()
+    calls.clear()
+    logits = dec.forward(torch.tensor([tekken.encode("{")[0]]))
+    assert calls == ["read", "launch"]
+    assert int(logits.argmax()) == dec.replay.next_tokens()[0]  # the bonus is on the target's next token

@@ -488,8 +488,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--engine", required=True, nargs="+",
                    help="the engines computing the masks (several: one run each, OUT/ENGINE/batch-B)")
     g.add_argument("--model", default="random:tiny",
-                   help="checkpoint directory, random:NAME, or sim:FORWARD_MS[:LAUNCHES] (the stand-in device "
-                        "for machines without a GPU, e.g. sim:8:300) (default: random:tiny)")
+                   help="checkpoint directory, random:NAME[:replay], or sim:FORWARD_MS[:LAUNCHES][:replay] (the "
+                        "stand-in device for machines without a GPU, e.g. sim:8:300; :replay favours each item's "
+                        "valid instance) (default: random:tiny)")
     g.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
     g.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     g.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto (bf16 on cuda)")

@@ -89,7 +89,7 @@ from toolkit.core import bitmask as bm
 from toolkit.core.batch import NO_TOKEN, SKIP, default_threads, make_batch
 from toolkit.core.errors import MasklabError, time_limit
 from toolkit.core.vocab import Vocabulary
-from toolkit.decode.model import ChatTemplate, LoadedModel, ModelError
+from toolkit.decode.model import CHUNK_ROOM, ChatTemplate, LoadedModel, ModelError
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.special import marked_bytes, spelled
 
@@ -107,6 +107,10 @@ LOOPS = ("pipelined", "serial")
 
 DEFAULT_COMPILE_TIMEOUT = 60.0
 """Seconds an engine may take to compile one item in :func:`generate`."""
+
+WARM_CHUNK_WIDTH = 16
+"""Jump-forward runs warm up chunk steps of 2, 4, ... up to this many tokens (a compiled
+model's chunk graph and its CUDA graphs per width, :func:`toolkit.decode.model.chunk_width`)."""
 
 _KINDS = {"schema": "JSON schema", "lark": "Lark grammar", "regex": "regular expression"}
 _PLACEHOLDERS = ("{spec}", "{kind}", "{name}")
@@ -766,9 +770,10 @@ def _native(engine: Any, item: Item) -> bool:
 
 
 def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, kernel: Any,
-             vocab: Vocabulary) -> tuple[float, Any]:
+             vocab: Vocabulary, chunks: bool = False) -> tuple[float, Any]:
     """Untimed: for every batch shape of the run (``groups``: the prompts of each batch),
-    the prompts' pass and three one-token steps, so no measured batch pays for the
+    the prompts' pass and three one-token steps (``chunks``, jump-forward runs: then a
+    chunk step of each width up to :data:`WARM_CHUNK_WIDTH`), so no measured batch pays for the
     device's first calls, a compiled model's compilation or CUDA-graph capture, or the
     allocator growing to a new shape (this runs in every mode, the shared baseline's
     too); then the kernel's first call on its logits (compilation, for the
@@ -783,7 +788,7 @@ def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, ke
     kernel_s, dtype = 0.0, None
     with torch.inference_mode():
         for prompts in groups:
-            dec = lm.start(prompts, max_tokens)
+            dec = lm.start(prompts, max_tokens, chunks=chunks)
             key = (dec.shape, dec.prompt_len)
             if key in shapes:
                 continue
@@ -792,6 +797,12 @@ def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, ke
             steps = min(3, dec.cache_len - dec.prompt_len) if dec.cache_len else min(3, max_tokens)
             for _ in range(steps):
                 logits = dec.forward(torch.argmax(logits, dim=-1))
+            width = 2
+            room = (dec.cache_len or dec.prompt_len + max_tokens * CHUNK_ROOM) - dec.prompt_len - steps
+            while chunks and width <= WARM_CHUNK_WIDTH and width <= room:
+                logits = dec.forward_chunks([[int(t)] * width for t in torch.argmax(logits, dim=-1).tolist()])
+                room -= width
+                width *= 2
             lm.synchronize()
             if dtype is None:
                 t0 = time.perf_counter()
@@ -838,13 +849,16 @@ class Baseline:
 
 
 def _unconstrained_rows(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
-                        seed: int, loop: str, steps: int | None = None) -> tuple[list[dict[str, Any]], float]:
+                        seed: int, loop: str, steps: int | None = None,
+                        items: Sequence[Item | None] = ()) -> tuple[list[dict[str, Any]], float]:
     """The unconstrained baseline of one batch, in the same loop as the masked runs:
-    its step rows and wall time."""
+    its step rows and wall time.  ``items``: the batch's items, whose texts a replaying
+    model replays here too (the same host work per step as the masked runs)."""
     if loop == "serial":
         rows, _, wall = _decode_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps)
         return rows, wall
-    return _pipelined_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps)
+    targets = [_replay_target(i) if i is not None else None for i in items] if lm.replay and items else None
+    return _pipelined_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps, targets=targets)
 
 
 def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | int, *, batch: int = 1,
@@ -866,12 +880,13 @@ def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | in
     if max_groups is not None and max_groups < 1:
         raise ValueError(f"max_groups must be >= 1, got {max_groups}")
     prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
-    groups = [[prompts.slot(i, max_tokens) for i in g] for g in _groups(seqs, batch)][:max_groups]
+    item_groups = _groups(seqs, batch)[:max_groups]
+    groups = [[prompts.slot(i, max_tokens) for i in g] for g in item_groups]
     _warm_up(lm, groups, max_tokens, bm.apply_kernel("torch"), vocab)
     steps: list[dict[str, Any]] = []
     wall = 0.0
     for b, group in enumerate(groups):
-        rows, w = _unconstrained_rows(lm, group, max_tokens, temperature, seed + b, loop)
+        rows, w = _unconstrained_rows(lm, group, max_tokens, temperature, seed + b, loop, items=item_groups[b])
         for r in rows:
             r.update(batch_index=b, mode="unconstrained")
         steps.extend(rows)
@@ -939,7 +954,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
     groups = _groups(items, batch)
     warmup_s, logits_dtype = _warm_up(lm, [[prompts.slot(i, max_tokens) for i in g] for g in groups], max_tokens,
-                                      kernel, vocab)
+                                      kernel, vocab, chunks=jump_forward)
     graphs_before = _compiled_graphs()
     pool = ThreadPoolExecutor(max_workers=threads or min(batch, 8)) if loop == "serial" else None
     steps: list[dict[str, Any]] = []
@@ -1027,7 +1042,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                                   "text": spelled(vocab, ids).decode("utf-8", errors="replace")[:2000]})
             if baseline is True:
                 rows, wall = _unconstrained_rows(lm, group_prompts, max_tokens, temperature, seed + b, loop,
-                                                 max(1, len(rows)))
+                                                 max(1, len(rows)), items=group)
                 for r in rows:
                     r.update(batch_index=b, mode="unconstrained")
                 steps.extend(rows)

@@ -8,7 +8,8 @@
 * ``random:NAME``: a known architecture built from its configuration with random
   weights, because nothing can be downloaded here.  Its speed is a real model's
   (same shapes, same kernels); its text is noise, so every output of a run on
-  random weights says so (:data:`RANDOM_NOTE`).  Names: ``tiny`` (two small layers
+  random weights says so (:data:`RANDOM_NOTE`).  ``random:NAME:replay`` writes each
+  item's valid instance instead of noise (:class:`Replay`), for jump-forward runs.  Names: ``tiny`` (two small layers
   sized to the vocabulary, for tests on CPU), ``llama-3.2-1b``, ``llama-3-8b`` (the
   published shapes, 128,256 logits) and ``mistral-7b`` (the configuration shipped in
   ``$MASKLAB_SHARED/tokenizers/mistral-7b-v0.3/config.json``, 32,768 logits).
@@ -55,10 +56,15 @@ from toolkit.core.forced import canonical_tokens
 from toolkit.core.vocab import Vocabulary
 
 __all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES",
-           "CACHE_BLOCK", "CHUNK_ROOM", "ChatTemplate", "load_chat_template", "SimModel", "SIM_NOTE"]
+           "CACHE_BLOCK", "CHUNK_ROOM", "ChatTemplate", "load_chat_template", "SimModel", "SIM_NOTE", "Replay",
+           "REPLAY_NOTE", "chunk_width"]
 
 CACHE_BLOCK = 256
 """A static KV cache's length is the batch's prompt plus ``max_tokens``, rounded up to this."""
+
+RECOMPILE_LIMIT = 64
+"""Graphs dynamo may make of a compiled forward pass (its default of 8 is one sweep's
+batch shapes with jump-forward's chunk steps)."""
 
 CHUNK_ROOM = 4
 """With chunked steps (jump-forward) a static cache has room for this many times
@@ -86,6 +92,9 @@ RANDOM_ARCHS: dict[str, dict[str, Any] | str] = {
 """Architectures ``random:NAME`` builds: a config dict, or a config file under the shared folder."""
 
 
+REPLAY_NOTE = ("replay: each sequence's logits favour its item's valid instance (+REPLAY_BONUS on the "
+               "canonical next token), so outputs are dataset texts; step times are the model's")
+
 SIM_NOTE = ("simulated device (sim:FORWARD_MS:LAUNCHES): no model runs; a forward pass is LAUNCHES Python calls "
             "and a wait, its logits seeded noise: step times are the stand-in's, text is noise")
 
@@ -111,18 +120,19 @@ class LoadedModel:
     _takes_keep: bool | None = field(default=None, repr=False)
     _caches: dict[tuple[int, int], Any] = field(default_factory=dict, repr=False)
     _compiled: Any = field(default=None, repr=False)
-
-    #: a real model writes what its weights say (only the stand-in device replays texts)
-    replay = False
+    _compiled_chunks: Any = field(default=None, repr=False)
+    _chunks_compiled: bool = field(default=False, repr=False)  # a compiled chunk step has run
+    #: ``random:NAME:replay``: the logits favour each sequence's target text (:class:`Replay`)
+    replay: bool = False
+    vocab: Any = field(default=None, repr=False)
 
     def start(self, prompts: list[list[int]], max_tokens: int, chunks: bool = False,
               targets: list[bytes | None] | None = None) -> Decoding:
         """A batch's decoding: one prompt (token ids) per sequence, ``max_tokens`` steps
         at most (see :class:`Decoding`); ``chunks``: steps may feed several tokens per
         sequence (:meth:`Decoding.forward_chunks`, jump-forward decoding).  ``targets``
-        is for the stand-in device's replay and ignored here."""
-        del targets
-        return Decoding(self, prompts, max_tokens, chunks)
+        (``replay`` only): each sequence's text to replay, None for the model's own."""
+        return Decoding(self, prompts, max_tokens, chunks, targets if self.replay else None)
 
     @property
     def _keep(self) -> bool:
@@ -153,8 +163,25 @@ class LoadedModel:
         if self._compiled is None:
             import torch
 
+            _raise_recompile_limit()
             self._compiled = torch.compile(self.model.forward, mode=self.compile, dynamic=False, fullgraph=True)
         return self._compiled
+
+    def _chunk_fn(self) -> Any:
+        """The forward pass of the chunk steps (jump-forward): the model's, or
+        torch.compile'd once per batch shape with the run's width dynamic (with
+        ``reduce-overhead`` a CUDA graph is recorded per width, which
+        :meth:`Decoding.forward_chunks` rounds up to a power of two), as a serving
+        engine runs its few-token steps in graphs too."""
+        if self.compile is None:
+            return self.model
+        if self._compiled_chunks is None:
+            import torch
+
+            _raise_recompile_limit()
+            self._compiled_chunks = torch.compile(self.model.forward, mode=self.compile, dynamic=None,
+                                                  fullgraph=True)
+        return self._compiled_chunks
 
     @property
     def bos_id(self) -> int | None:
@@ -180,7 +207,24 @@ class LoadedModel:
     def describe(self) -> dict[str, Any]:
         return {"spec": self.spec, "random_weights": self.random, "vocab_size": self.vocab_size,
                 "device": self.device, "dtype": self.dtype, "parameters": self.parameters,
-                "cache": self.cache, "compile": self.compile, "notes": list(self.notes)}
+                "cache": self.cache, "compile": self.compile, "replay": self.replay, "notes": list(self.notes)}
+
+
+def _raise_recompile_limit() -> None:
+    """A compiled step has a graph per batch shape (and the chunk steps theirs): room
+    for a sweep's shapes before dynamo would fall back to eager."""
+    import torch._dynamo as dynamo
+
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(dynamo.config, name):
+            setattr(dynamo.config, name, max(getattr(dynamo.config, name), RECOMPILE_LIMIT))
+            return
+
+
+def chunk_width(width: int) -> int:
+    """The width a compiled chunk step pads a run of ``width`` tokens to: the next power
+    of two (few shapes, so few CUDA graphs)."""
+    return 1 << max(width - 1, 0).bit_length()
 
 
 class Decoding:
@@ -198,11 +242,13 @@ class Decoding:
     the model takes ``logits_to_keep`` (transformers' Llama, Mistral and most others).
     """
 
-    def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, chunks: bool = False) -> None:
+    def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, chunks: bool = False,
+                 targets: list[bytes | None] | None = None) -> None:
         import torch
 
         if not prompts or not all(prompts):
             raise ModelError("every sequence needs a prompt of at least one token")
+        self.replay = Replay(lm.vocab, targets, len(prompts)) if targets is not None else None
         with torch.inference_mode():  # whatever the caller's mode: a compiled step guards on it
             self._setup(lm, prompts, max_tokens, chunks)
 
@@ -237,7 +283,15 @@ class Decoding:
         import torch
 
         with torch.inference_mode():
-            return self._forward(tokens)
+            if self.replay is not None and tokens is not None:
+                # the ids on the host before the launch: this waits for the sampling kernel
+                # only (after the launch it would wait for the whole forward pass, and the
+                # masks of the step would no longer be made while the device runs it)
+                self.replay.write([[t] for t in tokens.reshape(-1).tolist()])
+            logits = self._forward(tokens)
+            if self.replay is not None:
+                self.replay.favour(logits)  # queued after the forward pass, no wait
+            return logits
 
     def forward_chunks(self, chunks: list[list[int]]) -> Any:
         """One step feeding each sequence its own run of tokens (``chunks[i]``, at least
@@ -255,7 +309,11 @@ class Decoding:
         if self.attn is None:
             raise ModelError("this decoding was started without chunks (start(..., chunks=True))")
         with torch.inference_mode():
-            return self._forward_chunks(chunks, width)
+            logits = self._forward_chunks(chunks, width)
+            if self.replay is not None:
+                self.replay.write(chunks)
+                self.replay.favour(logits)
+            return logits
 
     def _forward_chunks(self, chunks: list[list[int]], width: int) -> Any:
         import torch
@@ -263,6 +321,9 @@ class Decoding:
         lm, dev = self.lm, self.lm.device
         if not self.seen:
             raise ModelError("run the prompts first: forward() without tokens")
+        fn = lm._chunk_fn()
+        if fn is not lm.model and self.seen + chunk_width(width) <= self.cache_len:
+            width = chunk_width(width)  # more left pads, masked: one of a few compiled widths
         ids = torch.tensor([[0] * (width - len(c)) + list(c) for c in chunks], dtype=torch.long, device=dev)
         real = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in chunks], dtype=torch.long, device=dev)
         pos = self.pos[:, -1:] + real.cumsum(-1)  # pads repeat the last position (masked anyway)
@@ -279,11 +340,31 @@ class Decoding:
             extra = {}
         if lm._keep:
             extra["logits_to_keep"] = 1
-        out = lm.model(input_ids=ids, past_key_values=self.past, use_cache=True, attention_mask=self.attn,
-                       position_ids=pos, **extra)
+        if fn is not lm.model:  # the width is the one dimension a compiled chunk step leaves open
+            import torch._dynamo as dynamo
+
+            for t in (ids, real, pos):
+                dynamo.mark_dynamic(t, 1)
+            if "cache_position" in extra:
+                dynamo.mark_dynamic(extra["cache_position"], 0)
+        kwargs = dict(input_ids=ids, past_key_values=self.past, use_cache=True, attention_mask=self.attn,
+                      position_ids=pos, **extra)
+        try:
+            out = fn(**kwargs)
+        except Exception as e:  # noqa: BLE001 - torch.compile fails in assorted types, before running
+            if fn is lm.model or lm._chunks_compiled:
+                raise
+            lm._compiled_chunks = lm.model  # what this torch cannot compile runs eager, and says so
+            lm.notes.append(f"chunk steps run eager: torch.compile of a chunk step failed ({type(e).__name__}: "
+                            f"{str(e)[:200]})")
+            fn = lm.model
+            out = fn(**kwargs)
+        lm._chunks_compiled = fn is not lm.model
         self.past = out.past_key_values
         self.seen += width
-        return out.logits[:, -1, :].contiguous()
+        logits = out.logits[:, -1, :]
+        # a CUDA graph's output is overwritten by its next replay: the caller gets a copy
+        return logits.clone() if fn is not lm.model else logits.contiguous()
 
     def _forward(self, tokens: Any) -> Any:
         import torch
@@ -328,6 +409,52 @@ target wherever the mask allows it."""
 
 _SIM_POOL = 32
 """Distinct logits rows a simulated model draws from (a row is 4 bytes per vocabulary id)."""
+
+
+class Replay:
+    """A model that replays texts: each sequence's logits favour the canonical first
+    token of what is left of its target (:data:`REPLAY_BONUS` added; EOS at its end),
+    so its outputs are a dataset's valid instances rather than noise, while the step
+    times stay the model's.  A sequence that leaves its target (a mask refused the
+    favoured token) goes on from the model's own logits.  ``sim:...:replay`` and
+    ``random:NAME:replay`` use it; jump-forward decoding needs text a grammar can
+    force, which noise rarely is."""
+
+    def __init__(self, vocab: Vocabulary, targets: list[bytes | None], batch: int) -> None:
+        if len(targets) != batch:
+            raise ModelError(f"{len(targets)} replay targets for {batch} sequences")
+        self.vocab = vocab
+        self.targets = list(targets)
+        self.written = [b""] * batch  # the bytes each sequence wrote so far
+
+    def write(self, runs: list[list[int]]) -> None:
+        """Record the tokens each sequence was fed this step."""
+        tb = self.vocab.token_bytes
+        self.written = [w + b"".join(tb[t] for t in r) for w, r in zip(self.written, runs, strict=True)]
+
+    def next_tokens(self) -> list[int | None]:
+        """Per sequence, the token favoured next; None once it left its target."""
+        out: list[int | None] = []
+        vocab = self.vocab
+        for target, written in zip(self.targets, self.written, strict=True):
+            if target is None or not target.startswith(written):
+                out.append(None)
+            elif len(written) == len(target):
+                out.append(vocab.eos_ids[0] if vocab.eos_ids else None)
+            else:
+                toks = canonical_tokens(vocab, target[len(written): len(written) + 64])
+                out.append(toks[0] if toks else None)
+        return out
+
+    def favour(self, logits: Any) -> None:
+        """Add the bonus to ``logits`` (``(B, V)``, any device) in place."""
+        import torch
+
+        pairs = [(i, t) for i, t in enumerate(self.next_tokens()) if t is not None]
+        if pairs:
+            idx = torch.tensor(pairs, dtype=torch.long).to(logits.device, non_blocking=True)
+            logits.index_put_((idx[:, 0], idx[:, 1]), torch.tensor(REPLAY_BONUS, dtype=logits.dtype,
+                                                                     device=logits.device), accumulate=True)
 
 
 def _launch(k: int) -> int:
@@ -402,11 +529,7 @@ class SimDecoding:
         if not prompts or not all(prompts):
             raise ModelError("every sequence needs a prompt of at least one token")
         self.lm = lm
-        # replay: the bytes each sequence wrote so far, and whether they are still its target's start
-        self.targets = list(targets) if targets is not None else [None] * len(prompts)
-        if len(self.targets) != len(prompts):
-            raise ModelError(f"{len(self.targets)} replay targets for {len(prompts)} sequences")
-        self.written = [b""] * len(prompts)
+        self.replay = Replay(lm.vocab, targets, len(prompts)) if lm.replay and targets is not None else None
         self.batch = len(prompts)
         self.prompt_len = max(len(p) for p in prompts)
         self.cache_len = 0
@@ -430,7 +553,8 @@ class SimDecoding:
             if not self.seen:
                 raise ModelError("run the prompts first: forward() without tokens")
             fed, n = tokens.reshape(self.batch).long(), 1
-            self._write([[int(t)] for t in fed.tolist()])
+            if self.replay is not None:
+                self.replay.write([[int(t)] for t in fed.tolist()])
         return self._launch(t0, fed, n)
 
     def forward_chunks(self, chunks: list[list[int]]) -> Any:
@@ -446,13 +570,9 @@ class SimDecoding:
             raise ModelError("run the prompts first: forward() without tokens")
         t0 = time.perf_counter()
         fed = torch.tensor([c[-1] for c in chunks], dtype=torch.long)
-        self._write(chunks)
+        if self.replay is not None:
+            self.replay.write(chunks)
         return self._launch(t0, fed, max(len(c) for c in chunks))
-
-    def _write(self, runs: list[list[int]]) -> None:
-        if self.lm.replay:
-            vocab = self.lm.vocab
-            self.written = [w + b"".join(vocab.token_bytes[t] for t in r) for w, r in zip(self.written, runs, strict=True)]
 
     def _launch(self, t0: float, fed: Any, n: int) -> Any:
         lm = self.lm
@@ -461,28 +581,10 @@ class SimDecoding:
         self.seen += n
         rows = (self._salt + fed * 7919 + self.seen * 104729 + lm.seed) % _SIM_POOL
         logits = lm._pool.index_select(0, rows)
-        if lm.replay:
-            for i, nxt in enumerate(self._replay_next()):
-                if nxt is not None:
-                    logits[i, nxt] += REPLAY_BONUS
+        if self.replay is not None:
+            self.replay.favour(logits)
         lm._deadline = t0 + lm.forward_ms / 1e3
         return logits
-
-    def _replay_next(self) -> list[int | None]:
-        """Per sequence, the token a replayed model favours next: the canonical first
-        token of what is left of its target (EOS at its end); None once it left the
-        target (a mask refused it: the sequence goes on from noise)."""
-        out: list[int | None] = []
-        vocab = self.lm.vocab
-        for target, written in zip(self.targets, self.written, strict=True):
-            if target is None or not target.startswith(written):
-                out.append(None)
-            elif len(written) == len(target):
-                out.append(vocab.eos_ids[0] if vocab.eos_ids else None)
-            else:
-                toks = canonical_tokens(vocab, target[len(written): len(written) + 64])
-                out.append(toks[0] if toks else None)
-        return out
 
 
 def _sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, cache: str, compile: str | None) -> SimModel:
@@ -568,8 +670,12 @@ def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str 
         raise ModelError(f"device {device!r} asked for, but torch sees no CUDA device")
     torch_dtype, dtype_name = _dtype(dtype, device)
     notes: list[str] = []
+    replay = False
     if spec.startswith("random:"):
-        config = _random_config(spec.split(":", 1)[1], vocab)
+        name = spec.split(":", 1)[1]
+        if name.endswith(":replay"):
+            name, replay = name[: -len(":replay")], True
+        config = _random_config(name, vocab)
         torch.manual_seed(seed)
         with torch.device(device):
             model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
@@ -589,7 +695,10 @@ def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str 
             "a model decodes with its own tokenizer"
         )
     n_params = sum(p.numel() for p in model.parameters())
-    return LoadedModel(model, spec, random, logits, device, dtype_name, int(n_params), notes, cache, compile)
+    if replay:
+        notes.append(REPLAY_NOTE)
+    return LoadedModel(model, spec, random, logits, device, dtype_name, int(n_params), notes, cache, compile,
+                       replay=replay, vocab=vocab if replay else None)
 
 
 @dataclass
