@@ -13,8 +13,11 @@ is a class that implements :class:`toolkit.core.protocol.MaskEngine` (subclass
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import re
+import types
+import typing
 from collections.abc import Callable, Mapping
 from importlib import import_module
 from importlib.util import find_spec
@@ -98,19 +101,85 @@ def available_engines() -> list[str]:
     return out
 
 
-_CHECKED_TYPES = {"bool": bool, "int": int, "float": float, "str": str, "None": type(None)}
+def _hints(factory: Callable[..., Any], params: Mapping[str, inspect.Parameter]) -> dict[str, Any]:
+    """Each keyword parameter's annotation as a type, resolved in the factory's module
+    (annotations are text under ``from __future__ import annotations``); one that does
+    not resolve is left out (its engine checks that option itself)."""
+    target = factory.__init__ if inspect.isclass(factory) else factory
+    scope = {**vars(typing), **getattr(target, "__globals__", {})}
+    out: dict[str, Any] = {}
+    for key, p in params.items():
+        ann = p.annotation
+        if ann is inspect.Parameter.empty:
+            continue
+        try:
+            out[key] = eval(ann, scope) if isinstance(ann, str) else ann  # noqa: S307 - the factory's own annotation
+        except Exception:  # noqa: BLE001 - a name only a type checker sees: left to the engine
+            continue
+    return out
+
+
+def _fits(value: Any, tp: Any) -> bool | None:
+    """Whether ``value`` is of the declared type ``tp``; None where ``tp`` is not one
+    this check reads (the engine checks those values itself)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        verdicts = [_fits(value, a) for a in args]
+        return True if any(verdicts) else None if None in verdicts else False
+    if origin is typing.Literal:  # an enum: the value and its type (True is not 1)
+        return any(value == a and type(value) is type(a) for a in args)
+    if tp is type(None):
+        return value is None
+    if tp in (bool, int, float, str):
+        if isinstance(value, bool):
+            return tp is bool
+        return isinstance(value, (int, float) if tp is float else tp)
+    if origin in (list, tuple, collections.abc.Sequence) and not isinstance(value, str):
+        if not isinstance(value, (list, tuple)):
+            return False
+        item = args[0] if args else Any
+        return all(_fits(v, item) is not False for v in value)
+    if origin in (dict, collections.abc.Mapping):
+        if not isinstance(value, collections.abc.Mapping):
+            return False
+        kt, vt = args if len(args) == 2 else (Any, Any)
+        return all(_fits(k, kt) is not False and _fits(v, vt) is not False for k, v in value.items())
+    if origin in (list, tuple, collections.abc.Sequence):
+        return False  # a str where a sequence is declared
+    return None
+
+
+def _describe(tp: Any) -> str:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    if origin is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if tp is type(None):
+        return "None"
+    if origin in (list, tuple, collections.abc.Sequence):
+        return f"a list of {_describe(args[0]) if args else 'values'}"
+    if origin in (dict, collections.abc.Mapping):
+        return f"a mapping of {_describe(args[0])} to {_describe(args[1])}" if len(args) == 2 else "a mapping"
+    return getattr(tp, "__name__", str(tp))
 
 
 def check_options(name: str, options: Mapping[str, Any]) -> None:
     """Raise ValueError unless ``options`` are options of engine ``name``, each of its
     declared type: the factory's keyword parameters and their annotations (``bool``,
-    ``int``, ``float``, ``str``, ``None`` and unions of them are checked here: a string
-    ``"False"`` is not a bool; lists, mappings and value ranges are the engine's own to
-    check).  An unknown key lists the valid ones (a factory that takes ``**options``
-    passes unknown keys on: its engine checks them).  Nothing is built."""
-    sig = inspect.signature(engine_factory(name)).parameters
+    ``int``, ``float``, ``str``, ``None``, enums as ``Literal[...]``, lists as
+    ``Sequence[T]``/``list[T]``, mappings as ``Mapping[K, V]`` and unions of them: a
+    string ``"False"`` is not a bool, ``"compat"`` is not one of ``"flexible"``,
+    ``"compact"``; value ranges are the engine's own to check).  An unknown key lists
+    the valid ones (a factory that takes ``**options`` passes unknown keys on: its
+    engine checks them).  Nothing is built."""
+    factory = engine_factory(name)
+    sig = inspect.signature(factory).parameters
     params = {k: p for k, p in sig.items() if p.kind is inspect.Parameter.KEYWORD_ONLY}
     forwards = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in sig.values())  # a plugin passing them on
+    hints = _hints(factory, params) if options else {}
     for key, value in options.items():
         p = params.get(key)
         if p is None and forwards:
@@ -118,13 +187,9 @@ def check_options(name: str, options: Mapping[str, Any]) -> None:
         if p is None:
             valid = ", ".join(sorted(params)) or "none"
             raise ValueError(f"engine {name!r} has no option {key!r}; its options: {valid}")
-        names = [t.strip() for t in str(p.annotation).split("|")]
-        if not all(t in _CHECKED_TYPES for t in names):
-            continue
-        kinds = tuple(_CHECKED_TYPES[t] for t in names) + ((int,) if "float" in names else ())
-        ok = isinstance(value, kinds) and not (isinstance(value, bool) and bool not in kinds)
-        if not ok:
-            raise ValueError(f"engine {name!r}: option {key!r} takes {' or '.join(names)}, got {value!r}")
+        tp = hints.get(key)
+        if tp is not None and _fits(value, tp) is False:
+            raise ValueError(f"engine {name!r}: option {key!r} takes {_describe(tp)}, got {value!r}")
 
 
 def get_engine(name: str, vocab: Any, **options: Any) -> MaskEngine:

@@ -38,7 +38,7 @@ from toolkit.jsonschema.compiler import grammar_of
 
 __all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "DualTables", "CompiledTables", "GrammarEngine", "StrategyEngine"]
 
-_EOS = object()  # history record of an accepted EOS
+EOS_RECORD = object()  # history record of an accepted EOS
 
 
 class BaseMatcher(MatcherBase):
@@ -124,7 +124,7 @@ class BaseMatcher(MatcherBase):
         if t in self.vocab.eos_ids:
             if self._terminated or self.error is not None or self._accepting_safe():
                 self._terminated = True
-                self._history.append(_EOS)
+                self._history.append(EOS_RECORD)
                 self._tokens.append(t)
                 return True
             return False
@@ -158,9 +158,9 @@ class BaseMatcher(MatcherBase):
         for _ in range(n):
             record = self._history.pop()
             self._tokens.pop()
-            if record is not _EOS:
+            if record is not EOS_RECORD:
                 self._undo(record)
-        self._terminated = any(r is _EOS for r in self._history)
+        self._terminated = any(r is EOS_RECORD for r in self._history)
 
     def reset(self) -> None:
         """Back to the start state; clears the error state."""

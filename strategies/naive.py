@@ -32,7 +32,8 @@ from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.protocol import FORCED_LIMIT, CompiledBase, EngineBase, MaskInfo, MaskStats
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
-from toolkit.grammar.ir import Grammar
+from toolkit.grammar.ir import Grammar, RegexText, untold_text
+from toolkit.grammar.lark_dialect import LarkText
 
 __all__ = ["NaiveEngine", "NaiveCompiled", "NaiveMatcher"]
 
@@ -82,7 +83,13 @@ class NaiveEngine(EngineBase):
     def options(self) -> dict[str, Any]:
         return {"max_items": self.max_items, "share_prefixes": self.share_prefixes}
 
-    def compile(self, grammar: Grammar) -> NaiveCompiled:
+    def compile(self, grammar: Grammar | RegexText | LarkText) -> NaiveCompiled:
+        if isinstance(grammar, RegexText):
+            grammar = Grammar.from_regex(grammar.text)
+        elif isinstance(grammar, LarkText):
+            grammar = Grammar.from_lark(grammar.text)
+        elif isinstance(grammar, str):
+            raise untold_text(self.name, grammar)
         if not isinstance(grammar, Grammar):
             raise UnsupportedGrammar(f"naive compiles toolkit.grammar.Grammar, not {type(grammar).__name__}")
         refuse_token_limits(self.name, grammar)

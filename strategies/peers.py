@@ -57,12 +57,13 @@ from typing import Any
 
 import numpy as np
 
-from strategies._base import BaseMatcher, refuse_token_limits
+from strategies._base import EOS_RECORD, BaseMatcher, refuse_token_limits
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import SKIP, check_step_args, new_step
 from toolkit.core.errors import MasklabError, UnsupportedGrammar
 from toolkit.core.protocol import (
     FORCED_LIMIT,
+    MAX_DRAFT,
     BatchStep,
     CompiledBase,
     EngineBase,
@@ -70,7 +71,7 @@ from toolkit.core.protocol import (
     check_draft_rows,
 )
 from toolkit.core.vocab import Vocabulary
-from toolkit.grammar.ir import Grammar
+from toolkit.grammar.ir import Grammar, RegexText, untold_text
 from toolkit.grammar.lark_dialect import LarkText
 from toolkit.jsonschema.compiler import JsonSchemaText, schema_text
 
@@ -171,7 +172,14 @@ class _PeerEngine(EngineBase):
         self.options: dict[str, Any] = {}
 
     def compile(self, grammar: Any) -> PeerCompiled:
-        """Compile a JSON schema (engine's own compiler) or a :class:`Grammar`."""
+        """Compile a JSON schema (engine's own compiler), a :class:`Grammar` or a
+        :class:`~toolkit.grammar.RegexText` (a bare ``str`` is refused: which kind is it?)."""
+        if isinstance(grammar, RegexText):
+            grammar = Grammar.from_regex(grammar.text)
+        elif isinstance(grammar, LarkText):  # (peer:llguidance reads it itself)
+            grammar = Grammar.from_lark(grammar.text)
+        elif isinstance(grammar, str):
+            raise untold_text(self.name, grammar)
         text = schema_text(grammar)
         try:
             if text is not None:
@@ -1003,17 +1011,46 @@ class OutlinesCoreEngine(_PeerEngine):
 
     def matcher(self, compiled: PeerCompiled) -> OutlinesCoreMatcher:
         t0 = perf_counter()
-        guide = self._oc.Guide(compiled.handle, max_rollback=1 << 30)
+        guide = self._oc.Guide(compiled.handle, max_rollback=ROLLBACK_WINDOW)
         out = OutlinesCoreMatcher(self, compiled, guide)
         out.engine_s = perf_counter() - t0
         return out
 
 
+ROLLBACK_WINDOW = MAX_DRAFT
+"""States an outlines-core ``Guide`` keeps for ``rollback_state`` (it reserves room for
+that many up front: ``1 << 30`` was 4 GiB of address space per matcher).  256 covers the
+harness's longest rollback (a draft of up to :data:`toolkit.core.protocol.MAX_DRAFT`
+tokens); a longer one replays the kept tokens from the start, so ``rollback(n)`` still
+takes back any ``n`` accepted tokens."""
+
+
 class OutlinesCoreMatcher(_PeerMatcher):
-    def __init__(self, engine: OutlinesCoreEngine, compiled: PeerCompiled, guide: Any) -> None:
+    def __init__(self, engine: OutlinesCoreEngine, compiled: PeerCompiled, guide: Any, depth: int = 0) -> None:
         super().__init__(engine, compiled)
         self.guide = guide
         self.index = compiled.handle
+        self._depth = depth  # states the guide can roll back (at most ROLLBACK_WINDOW)
+
+    def rollback(self, n: int) -> None:
+        if n <= self._depth:
+            super().rollback(n)  # each token: _undo, one rollback_state
+            return
+        self._depth = -1  # past the guide's window: bookkeeping only, then a replay
+        try:
+            super().rollback(n)
+        finally:
+            self._replay()
+
+    def _replay(self) -> None:
+        """The guide back at the start, then every token still accepted (EOS aside)."""
+        guide = self.guide
+        guide.reset()
+        self._depth = 0
+        for record, token in zip(self._history, self._tokens, strict=True):
+            if record is not EOS_RECORD:
+                guide.advance(token, return_tokens=False)
+                self._depth = min(self._depth + 1, ROLLBACK_WINDOW)
 
     def _fill_native(self, row: np.ndarray) -> None:
         ptr, words, guide = row.ctypes.data, row.shape[0], self.guide
@@ -1029,19 +1066,23 @@ class OutlinesCoreMatcher(_PeerMatcher):
             return None
         guide.advance(token_id, return_tokens=False)
         self.engine_s += perf_counter() - t0
+        self._depth = min(self._depth + 1, ROLLBACK_WINDOW)
         return True
 
     def _undo(self, record: Any) -> None:
-        self.guide.rollback_state(1)
+        if self._depth >= 0:  # (-1: a rollback past the window, replayed after)
+            self.guide.rollback_state(1)
+            self._depth -= 1
 
     def _accepting(self) -> bool:
         return bool(self.index.is_final_state(self.guide.get_state()))
 
     def _copy(self) -> OutlinesCoreMatcher:
-        return OutlinesCoreMatcher(self.engine, self.compiled, copy.copy(self.guide))
+        return OutlinesCoreMatcher(self.engine, self.compiled, copy.copy(self.guide), self._depth)
 
     def _reset_state(self) -> None:
         self.guide.reset()
+        self._depth = 0
 
 
 LLGuidanceEngine.batch_class, LLGuidanceBatch.matcher_class = LLGuidanceBatch, LLGuidanceMatcher

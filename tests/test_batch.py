@@ -113,7 +113,7 @@ def test_batch_equals_single_calls_on_maskbench_walks(name: str, llama3: Vocabul
     compiled, walks = [], []
     for item, walk in zip(items, _walks(llama3, items), strict=True):
         try:
-            c = engine.compile(item.spec)
+            c = engine.compile(item.source())
         except MasklabError:
             continue  # outside what this engine compiles (its documented limits)
         compiled.append(c)

@@ -83,3 +83,44 @@ def test_engine_options_are_checked_before_anything_runs(capsys, tmp_path) -> No
         rc, _, err = _run(capsys, "bench", "--engines", "peer:xgrammar", "--limit", "1", "--quick", "--quiet",
                           "--out", str(fresh), "-o", bad)
         assert rc == 2 and says in err and not fresh.exists()
+
+
+@pytest.mark.parametrize(("engine", "option", "says"), [
+    ("llguidance", "whitespace=compat", "takes one of 'flexible', 'compact', got 'compat'"),
+    ("xgrammar", "spelling=JSON", "takes one of 'json', 'llguidance', got 'JSON'"),
+    ("outlines", "schema_regex=outlines", "takes one of 'masklab', 'outlines-core', got 'outlines'"),
+    ("llguidance", "slices=[\"[0-9]+\", 3]", "takes one of 'default', 'none' or a list of str, got ['[0-9]+', 3]"),
+    ("llguidance", "slices=nope", "got 'nope'"),
+    ("naive", "max_items=1.5", "takes int, got 1.5"),
+])
+def test_enum_list_and_number_options_are_checked_by_their_declared_type(capsys, tmp_path, engine, option,
+                                                                          says) -> None:
+    """Enums (``Literal``), lists of a type and numbers are checked against the engine's
+    declared parameters before anything runs, the valid values named."""
+    out = tmp_path / "run"
+    rc, _, err = _run(capsys, "bench", "--engines", engine, "--limit", "1", "--quick", "--quiet", "--out", str(out),
+                      "-o", f"{engine}.{option}")
+    assert rc == 2 and says in err and "Traceback" not in err and not out.exists()
+
+
+def test_declared_option_types_accept_what_they_declare() -> None:
+    from strategies import check_options
+
+    check_options("llguidance", {"slices": ["[0-9]+", "[a-z]+"], "whitespace": "compact", "spelling": "llguidance"})
+    check_options("llguidance", {"slices": "none"})
+    check_options("outlines", {"schema_regex": "outlines-core", "grammar_max_depth": None, "max_depth": 2})
+    check_options("peer:llguidance", {"limits": {"max_items_in_row": 12}})
+    with pytest.raises(ValueError, match="a mapping of str to int or None, got"):
+        check_options("peer:llguidance", {"limits": {"max_items_in_row": "12"}})
+    with pytest.raises(ValueError, match="takes bool"):
+        check_options("llguidance", {"memo": 1})
+
+
+def test_a_draft_longer_than_the_rollback_the_peers_keep_is_refused(capsys, tmp_path) -> None:
+    """``--draft`` lengths are bounded by MAX_DRAFT, what a wrapped engine's rollback
+    buffer is sized for (a limit is an error, not an allocation)."""
+    from toolkit.core.protocol import MAX_DRAFT
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--engines", "naive", "--draft", f"4,{MAX_DRAFT + 1}", "--out", str(tmp_path / "r")])
+    assert e.value.code == 2 and f"between 1 and {MAX_DRAFT}" in capsys.readouterr().err

@@ -81,7 +81,7 @@ def test_peer_fill_overwrites_a_dirty_row_and_accept_allowed_is_accept_token(voc
     engine = get_engine(name, vocab)
     item = schemas[0]
     tokens = vocab.encode(next(c.text for c in item.cases if c.valid)) + [vocab.eos_ids[0]]
-    compiled = engine.compile(item.spec)
+    compiled = engine.compile(item.source())
     a, b = engine.matcher(compiled), engine.matcher(compiled)
     clean, dirty = bm.allocate(vocab.size), bm.allocate(vocab.size)
     others = sorted(set(vocab.special_tokens) - set(vocab.eos_ids))

@@ -42,7 +42,7 @@ from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.protocol import MaskEngine, MaskInfo, Matcher
 from toolkit.core.vocab import Vocabulary, load_vocab
-from toolkit.grammar.ir import Grammar, Terminal
+from toolkit.grammar.ir import Grammar, RegexText, Terminal
 from toolkit.jsonschema.compiler import JsonSchemaText
 
 SPECIAL, EOS = 0, 1
@@ -194,7 +194,7 @@ class _Lex:
         e = self.engine(key)
         if (key, name, regex) not in self.compiled:
             if regex:
-                spec = Grammar.from_regex(name) if key in ("naive", "peer:llguidance") else name
+                spec = Grammar.from_regex(name) if key in ("naive", "peer:llguidance") else RegexText(name)
             else:
                 spec = _grammar(name)
             self.compiled[(key, name, regex)] = e.compile(spec)
@@ -575,7 +575,7 @@ def test_duplicate_token_bytes_are_all_allowed(engine: str) -> None:
                                    size=len(toks) + 2, name="dups")
     naive, ours = get_engine("naive", vocab), get_engine(engine, vocab)
     g = Grammar.from_regex("(ab|b)*a?")
-    n, m = naive.matcher(naive.compile(g)), ours.matcher(ours.compile("(ab|b)*a?"))
+    n, m = naive.matcher(naive.compile(g)), ours.matcher(ours.compile(RegexText("(ab|b)*a?")))
     for step in (None, 3, 5):  # then "ab", then "b"
         if step is not None:
             assert n.accept_token(step) and m.accept_token(step)
@@ -662,7 +662,7 @@ def test_compile_inputs_stats_memory_and_describe() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
               "additionalProperties": False}
     by_dict, by_text = eng.compile(schema), eng.compile(JsonSchemaText(json.dumps(schema)))
-    by_rx, by_g = eng.compile("[0-9]+"), eng.compile(Grammar.from_lark(JSON_LARK))
+    by_rx, by_g = eng.compile(RegexText("[0-9]+")), eng.compile(Grammar.from_lark(JSON_LARK))
     assert isinstance(by_dict, LLGuidanceCompiled)
     assert (by_dict.kind, by_text.kind, by_rx.kind, by_g.kind) == ("json_schema", "json_schema", "regex", "grammar")
     for c in (by_dict, by_text):

@@ -23,7 +23,7 @@ from toolkit.bench.datasets import embedded_dir, iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import LimitExceeded, RegexError, UnsupportedGrammar
 from toolkit.core.vocab import Vocabulary, load_vocab
-from toolkit.grammar.ir import Grammar
+from toolkit.grammar.ir import Grammar, RegexText
 from toolkit.jsonschema.compiler import JsonSchemaText
 
 SMALL = small_vocab()
@@ -58,7 +58,7 @@ def engines():
 @given(data=st.data(), which=st.sampled_from(REGEXES), layout=st.sampled_from(["dense", "sparse", "auto"]))
 def test_masks_equal_naive_on_random_walks(engines, data, which: str, layout: str) -> None:
     eng, oracle = engines[layout], engines["naive"]
-    compiled = eng.compile(which)
+    compiled = eng.compile(RegexText(which))
     m, n = eng.matcher(compiled), oracle.matcher(oracle.compile(Grammar.from_regex(which)))
     for _ in range(12):
         got, want = _row(m, SMALL), _row(n, SMALL)
@@ -81,7 +81,7 @@ def test_masks_equal_naive_on_random_walks(engines, data, which: str, layout: st
 def test_a_regex_grammar_and_its_pattern_compile_to_the_same_index(engines) -> None:
     eng = engines["auto"]
     rx = REGEXES[1]
-    a, b = eng.compile(rx), eng.compile(Grammar.from_regex(rx))
+    a, b = eng.compile(RegexText(rx)), eng.compile(Grammar.from_regex(rx))
     assert a.regex == b.regex == rx and (a.kind, b.kind) == ("regex", "grammar")
     assert all(np.array_equal(a.index.row_tokens(s), b.index.row_tokens(s)) for s in range(a.index.num_states))
 
@@ -123,7 +123,7 @@ def test_json_schema_inputs_and_depth() -> None:
 
 def test_index_layout_memory_and_stats() -> None:
     vocab = load_vocab("tekken")
-    c = get_engine("outlines", vocab).compile(r'"[a-z]{0,3}"|[0-9]+')
+    c = get_engine("outlines", vocab).compile(RegexText(r'"[a-z]{0,3}"|[0-9]+'))
     assert isinstance(c, OutlinesCompiled)
     st_ = c.stats()
     assert st_["states"] == c.num_states == c.dfa.n_states - 1
@@ -137,13 +137,13 @@ def test_index_layout_memory_and_stats() -> None:
 def test_limits_are_clear_errors() -> None:
     vocab = load_vocab("tekken")
     with pytest.raises(LimitExceeded, match=r"index_memory.*-state DFA.*MiB"):
-        get_engine("outlines", vocab, max_memory=100_000).compile(r"[^\n]{0,40}")
+        get_engine("outlines", vocab, max_memory=100_000).compile(RegexText(r"[^\n]{0,40}"))
     with pytest.raises(LimitExceeded, match="states"):
-        get_engine("outlines", SMALL, max_states=20).compile(r"[0-9]{0,50}x")
+        get_engine("outlines", SMALL, max_states=20).compile(RegexText(r"[0-9]{0,50}x"))
     with pytest.raises(LimitExceeded, match="max_length"):
         get_engine("outlines", SMALL, max_regex_length=50).compile({"type": "object"})
     with pytest.raises(RegexError, match=r"\(\?="):
-        get_engine("outlines", SMALL).compile(r"a(?=b)")
+        get_engine("outlines", SMALL).compile(RegexText(r"a(?=b)"))
     with pytest.raises(UnsupportedGrammar, match="not int"):
         get_engine("outlines", SMALL).compile(42)
     for bad in ({"schema_regex": "xgrammar"}, {"max_depth": -1}, {"max_memory": 0}, {"whitespace": "tabs"}):
@@ -188,7 +188,7 @@ def test_masks_equal_outlines_core_on_its_own_regex(tekken) -> None:
     peer = get_engine("peer:outlines-core", tekken)
     steps = 0
     for item in _schemas(TEKKEN_SCHEMAS):
-        a, b = ours.compile(item.spec), peer.compile(item.spec)
+        a, b = ours.compile(item.source()), peer.compile(item.source())
         assert a.regex == b.source
         for case in [c for c in item.cases if c.valid]:
             tokens = [*tekken.encode(case.text), tekken.eos_ids[0]]
@@ -208,7 +208,7 @@ def test_masks_equal_llguidance_on_our_schema_regex(tekken) -> None:
     ours = get_engine("outlines", tekken, max_depth=1)
     peer = get_engine("peer:llguidance", tekken)
     for item in _schemas(("s01_flat_person", "s35_required_vs_optional")):
-        a = ours.compile(item.spec)
+        a = ours.compile(item.source())
         b = peer.compile(Grammar.from_regex(a.regex))
         assert a.index.num_dense > 0
         for case in [c for c in item.cases if c.valid][:2]:
@@ -217,3 +217,18 @@ def test_masks_equal_llguidance_on_our_schema_regex(tekken) -> None:
             for t in tokens:
                 assert np.array_equal(_row(ma, tekken), _row(mb, tekken)), (item.name, case.text)
                 assert ma.accept_token(t) and mb.accept_token(t)
+
+
+def test_recursive_grammar_hint_names_grammar_max_depth() -> None:
+    """A recursive grammar's refusal names the option that unrolls it, ``grammar_max_depth``
+    (``max_depth`` unrolls JSON schemas only: the hint named it, and it did nothing here)."""
+    lark = Grammar.from_lark(JSON_LARK)
+    from_schema = Grammar.from_json_schema({"$ref": "#/$defs/t", "$defs": {"t": {
+        "type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/t"}}}}}})
+    for g in (lark, from_schema):
+        with pytest.raises(UnsupportedGrammar, match="derives itself") as err:
+            get_engine("outlines", SMALL, max_depth=5).compile(g)
+        msg = str(err.value)
+        assert "grammar_max_depth" in msg and "pass max_depth" not in msg, msg
+        assert "max_depth unrolls recursion in JSON schemas only" in msg, msg
+        assert get_engine("outlines", SMALL, grammar_max_depth=1).compile(g).kind == "grammar"

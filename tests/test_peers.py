@@ -668,3 +668,40 @@ def test_memory_is_the_engines_own_figure_or_none() -> None:
     assert PeerCompiled(None, "", "lark", 1234).memory_bytes() == 1234
     with pytest.raises(NotImplementedError, match="does not report"):
         PeerCompiled(None, "", "lark").memory_bytes()
+
+
+def test_outlines_core_rolls_back_past_its_window_and_reserves_little() -> None:
+    """``peer:outlines-core``'s Guide keeps ROLLBACK_WINDOW states (it reserved 1 << 30,
+    4 GiB of address space per matcher); ``rollback(n)`` past the window replays the kept
+    tokens, so any accepted prefix can still be taken back.  Under an 8 GB address-space
+    cap a hundred matchers fit (the second one aborted the process before)."""
+    import subprocess
+    import sys
+
+    _require(OC)
+    from strategies.peers import ROLLBACK_WINDOW
+
+    engine = get_engine(OC, HAND)
+    compiled = engine.compile(Grammar.from_regex("[a-z]{0,700}"))
+    n = ROLLBACK_WINDOW + 40
+    text = ("abc" * n)[:n]
+    m = engine.matcher(compiled)
+    rows = []
+    for ch in text:
+        rows.append(_ids(m))
+        assert m.accept_token(TOK[ch.encode()])
+    for keep in (n - 3, n - 3 - ROLLBACK_WINDOW + 1, 5, 0):  # in the window, past it, past it again, all
+        m.rollback(len(m._tokens) - keep)
+        assert _ids(m) == rows[keep], keep
+        fresh = engine.matcher(compiled)
+        for ch in text[:keep]:
+            assert fresh.accept_token(TOK[ch.encode()])
+        assert np.array_equal(_row(fresh), _row(m))
+    assert m.accept_token(TOK[b"z"]) and m.rollback(1) is None and _ids(m) == rows[0]
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))\n"
+            "from strategies import get_engine\nfrom toolkit.grammar.ir import Grammar\n"
+            "from tests.test_peers import HAND\n"
+            "e = get_engine('peer:outlines-core', HAND); c = e.compile(Grammar.from_regex('[a-z]+'))\n"
+            "ms = [e.matcher(c) for _ in range(100)]\nprint(len(ms))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "100", done.stderr[-2000:]

@@ -198,3 +198,25 @@ def test_every_registered_engine_holds_the_written_contract() -> None:
         matchers = [engine.matcher(engine.compile(Grammar.from_regex("ab?")))]
         batch = engine.batch_matcher(matchers, 1)
         assert batch is None or batch.matchers == matchers
+
+
+@pytest.mark.parametrize("name", [*ENGINES, "outlines", "peer:outlines-core"])
+def test_a_bare_string_is_refused_and_its_kind_told_compiles(name: str) -> None:
+    """``compile("[0-9]+")`` could be a regex, Lark or a schema's text: every engine
+    refuses it, naming the three wrappers; ``RegexText`` and ``LarkText`` compile to the
+    masks of the Grammar they spell."""
+    package = REQUIRES.get(name) or ("outlines_core" if name == "peer:outlines-core" else None)
+    if package:
+        pytest.importorskip(package, reason=f"{name} needs {package} (the [peers] extra)")
+    from toolkit.core.errors import UnsupportedGrammar
+    from toolkit.grammar import RegexText
+    from toolkit.grammar.lark_dialect import LarkText
+
+    engine = get_engine(name, small_vocab())
+    with pytest.raises(UnsupportedGrammar, match=r"got a str \('\[0-9\]\+'\).*RegexText\(text\).*LarkText.*JsonSchemaText"):
+        engine.compile("[0-9]+")
+    lark = 'start: "a" ("b" | "c")\n'
+    for told, grammar in ((RegexText("[0-9]+"), Grammar.from_regex("[0-9]+")),
+                          (LarkText(lark), Grammar.from_lark(lark))):
+        want, got = engine.matcher(engine.compile(grammar)), engine.matcher(engine.compile(told))
+        assert _ids(got) == _ids(want) and _ids(got), told

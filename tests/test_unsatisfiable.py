@@ -13,7 +13,7 @@ import pytest
 from strategies import get_engine
 from tests._support.fixtures import small_vocab
 from toolkit.core.errors import GrammarError, Unsatisfiable
-from toolkit.grammar.ir import Grammar
+from toolkit.grammar.ir import Grammar, RegexText
 
 SCHEMAS = [  # (schema, keyword, pointer)
     ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength", ""),
@@ -46,7 +46,7 @@ def test_every_strategy_refuses_empty_inputs(engine: str) -> None:
         with pytest.raises(Unsatisfiable):
             eng.compile(schema)
     with pytest.raises(Unsatisfiable) as e:
-        eng.compile("a\ud800b")  # a lone surrogate has no UTF-8: the regex matches nothing
+        eng.compile(RegexText("a\ud800b"))  # a lone surrogate has no UTF-8: the regex matches nothing
     if engine != "outlines":  # (outlines compiles the regex itself, not a Grammar)
         assert e.value.rule == "PATTERN"
 

@@ -30,7 +30,7 @@ from toolkit.core.errors import LimitExceeded, UnsupportedGrammar
 from toolkit.core.protocol import MaskEngine, Matcher
 from toolkit.core.vocab import Vocabulary, load_vocab
 from toolkit.grammar.earley import compile_cfg
-from toolkit.grammar.ir import Grammar
+from toolkit.grammar.ir import Grammar, RegexText
 from toolkit.jsonschema.compiler import grammar_of
 
 NAMES = sorted([*GRAMMARS, "nullable"])
@@ -47,7 +47,7 @@ class _Engines:
     def matcher(self, key: str, name: str, *, regex: bool = False) -> Matcher:
         e = self.engines[key]
         if (key, name, regex) not in self.compiled:
-            spec = (Grammar.from_regex(name) if key == "naive" else name) if regex else _grammar(name)
+            spec = (Grammar.from_regex(name) if key == "naive" else RegexText(name)) if regex else _grammar(name)
             self.compiled[(key, name, regex)] = e.compile(spec)
         return e.matcher(self.compiled[(key, name, regex)])
 
@@ -232,7 +232,7 @@ def test_follow_sets_by_hand() -> None:
 def test_compile_inputs_stats_and_describe() -> None:
     e = get_engine("xgrammar", LEX)
     assert isinstance(e, XGrammarEngine) and e.describe()["options"]["inline_max"] == 4
-    for spec, kind in ((Grammar.from_lark(LIST), "grammar"), ("[a-c]+", "regex"),
+    for spec, kind in ((Grammar.from_lark(LIST), "grammar"), (RegexText("[a-c]+"), "regex"),
                        ({"type": "array", "items": {"type": "integer"}}, "json_schema")):
         c = e.compile(spec)
         assert c.kind == kind and c.memory_bytes() > 0 and "cache_s" in c.stats()
@@ -297,7 +297,7 @@ def test_llama3_maskbench_masks_equal_naive(llama3: Vocabulary, name: str) -> No
 # bounded repetitions longer than LEX's longest token (6 bytes): their counter states
 # far from the bound read every token alike and share their cache entries
 BOUNDED = {
-    "regex": r"[a-e ]{3,20}\.",
+    "regex": RegexText(r"[a-e ]{3,20}\."),
     "lark": 'start: "[" ITEM ("," ITEM)* "]"\nITEM: /[0-9]{1,10}/\n',
     "schema": {"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 12}, "maxItems": 3},
 }

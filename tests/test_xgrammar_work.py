@@ -134,7 +134,7 @@ def llama3() -> Vocabulary:
 def test_counters_on_a_llama3_schema_walk(llama3: Vocabulary, name: str) -> None:
     item = load_item(require_shared(f"datasets/maskbench/{name}.json"))
     e = get_engine("xgrammar", llama3)
-    c = e.compile(item.spec)
+    c = e.compile(item.source())
     m = e.matcher(c)
     case = next(k for k in item.cases if k.valid)
     tokens = llama3.encode(case.text)

@@ -41,9 +41,11 @@ from toolkit.bench.harness import (
     records_file,
     run_bench,
     select_items,
+    summary_lines,
 )
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
+from toolkit.core.protocol import MAX_DRAFT
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import load_vocab
 from toolkit.decode.generate import DEFAULT_PROMPT, SPEC_PROMPT, generate, unconstrained, write_run
@@ -215,9 +217,6 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                    jobs=args.jobs, seed=args.seed, quick=args.quick, options=_checked_options(args.option, engines),
                    source=args.source, memory_limit_gb=args.memory_limit, progress=not args.quiet,
                    command=command, direct_check=args.direct_check, drafts=args.draft)
-    if len(df):
-        counts = df.groupby(["engine", "status"]).size().unstack(fill_value=0)
-        print(counts.to_string())
     print(f"records in {Path(args.out) / 'records.jsonl'}")
     if args.direct_check and len(df):
         wanted = set(zip(df["engine"], df["item"], strict=True))
@@ -228,7 +227,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"report in {write_report([args.out])}")
     if len(engines) > 1 and len(df):
         _warn_comparability([args.out])
-    return 0
+    # last: per engine its statuses and the first reasons of what it did not measure
+    records = df.to_dict("records") if len(df) else []
+    print("\n".join(["", "summary:", *summary_lines(records, engines)] if records else ["no items were run"]))
+    return 0  # a completed run, whatever its items' statuses (see the command's epilog)
 
 
 def _positive_int(text: str) -> int:
@@ -244,8 +246,8 @@ def _draft_lengths(text: str) -> list[int]:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"draft lengths are integers separated by commas, got {text!r}") from None
-    if not values or any(v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"draft lengths must be >= 1, got {text!r}")
+    if not values or any(v < 1 or v > MAX_DRAFT for v in values):
+        raise argparse.ArgumentTypeError(f"draft lengths must be between 1 and {MAX_DRAFT}, got {text!r}")
     return sorted(set(values))
 
 
@@ -454,7 +456,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="object members in the schema's order (default, as llguidance and xgrammar) or in any")
     c.set_defaults(func=_cmd_schema_coverage)
 
-    b = sub.add_parser("bench", help="run engines on a MaskBench-format dataset (TTFM, TBM, validity)")
+    b = sub.add_parser(
+        "bench", help="run engines on a MaskBench-format dataset (TTFM, TBM, validity)",
+        epilog="It ends with a line per engine counting its items per status, and the first reasons of its "
+               "compile errors, crashes and timeouts (every record, detail included, is in OUT/records.jsonl). "
+               "Exit status: 0 when the run completed, whatever its items' statuses (an engine refusing an "
+               "item, crashing or timing out on it is a measurement, recorded); 2 when the run cannot start "
+               "or go on (a bad argument, an engine that cannot be built, an --out folder holding a run with "
+               "other settings); 130 when interrupted (the run resumes where it stopped).")
     b.add_argument("--engines", default=None,
                    help="comma-separated engine names (default: every installed engine but naive)")
     b.add_argument("--data", default=None, help="a MaskBench file or folder (default: the embedded datasets/)")

@@ -25,7 +25,7 @@ lexemes (``T`` becomes ``T | ε``, as llguidance rewrites them).
 
 What ``compile`` takes: a :class:`Grammar`, a JSON schema (dict, bool or
 :class:`~toolkit.jsonschema.JsonSchemaText`, compiled by
-:meth:`Grammar.from_json_schema`) or a regex (``str``, :meth:`Grammar.from_regex`).
+:meth:`Grammar.from_json_schema`) or a regex (:class:`~toolkit.grammar.RegexText`, :meth:`Grammar.from_regex`; a bare ``str`` is refused).
 
 Options: ``slices`` (``"default"``: llguidance's three JSON-string slices;
 ``"none"``; or a list of regexes), ``whitespace`` and ``spelling`` (for schemas:
@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -71,7 +71,7 @@ from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.cfg import trim
 from toolkit.grammar.ir import Grammar
-from toolkit.jsonschema.compiler import SPELLINGS
+from toolkit.jsonschema.compiler import SPELLINGS, WHITESPACES, Spelling, Whitespace
 
 __all__ = ["LLGuidanceEngine", "LLGuidanceCompiled", "LLGuidanceMatcher", "DEFAULT_SLICES"]
 
@@ -275,9 +275,9 @@ class LLGuidanceEngine(GrammarEngine):
         self,
         vocab: Vocabulary,
         *,
-        slices: str | Sequence[str] = "default",
-        whitespace: str = "flexible",
-        spelling: str = "json",
+        slices: Literal["default", "none"] | Sequence[str] = "default",
+        whitespace: Whitespace = "flexible",
+        spelling: Spelling = "json",
         max_lexer_states: int = 250_000,
         max_row_items: int = 10_000,
         max_steps: int = 1_000_000,
@@ -293,7 +293,7 @@ class LLGuidanceEngine(GrammarEngine):
                 raise ValueError(f"slices must be 'default', 'none' or a list of regexes, got {slices!r}")
         else:
             regexes = tuple(slices)
-        if whitespace not in ("flexible", "compact"):
+        if whitespace not in WHITESPACES:
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
         if spelling not in SPELLINGS:
             raise ValueError(f"spelling must be one of {', '.join(SPELLINGS)}, got {spelling!r}")

@@ -10,7 +10,7 @@ cost is startup time and memory.
 
 What ``compile`` takes:
 
-* a regex (``str``): the pattern itself (full-match semantics, see :mod:`toolkit.automata.regex`);
+* a regex (:class:`~toolkit.grammar.RegexText`; a bare ``str`` is refused: which kind is it?): the pattern itself (full-match semantics, see :mod:`toolkit.automata.regex`);
 * a JSON schema (dict, bool or :class:`~toolkit.jsonschema.JsonSchemaText`): made into
   a regex by ``schema_regex="masklab"`` (default), our
   :func:`toolkit.jsonschema.json_schema_to_regex`, or by ``schema_regex="outlines-core"``,
@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 
@@ -49,15 +49,25 @@ from toolkit.core.protocol import CompiledBase
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
-from toolkit.grammar.ir import Grammar
-from toolkit.jsonschema.compiler import SPELLINGS, JsonSchemaText, json_schema_to_regex, schema_text
+from toolkit.grammar.ir import Grammar, RegexText, untold_text
+from toolkit.grammar.lark_dialect import LarkText
+from toolkit.jsonschema.compiler import (
+    SPELLINGS,
+    WHITESPACES,
+    JsonSchemaText,
+    Spelling,
+    Whitespace,
+    json_schema_to_regex,
+    schema_text,
+)
 
 __all__ = ["OutlinesEngine", "OutlinesCompiled", "OutlinesMatcher", "DEFAULT_MAX_MEMORY"]
 
 DEFAULT_MAX_MEMORY = 4 << 30
 """Default cap on one token index, in bytes (4 GiB)."""
 
-_SCHEMA_REGEX = ("masklab", "outlines-core")
+SchemaRegex = Literal["masklab", "outlines-core"]
+_SCHEMA_REGEX: tuple[str, ...] = get_args(SchemaRegex)
 
 
 class OutlinesCompiled(CompiledBase):
@@ -126,9 +136,9 @@ class OutlinesEngine(StrategyEngine):
         self,
         vocab: Vocabulary,
         *,
-        schema_regex: str = "masklab",
-        whitespace: str = "flexible",
-        spelling: str = "json",
+        schema_regex: SchemaRegex = "masklab",
+        whitespace: Whitespace = "flexible",
+        spelling: Spelling = "json",
         whitespace_pattern: str | None = None,
         max_depth: int = 3,
         grammar_max_depth: int | None = None,
@@ -140,7 +150,7 @@ class OutlinesEngine(StrategyEngine):
     ) -> None:
         if schema_regex not in _SCHEMA_REGEX:
             raise ValueError(f"schema_regex must be one of {_SCHEMA_REGEX}, got {schema_regex!r}")
-        if whitespace not in ("flexible", "compact"):
+        if whitespace not in WHITESPACES:
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
         if spelling not in SPELLINGS:
             raise ValueError(f"spelling must be one of {', '.join(SPELLINGS)}, got {spelling!r}")
@@ -178,15 +188,22 @@ class OutlinesEngine(StrategyEngine):
 
     def regex_for(self, spec: Any) -> tuple[str, str]:
         """``(regex, kind)`` for what :meth:`compile` accepts (see the module doc)."""
+        if isinstance(spec, RegexText):
+            return spec.text, "regex"
+        if isinstance(spec, LarkText):
+            spec = Grammar.from_lark(spec.text)
         if isinstance(spec, str):
-            return spec, "regex"
+            raise untold_text(self.name, spec)
         text = schema_text(spec)
         if text is not None:
             return self._schema_regex(spec, text), "json_schema"
         if isinstance(spec, Grammar):
-            return spec.to_regex(max_depth=self.grammar_max_depth, max_length=self.max_regex_length), "grammar"
+            try:
+                return spec.to_regex(max_depth=self.grammar_max_depth, max_length=self.max_regex_length), "grammar"
+            except UnsupportedGrammar as e:
+                raise _recursion_hint(e) from None
         raise UnsupportedGrammar(
-            "outlines compiles a regex (str), a JSON schema (dict/bool/JsonSchemaText) or a "
+            "outlines compiles a RegexText, a JSON schema (dict/bool/JsonSchemaText), a LarkText or a "
             f"regular toolkit Grammar, not {type(spec).__name__}"
         )
 
@@ -224,6 +241,25 @@ class OutlinesEngine(StrategyEngine):
 
     def _matcher(self, compiled: OutlinesCompiled) -> OutlinesMatcher:
         return OutlinesMatcher(self, compiled)
+
+
+_TO_REGEX_HINT = "; pass max_depth to unroll the recursion"
+
+
+def _recursion_hint(e: UnsupportedGrammar) -> UnsupportedGrammar:
+    """:meth:`Grammar.to_regex`'s refusal of a recursive grammar names its own argument,
+    ``max_depth``; this engine's option for a grammar's recursion is ``grammar_max_depth``
+    (its ``max_depth`` unrolls JSON schemas only).  Other errors pass unchanged."""
+    head, sep, _ = e.message.partition(_TO_REGEX_HINT)
+    if not sep:
+        return e
+    return UnsupportedGrammar(
+        f"{head}; set the outlines option grammar_max_depth to unroll the recursion "
+        "(get_engine('outlines', vocab, grammar_max_depth=3), or -o outlines.grammar_max_depth=3: "
+        "the regex then accepts a subset of the language, text nested deeper is refused); "
+        "the option max_depth unrolls recursion in JSON schemas only",
+        e.line, e.column,
+    )
 
 
 def _unsatisfiable(spec: Any, kind: str, regex: str) -> Unsatisfiable:

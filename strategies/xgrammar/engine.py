@@ -30,7 +30,7 @@ every terminal, is inlined by this rule).
 
 What ``compile`` takes: a :class:`Grammar`, a JSON schema (dict, bool or
 :class:`~toolkit.jsonschema.JsonSchemaText`, compiled by
-:meth:`Grammar.from_json_schema`) or a regex (``str``, :meth:`Grammar.from_regex`).
+:meth:`Grammar.from_json_schema`) or a regex (:class:`~toolkit.grammar.RegexText`, :meth:`Grammar.from_regex`; a bare ``str`` is refused).
 
 Options: ``whitespace`` and ``spelling`` (for schemas, as in the llguidance strategy), ``inline_max`` (default 4; 0 inlines only
 rules used once), ``share_walks`` (default True: a terminal's states that reach the
@@ -61,7 +61,7 @@ from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, compile_cfg, dotted_rules
 from toolkit.grammar.ir import Grammar
-from toolkit.jsonschema.compiler import SPELLINGS
+from toolkit.jsonschema.compiler import SPELLINGS, WHITESPACES, Spelling, Whitespace
 
 __all__ = ["XGrammarEngine", "XGrammarCompiled", "XGrammarMatcher", "build_tables", "inline_rules"]
 
@@ -248,15 +248,15 @@ class XGrammarEngine(GrammarEngine):
         self,
         vocab: Vocabulary,
         *,
-        whitespace: str = "flexible",
-        spelling: str = "json",
+        whitespace: Whitespace = "flexible",
+        spelling: Spelling = "json",
         inline_max: int = 4,
         max_items: int = 10_000,
         max_cache_bytes: int = 1 << 30,
         share_walks: bool = True,
         memo: bool = True,
     ) -> None:
-        if whitespace not in ("flexible", "compact"):
+        if whitespace not in WHITESPACES:
             raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
         if spelling not in SPELLINGS:
             raise ValueError(f"spelling must be one of {', '.join(SPELLINGS)}, got {spelling!r}")

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.core.errors import MasklabError
-from toolkit.grammar.ir import Grammar
+from toolkit.grammar.ir import Grammar, RegexText
+from toolkit.grammar.lark_dialect import LarkText
 from toolkit.jsonschema.compiler import from_json_schema
 
 __all__ = ["Item", "Case", "load_item", "iter_items", "embedded_dir", "DatasetError"]
@@ -60,6 +61,16 @@ class Item:
         if self.kind == "lark":
             return Grammar.from_lark(self.spec)
         return Grammar.from_regex(self.spec)
+
+    def source(self) -> Any:
+        """The item as written, told apart for an engine's ``compile``: the schema (a
+        dict or bool), :class:`~toolkit.grammar.lark_dialect.LarkText` or
+        :class:`~toolkit.grammar.RegexText` (a bare ``str`` would not say which)."""
+        if self.kind == "lark":
+            return LarkText(self.spec)
+        if self.kind == "regex":
+            return RegexText(self.spec)
+        return self.spec
 
 
 def load_item(path: str | Path) -> Item:

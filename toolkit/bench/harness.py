@@ -19,8 +19,24 @@ For each (item, engine) pair, a worker process:
    *validation error*), an invalid one must be rejected somewhere (else an
    *invalidation error*).
 
-The item's ``status`` is MaskBench's: ``passing``, ``compile_error``, ``timeout``,
-``crash``, ``validation_error``, ``invalidation_error``.
+The item's ``status`` is MaskBench's (:data:`STATUSES`):
+
+* ``passing``: every instance handled correctly;
+* ``compile_error``: the engine refused the item: its compile, its matcher or its first
+  mask raised a :class:`~toolkit.core.errors.MasklabError` (the peers' own errors come
+  wrapped as ``PeerError``), or the first mask left the matcher in its error state;
+  ``detail`` is the error (``"UnsupportedGrammar: ..."``);
+* ``timeout``: over the per-item limit (the worker is killed);
+* ``crash``: the engine failed while running: its worker died (a signal, the memory
+  limit), or one of its calls raised anything but a refusal: a non-masklab exception
+  from the compile, the matcher or the first mask, or any exception mid-walk (the
+  protocol's calls do not raise mid-decode).  ``detail`` names the call and the
+  exception, ``"ENGINE.fill_bitmask raised RuntimeError: ..."``, with the innermost
+  frames of its traceback (:func:`engine_failure_detail`).  Only a bug of the harness
+  itself (an exception outside the engine's calls) has a detail starting
+  ``"harness: "``;
+* ``validation_error``: a valid instance rejected;
+* ``invalidation_error``: an invalid instance accepted.
 
 How items reach an engine (``source``):
 
@@ -97,6 +113,8 @@ __all__ = [
     "STATUSES",
     "run_bench",
     "measure_item",
+    "engine_failure_detail",
+    "summary_lines",
     "clear_toolkit_caches",
     "select_items",
     "spec_for",
@@ -111,6 +129,7 @@ __all__ = [
 ]
 
 STATUSES = ("passing", "compile_error", "timeout", "crash", "validation_error", "invalidation_error")
+"""Record statuses (see the module doc), in the order tables and summaries give them."""
 DEFAULT_TIMEOUT = 60.0
 #: ``quick``: at most this many valid and this many invalid instances per item
 QUICK_CASES = 3
@@ -189,7 +208,7 @@ def _select_cases(cases: Sequence[Case], quick: bool) -> list[Case]:
 
 
 def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native", quick: bool = False,
-                 direct: bool = False, drafts: Sequence[int] = ()) -> dict[str, Any]:
+                 direct: bool = False, drafts: Sequence[int] = (), name: str | None = None) -> dict[str, Any]:
     """Compile ``item`` with ``engine`` and run its instances; the record (see module doc).
 
     ``direct``: for an engine with a ``direct_check`` (the peers), also run the engine
@@ -198,12 +217,21 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
     :data:`DRAFT_STRIDE`-th step of each valid instance, the masks of a draft of the
     next k tokens of the instance (``fill_draft_bitmasks``) are timed against k
     sequential fill + accept steps and a rollback, outside the TBM (``rec["draft"]``,
-    :func:`measure_draft`).  In-process and untimed-out: the harness calls it in a
-    worker; a notebook may call it directly to look at one item.
+    :func:`measure_draft`).  ``name``: the engine's name in the record (default
+    ``engine.name``; the harness gives the name the run was asked for).  In-process and
+    untimed-out: the harness calls it in a worker; a notebook may call it directly to
+    look at one item.
+
+    A :class:`~toolkit.core.errors.MasklabError` out of the compile, the matcher or the
+    first mask is the engine's refusal (``compile_error``); any other exception out of
+    one of the engine's calls (compile, matcher, fill, accept, rollback, draft masks,
+    work counters) is the engine's bug: the record is a ``crash`` whose detail names the
+    call (:func:`engine_failure_detail`), with what was measured before it.  An
+    exception out of the harness's own code propagates.
     """
 
     rec: dict[str, Any] = {
-        "engine": engine.name,
+        "engine": engine.name if name is None else name,
         "item": item.name,
         "kind": item.kind,
         "status": "passing",
@@ -222,6 +250,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
     t_start = time.perf_counter()
     perf = time.perf_counter
     row = bm.allocate(vocab.size)
+    glue: list[float] = []  # per mask step, the adapter's time besides the engine's (timed engines)
     gc.collect()
     gc_was = gc.isenabled()
     gc.disable()
@@ -229,32 +258,51 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         # the direct check's compile goes first on half the items (by name), after on the rest
         can_direct = direct and engine.direct_check is not None
         direct_first = can_direct and zlib.crc32(item.name.encode()) % 2 == 0
-        runner = _direct_run(engine, spec_for(engine, item, source), rec) if direct_first else None
+        runner = None
+        if direct_first:
+            try:
+                direct_spec = spec_for(engine, item, source)
+            except MasklabError:  # the item cannot be read: the compile below says so
+                direct_first = can_direct = False
+            else:
+                runner = _direct_run(engine, direct_spec, rec)
         clear_toolkit_caches()
+        call: str | None = None  # the engine call under way (None: the harness's own code)
         t0 = perf()
         try:
             spec = spec_for(engine, item, source)  # a grammar item's Grammar counts in the compile
+            call = "compile"
             compiled = engine.compile(spec)
             t1 = perf()
+            call = "matcher"
             m = engine.matcher(compiled)
+            call = "fill_bitmask"
             m.fill_bitmask(row)
             t2 = perf()
-        except Exception as e:  # noqa: BLE001 - any refusal is the engine's compile error
+        except MasklabError as e:  # a refusal (the peers' own errors come as PeerError): a compile error
             rec["status"] = "compile_error"
             rec["detail"] = f"{type(e).__name__}: {e}"[:2000]
             return rec
-        timed = m.times_engine
-        if timed:  # the engine's own calls only: its compile, its matcher, its first fill
-            native_compile = compiled.engine_s if compiled.engine_s is not None else t1 - t0
-            rec["compile_s"] = native_compile
-            rec["ttfm_s"] = native_compile + m.engine_s
-        else:
-            rec["compile_s"] = t1 - t0
-            rec["ttfm_s"] = t2 - t0
+        except Exception as e:
+            if call is None:
+                raise  # the toolkit's reading of the item: the harness's fault, not the engine's
+            raise _EngineRaised(call, e) from e
+        try:
+            timed = m.times_engine
+            if timed:  # the engine's own calls only: its compile, its matcher, its first fill
+                native_compile = compiled.engine_s if compiled.engine_s is not None else t1 - t0
+                rec["compile_s"] = native_compile
+                rec["ttfm_s"] = native_compile + m.engine_s
+            else:
+                rec["compile_s"] = t1 - t0
+                rec["ttfm_s"] = t2 - t0
+            m_error = m.error
+        except Exception as e:
+            raise _EngineRaised("matcher", e) from e
         rec["ttfm_wall_s"] = t2 - t0
-        if m.error is not None:
+        if m_error is not None:
             rec["status"] = "compile_error"
-            rec["detail"] = f"first mask: {m.error}"[:2000]
+            rec["detail"] = f"first mask: {m_error}"[:2000]
             return rec
         try:
             rec["memory_bytes"] = int(compiled.memory_bytes())
@@ -270,7 +318,6 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             runner = _direct_run(engine, spec, rec)
         eos = vocab.eos_ids[0]
         tbm, allowed, sliced = rec["tbm_s"], rec["allowed"], rec["sliced"]
-        glue: list[float] = []
         failures: list[str] = []
         work: MaskStats | None = MaskStats()
         for k, case in enumerate(_select_cases(item.cases, quick)):
@@ -284,48 +331,62 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             if runner is not None and case.valid and k % 2 == 0:  # the direct walk first on even cases
                 direct_walk = _direct_walk(runner, tokens, rec)
                 runner = runner if direct_walk is not None else None
-            m = engine.matcher(compiled)
-            # ours: the C session's own calls (MaskInfo is not built); a BaseMatcher: the
-            # protocol's calls, of which ``engine_s`` is the engine's part when it is timed
-            session = m.session
-            sfill = session.fill_bitmask if session is not None else None
-            saccept = session.accept_token if session is not None else None
-            maccept = m.accept_allowed  # the bit is checked first
+            try:
+                m = engine.matcher(compiled)
+                # ours: the C session's own calls (MaskInfo is not built); a BaseMatcher: the
+                # protocol's calls, of which ``engine_s`` is the engine's part when it is timed
+                session = m.session
+                sfill = session.fill_bitmask if session is not None else None
+                saccept = session.accept_token if session is not None else None
+                maccept = m.accept_allowed  # the bit is checked first
+            except Exception as e:
+                raise _EngineRaised("matcher", e) from e
             consumed = 0
             digests: list[str] = []
             draft_work: MaskStats | None = MaskStats()  # the draft masks' work, kept out of ``work``
             for i, t in enumerate(tokens):
-                e_start = m.engine_s if timed else 0.0
-                if sfill is not None:
-                    s = perf()
-                    n_allowed, is_sliced = sfill(row, 0)
-                    e_ = perf()
-                else:
-                    s = perf()
-                    info = m.fill_bitmask(row)
-                    e_ = perf()
-                    n_allowed, is_sliced = info.allowed, info.sliced
-                spent = e_ - s
-                if drafts and case.valid and i % DRAFT_STRIDE == 0:  # outside the TBM and the work
-                    e_before, w_before = m.engine_s, _stats_of(m)
-                    measure_draft(m, tokens[i:], drafts, rec.setdefault("draft", {}))
-                    e_start += m.engine_s - e_before
-                    draft_work = _minus_work(draft_work, _stats_of(m), w_before)
-                if (int(row[0, t >> 5]) >> (t & 31)) & 1:
-                    if saccept is not None:
+                # each engine call in its own ``try`` (free in Python 3.11 until one raises),
+                # so that an exception is the engine's, named by its call (_EngineRaised)
+                try:
+                    e_start = m.engine_s if timed else 0.0
+                    if sfill is not None:
                         s = perf()
-                        ok = saccept(t)
+                        n_allowed, is_sliced = sfill(row, 0)
                         e_ = perf()
                     else:
                         s = perf()
-                        ok = maccept(t)
+                        info = m.fill_bitmask(row)
                         e_ = perf()
+                        n_allowed, is_sliced = info.allowed, info.sliced
+                except Exception as e:
+                    raise _EngineRaised("fill_bitmask", e) from e
+                spent = e_ - s
+                if drafts and case.valid and i % DRAFT_STRIDE == 0:  # outside the TBM and the work
+                    e_before, w_before = _engine_s(m), _stats_of(m)
+                    measure_draft(m, tokens[i:], drafts, rec.setdefault("draft", {}))
+                    e_start += _engine_s(m) - e_before
+                    draft_work = _minus_work(draft_work, _stats_of(m), w_before)
+                if (int(row[0, t >> 5]) >> (t & 31)) & 1:
+                    try:
+                        if saccept is not None:
+                            s = perf()
+                            ok = saccept(t)
+                            e_ = perf()
+                        else:
+                            s = perf()
+                            ok = maccept(t)
+                            e_ = perf()
+                    except Exception as e:
+                        raise _EngineRaised("accept_token" if saccept is not None else "accept_allowed", e) from e
                     spent += e_ - s
                 else:
                     ok = False
                 if case.valid:
                     if timed:
-                        engine_spent = m.engine_s - e_start
+                        try:
+                            engine_spent = m.engine_s - e_start
+                        except Exception as e:
+                            raise _EngineRaised("engine_s", e) from e
                         tbm.append(round(engine_spent, 9))
                         glue.append(round(spent - engine_spent, 9))
                     else:
@@ -347,14 +408,15 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
                 if runner is not None:
                     rec["direct"]["tbm_s"] += direct_walk
                     rec["direct"]["steps"].append(len(direct_walk))
-            if m.error is not None:
-                entry["error"] = m.error
+            m_error = _matcher_error(m)
+            if m_error is not None:
+                entry["error"] = m_error
             rec["cases"].append(entry)
             if accepted != case.valid:
                 if case.valid:
                     at = vocab.decode(tokens[:consumed]).decode("utf-8", "replace")[-40:]
                     failures.append(f"case {k} (valid) rejected at token {consumed}/{len(tokens)} after {at!r}"
-                                    + (f": {m.error}" if m.error else ""))
+                                    + (f": {m_error}" if m_error else ""))
                 else:
                     failures.append(f"case {k} (invalid) accepted")
         if timed:
@@ -366,6 +428,12 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         elif any(not c["valid"] and c["ok"] is False for c in rec["cases"]):
             rec["status"] = "invalidation_error"
         rec["detail"] = "; ".join(failures)[:2000]
+        return rec
+    except _EngineRaised as raised:  # the engine's bug: the record keeps what was measured before it
+        if glue:
+            rec["glue_s"] = glue
+        rec["status"] = "crash"
+        rec["detail"] = engine_failure_detail(rec["engine"], raised.call, raised.error)
         return rec
     finally:
         if gc_was:
@@ -408,31 +476,97 @@ def measure_draft(m: Any, ahead: Sequence[int], drafts: Sequence[int], out: dict
 
 def _time_draft(m: Any, draft: list[int], rows: np.ndarray, perf: Any) -> float:
     s = perf()
-    m.fill_draft_bitmasks(draft, rows)
+    try:
+        m.fill_draft_bitmasks(draft, rows)
+    except Exception as e:
+        raise _EngineRaised("fill_draft_bitmasks", e) from e
     return perf() - s
 
 
 def _time_sequential(m: Any, draft: list[int], rows: np.ndarray, perf: Any) -> tuple[float, int]:
     """A fill, then accept + fill per draft token while accepted, then the rollback."""
+    call = "fill_bitmask"  # set outside the timed calls' own ``try`` (free until one raises)
     s = perf()
-    m.fill_bitmask(rows, 0)
-    n = 0
-    for j, t in enumerate(draft):
-        if not m.accept_token(t):
-            break
-        n += 1
-        m.fill_bitmask(rows, j + 1)
-    m.rollback(n)
+    try:
+        m.fill_bitmask(rows, 0)
+        n = 0
+        for j, t in enumerate(draft):
+            try:
+                if not m.accept_token(t):
+                    break
+            except Exception:
+                call = "accept_token"
+                raise
+            n += 1
+            m.fill_bitmask(rows, j + 1)
+        try:
+            m.rollback(n)
+        except Exception:
+            call = "rollback"
+            raise
+    except Exception as e:
+        raise _EngineRaised(call, e) from e
     return perf() - s, n
 
 
 def _stats_of(m: Any) -> MaskStats | None:
     """``m.mask_stats()``, or None for an engine without them (a plug-in engine written
     without the bases)."""
+    stats = getattr(m, "mask_stats", None)
+    if stats is None:
+        return None
     try:
-        return m.mask_stats()
+        return stats()
     except NotImplementedError:
         return None
+    except Exception as e:
+        raise _EngineRaised("mask_stats", e) from e
+
+
+def _engine_s(m: Any) -> float:
+    """``m.engine_s``, the engine's own time so far (an exception in it is the engine's)."""
+    try:
+        return m.engine_s
+    except Exception as e:
+        raise _EngineRaised("engine_s", e) from e
+
+
+def _matcher_error(m: Any) -> str | None:
+    """``m.error`` (an exception in it is the engine's)."""
+    try:
+        return m.error
+    except Exception as e:
+        raise _EngineRaised("error", e) from e
+
+
+class _EngineRaised(Exception):
+    """An exception raised by one of the engine's calls in :func:`measure_item`: ``call``
+    names the call, ``error`` is the exception.  It never leaves :func:`measure_item`,
+    which records it as the engine's ``crash``."""
+
+    def __init__(self, call: str, error: BaseException) -> None:
+        super().__init__(call, error)
+        self.call = call
+        self.error = error
+
+
+#: the innermost frames of an engine's exception kept in its record's detail
+ENGINE_TRACEBACK_FRAMES = 8
+
+
+def engine_failure_detail(engine: str, call: str, error: BaseException) -> str:
+    """A ``crash`` record's detail for an exception raised by an engine's own call:
+    ``"ENGINE.CALL raised TYPE: message"``, then the innermost
+    :data:`ENGINE_TRACEBACK_FRAMES` frames of its traceback (from the harness's call
+    into the engine's code), at most 4000 characters."""
+    head = f"{engine}.{call} raised {type(error).__name__}"
+    text = str(error)
+    if text:
+        head += f": {text}"
+    head = head[:1500]
+    frames = traceback.extract_tb(error.__traceback__)[-ENGINE_TRACEBACK_FRAMES:]
+    tb = "".join(traceback.format_list(frames))
+    return f"{head}\nTraceback (most recent call last):\n{tb}".rstrip()[:4000]
 
 
 def _minus_work(acc: MaskStats | None, after: MaskStats | None, before: MaskStats | None) -> MaskStats | None:
@@ -509,8 +643,9 @@ def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mappin
             conn.send(("engine", name, engine_info(engine, options.get(name, {}))))
         conn.send(("start", name, item.name))
         try:
-            rec = measure_item(engines[name], vocab, item, source=source, quick=quick, direct=direct, drafts=drafts)
-        except Exception as e:  # noqa: BLE001 - a harness bug must not look like an engine crash
+            rec = measure_item(engines[name], vocab, item, source=source, quick=quick, direct=direct, drafts=drafts,
+                               name=name)
+        except Exception as e:  # noqa: BLE001 - an engine's exceptions are recorded by measure_item: a harness bug
             rec = {"engine": name, "item": item.name, "kind": item.kind, "status": "crash",
                    "detail": f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}"[:4000]}
         rec["engine"] = name
@@ -685,6 +820,63 @@ def _rss(pid: int) -> float:
         return float(psutil.Process(pid).memory_info().rss)
     except Exception:  # noqa: BLE001 - a process that just ended has no memory
         return 0.0
+
+
+# ---------------------------------------------------------------- summary --
+
+
+#: the statuses whose reasons :func:`summary_lines` quotes (the engine did not get to
+#: measure the item; a validation verdict is a measurement, its detail in the records)
+REASON_STATUSES = ("compile_error", "crash", "timeout")
+
+
+def _detail(rec: Mapping[str, Any]) -> str:
+    detail = rec.get("detail")
+    return detail.strip() if isinstance(detail, str) else ""  # a DataFrame's missing detail is NaN
+
+
+def _one_line(text: str, width: int) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+def summary_lines(records: Iterable[Mapping[str, Any]], engines: Sequence[str] | None = None, *,
+                  reasons: int = 3, width: int = 160) -> list[str]:
+    """What ``masklab bench`` prints at the end: per engine (in the order of
+    ``engines``, then any other engine of ``records`` by name), a line with its count
+    of items per status (every one of :data:`STATUSES`, then any other status), e.g.
+    ``"llguidance: 71 items: 69 passing, 2 compile_error, 0 timeout, 0 crash, ..."``;
+    then, for each of :data:`REASON_STATUSES`, the first ``reasons`` distinct reasons
+    (the first line of the detail, one line of at most ``width`` characters with the
+    item's name) and how many more there are."""
+    by_engine: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        by_engine.setdefault(str(r["engine"]), []).append(r)
+    order = [e for e in dict.fromkeys(engines or ()) if e in by_engine]
+    order += sorted(set(by_engine) - set(order))
+    lines: list[str] = []
+    for name in order:
+        recs = by_engine[name]
+        counts: dict[str, int] = dict.fromkeys(STATUSES, 0)
+        for r in recs:
+            status = str(r.get("status") or "unknown")
+            counts[status] = counts.get(status, 0) + 1
+        lines.append(f"{name}: {len(recs)} items: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        for status in REASON_STATUSES:
+            seen: dict[str, str] = {}  # reason -> first item
+            for r in recs:
+                if r.get("status") == status:
+                    detail = _detail(r)
+                    reason = detail.splitlines()[0] if detail else "(no detail)"
+                    seen.setdefault(reason, str(r["item"]))
+            for reason, item in list(seen.items())[:reasons]:
+                lines.append("  " + _one_line(f"{status} {item}: {reason}", width - 2))
+            if len(seen) > reasons:
+                lines.append(f"  {status}: {len(seen) - reasons} more distinct reason(s) in records.jsonl")
+        harness = sum(_detail(r).startswith("harness: ") for r in recs if r.get("status") == "crash")
+        if harness:
+            lines.append(f"  {harness} crash(es) are the harness's own bug, not {name}'s (detail 'harness: ...')")
+    return lines
 
 
 # -------------------------------------------------------------- run files --

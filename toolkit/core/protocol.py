@@ -38,7 +38,7 @@ from toolkit.core.forced import TokenExtensions
 from toolkit.core.forced import forced_tokens as tokens_for_forced
 from toolkit.core.version import masklab_version
 
-__all__ = ["FORCED_LIMIT", "check_draft_rows", "MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
+__all__ = ["FORCED_LIMIT", "MAX_DRAFT", "check_draft_rows", "MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,10 @@ class MaskInfo:
     allowed: int
     sliced: bool = False
 
+
+MAX_DRAFT = 256
+"""The longest draft (tokens) the harness checks at once (``masklab bench --draft``):
+what a wrapped engine's rollback buffer is sized for (``peer:outlines-core``)."""
 
 FORCED_LIMIT = 4096
 """The most bytes one ``forced_bytes()`` call gives (a grammar can force a long literal)."""

@@ -708,6 +708,26 @@ def _cached_lark(text: str, start: str) -> Grammar:
     return _from_lark(text, start)
 
 
+@dataclass(frozen=True)
+class RegexText:
+    """A regular expression (Python ``re`` syntax, as :meth:`Grammar.from_regex` reads
+    it) for an engine's ``compile``: a bare ``str`` could be a regex, Lark or a schema's
+    JSON text, so engines refuse one (:func:`untold_text`)."""
+
+    text: str
+
+
+def untold_text(engine: str, text: str) -> UnsupportedGrammar:
+    """The error for a bare ``str`` given to ``engine``'s ``compile``: it names the
+    three ways to say what the text is."""
+    head = text if len(text) <= 40 else text[:37] + "..."
+    return UnsupportedGrammar(
+        f"{engine}: compile() got a str ({head!r}), which could be a regex, Lark or a JSON schema's text; "
+        "say which: RegexText(text) (toolkit.grammar), Grammar.from_lark(text) or LarkText(text) "
+        "(toolkit.grammar.lark_dialect), JsonSchemaText(text) (toolkit.jsonschema)"
+    )
+
+
 def grammar_from_spec(kind: str, text: str) -> Grammar:
     """Build a grammar from ``("lark"|"regex", text)``; used by datasets and the CLI."""
     if kind == "lark":

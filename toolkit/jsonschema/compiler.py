@@ -78,7 +78,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, Literal, get_args
 
 from toolkit.automata import jsontext
 from toolkit.automata.dfaops import compile_boolean, disjoint
@@ -86,7 +86,8 @@ from toolkit.automata.jsontext import NOTHING, json_string, json_string_literal
 from toolkit.automata.regex import compile_regex
 from toolkit.core.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar, UnsupportedSchema
 from toolkit.grammar.embed import register_schema_compiler
-from toolkit.grammar.ir import Grammar, Terminal
+from toolkit.grammar.ir import Grammar, RegexText, Terminal, untold_text
+from toolkit.grammar.lark_dialect import LarkText
 from toolkit.jsonschema.ecma import ecma_pattern
 from toolkit.jsonschema.formats import json_format
 from toolkit.jsonschema.numbers import decimal_step, multiple_of, number_range
@@ -100,7 +101,17 @@ PROPERTY_ORDERS = ("schema", "any")
 """``property_order``: ``"schema"`` writes listed properties in the schema's order (as
 llguidance and xgrammar do), ``"any"`` in any order (see :meth:`_Compiler._any_order`)."""
 
-SPELLINGS = jsontext.SPELLINGS
+Whitespace = Literal["flexible", "compact"]
+"""``whitespace``: ``"flexible"`` (any JSON whitespace between tokens) or ``"compact"``
+(none); the type engines declare their option with."""
+
+WHITESPACES: tuple[str, ...] = get_args(Whitespace)
+
+Spelling = Literal["json", "llguidance"]
+"""``spelling`` (see :data:`SPELLINGS`); the type engines declare their option with."""
+
+SPELLINGS: tuple[str, ...] = get_args(Spelling)
+assert SPELLINGS == jsontext.SPELLINGS
 """``spelling``: how strings may be written.  ``"json"`` (default): every JSON text of
 the value (escapes as JSON means them).  ``"llguidance"``: as llguidance's schema
 compiler writes them, a subset (never looser than the schema): object keys and string
@@ -132,20 +143,26 @@ def schema_text(spec: Any) -> str | None:
 
 def grammar_of(spec: Any, *, whitespace: str, engine: str, spelling: str = "json") -> tuple[Grammar, str]:
     """``(Grammar, kind)`` for what a Grammar-based strategy compiles: a
-    :class:`Grammar` (``"grammar"``), a regex ``str`` (``"regex"``) or a JSON schema
-    (dict, bool or :class:`JsonSchemaText`, ``"json_schema"``, with our compiler's
-    ``whitespace`` and ``spelling``).  Anything else is an :class:`~toolkit.core.errors.UnsupportedGrammar`
-    naming ``engine``."""
+    :class:`Grammar` (``"grammar"``), a :class:`~toolkit.grammar.RegexText`
+    (``"regex"``), Lark text (:class:`~toolkit.grammar.lark_dialect.LarkText`,
+    ``"grammar"``) or a JSON schema (dict, bool or :class:`JsonSchemaText`,
+    ``"json_schema"``, with our compiler's ``whitespace`` and ``spelling``).  A bare
+    ``str`` (which of the three is it?) and anything else is an
+    :class:`~toolkit.core.errors.UnsupportedGrammar` naming ``engine``."""
     if isinstance(spec, Grammar):
         return spec, "grammar"
+    if isinstance(spec, RegexText):
+        return Grammar.from_regex(spec.text), "regex"
+    if isinstance(spec, LarkText):
+        return Grammar.from_lark(spec.text), "grammar"
     if isinstance(spec, str):
-        return Grammar.from_regex(spec), "regex"
+        raise untold_text(engine, spec)
     if schema_text(spec) is not None:
         schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
         return Grammar.from_json_schema(schema, whitespace=whitespace, spelling=spelling), "json_schema"
     raise UnsupportedGrammar(
-        f"{engine} compiles a toolkit Grammar, a JSON schema (dict/bool/JsonSchemaText) "
-        f"or a regex (str), not {type(spec).__name__}"
+        f"{engine} compiles a toolkit Grammar, a JSON schema (dict/bool/JsonSchemaText), "
+        f"a RegexText or a LarkText, not {type(spec).__name__}"
     )
 
 _MAX_BRANCHES = 256  # most alternatives a rewrite (anyOf products, oneOf, not) may make
@@ -227,7 +244,7 @@ class _Compiler:
         if spelling not in SPELLINGS:
             raise ValueError(f"spelling must be one of {', '.join(map(repr, SPELLINGS))}, not {spelling!r}")
         self.spelling = spelling
-        if whitespace not in ("flexible", "compact"):
+        if whitespace not in WHITESPACES:
             raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
         if property_order not in PROPERTY_ORDERS:
             raise ValueError(f"property_order must be one of {', '.join(map(repr, PROPERTY_ORDERS))}, "
