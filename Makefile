@@ -18,7 +18,7 @@ $(BIN)/python:
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q --no-build-isolation -e ".[test,peers,model]"
+	$(PIP) install -q --no-build-isolation -e ".[test,peers,model,cluster]"
 	touch $@
 
 install: $(VENV)/.installed

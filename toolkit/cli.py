@@ -43,6 +43,7 @@ from toolkit.bench.harness import (
     select_items,
     summary_lines,
 )
+from toolkit.bench.sweep import AXES, is_sweep, load_sweep, run_sweep
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
 from toolkit.core.protocol import MAX_DRAFT
@@ -54,6 +55,7 @@ from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.compiler import PROPERTY_ORDERS
 from toolkit.report.bench import comparability_warnings, load_runs
 from toolkit.report.direct import direct_markdown, direct_table
+from toolkit.report.sweep import write_sweep_report
 from toolkit.report.write import write_report
 
 __all__ = ["main"]
@@ -216,7 +218,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     df = run_bench(engines, args.data, vocab=args.vocab, out=args.out, limit=args.limit, timeout=timeout,
                    jobs=args.jobs, seed=args.seed, quick=args.quick, options=_checked_options(args.option, engines),
                    source=args.source, memory_limit_gb=args.memory_limit, progress=not args.quiet,
-                   command=command, direct_check=args.direct_check, drafts=args.draft)
+                   command=command, direct_check=args.direct_check, drafts=args.draft, backend=args.backend,
+                   address=args.address)
     print(f"records in {Path(args.out) / 'records.jsonl'}")
     if args.direct_check and len(df):
         wanted = set(zip(df["engine"], df["item"], strict=True))
@@ -364,10 +367,37 @@ def _cmd_generate(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    sweeps = [d for d in args.dirs if is_sweep(d)]
+    if sweeps:
+        if len(args.dirs) > 1:
+            raise MasklabError("a sweep folder is reported alone: masklab report SWEEP [--axis AXIS]")
+        path = write_sweep_report(sweeps[0], out=args.out, axis=args.axis)
+        print(path.read_text(encoding="utf-8"))
+        print(f"written to {path.parent}")
+        return 0
+    if args.axis != "vocab":
+        raise MasklabError("--axis is for a sweep folder (masklab sweep)")
     path = write_report(args.dirs, out=args.out, all_items=args.all_items)
     print(path.read_text(encoding="utf-8"))
     print(f"written to {path.parent}")
     _warn_comparability(args.dirs)
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    sweep = load_sweep(args.spec)
+    command = "masklab " + " ".join(shlex.quote(a) for a in (args.argv or []))
+    out = run_sweep(sweep, args.out, progress=not args.quiet, command=command,
+                    spec_text=Path(args.spec).read_text(encoding="utf-8"))
+    recs = read_records(records_file(out))
+    for cell in sweep.cells():
+        mine = [r for r in recs if r.get("axes") == cell]
+        head = f"cell vocab={cell['vocab']} options={cell['options']} data={cell['data']}"
+        print(head + ": " + ", ".join(f"{e} {sum(r['status'] == 'passing' for r in mine if r['engine'] == e)}/"
+                                      f"{sum(r['engine'] == e for r in mine)} passing" for e in sweep.engines))
+    print(f"records in {records_file(out)}")
+    if args.report:
+        print(f"report: {write_sweep_report(out)}")
     return 0
 
 
@@ -472,7 +502,14 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--limit", type=int, default=None, help="only the first N items (after --seed's shuffle)")
     b.add_argument("--timeout", type=float, default=None,
                    help="seconds per engine and item, compile and instances (default 60, 30 with --quick)")
-    b.add_argument("--jobs", type=int, default=1, help="worker processes side by side (default 1)")
+    b.add_argument("--jobs", type=int, default=1,
+                   help="workers side by side (default 1): processes, or Ray actors of one CPU each")
+    b.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="where the workers run: worker processes on this machine (default), or Ray actors "
+                        "(the [cluster] extra): a local Ray instance, or the cluster at --address")
+    b.add_argument("--address", default=None, metavar="ADDR",
+                   help="with --backend ray: join this Ray cluster (HEAD:6379, ray://HEAD:10001, auto) instead "
+                        "of starting a local instance")
     b.add_argument("--seed", type=int, default=None, help="shuffle the items with this seed before --limit")
     b.add_argument("--quick", action="store_true", help="at most 3 valid and 3 invalid instances per item (harness.QUICK_CASES)")
     b.add_argument("--source", choices=("native", "grammar"), default="native",
@@ -571,7 +608,18 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=None, help="where to write (default: the first run folder)")
     r.add_argument("--all-items", action="store_true",
                    help="time each engine over its own passing items (default: the items every engine passed)")
+    r.add_argument("--axis", choices=AXES, default="vocab",
+                   help="a sweep folder: the grid axis the figures run along (default vocab: against the "
+                        "vocabulary size)")
     r.set_defaults(func=_cmd_report)
+
+    sw = sub.add_parser("sweep", help="a benchmark grid (engines x vocabularies x option sets x datasets) "
+                                      "from a TOML spec, as one resumable run folder")
+    sw.add_argument("spec", help="the sweep spec (TOML; see toolkit.bench.sweep)")
+    sw.add_argument("--out", required=True, help="the sweep folder (an existing one resumes)")
+    sw.add_argument("--report", action="store_true", help="write the sweep report into the folder when done")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(func=_cmd_sweep)
 
     ag = sub.add_parser("agree", help="do two engines of a bench run compute the same masks? (exit 1 if not)")
     ag.add_argument("run", help="a bench run folder holding both engines' records")

@@ -98,9 +98,10 @@ from tqdm.auto import tqdm
 
 from strategies import engine_factory, get_engine
 from toolkit.automata.regex import clear_cache
+from toolkit.bench.cluster import RayPool
 from toolkit.bench.datasets import Case, Item, embedded_dir, iter_items
 from toolkit.core import bitmask as bm
-from toolkit.core.errors import MasklabError
+from toolkit.core.errors import HarnessError, MasklabError
 from toolkit.core.protocol import MaskStats
 from toolkit.core.version import masklab_version
 from toolkit.core.vocab import load_vocab
@@ -133,6 +134,9 @@ STATUSES = ("passing", "compile_error", "timeout", "crash", "validation_error", 
 DEFAULT_TIMEOUT = 60.0
 #: ``quick``: at most this many valid and this many invalid instances per item
 QUICK_CASES = 3
+BACKENDS = ("local", "ray")
+"""Where :func:`run_bench` runs its workers (``ray``: :mod:`toolkit.bench.cluster`)."""
+
 _STARTUP_TIMEOUT = 600.0  # a worker loading a vocabulary and building an engine
 _POLL = 0.25
 _SINGLE_THREAD_ENV = {
@@ -142,10 +146,6 @@ _SINGLE_THREAD_ENV = {
     "OPENBLAS_NUM_THREADS": "1",
     "TOKENIZERS_PARALLELISM": "false",
 }
-
-
-class HarnessError(MasklabError):
-    """A benchmark run that cannot start or go on (bad output folder, engine missing)."""
 
 
 # ------------------------------------------------------- one item, in-process --
@@ -610,13 +610,55 @@ def _direct_walk(runner: Any, tokens: list[int], rec: dict[str, Any]) -> list[fl
 # ------------------------------------------------------------------ worker --
 
 
+class Worker:
+    """What a worker process holds and does, whatever runs it (the local pool's
+    processes, :mod:`toolkit.bench.cluster`'s Ray actors): the vocabulary, the engines
+    built so far, and the measurement of one ``(engine, item)`` task."""
+
+    def __init__(self, vocab: Any, options: Mapping[str, Mapping[str, Any]], source: str, quick: bool,
+                 direct: bool = False, drafts: tuple[int, ...] = ()) -> None:
+        os.environ.update(_SINGLE_THREAD_ENV)
+        self.vocab = vocab
+        self.options = options
+        self.source, self.quick, self.direct, self.drafts = source, quick, direct, tuple(drafts)
+        self.engines: dict[str, Any] = {}
+
+    def prepare(self, name: str) -> dict[str, Any] | None:
+        """Build engine ``name`` unless built: its :func:`engine_info` the first time,
+        else None.  A failure to build raises :class:`HarnessError` (the run stops)."""
+        if name in self.engines:
+            return None
+        try:
+            engine = get_engine(name, self.vocab, **dict(self.options.get(name, {})))
+        except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the run
+            raise HarnessError(f"cannot build engine {name!r}: {type(e).__name__}: {e}") from e
+        _single_thread_torch()
+        warm_up(engine, self.vocab)
+        self.engines[name] = engine
+        # the vocabulary and the engines are for good: out of the collector's sight, so
+        # the collection before each item (measure_item) does not sweep them through
+        # the CPU caches (for every engine alike; a server process does the same)
+        gc.collect()
+        gc.freeze()
+        return engine_info(engine, self.options.get(name, {}))
+
+    def measure(self, name: str, item: Item) -> dict[str, Any]:
+        """The record of ``item`` on engine ``name`` (built by :meth:`prepare`)."""
+        try:
+            rec = measure_item(self.engines[name], self.vocab, item, source=self.source, quick=self.quick,
+                               direct=self.direct, drafts=self.drafts, name=name)
+        except Exception as e:  # noqa: BLE001 - an engine's exceptions are recorded by measure_item: a harness bug
+            rec = {"engine": name, "item": item.name, "kind": item.kind, "status": "crash",
+                   "detail": f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}"[:4000]}
+        rec["engine"] = name
+        return rec
+
+
 def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str, quick: bool,
                  direct: bool = False, drafts: tuple[int, ...] = ()) -> None:
     """A worker: load the vocabulary, then serve ``(engine, item)`` tasks until told to stop."""
     os.environ.update(_SINGLE_THREAD_ENV)
-
-    vocab = load_vocab(vocab_spec)
-    engines: dict[str, Any] = {}
+    worker = Worker(load_vocab(vocab_spec), options, source, quick, direct, drafts)
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -626,30 +668,15 @@ def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mappin
         if msg is None:
             return
         name, item = msg
-        if name not in engines:
-            try:
-                engine = get_engine(name, vocab, **dict(options.get(name, {})))
-            except Exception as e:  # noqa: BLE001 - reported to the parent, which stops the run
-                conn.send(("fatal", f"cannot build engine {name!r}: {type(e).__name__}: {e}"))
-                return
-            _single_thread_torch()
-            warm_up(engine, vocab)
-            engines[name] = engine
-            # the vocabulary and the engines are for good: out of the collector's sight, so
-            # the collection before each item (measure_item) does not sweep them through
-            # the CPU caches (for every engine alike; a server process does the same)
-            gc.collect()
-            gc.freeze()
-            conn.send(("engine", name, engine_info(engine, options.get(name, {}))))
-        conn.send(("start", name, item.name))
         try:
-            rec = measure_item(engines[name], vocab, item, source=source, quick=quick, direct=direct, drafts=drafts,
-                               name=name)
-        except Exception as e:  # noqa: BLE001 - an engine's exceptions are recorded by measure_item: a harness bug
-            rec = {"engine": name, "item": item.name, "kind": item.kind, "status": "crash",
-                   "detail": f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}"[:4000]}
-        rec["engine"] = name
-        conn.send(("done", rec))
+            info = worker.prepare(name)
+        except HarnessError as e:
+            conn.send(("fatal", str(e)))
+            return
+        if info is not None:
+            conn.send(("engine", name, info))
+        conn.send(("start", name, item.name))
+        conn.send(("done", worker.measure(name, item)))
 
 
 def warm_up(engine: Any, vocab: Any) -> None:
@@ -1052,6 +1079,10 @@ def run_bench(
     command: str | None = None,
     direct_check: bool = False,
     drafts: Sequence[int] = (),
+    backend: str = "local",
+    address: str | None = None,
+    axes: Mapping[str, str] | None = None,
+    meta_file: str = "run.json",
 ) -> Any:
     """Run ``engines`` on the items of ``data``; returns a DataFrame of the records.
 
@@ -1066,12 +1097,22 @@ def run_bench(
     memory per worker before it is killed (default 80% of RAM / jobs).  ``direct_check``:
     each peer is also called directly through its own API on the same walks
     (:mod:`toolkit.report.direct`).  ``drafts``: draft lengths whose masks are timed
-    against sequential steps (:func:`measure_draft`).
+    against sequential steps (:func:`measure_draft`).  ``backend``: ``"local"`` (worker
+    processes on this machine) or ``"ray"`` (Ray actors, :mod:`toolkit.bench.cluster`;
+    ``address`` joins a running cluster, None starts a local instance of ``jobs`` CPUs):
+    the same records either way.  ``axes`` (a sweep's grid cell, :mod:`toolkit.bench.sweep`):
+    written into every record (``rec["axes"]``) and part of what a resume matches, so the
+    cells of a grid share one ``records.jsonl``; ``meta_file``: where in ``out`` the
+    run's metadata goes (a sweep keeps one per cell).
     """
 
 
     if source not in ("native", "grammar"):
         raise HarnessError(f"source must be 'native' or 'grammar', not {source!r}")
+    if backend not in BACKENDS:
+        raise HarnessError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if address is not None and backend != "ray":
+        raise HarnessError("an address is for the ray backend (--backend ray)")
     if jobs < 1:
         raise HarnessError(f"jobs must be at least 1, got {jobs}")
     if timeout <= 0:
@@ -1095,7 +1136,9 @@ def run_bench(
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / "records.jsonl"
-    run_path = out / "run.json"
+    run_path = out / meta_file
+    run_path.parent.mkdir(parents=True, exist_ok=True)
+    cell = dict(axes) if axes else None
     if memory_limit_gb is None:
         try:
             memory_limit_gb = 0.8 * psutil.virtual_memory().total / 2**30 / jobs
@@ -1117,6 +1160,9 @@ def run_bench(
         "source": source,
         "direct_check": bool(direct_check),
         "drafts": sorted(set(int(k) for k in drafts)),
+        "backend": backend,
+        "address": address,
+        "axes": cell,
         "memory_limit_gb": None if memory_limit_gb is None else round(memory_limit_gb, 2),
         "engines": {},
         "machine": machine_info(),
@@ -1128,7 +1174,7 @@ def run_bench(
         meta["started"] = old.get("started", meta["started"])
         meta["resumed"] = [*old.get("resumed", []), _now()]
     _repair_tail(records_path)
-    done = {(r["engine"], r["item"]) for r in read_records(records_path)}
+    done = {(r["engine"], r["item"]) for r in read_records(records_path) if r.get("axes") == cell}
     tasks = [(name, item) for item in items for name in engines if (name, item.name) not in done]
 
     def save_meta() -> None:
@@ -1137,14 +1183,20 @@ def run_bench(
         tmp.replace(run_path)
 
     save_meta()
-    pool = _Pool(jobs, vocab, options, source, quick, float(timeout),
-                 None if memory_limit_gb is None else memory_limit_gb * 2**30, direct=direct_check,
-                 drafts=meta["drafts"])
+    limit_bytes = None if memory_limit_gb is None else memory_limit_gb * 2**30
+    if backend == "ray":
+        pool: Any = RayPool(Worker, jobs, vocab, items, options, source, quick, float(timeout), limit_bytes,
+                            address=address, direct=direct_check, drafts=meta["drafts"], env=_SINGLE_THREAD_ENV)
+    else:
+        pool = _Pool(jobs, vocab, options, source, quick, float(timeout), limit_bytes, direct=direct_check,
+                     drafts=meta["drafts"])
     bar = _progress(len(tasks), progress)
     errors = 0
     try:
         with records_path.open("a", encoding="utf-8") as f:
             for rec in pool.run(tasks):
+                if cell is not None:
+                    rec["axes"] = cell
                 f.write(json.dumps(rec, separators=(",", ":")) + "\n")
                 f.flush()
                 if rec["status"] != "passing":
@@ -1163,7 +1215,7 @@ def run_bench(
     meta["finished"] = _now()
     save_meta()
     wanted = {(n, i.name) for i in items for n in engines}
-    recs = [r for r in read_records(records_path) if (r["engine"], r["item"]) in wanted]
+    recs = [r for r in read_records(records_path) if (r["engine"], r["item"]) in wanted and r.get("axes") == cell]
     return pd.DataFrame(recs)
 
 

@@ -22,6 +22,7 @@ __all__ = [
     "TimeLimitExceeded",
     "time_limit",
     "VocabError",
+    "HarnessError",
     "ERROR_CODES",
     "LIMIT_OPTIONS",
     "error_of",
@@ -221,6 +222,12 @@ def time_limit(seconds: float | None, what: str = "time") -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
         if outer > 0:  # re-arm the enclosing limit with what is left of it (at least a tick)
             signal.setitimer(signal.ITIMER_REAL, max(outer - (time.perf_counter() - t0), 1e-3))
+
+
+class HarnessError(MasklabError):
+    """A benchmark run that cannot start or go on (bad output folder, engine missing, a
+    worker that cannot start), whatever runs its workers (:mod:`toolkit.bench.harness`,
+    :mod:`toolkit.bench.cluster`)."""
 
 
 class VocabError(MasklabError):

@@ -44,7 +44,7 @@ from tokenizers import Tokenizer
 
 from toolkit.core.errors import VocabError
 
-__all__ = ["Vocabulary", "load_vocab"]
+__all__ = ["Vocabulary", "load_vocab", "vocab_file"]
 
 Encoder = Callable[[str], list[int]]
 
@@ -374,6 +374,14 @@ def load_vocab(spec: Any, *, size: int | None = None) -> Vocabulary:
         return Vocabulary.from_tokenizer(spec, size=size)
     kind, path = _parse_spec(spec)
     return _load_cached(kind, path, None if size is None else int(size))
+
+
+def vocab_file(spec: str) -> tuple[str, Path | None]:
+    """The loader kind and the one file a vocabulary spec reads (None: the embedded
+    ``tekken``), so the file can be shipped to another machine and loaded there as
+    ``f"{kind}:{copy}"`` (:mod:`toolkit.bench.cluster`)."""
+    kind, path = _parse_spec(spec)
+    return kind, Path(path) if path else None
 
 
 # --- spec parsing and caching -------------------------------------------------------

@@ -1,0 +1,87 @@
+"""``masklab bench --backend ray`` on a local Ray instance with 2 CPUs: the same records
+as the local pool, a crash or a timeout loses only its item, a killed driver's run
+resumes without losing or repeating a pair."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("ray", reason="the Ray backend needs ray (the [cluster] extra)")
+
+from toolkit.bench.harness import read_records, run_bench  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PLUGIN = "tests._support.misbehaving:Misbehaving"
+ENV = {"RAY_DISABLE_USAGE_STATS": "1", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_ray(monkeypatch):
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+
+
+def _key(rec: dict) -> tuple:
+    """What must not depend on the backend: the verdicts and every mask's digest."""
+    cases = tuple((c.get("valid"), c.get("ok"), c.get("consumed"), tuple(c.get("digests") or ()))
+                  for c in rec.get("cases", []))
+    return rec["engine"], rec["item"], rec["status"], rec.get("allowed"), cases
+
+
+def test_ray_gives_the_local_pools_records(tmp_path) -> None:
+    kw = dict(limit=8, seed=3, quick=True, jobs=2, progress=False, timeout=60)
+    local = run_bench(["llguidance", "outlines"], out=tmp_path / "local", **kw)
+    ray_ = run_bench(["llguidance", "outlines"], out=tmp_path / "ray", backend="ray", **kw)
+    a = sorted(_key(r) for r in read_records(tmp_path / "local" / "records.jsonl"))
+    b = sorted(_key(r) for r in read_records(tmp_path / "ray" / "records.jsonl"))
+    assert len(a) == len(local) == len(ray_) == 16 and a == b
+    meta = json.loads((tmp_path / "ray" / "run.json").read_text())
+    assert meta["backend"] == "ray" and set(meta["engines"]) == {"llguidance", "outlines"}
+
+
+def test_a_segfault_and_a_timeout_lose_only_their_items(tmp_path) -> None:
+    """The plug-in segfaults (then sleeps) on the schemas: those items are a crash (a
+    timeout), every grammar and regex still passes, on fresh workers."""
+    for what, status, words in (("segfault", "crash", "worker died"), ("sleep", "timeout", "over the 3 s limit")):
+        out = tmp_path / what
+        run_bench([PLUGIN], out=out, limit=10, seed=1, quick=True, jobs=2, progress=False, timeout=3,
+                  backend="ray", options={PLUGIN: {"what": what, "seconds": 30.0}})
+        recs = read_records(out / "records.jsonl")
+        assert len(recs) == 10
+        for r in recs:
+            if r["kind"] == "schema":
+                assert r["status"] == status and words in r["detail"], r
+            else:
+                assert r["status"] == "passing", r
+        assert any(r["kind"] == "schema" for r in recs) and any(r["kind"] != "schema" for r in recs)
+
+
+def test_a_killed_driver_resumes_losing_and_repeating_nothing(tmp_path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "toolkit", "bench", "--engines", PLUGIN, "--limit", "12", "--quick", "--jobs", "2",
+           "--backend", "ray", "--out", str(out), "--quiet", "-o", f"{PLUGIN}.what=slow", "-o", f"{PLUGIN}.seconds=0.5"]
+    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    records = out / "records.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not records.exists() or len(records.read_text().splitlines()) < 3):
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and what it started, mid-run
+    proc.wait()
+    before = read_records(records)
+    assert 3 <= len(before) < 12
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    after = read_records(records)
+    names = [r["item"] for r in after]
+    assert len(names) == len(set(names)) == 12  # nothing lost, nothing twice
+    assert {r["item"]: r for r in before}.items() <= {r["item"]: r for r in after}.items()

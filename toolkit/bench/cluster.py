@@ -1,0 +1,309 @@
+"""``masklab bench --backend ray``: the benchmark's tasks on Ray, on this machine or a cluster.
+
+The same items, records, statuses, timeouts, memory limit and resume as the local pool
+(:func:`toolkit.bench.harness.run_bench`); only where the workers run changes.  Each
+worker is a Ray actor (one CPU: ``num_cpus=1``) holding what a local worker process
+holds (:class:`~toolkit.bench.harness.Worker`: the vocabulary, the engines built so far);
+each ``(engine, item)`` task is two calls on one actor, ``prepare`` (build the engine
+once, untimed, under the start-up limit) and ``measure`` (the item, under ``timeout``).
+
+* **Data reach the workers once.** The vocabulary's tokenizer file and the items are
+  put in Ray's object store by the driver; each actor reads them when it starts (a
+  cluster's nodes need no copy of ``../shared``), and a task sends only an engine name
+  and an item's index.
+* **A crash loses only its item.** A worker that dies (a segfault, the memory limit, a
+  node lost) ends its task as ``crash``, one that runs past ``timeout`` is killed and its
+  task is a ``timeout``; a fresh actor takes the next task.  The memory limit is read from
+  the actor itself (a second thread answers ``rss()`` while the task runs), so it holds
+  on any node.
+* **One writer.** Records come back to the driver as tasks finish and only the driver
+  writes ``OUT/records.jsonl`` (one line per record, flushed), so a resumed run neither
+  loses nor repeats a pair (the local backend's resume, unchanged).
+
+Without ``address`` a local Ray instance is started with ``jobs`` CPUs (and stopped at the
+end); with one (``"auto"``, ``"ray://HOST:10001"``, ``"HOST:6379"``) the run joins that
+cluster and leaves it running.  A cluster is two commands::
+
+    ray start --head --port 6379 --num-cpus 16            # on the head node
+    ray start --address HEAD:6379 --num-cpus 16           # on every other node
+
+then ``masklab bench --backend ray --address HEAD:6379 --jobs 32 ...`` on the head node
+(masklab installed on every node, the same version).  Needs the ``[cluster]`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from toolkit.bench.datasets import Item
+from toolkit.core.errors import HarnessError
+from toolkit.core.vocab import load_vocab, vocab_file
+
+__all__ = ["RayPool", "ClusterError", "ray_available"]
+
+_POLL = 0.25  # seconds between checks of the running tasks
+_RSS_EVERY = 1.0  # seconds between memory reads of a busy worker
+
+
+class ClusterError(HarnessError):
+    """Ray is missing, or a cluster cannot be reached or used."""
+
+
+def ray_available() -> bool:
+    """Whether the ``[cluster]`` extra (Ray) is installed."""
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise ClusterError("--backend ray needs Ray: pip install 'masklab[cluster]'") from None
+    return ray
+
+
+def vocab_payload(spec: str) -> tuple[str, str, bytes | None]:
+    """``(kind, file name, its bytes)`` of a vocabulary spec (no bytes for the embedded
+    ``tekken``): what a worker on another machine loads it from."""
+    kind, path = vocab_file(spec)
+    if path is None:
+        return kind, "", None
+    return kind, f"{path.parent.name}/{path.name}", path.read_bytes()
+
+
+def load_payload(kind: str, name: str, data: bytes | None) -> Any:
+    """The vocabulary of :func:`vocab_payload`'s result, its file written to a private
+    temporary folder (under the same folder and file name: the vocabulary's name is the
+    driver's)."""
+    if data is None:
+        return load_vocab(kind)
+    folder = Path(tempfile.mkdtemp(prefix="masklab-vocab-")) / Path(name).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / Path(name).name
+    path.write_bytes(data)
+    return load_vocab(f"{kind}:{path}")
+
+
+class _BenchActor:
+    """A Ray actor around :class:`~toolkit.bench.harness.Worker` (see the module doc)."""
+
+    def __init__(self, worker_class: Any, vocab_ref: Any, items_ref: Any, options: Mapping[str, Mapping[str, Any]],
+                 source: str, quick: bool, direct: bool, drafts: tuple[int, ...]) -> None:
+        import ray
+
+        # (refs inside a list: an actor argument that is a bare ref arrives resolved)
+        payload = ray.get(vocab_ref[0]) if isinstance(vocab_ref, list) else vocab_ref
+        items = ray.get(items_ref[0]) if isinstance(items_ref, list) else items_ref
+        self.items: list[Item] = items
+        self.worker = worker_class(load_payload(*payload), options, source, quick, direct, drafts)
+
+    def ready(self) -> int:
+        return os.getpid()
+
+    def prepare(self, name: str) -> tuple[str, Any]:
+        try:
+            return "engine", self.worker.prepare(name)
+        except HarnessError as e:
+            return "fatal", str(e)
+
+    def measure(self, name: str, index: int) -> dict[str, Any]:
+        return self.worker.measure(name, self.items[index])
+
+    def rss(self) -> float:
+        try:
+            return float(psutil.Process().memory_info().rss)
+        except Exception:  # noqa: BLE001 - no reading: no limit this time
+            return 0.0
+
+
+@dataclass
+class _Actor:
+    handle: Any = None
+    ready: Any = None  # the ref of ready() until it answered
+    task: tuple[str, Item, int] | None = None
+    call: Any = None  # the ref of the prepare or measure call in flight
+    phase: str = ""  # "prepare" or "measure"
+    sent: float = 0.0
+    started: float | None = None  # when measure began
+    rss_ref: Any = None
+    rss_at: float = 0.0
+
+
+class RayPool:
+    """The local pool's interface (``run(tasks)`` yields records, ``engine_info``,
+    ``close()``) on Ray actors; see the module doc.  ``worker_class``: what each actor
+    holds (:class:`toolkit.bench.harness.Worker`, called as the local workers call it);
+    ``env``: the workers' environment (the harness's single-thread settings)."""
+
+    def __init__(self, worker_class: Any, jobs: int, vocab_spec: str, items: Sequence[Item],
+                 options: Mapping[str, Mapping[str, Any]], source: str, quick: bool, timeout: float,
+                 memory_limit: float | None, *, address: str | None = None, startup_timeout: float = 600.0,
+                 direct: bool = False, drafts: Sequence[int] = (), env: Mapping[str, str] | None = None) -> None:
+        ray = self.ray = _ray()
+        self.owns = False
+        if not ray.is_initialized():
+            env_vars = dict(env or {})
+            if address is None:  # this machine: the driver's import path for the workers
+                env_vars["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+            try:
+                ray.init(address=address or "local", num_cpus=jobs if address is None else None, include_dashboard=False,
+                         log_to_driver=False, logging_level="ERROR", runtime_env={"env_vars": env_vars})
+            except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ...
+                where = "a local Ray instance" if address is None else f"the Ray cluster at {address!r}"
+                raise ClusterError(f"cannot start or join {where}: {type(e).__name__}: {e}") from e
+            self.owns = True
+        self.index = {id(item): k for k, item in enumerate(items)}
+        self.vocab_ref = ray.put(vocab_payload(vocab_spec))
+        self.items_ref = ray.put(list(items))
+        self.worker_class = worker_class
+        self.args = ({k: dict(v) for k, v in options.items()}, source, quick, direct, tuple(drafts))
+        self.remote = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0, max_concurrency=2)(_BenchActor)
+        self.timeout = timeout
+        self.memory_limit = memory_limit
+        self.startup_timeout = startup_timeout
+        self.actors = [_Actor() for _ in range(jobs)]
+        self.engine_info: dict[str, dict[str, Any]] = {}
+
+    # -------------------------------------------------------------- actors --
+
+    def _start(self, a: _Actor) -> None:
+        a.handle = self.remote.remote(self.worker_class, [self.vocab_ref], [self.items_ref], *self.args)
+        a.ready, a.task, a.call, a.phase, a.started, a.rss_ref = a.handle.ready.remote(), None, None, "", None, None
+        a.sent = time.monotonic()
+
+    def _kill(self, a: _Actor) -> None:
+        if a.handle is not None:
+            try:
+                self.ray.kill(a.handle, no_restart=True)
+            except Exception:  # noqa: BLE001, S110 - already gone
+                pass
+        a.handle = a.ready = a.call = a.rss_ref = None
+        a.task, a.phase, a.started = None, "", None
+
+    def close(self) -> None:
+        for a in self.actors:
+            self._kill(a)
+        if self.owns and self.ray.is_initialized():
+            self.ray.shutdown()
+            self.owns = False
+
+    def _failed(self, a: _Actor, status: str, detail: str) -> dict[str, Any]:
+        name, item, _ = a.task  # type: ignore[misc]
+        rec = {"engine": name, "item": item.name, "kind": item.kind, "status": status, "detail": detail,
+               "compile_s": None, "ttfm_s": None, "memory_bytes": None, "tbm_s": [], "allowed": [],
+               "sliced": [], "cases": [], "wall_s": time.monotonic() - (a.started or a.sent)}
+        self._kill(a)
+        return rec
+
+    def _fatal(self, message: str) -> None:
+        self.close()
+        raise HarnessError(message)
+
+    # ----------------------------------------------------------------- run --
+
+    def run(self, tasks: Iterable[tuple[str, Item]]) -> Iterable[dict[str, Any]]:
+        """Run every task; yield each record as it finishes (in completion order)."""
+        ray = self.ray
+        pending = list(tasks)
+        pending.reverse()
+        while pending or any(a.task is not None for a in self.actors):
+            for a in self.actors:
+                if a.handle is None and (pending or a.task is not None):
+                    self._start(a)
+                if a.ready is None and a.handle is not None and a.task is None and pending:
+                    name, item = pending.pop()
+                    a.task = (name, item, self.index[id(item)])
+                    a.call, a.phase, a.sent, a.started = a.handle.prepare.remote(name), "prepare", time.monotonic(), None
+            refs = {}
+            for a in self.actors:
+                for ref in (a.ready, a.call, a.rss_ref):
+                    if ref is not None:
+                        refs[ref] = a
+            done: list[Any] = []
+            if refs:
+                done, _ = ray.wait(list(refs), num_returns=1, timeout=_POLL)
+                if done:  # and whatever else is ready by now
+                    done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+            for ref in done:
+                a = refs[ref]
+                if ref is not a.ready and ref is not a.call and ref is not a.rss_ref:
+                    continue  # its worker was replaced while this batch was read
+                if ref is a.rss_ref:
+                    a.rss_ref = None
+                    rss = self._get(ref)
+                    if (self.memory_limit is not None and a.phase == "measure" and isinstance(rss, float)
+                            and rss > self.memory_limit):
+                        yield self._failed(a, "crash", f"memory limit: {rss / 2**30:.1f} GiB resident > "
+                                                       f"{self.memory_limit / 2**30:.1f} GiB")
+                    continue
+                value = self._get(ref)
+                if isinstance(value, _Died):
+                    if ref is a.ready:
+                        self._fatal(f"a Ray worker died while starting: {value.why}")
+                    yield self._failed(a, "crash", f"worker died ({value.why})")
+                    continue
+                if ref is a.ready:
+                    a.ready = None
+                elif a.phase == "prepare":
+                    kind, info = value
+                    if kind == "fatal":
+                        self._fatal(info)
+                    if info is not None:
+                        self.engine_info[a.task[0]] = info  # type: ignore[index]
+                    name, _, index = a.task  # type: ignore[misc]
+                    a.call, a.phase, a.started = a.handle.measure.remote(name, index), "measure", time.monotonic()
+                else:
+                    a.task, a.call, a.phase, a.started = None, None, "", None
+                    yield value
+            yield from self._check_limits()
+
+    def _get(self, ref: Any) -> Any:
+        try:
+            return self.ray.get(ref)
+        except Exception as e:  # noqa: BLE001 - RayActorError, WorkerCrashedError, ...
+            return _Died(_why(e))
+
+    def _check_limits(self) -> Iterable[dict[str, Any]]:
+        now = time.monotonic()
+        for a in self.actors:
+            if a.handle is None:
+                continue
+            starting = a.ready is not None or a.phase == "prepare"
+            if starting and now - a.sent > self.startup_timeout:
+                what = "start" if a.task is None else f"build engine {a.task[0]!r}"
+                self._fatal(f"a Ray worker took over {self.startup_timeout:g} s to {what}")
+            if a.phase != "measure" or a.started is None:
+                continue
+            if now - a.started > self.timeout:
+                yield self._failed(a, "timeout", f"over the {self.timeout:g} s limit")
+                continue
+            if self.memory_limit is not None and a.rss_ref is None and now - a.rss_at >= _RSS_EVERY:
+                a.rss_ref, a.rss_at = a.handle.rss.remote(), now
+
+
+@dataclass
+class _Died:
+    why: str
+
+
+def _why(error: BaseException) -> str:
+    """One line on why a Ray worker's call failed (Ray's messages run to pages)."""
+    text = f"{type(error).__name__}: {error}"
+    for line in text.splitlines():
+        low = line.lower()
+        if "exit" in low or "signal" in low or "killed" in low or "segmentation" in low:
+            return line.strip()[:300]
+    return text.splitlines()[0][:300] if text else type(error).__name__
