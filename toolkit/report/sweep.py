@@ -4,9 +4,9 @@ cell, and the figure of TBM and TTFM against one axis.
 Per cell, the figures are over the items **every engine of the sweep passed in that
 cell** (like for like, as :func:`toolkit.report.bench.comparable` does for one run):
 TBM percentiles over the masks of their valid instances, TTFM over the items.  Against
-the ``vocab`` axis the x position is the vocabulary's size (ids), so the figure shows
-how each strategy scales with the vocabulary; against another axis, the cells in the
-spec's order.
+the ``vocab`` axis the vocabularies stand in the order of their sizes, each tick naming
+its size (ids), so the figure shows how each strategy scales with the vocabulary;
+against another axis, the cells in the spec's order.
 """
 
 from __future__ import annotations
@@ -89,27 +89,23 @@ def plot_sweep(table: pd.DataFrame, axis: str, path: str | os.PathLike[str],
                                      (axs[1], "ttfm_p50_ms", "Time to first mask, p50", "ms")):
             for e in engines:
                 rows = table[table["engine"] == e]
-                if axis == "vocab":
-                    rows = rows.sort_values("vocab_size")
-                    x = rows["vocab_size"].to_numpy(dtype=float) / 1e3
-                else:
-                    x = np.arange(len(rows))
+                if axis == "vocab":  # in the order of their sizes, which the ticks give
+                    rows = rows.sort_values("vocab_size", kind="stable")
+                x = np.arange(len(rows))
                 st = styles[e]
                 (line,) = ax.plot(x, rows[col].to_numpy(dtype=float), color=st["color"], linestyle=st["linestyle"],
                                   marker=st["marker"])
                 if ax is axs[0]:
                     handles.append(line)
                     labels.append(e)
-                if axis == "vocab":
-                    for xi, name in zip(x, rows["vocab"], strict=True):
-                        ax.annotate(name, (xi, 0), xycoords=("data", "axes fraction"), xytext=(0, 2),
-                                    textcoords="offset points", ha="center", fontsize=8, color="0.4")
-                else:
-                    ax.set_xticks(x, rows[axis].tolist())
+                ticks = ([f"{v}\n{n / 1e3:.1f}k ids" for v, n in zip(rows["vocab"], rows["vocab_size"], strict=True)]
+                         if axis == "vocab" else rows[axis].tolist())
+                ax.set_xticks(x, ticks)
             ax.set_yscale("log")
             ax.set_title(title)
             ax.set_ylabel(unit + " (log scale)")
-            ax.set_xlabel("vocabulary size (thousands of ids)" if axis == "vocab" else axis)
+            ax.set_xlabel("vocabulary, by size" if axis == "vocab" else axis)
+            ax.margins(x=0.08)
         suffix = f" ({', '.join(hold)})" if hold else ""
         fig.suptitle(f"Each engine against {axis}{suffix}")
         figure_legend(fig, handles, labels)
