@@ -85,3 +85,32 @@ def test_a_killed_driver_resumes_losing_and_repeating_nothing(tmp_path) -> None:
     names = [r["item"] for r in after]
     assert len(names) == len(set(names)) == 12  # nothing lost, nothing twice
     assert {r["item"]: r for r in before}.items() <= {r["item"]: r for r in after}.items()
+
+
+def test_a_run_joins_a_cluster_started_with_ray_start(tmp_path) -> None:
+    """The two documented commands: ``ray start --head`` (here on this machine), then
+    ``masklab bench --backend ray --address HEAD:PORT``; the cluster is left running."""
+    ray_bin = Path(sys.executable).with_name("ray")
+    port = "6391"
+    env = {**os.environ, **ENV}
+    env.pop("RAY_AUTH_MODE", None)
+    started = subprocess.run([str(ray_bin), "start", "--head", "--port", port, "--num-cpus", "2",
+                              "--include-dashboard", "false"], env=env, capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stderr[-2000:]
+    try:
+        out = tmp_path / "joined"
+        done = subprocess.run([sys.executable, "-m", "toolkit", "bench", "--engines", "llguidance", "--limit", "3",
+                               "--quick", "--jobs", "2", "--backend", "ray", "--address", f"127.0.0.1:{port}",
+                               "--out", str(out), "--quiet"], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        recs = read_records(out / "records.jsonl")
+        assert len(recs) == 3 and all(r["status"] == "passing" for r in recs)
+        meta = json.loads((out / "run.json").read_text())
+        assert meta["address"] == f"127.0.0.1:{port}"
+        status = subprocess.run([str(ray_bin), "status", "--address", f"127.0.0.1:{port}"],
+                                env={**env, "RAY_AUTH_MODE": "token"},
+                                capture_output=True, text=True, timeout=60)
+        assert "CPU" in status.stdout  # still running after the run
+    finally:
+        subprocess.run([str(ray_bin), "stop", "--force"], env=env, capture_output=True, timeout=120)

@@ -28,7 +28,10 @@ cluster and leaves it running.  A cluster is two commands::
     ray start --address HEAD:6379 --num-cpus 16           # on every other node
 
 then ``masklab bench --backend ray --address HEAD:6379 --jobs 32 ...`` on the head node
-(masklab installed on every node, the same version).  Needs the ``[cluster]`` extra.
+(masklab installed on every node, the same version).  ``ray start`` turns Ray's token
+authentication on and leaves the token in ``~/.ray/auth_token``; the driver then runs in
+token mode (``RAY_AUTH_MODE=token``, unless the environment says otherwise).  Needs the
+``[cluster]`` extra.
 """
 
 from __future__ import annotations
@@ -152,12 +155,17 @@ class RayPool:
                  options: Mapping[str, Mapping[str, Any]], source: str, quick: bool, timeout: float,
                  memory_limit: float | None, *, address: str | None = None, startup_timeout: float = 600.0,
                  direct: bool = False, drafts: Sequence[int] = (), env: Mapping[str, str] | None = None) -> None:
+        if address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
+            # `ray start` turns token authentication on and leaves its token here; a driver
+            # reads it only in token mode, which Ray reads when it is imported
+            os.environ["RAY_AUTH_MODE"] = "token"
         ray = self.ray = _ray()
         self.owns = False
         if not ray.is_initialized():
             env_vars = dict(env or {})
             if address is None:  # this machine: the driver's import path for the workers
                 env_vars["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+
             try:
                 ray.init(address=address or "local", num_cpus=jobs if address is None else None, include_dashboard=False,
                          log_to_driver=False, logging_level="ERROR", runtime_env={"env_vars": env_vars})
