@@ -165,7 +165,6 @@ class RayPool:
             env_vars = dict(env or {})
             if address is None:  # this machine: the driver's import path for the workers
                 env_vars["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
-
             try:
                 ray.init(address=address or "local", num_cpus=jobs if address is None else None, include_dashboard=False,
                          log_to_driver=False, logging_level="ERROR", runtime_env={"env_vars": env_vars})
