@@ -93,6 +93,17 @@ def test_a_sweep_runs_its_grid_into_one_folder_and_resumes(tmp_path, hf_vocab, c
      "backend must be one of local, ray"),
     ({"engines": ["llguidance"], "vocabs": {"t": "tekken"}, "data": {"d": "embedded"}, "quick": "yes"},
      "quick takes bool"),
+    ({"engines": ["llguidance"], "vocabs": {"t": "tekken"}, "data": {"d": "embedded"}, "timeout": "x"},
+     "timeout takes int or float, got 'x'"),
+    ({"engines": ["llguidance"], "vocabs": {"t": "llama3:/nope/tokenizer.model"}, "data": {"d": "embedded"}},
+     "[vocabs] t: vocabulary spec"),
+    ({"engines": ["llguidance"], "vocabs": {"t": "tekken"}, "data": {"d": "/nope/maskbench"}},
+     "[data] d: no file or folder at '/nope/maskbench'"),
+    ({"engines": ["llguidance"], "vocabs": {"t": "tekken"}, "data": {"d": "embedded"}, "source": "nativ"},
+     "source must be 'native' or 'grammar'"),
+    ({"engines": ["llguidance"], "vocabs": {"t": "tekken"}, "data": {"d": "embedded"}, "memory_limit_gb": -1},
+     "memory_limit_gb must be > 0"),
+    ({"engines": ["llguidanse"], "vocabs": {"t": "tekken"}, "data": {"d": "embedded"}}, "unknown engine"),
 ])
 def test_a_bad_spec_says_what_and_where(doc, says) -> None:
     with pytest.raises(SweepError, match=None) as e:

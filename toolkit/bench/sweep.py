@@ -45,10 +45,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from strategies import check_options
+from strategies import check_options, engine_factory
 from toolkit.bench.datasets import shared_dir
 from toolkit.bench.harness import BACKENDS, DEFAULT_TIMEOUT, HarnessError, run_bench
-from toolkit.core.errors import MasklabError
+from toolkit.core.errors import MasklabError, VocabError
+from toolkit.core.vocab import vocab_file
 
 __all__ = ["Sweep", "SweepError", "load_sweep", "run_sweep", "sweep_cells", "is_sweep", "AXES"]
 
@@ -107,10 +108,9 @@ def _typed(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], defa
     if key not in doc:
         return default
     value = doc[key]
-    if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
-        raise SweepError(f"sweep spec: {key} takes {getattr(kind, '__name__', kind)}, got {value!r}")
-    if not isinstance(value, kind):
-        raise SweepError(f"sweep spec: {key} takes {getattr(kind, '__name__', kind)}, got {value!r}")
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise SweepError(f"sweep spec: {key} takes {' or '.join(k.__name__ for k in kinds)}, got {value!r}")
     return value
 
 
@@ -136,15 +136,26 @@ def sweep_from_dict(doc: Mapping[str, Any]) -> Sweep:
     engines = doc.get("engines")
     if not isinstance(engines, list) or not engines or not all(isinstance(e, str) for e in engines):
         raise SweepError("sweep spec: engines must be a list of engine names")
+    for name in engines:
+        try:
+            engine_factory(name)
+        except (ValueError, ImportError) as e:
+            raise SweepError(f"sweep spec: engines: {e}") from None
     vocabs = {k: _expand(v) if isinstance(v, str) else v for k, v in _table(doc, "vocabs").items()}
-    bad = [k for k, v in vocabs.items() if not isinstance(v, str)]
-    if bad:
-        raise SweepError(f"sweep spec: [vocabs] {bad[0]} must be a vocabulary spec (a string)")
+    for k, v in vocabs.items():
+        if not isinstance(v, str):
+            raise SweepError(f"sweep spec: [vocabs] {k} must be a vocabulary spec (a string)")
+        try:
+            vocab_file(v)  # the spec's form and its file, before any cell runs
+        except VocabError as e:
+            raise SweepError(f"sweep spec: [vocabs] {k}: {e}") from None
     data: dict[str, str | None] = {}
     for k, v in _table(doc, "data").items():
         if not isinstance(v, str):
             raise SweepError(f"sweep spec: [data] {k} must be a path (a string)")
         data[k] = None if v == "embedded" else _expand(v)
+        if data[k] is not None and not Path(data[k]).exists():
+            raise SweepError(f"sweep spec: [data] {k}: no file or folder at {data[k]!r}")
     options = _table(doc, "options", required=False) or {"default": {}}
     for set_name, per_engine in options.items():
         if not isinstance(per_engine, Mapping):
@@ -167,11 +178,16 @@ def sweep_from_dict(doc: Mapping[str, Any]) -> Sweep:
     if (limit is not None and limit < 1) or jobs < 1 or timeout <= 0:
         raise SweepError(f"sweep spec: limit and jobs must be >= 1 and timeout > 0, got {limit}, {jobs}, {timeout}")
     mem = _typed(doc, "memory_limit_gb", (int, float), None)
+    if mem is not None and mem <= 0:
+        raise SweepError(f"sweep spec: memory_limit_gb must be > 0, got {mem}")
+    source = _typed(doc, "source", str, "native")
+    if source not in ("native", "grammar"):
+        raise SweepError(f"sweep spec: source must be 'native' or 'grammar', got {source!r}")
     return Sweep(engines=list(dict.fromkeys(engines)), vocabs=vocabs, data=data,
                  options={k: {e: dict(o) for e, o in v.items()} for k, v in options.items()},
                  limit=limit, seed=_typed(doc, "seed", int, None), quick=_typed(doc, "quick", bool, False),
                  timeout=timeout, jobs=jobs, backend=backend, address=_typed(doc, "address", str, None),
-                 source=_typed(doc, "source", str, "native"), memory_limit_gb=None if mem is None else float(mem))
+                 source=source, memory_limit_gb=None if mem is None else float(mem))
 
 
 def cell_file(cell: Mapping[str, str]) -> str:
