@@ -28,12 +28,11 @@ from strategies._base import (
     with_duals,
 )
 from toolkit.core import bitmask as bm
-from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.protocol import FORCED_LIMIT, CompiledBase, EngineBase, MaskInfo, MaskStats
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
-from toolkit.grammar.ir import Grammar, RegexText, untold_text
-from toolkit.grammar.lark_dialect import LarkText
+from toolkit.grammar.inputs import read
+from toolkit.grammar.ir import Grammar
 
 __all__ = ["NaiveEngine", "NaiveCompiled", "NaiveMatcher"]
 
@@ -83,15 +82,10 @@ class NaiveEngine(EngineBase):
     def options(self) -> dict[str, Any]:
         return {"max_items": self.max_items, "share_prefixes": self.share_prefixes}
 
-    def compile(self, grammar: Grammar | RegexText | LarkText) -> NaiveCompiled:
-        if isinstance(grammar, RegexText):
-            grammar = Grammar.from_regex(grammar.text)
-        elif isinstance(grammar, LarkText):
-            grammar = Grammar.from_lark(grammar.text)
-        elif isinstance(grammar, str):
-            raise untold_text(self.name, grammar)
-        if not isinstance(grammar, Grammar):
-            raise UnsupportedGrammar(f"naive compiles toolkit.grammar.Grammar, not {type(grammar).__name__}")
+    def compile(self, grammar: Any) -> NaiveCompiled:
+        """Compile a :class:`Grammar` or any registered input read to one
+        (:func:`toolkit.grammar.inputs.read`; a JSON schema with the compiler's defaults)."""
+        grammar = read(grammar, engine=self.name)
         refuse_token_limits(self.name, grammar)
         special = special_compile(self, grammar)  # special tokens: over their vocabulary view
         if special is not None:

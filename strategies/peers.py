@@ -71,9 +71,9 @@ from toolkit.core.protocol import (
     check_draft_rows,
 )
 from toolkit.core.vocab import Vocabulary
-from toolkit.grammar.ir import Grammar, RegexText, untold_text
-from toolkit.grammar.lark_dialect import LarkText
-from toolkit.jsonschema.compiler import JsonSchemaText, schema_text
+from toolkit.grammar.inputs import format_of, read
+from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema.compiler import JsonSchemaText
 
 __all__ = [
     "JsonSchemaText",
@@ -172,35 +172,28 @@ class _PeerEngine(EngineBase):
         self.options: dict[str, Any] = {}
 
     def compile(self, grammar: Any) -> PeerCompiled:
-        """Compile a JSON schema (engine's own compiler), a :class:`Grammar` or a
-        :class:`~toolkit.grammar.RegexText` (a bare ``str`` is refused: which kind is it?)."""
-        if isinstance(grammar, RegexText):
-            grammar = Grammar.from_regex(grammar.text)
-        elif isinstance(grammar, LarkText):  # (peer:llguidance reads it itself)
-            grammar = Grammar.from_lark(grammar.text)
-        elif isinstance(grammar, str):
-            raise untold_text(self.name, grammar)
-        text = schema_text(grammar)
+        """Compile an input the engine reads itself (its format in :attr:`native_inputs`:
+        a JSON schema by its own compiler, Lark, GBNF... by its own front end), or a
+        :class:`Grammar` (an input of any other registered format is read to one first:
+        :func:`toolkit.grammar.inputs.read`; a bare ``str`` is refused: which format is it?)."""
+        fmt = format_of(grammar)
         try:
-            if text is not None:
-                return self._compile_schema(text)
-            if isinstance(grammar, Grammar):
-                if not self.token_limits:
-                    refuse_token_limits(self.name, grammar)
-                special = grammar.special_ids(self.vocab)
-                if special and not self.special_tokens:
-                    raise UnsupportedGrammar(f"{self.name} has no token-level terminals: special tokens in a grammar "
-                                             f"({', '.join(grammar.terminals[n].special for n in grammar.special_terminals)})"
-                                             " are not supported")
-                return self._with_special(self._compile_grammar(grammar), special)
+            if fmt is not None and fmt.name in self.native_inputs:
+                text = fmt.text(grammar)
+                return self._compile_schema(text) if fmt.name == "json_schema" else self._compile_native(fmt.name, text)
+            grammar = read(grammar, engine=self.name)
+            if not self.token_limits:
+                refuse_token_limits(self.name, grammar)
+            special = grammar.special_ids(self.vocab)
+            if special and not self.special_tokens:
+                raise UnsupportedGrammar(f"{self.name} has no token-level terminals: special tokens in a grammar "
+                                         f"({', '.join(grammar.terminals[n].special for n in grammar.special_terminals)})"
+                                         " are not supported")
+            return self._with_special(self._compile_grammar(grammar), special)
         except MasklabError:
             raise
         except Exception as e:  # noqa: BLE001 - the engines raise RuntimeError/ValueError
             raise PeerError(f"{self.name}: {type(e).__name__}: {e}") from e
-        raise UnsupportedGrammar(
-            f"{self.name} compiles a JSON schema (dict/bool/JsonSchemaText) or a toolkit Grammar, "
-            f"not {type(grammar).__name__}"
-        )
 
     #: whether the engine reads special tokens in a grammar (llguidance's ``<|name|>``)
     special_tokens = False
@@ -212,6 +205,12 @@ class _PeerEngine(EngineBase):
 
     def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
         raise NotImplementedError
+
+    def _compile_native(self, fmt: str, text: str) -> PeerCompiled:
+        """Compile ``text`` of the input format ``fmt`` (one of :attr:`native_inputs`
+        other than ``json_schema``: ``lark``, ``regex``, ``gbnf``) with the engine's own
+        front end."""
+        raise UnsupportedGrammar(f"{self.name} reads no {fmt} text itself")
 
     def _with_special(self, compiled: PeerCompiled, ids: frozenset[int]) -> PeerCompiled:
         """``compiled`` keeping the engine's bits of the special tokens ``ids`` too."""
@@ -238,9 +237,11 @@ class _PeerEngine(EngineBase):
         into a preallocated row (the :class:`DirectRun`'s ``ttfm_s``); its
         ``walk(tokens)`` then times each step of a walk from a fresh native matcher.
         :mod:`toolkit.report.direct` compares these times with the harness's own."""
-        text = schema_text(spec)
-        if text is not None:
-            source, kind = self._schema_source(text), "json_schema"
+        fmt = format_of(spec)
+        if fmt is not None and fmt.name in self.native_inputs:
+            text = fmt.text(spec)
+            source, kind = (self._schema_source(text), "json_schema") if fmt.name == "json_schema" \
+                else (self._native_source(fmt.name, text), fmt.name)
         elif isinstance(spec, Grammar):
             source, kind = self._grammar_source(spec)
         else:
@@ -258,6 +259,10 @@ class _PeerEngine(EngineBase):
     def _grammar_source(self, grammar: Grammar) -> tuple[str, str]:
         """``(text, kind)`` the engine compiles for a :class:`Grammar`."""
         raise NotImplementedError
+
+    def _native_source(self, fmt: str, text: str) -> str:
+        """The text the engine compiles for ``text`` of its native format ``fmt``."""
+        return text
 
     def _direct_compile(self, source: str, kind: str) -> Any:
         raise NotImplementedError
@@ -542,25 +547,23 @@ class LLGuidanceEngine(_PeerEngine):
     def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
         return self._build(*self._grammar_source(grammar))
 
-    def compile(self, grammar: Any) -> PeerCompiled:
-        """Also Lark text in llguidance's dialect (:class:`toolkit.grammar.lark_dialect.LarkText`),
+    def _native_source(self, fmt: str, text: str) -> str:
+        return self._header(initial_skip=self._lark_view(text)[0]) + text
+
+    def _lark_view(self, text: str) -> tuple[bool, frozenset[int]]:
+        """``(ignores, special ids)`` of Lark text as masklab reads it: whether ignored
+        text may come first (as in masklab's IR), and the special tokens it names."""
+        try:
+            ours = Grammar.from_lark(text)
+            return bool(ours.ignore), ours.special_ids(self.vocab)
+        except MasklabError:  # a text masklab does not read: llguidance's bits alone decide
+            return False, frozenset(self.vocab.special_tokens) - frozenset(self.vocab.eos_ids)
+
+    def _compile_native(self, fmt: str, text: str) -> PeerCompiled:
+        """Lark text in llguidance's dialect (:class:`toolkit.grammar.lark_dialect.LarkText`),
         read by llguidance itself: the reference for masklab's reader."""
-        if isinstance(grammar, LarkText):
-            try:
-                ours = Grammar.from_lark(grammar.text)
-                ignores = bool(ours.ignore)  # (ignored text first too, as masklab's IR)
-                special = ours.special_ids(self.vocab)
-            except MasklabError:  # a text masklab does not read: llguidance's bits alone decide
-                ignores = False
-                special = frozenset(self.vocab.special_tokens) - frozenset(self.vocab.eos_ids)
-            try:
-                return self._with_special(self._build(self._header(initial_skip=ignores) + grammar.text, "lark"),
-                                          special)
-            except MasklabError:
-                raise
-            except Exception as e:  # noqa: BLE001 - the engine raises RuntimeError/ValueError
-                raise PeerError(f"{self.name}: {type(e).__name__}: {e}") from e
-        return super().compile(grammar)
+        ignores, special = self._lark_view(text)
+        return self._with_special(self._build(self._header(initial_skip=ignores) + text, "lark"), special)
 
     def _build(self, lark: str, kind: str) -> PeerCompiled:
         kw: dict[str, Any] = {"log_level": 0}

@@ -32,6 +32,9 @@ from toolkit.grammar.ir import Grammar
 LLG, XGR, OC = "peer:llguidance", "peer:xgrammar", "peer:outlines-core"
 PEERS = (LLG, XGR, OC)
 PACKAGES = {LLG: "llguidance", XGR: "xgrammar", OC: "outlines_core"}  # import and dist names
+# the peers of the field issue: each has a test file of its own (tests/test_peer_*.py)
+FIELD = {"peer:llama.cpp": "llama_cpp", "peer:lm-format-enforcer": "lmformatenforcer", "peer:glrmask": "glrmask"}
+PACKAGES.update(FIELD)
 
 
 def _require(name: str) -> None:
@@ -600,7 +603,7 @@ IDENT = Grammar.from_regex(r"[a-c]+[0-9]*")
 OBJECT = AGREEMENT["regex-object"][0]
 
 
-@pytest.mark.parametrize("name", ["naive", *PEERS, "outlines"])
+@pytest.mark.parametrize("name", ["naive", *PEERS, *FIELD, "outlines"])
 def test_contract_on_regular_grammars(hand, name: str) -> None:
     """tests/test_protocol.py's checks on regular grammars, so outlines-core (and our
     ``outlines``, which compiles no recursive grammar) are held to them."""

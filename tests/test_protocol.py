@@ -17,10 +17,11 @@ from toolkit.core.protocol import MaskEngine, MaskInfo, MaskStats, Matcher
 from toolkit.grammar.ir import Grammar
 
 # Engines that compile any Grammar on a hand-made vocabulary.  Strategies join as they land.
-ENGINES = ["naive", "llguidance", "xgrammar", "peer:llguidance", "peer:xgrammar"]
+ENGINES = ["naive", "llguidance", "xgrammar", "peer:llguidance", "peer:xgrammar", "peer:llama.cpp", "peer:glrmask"]
 
 # The package an engine needs (the ``[peers]`` extra); its tests skip without it.
-REQUIRES = {"peer:llguidance": "llguidance", "peer:xgrammar": "xgrammar"}
+REQUIRES = {"peer:llguidance": "llguidance", "peer:xgrammar": "xgrammar", "peer:llama.cpp": "llama_cpp",
+            "peer:glrmask": "glrmask"}
 
 # How to make each engine hit a limit on ``start: "a" start | "b"`` after thirty a's
 # (options, words of the error), where it has limits at all.
@@ -185,13 +186,14 @@ def test_every_registered_engine_holds_the_written_contract() -> None:
     """What the harness, the loop and the registry read of an engine is in
     :class:`MaskEngine` (no probing for it): every installed engine has all of it."""
     from strategies import available_engines, engine_factory
+    from toolkit.grammar.inputs import formats
 
     vocab = small_vocab()
     for name in available_engines():
         engine = get_engine(name, vocab)
         assert isinstance(engine, MaskEngine), name
         assert engine.name == name and engine.vocab is vocab and isinstance(engine.options, dict)
-        assert set(engine.native_inputs) <= {"json_schema", "lark"} and engine.schema_grammar in ("masklab", "own")
+        assert set(engine.native_inputs) <= {f.name for f in formats()} and engine.schema_grammar in ("masklab", "own")
         assert engine_factory(name).requires == engine.requires
         assert {"version", "options"} <= set(engine.describe())
         engine.clear_memo()

@@ -4,9 +4,10 @@ Subcommands:
 
 * ``masklab engines``: registered engines and whether they are installed;
 * ``masklab vocab SPEC``: a vocabulary's size, special and EOS ids, trie size;
-* ``masklab mask --vocab SPEC (--lark FILE | --regex RX) [--prefix TEXT]``: the mask
-  an engine computes after a prefix, with timing and sample tokens;
-* ``masklab accepts (--lark FILE | --regex RX) TEXT``: the reference recognizer's verdict;
+* ``masklab mask --vocab SPEC (--lark FILE | --gbnf FILE | --regex RX | --schema FILE|JSON |
+  --grammar FILE) [--prefix TEXT]``: the mask an engine computes after a prefix, with
+  timing and sample tokens (one flag per registered input format, :mod:`toolkit.grammar.inputs`);
+* ``masklab accepts (--lark FILE | ...) TEXT``: the reference recognizer's verdict;
 * ``masklab schema-coverage --data DIR``: the JSON Schema compiler's MaskBench counts;
 * ``masklab bench --engines a,b --data DIR --vocab SPEC --out DIR``: a benchmark run
   (:mod:`toolkit.bench.harness`); ``masklab report DIR...``: its tables and figures
@@ -51,6 +52,14 @@ from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import load_vocab
 from toolkit.decode.generate import DEFAULT_PROMPT, SPEC_PROMPT, generate, unconstrained, write_run
 from toolkit.decode.model import ModelError, load_chat_template, load_model
+from toolkit.grammar.inputs import (
+    SOURCES,
+    InputFormat,
+    engine_input,
+    format_for_path,
+    formats,
+    read,
+)
 from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.compiler import PROPERTY_ORDERS
 from toolkit.report.bench import comparability_warnings, load_runs
@@ -81,12 +90,35 @@ def _schema(text: str) -> Any:
         raise MasklabError(f"--schema {text[:60]!r}: not JSON: {e}") from None
 
 
+def _dest(fmt: InputFormat) -> str:
+    return fmt.flag.lstrip("-").replace("-", "_")
+
+
+def _format_value(fmt: InputFormat, value: str) -> Any:
+    """The spec of ``fmt`` a CLI argument gives: a file's text, the text itself, or
+    (``file|json``) a schema file or the schema's JSON."""
+    if fmt.arg == "text":
+        return fmt.spec(value)
+    if fmt.arg == "file|json":
+        return fmt.spec(_schema(value))
+    return fmt.spec(_read_text(value, f"{fmt.name} file"))
+
+
+def _input(args: argparse.Namespace) -> Any:
+    """The input the grammar flags name (``--lark FILE``, ``--gbnf FILE``, ``--regex RX``,
+    ``--schema FILE|JSON``, or ``--grammar FILE`` by its suffix: every registered format)."""
+    if getattr(args, "grammar", None):
+        return _format_value(format_for_path(args.grammar), args.grammar)
+    for fmt in formats():
+        value = getattr(args, _dest(fmt), None)
+        if value is not None:
+            return _format_value(fmt, value)
+    raise MasklabError("no grammar given")  # (argparse requires one)
+
+
 def _grammar(args: argparse.Namespace) -> Grammar:
-    if args.lark:
-        return Grammar.from_lark(_read_text(args.lark, "Lark grammar"))
-    if args.schema is not None:
-        return Grammar.from_json_schema(_schema(args.schema))
-    return Grammar.from_regex(args.regex)
+    """The IR of the input the grammar flags name."""
+    return read(_input(args))
 
 
 def _cmd_engines(args: argparse.Namespace) -> int:
@@ -116,10 +148,10 @@ def _cmd_vocab(args: argparse.Namespace) -> int:
 
 def _cmd_mask(args: argparse.Namespace) -> int:
     vocab = load_vocab(args.vocab)
-    grammar = _grammar(args)
+    spec = _input(args)
     engine = get_engine(args.engine, vocab)
     t0 = time.perf_counter()
-    compiled = engine.compile(grammar)
+    compiled = engine.compile(engine_input(engine, spec, args.source))
     matcher = engine.matcher(compiled)
     t1 = time.perf_counter()
     prefix_ids = vocab.encode(args.prefix) if args.prefix else []
@@ -463,15 +495,19 @@ def _parser() -> argparse.ArgumentParser:
 
     def grammar_args(sp: argparse.ArgumentParser) -> None:
         g = sp.add_mutually_exclusive_group(required=True)
-        g.add_argument("--lark", metavar="FILE", help="a Lark grammar file")
-        g.add_argument("--regex", metavar="RX", help="a regex (Python re syntax, ASCII classes)")
-        g.add_argument("--schema", metavar="FILE|JSON", help="a JSON schema: a file, or the schema's JSON text")
+        for fmt in formats():  # every registered input format (toolkit.grammar.inputs)
+            g.add_argument(fmt.flag, dest=_dest(fmt), metavar={"file": "FILE", "text": "TEXT"}.get(fmt.arg, "FILE|JSON"),
+                           help=fmt.help)
+        suffixes = ", ".join(f"{x} ({f.name})" for f in formats() for x in f.suffixes)
+        g.add_argument("--grammar", metavar="FILE", help=f"a grammar file of the format its suffix names: {suffixes}")
 
     m = sub.add_parser("mask", help="compute one mask after a prefix")
     m.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
     m.add_argument("--engine", default="naive", help="engine name (default: naive)")
     m.add_argument("--prefix", default="", help="text already generated (tokenized canonically)")
     m.add_argument("--show", type=int, default=20, help="how many allowed tokens to list")
+    m.add_argument("--source", choices=SOURCES, default="native",
+                   help="native: the engine reads a format it declares itself; grammar: masklab's reading (default: native)")
     grammar_args(m)
     m.set_defaults(func=_cmd_mask)
 
@@ -512,7 +548,7 @@ def _parser() -> argparse.ArgumentParser:
                         "of starting a local instance")
     b.add_argument("--seed", type=int, default=None, help="shuffle the items with this seed before --limit")
     b.add_argument("--quick", action="store_true", help="at most 3 valid and 3 invalid instances per item (harness.QUICK_CASES)")
-    b.add_argument("--source", choices=("native", "grammar"), default="native",
+    b.add_argument("--source", choices=SOURCES, default="native",
                    help="native: schemas go to each engine's own compiler; grammar: every engine gets "
                         "Grammar.from_json_schema (default: native)")
     b.add_argument("-o", "--option", action="append", default=[], metavar="ENGINE.KEY=VALUE",

@@ -49,8 +49,8 @@ from toolkit.core.protocol import CompiledBase
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
-from toolkit.grammar.ir import Grammar, RegexText, untold_text
-from toolkit.grammar.lark_dialect import LarkText
+from toolkit.grammar.inputs import read
+from toolkit.grammar.ir import Grammar, RegexText
 from toolkit.jsonschema.compiler import (
     SPELLINGS,
     WHITESPACES,
@@ -190,22 +190,14 @@ class OutlinesEngine(StrategyEngine):
         """``(regex, kind)`` for what :meth:`compile` accepts (see the module doc)."""
         if isinstance(spec, RegexText):
             return spec.text, "regex"
-        if isinstance(spec, LarkText):
-            spec = Grammar.from_lark(spec.text)
-        if isinstance(spec, str):
-            raise untold_text(self.name, spec)
         text = schema_text(spec)
         if text is not None:
             return self._schema_regex(spec, text), "json_schema"
-        if isinstance(spec, Grammar):
-            try:
-                return spec.to_regex(max_depth=self.grammar_max_depth, max_length=self.max_regex_length), "grammar"
-            except UnsupportedGrammar as e:
-                raise _recursion_hint(e) from None
-        raise UnsupportedGrammar(
-            "outlines compiles a RegexText, a JSON schema (dict/bool/JsonSchemaText), a LarkText or a "
-            f"regular toolkit Grammar, not {type(spec).__name__}"
-        )
+        grammar = read(spec, engine=self.name)  # a Grammar, or a grammar text of any format
+        try:
+            return grammar.to_regex(max_depth=self.grammar_max_depth, max_length=self.max_regex_length), "grammar"
+        except UnsupportedGrammar as e:
+            raise _recursion_hint(e) from None
 
     def _schema_regex(self, spec: Any, text: str) -> str:
         if self.schema_regex == "outlines-core":

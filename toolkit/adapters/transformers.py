@@ -36,6 +36,7 @@ from toolkit.core import bitmask as bm
 from toolkit.core.batch import NO_TOKEN, make_batch
 from toolkit.core.errors import MasklabError
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.grammar.inputs import engine_input, format_of, formats, wrap
 from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.compiler import JsonSchemaText
 
@@ -47,6 +48,9 @@ class AdapterError(MasklabError):
 
 
 def _spec(grammar: Any, schema: Any, regex: str | None, lark: str | None) -> Any:
+    """The input the processor compiles: ``grammar=`` a :class:`Grammar` or any input
+    of a registered format (``GbnfText(...)``, ``LarkText(...)``...,
+    :mod:`toolkit.grammar.inputs`); ``schema=``, ``regex=`` and ``lark=`` wrap their text."""
     given = [(k, v) for k, v in (("grammar", grammar), ("schema", schema), ("regex", regex), ("lark", lark))
              if v is not None]
     if len(given) != 1:
@@ -54,15 +58,13 @@ def _spec(grammar: Any, schema: Any, regex: str | None, lark: str | None) -> Any
                            f"(got {', '.join(k for k, _ in given) or 'none'})")
     kind, value = given[0]
     if kind == "grammar":
-        if not isinstance(value, Grammar):
-            raise AdapterError(f"grammar= takes a toolkit Grammar, got {type(value).__name__}: "
-                               "use schema=, regex= or lark= for text")
+        if not isinstance(value, Grammar) and format_of(value) is None:
+            raise AdapterError(f"grammar= takes a toolkit Grammar or a wrapped input ({', '.join(f.wrapper.__name__ for f in formats())}), "
+                               f"got {type(value).__name__}: use schema=, regex= or lark= for text")
         return value
     if kind == "schema":
         return JsonSchemaText(value) if isinstance(value, str) else value
-    if kind == "regex":
-        return Grammar.from_regex(value)
-    return Grammar.from_lark(value)
+    return wrap(kind, value)
 
 
 class MaskLogitsProcessor:
@@ -86,7 +88,7 @@ class MaskLogitsProcessor:
             raise AdapterError(f"options {sorted(options)} are for an engine made here, not for {engine.name}")
         self.engine = engine
         self.vocab: Vocabulary = engine.vocab
-        self.compiled = engine.compile(_spec(grammar, schema, regex, lark))
+        self.compiled = engine.compile(engine_input(engine, _spec(grammar, schema, regex, lark)))
         self.threads = threads
         self.matchers: list[Any] = []
         self._batch: Any = None

@@ -1,9 +1,11 @@
 """Benchmark items in the MaskBench file format, and the embedded datasets.
 
 A file holds one item: ``{"schema": ..., "tests": [{"data": ..., "valid": bool}]}``
-for JSON Schema work (MaskBench / JSONSchemaBench), or ``{"lark": "..."}`` /
-``{"regex": "..."}`` with tests ``{"text": ..., "valid": bool}``.  The instance text
-of a schema test is ``json.dumps(data)``, as MaskBench tokenizes it.
+for JSON Schema work (MaskBench / JSONSchemaBench), or the text of a grammar under its
+format's dataset key (``{"lark": "..."}``, ``{"regex": "..."}``, ``{"gbnf": "..."}``: every
+format registered in :mod:`toolkit.grammar.inputs`) with tests ``{"text": ...,
+"valid": bool}``.  The instance text of a schema test is ``json.dumps(data)``, as
+MaskBench tokenizes it.
 """
 
 from __future__ import annotations
@@ -12,13 +14,14 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+import toolkit.jsonschema  # noqa: F401 - registers the JSON Schema format
 from toolkit.core.errors import MasklabError
-from toolkit.grammar.ir import Grammar, RegexText
-from toolkit.grammar.lark_dialect import LarkText
-from toolkit.jsonschema.compiler import from_json_schema
+from toolkit.grammar.inputs import InputFormat, format_for_key, formats
+from toolkit.grammar.ir import Grammar
 
 __all__ = ["Item", "Case", "load_item", "iter_items", "embedded_dir", "DatasetError"]
 
@@ -41,7 +44,7 @@ class Item:
     """One schema, grammar or regex with its test instances."""
 
     name: str
-    kind: str  # "schema" | "lark" | "regex"
+    kind: str  # the format's dataset key: "schema" | "lark" | "regex" | "gbnf" | ...
     spec: Any
     cases: tuple[Case, ...] = field(default=())
     path: Path | None = None
@@ -54,23 +57,32 @@ class Item:
         ``tekken``, ``hf:PATH``...): any, or its own family (the part before ``:``)."""
         return self.vocab is None or vocab_name.split(":")[0] == self.vocab or vocab_name == self.vocab
 
-    def grammar(self, **options: Any):
-        """The item's :class:`~toolkit.grammar.Grammar` (options go to the builder)."""
-        if self.kind == "schema":
-            return from_json_schema(self.spec, **options)
-        if self.kind == "lark":
-            return Grammar.from_lark(self.spec)
-        return Grammar.from_regex(self.spec)
+    #: the module that registers the item's format, imported where the item is read and
+    #: the format is not registered yet (a worker process, a Ray actor: a plug-in's format)
+    module: str | None = None
+
+    @property
+    def format(self) -> InputFormat:
+        """The item's input format (:mod:`toolkit.grammar.inputs`), by its dataset key."""
+        try:
+            return format_for_key(self.kind)
+        except ValueError:
+            if self.module is None:
+                raise
+            import_module(self.module)
+            return format_for_key(self.kind)
+
+    def grammar(self, **options: Any) -> Grammar:
+        """The item's :class:`~toolkit.grammar.Grammar` (options go to the reader: a
+        schema's ``whitespace``, ``spelling``...)."""
+        return self.format.read(self.source(), **options)
 
     def source(self) -> Any:
         """The item as written, told apart for an engine's ``compile``: the schema (a
-        dict or bool), :class:`~toolkit.grammar.lark_dialect.LarkText` or
-        :class:`~toolkit.grammar.RegexText` (a bare ``str`` would not say which)."""
-        if self.kind == "lark":
-            return LarkText(self.spec)
-        if self.kind == "regex":
-            return RegexText(self.spec)
-        return self.spec
+        dict or bool), or the text in its format's wrapper
+        (:class:`~toolkit.grammar.lark_dialect.LarkText`, :class:`~toolkit.grammar.RegexText`,
+        ``GbnfText``...: a bare ``str`` would not say which)."""
+        return self.format.spec(self.spec)
 
 
 def load_item(path: str | Path) -> Item:
@@ -81,27 +93,25 @@ def load_item(path: str | Path) -> Item:
         raise DatasetError(f"cannot read {path}: {e}") from e
     if not isinstance(doc, dict):
         raise DatasetError(f"{path}: expected a JSON object")
-    kinds = [k for k in ("schema", "lark", "regex") if k in doc]
+    keys = [f.key for f in formats()]
+    kinds = [k for k in keys if k in doc]
     if len(kinds) != 1:
-        raise DatasetError(f"{path}: expected exactly one of 'schema', 'lark', 'regex'")
+        raise DatasetError(f"{path}: expected exactly one of {', '.join(repr(k) for k in keys)}")
     kind = kinds[0]
+    fmt = format_for_key(kind)
     cases = []
     for i, t in enumerate(doc.get("tests", [])):
         if not isinstance(t, dict) or "valid" not in t:
             raise DatasetError(f"{path}: tests[{i}] needs 'valid'")
-        if kind == "schema":
-            if "data" not in t:
-                raise DatasetError(f"{path}: tests[{i}] needs 'data'")
-            text = json.dumps(t["data"])
-        else:
-            if not isinstance(t.get("text"), str):
-                raise DatasetError(f"{path}: tests[{i}] needs a 'text' string")
-            text = t["text"]
+        try:
+            text = fmt.case_text(t)
+        except MasklabError as e:
+            raise DatasetError(f"{path}: tests[{i}] {e}") from None
         cases.append(Case(text, bool(t["valid"]), str(t.get("description", ""))))
     vocab = doc.get("vocab")
     if vocab is not None and not isinstance(vocab, str):
         raise DatasetError(f"{path}: 'vocab' must be a vocabulary name such as \"llama3\"")
-    return Item(path.stem, kind, doc[kind], tuple(cases), path, vocab)
+    return Item(path.stem, kind, doc[kind], tuple(cases), path, vocab, fmt.wrapper.__module__)
 
 
 def iter_items(source: str | Path, limit: int | None = None) -> Iterator[Item]:

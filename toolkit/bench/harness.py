@@ -40,13 +40,16 @@ The item's ``status`` is MaskBench's (:data:`STATUSES`):
 
 How items reach an engine (``source``):
 
-* ``"native"`` (default): a JSON schema goes to the engine's own schema compiler
-  when it has one (the peers: "engine as shipped"); engines without one get
-  :meth:`Grammar.from_json_schema`, whose time counts in their compile time;
+* ``"native"`` (default): an item goes to the engine's own front end when the engine
+  lists its format in ``native_inputs`` (the peers: "engine as shipped": a JSON schema
+  to its schema compiler, Lark to llguidance, GBNF to llama.cpp); any other item is
+  read to the IR (:func:`toolkit.grammar.inputs.engine_input`), e.g. masklab's
+  :meth:`Grammar.from_json_schema`, whose time counts in the compile time;
 * ``"grammar"``: every engine gets the same :class:`~toolkit.grammar.Grammar`
-  ("same grammar, different engine"; peers read it through ``to_lark``/``to_regex``).
+  ("same grammar, different engine"; peers read it through ``to_lark``, ``to_gbnf`` or
+  ``to_regex``).
 
-Grammar and regex items always go as a :class:`Grammar` (converted in the worker,
+Items an engine does not read itself go as a :class:`Grammar` (converted in the worker,
 counted in the compile time).  Every compile starts with the toolkit's shared caches
 empty (:func:`clear_toolkit_caches`), so no engine finds DFAs another one built for the
 same item.  masklab's engines keep their own memo of earlier items (a warm engine
@@ -71,6 +74,7 @@ and options, machine).  A run resumes where it stopped: pairs already in
 
 from __future__ import annotations
 
+import functools
 import gc
 import gzip
 import json
@@ -105,8 +109,8 @@ from toolkit.core.errors import HarnessError, MasklabError
 from toolkit.core.protocol import MaskStats
 from toolkit.core.version import masklab_version
 from toolkit.core.vocab import load_vocab
-from toolkit.grammar.ir import Grammar, grammar_from_spec
-from toolkit.grammar.lark_dialect import LarkText
+from toolkit.grammar.inputs import engine_input, read, wrap
+from toolkit.grammar.ir import Grammar
 from toolkit.grammar.special import encode_with_specials
 
 __all__ = [
@@ -180,23 +184,26 @@ def clear_toolkit_caches() -> None:
 
 def spec_for(engine: Any, item: Item, source: str) -> Any:
     """What ``engine.compile`` receives for ``item`` (see the module doc)."""
-    if item.kind == "schema" and source == "native" and "json_schema" in engine.native_inputs:
-        return item.spec
-    if item.kind == "lark" and source == "native" and "lark" in engine.native_inputs:
-        return LarkText(item.spec)
-    return item.grammar()
+    return engine_input(engine, item.source(), source)
 
 
 def encode_case(vocab: Any, item: Item, text: str) -> list[int]:
-    """A test text's ids: plain text by ``vocab.encode``, except that in a Lark item
+    """A test text's ids: plain text by ``vocab.encode``, except that in a grammar item
     whose grammar names special tokens, those tokens written as the grammar writes
     them (``<|eom_id|>``), or as ``<[ID]>``, are the tokens themselves
     (:func:`toolkit.grammar.special.encode_with_specials`)."""
-    if item.kind == "lark" and "<" in text:
-        g = grammar_from_spec("lark", item.spec)
-        if g.special_terminals:
-            return encode_with_specials(vocab, text, [g.terminals[n].special for n in g.special_terminals])
+    if item.kind != "schema" and "<" in text:
+        specials = _special_marks(item.kind, item.spec)
+        if specials:
+            return encode_with_specials(vocab, text, specials)
     return vocab.encode(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _special_marks(key: str, spec: str) -> list[str]:
+    """The special tokens a grammar item's grammar names, as written (read once per item)."""
+    g = read(wrap(key, spec))
+    return [g.terminals[n].special for n in g.special_terminals]
 
 
 def _select_cases(cases: Sequence[Case], quick: bool) -> list[Case]:

@@ -90,6 +90,7 @@ from toolkit.core.batch import NO_TOKEN, SKIP, default_threads, make_batch
 from toolkit.core.errors import MasklabError, time_limit
 from toolkit.core.vocab import Vocabulary
 from toolkit.decode.model import CHUNK_ROOM, ChatTemplate, LoadedModel, ModelError
+from toolkit.grammar.inputs import engine_input, is_native
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.special import marked_bytes, spelled
 
@@ -765,8 +766,8 @@ def _replay_target(item: Item) -> bytes | None:
 
 
 def _native(engine: Any, item: Item) -> bool:
-    """Does ``engine`` compile this item from its spec (a schema it reads itself)?"""
-    return item.kind == "schema" and "json_schema" in engine.native_inputs
+    """Does ``engine`` compile this item with its own front end (a format it reads itself)?"""
+    return is_native(engine, item.source())
 
 
 def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, kernel: Any,
@@ -978,7 +979,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 try:
                     if kept is None:
                         with time_limit(compile_timeout, "compile seconds"):
-                            c = engine.compile(item.spec if _native(engine, item) else item.grammar())
+                            c = engine.compile(engine_input(engine, item.source()))
                         kept = _Compiled(c, time.perf_counter() - t0)
                         if compiled is not None:
                             compiled[item.name] = kept
@@ -1032,7 +1033,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
                 elif s.matcher is not None and s.matcher.error:
                     why = s.matcher.error
                 prefix_ok = check_prefix(s.item, data, grammars, vocab) if status == "unfinished" else None
-                own = _native(engine, s.item) and engine.schema_grammar != "masklab"
+                own = _native(engine, s.item) and (s.item.kind != "schema" or engine.schema_grammar != "masklab")
                 sequences.append({"batch_index": b, "slot": k, "item": s.item.name, "kind": s.item.kind,
                                   "status": status, "detail": why, "grammar": "own" if own else "masklab",
                                   "prefix_ok": prefix_ok, "prompt_tokens": len(group_prompts[k]),

@@ -1,8 +1,21 @@
 """The grammar IR every strategy compiles (:class:`Grammar`, :class:`Terminal`), the
-Earley recognizer that defines a grammar's language, Lark in llguidance's dialect in and
-out, special tokens as token-level terminals, and grammars written back as regexes.
+Earley recognizer that defines a grammar's language, the input formats (the registry of
+:mod:`toolkit.grammar.inputs`: Lark in llguidance's dialect, regex, GBNF; JSON Schema
+registers from a floor up), special tokens as token-level terminals, and grammars written
+back as Lark, GBNF or regexes.
 (A JSON Schema's regex, :func:`toolkit.jsonschema.json_schema_to_regex`, is a floor up.)"""
 
-from toolkit.grammar.ir import Grammar, RegexText, Terminal, grammar_from_spec, untold_text
+from toolkit.grammar.inputs import (
+    InputFormat,
+    engine_input,
+    format_of,
+    formats,
+    get_format,
+    read,
+    register_format,
+    untold_text,
+)
+from toolkit.grammar.ir import Grammar, RegexText, Terminal
 
-__all__ = ["Grammar", "RegexText", "Terminal", "grammar_from_spec", "untold_text"]
+__all__ = ["Grammar", "InputFormat", "RegexText", "Terminal", "engine_input", "format_of", "formats",
+           "get_format", "read", "register_format", "untold_text"]

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from lark.exceptions import LarkError
 from lark.load_grammar import load_grammar
@@ -43,13 +43,12 @@ from toolkit.core.errors import (
     Unsatisfiable,
     UnsupportedGrammar,
 )
-from toolkit.core.memo import memo
 from toolkit.grammar.earley import ByteRecognizer, compile_cfg, derives
 from toolkit.grammar.embed import schema_compiler
 from toolkit.grammar.lark_dialect import translate
 from toolkit.grammar.special import ANY_MARK_REGEX, mark_regex, parse_spec, resolve
 
-__all__ = ["Grammar", "Terminal", "grammar_from_spec"]
+__all__ = ["Grammar", "RegexText", "Terminal"]
 
 _RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TERM_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
@@ -703,38 +702,15 @@ def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset()) 
     )
 
 
-@memo(maxsize=256)
-def _cached_lark(text: str, start: str) -> Grammar:
-    return _from_lark(text, start)
-
-
 @dataclass(frozen=True)
 class RegexText:
     """A regular expression (Python ``re`` syntax, as :meth:`Grammar.from_regex` reads
     it) for an engine's ``compile``: a bare ``str`` could be a regex, Lark or a schema's
-    JSON text, so engines refuse one (:func:`untold_text`)."""
+    JSON text, so engines refuse one (:func:`toolkit.grammar.inputs.untold_text`)."""
 
+    #: the input format's name (:mod:`toolkit.grammar.inputs`): what ``native_inputs`` lists
+    input_format: ClassVar[str] = "regex"
     text: str
-
-
-def untold_text(engine: str, text: str) -> UnsupportedGrammar:
-    """The error for a bare ``str`` given to ``engine``'s ``compile``: it names the
-    three ways to say what the text is."""
-    head = text if len(text) <= 40 else text[:37] + "..."
-    return UnsupportedGrammar(
-        f"{engine}: compile() got a str ({head!r}), which could be a regex, Lark or a JSON schema's text; "
-        "say which: RegexText(text) (toolkit.grammar), Grammar.from_lark(text) or LarkText(text) "
-        "(toolkit.grammar.lark_dialect), JsonSchemaText(text) (toolkit.jsonschema)"
-    )
-
-
-def grammar_from_spec(kind: str, text: str) -> Grammar:
-    """Build a grammar from ``("lark"|"regex", text)``; used by datasets and the CLI."""
-    if kind == "lark":
-        return _cached_lark(text, "start")
-    if kind == "regex":
-        return Grammar.from_regex(text)
-    raise GrammarError(f"unknown grammar kind {kind!r} (expected 'lark' or 'regex')")
 
 
 # ------------------------------------------------------------ to_regex --

@@ -53,7 +53,7 @@ import importlib.resources
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from toolkit.core.errors import GrammarError, UnsupportedGrammar
 from toolkit.grammar.special import parse_spec
@@ -92,6 +92,8 @@ class LarkText:
     """Lark text in llguidance's dialect, handed verbatim to an engine that reads it
     itself (``peer:llguidance``: the reference for this module's reading)."""
 
+    #: the input format's name (:mod:`toolkit.grammar.inputs`): what ``native_inputs`` lists
+    input_format: ClassVar[str] = "lark"
     text: str
 
 

@@ -84,10 +84,10 @@ from toolkit.automata import jsontext
 from toolkit.automata.dfaops import compile_boolean, disjoint
 from toolkit.automata.jsontext import NOTHING, json_string, json_string_literal
 from toolkit.automata.regex import compile_regex
-from toolkit.core.errors import LimitExceeded, Unsatisfiable, UnsupportedGrammar, UnsupportedSchema
+from toolkit.core.errors import LimitExceeded, Unsatisfiable, UnsupportedSchema
 from toolkit.grammar.embed import register_schema_compiler
-from toolkit.grammar.ir import Grammar, RegexText, Terminal, untold_text
-from toolkit.grammar.lark_dialect import LarkText
+from toolkit.grammar.inputs import InputFormat, format_of, read, register_format
+from toolkit.grammar.ir import Grammar, Terminal
 from toolkit.jsonschema.ecma import ecma_pattern
 from toolkit.jsonschema.formats import json_format
 from toolkit.jsonschema.numbers import decimal_step, multiple_of, number_range
@@ -143,27 +143,17 @@ def schema_text(spec: Any) -> str | None:
 
 def grammar_of(spec: Any, *, whitespace: str, engine: str, spelling: str = "json") -> tuple[Grammar, str]:
     """``(Grammar, kind)`` for what a Grammar-based strategy compiles: a
-    :class:`Grammar` (``"grammar"``), a :class:`~toolkit.grammar.RegexText`
-    (``"regex"``), Lark text (:class:`~toolkit.grammar.lark_dialect.LarkText`,
-    ``"grammar"``) or a JSON schema (dict, bool or :class:`JsonSchemaText`,
-    ``"json_schema"``, with our compiler's ``whitespace`` and ``spelling``).  A bare
-    ``str`` (which of the three is it?) and anything else is an
-    :class:`~toolkit.core.errors.UnsupportedGrammar` naming ``engine``."""
-    if isinstance(spec, Grammar):
-        return spec, "grammar"
-    if isinstance(spec, RegexText):
-        return Grammar.from_regex(spec.text), "regex"
-    if isinstance(spec, LarkText):
-        return Grammar.from_lark(spec.text), "grammar"
-    if isinstance(spec, str):
-        raise untold_text(engine, spec)
-    if schema_text(spec) is not None:
-        schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
-        return Grammar.from_json_schema(schema, whitespace=whitespace, spelling=spelling), "json_schema"
-    raise UnsupportedGrammar(
-        f"{engine} compiles a toolkit Grammar, a JSON schema (dict/bool/JsonSchemaText), "
-        f"a RegexText or a LarkText, not {type(spec).__name__}"
-    )
+    :class:`Grammar` as it is (``"grammar"``), or an input of any registered format
+    (:mod:`toolkit.grammar.inputs`) read to the IR, its kind the format's name
+    (``"regex"``, ``"json_schema"`` with our compiler's ``whitespace`` and ``spelling``;
+    Lark, GBNF and other grammar texts are ``"grammar"``).  A bare ``str`` (which format
+    is it?) and anything else is an :class:`~toolkit.core.errors.UnsupportedGrammar`
+    naming ``engine``."""
+    grammar = read(spec, engine=engine, whitespace=whitespace, spelling=spelling)
+    fmt = format_of(spec)
+    kind = "grammar" if fmt is None or fmt.name not in ("regex", "json_schema") else fmt.name
+    return grammar, kind
+
 
 _MAX_BRANCHES = 256  # most alternatives a rewrite (anyOf products, oneOf, not) may make
 _MAX_PAIRS = 16_384  # most pairs of branches an anyOf product looks at (before dropping the empty ones)
@@ -2434,3 +2424,22 @@ def json_schema_to_regex(
 
 
 register_schema_compiler(from_json_schema)
+
+
+def _read_schema(spec: Any, **options: Any) -> Grammar:
+    return from_json_schema(json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec, **options)
+
+
+def _schema_case(test: Mapping[str, Any]) -> str:
+    if "data" not in test:
+        raise UnsupportedSchema("needs 'data'")
+    return json.dumps(test["data"])  # the instance text, as MaskBench tokenizes it
+
+
+register_format(InputFormat(
+    "json_schema", JsonSchemaText, _read_schema, key="schema", flag="--schema", suffixes=(".json",),
+    help="a JSON schema: a file, or the schema's JSON text", arg="file|json",
+    title="a JSON schema (dict, bool or JsonSchemaText)",
+    options=frozenset({"whitespace", "strict", "max_rules", "max_depth", "property_order", "spelling"}),
+    wrap=lambda value: value, accepts=lambda spec: isinstance(spec, Mapping | bool), case_text=_schema_case,
+), replace=True)
