@@ -69,8 +69,9 @@ def test_read_and_the_bare_string() -> None:
     assert g.accepts(b"a") and not g.accepts(b"c")
     assert read(RegexText("[0-9]+")).accepts(b"12")
     assert read({"type": "integer"}, whitespace="compact").accepts(b"-3")
-    with pytest.raises(UnsupportedGrammar, match="got a str.*RegexText\\(text\\).*LarkText.*JsonSchemaText.*GbnfText"):
+    with pytest.raises(UnsupportedGrammar, match="got a str") as e:
         read("[0-9]+")
+    assert all(f"{w}(text)" in str(e.value) for w in ("RegexText", "LarkText", "JsonSchemaText", "GbnfText"))
     with pytest.raises(UnsupportedGrammar, match="not int"):
         read(3)
 

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolkit.automata import _dfabuild
-from toolkit.automata._utf8 import complement
 from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA, freeze
 from toolkit.automata.nfa import compile_nfa
 from toolkit.automata.rxtext import class_body, escape_cp
+from toolkit.automata.utf8 import complement
 from toolkit.core.errors import LimitExceeded, UnsupportedSchema
 from toolkit.core.memo import memo
 

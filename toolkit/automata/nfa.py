@@ -17,8 +17,8 @@ from interegular.patterns import (
 
 from toolkit.automata import _dfabuild
 from toolkit.automata._rxparse import parse
-from toolkit.automata._utf8 import complement, ranges_of, utf8_sequences
 from toolkit.automata.dfa import ByteDFA, freeze, minimize
+from toolkit.automata.utf8 import complement, ranges_of, utf8_sequences
 from toolkit.core.errors import LimitExceeded, RegexError
 from toolkit.core.memo import memo
 
@@ -123,7 +123,7 @@ def _template(cp_ranges: list[tuple[int, int]], raw_ff: bool = False) -> tuple[t
     State 0 is the start and state 1 the end (edges relative, as in :class:`_NFA`);
     the states inside a multi-byte character are keyed by the byte ranges left to
     read, so equal continuations are one state.  The byte-range sequences are those
-    of :func:`toolkit.automata._utf8.utf8_sequences` (surrogates have none), as in
+    of :func:`toolkit.automata.utf8.utf8_sequences` (surrogates have none), as in
     :func:`_symbol_sequences`.
     """
     states: list[list[tuple[int, int, int]]] = [[], []]

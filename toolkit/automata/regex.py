@@ -14,7 +14,7 @@ in one linear pass (no recursion, so any nesting depth) into the node classes of
 ``interegular.patterns``, which both constructions below walk; interegular's own
 parser, super-linear and recursive, is no longer used.  :func:`compile_regex` walks
 the parse tree into a Thompson NFA over bytes (:mod:`toolkit.automata.nfa`): each character class
-becomes the UTF-8 byte-range sequences of its code points (:mod:`toolkit.automata._utf8`;
+becomes the UTF-8 byte-range sequences of its code points (:mod:`toolkit.automata.utf8`;
 surrogates have none, except U+DCFF written alone, which is the raw byte 0xFF that
 marks a special token: :mod:`toolkit.grammar.special`), with equal continuations of a multi-byte character shared,
 and a bounded repeat ``x{m,n}`` becomes ``n`` copies of ``x``'s fragment, the
@@ -55,7 +55,6 @@ from interegular.patterns import (
 )
 
 from toolkit.automata import _dfabuild
-from toolkit.automata._utf8 import complement, ranges_of, utf8_sequences
 from toolkit.automata.dfa import (
     DEAD,
     DEFAULT_MAX_STATES,
@@ -68,6 +67,7 @@ from toolkit.automata.dfa import (
 from toolkit.automata.jsontext import MAX_STRING_STATES, json_string_bounds, json_string_dfa
 from toolkit.automata.nfa import compile_nfa, parse_pattern
 from toolkit.automata.rxtext import canonical_regex
+from toolkit.automata.utf8 import complement, ranges_of, utf8_sequences
 from toolkit.core import memo as _memo
 from toolkit.core.errors import LimitExceeded, RegexError
 from toolkit.core.memo import memo

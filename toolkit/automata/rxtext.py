@@ -14,8 +14,8 @@ from interegular.patterns import (
     _Repeated,
 )
 
-from toolkit.automata._utf8 import ranges_of
 from toolkit.automata.nfa import TOO_DEEP, case_variants, parse_pattern
+from toolkit.automata.utf8 import ranges_of
 from toolkit.core.errors import RegexError
 
 __all__ = ['canonical_regex', 'escape_cp', 'class_body', 'ANY', 'NOTHING']

@@ -5,6 +5,8 @@ registers from a floor up), special tokens as token-level terminals, and grammar
 back as Lark, GBNF or regexes.
 (A JSON Schema's regex, :func:`toolkit.jsonschema.json_schema_to_regex`, is a floor up.)"""
 
+# (importing gbnf registers the GBNF format, and gives Grammar.from_gbnf/to_gbnf their code)
+from toolkit.grammar.gbnf import GbnfText
 from toolkit.grammar.inputs import (
     InputFormat,
     engine_input,
@@ -17,5 +19,5 @@ from toolkit.grammar.inputs import (
 )
 from toolkit.grammar.ir import Grammar, RegexText, Terminal
 
-__all__ = ["Grammar", "InputFormat", "RegexText", "Terminal", "engine_input", "format_of", "formats",
+__all__ = ["GbnfText", "Grammar", "InputFormat", "RegexText", "Terminal", "engine_input", "format_of", "formats",
            "get_format", "read", "register_format", "untold_text"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -48,9 +48,10 @@ from toolkit.grammar.embed import schema_compiler
 from toolkit.grammar.lark_dialect import translate
 from toolkit.grammar.special import ANY_MARK_REGEX, mark_regex, parse_spec, resolve
 
-__all__ = ["Grammar", "RegexText", "Terminal"]
+__all__ = ["Grammar", "RegexText", "Terminal", "bind_gbnf"]
 
 _RULE_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_GBNF: dict[str, Callable[..., Any]] = {}  # GBNF's reader and writer (bind_gbnf)
 _TERM_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -310,7 +311,21 @@ class Grammar:
             data = data.encode("utf-8", "surrogateescape")
         return ByteRecognizer(compile_cfg(self)).push_bytes(data)
 
+    @staticmethod
+    def from_gbnf(text: str, start: str = "root") -> Grammar:
+        """Parse llama.cpp's GBNF (:func:`toolkit.grammar.gbnf.read_gbnf`): rules with
+        ``::=``, ``root`` the start, alternation, groups, ``* + ?``, ``{m,n}``, strings and
+        character classes with escapes, comments.  Errors are :class:`GrammarError` with
+        the line and column."""
+        return _GBNF["read"](text, start)
+
     # ----------------------------------------------------------- writers --
+
+    def to_gbnf(self) -> str:
+        """The grammar as GBNF of the same language (:func:`toolkit.grammar.gbnf.write_gbnf`),
+        which llama.cpp and xgrammar's EBNF read: ``%ignore`` matter allowed around every
+        terminal, the root rule named ``root``."""
+        return _GBNF["write"](self)
 
     def to_lark(self, *, boolean: str = "native", max_length: int = 1_000_000) -> str:
         """Lark text for llguidance (and any Lark-syntax engine) with the same language.
@@ -700,6 +715,13 @@ def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset()) 
         ignore=tuple(ignore),
         source=text,
     )
+
+
+def bind_gbnf(read: Callable[..., Grammar], write: Callable[[Grammar], str]) -> None:
+    """Give :meth:`Grammar.from_gbnf` and :meth:`Grammar.to_gbnf` their reader and writer:
+    :mod:`toolkit.grammar.gbnf` imports this module, so it hands them down when imported
+    (``toolkit.grammar`` imports it, so they are there wherever a Grammar is)."""
+    _GBNF.update(read=read, write=write)
 
 
 @dataclass(frozen=True)
