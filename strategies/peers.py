@@ -76,6 +76,9 @@ from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.compiler import JsonSchemaText
 
 __all__ = [
+    "PeerEngine",
+    "PeerMatcher",
+    "PeerBatch",
     "JsonSchemaText",
     "LLGuidanceEngine",
     "XGrammarEngine",
@@ -126,7 +129,7 @@ class PeerCompiled(CompiledBase):
 
 
 class DirectRun:
-    """A peer compiled and called directly (:meth:`_PeerEngine.direct_check`)."""
+    """A peer compiled and called directly (:meth:`PeerEngine.direct_check`)."""
 
     def __init__(self, ttfm_s: float, new_matcher: Any, step: Any) -> None:
         self.ttfm_s = ttfm_s
@@ -149,7 +152,7 @@ class DirectRun:
         return out
 
 
-class _PeerEngine(EngineBase):
+class PeerEngine(EngineBase):
     """What the three adapters share: vocabulary, text mask, version, input dispatch."""
 
     name = "peer"
@@ -225,7 +228,7 @@ class _PeerEngine(EngineBase):
         """Version and options, as the harness records them."""
         return {"version": self.version, "options": dict(self.options)}
 
-    #: the engine's batch (a :class:`_PeerBatch`), None where it has none
+    #: the engine's batch (a :class:`PeerBatch`), None where it has none
     batch_class: type | None = None
 
     # ------------------------------------------------ the engine called directly --
@@ -273,7 +276,7 @@ class _PeerEngine(EngineBase):
         it was accepted."""
         raise NotImplementedError
 
-    def batch_matcher(self, matchers: Sequence[Any], threads: int) -> _PeerBatch | None:
+    def batch_matcher(self, matchers: Sequence[Any], threads: int) -> PeerBatch | None:
         """The engine's own batch over ``matchers`` (None when it has none, or when
         some matcher is not this engine's: :func:`toolkit.core.batch.make_batch` then falls
         back to threads)."""
@@ -283,7 +286,7 @@ class _PeerEngine(EngineBase):
         return self.batch_class(self, list(matchers), threads)
 
 
-class _PeerBatch:
+class PeerBatch:
     """A peer's batch: the accepts and fills of the rows whose matchers are live go
     through the engine's batch calls (:meth:`_accept_many`, :meth:`_fill_many`); the
     rest (EOS, special ids, terminated or failed matchers) take the single calls, which
@@ -293,7 +296,7 @@ class _PeerBatch:
     #: the matchers it steps (another engine's go to the fallback)
     matcher_class: type
 
-    def __init__(self, engine: _PeerEngine, matchers: list[Any], threads: int) -> None:
+    def __init__(self, engine: PeerEngine, matchers: list[Any], threads: int) -> None:
         self.engine = engine
         self.matchers = matchers
         self.threads = threads
@@ -356,7 +359,7 @@ class _PeerBatch:
         pass
 
 
-class _PeerMatcher(BaseMatcher):
+class PeerMatcher(BaseMatcher):
     """BaseMatcher over an engine handle: text bits from the engine, EOS from the protocol.
 
     ``engine_s`` adds up the seconds spent inside the engine's own calls (its fill and
@@ -368,7 +371,7 @@ class _PeerMatcher(BaseMatcher):
     #: the engine's fill writes every word of the row, so the protocol need not clear it
     writes_whole_row = True
 
-    def __init__(self, engine: _PeerEngine, compiled: PeerCompiled) -> None:
+    def __init__(self, engine: PeerEngine, compiled: PeerCompiled) -> None:
         super().__init__(engine.vocab)
         self.engine = engine
         self.compiled = compiled
@@ -440,7 +443,7 @@ class _PeerMatcher(BaseMatcher):
 # ------------------------------------------------------------- llguidance --
 
 
-class LLGuidanceEngine(_PeerEngine):
+class LLGuidanceEngine(PeerEngine):
     """``peer:llguidance`` (it reads special tokens in a grammar).
 
     Options:
@@ -606,7 +609,7 @@ class LLGuidanceEngine(_PeerEngine):
         return out
 
 
-class LLGuidanceBatch(_PeerBatch):
+class LLGuidanceBatch(PeerBatch):
     """``peer:llguidance``'s batch: ``LLExecutor`` (``consume_token_par``, then
     ``unsafe_compute_mask_ptr`` into the rows).  ``consume_token_par`` leaves a matcher
     that refuses its token in an error state, where the single call leaves it as it
@@ -640,7 +643,7 @@ class LLGuidanceBatch(_PeerBatch):
             self.matchers[i]._check_safe()
 
 
-class LLGuidanceMatcher(_PeerMatcher):
+class LLGuidanceMatcher(PeerMatcher):
     def __init__(self, engine: LLGuidanceEngine, compiled: PeerCompiled, m: Any) -> None:
         super().__init__(engine, compiled)
         self.m = m
@@ -727,7 +730,7 @@ class LLGuidanceMatcher(_PeerMatcher):
 # --------------------------------------------------------------- xgrammar --
 
 
-class XGrammarEngine(_PeerEngine):
+class XGrammarEngine(PeerEngine):
     """``peer:xgrammar``.
 
     Options (passed to xgrammar): ``strict_mode`` (default True, xgrammar's: objects
@@ -817,7 +820,7 @@ class XGrammarEngine(_PeerEngine):
         return out
 
 
-class XGrammarBatch(_PeerBatch):
+class XGrammarBatch(PeerBatch):
     """``peer:xgrammar``'s batch: ``BatchGrammarMatcher`` (``batch_accept_token``, then
     ``batch_fill_next_token_bitmask`` into the rows)."""
 
@@ -835,7 +838,7 @@ class XGrammarBatch(_PeerBatch):
                                                  rows)
 
 
-class XGrammarMatcher(_PeerMatcher):
+class XGrammarMatcher(PeerMatcher):
     def __init__(self, engine: XGrammarEngine, compiled: PeerCompiled, m: Any) -> None:
         super().__init__(engine, compiled)
         self.m = m
@@ -937,7 +940,7 @@ class XGrammarMatcher(_PeerMatcher):
 # ----------------------------------------------------------- outlines-core --
 
 
-class OutlinesCoreEngine(_PeerEngine):
+class OutlinesCoreEngine(PeerEngine):
     """``peer:outlines-core``: a regex compiled to a token index, up front.
 
     Options: ``whitespace_pattern`` (its JSON compiler's; default None, outlines-core's
@@ -1028,7 +1031,7 @@ tokens); a longer one replays the kept tokens from the start, so ``rollback(n)``
 takes back any ``n`` accepted tokens."""
 
 
-class OutlinesCoreMatcher(_PeerMatcher):
+class OutlinesCoreMatcher(PeerMatcher):
     def __init__(self, engine: OutlinesCoreEngine, compiled: PeerCompiled, guide: Any, depth: int = 0) -> None:
         super().__init__(engine, compiled)
         self.guide = guide
@@ -1090,3 +1093,5 @@ class OutlinesCoreMatcher(_PeerMatcher):
 
 LLGuidanceEngine.batch_class, LLGuidanceBatch.matcher_class = LLGuidanceBatch, LLGuidanceMatcher
 XGrammarEngine.batch_class, XGrammarBatch.matcher_class = XGrammarBatch, XGrammarMatcher
+
+_PeerEngine, _PeerMatcher = PeerEngine, PeerMatcher  # TEMPORARY (peer_lmfe in progress)
