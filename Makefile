@@ -16,9 +16,22 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip "setuptools>=68" wheel "Cython>=3.0" "numpy>=2.0"
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py
+# llama-cpp-python (peer:llama.cpp) is on PyPI as source only: its wheel is built once,
+# CPU-only, into a cache outside the checkout (about 5 minutes on 2 cores) and every
+# later install, in any clone, takes it from there.
+WHEELS ?= $(HOME)/.cache/masklab/wheels
+LLAMA_CPP := 0.3.36
+LLAMA_CMAKE := -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF -DGGML_NATIVE=OFF -DGGML_OPENMP=OFF -DLLAVA_BUILD=OFF
+
+$(WHEELS)/.llama-cpp-python-$(LLAMA_CPP): | $(BIN)/python
+	mkdir -p $(WHEELS)
+	@echo "building llama-cpp-python $(LLAMA_CPP) CPU-only (once, about 5 minutes on 2 cores) into $(WHEELS)"
+	CMAKE_ARGS="$(LLAMA_CMAKE)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) $(PIP) wheel -q --no-deps -w $(WHEELS) "llama-cpp-python==$(LLAMA_CPP)"
+	touch $@
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml setup.py $(WHEELS)/.llama-cpp-python-$(LLAMA_CPP)
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q --no-build-isolation -e ".[test,peers,model,cluster]"
+	$(PIP) install -q --find-links $(WHEELS) --no-build-isolation -e ".[test,peers,model,cluster]"
 	touch $@
 
 install: $(VENV)/.installed

@@ -40,6 +40,9 @@ _REGISTRY: dict[str, str] = {
     "peer:llguidance": "strategies.peers:LLGuidanceEngine",
     "peer:xgrammar": "strategies.peers:XGrammarEngine",
     "peer:outlines-core": "strategies.peers:OutlinesCoreEngine",
+    "peer:llama.cpp": "strategies.peer_llamacpp:LlamaCppEngine",
+    "peer:lm-format-enforcer": "strategies.peer_lmfe:LMFormatEnforcerEngine",
+    "peer:glrmask": "strategies.peer_glrmask:GlrmaskEngine",
 }
 
 

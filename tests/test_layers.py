@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 FLOORS = ["toolkit.core", "toolkit.automata", "toolkit.grammar", "toolkit.jsonschema", "strategies", "toolkit.bench",
           "toolkit.decode", "toolkit.adapters", "toolkit.report", "toolkit.cli"]
-OPTIONAL = ("torch", "transformers", "llguidance", "xgrammar", "outlines_core", "ray", "jsonschema")
+OPTIONAL = ("torch", "transformers", "llguidance", "xgrammar", "outlines_core", "llama_cpp", "lmformatenforcer", "glrmask",
+            "gguf", "ray", "jsonschema")
 _CY_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+(.+)|c?import\s+([\w.]+))", re.M)
 
 

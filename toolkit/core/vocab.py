@@ -564,7 +564,7 @@ def _load_llama3(path: Path) -> Vocabulary:
 # --- Hugging Face tokenizer.json -----------------------------------------------------
 
 
-def _byte_level_alphabet() -> dict[str, int]:
+def byte_level_alphabet() -> dict[str, int]:
     """GPT-2's byte-level alphabet, char -> byte.
 
     Bytes that are printable Latin-1 characters other than space (``!``..``~``,
@@ -676,7 +676,7 @@ def _hf_vocab(data: Any, where: str, name: str, eos_names: list[str] | None) -> 
         [data.get("normalizer"), data.get("pre_tokenizer"), data.get("decoder")], ensure_ascii=False
     )
     byte_fallback = bool(model.get("byte_fallback"))
-    alphabet = _byte_level_alphabet() if byte_level else {}
+    alphabet = byte_level_alphabet() if byte_level else {}
 
     def piece_bytes(piece: str) -> bytes:
         if byte_fallback and (m := _BYTE_FALLBACK.fullmatch(piece)):
