@@ -1093,5 +1093,3 @@ class OutlinesCoreMatcher(PeerMatcher):
 
 LLGuidanceEngine.batch_class, LLGuidanceBatch.matcher_class = LLGuidanceBatch, LLGuidanceMatcher
 XGrammarEngine.batch_class, XGrammarBatch.matcher_class = XGrammarBatch, XGrammarMatcher
-
-_PeerEngine, _PeerMatcher = PeerEngine, PeerMatcher  # TEMPORARY (peer_lmfe in progress)

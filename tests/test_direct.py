@@ -118,3 +118,19 @@ def test_run_bench_direct_check_records_and_refuses_a_mixed_resume(tmp_path) -> 
     assert all("direct" not in r for r in recs if r["engine"] == "llguidance")
     with pytest.raises(HarnessError, match="direct_check"):
         run_bench(["peer:llguidance"], data, out=out, quick=True, progress=False)
+
+
+@pytest.mark.parametrize("name,package", [("peer:glrmask", "glrmask"), ("peer:llama.cpp", "llama_cpp"),
+                                          ("peer:lm-format-enforcer", "lmformatenforcer")])
+def test_direct_check_of_the_field_peers(vocab, name: str, package: str) -> None:
+    """The peers of the field issue are called through their own APIs on the walks the
+    harness times, step for step (an item each passes: a regex, read by each in its own way)."""
+    pytest.importorskip(package, reason=f"{name} needs {package} (the [peers] extra)")
+    item = next(i for i in select_items(None) if i.name == "r01_iso_date")
+    rec = measure_item(get_engine(name, vocab), vocab, item, quick=True, direct=True)
+    assert rec["status"] == "passing", rec["detail"]
+    d = rec["direct"]
+    assert sum(d["steps"]) == len(d["tbm_s"]) == len(rec["tbm_s"]) > 0
+    assert len(rec["glue_s"]) == len(rec["tbm_s"]) and d["ttfm_s"] > 0
+    row = direct_table([rec]).iloc[0]
+    assert row["engine"] == name and row["against"] == "direct" and row["misaligned"] == 0

@@ -235,7 +235,10 @@ class MatcherBase:
 
         This default reads them from masks: a byte is forced when every allowed token
         starts with it; the matcher then takes that byte's single-byte token (it stops
-        where the vocabulary has none)."""
+        where the vocabulary has none).  It is exact where every byte the grammar allows
+        has a token of its own (byte-level and byte-fallback vocabularies: Llama 3,
+        Mistral, Tekken); in a vocabulary without one, a byte no token can write is not
+        seen (``"name"`` then ``"s" | "x"`` with no token ``s``: ``x`` is forced)."""
         single = TokenExtensions.of(self.vocab).single
         row = bm.allocate(self.vocab.size)
         out = bytearray()
