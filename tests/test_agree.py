@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests._support.shared import PROJECT_ROOT
-from toolkit.bench.agree import AgreementError, agreement, explain, summarize
+from toolkit.bench.agree import (
+    DIFFERENCE_CLASSES,
+    AgreementError,
+    agreement,
+    classify_differences,
+    explain,
+    summarize,
+)
 from toolkit.bench.harness import read_records, run_bench
 from toolkit.cli import main
 
@@ -56,14 +63,36 @@ def test_exact_engines_agree_and_forcing_is_caught(run: Path) -> None:
     assert diffs and all(d[f"n_only_{LLG}"] > 0 and d[f"n_only_{SHIPPED}"] == 0 for d in diffs)
 
 
+def test_differences_are_sorted_into_named_classes(run: Path) -> None:
+    """Every token only one engine allows, at every differing step, lands in a class with
+    an example; forcing narrows llguidance as shipped, so only the exact one has extras."""
+    table = agreement(run, LLG, SHIPPED)
+    classes = classify_differences(run, LLG, SHIPPED)
+    assert len(classes) and set(classes["side"]) == {f"only {LLG}"}
+    assert classes["steps"].sum() >= table["differ"].sum() > 0
+    assert all(r.example.split(" ")[0] in set(table["item"]) for r in classes.itertuples())
+
+    def first(data: bytes) -> str:
+        return next(name for name, fits in DIFFERENCE_CLASSES if fits(data))
+
+    assert first(b"\xff") == first(b"a\xc0") == "bytes never in UTF-8 (C0, C1, F5-FF)"
+    assert first(b"\x00ab") == "starts with NUL" and first(b"a\x00") == "holds NUL"
+    assert first(b"\xc3") == "not UTF-8 text alone (a partial character)" and first("é".encode()) == "other"
+    assert first(b" \n") == "whitespace only" and first(b"\x01") == "ASCII control characters"
+    assert first(b"") == "special token"
+
+
 def test_cli_agree_writes_the_table_and_exits_1_on_differences(run: Path, tmp_path: Path, capsys) -> None:
     assert main(["agree", str(run), "--engines", f"{LLG},{OURS}", "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "8 with every mask equal" in out and "0 differ" in out
     saved = json.loads((tmp_path / "agreement-peer-llguidance-vs-outlines.json").read_text())
     assert saved["steps_differ"] == 0 and saved["items"] == 8
-    assert main(["agree", str(run), "--engines", f"{LLG},{SHIPPED}", "--out", str(tmp_path), "--explain", "1"]) == 1
-    assert "only_" in capsys.readouterr().out
+    assert main(["agree", str(run), "--engines", f"{LLG},{SHIPPED}", "--out", str(tmp_path), "--explain", "1",
+                 "--classify"]) == 1
+    out = capsys.readouterr().out
+    assert "only_" in out and "by class" in out
+    assert (tmp_path / "differences-peer-llguidance-vs-tests._support.plugins-llguidance_forcing.csv").is_file()
 
 
 def test_bad_requests_are_clear_errors(run: Path, tmp_path: Path) -> None:

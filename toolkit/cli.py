@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from strategies import available_engines, check_options, get_engine, registered_engines
-from toolkit.bench.agree import AgreementError, explain, write_agreement
+from toolkit.bench.agree import AgreementError, classify_differences, explain, write_agreement
 from toolkit.bench.coverage import schema_coverage, summarize
 from toolkit.bench.datasets import embedded_dir
 from toolkit.bench.diagnose import VERDICTS, grammar_verdicts, late_matches
@@ -459,7 +459,13 @@ def _cmd_agree(args: argparse.Namespace) -> int:
         print(f"\n{item}:")
         for d in explain(args.run, item, a, b):
             print("  " + json.dumps(d, ensure_ascii=False))
-    print(f"written to {path} (and .json)")
+    if args.classify and len(bad):
+        classes = classify_differences(args.run, a, b, bad["item"].tolist())
+        classes.to_csv(path.with_name(path.stem.replace("agreement-", "differences-") + ".csv"), index=False)
+        print("\nthe tokens only one engine allows, by class (every differing step, re-run):")
+        with pd.option_context("display.max_colwidth", 120, "display.width", 250):
+            print(classes.to_string(index=False))
+    print(f"written to {path} (and .json{', differences-*.csv' if args.classify and len(bad) else ''})")
     return 0 if totals["steps_differ"] == 0 and totals["length_mismatch"] == 0 else 1
 
 
@@ -664,6 +670,9 @@ def _parser() -> argparse.ArgumentParser:
     ag.add_argument("--show", type=int, default=20, help="how many differing items to list")
     ag.add_argument("--explain", type=int, default=0, metavar="N",
                     help="re-run the first N differing items and list the tokens only one engine allows")
+    ag.add_argument("--classify", action="store_true",
+                    help="re-run every differing item and sort the tokens only one engine allows into byte-level "
+                         "classes, an example each (differences-A-vs-B.csv)")
     ag.set_defaults(func=_cmd_agree)
 
     dg = sub.add_parser("diagnose", help="why an engine differs: its rejected instances, outlines-core's late matches")
