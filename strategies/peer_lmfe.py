@@ -310,27 +310,19 @@ class LMFormatEnforcerEngine(PeerEngine):
         def new_matcher() -> tuple[Any, list[int]]:
             return self._enforcer(handle), []
 
-        if self.use_bitmask:
-            def step(g: tuple[Any, list[int]], t: int | None, _row: np.ndarray = row) -> bool:
-                enforcer, seq = g
-                allowed = enforcer.get_allowed_tokens(seq)
+        bitmask = self.use_bitmask
+
+        def step(g: tuple[Any, list[int]], t: int | None, _row: np.ndarray = row) -> bool:
+            enforcer, seq = g
+            allowed = enforcer.get_allowed_tokens(seq)
+            if bitmask:  # as vLLM V1 calls it: LMFE's own bitmask, copied into the row
                 _row[:] = allowed.allowed_tokens.numpy()[:words]
-                if t is None:
-                    return True
-                if not allowed.is_token_allowed(t):
-                    return False
-                seq.append(t)
+            if t is None:
                 return True
-        else:
-            def step(g: tuple[Any, list[int]], t: int | None) -> bool:
-                enforcer, seq = g
-                allowed = enforcer.get_allowed_tokens(seq)
-                if t is None:
-                    return True
-                if not allowed.is_token_allowed(t):
-                    return False
-                seq.append(t)
-                return True
+            if not allowed.is_token_allowed(t):
+                return False
+            seq.append(t)
+            return True
 
         return new_matcher, step
 

@@ -29,6 +29,7 @@ from strategies import get_engine
 from strategies.peers import PeerError
 from tests._support.fixtures import JSON_LARK
 from tests._support.shared import require_shared
+from tests.test_peers import _engines_on
 from toolkit.bench.datasets import embedded_dir, iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import NO_TOKEN, ThreadedBatch, make_batch
@@ -95,17 +96,6 @@ def gbnf():
     yield wrapper
     if toy:
         inputs.unregister_format("gbnf")
-
-
-def _engines_on(vocab: Vocabulary):
-    made: dict[str, MaskEngine] = {}
-
-    def get(name: str) -> MaskEngine:
-        if name not in made:
-            made[name] = get_engine(name, vocab)
-        return made[name]
-
-    return get
 
 
 @pytest.fixture(scope="module")
