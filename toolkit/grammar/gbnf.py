@@ -71,7 +71,7 @@ GBNF has no ``%ignore``: whitespace is whatever the rules say.
 **Written back** (:func:`write_gbnf`): the start rule is ``root`` (a rule of that name
 elsewhere is renamed); IR names become GBNF names (letters, digits, ``-``; the ``_`` of
 Lark names becomes ``-``, since llama.cpp's parser does not take ``_``), collisions get
-a suffix.  Terminals are written from their regex (:mod:`toolkit.automata._rxparse`'s tree
+a suffix.  Terminals are written from their regex (the regex parser's tree
 walked into GBNF classes, strings, groups and repetitions; ``.`` without the ``s`` flag is
 ``[^\\n]``, any character ``[\\x00-\\U0010FFFF]`` (xgrammar's EBNF has no ``.``); ``i`` makes
 letters classes); terminals with ``also``/``excluding``/``lazy``
@@ -89,9 +89,9 @@ Special-token terminals ``<[id]>``, ``<name>``, ``<[^id]>`` and short id lists a
 as GBNF tokens; ``<[*]>`` and negated lists have no GBNF form:
 :class:`~toolkit.core.errors.UnsupportedGrammar` naming the terminal.
 
-``Grammar.from_gbnf`` / ``Grammar.to_gbnf`` belong in :mod:`toolkit.grammar.ir`,
-delegating here; the GBNF input format (:mod:`toolkit.grammar.inputs`) registers at the
-end of this module.
+:meth:`Grammar.from_gbnf` and :meth:`Grammar.to_gbnf` call these two functions
+(:func:`toolkit.grammar.ir.bind_gbnf`, at the end of this module, which also registers
+the GBNF input format of :mod:`toolkit.grammar.inputs`).
 """
 
 from __future__ import annotations
