@@ -406,3 +406,15 @@ def test_tables_refuse_inconsistent_input(change: dict, words: str) -> None:
         Parser(t).fill(np.zeros(len(e._text_words), dtype=np.uint32))
     with pytest.raises(RuntimeError, match="runs once"):
         t.build_cache(e.trie, e._blob, e._offsets, e._text_words, max_cache_bytes=1 << 30)
+
+
+def test_inlining_a_long_chain_of_single_rules_needs_no_recursion() -> None:
+    """MaskBench's Kubernetes---kb_1161_Normalized nests single-production rules past
+    Python's recursion limit; the inliner walks them on a stack of its own."""
+    from strategies.xgrammar.engine import inline_rules
+
+    t, u = 10**6, 10**6 + 1  # two terminals
+    chain = {i: [(i + 1, t)] for i in range(20_000)}
+    chain[20_000] = [(t,), (u,)]
+    out = inline_rules(chain, 0, 4)
+    assert set(out) == {0, 20_000} and out[0] == [(20_000, *[t] * 20_000)]

@@ -92,17 +92,40 @@ def inline_rules(rules: Rules, start: int, inline_max: int) -> Rules:
                 out.append(s)
         return tuple(out)
 
-    def decide(a: int) -> bool:
-        if a in inlined:
-            return inlined[a]
-        if a in visiting:
-            return False  # a cycle through a: the inner use stays a reference
-        visiting.add(a)
-        body = expand(single[a])
-        visiting.discard(a)
-        body_of[a] = body
-        inlined[a] = a not in body and (uses.get(a, 0) == 1 or len(body) <= inline_max)
-        return inlined[a]
+    def decide(root: int) -> bool:
+        # depth first over single rules, on a stack of its own (a chain of single rules
+        # can be thousands long: a schema's nested definitions), in the order a recursive
+        # expansion would take; a rule met again while it is being expanded (a cycle)
+        # stays a reference
+        if root in inlined:
+            return inlined[root]
+        if root in visiting:
+            return False
+        visiting.add(root)
+        stack: list[tuple[int, int, list[int]]] = [(root, 0, [])]
+        while stack:
+            a, i, body = stack[-1]
+            alt = single[a]
+            if i < len(alt):
+                stack[-1] = (a, i + 1, body)
+                s = alt[i]
+                if s in single and s not in inlined and s not in visiting:
+                    visiting.add(s)
+                    stack.append((s, 0, []))
+                elif s in single and inlined.get(s, False):
+                    body.extend(body_of[s])
+                else:
+                    body.append(s)
+                continue
+            stack.pop()
+            visiting.discard(a)
+            done = tuple(body)
+            body_of[a] = done
+            inlined[a] = a not in done and (uses.get(a, 0) == 1 or len(done) <= inline_max)
+            if stack:
+                parent = stack[-1][2]
+                parent.extend(done) if inlined[a] else parent.append(a)
+        return inlined[root]
 
     out: Rules = {}
     for a, alts in rules.items():
