@@ -4,7 +4,7 @@ bodies the JSON regexes are written with."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from interegular.patterns import (
     Pattern,
@@ -43,16 +43,18 @@ def escape_cp(cp: int, in_class: bool) -> str:
     return ch
 
 
-def class_body(rs: Sequence[tuple[int, int]]) -> str:
-    """The inside of a character class for sorted disjoint code point ranges."""
+def class_body(rs: Sequence[tuple[int, int]], escape: Callable[[int, bool], str] | None = None) -> str:
+    """The inside of a character class for sorted disjoint code point ranges, each code
+    point written by ``escape(cp, in_class)`` (default :func:`escape_cp`; GBNF has its own)."""
+    esc = escape_cp if escape is None else escape
     body = []
     for lo, hi in rs:
         if lo == hi:
-            body.append(escape_cp(lo, True))
+            body.append(esc(lo, True))
         elif hi == lo + 1:
-            body.append(escape_cp(lo, True) + escape_cp(hi, True))
+            body.append(esc(lo, True) + esc(hi, True))
         else:
-            body.append(escape_cp(lo, True) + "-" + escape_cp(hi, True))
+            body.append(esc(lo, True) + "-" + esc(hi, True))
     return "".join(body)
 
 

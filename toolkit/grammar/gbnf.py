@@ -723,15 +723,7 @@ def _class_text(key: _Key) -> str:
         return _ANY_CHAR
     if not negated and len(ranges) == 1 and ranges[0][0] == ranges[0][1]:
         return _string_text(chr(ranges[0][0]))
-    body = []
-    for lo, hi in ranges:
-        if lo == hi:
-            body.append(_escape(lo, True))
-        elif hi == lo + 1:
-            body.append(_escape(lo, True) + _escape(hi, True))
-        else:
-            body.append(_escape(lo, True) + "-" + _escape(hi, True))
-    return ("[^" if negated else "[") + "".join(body) + "]"
+    return ("[^" if negated else "[") + class_body(ranges, _escape) + "]"
 
 
 @dataclass
