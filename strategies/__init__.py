@@ -6,7 +6,12 @@ they land, ``outlines``, ``xgrammar``, ``llguidance`` (our reimplementations) an
 from the optional ``[peers]`` extra; see :mod:`strategies.peers`).
 
 An engine outside the registry can be named by its factory, ``"package.module:Factory"``
-(called as ``Factory(vocab, **options)``), wherever an engine name is taken.  A factory
+(called as ``Factory(vocab, **options)``), wherever an engine name is taken, or given a
+name of its own: :func:`register`, the environment variable ``MASKLAB_ENGINES``
+(``name=package.module:Factory``, comma-separated) or a package's entry point in the group
+``masklab.strategies`` (``name = "package.module:Factory"``).  A registered engine is in
+every list of engines (``masklab engines``, ``available_engines``) and in the conformance
+suite (``tests/conformance``; see ``docs/extending.md``).  A factory
 is a class that implements :class:`toolkit.core.protocol.MaskEngine` (subclass
 :class:`toolkit.core.protocol.EngineBase` for the defaults of what the harness reads).
 """
@@ -15,11 +20,13 @@ from __future__ import annotations
 
 import collections.abc
 import inspect
+import os
 import re
 import types
 import typing
 from collections.abc import Callable, Mapping
 from importlib import import_module
+from importlib.metadata import entry_points
 from importlib.util import find_spec
 from typing import Any
 
@@ -46,13 +53,48 @@ _REGISTRY: dict[str, str] = {
 }
 
 
+#: the environment variable of engines registered from outside: ``name=module:Factory,...``
+ENV = "MASKLAB_ENGINES"
+#: the entry-point group of engines that packages register
+ENTRY_POINTS = "masklab.strategies"
+_NAME = re.compile(r"[A-Za-z_][\w.:-]*")
+_plugins_read = False
+
+
 def register(name: str, target: str) -> None:
-    """Register an engine factory given as ``"module:callable"``."""
+    """Register an engine factory given as ``"module:callable"`` under ``name``
+    (ValueError for a malformed one; a name already registered is replaced)."""
+    if not _NAME.fullmatch(name) or not _PLUGIN.fullmatch(target):
+        raise ValueError(f"register({name!r}, {target!r}): a name (letters, digits, '_', '.', ':', '-') "
+                         "and a factory 'package.module:Factory'")
     _REGISTRY[name] = target
 
 
+def _read_plugins() -> None:
+    """Register the engines of ``MASKLAB_ENGINES`` and of the ``masklab.strategies``
+    entry points (once, on the registry's first use)."""
+    global _plugins_read
+    if _plugins_read:
+        return
+    _plugins_read = True
+    for ep in entry_points(group=ENTRY_POINTS):
+        register(ep.name, ep.value)
+    for entry in filter(None, (e.strip() for e in os.environ.get(ENV, "").split(","))):
+        name, sep, target = entry.partition("=")
+        try:
+            if not sep:
+                raise ValueError(entry)
+            register(name.strip(), target.strip())
+        except ValueError:
+            _plugins_read = False  # told again on the next use, until it is fixed
+            raise ValueError(f"{ENV}: {entry!r} is not name=package.module:Factory "
+                             "(entries are comma-separated)") from None
+
+
 def registered_engines() -> list[str]:
-    """Every registered name, whether or not its dependencies are installed."""
+    """Every registered name, whether or not its dependencies are installed
+    (``MASKLAB_ENGINES`` and entry points included)."""
+    _read_plugins()
     return sorted(_REGISTRY)
 
 
@@ -66,6 +108,7 @@ def _unknown(name: str) -> ValueError:
 def engine_factory(name: str) -> Callable[..., MaskEngine]:
     """The callable that makes engine ``name`` (a registered name or
     ``"package.module:Factory"``); ValueError for an unknown one."""
+    _read_plugins()
     target = _REGISTRY.get(name)
     plugin = target is None and _PLUGIN.fullmatch(name) is not None
     if plugin:
@@ -97,7 +140,7 @@ def available_engines() -> list[str]:
     for name in registered_engines():
         try:
             factory = engine_factory(name)
-        except ImportError:
+        except (ImportError, ValueError):  # not installed, or a plug-in's factory that is not there
             continue
         if all(find_spec(m) is not None for m in factory.requires):
             out.append(name)

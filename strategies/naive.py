@@ -28,7 +28,14 @@ from strategies._base import (
     with_duals,
 )
 from toolkit.core import bitmask as bm
-from toolkit.core.protocol import FORCED_LIMIT, CompiledBase, EngineBase, MaskInfo, MaskStats
+from toolkit.core.protocol import (
+    FORCED_LIMIT,
+    Capabilities,
+    CompiledBase,
+    EngineBase,
+    MaskInfo,
+    MaskStats,
+)
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
 from toolkit.grammar.inputs import read
@@ -56,6 +63,8 @@ class NaiveEngine(EngineBase):
     """
 
     name = "naive"
+    capabilities = Capabilities(forced="bytes", special_tokens=True, work_counters=True, mask_cost="slow",
+                                work_limit="max_items")
 
     def __init__(self, vocab: Vocabulary, *, max_items: int = DEFAULT_MAX_ITEMS, share_prefixes: bool = True) -> None:
         self.vocab = vocab

@@ -88,7 +88,7 @@ from strategies._base import EOS_RECORD
 from strategies.peers import PeerCompiled, PeerEngine, PeerError, PeerMatcher
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import Unsatisfiable, UnsupportedGrammar
-from toolkit.core.protocol import FORCED_LIMIT
+from toolkit.core.protocol import FORCED_LIMIT, Capabilities
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar, Terminal
 from toolkit.grammar.special import dual_ids, parse_spec, resolve
@@ -181,10 +181,10 @@ class GlrmaskEngine(PeerEngine):
     """
 
     name = "peer:glrmask"
+    capabilities = Capabilities(forced="bytes", special_tokens=True)
     dist = "glrmask"
     requires = ("glrmask",)
     native_inputs = frozenset({"json_schema", "lark"})
-    special_tokens = True
 
     def __init__(
         self,

@@ -81,6 +81,7 @@ from strategies._base import EOS_RECORD
 from strategies.peers import PeerCompiled, PeerEngine, PeerError, PeerMatcher
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.gguf import gguf_tokens, vocab_gguf, vocab_key
+from toolkit.core.protocol import Capabilities
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 
@@ -254,6 +255,7 @@ class LlamaCppEngine(PeerEngine):
     :func:`toolkit.core.gguf.gguf_cache_dir`, ``~/.cache/masklab/gguf``)."""
 
     name = "peer:llama.cpp"
+    capabilities = Capabilities(mask_cost="slow")
     dist = "llama_cpp_python"
     requires = ("llama_cpp", "gguf")
     native_inputs = frozenset({"json_schema", "gbnf"})

@@ -65,6 +65,7 @@ import numpy as np
 from strategies.peers import PeerCompiled, PeerEngine, PeerError, PeerMatcher
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
+from toolkit.core.protocol import Capabilities
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 
@@ -124,6 +125,7 @@ class LMFormatEnforcerEngine(PeerEngine):
     """
 
     name = "peer:lm-format-enforcer"
+    capabilities = Capabilities(grammars="regular", partial_utf8=False, mask_cost="slow")
     dist = "lm-format-enforcer"
     requires = ("lmformatenforcer",)
     native_inputs = frozenset({"json_schema", "regex"})

@@ -65,6 +65,7 @@ from toolkit.core.protocol import (
     FORCED_LIMIT,
     MAX_DRAFT,
     BatchStep,
+    Capabilities,
     CompiledBase,
     EngineBase,
     MaskInfo,
@@ -188,7 +189,7 @@ class PeerEngine(EngineBase):
             if not self.token_limits:
                 refuse_token_limits(self.name, grammar)
             special = grammar.special_ids(self.vocab)
-            if special and not self.special_tokens:
+            if special and not self.capabilities.special_tokens:
                 raise UnsupportedGrammar(f"{self.name} has no token-level terminals: special tokens in a grammar "
                                          f"({', '.join(grammar.terminals[n].special for n in grammar.special_terminals)})"
                                          " are not supported")
@@ -198,8 +199,6 @@ class PeerEngine(EngineBase):
         except Exception as e:  # noqa: BLE001 - the engines raise RuntimeError/ValueError
             raise PeerError(f"{self.name}: {type(e).__name__}: {e}") from e
 
-    #: whether the engine reads special tokens in a grammar (llguidance's ``<|name|>``)
-    special_tokens = False
     #: whether it honours a rule's ``max_tokens`` (counts a lexeme's tokens)
     token_limits = False
 
@@ -464,7 +463,7 @@ class LLGuidanceEngine(PeerEngine):
     """
 
     name = "peer:llguidance"
-    special_tokens = True
+    capabilities = Capabilities(lexing="lexer", batch="native", forced="bytes", drafts="native", special_tokens=True)
     token_limits = True
     dist = "llguidance"
     requires = ("llguidance",)
@@ -740,6 +739,7 @@ class XGrammarEngine(PeerEngine):
     """
 
     name = "peer:xgrammar"
+    capabilities = Capabilities(batch="native", forced="bytes", drafts="native")
     dist = "xgrammar"
     requires = ("xgrammar",)
 
@@ -949,6 +949,7 @@ class OutlinesCoreEngine(PeerEngine):
     """
 
     name = "peer:outlines-core"
+    capabilities = Capabilities(grammars="regular", any_vocabulary=False)
     dist = "outlines_core"
     requires = ("outlines_core",)
 

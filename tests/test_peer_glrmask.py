@@ -25,9 +25,9 @@ import pytest
 from strategies import check_options, get_engine
 from strategies.peers import PeerError
 from tests._support.shared import require_shared
-from tests.test_forced import GRAMMARS as FORCED_GRAMMARS
-from tests.test_forced import TEXTS as FORCED_TEXTS
-from tests.test_forced import VOCAB as FF
+from tests.conformance.test_forced import GRAMMARS as FORCED_GRAMMARS
+from tests.conformance.test_forced import TEXTS as FORCED_TEXTS
+from tests.conformance.test_forced import VOCAB as FF
 from tests.test_peers import (
     AGREEMENT,
     EOS,
@@ -369,7 +369,7 @@ def test_draft_tree_masks_equal_each_path_walked(hand) -> None:
 def test_batch_is_the_thread_fallback_and_equals_single_calls(hand) -> None:
     """glrmask has no batch call: ``make_batch`` gives the thread fallback, whose steps
     (refused tokens now and then among them) equal the single calls."""
-    from tests.test_batch import _compare
+    from tests.conformance.test_batch import _compare
     from toolkit.core.batch import ThreadedBatch, make_batch
 
     eng = hand(GLR)

@@ -486,7 +486,7 @@ def test_engine_time_is_lmfes_own_call(lm) -> None:
 def test_the_batch_fallback_equals_single_calls(lm) -> None:
     """No batch of LMFE's own: ``make_batch`` gives the threaded fallback (matchers of one
     compiled grammar in one thread: LMFE's JSON parsers share a context per schema)."""
-    from tests.test_batch import _compare
+    from tests.conformance.test_batch import _compare
     from toolkit.core.batch import ThreadedBatch, make_batch
 
     eng = lm(JV)

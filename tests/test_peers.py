@@ -8,7 +8,7 @@
 * **The real tokenizer** (tekken, padded so it has padding ids): llguidance forcing,
   each engine's own JSON-schema compiler, rollback / fork / reset.
 * Options, ``describe()``, plugin names, errors, and the Matcher contract for
-  outlines-core (which ``tests/test_protocol.py`` cannot run, see there).
+  outlines-core (which ``tests/conformance/test_contract.py`` cannot run, see there).
 """
 
 from __future__ import annotations
@@ -605,7 +605,7 @@ OBJECT = AGREEMENT["regex-object"][0]
 
 @pytest.mark.parametrize("name", ["naive", *PEERS, *FIELD, "outlines"])
 def test_contract_on_regular_grammars(hand, name: str) -> None:
-    """tests/test_protocol.py's checks on regular grammars, so outlines-core (and our
+    """tests/conformance/test_contract.py's checks on regular grammars, so outlines-core (and our
     ``outlines``, which compiles no recursive grammar) are held to them."""
     eng = hand(name)
     m = eng.matcher(eng.compile(OBJECT))

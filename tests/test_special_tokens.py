@@ -1,14 +1,18 @@
 """Special tokens as token-level terminals (issue #27): ``<|eom_id|>``, ``<[id]>``, ranges.
 
-* **The reading**: names, ids, ranges and lists; refusals and errors say what and where.
-* **The language**: a special token is allowed exactly where the grammar puts it, never
-  spelled as text, and real tokens holding the byte ``0xFF`` (which could start the
-  IR's mark of a special token) are never allowed.
-* **Every strategy against naive** on random walks over a small vocabulary with special
-  tokens, and **against llguidance's own reading** of the same text on Llama 3
+* **The reading**: names, ids, ranges and lists; refusals and errors say what and where;
+  the vocabulary view (a special token's mark, real tokens holding the byte ``0xFF``,
+  which could start the IR's mark of a special token, never text).
+* **Every strategy against llguidance's own reading** of the same text on Llama 3
   (``peer:llguidance`` given the text): bit-identical masks, special-token steps included.
 * **The harness**: items written for a vocabulary, test texts naming special tokens,
   outputs checked with their special tokens, ``masklab generate`` on the examples.
+
+The checks every engine with token-level terminals takes over the small vocabulary here
+(``SMALL``, ``GRAMMARS``: binding errors, where a special token is allowed, walks against
+naive, token ranges over text tokens, the batch) and the refusal of every engine without
+them are in ``tests/conformance/test_special_tokens.py``, which imports this module's
+vocabulary and grammars.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from tests._support.shared import require_shared
 from tests.test_llguidance import _as_ids, _row, _show
 from toolkit.bench.datasets import embedded_dir, iter_items
 from toolkit.bench.harness import encode_case, select_items
-from toolkit.core.errors import GrammarError, UnsupportedGrammar
+from toolkit.core.errors import GrammarError
 from toolkit.core.vocab import Vocabulary, load_vocab
 from toolkit.decode.generate import check_output, check_prefix
 from toolkit.grammar.ir import Grammar
@@ -33,7 +37,6 @@ from toolkit.grammar.special import (
     SpecialSpec,
     dual_ids,
     encode_with_specials,
-    mark_bytes,
     marked_bytes,
     parse_spec,
     vocab_view,
@@ -54,11 +57,6 @@ GRAMMARS = {
     "list": 'start: <[1,3]> "a" | "b" <[2-3]>*\n',
     "nested": 'start: x+\nx: <|tag|> y <|end|> | "a"\ny: x* "1"\n',
 }
-
-
-def _mask(m, vocab: Vocabulary = SMALL) -> list[int]:
-    row, _ = _row(m, vocab)
-    return sorted(_as_ids(row, vocab))
 
 
 # ---------------------------------------------------------------- reading --
@@ -93,21 +91,6 @@ def test_malformed_and_refused_forms_say_where(text: str, error: type, what: str
     assert (e.value.line, e.value.column) == (1, 8)
 
 
-@pytest.mark.parametrize("text, error, what", [
-    ("start: <|nope|>", GrammarError, r"special token <\|nope\|> is not in vocabulary 'custom'.*<\|tag\|>"),
-    ("start: <[99]>", GrammarError, "past vocabulary"),
-    ("start: <[^1-23]>", GrammarError, "leaves no token of vocabulary 'custom' but EOS"),
-    ("start: <[0]>", UnsupportedGrammar, "ends generation"),
-    ("start: <[0-3]>", UnsupportedGrammar, r"ends generation .* without it: <\[1-3\]>"),
-    ("start: <|tag|> </s>", UnsupportedGrammar, "ends generation"),
-])
-def test_a_grammar_the_vocabulary_cannot_bind_is_a_typed_error(text: str, error: type, what: str) -> None:
-    g = Grammar.from_lark(text)
-    for engine in ("llguidance", "xgrammar", "outlines", "naive"):
-        with pytest.raises(error, match=what):
-            get_engine(engine, SMALL).compile(g)
-
-
 def test_to_lark_writes_the_tokens_back() -> None:
     g = Grammar.from_lark(GRAMMARS["call"])
     text = g.to_lark()
@@ -117,26 +100,6 @@ def test_to_lark_writes_the_tokens_back() -> None:
 
 
 # --------------------------------------------------------------- language --
-
-
-def test_a_special_token_is_allowed_exactly_where_the_grammar_puts_it() -> None:
-    g = Grammar.from_lark(GRAMMARS["call"])
-    for engine in ("llguidance", "xgrammar", "outlines", "naive"):
-        e = get_engine(engine, SMALL)
-        c = e.compile(g)
-        m = e.matcher(c)
-        first = _mask(m)
-        assert 1 in first and 2 in first and 3 not in first, engine  # <|tag|>, <[2]>; not <|other|>
-        assert not {16, 17, 18, 19} & set(first), engine  # tokens holding 0xFF: never
-        # the name spelled as text is text: "<", "|", "tag", "|>" is in TEXT, not the special token
-        assert m.accept_tokens([11, 12, 13, 14]) == 4 and 2 not in _mask(m), engine
-        m = e.matcher(c)
-        assert m.accept_tokens([1, 8]) == 2, engine
-        after = _mask(m)
-        assert 2 in after and 1 not in after and 0 not in after, engine  # <|end|> closes the call
-        assert m.accept_token(2) and _mask(m) == [0], engine  # then only EOS
-        m = e.matcher(c)
-        assert not m.accept_token(3) and m.accept_tokens([2, 6, 0]) == 3 and m.is_terminated(), engine
 
 
 def test_the_vocabulary_view_marks_the_named_tokens_only() -> None:
@@ -150,132 +113,6 @@ def test_the_vocabulary_view_marks_the_named_tokens_only() -> None:
     assert dual_ids(SMALL, {1, 4, 16}) == (4, 16) and view.size == SMALL.size + 2
     assert view.token_bytes[SMALL.size :] == [b"\xff4\xff", b"\xff16\xff"] and view.token_bytes[4] == b"a"
     assert marked_bytes(SMALL, [1, 4, 2]) == b"\xff1\xffa\xff2\xff"
-
-
-# outlines takes regular grammars only: not "nested"
-@pytest.mark.parametrize("engine, name", [(e, n) for e in ("llguidance", "xgrammar", "outlines") for n in sorted(GRAMMARS)
-                                          if (e, n) != ("outlines", "nested")])
-def test_every_strategy_masks_special_tokens_like_naive(engine: str, name: str) -> None:
-    g = Grammar.from_lark(GRAMMARS[name])
-    ours, naive = get_engine(engine, SMALL), get_engine("naive", SMALL)
-    a, b = ours.compile(g), naive.compile(g)
-    rng = random.Random(name)
-    special_steps = 0
-    for walk in range(20):
-        m, o = ours.matcher(a), naive.matcher(b)
-        for step in range(10):
-            got, want = _mask(m), _mask(o)
-            assert got == want, (engine, name, walk, step)
-            if not want:
-                break
-            specials = [t for t in want if t in (1, 2, 3)]
-            t = rng.choice(specials if specials and walk % 2 else want)
-            special_steps += t in (1, 2, 3)
-            assert m.accept_token(t) and o.accept_token(t)
-            if o.is_terminated():
-                break
-    assert special_steps >= 5
-
-
-# ------------------------------------------ tokens with another meaning --
-
-# <[*]> and <[^...]> hold text tokens (4-15, 20-23) and real tokens holding 0xFF (16-19)
-DUALS = {
-    "any": "start: <[*]> /[a-z]*/\n",
-    "not": 'start: "a" <[^1,4]> "b"\n',
-    "after-lexeme": 'start: /a+/ <[4-6]> "b"\n',  # after "a", the token "a" is <[4-6]>, not more /a+/
-    "mixed": "start: (<[*]> | /[ab]+/ | <|tag|>)+\n",
-    "nested": 'start: x+\nx: /a+/ <[^0-3]> | "b" <[16-19]>\n',
-}
-
-
-def _by_definition(g: Grammar, history: list[int]) -> list[int]:
-    """The mask as the reading defines it, without a matcher or a vocabulary view: the
-    tokens whose reading of ``history + [t]`` (:func:`marked_bytes` with the grammar) can
-    still be completed (a token holding ``0xFF``, never text, only read as its mark), and
-    EOS where the reading of ``history`` is a sentence."""
-    out = []
-    for t in range(1, len(TOKENS)):
-        data = marked_bytes(SMALL, history + [t], g)
-        if g.accepts_prefix(data) and (b"\xff" not in TOKENS[t] or data.endswith(mark_bytes(t))):
-            out.append(t)
-    return ([0] if g.accepts(marked_bytes(SMALL, history, g)) else []) + out
-
-
-@pytest.mark.parametrize("name", sorted(DUALS))
-def test_token_ranges_over_text_tokens_mask_by_their_definition_in_every_strategy(name: str) -> None:
-    g = Grammar.from_lark(DUALS[name])
-    bound = g.bind(SMALL)
-    assert dual_ids(SMALL, g.special_ids(SMALL))  # the grammar holds text tokens as tokens
-    engines = ["llguidance", "xgrammar", "outlines", "naive"] + (["peer:llguidance"] if _has_llguidance() else [])
-    compiled = {e: get_engine(e, SMALL).compile(g) for e in engines}
-    rng = random.Random(name)
-    dual_steps = 0
-    for walk in range(12):
-        ms = {e: get_engine(e, SMALL).matcher(c) for e, c in compiled.items()}
-        history: list[int] = []
-        t = -1
-        for step in range(8):
-            want = _by_definition(bound, history)
-            for e, m in ms.items():
-                assert _mask(m) == want, (name, e, walk, step, history)
-            if not want or want == [0]:
-                break
-            t = rng.choice(want)
-            dual_steps += t >= 4
-            assert all(m.accept_token(t) for m in ms.values())
-            if t == 0:
-                break
-            history.append(t)
-        ended = t == 0
-        forks = {e: m.fork() for e, m in ms.items()}  # a fork and a rollback keep the reading
-        for e, m in ms.items():
-            m.rollback(len(history) + ended)
-            assert _mask(m) == _by_definition(bound, []), (name, e)
-            assert _mask(forks[e]) == ([0] if ended else _by_definition(bound, history)), (name, e)
-    assert dual_steps >= 10
-
-
-def _has_llguidance() -> bool:
-    try:
-        import llguidance  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def test_a_text_token_is_the_range_where_the_grammar_can_take_it() -> None:
-    g = Grammar.from_lark(DUALS["after-lexeme"])
-    bound = g.bind(SMALL)
-    # "a" "a" "b": the first "a" is /a+/, the second the token <[4-6]> (not more /a+/)
-    assert marked_bytes(SMALL, [4, 4, 5], bound) == b"a\xff4\xffb" and bound.accepts(b"a\xff4\xffb")
-    assert marked_bytes(SMALL, [4, 4, 5]) == b"aab"  # without the grammar: text
-    for engine in ("llguidance", "xgrammar", "outlines", "naive"):
-        e = get_engine(engine, SMALL)
-        m = e.matcher(e.compile(g))
-        assert m.accept_tokens([4, 4, 5, 0]) == 4 and m.is_terminated(), engine
-        m = e.matcher(e.compile(g))
-        assert m.accept_tokens([4, 4, 4]) == 2, engine  # "a" <[4-6]>, then only "b"
-        assert m.validate_tokens([6]) == 0 and _mask(m) == [5], engine
-
-
-def test_a_batch_of_dual_matchers_steps_them_over_the_real_vocabulary() -> None:
-    from toolkit.core import bitmask as bm
-    from toolkit.core.batch import NO_TOKEN, make_batch
-
-    g = Grammar.from_lark(DUALS["after-lexeme"])
-    for engine in ("llguidance", "xgrammar", "outlines"):
-        e = get_engine(engine, SMALL)
-        c = e.compile(g)
-        batch = make_batch(e, [e.matcher(c), e.matcher(c)], threads=1)
-        single = [e.matcher(c), e.matcher(c)]
-        rows = bm.allocate(SMALL.size, 2)
-        for tokens in ([NO_TOKEN, NO_TOKEN], [4, 4], [4, NO_TOKEN], [5, 4]):
-            step = batch.step(np.asarray(tokens, dtype=np.int64), rows)
-            for i, t in enumerate(tokens):
-                assert step.accepted[i] == (-1 if t == NO_TOKEN else single[i].accept_token(t)), (engine, tokens)
-                assert sorted(_as_ids(rows[i], SMALL)) == _mask(single[i]), (engine, tokens, i)
-        batch.close()
 
 
 def test_or_bit_runs_folds_any_run_into_any_offset() -> None:

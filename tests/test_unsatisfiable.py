@@ -3,17 +3,17 @@
 A schema, grammar or regex that no string satisfies used to compile to a matcher
 whose first mask allowed nothing, not even EOS.  The Grammar proves emptiness (its
 start symbol derives no string) and raises :class:`Unsatisfiable`; for a JSON Schema
-with the keyword and JSON pointer that emptied it, for a grammar with the rule.
+with the keyword and JSON pointer that emptied it, for a grammar with the rule.  That
+every strategy refuses them is the conformance suite's
+(``tests/conformance/test_unsatisfiable.py``).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from strategies import get_engine
-from tests._support.fixtures import small_vocab
 from toolkit.core.errors import GrammarError, Unsatisfiable
-from toolkit.grammar.ir import Grammar, RegexText
+from toolkit.grammar.ir import Grammar
 
 SCHEMAS = [  # (schema, keyword, pointer)
     ({"type": "string", "minLength": 5, "maxLength": 2}, "minLength", ""),
@@ -28,7 +28,6 @@ SCHEMAS = [  # (schema, keyword, pointer)
     ({"type": "object", "properties": {"x": {"type": "string", "minLength": 5, "maxLength": 2}}, "required": ["x"]},
      "minLength", "/properties/x"),
 ]
-ENGINES = ["llguidance", "xgrammar", "outlines"]  # naive compiles a Grammar only (checked above)
 
 
 @pytest.mark.parametrize("schema, keyword, pointer", SCHEMAS)
@@ -37,18 +36,6 @@ def test_an_empty_schema_is_unsatisfiable_with_its_keyword_and_pointer(schema, k
         Grammar.from_json_schema(schema)
     assert (e.value.keyword, e.value.pointer) == (keyword, pointer)
     assert isinstance(e.value, GrammarError)
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-def test_every_strategy_refuses_empty_inputs(engine: str) -> None:
-    eng = get_engine(engine, small_vocab())
-    for schema, _, _ in SCHEMAS:
-        with pytest.raises(Unsatisfiable):
-            eng.compile(schema)
-    with pytest.raises(Unsatisfiable) as e:
-        eng.compile(RegexText("a\ud800b"))  # a lone surrogate has no UTF-8: the regex matches nothing
-    if engine != "outlines":  # (outlines compiles the regex itself, not a Grammar)
-        assert e.value.rule == "PATTERN"
 
 
 def test_an_empty_lark_grammar_names_the_rule() -> None:

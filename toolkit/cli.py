@@ -30,7 +30,13 @@ from typing import Any
 
 import pandas as pd
 
-from strategies import available_engines, check_options, get_engine, registered_engines
+from strategies import (
+    available_engines,
+    check_options,
+    engine_factory,
+    get_engine,
+    registered_engines,
+)
 from toolkit.bench.agree import AgreementError, classify_differences, explain, write_agreement
 from toolkit.bench.coverage import schema_coverage, summarize
 from toolkit.bench.datasets import embedded_dir
@@ -123,8 +129,18 @@ def _grammar(args: argparse.Namespace) -> Grammar:
 
 def _cmd_engines(args: argparse.Namespace) -> int:
     installed = set(available_engines())
+    print(f"{'engine':24s} {'installed':13s} {'grammars':13s} {'batch':8s} {'forced':7s} {'drafts':7s} "
+          f"{'special':8s} {'work':5s} {'cost':5s} work limit")
     for name in registered_engines():
-        print(f"{name:24s} {'installed' if name in installed else 'not installed'}")
+        try:
+            cap = engine_factory(name).capabilities
+        except (ImportError, ValueError, AttributeError) as e:  # a plugin that does not import
+            print(f"{name:24s} not loadable: {type(e).__name__}: {e}")
+            continue
+        yes = {True: "yes", False: "no"}
+        print(f"{name:24s} {'installed' if name in installed else 'not installed':13s} {cap.grammars:13s} "
+              f"{cap.batch:8s} {cap.forced:7s} {cap.drafts:7s} {yes[cap.special_tokens]:8s} "
+              f"{yes[cap.work_counters]:5s} {cap.mask_cost:5s} {cap.work_limit or '-'}")
     return 0
 
 

@@ -66,6 +66,7 @@ from strategies.llguidance._parser import (
 )
 from toolkit.automata.dfaops import difference, union
 from toolkit.automata.regex import ByteDFA, compile_regex
+from toolkit.core.protocol import Capabilities
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
@@ -268,6 +269,8 @@ class LLGuidanceEngine(GrammarEngine):
     """The lexer + Earley + trie-walk strategy; see the module doc for the options."""
 
     name = "llguidance"
+    capabilities = Capabilities(lexing="lexer", batch="native", forced="bytes", drafts="native",
+                                special_tokens=True, work_counters=True, work_limit="max_row_items")
     native_inputs = frozenset({"json_schema"})
     schema_grammar = "masklab"  # schemas go through Grammar.from_json_schema
 

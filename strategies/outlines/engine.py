@@ -35,7 +35,6 @@ instance nested deeper is refused.  A regex that outgrows ``max_regex_length`` c
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Literal, get_args
 
@@ -45,7 +44,7 @@ from strategies._base import NativeMatcher, StrategyEngine
 from strategies.outlines._index import Cursor, TokenIndex, ops_capsule
 from toolkit.automata.regex import DEFAULT_MAX_STATES, ByteDFA, compile_regex
 from toolkit.core.errors import MasklabError, Unsatisfiable, UnsupportedGrammar
-from toolkit.core.protocol import CompiledBase
+from toolkit.core.protocol import Capabilities, CompiledBase
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
@@ -54,11 +53,11 @@ from toolkit.grammar.ir import Grammar, RegexText
 from toolkit.jsonschema.compiler import (
     SPELLINGS,
     WHITESPACES,
-    JsonSchemaText,
     Spelling,
     Whitespace,
     json_schema_to_regex,
     schema_text,
+    schema_value,
 )
 
 __all__ = ["OutlinesEngine", "OutlinesCompiled", "OutlinesMatcher", "DEFAULT_MAX_MEMORY"]
@@ -124,6 +123,8 @@ class OutlinesEngine(StrategyEngine):
     """
 
     name = "outlines"
+    capabilities = Capabilities(grammars="regular", batch="native", forced="bytes", drafts="native",
+                                special_tokens=True, work_counters=True)
     native_inputs = frozenset({"json_schema"})
 
     @property
@@ -207,7 +208,7 @@ class OutlinesEngine(StrategyEngine):
                 return build_regex_from_schema(text, self.whitespace_pattern)
             except Exception as e:  # noqa: BLE001 - outlines-core raises ValueError/RuntimeError
                 raise UnsupportedGrammar(f"outlines-core's schema compiler: {e}") from e
-        schema = json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec
+        schema = schema_value(spec)
         return json_schema_to_regex(
             schema,
             max_depth=self.max_depth,

@@ -56,6 +56,7 @@ from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
 from strategies.xgrammar._pda import Parser, ops_capsule
 from strategies.xgrammar._tables import Tables
 from toolkit.core import bitmask as bm
+from toolkit.core.protocol import Capabilities
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
@@ -264,6 +265,8 @@ class XGrammarEngine(GrammarEngine):
     """The pushdown-parser + adaptive-cache strategy; see the module doc for options."""
 
     name = "xgrammar"
+    capabilities = Capabilities(batch="native", forced="bytes", drafts="native", special_tokens=True,
+                                work_counters=True, work_limit="max_items")
     native_inputs = frozenset({"json_schema"})
     schema_grammar = "masklab"  # schemas go through Grammar.from_json_schema
 

@@ -71,6 +71,26 @@ NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
 %ignore WS
 """
 
+# JSON nested at most twice (an object or array of scalars, inside an object or array at
+# the top): a regular language, for the engines that compile regular grammars only.  Its
+# sentences over ``small_vocab()`` walk like JSON_LARK's in the contract's checks.
+JSON_FLAT_LARK = r"""
+start: value
+?value: object | array | scalar
+?scalar: STRING | NUMBER | "true" | "false" | "null"
+?inner: object1 | array1 | scalar
+object: "{" [pair ("," pair)*] "}"
+pair: STRING ":" inner
+object1: "{" [pair1 ("," pair1)*] "}"
+pair1: STRING ":" scalar
+array: "[" [inner ("," inner)*] "]"
+array1: "[" [scalar ("," scalar)*] "]"
+STRING: /"([^"\\\x00-\x1f]|\\["\\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/
+NUMBER: /-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?/
+%import common.WS
+%ignore WS
+"""
+
 ARITH_LARK = r"""
 start: expr
 expr: expr "+" term | expr "-" term | term

@@ -714,9 +714,12 @@ def _single_thread_torch() -> None:
 
 def engine_info(engine: Any, options: Mapping[str, Any]) -> dict[str, Any]:
     """What a run records of an engine: its ``describe()`` (version, options); the
-    options it was built with where it gives none."""
+    options it was built with where it gives none; its capabilities."""
     info = dict(engine.describe())
     info.setdefault("options", dict(options))
+    cap = getattr(engine, "capabilities", None)
+    if cap is not None and hasattr(cap, "as_dict"):
+        info.setdefault("capabilities", cap.as_dict())
     return info
 
 

@@ -150,13 +150,14 @@ ERROR_CODES: dict[str, int] = {
     "ERR_MAX_CHART_ITEMS": -14,
 }
 
-#: The limit codes: the option each one is, and what it counts.
+#: The limit codes: the limit each one is (its option's name, or the option named in
+#: what it counts), and what it counts.
 LIMIT_OPTIONS: dict[int, tuple[str, str]] = {
     -10: ("max_states", "DFA states built"),
     -11: ("max_lexer_states", "lexer states (sets of live lexeme states) built for this grammar"),
     -12: ("max_row_items", "Earley items in one row (parser set)"),
     -13: ("max_steps", "parser items plus lexer states built for one mask or token"),
-    -14: ("earley_items_per_chart", "Earley items in one chart"),
+    -14: ("earley_items_per_chart", "Earley items in one chart; option max_items"),
 }
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -38,7 +38,68 @@ from toolkit.core.forced import TokenExtensions
 from toolkit.core.forced import forced_tokens as tokens_for_forced
 from toolkit.core.version import masklab_version
 
-__all__ = ["FORCED_LIMIT", "MAX_DRAFT", "check_draft_rows", "MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
+__all__ = ["Capabilities", "FORCED_LIMIT", "MAX_DRAFT", "check_draft_rows", "MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What an engine can do, read without building it (a class attribute,
+    ``EngineBase.capabilities``): the conformance suite (``tests/conformance``) picks the
+    checks an engine takes from it, and ``masklab engines`` lists it.  The defaults are
+    what the base classes give an engine with nothing of its own (:class:`MatcherBase`'s
+    forced bytes read from masks, the fork-and-fill drafts, the threaded batch, no work
+    counters, no special tokens); a strategy states what it adds, and what it lacks of
+    the rest (a regular-only engine, a vocabulary it refuses).
+
+    * ``lexing``: ``"scannerless"`` (the masks of the :class:`~toolkit.grammar.ir.Grammar`'s
+      own language, ``naive``'s) or ``"lexer"`` (llguidance's lexing: greedy lexemes,
+      ``%ignore`` text only before a lexeme; the masks of our ``llguidance``, which differ
+      from ``naive``'s where the lexing does: ``strategies/llguidance/engine.py``);
+    * ``grammars``: ``"context-free"`` (every :class:`~toolkit.grammar.ir.Grammar`) or
+      ``"regular"`` (a recursive grammar is refused with
+      :class:`~toolkit.core.errors.UnsupportedGrammar`);
+    * ``batch``: ``"native"`` (its own :meth:`MaskEngine.batch_matcher`, without the GIL)
+      or ``"threads"`` (:func:`toolkit.core.batch.make_batch`'s fallback);
+    * ``forced``: ``"bytes"`` (``forced_bytes`` is the byte-level definition: the one byte
+      the grammar takes next) or ``"masks"`` (read from masks, so a byte no token spells
+      alone is not seen);
+    * ``drafts``: ``"native"`` (its own draft walk) or ``"fork"`` (the protocol's
+      fork, fill and accept);
+    * ``special_tokens``: a grammar may name special tokens (token-level terminals);
+    * ``work_counters``: :class:`MaskStats` counts work (False: the fields are None, an
+      engine that cannot see its own work);
+    * ``any_vocabulary``: compiles over every vocabulary (outlines-core refuses one where a
+      token leads into a state that no token continues);
+    * ``partial_utf8``: allows tokens that are not UTF-8 alone (a byte of a character);
+    * ``mask_cost``: ``"fast"`` (microseconds a mask over a 128k vocabulary) or ``"slow"``
+      (milliseconds and more: suites over real tokenizers leave it out);
+    * ``work_limit``: the integer option that bounds the parser's work for one token
+      (Earley items of a row, stacks), whose error names it; None: no such option.
+    """
+
+    lexing: Literal["scannerless", "lexer"] = "scannerless"
+    grammars: Literal["context-free", "regular"] = "context-free"
+    batch: Literal["native", "threads"] = "threads"
+    forced: Literal["bytes", "masks"] = "masks"
+    drafts: Literal["native", "fork"] = "fork"
+    special_tokens: bool = False
+    work_counters: bool = False
+    any_vocabulary: bool = True
+    partial_utf8: bool = True
+    mask_cost: Literal["fast", "slow"] = "fast"
+    work_limit: str | None = None
+
+    def __post_init__(self) -> None:
+        for key, valid in (("lexing", ("scannerless", "lexer")), ("grammars", ("context-free", "regular")), ("batch", ("native", "threads")),
+                           ("forced", ("bytes", "masks")), ("drafts", ("native", "fork")),
+                           ("mask_cost", ("fast", "slow"))):
+            if getattr(self, key) not in valid:
+                raise ValueError(f"Capabilities.{key} is one of {', '.join(map(repr, valid))}, "
+                                 f"got {getattr(self, key)!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields by name (run.json and ``masklab engines`` show them)."""
+        return {f: getattr(self, f) for f in self.__slots__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -408,7 +469,8 @@ class MaskEngine(Protocol):
       (None: :func:`toolkit.core.batch.make_batch` chooses);
     * ``clear_memo()``: forget what its compiles memoized (the harness's cold starts);
     * ``direct_check``: None, or a callable that gives the engine's own calls for a spec
-      (the peers: the per-mask truth against the engines called directly).
+      (the peers: the per-mask truth against the engines called directly);
+    * ``capabilities``: what it can do (:class:`Capabilities`; a class attribute).
     """
 
     name: str
@@ -418,6 +480,7 @@ class MaskEngine(Protocol):
     schema_grammar: str
     requires: tuple[str, ...]
     direct_check: Any
+    capabilities: Capabilities
 
     def compile(self, grammar: Any) -> CompiledGrammar: ...
     def matcher(self, compiled: CompiledGrammar) -> Matcher: ...
@@ -440,6 +503,7 @@ class EngineBase:
     schema_grammar: str = "masklab"
     requires: tuple[str, ...] = ()
     direct_check: Any = None
+    capabilities: Capabilities = Capabilities()
 
     def describe(self) -> dict[str, Any]:
         """Version and options, as the harness records them."""

@@ -93,6 +93,7 @@ from toolkit.decode.model import CHUNK_ROOM, ChatTemplate, LoadedModel, ModelErr
 from toolkit.grammar.inputs import engine_input, is_native
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.special import marked_bytes, spelled
+from toolkit.jsonschema.compiler import schema_value
 
 __all__ = ["GenerateRun", "Baseline", "generate", "unconstrained", "check_output", "check_prefix", "item_grammar",
            "summarize", "render_prompt", "DEFAULT_PROMPT", "SPEC_PROMPT"]
@@ -217,7 +218,7 @@ def check_output(item: Item, data: bytes | str, vocab: Vocabulary | None = None)
             return False, f"not JSON: {e}"
         import jsonschema
 
-        schema = json.loads(item.spec.text) if hasattr(item.spec, "text") else item.spec
+        schema = schema_value(item.spec)
         try:
             jsonschema.validate(value, schema)
         except jsonschema.ValidationError as e:

@@ -245,7 +245,8 @@ class ByteRecognizer:
                 pending.append(it)
         while pending:
             if len(items) > self.max_items:
-                raise LimitExceeded("earley_items_per_chart", len(items), self.max_items)
+                raise LimitExceeded("earley_items_per_chart", len(items), self.max_items,
+                                    "Earley items in one chart; option max_items")
             p, d, o = pending.pop()
             lhs, rhs = prods[p]
             advanced: list[tuple[int, int, int]] = []

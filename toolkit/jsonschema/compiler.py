@@ -84,7 +84,7 @@ from toolkit.automata import jsontext
 from toolkit.automata.dfaops import compile_boolean, disjoint
 from toolkit.automata.jsontext import NOTHING, json_string, json_string_literal
 from toolkit.automata.regex import compile_regex
-from toolkit.core.errors import LimitExceeded, Unsatisfiable, UnsupportedSchema
+from toolkit.core.errors import GrammarError, LimitExceeded, Unsatisfiable, UnsupportedSchema
 from toolkit.grammar.embed import register_schema_compiler
 from toolkit.grammar.inputs import InputFormat, format_of, read, register_format
 from toolkit.grammar.ir import Grammar, Terminal
@@ -92,7 +92,7 @@ from toolkit.jsonschema.ecma import ecma_pattern
 from toolkit.jsonschema.formats import json_format
 from toolkit.jsonschema.numbers import decimal_step, multiple_of, number_range
 
-__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "SPELLINGS", "JsonSchemaText", "schema_text", "grammar_of",
+__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "SPELLINGS", "JsonSchemaText", "schema_text", "schema_value", "grammar_of",
            "json_schema_to_regex"]
 
 DEFAULT_MAX_RULES = 50_000
@@ -139,6 +139,18 @@ def schema_text(spec: Any) -> str | None:
     if isinstance(spec, Mapping | bool):
         return json.dumps(spec)
     return None
+
+
+def schema_value(spec: Any) -> Any:
+    """The schema a spec holds: a :class:`JsonSchemaText`'s text parsed (a
+    :class:`GrammarError` at the line and column where it is not JSON), anything else as
+    it is."""
+    if not isinstance(spec, JsonSchemaText):
+        return spec
+    try:
+        return json.loads(spec.text)
+    except json.JSONDecodeError as e:
+        raise GrammarError(f"the JSON schema is not JSON: {e.msg}", e.lineno, e.colno) from None
 
 
 def grammar_of(spec: Any, *, whitespace: str, engine: str, spelling: str = "json") -> tuple[Grammar, str]:
@@ -2427,7 +2439,7 @@ register_schema_compiler(from_json_schema)
 
 
 def _read_schema(spec: Any, **options: Any) -> Grammar:
-    return from_json_schema(json.loads(spec.text) if isinstance(spec, JsonSchemaText) else spec, **options)
+    return from_json_schema(schema_value(spec), **options)
 
 
 def _schema_case(test: Mapping[str, Any]) -> str:

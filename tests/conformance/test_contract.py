@@ -1,36 +1,37 @@
-"""The Matcher contract, one suite run against every engine (see toolkit.core.protocol).
+"""The Matcher contract (see toolkit.core.protocol), one suite run against every
+registered engine that compiles over a hand-made vocabulary, and the check that each
+engine's :class:`~toolkit.core.protocol.Capabilities` tell the truth.
 
-outlines-core is not in it: it compiles regular grammars only, and it refuses a
-vocabulary where a token leads into a state no token continues (``tr`` without ``u``
-here), so its contract checks run in ``tests/test_peers.py`` on a vocabulary of its own.
+A regular-only engine reads the JSON grammar nested at most twice (``JSON_FLAT_LARK``),
+whose sentences walk like the recursive one's here.  outlines-core
+(``any_vocabulary=False``) refuses a vocabulary where a token leads into a state no
+token continues (``tr`` without ``u`` here): its contract checks run in
+``tests/test_peers.py`` on a vocabulary of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pytest
 
-from strategies import get_engine
 from tests._support.fixtures import JSON_LARK, small_vocab
+from tests.conformance import capabilities, engines, json_grammar, make
 from toolkit.core import bitmask as bm
-from toolkit.core.protocol import MaskEngine, MaskInfo, MaskStats, Matcher
+from toolkit.core.batch import ThreadedBatch, make_batch
+from toolkit.core.errors import UnsupportedGrammar
+from toolkit.core.protocol import (
+    Capabilities,
+    MaskEngine,
+    MaskInfo,
+    MaskStats,
+    Matcher,
+    MatcherBase,
+)
 from toolkit.grammar.ir import Grammar
 
-# Engines that compile any Grammar on a hand-made vocabulary.  Strategies join as they land.
-ENGINES = ["naive", "llguidance", "xgrammar", "peer:llguidance", "peer:xgrammar", "peer:llama.cpp", "peer:glrmask"]
-
-# The package an engine needs (the ``[peers]`` extra); its tests skip without it.
-REQUIRES = {"peer:llguidance": "llguidance", "peer:xgrammar": "xgrammar", "peer:llama.cpp": "llama_cpp",
-            "peer:glrmask": "glrmask"}
-
-# How to make each engine hit a limit on ``start: "a" start | "b"`` after thirty a's
-# (options, words of the error), where it has limits at all.
-LIMITS = {
-    "naive": ({"max_items": 12}, "earley_items_per_chart"),
-    "llguidance": ({"max_row_items": 12}, "max_row_items"),
-    "xgrammar": ({"max_items": 12}, "earley_items_per_chart"),
-    "peer:llguidance": ({"limits": {"max_items_in_row": 12}}, "max is 12"),
-}
+ENGINES = engines(any_vocabulary=True)
 
 EOS = 1
 PAD = (28, 29)
@@ -45,15 +46,12 @@ def _ids(m: Matcher) -> set[int]:
 
 @pytest.fixture(params=ENGINES)
 def engine(request) -> MaskEngine:
-    package = REQUIRES.get(request.param)
-    if package is not None:
-        pytest.importorskip(package, reason=f"{request.param} needs {package} (the [peers] extra)")
-    return get_engine(request.param, small_vocab())
+    return make(request.param, small_vocab())
 
 
 @pytest.fixture
 def json_matcher(engine: MaskEngine) -> Matcher:
-    return engine.matcher(engine.compile(Grammar.from_lark(JSON_LARK)))
+    return engine.matcher(engine.compile(json_grammar(engine.capabilities)))
 
 
 def test_protocol_types(engine: MaskEngine, json_matcher: Matcher) -> None:
@@ -135,9 +133,10 @@ def test_fork_is_independent(json_matcher: Matcher) -> None:
 
 def test_mask_stats_count_masks_and_work(engine: MaskEngine, json_matcher: Matcher) -> None:
     """Every engine gives MaskStats: its masks exactly, work counts that only grow (or
-    None where the engine cannot see them, the peers); a fork starts from zero."""
+    None where the engine cannot see them: ``work_counters=False``); a fork starts from zero."""
     m = json_matcher
-    assert m.mask_stats() == MaskStats(0, *([None] * 6 if engine.name.startswith("peer:") else [0] * 6))
+    counts = engine.capabilities.work_counters
+    assert m.mask_stats() == MaskStats(0, *([0] * 6 if counts else [None] * 6))
     row = bm.allocate(30)
     before = m.mask_stats()
     for k, t in enumerate([2, 6, 14, 6, 8, 24, 3], 1):  # {"a":true}
@@ -147,10 +146,10 @@ def test_mask_stats_count_masks_and_work(engine: MaskEngine, json_matcher: Match
         assert now.masks == k
         for field in MaskStats.WORK:
             a, b = getattr(before, field), getattr(now, field)
-            assert (a is None) == (b is None) == engine.name.startswith("peer:")
+            assert (a is None) == (b is None) == (not counts)
             assert a is None or 0 <= a <= b, field
         before = now
-    if not engine.name.startswith("peer:"):  # our engines count work of their own
+    if counts:  # an engine with counters counts work of its own
         assert sum(getattr(now, f) for f in MaskStats.WORK) > 0
     m.rollback(3)
     assert m.mask_stats() == now  # work done stays counted
@@ -160,17 +159,17 @@ def test_mask_stats_count_masks_and_work(engine: MaskEngine, json_matcher: Match
     assert f.mask_stats().masks == 1 and m.mask_stats() == now
 
 
-def test_limit_hit_is_a_sticky_error_with_an_eos_only_mask(engine: MaskEngine) -> None:
-    if engine.name not in LIMITS:
-        pytest.skip(f"{engine.name} has no parser limit to hit")
-    options, words = LIMITS[engine.name]
-    eng = get_engine(engine.name, small_vocab(), **options)
+@pytest.mark.parametrize("name", engines(any_vocabulary=True, where=lambda c: c.work_limit is not None))
+def test_limit_hit_is_a_sticky_error_with_an_eos_only_mask(name: str) -> None:
+    """The engine's ``work_limit`` option set to 12: completing thirty nested rules at
+    once needs more, and the matcher ends in the sticky error, which names the option."""
+    option = capabilities(name).work_limit
+    eng = make(name, small_vocab(), **{option: 12})
     m = eng.matcher(eng.compile(Grammar.from_lark('start: "a" start | "b"\n')))
     for _ in range(30):
         assert m.accept_token(14)
-    # Completing thirty nested rules at once needs more than twelve items.
     assert not m.accept_token(17)
-    assert m.error is not None and words in m.error
+    assert m.error is not None and option in m.error and "12" in m.error
     assert _ids(m) == {EOS}
     assert not m.accept_token(17) and not m.accept_token(14)
     m.reset()
@@ -182,43 +181,54 @@ def test_wrong_bitmask_width_is_a_clear_error(json_matcher: Matcher) -> None:
         json_matcher.fill_bitmask(np.zeros((1, 5), dtype=np.int32))
 
 
-def test_every_registered_engine_holds_the_written_contract() -> None:
+@pytest.mark.parametrize("name", engines())
+def test_every_registered_engine_holds_the_written_contract(name: str) -> None:
     """What the harness, the loop and the registry read of an engine is in
     :class:`MaskEngine` (no probing for it): every installed engine has all of it."""
-    from strategies import available_engines, engine_factory
+    from strategies import engine_factory
     from toolkit.grammar.inputs import formats
 
     vocab = small_vocab()
-    for name in available_engines():
-        engine = get_engine(name, vocab)
-        assert isinstance(engine, MaskEngine), name
-        assert engine.name == name and engine.vocab is vocab and isinstance(engine.options, dict)
-        assert set(engine.native_inputs) <= {f.name for f in formats()} and engine.schema_grammar in ("masklab", "own")
-        assert engine_factory(name).requires == engine.requires
-        assert {"version", "options"} <= set(engine.describe())
-        engine.clear_memo()
-        matchers = [engine.matcher(engine.compile(Grammar.from_regex("ab?")))]
-        batch = engine.batch_matcher(matchers, 1)
-        assert batch is None or batch.matchers == matchers
+    engine = make(name, vocab) if capabilities(name).any_vocabulary else None
+    if engine is None:
+        pytest.skip(f"{name} refuses hand-made vocabularies (any_vocabulary=False)")
+    assert isinstance(engine, MaskEngine), name
+    assert engine.name == name and engine.vocab is vocab and isinstance(engine.options, Mapping)
+    assert set(engine.native_inputs) <= {f.name for f in formats()} and engine.schema_grammar in ("masklab", "own")
+    assert engine_factory(name).requires == engine.requires
+    assert isinstance(engine.capabilities, Capabilities) and engine.capabilities == engine_factory(name).capabilities
+    assert {"version", "options"} <= set(engine.describe())
+    engine.clear_memo()
+    matchers = [engine.matcher(engine.compile(Grammar.from_regex("ab?")))]
+    batch = engine.batch_matcher(matchers, 1)
+    assert batch is None or batch.matchers == matchers
 
 
-@pytest.mark.parametrize("name", [*ENGINES, "outlines", "peer:outlines-core"])
-def test_a_bare_string_is_refused_and_its_kind_told_compiles(name: str) -> None:
-    """``compile("[0-9]+")`` could be a regex, Lark or a schema's text: every engine
-    refuses it, naming the three wrappers; ``RegexText`` and ``LarkText`` compile to the
-    masks of the Grammar they spell."""
-    package = REQUIRES.get(name) or ("outlines_core" if name == "peer:outlines-core" else None)
-    if package:
-        pytest.importorskip(package, reason=f"{name} needs {package} (the [peers] extra)")
-    from toolkit.core.errors import UnsupportedGrammar
-    from toolkit.grammar import RegexText
-    from toolkit.grammar.lark_dialect import LarkText
-
-    engine = get_engine(name, small_vocab())
-    with pytest.raises(UnsupportedGrammar, match=r"got a str \('\[0-9\]\+'\).*RegexText\(text\).*LarkText.*JsonSchemaText"):
-        engine.compile("[0-9]+")
-    lark = 'start: "a" ("b" | "c")\n'
-    for told, grammar in ((RegexText("[0-9]+"), Grammar.from_regex("[0-9]+")),
-                          (LarkText(lark), Grammar.from_lark(lark))):
-        want, got = engine.matcher(engine.compile(grammar)), engine.matcher(engine.compile(told))
-        assert _ids(got) == _ids(want) and _ids(got), told
+@pytest.mark.parametrize("name", ENGINES)
+def test_capabilities_tell_the_truth(name: str) -> None:
+    """Each declared capability is what the engine does: a regular-only engine refuses a
+    recursive grammar and a context-free one compiles it; a native batch is not the
+    threaded fallback; work counters are numbers or None; native drafts and byte-level
+    forced bytes are the matcher's own; special tokens compile or are refused."""
+    vocab = small_vocab()
+    engine = make(name, vocab)
+    cap = engine.capabilities
+    if cap.grammars == "context-free":
+        engine.compile(Grammar.from_lark(JSON_LARK))
+    else:
+        with pytest.raises(UnsupportedGrammar):
+            engine.compile(Grammar.from_lark(JSON_LARK))
+    c = engine.compile(Grammar.from_regex("(ab|b)+1"))
+    matchers = [engine.matcher(c) for _ in range(2)]
+    batch = make_batch(engine, matchers, 2)
+    assert isinstance(batch, ThreadedBatch) == (cap.batch == "threads"), (name, type(batch).__name__)
+    batch.close()
+    m = matchers[0]
+    m.fill_bitmask(bm.allocate(vocab.size))
+    stats = m.mask_stats()
+    assert all((getattr(stats, f) is not None) == cap.work_counters for f in MaskStats.WORK), stats
+    kind = type(getattr(m, "inner", m))  # a wrapper over another matcher: judge the inner one
+    own = {attr: getattr(kind, attr) is not getattr(MatcherBase, attr)
+           for attr in ("fill_draft_bitmasks", "forced_bytes")}
+    assert own["fill_draft_bitmasks"] == (cap.drafts == "native"), (name, kind.__name__)
+    assert own["forced_bytes"] == (cap.forced == "bytes"), (name, kind.__name__)
