@@ -1,7 +1,7 @@
 """The llguidance core's work counters (``Matcher.mask_stats()``, toolkit.core.protocol.MaskStats)
 on real grammars, and its errors through the one set of C error codes.
 
-What the parser counts (strategies/llguidance/_parser.pyx): ``trie_nodes``, the nodes
+What the parser counts (strategies/llguidance/parser.pyx): ``trie_nodes``, the nodes
 its walks visit (the matcher's ``nodes_visited`` of each fill); ``lexer_steps``, one a
 byte read (a node walked, a byte of an accepted token) plus one where a byte that ended
 a lexeme starts the next; ``earley_items``, items added to rows; ``tokens_sliced``, the

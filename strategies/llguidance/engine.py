@@ -6,7 +6,7 @@ token: each mask is one walk of the vocabulary's flat DFS trie
 (:class:`toolkit.core.trie.TokenTrie`) in which every byte is a lookup in the lazy lexer
 table and the Earley parser is consulted only where a byte ends a lexeme; a dense
 mask inside a long lexeme (a JSON string) is mostly added slice by slice without a
-walk.  The C core is :mod:`strategies.llguidance._parser`; this module turns a
+walk.  The C core is :mod:`strategies.llguidance.parser`; this module turns a
 :class:`~toolkit.grammar.Grammar` into its tables.
 
 Lexing semantics (llguidance's, not the scannerless :class:`Grammar` language):
@@ -52,12 +52,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
 from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
-from strategies.llguidance._parser import (
+from strategies.llguidance.parser import (
     EarleyParser,
     ParserTables,
     SliceSet,
@@ -74,7 +75,7 @@ from toolkit.grammar.cfg import trim
 from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.compiler import SPELLINGS, WHITESPACES, Spelling, Whitespace
 
-__all__ = ["LLGuidanceEngine", "LLGuidanceCompiled", "LLGuidanceMatcher", "DEFAULT_SLICES"]
+__all__ = ["LLGuidanceEngine", "LLGuidanceCompiled", "LLGuidanceMatcher", "DEFAULT_SLICES", "LexemeGrammar", "lexeme_grammar", "lexer_options"]
 
 _STRING_CHAR = r'[^"\\\x00-\x1F\x7F]'
 DEFAULT_SLICES: tuple[str, ...] = (
@@ -209,9 +210,42 @@ def _lexemes(grammar: Grammar) -> tuple[dict[str, Any], dict[str, str], str | No
     return lex, optional, skip
 
 
-def build_tables(grammar: Grammar, *, max_lexer_states: int, max_row_items: int, max_steps: int,
-                 n_slices: int) -> tuple[ParserTables, dict[str, Any]]:
-    """The C tables of a grammar, and the symbol numbering (for debugging and tests).
+@dataclass(frozen=True, eq=False)
+class LexemeGrammar:
+    """A grammar over lexemes, as llguidance's lexing reads it: what the Earley parser
+    here and the LR parser of ``glr`` both run on, so their lexemes and rules are one.
+
+    Symbols: nonterminals ``0 .. n_nt - 1`` (0 is ``%start``), then the lexemes
+    ``n_nt + l`` (the skip lexeme last, never in a rule).  ``dr_sym``, ``dr_lhs``,
+    ``nt_off``, ``nt_drs`` and ``nullable`` are :func:`toolkit.grammar.cfg.trim`'s
+    layout; ``dfas[l]`` is lexeme ``l``'s ``(table, classes, accepting, start)``;
+    ``skip`` the skip lexeme's number or -1; ``names`` the symbols' names."""
+
+    n_nt: int
+    dr_sym: np.ndarray
+    dr_lhs: np.ndarray
+    nt_off: np.ndarray
+    nt_drs: np.ndarray
+    nullable: np.ndarray
+    dfas: list[Any]
+    skip: int
+    nonterminals: list[str]
+    lexemes: list[str]
+
+    @property
+    def n_lex(self) -> int:
+        return len(self.lexemes)
+
+    def symbols(self) -> dict[str, Any]:
+        """The numbering, by name (for debugging and tests)."""
+        index = {n: i for i, n in enumerate(self.nonterminals)}
+        for i, name in enumerate(self.lexemes):
+            index[name] = self.n_nt + i
+        return {"nonterminals": self.nonterminals, "lexemes": self.lexemes, "index": index}
+
+
+def lexeme_grammar(grammar: Grammar) -> LexemeGrammar:
+    """The grammar over lexemes.
 
     Rules over lexemes: a nullable terminal ``T`` becomes the rule ``"%opt T": T | ε``
     (just ε when ``T`` matches only the empty string); unproductive and unreachable
@@ -253,16 +287,36 @@ def build_tables(grammar: Grammar, *, max_lexer_states: int, max_row_items: int,
     lexemes = [names[i] for i in term_map.tolist()] + ([skip] if skip is not None else [])
     if skip is not None:
         nullable = np.append(nullable, np.uint8(0))
-    new_index = {n: i for i, n in enumerate(kept)}
-    for i, name in enumerate(lexemes):
-        new_index[name] = len(kept) + i
+    return LexemeGrammar(len(kept), dr_sym, dr_lhs, nt_off, nt_drs, nullable, [lex[n] for n in lexemes],
+                         len(lexemes) - 1 if skip is not None else -1, kept, lexemes)
+
+
+def build_tables(grammar: Grammar, *, max_lexer_states: int, max_row_items: int, max_steps: int,
+                 n_slices: int) -> tuple[ParserTables, dict[str, Any]]:
+    """The C tables of a grammar (:func:`lexeme_grammar`), and the symbol numbering
+    (for debugging and tests)."""
+    lg = lexeme_grammar(grammar)
     tables = ParserTables(
-        dr_sym, dr_lhs, nt_off, nt_drs, nullable,
-        len(kept), 0, [lex[n] for n in lexemes], len(lexemes) - 1 if skip is not None else -1,
+        lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs, lg.nullable,
+        lg.n_nt, 0, lg.dfas, lg.skip,
         max_lexer_states=max_lexer_states, max_row_items=max_row_items, max_steps=max_steps,
         n_slices=n_slices,
     )
-    return tables, {"nonterminals": kept, "lexemes": lexemes, "index": new_index}
+    return tables, lg.symbols()
+
+
+def lexer_options(slices: str | Sequence[str], whitespace: str, spelling: str) -> tuple[str, ...]:
+    """The slices' regexes for the option ``slices`` (``"default"``, ``"none"`` or a list);
+    ValueError for a value of ``slices``, ``whitespace`` or ``spelling`` outside theirs."""
+    if whitespace not in WHITESPACES:
+        raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
+    if spelling not in SPELLINGS:
+        raise ValueError(f"spelling must be one of {', '.join(SPELLINGS)}, got {spelling!r}")
+    if not isinstance(slices, str):
+        return tuple(slices)
+    if slices not in ("default", "none"):
+        raise ValueError(f"slices must be 'default', 'none' or a list of regexes, got {slices!r}")
+    return DEFAULT_SLICES if slices == "default" else ()
 
 
 class LLGuidanceEngine(GrammarEngine):
@@ -287,19 +341,7 @@ class LLGuidanceEngine(GrammarEngine):
         mask_cache: bool = True,
         memo: bool = True,
     ) -> None:
-        if isinstance(slices, str):
-            if slices == "default":
-                regexes: tuple[str, ...] = DEFAULT_SLICES
-            elif slices == "none":
-                regexes = ()
-            else:
-                raise ValueError(f"slices must be 'default', 'none' or a list of regexes, got {slices!r}")
-        else:
-            regexes = tuple(slices)
-        if whitespace not in WHITESPACES:
-            raise ValueError(f"whitespace must be 'flexible' or 'compact', got {whitespace!r}")
-        if spelling not in SPELLINGS:
-            raise ValueError(f"spelling must be one of {', '.join(SPELLINGS)}, got {spelling!r}")
+        regexes = lexer_options(slices, whitespace, spelling)
         for opt, value in (("max_lexer_states", max_lexer_states), ("max_row_items", max_row_items),
                            ("max_steps", max_steps)):
             if int(value) < 1:

@@ -1,7 +1,7 @@
 # Hash-consed sets of int32 (sorted arrays): equal sets get one id.
 #
 # Shared by the Cython modules that intern automaton states made of sets: the subset
-# construction of toolkit.automata._dfabuild and the lazy lexer of strategies.llguidance._parser.
+# construction of toolkit.automata._dfabuild and the lazy lexer of strategies.llguidance.parser.
 # A set's elements live in one growing pool; an open-addressing table of ids finds a
 # set by its hash.  Everything is C, usable without the GIL; the functions return -1
 # (ERR_MEMORY) when memory runs out and leave the table as it was.

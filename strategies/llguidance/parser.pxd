@@ -1,4 +1,4 @@
-# The C declarations of strategies/llguidance/_parser.pyx (its docstring describes the
+# The C declarations of strategies/llguidance/parser.pyx (its docstring describes the
 # lexer, the Earley parser, the trie walk and the slicer): the lexer's sentinels, the
 # slicer's marks, an Earley item, and the fields and C methods of its three classes.
 
@@ -139,6 +139,7 @@ cdef class ParserTables:
     cdef int _grow_ls(self, int64_t need) noexcept nogil
     cdef state_t step(self, state_t x, uint8_t b) noexcept nogil
     cdef state_t start_state(self, const int32_t* lexemes, int32_t n) noexcept nogil
+    cdef state_t allowed_start(self, int32_t n) noexcept nogil
     cdef int contained(self, state_t g, int32_t k, const state_t* strans, int32_t sn,
                        state_t sstart) noexcept nogil
     cdef inline uint8_t _mark(self, uint8_t* memo, int64_t pr) noexcept nogil

@@ -1,5 +1,8 @@
 """The llguidance-style core: a lazy lexer, an Earley parser over lexemes, the trie walk.
 
+A public module: ``strategies.glr`` builds on it (its tables extend :class:`ParserTables`,
+its parser :class:`EarleyParser` with rows made by an LR parser).
+
 Moskal et al., "Making Structured Outputs Go Brrr" (2025).  Three pieces, all C data
 walked without the GIL:
 
@@ -444,6 +447,18 @@ cdef class ParserTables:
             n += 1
         return self.intern(self.buf, n)
 
+    cdef state_t allowed_start(self, int32_t n) noexcept nogil:
+        """``start_state`` of the ``n`` lexemes a row put in ``allowed`` (sorted here)."""
+        cdef int32_t m, l, tmp
+        for m in range(1, n):  # insertion sort (few)
+            tmp = self.allowed[m]
+            l = m - 1
+            while l >= 0 and self.allowed[l] > tmp:
+                self.allowed[l + 1] = self.allowed[l]
+                l -= 1
+            self.allowed[l + 1] = tmp
+        return self.start_state(self.allowed, n)
+
     # ------------------------------------------------------------ slicer --
 
     cdef int contained(self, state_t g, int32_t k, const state_t* strans, int32_t sn,
@@ -800,7 +815,7 @@ cdef class EarleyParser:
         """Predict and complete the open row; record its start lexer state and acceptance."""
         cdef int32_t j = self.n_rows - 1
         cdef int64_t i = self.row_beg[j], k, kend
-        cdef int32_t d, o, n_allowed = 0, l, m, tmp
+        cdef int32_t d, o, n_allowed = 0, l
         cdef symbol_t x, a
         cdef state_t start
         cdef uint8_t acc = 0
@@ -839,15 +854,7 @@ cdef class EarleyParser:
         # in row 0 (nullable start), found by the loop's o == j shortcut otherwise.
         if j == 0 and self.T.nullable[self.T.start_sym]:
             acc = 1
-        # insertion sort of the allowed lexemes (few)
-        for m in range(1, n_allowed):
-            tmp = self.T.allowed[m]
-            l = m - 1
-            while l >= 0 and self.T.allowed[l] > tmp:
-                self.T.allowed[l + 1] = self.T.allowed[l]
-                l -= 1
-            self.T.allowed[l + 1] = tmp
-        start = self.T.start_state(self.T.allowed, n_allowed)
+        start = self.T.allowed_start(n_allowed)
         if start == LS_ERROR:
             return -1
         self.row_ls[j] = start
@@ -1243,8 +1250,9 @@ cdef class EarleyParser:
 
     def copy(self):
         """An independent parser in the same state (rows copied).  Its work counters
-        start at zero, as every new parser's C fields do."""
-        cdef EarleyParser other = EarleyParser(self.T, True)
+        start at zero, as every new parser's C fields do.  A subclass's copy is of its
+        class (``glr``'s parser keeps nothing else between calls)."""
+        cdef EarleyParser other = type(self)(self.T, True)
         other.items = <Item*>malloc(max(1, self.n_items) * sizeof(Item))
         other.row_beg = <int32_t*>malloc((self.n_rows + 2) * sizeof(int32_t))
         other.row_ls = <state_t*>malloc((self.n_rows + 2) * sizeof(state_t))

@@ -1,4 +1,4 @@
-"""Type stub of the Cython module strategies.llguidance._parser (see its docstring)."""
+"""Type stub of the Cython module strategies.llguidance.parser (see its docstring)."""
 
 from collections.abc import Sequence
 from typing import Any
