@@ -44,6 +44,7 @@ _REGISTRY: dict[str, str] = {
     "outlines": "strategies.outlines:OutlinesEngine",
     "llguidance": "strategies.llguidance:LLGuidanceEngine",
     "xgrammar": "strategies.xgrammar:XGrammarEngine",
+    "glr": "strategies.glr:GLREngine",
     "peer:llguidance": "strategies.peers:LLGuidanceEngine",
     "peer:xgrammar": "strategies.peers:XGrammarEngine",
     "peer:outlines-core": "strategies.peers:OutlinesCoreEngine",

@@ -285,10 +285,12 @@ def _lalr_lookaheads(n_nt: int, n_term: int, prods: list[Production], null: list
     # that has a transition on its left-hand side
     includes: list[list[int]] = [[] for _ in trans]
     lookback: dict[tuple[int, int], list[int]] = {}
+    by_lhs: list[list[int]] = [[] for _ in range(n_nt)]
+    for q, (lhs, _) in enumerate(prods[:-1]):
+        by_lhs[lhs].append(q)
     for i, (p, a) in enumerate(trans):
-        for q, (lhs, rhs) in enumerate(prods):
-            if lhs != a:
-                continue
+        for q in by_lhs[a]:
+            rhs = prods[q][1]
             state = p
             for j, sym in enumerate(rhs):
                 if sym < n_nt and all(s < n_nt and null[s] for s in rhs[j + 1:]):

@@ -1,0 +1,71 @@
+# The C declarations of strategies/glr/_core.pyx (its docstring describes the LR tables,
+# the graph-structured stack in the rows and the view a scan reduces in).
+
+from libc.stdint cimport int32_t, int64_t, uint8_t
+
+from strategies.llguidance.parser cimport EarleyParser, ParserTables
+from toolkit.core.ids cimport state_t
+
+
+cdef enum:
+    VIRT = 0x40000000  # a row's header of a node of the level below it (made by a scan's reductions)
+    EDGE = -1          # Item.dr of an edge item (its origin: the header it points to)
+
+
+cdef class GLRTables(ParserTables):
+    # LR automaton over the lexemes (terminal l is lexeme l; the end marker is n_term)
+    cdef readonly int32_t n_states   # LR states
+    cdef readonly int32_t n_term     # LR terminals: the lexemes but the skip lexeme
+    cdef readonly int32_t n_prods    # productions, the augmented S' -> start last
+    cdef int32_t* shift_tab          # [state * n_term + l]: the state after shifting l, or -1
+    cdef int32_t* goto_off           # CSR per state: its transitions on nonterminals,
+    cdef int32_t* goto_nt            # sorted by nonterminal
+    cdef int32_t* goto_to            # and the states they lead to
+    cdef int32_t* red_off            # CSR per (state, lookahead l <= n_term): offsets into red_prod
+    cdef int32_t* red_prod           # the productions to reduce by
+    cdef int32_t* prod_lhs           # per production: its left-hand side (-1: the augmented one)
+    cdef int32_t* prod_len           # per production: its length
+    cdef int32_t* cand_off           # CSR per state: the lexemes it has an action on
+    cdef int32_t* cand_lex
+    cdef readonly int32_t conflicts  # action cells with more than one action
+    cdef readonly int64_t lr_bytes   # bytes of the arrays above
+
+    cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil
+
+
+cdef class GLRParser(EarleyParser):
+    cdef GLRTables G                 # self.T, typed
+    # The view: the nodes of the top level while a scan (or a row's close) reduces on one
+    # lookahead; a node of the view stands for a header of the level (orig) plus edges
+    # of its own (a linked list), or only those (orig -1: made by a reduction)
+    cdef int32_t n_vn, cap_vn
+    cdef int32_t* vn_state           # its LR state
+    cdef int32_t* vn_orig            # the level's header it extends, or -1
+    cdef int32_t* vn_edge            # first extra edge, or -1
+    cdef int32_t* vn_mat             # the header it was written as in the arena, or -1
+    cdef int32_t n_ve, cap_ve
+    cdef int32_t* ve_to              # an extra edge's target: a header (>= 0) or view node -(v + 2)
+    cdef int32_t* ve_next
+    cdef int32_t* by_state           # per LR state: its view node, or -1 (reset through the view's nodes)
+    # scratch of the path search and of the shifts a scan collects
+    cdef int32_t* fr_a
+    cdef int32_t* fr_b
+    cdef int32_t cap_fr
+    cdef int32_t* sh_state           # a shift: the target state
+    cdef int32_t* sh_from            # and the header it leaves from (written)
+    cdef int32_t n_sh, cap_sh
+    cdef readonly int64_t reductions # reductions performed (work)
+
+    cdef int _view_reset(self, int32_t j) noexcept nogil
+    cdef int _vn_new(self, int32_t state, int32_t orig) noexcept nogil
+    cdef bint _vn_has_edge(self, int32_t v, int32_t ref) noexcept nogil
+    cdef int _vn_add_edge(self, int32_t v, int32_t ref) noexcept nogil
+    cdef int _reduce(self, int32_t la) noexcept nogil
+    cdef int _ancestors(self, int32_t ref, int32_t m, int32_t* n_out) noexcept nogil
+    cdef inline int _frontier_add(self, int32_t ref, int32_t* nb) noexcept nogil
+    cdef bint _row_shifts(self, int32_t j, int32_t c) noexcept nogil
+    cdef int32_t _ref_state(self, int32_t ref) noexcept nogil
+    cdef int32_t _materialize(self, int32_t v) noexcept nogil
+    cdef int32_t _put(self, int32_t dr, int32_t origin) noexcept nogil
+    cdef int _lr_close_row(self) noexcept nogil
+    cdef int _shifts_on(self, int32_t la) noexcept nogil

@@ -1,0 +1,527 @@
+"""The ``glr`` core: llguidance's lexer and trie walk over an LR automaton with a
+graph-structured stack.
+
+:class:`GLRTables` is :class:`strategies.llguidance.parser.ParserTables` (the lexemes,
+their DFAs and the lazy lexer states: the lexer of our ``llguidance``, unchanged) plus
+the LR automaton over the lexemes that :func:`toolkit.grammar.lr.build_lr` makes:
+dense shift and goto tables, the reductions of each (state, lookahead) and, per state,
+the lexemes it has an action on.
+
+:class:`GLRParser` is :class:`~strategies.llguidance.parser.EarleyParser` with its
+rows made by an LR parser instead of Earley's: the walk, the mask cache, the undo
+records, the session's ops and the limits are that class's, and a row keeps its
+meaning (the parse after one more lexeme: the lexer state its allowed lexemes start
+from, and whether the grammar accepts there).  So on the same grammar the two parsers
+see the same lexemes and give the same masks; what differs is the work a row costs.
+
+**The stack in the rows.**  Row ``j`` holds the top level of the graph-structured
+stack (Tomita) after ``j`` lexemes, in the parser's item arena (``Item.dr``,
+``Item.origin`` used as two ints): a node is a *header* ``(state, n)`` followed by its
+``n`` *edges* ``(EDGE, header below)``.  Rows are pushed by a scan and popped by
+truncation, as Earley rows are, so a header never changes once its row is closed.
+
+**A scan** of the lexemes a lexer state accepts: for each lexeme ``l``, the top
+level is copied into a *view* (C arrays outside the arena: a view node is a header
+of the level, ``orig``, plus edges of its own), every reduction on lookahead ``l`` is
+performed in the view along every path of the production's length (new nodes, or
+edges added to a node, of the top level; repeated until nothing changes, which makes
+ε-productions and hidden left recursion right: Farshi's fix of Tomita), then ``l`` is
+shifted from every view node that can.  The view nodes a shift leaves from are written
+into the new row as headers of the level below (flag ``VIRT``: they belong to the
+level the reductions worked on), an unchanged one as its own header; then the row's
+nodes, one per state, with an edge to each node it was shifted from.
+
+**Closing a row** finds the lexemes it allows: a lexeme some node shifts is allowed;
+one only reduced on is tried in a view (LALR(1) lookaheads may reduce on a lexeme that
+the stack below then refuses); ``$`` tried the same way says whether the grammar
+accepts.  The lexer state of the allowed lexemes (``ParserTables.start_state``) is the
+row's, as in Earley.
+
+Limits: the items of a row (headers and edges written) and the nodes and edges of the
+level a scan reduces in (``max_row_items`` each), and the
+steps of a mask or token (items, reductions and lexer states, ``max_steps``), raised
+as the tables' errors.
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdlib cimport calloc, free, malloc
+from libc.string cimport memset
+
+import numpy as np
+
+cimport numpy as cnp
+
+from strategies.llguidance.parser cimport EarleyParser, Item, LS_ERROR, ParserTables
+from toolkit.core.cutil cimport ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, resize
+from toolkit.core.ids cimport state_t
+
+cnp.import_array()
+
+__all__ = ["GLRTables", "GLRParser"]
+
+
+cdef class GLRTables(ParserTables):
+    """The lexer of :class:`ParserTables` and an LR automaton over its lexemes.
+
+    ``shift[s, l]`` (-1: none); ``goto_off``/``goto_nt``/``goto_to``: per state its
+    transitions on nonterminals, sorted by nonterminal; ``red_off``/``red_prod``: the
+    productions reduced in state ``s`` on lookahead ``l`` (``l = n_term``: the end) at
+    ``red_prod[red_off[s * (n_term + 1) + l] : ...]``; ``prod_lhs``/``prod_len`` (the
+    augmented production last, left-hand side -1); ``cand_off``/``cand_lex``: per state
+    the lexemes it shifts or reduces on.
+    """
+
+    def __init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, int32_t n_nt, lexemes, int32_t skip, *,
+                 shift, goto_off, goto_nt, goto_to, red_off, red_prod, prod_lhs, prod_len, cand_off, cand_lex,
+                 int32_t conflicts,
+                 int64_t max_lexer_states, int64_t max_row_items, int64_t max_steps, int32_t n_slices=0):
+        ParserTables.__init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, n_nt, 0, lexemes, skip,
+                              max_lexer_states=max_lexer_states, max_row_items=max_row_items,
+                              max_steps=max_steps, n_slices=n_slices)
+        sh = np.ascontiguousarray(shift, dtype=np.int32)
+        self.n_states = sh.shape[0]
+        self.n_term = sh.shape[1]
+        if len(goto_off) != self.n_states + 1 or len(goto_nt) != len(goto_to):
+            raise ValueError("goto_off, goto_nt or goto_to of the wrong length")
+        if self.n_term != self.n_lex - (skip >= 0):
+            raise ValueError(f"shift has {self.n_term} terminals, the lexer {self.n_lex - (skip >= 0)}")
+        if len(red_off) != self.n_states * (self.n_term + 1) + 1 or len(cand_off) != self.n_states + 1:
+            raise ValueError("red_off or cand_off of the wrong length")
+        self.n_prods = len(prod_lhs)
+        self.conflicts = conflicts
+        self.shift_tab = self._copy_i32(sh.reshape(-1))
+        self.goto_off = self._copy_i32(goto_off)
+        self.goto_nt = self._copy_i32(goto_nt)
+        self.goto_to = self._copy_i32(goto_to)
+        self.red_off = self._copy_i32(red_off)
+        self.red_prod = self._copy_i32(red_prod)
+        self.prod_lhs = self._copy_i32(prod_lhs)
+        self.prod_len = self._copy_i32(prod_len)
+        self.cand_off = self._copy_i32(cand_off)
+        self.cand_lex = self._copy_i32(cand_lex)
+        self.lr_bytes = 4 * (sh.size + len(goto_off) + 2 * len(goto_nt) + len(red_off) + len(red_prod)
+                             + 2 * self.n_prods + len(cand_off) + len(cand_lex))
+
+    def __dealloc__(self):
+        free(self.shift_tab); free(self.goto_off); free(self.goto_nt); free(self.goto_to)
+        free(self.red_off); free(self.red_prod)
+        free(self.prod_lhs); free(self.prod_len); free(self.cand_off); free(self.cand_lex)
+
+    cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil:
+        """The state after nonterminal ``a`` in state ``s`` (binary search), or -1."""
+        cdef int32_t lo = self.goto_off[s], hi = self.goto_off[s + 1], mid
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if self.goto_nt[mid] < a:
+                lo = mid + 1
+            else:
+                hi = mid
+        return self.goto_to[lo] if lo < self.goto_off[s + 1] and self.goto_nt[lo] == a else -1
+
+    def memory_bytes(self):
+        """The lexer's tables (:meth:`ParserTables.memory_bytes`) and the LR arrays."""
+        return ParserTables.memory_bytes(self) + self.lr_bytes
+
+
+cdef class GLRParser(EarleyParser):
+    """One sequence's parse: :class:`EarleyParser` with LR rows (see the module doc)."""
+
+    def __cinit__(self, ParserTables tables not None, *args, **kwargs):
+        if not isinstance(tables, GLRTables):
+            raise TypeError("GLRParser needs GLRTables")
+        self.G = <GLRTables>tables
+        self.by_state = <int32_t*>malloc(max(1, self.G.n_states) * sizeof(int32_t))
+        if self.by_state == NULL:
+            raise MemoryError()
+        memset(self.by_state, 0xFF, max(1, self.G.n_states) * sizeof(int32_t))  # -1
+
+    def __init__(self, ParserTables tables not None, bint _empty=False, bint use_cache=True):
+        EarleyParser.__init__(self, tables, _empty, use_cache)
+
+    def __dealloc__(self):
+        free(self.vn_state); free(self.vn_orig); free(self.vn_edge); free(self.vn_mat)
+        free(self.ve_to); free(self.ve_next); free(self.by_state)
+        free(self.fr_a); free(self.fr_b); free(self.sh_state); free(self.sh_from)
+
+    # ------------------------------------------------------------ arena --
+
+    cdef int32_t _put(self, int32_t dr, int32_t origin) noexcept nogil:
+        """Append an item to the open row: its index, or -1 (a limit, memory)."""
+        cdef int64_t row_size
+        if self.n_items + 1 > self.cap_items and grow(<void**>&self.items, &self.cap_items, self.n_items + 1,
+                                                      sizeof(Item)) < 0:
+            return self.T._fail(ERR_MEMORY, self.n_items + 1)
+        self.items[self.n_items].dr = dr
+        self.items[self.n_items].origin = origin
+        self.n_items += 1
+        self.work.earley_items += 1
+        row_size = self.n_items - self.row_beg[self.n_rows - 1]
+        if row_size > self.T.max_row_items:
+            return self.T._fail(ERR_MAX_ROW_ITEMS, row_size)
+        if row_size > self.T.peak_row_items:
+            self.T.peak_row_items = row_size
+        if self.T._spend(1) < 0:
+            return -1
+        return <int32_t>(self.n_items - 1)
+
+    # ------------------------------------------------------------- view --
+
+    cdef int _view_reset(self, int32_t j) noexcept nogil:
+        """The view of the top level: a node per header of row ``j`` (not the headers of
+        the level below it that the row holds)."""
+        cdef int64_t k, end
+        cdef int32_t v, dr
+        for v in range(self.n_vn):
+            self.by_state[self.vn_state[v]] = -1
+        self.n_vn = 0
+        self.n_ve = 0
+        k = self.row_beg[j]
+        end = self.row_beg[j + 1] if j + 1 < self.n_rows else self.n_items
+        while k < end:
+            dr = self.items[k].dr
+            if not (dr & VIRT):
+                if self._vn_new(dr, <int32_t>k) < 0:
+                    return -1
+            k += 1 + self.items[k].origin
+        return 0
+
+    cdef int _vn_new(self, int32_t state, int32_t orig) noexcept nogil:
+        cdef int64_t cap = self.cap_vn
+        cdef int32_t v = self.n_vn
+        if v + 1 > cap:
+            if (grow(<void**>&self.vn_state, &cap, v + 1, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.vn_orig, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.vn_edge, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.vn_mat, cap, sizeof(int32_t)) < 0):
+                return self.T._fail(ERR_MEMORY, v + 1)
+            self.cap_vn = <int32_t>cap
+        if v + self.n_ve + 1 > self.T.max_row_items:  # the level a scan reduces in: its nodes and edges
+            return self.T._fail(ERR_MAX_ROW_ITEMS, v + self.n_ve + 1)
+        self.vn_state[v] = state
+        self.vn_orig[v] = orig
+        self.vn_edge[v] = -1
+        self.vn_mat[v] = -1
+        self.by_state[state] = v
+        self.n_vn += 1
+        return v
+
+    cdef bint _vn_has_edge(self, int32_t v, int32_t ref) noexcept nogil:
+        cdef int32_t h = self.vn_orig[v], e, i
+        if h >= 0 and ref >= 0:
+            for i in range(self.items[h].origin):
+                if self.items[h + 1 + i].origin == ref:
+                    return True
+        e = self.vn_edge[v]
+        while e >= 0:
+            if self.ve_to[e] == ref:
+                return True
+            e = self.ve_next[e]
+        return False
+
+    cdef int _vn_add_edge(self, int32_t v, int32_t ref) noexcept nogil:
+        cdef int64_t cap = self.cap_ve
+        cdef int32_t e = self.n_ve
+        if e + 1 > cap:
+            if (grow(<void**>&self.ve_to, &cap, e + 1, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.ve_next, cap, sizeof(int32_t)) < 0):
+                return self.T._fail(ERR_MEMORY, e + 1)
+            self.cap_ve = <int32_t>cap
+        if self.n_vn + e + 1 > self.T.max_row_items:
+            return self.T._fail(ERR_MAX_ROW_ITEMS, self.n_vn + e + 1)
+        self.ve_to[e] = ref
+        self.ve_next[e] = self.vn_edge[v]
+        self.vn_edge[v] = e
+        self.n_ve += 1
+        return 0
+
+    cdef int32_t _ref_state(self, int32_t ref) noexcept nogil:
+        """The LR state of a node: a header (>= 0) or a view node (-(v + 2))."""
+        if ref >= 0:
+            return self.items[ref].dr & ~VIRT
+        return self.vn_state[-(ref + 2)]
+
+    cdef int _ancestors(self, int32_t ref, int32_t m, int32_t* n_out) noexcept nogil:
+        """The nodes ``m`` edges below ``ref``, each once, into ``fr_a[:n_out]``: 0 or -1."""
+        cdef int32_t n = 1, nb, i, k, t, v, e, h, step
+        cdef int64_t cap
+        cdef int32_t* tmp
+        if self.cap_fr < 1:
+            cap = self.cap_fr
+            if grow(<void**>&self.fr_a, &cap, 16, sizeof(int32_t)) < 0 or resize(<void**>&self.fr_b, cap,
+                                                                              sizeof(int32_t)) < 0:
+                return self.T._fail(ERR_MEMORY, 16)
+            self.cap_fr = <int32_t>cap
+        self.fr_a[0] = ref
+        for step in range(m):
+            nb = 0
+            for i in range(n):
+                t = self.fr_a[i]
+                if t >= 0:  # a header: its edges follow it
+                    for k in range(self.items[t].origin):
+                        if self._frontier_add(self.items[t + 1 + k].origin, &nb) < 0:
+                            return -1
+                else:
+                    v = -(t + 2)
+                    h = self.vn_orig[v]
+                    if h >= 0:
+                        for k in range(self.items[h].origin):
+                            if self._frontier_add(self.items[h + 1 + k].origin, &nb) < 0:
+                                return -1
+                    e = self.vn_edge[v]
+                    while e >= 0:
+                        if self._frontier_add(self.ve_to[e], &nb) < 0:
+                            return -1
+                        e = self.ve_next[e]
+            tmp = self.fr_a
+            self.fr_a = self.fr_b
+            self.fr_b = tmp
+            n = nb
+            if self.T._spend(n) < 0:
+                return -1
+        n_out[0] = n
+        return 0
+
+    cdef inline int _frontier_add(self, int32_t ref, int32_t* nb) noexcept nogil:
+        """Add ``ref`` to ``fr_b`` unless it is there (the frontiers are small)."""
+        cdef int32_t i
+        cdef int64_t cap
+        for i in range(nb[0]):
+            if self.fr_b[i] == ref:
+                return 0
+        if nb[0] + 1 > self.cap_fr:
+            cap = self.cap_fr
+            if grow(<void**>&self.fr_b, &cap, nb[0] + 1, sizeof(int32_t)) < 0 or resize(
+                    <void**>&self.fr_a, cap, sizeof(int32_t)) < 0:
+                return self.T._fail(ERR_MEMORY, nb[0] + 1)
+            self.cap_fr = <int32_t>cap
+        self.fr_b[nb[0]] = ref
+        nb[0] += 1
+        return 0
+
+    cdef int _reduce(self, int32_t la) noexcept nogil:
+        """Every reduction on lookahead ``la`` in the view, to a fixpoint: 0 or -1."""
+        cdef bint changed = True
+        cdef int32_t i, r, p, a, n, k, e, t, v, s
+        cdef int32_t stride = self.G.n_term + 1
+        while changed:
+            changed = False
+            i = 0
+            while i < self.n_vn:
+                s = self.vn_state[i]
+                for r in range(self.G.red_off[s * stride + la], self.G.red_off[s * stride + la + 1]):
+                    p = self.G.red_prod[r]
+                    a = self.G.prod_lhs[p]
+                    if a < 0:
+                        continue  # the augmented production: acceptance, read by the close
+                    self.reductions += 1
+                    if self._ancestors(-(i + 2), self.G.prod_len[p], &n) < 0:
+                        return -1
+                    for k in range(n):
+                        e = self.fr_a[k]
+                        t = self.G.goto(self._ref_state(e), a)
+                        if t < 0:
+                            continue  # (a reduction's goto always exists in an LR automaton)
+                        v = self.by_state[t]
+                        if v < 0:
+                            v = self._vn_new(t, -1)
+                            if v < 0 or self._vn_add_edge(v, e) < 0:
+                                return -1
+                            changed = True
+                        elif not self._vn_has_edge(v, e):
+                            if self._vn_add_edge(v, e) < 0:
+                                return -1
+                            changed = True
+                i += 1
+        return 0
+
+    cdef int _shifts_on(self, int32_t la) noexcept nogil:
+        """Whether some view node shifts ``la``."""
+        cdef int32_t v
+        for v in range(self.n_vn):
+            if self.G.shift_tab[self.vn_state[v] * self.G.n_term + la] >= 0:
+                return 1
+        return 0
+
+    cdef int32_t _materialize(self, int32_t v) noexcept nogil:
+        """View node ``v`` as a header of the arena: its own header when the view added
+        nothing to it, else a ``VIRT`` header written now (its edges' view nodes too)."""
+        cdef int32_t h, n, k, e, ref, slot, i
+        cdef int32_t orig = self.vn_orig[v]
+        if self.vn_mat[v] >= 0:
+            return self.vn_mat[v]
+        if orig >= 0 and self.vn_edge[v] < 0:
+            self.vn_mat[v] = orig
+            return orig
+        n = self.items[orig].origin if orig >= 0 else 0
+        e = self.vn_edge[v]
+        while e >= 0:
+            n += 1
+            e = self.ve_next[e]
+        h = self._put(self.vn_state[v] | VIRT, n)
+        if h < 0:
+            return -1
+        for i in range(n):  # the edge slots, filled below (a target may be written after them)
+            if self._put(EDGE, -1) < 0:
+                return -1
+        self.vn_mat[v] = h
+        slot = h + 1
+        if orig >= 0:
+            for i in range(self.items[orig].origin):
+                self.items[slot].origin = self.items[orig + 1 + i].origin
+                slot += 1
+        e = self.vn_edge[v]
+        while e >= 0:
+            ref = self.ve_to[e]
+            if ref < 0:
+                ref = self._materialize(-(ref + 2))
+                if ref < 0:
+                    return -1
+            self.items[slot].origin = ref
+            slot += 1
+            e = self.ve_next[e]
+        return h
+
+    # ------------------------------------------------------------- rows --
+
+    cdef int _start(self) noexcept nogil:
+        if self._new_row() < 0 or self._put(0, 0) < 0:  # the bottom node: state 0, no edges
+            return -1
+        if self._lr_close_row() < 0:
+            return -1
+        self.ls = self.row_ls[0]
+        self.fresh = True
+        return 0
+
+    cdef int _scan(self, state_t x) noexcept nogil:
+        """Push the row after the lexemes lexer state x accepts; -1 on a limit."""
+        cdef int32_t j = self.n_rows - 1, off = self.T.ls_acc_off[x], n_acc = self.T.ls_acc_len[x]
+        cdef int32_t i, l, v, t, h, a, b, cnt, tmp_s, tmp_f
+        cdef int64_t cap
+        if j + 1 < self.rows_valid and self.row_key[j + 1] == x:
+            # the row this scan builds is still in memory (built, then truncated)
+            self.n_rows = j + 2
+            self.n_items = self.row_beg[j + 2]
+            return 0
+        if self._new_row() < 0:
+            return -1
+        self.n_sh = 0
+        for i in range(n_acc):
+            l = self.T.acc_pool[off + i]
+            if self._view_reset(j) < 0 or self._reduce(l) < 0:
+                return -1
+            for v in range(self.n_vn):
+                t = self.G.shift_tab[self.vn_state[v] * self.G.n_term + l]
+                if t < 0:
+                    continue
+                h = self._materialize(v)
+                if h < 0:
+                    return -1
+                if self.n_sh + 1 > self.cap_sh:
+                    cap = self.cap_sh
+                    if grow(<void**>&self.sh_state, &cap, self.n_sh + 1, sizeof(int32_t)) < 0 or resize(
+                            <void**>&self.sh_from, cap, sizeof(int32_t)) < 0:
+                        return self.T._fail(ERR_MEMORY, self.n_sh + 1)
+                    self.cap_sh = <int32_t>cap
+                self.sh_state[self.n_sh] = t
+                self.sh_from[self.n_sh] = h
+                self.n_sh += 1
+        # the row's nodes: one per target state, an edge per node shifted from (sorted,
+        # then runs of one state; duplicates dropped)
+        for a in range(1, self.n_sh):
+            tmp_s, tmp_f = self.sh_state[a], self.sh_from[a]
+            b = a - 1
+            while b >= 0 and (self.sh_state[b] > tmp_s or (self.sh_state[b] == tmp_s and self.sh_from[b] > tmp_f)):
+                self.sh_state[b + 1] = self.sh_state[b]
+                self.sh_from[b + 1] = self.sh_from[b]
+                b -= 1
+            self.sh_state[b + 1] = tmp_s
+            self.sh_from[b + 1] = tmp_f
+        a = 0
+        while a < self.n_sh:
+            b = a
+            cnt = 0
+            while b < self.n_sh and self.sh_state[b] == self.sh_state[a]:
+                if b == a or self.sh_from[b] != self.sh_from[b - 1]:
+                    cnt += 1
+                b += 1
+            if self._put(self.sh_state[a], cnt) < 0:
+                return -1
+            for i in range(a, b):
+                if i == a or self.sh_from[i] != self.sh_from[i - 1]:
+                    if self._put(EDGE, self.sh_from[i]) < 0:
+                        return -1
+            a = b
+        self.row_key[j + 1] = x
+        return self._lr_close_row()
+
+    cdef int _lr_close_row(self) noexcept nogil:
+        """The open row's allowed lexemes (their lexer state) and acceptance."""
+        cdef int32_t j = self.n_rows - 1, n_allowed = 0, c, s, r, v, k
+        cdef int64_t h
+        cdef bint ok
+        cdef uint8_t acc = 0
+        cdef state_t start
+        self.T.stamp += 1
+        if self._view_reset(j) < 0:
+            return -1
+        # the view of the plain row, kept while the candidates are tried: headers only
+        h = self.row_beg[j]
+        while h < self.n_items:
+            s = self.items[h].dr
+            if not (s & VIRT):
+                for k in range(self.G.cand_off[s], self.G.cand_off[s + 1]):
+                    c = self.G.cand_lex[k]
+                    if self.T.allow_stamp[c] == self.T.stamp:
+                        continue
+                    self.T.allow_stamp[c] = self.T.stamp
+                    ok = self._row_shifts(j, c)
+                    if not ok:
+                        if self._view_reset(j) < 0 or self._reduce(c) < 0:
+                            return -1
+                        ok = self._shifts_on(c)
+                    if ok:
+                        self.T.allowed[n_allowed] = c
+                        n_allowed += 1
+            h += 1 + self.items[h].origin
+        if self._view_reset(j) < 0 or self._reduce(self.G.n_term) < 0:
+            return -1
+        for v in range(self.n_vn):
+            s = self.vn_state[v]
+            for r in range(self.G.red_off[s * (self.G.n_term + 1) + self.G.n_term], self.G.red_off[s * (self.G.n_term + 1) + self.G.n_term + 1]):
+                if self.G.prod_lhs[self.G.red_prod[r]] < 0:
+                    acc = 1
+        start = self.T.allowed_start(n_allowed)
+        if start == LS_ERROR:
+            return -1
+        self.row_ls[j] = start
+        self.row_acc[j] = acc
+        self.row_beg[j + 1] = <int32_t>self.n_items
+        self.rows_valid = j + 1
+        return 0
+
+    cdef bint _row_shifts(self, int32_t j, int32_t c) noexcept nogil:
+        """Whether a node of row ``j`` (open) shifts lexeme ``c`` as it is."""
+        cdef int64_t h = self.row_beg[j]
+        cdef int32_t s
+        while h < self.n_items:
+            s = self.items[h].dr
+            if not (s & VIRT) and self.G.shift_tab[s * self.G.n_term + c] >= 0:
+                return True
+            h += 1 + self.items[h].origin
+        return False
+
+    # ------------------------------------------------------------ python --
+
+    def row_nodes(self, int32_t k):
+        """Row k's nodes ``(state, below, virtual)``, ``below`` the headers its edges
+        point to (for tests and debugging)."""
+        if k < 0 or k >= self.n_rows:
+            raise IndexError(f"row {k} out of range [0, {self.n_rows})")
+        out = []
+        cdef int64_t h = self.row_beg[k]
+        cdef int64_t end = self.row_beg[k + 1]
+        while h < end:
+            out.append((self.items[h].dr & ~VIRT, [self.items[h + 1 + i].origin for i in range(self.items[h].origin)],
+                        bool(self.items[h].dr & VIRT)))
+            h += 1 + self.items[h].origin
+        return out

@@ -1,0 +1,228 @@
+"""Strategy ``glr``: the fourth corner's parser, LR tables with a graph-structured stack,
+under llguidance's lexer and trie walk.
+
+SynCode (Ugare et al., TMLR 2025) parses lexemes with LALR(1) tables; glrmask (2026)
+with a GLR parser whose stacks share a graph (Tomita 1985).  This strategy does the
+same over the lexemes of our ``llguidance``: the grammar over lexemes is
+:func:`strategies.llguidance.engine.lexeme_grammar`'s (so its lexemes, ``%ignore`` and
+optional lexemes are llguidance's), :func:`toolkit.grammar.lr.build_lr` makes the LR(0)
+automaton with LALR(1) lookaheads (conflicts kept: the parser follows every action),
+and :mod:`strategies.glr._core` runs it in the rows of llguidance's parser, so the
+lexer, the trie walk, the slicer, the mask cache, forks, rollback and the native batch
+are llguidance's and the masks equal ``llguidance``'s bit for bit on the same grammar.
+A row costs a few table lookups where the grammar is deterministic (LALR(1): 91 of 98
+MaskBench schemas sampled), instead of an Earley set.
+
+What is not here yet (issue 42): the masks computed ahead of time per (lexer state,
+what the parser accepts next); today a mask is llguidance's walk of the token trie,
+with the LR parser consulted where a byte ends a lexeme.
+
+Options: ``lookahead`` (1: LALR(1) tables; 0: LR(0), more conflicts and the same
+masks, for ablations), ``max_states`` (LR(0) states, default 100,000),
+``max_table_bytes`` (the LR tables' C arrays, default 256 MiB), and
+llguidance's ``slices``, ``whitespace``, ``spelling``, ``max_lexer_states``,
+``max_row_items`` (items of one row: the stack's nodes and edges written by a scan,
+default 10,000), ``max_steps`` (items, reductions' paths and lexer states of one mask
+or token, default 1,000,000), ``mask_cache`` and ``memo``.  Exceeding a limit is a
+:class:`~toolkit.core.errors.LimitExceeded` (at compile for ``max_states`` and
+``max_table_bytes``; the
+matcher's sticky error for the others).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
+from strategies.glr._core import GLRParser, GLRTables
+from strategies.llguidance.engine import LexemeGrammar, Slicer, lexeme_grammar, lexer_options
+from strategies.llguidance.parser import ops_capsule
+from toolkit.core.errors import LimitExceeded
+from toolkit.core.protocol import Capabilities
+from toolkit.core.session import Session
+from toolkit.core.trie import TokenTrie
+from toolkit.core.vocab import Vocabulary
+from toolkit.grammar.ir import Grammar
+from toolkit.grammar.lr import DEFAULT_MAX_STATES, LRTables, build_lr, productions_of
+from toolkit.jsonschema.compiler import Spelling, Whitespace
+
+__all__ = ["GLREngine", "GLRCompiled", "GLRMatcher", "lr_arrays"]
+
+
+def lr_arrays(lr: LRTables) -> dict[str, Any]:
+    """The C layout of :class:`GLRTables` for ``lr`` (terminal ``l`` is lexeme ``l``):
+    the dense shift table, the gotos, reductions and candidate lexemes as CSR lists."""
+    n, t = lr.n_states, lr.n_term
+    shift = np.full((n, t), -1, dtype=np.int32)
+    goto_off = np.zeros(n + 1, dtype=np.int32)
+    goto_nt: list[int] = []
+    goto_to: list[int] = []
+    red_count = np.zeros(n * (t + 1), dtype=np.int32)
+    red_prod: list[int] = []
+    cand_off = np.zeros(n + 1, dtype=np.int32)
+    cand_lex: list[int] = []
+    for s in range(n):
+        for a, to in lr.shift[s].items():
+            shift[s, a] = to
+        for a in sorted(lr.goto[s]):
+            goto_nt.append(a)
+            goto_to.append(lr.goto[s][a])
+        goto_off[s + 1] = len(goto_nt)
+        for la in sorted(lr.reduce[s]):
+            ps = lr.reduce[s][la]
+            red_count[s * (t + 1) + la] = len(ps)
+            red_prod.extend(ps)
+        cand_lex.extend(sorted(set(lr.shift[s]) | {a for a in lr.reduce[s] if a < t}))
+        cand_off[s + 1] = len(cand_lex)
+    red_off = np.zeros(n * (t + 1) + 1, dtype=np.int32)
+    np.cumsum(red_count, out=red_off[1:])
+    i32 = np.int32
+    return {
+        "shift": shift, "goto_off": goto_off, "goto_nt": np.asarray(goto_nt, dtype=i32),
+        "goto_to": np.asarray(goto_to, dtype=i32), "red_off": red_off, "red_prod": np.asarray(red_prod, dtype=i32),
+        "prod_lhs": np.asarray([lhs for lhs, _ in lr.prods], dtype=i32),
+        "prod_len": np.asarray([len(rhs) for _, rhs in lr.prods], dtype=i32),
+        "cand_off": cand_off, "cand_lex": np.asarray(cand_lex, dtype=i32), "conflicts": lr.conflicts,
+    }
+
+
+class GLRCompiled(CompiledTables):
+    """A grammar as llguidance's lexer tables and an LR automaton (``lr``)."""
+
+    lr: LRTables
+
+    def stats(self) -> dict[str, float]:
+        """Grammar size (nonterminals, productions, lexemes), the LR automaton (states,
+        conflicts), lexer states built so far, the largest row and step count seen,
+        memory and build seconds."""
+        t = self.tables
+        return {
+            "nonterminals": t.n_nt,
+            "lexemes": t.n_lex,
+            **self.lr.stats(),
+            "lexer_states": t.n_ls,
+            "peak_row_items": t.peak_row_items,
+            "peak_steps": t.peak_steps,
+            "memory_bytes": self.memory_bytes(),
+            **{f"{k}_s": round(v, 6) for k, v in self.timings.items()},
+        }
+
+    def __repr__(self) -> str:
+        return (f"GLRCompiled(kind={self.kind!r}, lexemes={self.tables.n_lex}, lr_states={self.lr.n_states}, "
+                f"conflicts={self.lr.conflicts})")
+
+
+class GLREngine(GrammarEngine):
+    """LR tables and a graph-structured stack under llguidance's lexer; see the module doc."""
+
+    name = "glr"
+    capabilities = Capabilities(lexing="lexer", batch="native", forced="bytes", drafts="native",
+                                special_tokens=True, work_counters=True, work_limit="max_row_items")
+    native_inputs = frozenset({"json_schema"})
+    schema_grammar = "masklab"
+
+    def __init__(
+        self,
+        vocab: Vocabulary,
+        *,
+        lookahead: Literal[0, 1] = 1,
+        max_states: int = DEFAULT_MAX_STATES,
+        max_table_bytes: int = 256 << 20,
+        slices: Literal["default", "none"] | Sequence[str] = "default",
+        whitespace: Whitespace = "flexible",
+        spelling: Spelling = "json",
+        max_lexer_states: int = 250_000,
+        max_row_items: int = 10_000,
+        max_steps: int = 1_000_000,
+        mask_cache: bool = True,
+        memo: bool = True,
+    ) -> None:
+        if lookahead not in (0, 1) or isinstance(lookahead, bool):
+            raise ValueError(f"lookahead must be 0 (LR(0)) or 1 (LALR(1)), got {lookahead!r}")
+        regexes = lexer_options(slices, whitespace, spelling)
+        for opt, value in (("max_states", max_states), ("max_table_bytes", max_table_bytes),
+                           ("max_lexer_states", max_lexer_states),
+                           ("max_row_items", max_row_items), ("max_steps", max_steps)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{opt} must be a positive integer, got {value!r}")
+        for opt, flag in (("mask_cache", mask_cache), ("memo", memo)):
+            if not isinstance(flag, bool):
+                raise ValueError(f"{opt} must be a bool, got {flag!r}")
+        self.vocab = vocab
+        self.lookahead = lookahead
+        self.max_states = max_states
+        self.max_table_bytes = max_table_bytes
+        self.whitespace = whitespace
+        self.spelling = spelling
+        self.max_lexer_states = max_lexer_states
+        self.max_row_items = max_row_items
+        self.max_steps = max_steps
+        self.mask_cache = mask_cache
+        self.options = {
+            "lookahead": lookahead, "max_states": max_states, "max_table_bytes": max_table_bytes,
+            "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace,
+            "spelling": spelling, "max_lexer_states": max_lexer_states, "max_row_items": max_row_items,
+            "max_steps": max_steps, "mask_cache": mask_cache, "memo": memo,
+        }
+        self.trie = TokenTrie(vocab)
+        self.slicer = Slicer(vocab, self.trie, regexes) if regexes else None
+
+    def tables_for(self, grammar: Grammar) -> tuple[GLRTables, LRTables, LexemeGrammar, dict[str, float]]:
+        """The C tables of ``grammar``, its LR automaton, its grammar over lexemes and
+        the seconds of each step."""
+        t0 = time.perf_counter()
+        lg = lexeme_grammar(grammar)
+        t1 = time.perf_counter()
+        n_term = lg.n_lex - (lg.skip >= 0)
+        lr = build_lr(lg.n_nt, n_term, productions_of(lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs),
+                      lookahead=self.lookahead, max_states=self.max_states)
+        t2 = time.perf_counter()
+        need = 4 * lr.n_states * (2 * n_term + 3) + 4 * sum(map(len, lr.goto)) * 2
+        if need > self.max_table_bytes:
+            raise LimitExceeded("max_table_bytes", need, self.max_table_bytes,
+                                f"the LR tables of {lr.n_states} states over {n_term} lexemes")
+        tables = GLRTables(
+            lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs, lg.nullable, lg.n_nt, lg.dfas, lg.skip,
+            **lr_arrays(lr), max_lexer_states=self.max_lexer_states, max_row_items=self.max_row_items,
+            max_steps=self.max_steps, n_slices=len(self.slicer.regexes) if self.slicer else 0)
+        t3 = time.perf_counter()
+        return tables, lr, lg, {"lexemes": t1 - t0, "lr": t2 - t1, "tables": t3 - t2}
+
+    def _compile(self, spec: Any) -> GLRCompiled:
+        t0 = time.perf_counter()
+        grammar, kind = self.grammar_for(spec)
+        t1 = time.perf_counter()
+        tables, lr, lg, timings = self.tables_for(grammar)
+        compiled = GLRCompiled(grammar, tables, kind, lg.symbols(), {"grammar": t1 - t0, **timings})
+        compiled.lr = lr
+        return compiled
+
+    def _matcher(self, compiled: GLRCompiled) -> GLRMatcher:
+        return GLRMatcher(self, compiled, self._parser(compiled))
+
+    def _parser(self, compiled: GLRCompiled) -> GLRParser:
+        parser = GLRParser(compiled.tables, use_cache=self.mask_cache)
+        parser.set_walk(self.trie, self.slicer.set if self.slicer is not None else None)
+        return parser
+
+
+class GLRMatcher(NativeMatcher):
+    """One sequence: a :class:`GLRParser` in a :class:`toolkit.core.session.Session`
+    (llguidance's ops: the parser is an ``EarleyParser`` with LR rows)."""
+
+    def __init__(self, engine: GLREngine, compiled: GLRCompiled, parser: GLRParser) -> None:
+        self.vocab = engine.vocab
+        self.engine = engine
+        self.compiled = compiled
+        self.session = Session(parser, ops_capsule(), engine.vocab_table)
+
+    def _new_core(self) -> GLRParser:
+        return self.engine._parser(self.compiled)
+
+    @property
+    def parser(self) -> GLRParser:
+        return self.session.core

@@ -1,0 +1,128 @@
+"""Strategy ``glr``: LR rows with a graph-structured stack under llguidance's lexer.
+
+Its masks are held to our ``llguidance``'s bit for bit (the same lexing, another
+parser): on grammars whose LR tables have conflicts (ambiguity, lexemes that two
+terminals accept at once, ε-rules with hidden left recursion), under LALR(1) and LR(0)
+tables, and on MaskBench schemas with Llama 3.  The conformance suite holds it to the
+rest of the contract.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from strategies import get_engine
+from tests._support.shared import require_shared
+from toolkit.bench.datasets import iter_items
+from toolkit.core import bitmask as bm
+from toolkit.core.errors import LimitExceeded
+from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.grammar.ir import Grammar
+
+TOKENS = [b"</s>", *(bytes([b]) for b in b"abcxyz+*()01 ,[]"), b"ab", b"if", b"ifx", b"x+", b"(a", b"1+1", b"a b",
+          b" if", b"+(", b"))", b"xyz", b"00"]
+VOCAB = Vocabulary.from_tokens(TOKENS, eos_ids=[0], special_tokens={0: "</s>"}, name="glr")
+
+GRAMMARS = {
+    # ambiguous: every cell of + and * conflicts
+    "ambiguous": 'start: e\ne: e "+" e | e "*" e | "(" e ")" | NUM\nNUM: /[01]+/\n',
+    # the keyword "if" and an identifier both accept "if": two lexemes at once
+    "keyword": 'start: (stmt " "?)+\nstmt: "if" ID | ID\nID: /[a-z]+/\n',
+    # ε-rules and hidden left recursion: s -> x s "b" | "c" with x nullable
+    "nullable": 'start: s\ns: x s "b" | "c" | y "a"\nx: "x"?\ny: x*\n',
+    # a list with optional items and separators (LR conflicts on ","), %ignore
+    "list": 'start: "[" [item ("," item?)*] "]"\nitem: /[abc]+/ | "1" | start\n%ignore " "\n',
+    # not LALR(1): the merged state of E -> e . and F -> e . reduces both on c and d
+    "lr1": 'start: "a" e "c" | "a" f "x" | "b" f "c" | "b" e "x"\ne: "z"\nf: "z"\n',
+}
+
+
+def _row(m, vocab: Vocabulary = VOCAB) -> np.ndarray:
+    row = bm.allocate(vocab.size)
+    m.fill_bitmask(row)
+    return row[0].copy()
+
+
+@pytest.mark.parametrize("lookahead", [1, 0])
+@pytest.mark.parametrize("name", sorted(GRAMMARS))
+def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead: int) -> None:
+    g = Grammar.from_lark(GRAMMARS[name])
+    ours = get_engine("glr", VOCAB, lookahead=lookahead)
+    ref = get_engine("llguidance", VOCAB)
+    c, rc = ours.compile(g), ref.compile(g)
+    rng = random.Random(f"{name}/{lookahead}")
+    widest = 0
+    for walk in range(25):
+        m, r = ours.matcher(c), ref.matcher(rc)
+        for step in range(14):
+            want = _row(r)
+            assert np.array_equal(_row(m), want), (name, walk, step)
+            assert m.is_accepting() == r.is_accepting(), (name, walk, step)
+            ids = bm.allowed_ids(want, VOCAB.size).tolist()
+            if not ids:
+                break
+            t = rng.choice(ids)
+            assert m.accept_token(t) and r.accept_token(t)
+            for k in range(m.parser.num_rows):  # parallel stacks: two tops, or a top over two nodes
+                tops = [n for n in m.parser.row_nodes(k) if not n[2]]
+                widest = max(widest, len(tops), *(len(below) for _, below, _ in tops))
+            if m.is_terminated():
+                break
+            if rng.random() < 0.15 and m.num_tokens:
+                k = rng.randint(1, m.num_tokens)
+                m.rollback(k)
+                r.rollback(k)
+    if name in ("ambiguous", "keyword"):  # (lr1's conflict lives inside one scan: both reduce, one shifts)
+        assert widest >= 2, "the walks never had two stacks: the graph-structured stack was not exercised"
+
+
+def test_conflicts_are_kept_and_counted() -> None:
+    ours = get_engine("glr", VOCAB)
+    assert ours.compile(Grammar.from_lark(GRAMMARS["ambiguous"])).stats()["conflicts"] >= 4
+    assert ours.compile(Grammar.from_lark('start: "a" "b"\n')).stats()["conflicts"] == 0
+    lr1 = ours.compile(Grammar.from_lark(GRAMMARS["lr1"])).stats()
+    assert lr1["conflicts"] == 2 and lr1["lr_states"] > 0
+    lr0 = get_engine("glr", VOCAB, lookahead=0).compile(Grammar.from_lark(GRAMMARS["list"])).stats()
+    assert lr0["conflicts"] > ours.compile(Grammar.from_lark(GRAMMARS["list"])).stats()["conflicts"]
+
+
+def test_limits_are_errors_naming_their_option() -> None:
+    g = Grammar.from_lark(GRAMMARS["ambiguous"])
+    with pytest.raises(LimitExceeded, match="max_states"):
+        get_engine("glr", VOCAB, max_states=5).compile(g)
+    with pytest.raises(LimitExceeded, match="max_table_bytes"):
+        get_engine("glr", VOCAB, max_table_bytes=100).compile(g)
+    for bad in ({"lookahead": 2}, {"max_row_items": 0}, {"max_states": -1}, {"mask_cache": "yes"}):
+        with pytest.raises(ValueError):
+            get_engine("glr", VOCAB, **bad)
+    # an ambiguous sum keeps every parse: the level a scan reduces in grows past the limit
+    eng = get_engine("glr", VOCAB, max_row_items=20)
+    m = eng.matcher(eng.compile(g))
+    one, plus = TOKENS.index(b"1"), TOKENS.index(b"+")
+    ok = True
+    for _ in range(60):
+        ok = m.accept_token(one) and m.accept_token(plus)
+        if not ok:
+            break
+    assert not ok and m.error is not None and "max_row_items" in m.error
+    assert bm.allowed_ids(_row(m), VOCAB.size).tolist() == [0]
+
+
+@pytest.mark.shared
+def test_masks_equal_llguidance_on_maskbench_walks_with_llama3() -> None:
+    vocab = load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
+    items = [it for it in list(iter_items(require_shared("datasets/maskbench")))[7::61] if any(c.valid for c in it.cases)][:5]
+    ours, ref = get_engine("glr", vocab), get_engine("llguidance", vocab)
+    steps = 0
+    for item in items:
+        g = Grammar.from_json_schema(item.spec)
+        m, r = ours.matcher(ours.compile(g)), ref.matcher(ref.compile(g))
+        text = next(c.text for c in item.cases if c.valid)
+        for t in [*vocab.encode(text), vocab.eos_ids[0]]:
+            assert np.array_equal(_row(m, vocab), _row(r, vocab)), (item.name, steps)
+            assert m.accept_token(t) and r.accept_token(t), (item.name, steps)
+            steps += 1
+    assert steps > 100
