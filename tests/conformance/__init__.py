@@ -34,7 +34,7 @@ from toolkit.core.protocol import Capabilities, MaskEngine
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 
-__all__ = ["engines", "capabilities", "json_grammar", "make", "missing"]
+__all__ = ["engines", "capabilities", "json_grammar", "make", "missing", "partial_tokens"]
 
 
 def capabilities(name: str) -> Capabilities:
@@ -90,3 +90,15 @@ def json_grammar(cap: Capabilities) -> Grammar:
     from tests._support.fixtures import JSON_FLAT_LARK, JSON_LARK
 
     return Grammar.from_lark(JSON_LARK if cap.grammars == "context-free" else JSON_FLAT_LARK)
+
+
+def partial_tokens(vocab: Vocabulary) -> frozenset[int]:
+    """The text tokens of ``vocab`` whose bytes are not UTF-8 on their own (what an
+    engine with ``partial_utf8=False`` never allows)."""
+    out = set()
+    for t in vocab.text_token_ids().tolist():
+        try:
+            vocab.token_bytes[t].decode("utf-8")
+        except UnicodeDecodeError:
+            out.add(t)
+    return frozenset(out)

@@ -44,9 +44,16 @@ def _ids(m: Matcher) -> set[int]:
     return {int(i) for i in bm.allowed_ids(row[0], 30)}
 
 
+_MADE: dict[str, MaskEngine] = {}
+
+
 @pytest.fixture(params=ENGINES)
 def engine(request) -> MaskEngine:
-    return make(request.param, small_vocab())
+    """The engine over ``small_vocab()``, made once a module (LM-format-enforcer's
+    tokenizer data takes seconds); each test compiles and matches afresh."""
+    if request.param not in _MADE:
+        _MADE[request.param] = make(request.param, small_vocab())
+    return _MADE[request.param]
 
 
 @pytest.fixture

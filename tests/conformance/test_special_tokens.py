@@ -28,7 +28,7 @@ import random
 import numpy as np
 import pytest
 
-from tests.conformance import capabilities, engines, make
+from tests.conformance import capabilities, engines, make, partial_tokens
 from tests.test_special_tokens import GRAMMARS, SMALL, TOKENS
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import GrammarError, MasklabError, UnsupportedGrammar
@@ -50,16 +50,8 @@ DUALS = {
 EOS, TAG, END, OTHER = 0, 1, 2, 3
 
 
-def _decodes(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 #: SMALL's text tokens that are not UTF-8 on their own (0xFF-holding ones, \xc3, \xa9)
-PARTIAL = frozenset(t for t in SMALL.text_token_ids().tolist() if not _decodes(SMALL.token_bytes[t]))
+PARTIAL = partial_tokens(SMALL)
 
 
 def _mask(m: Matcher, vocab: Vocabulary = SMALL) -> list[int]:

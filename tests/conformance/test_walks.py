@@ -43,7 +43,7 @@ import numpy as np
 import pytest
 
 from tests._support.fixtures import ARITH_LARK, JSON_FLAT_LARK, JSON_LARK, small_vocab
-from tests.conformance import capabilities, engines, make
+from tests.conformance import capabilities, engines, make, partial_tokens
 from toolkit.core import bitmask as bm
 from toolkit.core.protocol import MaskEngine, Matcher
 from toolkit.grammar.ir import Grammar
@@ -52,16 +52,8 @@ VOCAB = small_vocab()
 WORDS = bm.words(VOCAB.size)
 
 
-def _decodes(data: bytes) -> bool:
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 #: text tokens whose bytes are not UTF-8 on their own (``\xc3``, the first byte of é)
-PARTIAL_TOKENS = frozenset(t for t in VOCAB.text_token_ids().tolist() if not _decodes(VOCAB.token_bytes[t]))
+PARTIAL_TOKENS = partial_tokens(VOCAB)
 
 
 @dataclass(frozen=True)
