@@ -49,13 +49,15 @@ def _row(m, vocab: Vocabulary = VOCAB) -> np.ndarray:
 @pytest.mark.parametrize("lookahead", [1, 0])
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
 def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead: int) -> None:
+    """Walks of matchers of one compiled grammar, so later ones take masks from the store
+    earlier ones filled (keyed by what each fill read of the stack), with rollbacks."""
     g = Grammar.from_lark(GRAMMARS[name])
     ours = get_engine("glr", VOCAB, lookahead=lookahead)
     ref = get_engine("llguidance", VOCAB)
     c, rc = ours.compile(g), ref.compile(g)
     rng = random.Random(f"{name}/{lookahead}")
     widest = 0
-    for walk in range(25):
+    for walk in range(40):
         m, r = ours.matcher(c), ref.matcher(rc)
         for step in range(14):
             want = _row(r)
@@ -75,8 +77,32 @@ def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead:
                 k = rng.randint(1, m.num_tokens)
                 m.rollback(k)
                 r.rollback(k)
+    assert c.tables.store_hits > 0, "no mask came from the store: it was not exercised"
     if name in ("ambiguous", "keyword"):  # (lr1's conflict lives inside one scan: both reduce, one shifts)
         assert widest >= 2, "the walks never had two stacks: the graph-structured stack was not exercised"
+
+
+def test_the_mask_store_is_an_option_and_changes_no_mask() -> None:
+    """``mask_store_bytes=0`` fills every mask by walking; a store too small for a mask
+    stores none; the masks are the same."""
+    g = Grammar.from_lark(GRAMMARS["list"])
+    walk = [TOKENS.index(t) for t in (b"[", b"a", b",", b" ", b"[", b"1", b"]", b",", b"ab", b"]")]
+    rows = {}
+    for size in (0, 10, 64 << 20):
+        eng = get_engine("glr", VOCAB, mask_store_bytes=size)
+        c = eng.compile(g)
+        out = []
+        for _ in range(2):
+            m = eng.matcher(c)
+            for t in walk:
+                out.append(_row(m).tobytes())
+                assert m.accept_token(t)
+        rows[size] = out
+        st = c.stats()
+        assert (st["store_entries"] > 0 and st["store_hits"] > 0) == (size > 10), (size, st)
+    assert rows[0] == rows[10] == rows[64 << 20]
+    with pytest.raises(ValueError):
+        get_engine("glr", VOCAB, mask_store_bytes=-1)
 
 
 def test_conflicts_are_kept_and_counted() -> None:

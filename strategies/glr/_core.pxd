@@ -4,7 +4,8 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from strategies.llguidance.parser cimport EarleyParser, ParserTables
-from toolkit.core.ids cimport state_t
+from toolkit.core.cutil cimport I64Map
+from toolkit.core.ids cimport state_t, word_t
 
 
 cdef enum:
@@ -29,6 +30,24 @@ cdef class GLRTables(ParserTables):
     cdef int32_t* cand_lex
     cdef readonly int32_t conflicts  # action cells with more than one action
     cdef readonly int64_t lr_bytes   # bytes of the arrays above
+    # The mask store: masks fills made, shared by the grammar's parsers, each keyed by what it
+    # was made from: the lexer state, the top row's start lexer state and the LR states of the
+    # stack's linear top, down to the deepest node the fill read
+    cdef I64Map st_index             # pair_key(lexer state, top LR state) -> its newest entry
+    cdef int32_t* st_next            # per entry: the older entry of the same pair, or -1
+    cdef int32_t* st_ls0             # per entry: the top row's start lexer state
+    cdef int32_t* st_depth           # per entry: stack nodes read (from the top)
+    cdef int64_t* st_soff            # per entry: where its states start in st_states
+    cdef uint8_t* st_sliced          # per entry: the fill used slices
+    cdef int32_t* st_states          # the entries' LR states, top first
+    cdef word_t* st_masks            # per entry: its mask, st_words words
+    cdef int32_t st_n                # entries
+    cdef int64_t st_cap, st_states_n, st_states_cap, st_masks_cap
+    cdef int32_t st_words            # words of a stored mask (the first fill's)
+    cdef readonly int64_t store_bytes      # bytes the store holds
+    cdef readonly int64_t max_store_bytes  # the most it may hold (0: no store)
+    cdef readonly int64_t store_hits       # fills that were a stored mask
+    cdef readonly int64_t store_inserts    # masks stored
 
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil
 
@@ -55,6 +74,12 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t* sh_from            # and the header it leaves from (written)
     cdef int32_t n_sh, cap_sh
     cdef readonly int64_t reductions # reductions performed (work)
+    # a fill's reading of the stack, for the mask store: headers below track_base are the
+    # stack's when the fill began; track_min the lowest of them it read (track_base -1: none kept)
+    cdef int64_t track_base
+    cdef int64_t track_min
+    cdef int32_t* chain              # scratch: the LR states of the stack's linear top
+    cdef int32_t cap_chain
 
     cdef int _view_reset(self, int32_t j) noexcept nogil
     cdef int _vn_new(self, int32_t state, int32_t orig) noexcept nogil
@@ -69,3 +94,6 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t _put(self, int32_t dr, int32_t origin) noexcept nogil
     cdef int _lr_close_row(self) noexcept nogil
     cdef int _shifts_on(self, int32_t la) noexcept nogil
+    cdef int64_t _top_header(self) noexcept nogil
+    cdef int32_t _store_lookup(self) noexcept nogil
+    cdef int _store_insert(self, const word_t* mask, int32_t n_words, bint sliced) noexcept nogil

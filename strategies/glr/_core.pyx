@@ -37,6 +37,16 @@ the stack below then refuses); ``$`` tried the same way says whether the grammar
 accepts.  The lexer state of the allowed lexemes (``ParserTables.start_state``) is the
 row's, as in Earley.
 
+**The mask store** (the first of the tables the strategy keeps; lazy): a mask a fill
+made is stored on the tables, shared by every parser of the grammar, keyed by what it
+was made from: the lexer state, the top row's start lexer state (what follows a
+skipped lexeme) and the LR states of the stack's linear top down to the deepest node
+the fill read (the fill records the lowest stack node its reductions reached; rows kept
+from earlier operations are made again so that every read is the fill's).  A later
+fill whose stack shows the same states that deep ORs the stored row instead of
+walking: exact by construction, since the walk read nothing else.  A stack that is not
+linear where it was read is not stored; ``max_store_bytes`` bounds the store (0: off).
+
 Limits: the items of a row (headers and edges written) and the nodes and edges of the
 level a scan reduces in (``max_row_items`` each), and the
 steps of a mask or token (items, reductions and lexer states, ``max_steps``), raised
@@ -45,15 +55,18 @@ as the tables' errors.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
 cimport numpy as cnp
 
 from strategies.llguidance.parser cimport EarleyParser, Item, LS_ERROR, ParserTables
-from toolkit.core.cutil cimport ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, resize
-from toolkit.core.ids cimport state_t
+from toolkit.core.cutil cimport (
+    ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_bytes, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
+    resize,
+)
+from toolkit.core.ids cimport state_t, word_t
 
 cnp.import_array()
 
@@ -74,7 +87,8 @@ cdef class GLRTables(ParserTables):
     def __init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, int32_t n_nt, lexemes, int32_t skip, *,
                  shift, goto_off, goto_nt, goto_to, red_off, red_prod, prod_lhs, prod_len, cand_off, cand_lex,
                  int32_t conflicts,
-                 int64_t max_lexer_states, int64_t max_row_items, int64_t max_steps, int32_t n_slices=0):
+                 int64_t max_lexer_states, int64_t max_row_items, int64_t max_steps, int32_t n_slices=0,
+                 int64_t max_store_bytes=0):
         ParserTables.__init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, n_nt, 0, lexemes, skip,
                               max_lexer_states=max_lexer_states, max_row_items=max_row_items,
                               max_steps=max_steps, n_slices=n_slices)
@@ -99,12 +113,18 @@ cdef class GLRTables(ParserTables):
         self.prod_len = self._copy_i32(prod_len)
         self.cand_off = self._copy_i32(cand_off)
         self.cand_lex = self._copy_i32(cand_lex)
+        self.max_store_bytes = max_store_bytes
+        self.st_words = -1
+        if i64map_init(&self.st_index, 64) < 0:
+            raise MemoryError()
         self.lr_bytes = 4 * (sh.size + len(goto_off) + 2 * len(goto_nt) + len(red_off) + len(red_prod)
                              + 2 * self.n_prods + len(cand_off) + len(cand_lex))
 
     def __dealloc__(self):
         free(self.shift_tab); free(self.goto_off); free(self.goto_nt); free(self.goto_to)
         free(self.red_off); free(self.red_prod)
+        i64map_free(&self.st_index); free(self.st_next); free(self.st_ls0); free(self.st_depth); free(self.st_soff)
+        free(self.st_sliced); free(self.st_states); free(self.st_masks)
         free(self.prod_lhs); free(self.prod_len); free(self.cand_off); free(self.cand_lex)
 
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil:
@@ -119,8 +139,14 @@ cdef class GLRTables(ParserTables):
         return self.goto_to[lo] if lo < self.goto_off[s + 1] and self.goto_nt[lo] == a else -1
 
     def memory_bytes(self):
-        """The lexer's tables (:meth:`ParserTables.memory_bytes`) and the LR arrays."""
-        return ParserTables.memory_bytes(self) + self.lr_bytes
+        """The lexer's tables (:meth:`ParserTables.memory_bytes`), the LR arrays and the
+        mask store."""
+        return ParserTables.memory_bytes(self) + self.lr_bytes + self.store_bytes
+
+    @property
+    def store_entries(self):
+        """Masks in the store."""
+        return self.st_n
 
 
 cdef class GLRParser(EarleyParser):
@@ -134,6 +160,7 @@ cdef class GLRParser(EarleyParser):
         if self.by_state == NULL:
             raise MemoryError()
         memset(self.by_state, 0xFF, max(1, self.G.n_states) * sizeof(int32_t))  # -1
+        self.track_base = -1
 
     def __init__(self, ParserTables tables not None, bint _empty=False, bint use_cache=True):
         EarleyParser.__init__(self, tables, _empty, use_cache)
@@ -141,7 +168,7 @@ cdef class GLRParser(EarleyParser):
     def __dealloc__(self):
         free(self.vn_state); free(self.vn_orig); free(self.vn_edge); free(self.vn_mat)
         free(self.ve_to); free(self.ve_next); free(self.by_state)
-        free(self.fr_a); free(self.fr_b); free(self.sh_state); free(self.sh_from)
+        free(self.fr_a); free(self.fr_b); free(self.sh_state); free(self.sh_from); free(self.chain)
 
     # ------------------------------------------------------------ arena --
 
@@ -285,6 +312,8 @@ cdef class GLRParser(EarleyParser):
         """Add ``ref`` to ``fr_b`` unless it is there (the frontiers are small)."""
         cdef int32_t i
         cdef int64_t cap
+        if 0 <= ref < self.track_base and ref < self.track_min:
+            self.track_min = ref  # a node of the stack the fill began on, read
         for i in range(nb[0]):
             if self.fr_b[i] == ref:
                 return 0
@@ -509,6 +538,134 @@ cdef class GLRParser(EarleyParser):
                 return True
             h += 1 + self.items[h].origin
         return False
+
+    # ------------------------------------------------------------ store --
+
+    cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
+        """The mask from the grammar's store when a stored one was made from what this
+        stack shows (the lexer state, the top row's start state, the LR states down to
+        the depth that fill read), else llguidance's fill, stored (see the module doc)."""
+        cdef int32_t e, w
+        cdef int r
+        cdef int64_t hits
+        cdef const word_t* stored
+        if self.G.max_store_bytes <= 0 or self.walk_trie is None:
+            return EarleyParser.c_fill(self, mask, n_words)
+        if n_words == self.G.st_words:
+            e = self._store_lookup()
+            if e >= 0:
+                stored = &self.G.st_masks[<int64_t>e * n_words]
+                for w in range(n_words):
+                    mask[w] |= stored[w]
+                self.G.store_hits += 1
+                self.work.tokens_cached += self.walk_trie.num_tokens
+                self.last_visited = 0
+                return self.G.st_sliced[e]
+        hits = self.cache_hits
+        # rows kept from before (built, truncated) were read by another operation: made
+        # again, so that every read of the stack below is this fill's, seen by track_min
+        self.rows_valid = self.n_rows
+        self.track_base = self.n_items
+        self.track_min = self.n_items
+        r = EarleyParser.c_fill(self, mask, n_words)
+        self.track_base = -1
+        if r < 0 or self.cache_hits != hits:
+            return r  # (a copy of the parser's own last mask: what it read is not known)
+        if self._store_insert(mask, n_words, r == 1) < 0:
+            return -1
+        return r
+
+    cdef int64_t _top_header(self) noexcept nogil:
+        """The top row's node when it has one (a linear stack's top), else -1."""
+        cdef int64_t h = self.row_beg[self.n_rows - 1], top = -1
+        while h < self.n_items:
+            if not (self.items[h].dr & VIRT):
+                if top >= 0:
+                    return -1
+                top = h
+            h += 1 + self.items[h].origin
+        return top
+
+    cdef int32_t _store_lookup(self) noexcept nogil:
+        """The stored entry this parser's state matches, or -1."""
+        cdef int64_t top = self._top_header(), h
+        cdef int32_t e, k, d
+        cdef const int32_t* states
+        if top < 0:
+            return -1
+        e = i64map_get(&self.G.st_index, pair_key(self.ls, self.items[top].dr))
+        while e >= 0:
+            if self.G.st_ls0[e] == self.row_ls[self.n_rows - 1]:
+                d = self.G.st_depth[e]
+                states = &self.G.st_states[self.G.st_soff[e]]
+                h = top
+                k = 1
+                while k < d:  # down the linear stack, state by state
+                    if self.items[h].origin != 1:
+                        break
+                    h = self.items[h + 1].origin
+                    if (self.items[h].dr & ~VIRT) != states[k]:
+                        break
+                    k += 1
+                if k == d:
+                    return e
+            e = self.G.st_next[e]
+        return -1
+
+    cdef int _store_insert(self, const word_t* mask, int32_t n_words, bint sliced) noexcept nogil:
+        """Store the mask a fill just made, keyed by what it read: 0 (stored, or not
+        storable: a stack not linear where it was read, the store full), -1 on memory."""
+        cdef int64_t top = self._top_header(), h, need, cap
+        cdef int32_t d = 0, e
+        if top < 0 or (self.G.st_words >= 0 and self.G.st_words != n_words):
+            return 0
+        h = top
+        while True:  # the states down to the deepest node the fill read
+            if d + 1 > self.cap_chain:
+                cap = self.cap_chain
+                if grow(<void**>&self.chain, &cap, d + 1, sizeof(int32_t)) < 0:
+                    return self.T._fail(ERR_MEMORY, d + 1)
+                self.cap_chain = <int32_t>cap
+            self.chain[d] = self.items[h].dr & ~VIRT
+            d += 1
+            if h <= self.track_min:
+                break  # the deepest node read
+            if self.items[h].origin != 1:
+                return 0  # read below a node with two edges (or none): not a linear stack
+            h = self.items[h + 1].origin
+        need = <int64_t>n_words * sizeof(word_t) + d * sizeof(int32_t) + 32
+        if self.G.store_bytes + need > self.G.max_store_bytes:
+            return 0
+        e = self.G.st_n
+        if e + 1 > self.G.st_cap:
+            # double, but never past the entries the byte limit allows
+            cap = min(max(16, 2 * self.G.st_cap), self.G.max_store_bytes // (<int64_t>n_words * sizeof(word_t)) + 1)
+            if (resize(<void**>&self.G.st_next, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.G.st_ls0, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.G.st_depth, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.G.st_soff, cap, sizeof(int64_t)) < 0
+                    or resize(<void**>&self.G.st_sliced, cap, sizeof(uint8_t)) < 0
+                    or resize(<void**>&self.G.st_masks, cap * n_words, sizeof(word_t)) < 0):
+                return self.T._fail(ERR_MEMORY, e + 1)
+            self.G.st_cap = cap
+        if self.G.st_states_n + d > self.G.st_states_cap and grow(
+                <void**>&self.G.st_states, &self.G.st_states_cap, self.G.st_states_n + d, sizeof(int32_t)) < 0:
+            return self.T._fail(ERR_MEMORY, self.G.st_states_n + d)
+        self.G.st_words = n_words
+        memcpy(&self.G.st_masks[<int64_t>e * n_words], mask, n_words * sizeof(word_t))
+        memcpy(&self.G.st_states[self.G.st_states_n], self.chain, d * sizeof(int32_t))
+        self.G.st_soff[e] = self.G.st_states_n
+        self.G.st_states_n += d
+        self.G.st_depth[e] = d
+        self.G.st_ls0[e] = self.row_ls[self.n_rows - 1]
+        self.G.st_sliced[e] = sliced
+        self.G.st_next[e] = i64map_get(&self.G.st_index, pair_key(self.ls, self.chain[0]))
+        if i64map_put(&self.G.st_index, pair_key(self.ls, self.chain[0]), e) < 0:
+            return self.T._fail(ERR_MEMORY, e + 1)
+        self.G.st_n += 1
+        self.G.store_inserts += 1
+        self.G.store_bytes += need
+        return 0
 
     # ------------------------------------------------------------ python --
 

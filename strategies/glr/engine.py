@@ -13,13 +13,17 @@ are llguidance's and the masks equal ``llguidance``'s bit for bit on the same gr
 A row costs a few table lookups where the grammar is deterministic (LALR(1): 91 of 98
 MaskBench schemas sampled), instead of an Earley set.
 
-What is not here yet (issue 42): the masks computed ahead of time per (lexer state,
-what the parser accepts next); today a mask is llguidance's walk of the token trie,
-with the LR parser consulted where a byte ends a lexeme.
+Masks are stored as they are made (``mask_store_bytes``, default 64 MiB; 0 turns the
+store off, for ablations): a mask is keyed by the lexer state and the LR states of the
+stack's top down to the deepest one its walk read, so a later mask at the same lexer
+state over the same stack top is a row copy (:mod:`strategies.glr._core`).  What is not
+here yet (issue 42): the masks computed ahead of time, at compile, so that no mask
+walks; today a mask the store has not seen is llguidance's walk of the token trie, with
+the LR parser consulted where a byte ends a lexeme.
 
 Options: ``lookahead`` (1: LALR(1) tables; 0: LR(0), more conflicts and the same
 masks, for ablations), ``max_states`` (LR(0) states, default 100,000),
-``max_table_bytes`` (the LR tables' C arrays, default 256 MiB), and
+``max_table_bytes`` (the LR tables' C arrays, default 256 MiB), ``mask_store_bytes``, and
 llguidance's ``slices``, ``whitespace``, ``spelling``, ``max_lexer_states``,
 ``max_row_items`` (items of one row: the stack's nodes and edges written by a scan,
 default 10,000), ``max_steps`` (items, reductions' paths and lexer states of one mask
@@ -107,6 +111,9 @@ class GLRCompiled(CompiledTables):
             "lexer_states": t.n_ls,
             "peak_row_items": t.peak_row_items,
             "peak_steps": t.peak_steps,
+            "store_entries": t.store_entries,
+            "store_hits": t.store_hits,
+            "store_bytes": t.store_bytes,
             "memory_bytes": self.memory_bytes(),
             **{f"{k}_s": round(v, 6) for k, v in self.timings.items()},
         }
@@ -132,6 +139,7 @@ class GLREngine(GrammarEngine):
         lookahead: Literal[0, 1] = 1,
         max_states: int = DEFAULT_MAX_STATES,
         max_table_bytes: int = 256 << 20,
+        mask_store_bytes: int = 64 << 20,
         slices: Literal["default", "none"] | Sequence[str] = "default",
         whitespace: Whitespace = "flexible",
         spelling: Spelling = "json",
@@ -144,6 +152,8 @@ class GLREngine(GrammarEngine):
         if lookahead not in (0, 1) or isinstance(lookahead, bool):
             raise ValueError(f"lookahead must be 0 (LR(0)) or 1 (LALR(1)), got {lookahead!r}")
         regexes = lexer_options(slices, whitespace, spelling)
+        if isinstance(mask_store_bytes, bool) or not isinstance(mask_store_bytes, int) or mask_store_bytes < 0:
+            raise ValueError(f"mask_store_bytes must be an integer >= 0, got {mask_store_bytes!r}")
         for opt, value in (("max_states", max_states), ("max_table_bytes", max_table_bytes),
                            ("max_lexer_states", max_lexer_states),
                            ("max_row_items", max_row_items), ("max_steps", max_steps)):
@@ -156,6 +166,7 @@ class GLREngine(GrammarEngine):
         self.lookahead = lookahead
         self.max_states = max_states
         self.max_table_bytes = max_table_bytes
+        self.mask_store_bytes = mask_store_bytes
         self.whitespace = whitespace
         self.spelling = spelling
         self.max_lexer_states = max_lexer_states
@@ -164,6 +175,7 @@ class GLREngine(GrammarEngine):
         self.mask_cache = mask_cache
         self.options = {
             "lookahead": lookahead, "max_states": max_states, "max_table_bytes": max_table_bytes,
+            "mask_store_bytes": mask_store_bytes,
             "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace,
             "spelling": spelling, "max_lexer_states": max_lexer_states, "max_row_items": max_row_items,
             "max_steps": max_steps, "mask_cache": mask_cache, "memo": memo,
@@ -188,7 +200,8 @@ class GLREngine(GrammarEngine):
         tables = GLRTables(
             lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs, lg.nullable, lg.n_nt, lg.dfas, lg.skip,
             **lr_arrays(lr), max_lexer_states=self.max_lexer_states, max_row_items=self.max_row_items,
-            max_steps=self.max_steps, n_slices=len(self.slicer.regexes) if self.slicer else 0)
+            max_steps=self.max_steps, n_slices=len(self.slicer.regexes) if self.slicer else 0,
+            max_store_bytes=self.mask_store_bytes)
         t3 = time.perf_counter()
         return tables, lr, lg, {"lexemes": t1 - t0, "lr": t2 - t1, "tables": t3 - t2}
 
