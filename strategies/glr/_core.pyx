@@ -54,16 +54,16 @@ as the tables' errors.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.stdlib cimport calloc, free, malloc
+from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
 
 cimport numpy as cnp
 
-from strategies.llguidance.parser cimport EarleyParser, Item, LS_ERROR, ParserTables
+from strategies.llguidance.parser cimport EarleyParser, LS_ERROR, ParserTables
 from toolkit.core.cutil cimport (
-    ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_bytes, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
+    ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
     resize,
 )
 from toolkit.core.ids cimport state_t, word_t
@@ -173,21 +173,9 @@ cdef class GLRParser(EarleyParser):
     # ------------------------------------------------------------ arena --
 
     cdef int32_t _put(self, int32_t dr, int32_t origin) noexcept nogil:
-        """Append an item to the open row: its index, or -1 (a limit, memory)."""
-        cdef int64_t row_size
-        if self.n_items + 1 > self.cap_items and grow(<void**>&self.items, &self.cap_items, self.n_items + 1,
-                                                      sizeof(Item)) < 0:
-            return self.T._fail(ERR_MEMORY, self.n_items + 1)
-        self.items[self.n_items].dr = dr
-        self.items[self.n_items].origin = origin
-        self.n_items += 1
-        self.work.earley_items += 1
-        row_size = self.n_items - self.row_beg[self.n_rows - 1]
-        if row_size > self.T.max_row_items:
-            return self.T._fail(ERR_MAX_ROW_ITEMS, row_size)
-        if row_size > self.T.peak_row_items:
-            self.T.peak_row_items = row_size
-        if self.T._spend(1) < 0:
+        """Append an item to the open row (``EarleyParser._append``, its limits): its
+        index, or -1."""
+        if self._append(dr, origin) < 0:
             return -1
         return <int32_t>(self.n_items - 1)
 

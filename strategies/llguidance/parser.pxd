@@ -196,6 +196,7 @@ cdef class EarleyParser:
     cdef int _reserve_rows(self, int64_t need) noexcept nogil
     cdef int _new_row(self) noexcept nogil
     cdef int _add(self, int32_t dr, int32_t origin) noexcept nogil
+    cdef int _append(self, int32_t dr, int32_t origin) noexcept nogil
     cdef int _close_row(self) noexcept nogil
     cdef inline void _truncate(self, int32_t n_rows) noexcept nogil
     cdef int _scan(self, state_t x) noexcept nogil

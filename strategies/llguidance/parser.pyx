@@ -794,9 +794,14 @@ cdef class EarleyParser:
     cdef int _add(self, int32_t dr, int32_t origin) noexcept nogil:
         """Add item (dr, origin) to the open row unless it is there; -1 on a limit."""
         cdef int32_t at = i64map_intern(&self.T.row_items, pair_key(dr, origin), <int32_t>self.n_items)
-        cdef int64_t row_size
         if at != self.n_items:  # in the row already, or the table could not grow
             return 0 if at >= 0 else self.T._fail(ERR_MEMORY, 2 * self.T.row_items.cap)
+        return self._append(dr, origin)
+
+    cdef int _append(self, int32_t dr, int32_t origin) noexcept nogil:
+        """Append item (dr, origin) to the open row, counted against the row's and the
+        step limits: 0, or -1 (a limit, memory)."""
+        cdef int64_t row_size
         if self.n_items + 1 > self.cap_items and grow(<void**>&self.items, &self.cap_items, self.n_items + 1,
                                                       sizeof(Item)) < 0:
             return self.T._fail(ERR_MEMORY, self.n_items + 1)
