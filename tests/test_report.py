@@ -486,3 +486,27 @@ def test_the_terminal_summary_keeps_the_pairs_that_differ_most(tmp_path: Path) -
     short = comparability_warnings(runs, limit=1)
     assert len(short) == 2 and "on 3 of 3 common steps" in short[0]
     assert short[1] == "... and 2 more pairs of engines with different masks (all in report.md)"
+
+
+def test_the_size_figure_reads_each_items_grammar(tmp_path: Path) -> None:
+    """``write_report(sizes=True)``: ``size.png`` (TTFM and memory against the
+    productions of each item's Grammar) and its line in report.md; not asked, not drawn."""
+    from toolkit.bench.datasets import embedded_dir, iter_items
+    from toolkit.bench.harness import run_bench
+    from toolkit.report.bench import grammar_sizes, load_runs
+
+    data = tmp_path / "data"
+    data.mkdir()
+    picked = [i for i in iter_items(embedded_dir()) if i.name in ("s01_flat_person", "r01_iso_date")]
+    for item in picked:
+        (data / f"{item.name}.json").write_text(item.path.read_text(encoding="utf-8"), encoding="utf-8")
+    run = tmp_path / "run"
+    run_bench(["glr", "outlines"], data, out=run, quick=True, progress=False)
+    sizes = grammar_sizes(load_runs([run]))
+    assert set(sizes.index) == {i.name for i in picked}
+    assert all(sizes[i.name] == sum(len(a) for a in i.grammar().rules.values()) for i in picked)
+    md = write_report([run], out=tmp_path / "plain").read_text(encoding="utf-8")
+    assert "size.png" not in md and not (tmp_path / "plain" / "size.png").exists()
+    md = write_report([run], out=tmp_path / "sized", sizes=True).read_text(encoding="utf-8")
+    assert "![TTFM and memory against grammar size](size.png)" in md
+    assert (tmp_path / "sized" / "size.png").is_file() and (tmp_path / "sized" / "size.pdf").is_file()

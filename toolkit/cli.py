@@ -425,7 +425,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return 0
     if args.axis != "vocab":
         raise MasklabError("--axis is for a sweep folder (masklab sweep)")
-    path = write_report(args.dirs, out=args.out, all_items=args.all_items)
+    path = write_report(args.dirs, out=args.out, all_items=args.all_items, sizes=args.sizes)
     print(path.read_text(encoding="utf-8"))
     print(f"written to {path.parent}")
     _warn_comparability(args.dirs)
@@ -666,6 +666,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default=None, help="where to write (default: the first run folder)")
     r.add_argument("--all-items", action="store_true",
                    help="time each engine over its own passing items (default: the items every engine passed)")
+    r.add_argument("--sizes", action="store_true",
+                   help="add size.png: TTFM and memory against grammar size (reads every item's grammar again)")
     r.add_argument("--axis", choices=AXES, default="vocab",
                    help="a sweep folder: the grid axis the figures run along (default vocab: against the "
                         "vocabulary size)")

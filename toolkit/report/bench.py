@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from toolkit.bench.datasets import embedded_dir, iter_items
 from toolkit.bench.harness import load_records, records_file
 from toolkit.core.errors import MasklabError
 from toolkit.report.style import (
@@ -79,6 +80,8 @@ __all__ = [
     "plot_tbm_cdf",
     "plot_ttfm_cdf",
     "plot_density",
+    "plot_size",
+    "grammar_sizes",
     "common_items",
     "restrict",
     "comparable",
@@ -926,3 +929,77 @@ def plot_density(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
         return save_figure(fig, path)
 
 
+
+
+# ------------------------------------------------------------------------ size figure
+
+
+def grammar_sizes(runs: Runs) -> pd.Series:
+    """Per item of the runs: the productions of masklab's :class:`~toolkit.grammar.Grammar`
+    of it (the size axis of :func:`plot_size`), read from each run's data folder (run.json's
+    ``data``); an item masklab cannot read, or whose folder is gone, is left out."""
+    wanted = set(runs.records["item"].astype(str))
+    out: dict[str, int] = {}
+    for meta in runs.meta:
+        data = meta.get("data")
+        folder = embedded_dir() if data in (None, "datasets (embedded)") else Path(str(data))
+        if not folder.is_dir():
+            continue
+        for item in iter_items(folder):
+            if item.name not in wanted or item.name in out:
+                continue
+            try:
+                g = item.grammar()
+            except (MasklabError, RecursionError):
+                continue
+            out[item.name] = sum(len(alts) for alts in g.rules.values())
+    return pd.Series(out, name="productions", dtype=float)
+
+
+def plot_size(runs: Runs, path: str | os.PathLike[str], sizes: pd.Series | None = None) -> tuple[Path, Path]:
+    """TTFM (left) and the compiled grammar's memory (right) against the grammar's size
+    (:func:`grammar_sizes`: productions of masklab's Grammar), one point per item and
+    engine, log-log, with each engine's median per size decade drawn through (an engine
+    that reports no memory, a peer, is absent from the right panel).  Writes PNG and PDF
+    like :func:`plot_tbm_cdf`."""
+    sizes = grammar_sizes(runs) if sizes is None else sizes
+    rec = runs.records.copy()
+    rec["productions"] = rec["item"].astype(str).map(sizes)
+    styles = _styles(runs)
+    with mpl.rc_context(RC):
+        fig = new_figure(11.0, 4.6)
+        axes = fig.subplots(1, 2)
+        handles = []
+        for ax, column, scale, ylabel, title in (
+            (axes[0], "ttfm_s", 1e3, "time to first mask (ms, log scale)", "(a) TTFM"),
+            (axes[1], "memory_bytes", 1e-6, "compiled grammar (MB, log scale)", "(b) memory"),
+        ):
+            for label in runs.engines:
+                part = rec[(rec["engine_label"].astype(str) == label)].dropna(subset=["productions", column])
+                part = part[part[column] > 0]
+                if not len(part):
+                    continue
+                st = styles[label]
+                x = part["productions"].to_numpy(dtype=float)
+                y = part[column].to_numpy(dtype=float) * scale
+                ax.scatter(x, y, s=6, alpha=0.35, color=st["color"], linewidths=0)
+                decade = np.floor(np.log10(np.maximum(x, 1)))
+                xs, ys = [], []
+                for d in np.unique(decade):
+                    sel = decade == d
+                    xs.append(float(np.median(x[sel])))
+                    ys.append(float(np.median(y[sel])))
+                (line,) = ax.plot(xs, ys, color=st["color"], linestyle=st.get("linestyle", "-"), linewidth=1.6,
+                                  marker="o", markersize=3.5, label=label)
+                if ax is axes[0]:
+                    handles.append(line)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("grammar size (productions of masklab's Grammar, log scale)")
+            ax.set_ylabel(ylabel)
+            ax.set_title(title)
+            if not ax.has_data():
+                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        fig.suptitle(f"Startup and memory against grammar size\n{_subtitle(runs)}")
+        figure_legend(fig, handles, [h.get_label() for h in handles])
+        return save_figure(fig, path)

@@ -27,6 +27,7 @@ from toolkit.report.bench import (
     option_text,
     plot_density,
     plot_draft,
+    plot_size,
     plot_tbm_cdf,
     plot_ttfm_cdf,
     vocab_text,
@@ -179,6 +180,7 @@ def write_report(
     out: str | os.PathLike[str] | None = None,
     *,
     all_items: bool = False,
+    sizes: bool = False,
 ) -> Path:
     """Load ``dirs`` and write the report into ``out`` (default: the first directory).
 
@@ -193,7 +195,9 @@ def write_report(
 
     Timing tables, the density table and the figures are over the items every engine
     passed (:func:`comparable`; ``all_items``: each engine's own), the outcome table over
-    every record; the report opens with :func:`comparability_warnings`.
+    every record; the report opens with :func:`comparability_warnings`.  ``sizes`` adds
+    ``size.png/.pdf``, TTFM and memory against grammar size (:func:`plot_size`; it reads
+    every item's grammar again, so it is asked for).
     """
     paths = as_dirs(dirs)
     if not paths:
@@ -241,6 +245,8 @@ def write_report(
     plot_tbm_cdf(runs, out_dir / "tbm_cdf")
     plot_ttfm_cdf(runs, out_dir / "ttfm_cdf")
     plot_density(runs, out_dir / "density")
+    if sizes:
+        plot_size(runs, out_dir / "size")
     direct_lines: list[str] = []
     if bool(everything.records.get("has_direct", pd.Series(dtype=bool)).any()):
         table = direct_table(r for d in bench for r in load_records(d)[0])
@@ -346,6 +352,9 @@ def write_report(
         "",
         "Share of masks and of mask time by density category ([PDF](density.pdf))",
         "",
+        *(["![TTFM and memory against grammar size](size.png)", "",
+           "TTFM and compiled-grammar memory against the grammar's size, productions of masklab's Grammar "
+           "([PDF](size.pdf))", ""] if sizes else []),
         "## How to read",
         "",
         _HOW_TO_READ,
