@@ -18,12 +18,15 @@ cdef class GLRTables(ParserTables):
     cdef readonly int32_t n_states   # LR states
     cdef readonly int32_t n_term     # LR terminals: the lexemes but the skip lexeme
     cdef readonly int32_t n_prods    # productions, the augmented S' -> start last
-    cdef int32_t* shift_tab          # [state * n_term + l]: the state after shifting l, or -1
+    cdef int32_t* sh_off             # CSR per state: its shifts,
+    cdef int32_t* sh_lex             # sorted by lexeme
+    cdef int32_t* sh_to              # and the states they lead to
     cdef int32_t* goto_off           # CSR per state: its transitions on nonterminals,
     cdef int32_t* goto_nt            # sorted by nonterminal
     cdef int32_t* goto_to            # and the states they lead to
-    cdef int32_t* red_off            # CSR per (state, lookahead l <= n_term): offsets into red_prod
-    cdef int32_t* red_prod           # the productions to reduce by
+    cdef int32_t* rd_off             # CSR per state: its reductions,
+    cdef int32_t* rd_la              # sorted by lookahead (n_term: the end)
+    cdef int32_t* rd_prod            # and the productions reduced by
     cdef int32_t* prod_lhs           # per production: its left-hand side (-1: the augmented one)
     cdef int32_t* prod_len           # per production: its length
     cdef int32_t* cand_off           # CSR per state: the lexemes it has an action on
@@ -50,6 +53,8 @@ cdef class GLRTables(ParserTables):
     cdef readonly int64_t store_inserts    # masks stored
 
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil
+    cdef inline int32_t shift(self, int32_t s, int32_t l) noexcept nogil
+    cdef inline int32_t reductions_from(self, int32_t s, int32_t la) noexcept nogil
 
 
 cdef class GLRParser(EarleyParser):

@@ -73,42 +73,57 @@ cnp.import_array()
 __all__ = ["GLRTables", "GLRParser"]
 
 
+cdef inline int32_t _first(const int32_t* keys, int32_t lo, int32_t hi, int32_t key) noexcept nogil:
+    """The first index in ``[lo, hi)`` of sorted ``keys`` whose key is not below ``key``."""
+    cdef int32_t mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 cdef class GLRTables(ParserTables):
     """The lexer of :class:`ParserTables` and an LR automaton over its lexemes.
 
-    ``shift[s, l]`` (-1: none); ``goto_off``/``goto_nt``/``goto_to``: per state its
-    transitions on nonterminals, sorted by nonterminal; ``red_off``/``red_prod``: the
-    productions reduced in state ``s`` on lookahead ``l`` (``l = n_term``: the end) at
-    ``red_prod[red_off[s * (n_term + 1) + l] : ...]``; ``prod_lhs``/``prod_len`` (the
+    Per state, as sorted lists (CSR, looked up by binary search: a grammar of 30,000 LR
+    states over 1,700 lexemes fits): ``sh_off``/``sh_lex``/``sh_to``, its shifts by lexeme;
+    ``goto_off``/``goto_nt``/``goto_to``, its transitions on nonterminals;
+    ``rd_off``/``rd_la``/``rd_prod``, its reductions by lookahead (``n_term``: the end).
+    ``prod_lhs``/``prod_len`` (the
     augmented production last, left-hand side -1); ``cand_off``/``cand_lex``: per state
     the lexemes it shifts or reduces on.
     """
 
     def __init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, int32_t n_nt, lexemes, int32_t skip, *,
-                 shift, goto_off, goto_nt, goto_to, red_off, red_prod, prod_lhs, prod_len, cand_off, cand_lex,
-                 int32_t conflicts,
+                 int32_t n_states, int32_t n_term, sh_off, sh_lex, sh_to, goto_off, goto_nt, goto_to,
+                 rd_off, rd_la, rd_prod, prod_lhs, prod_len, cand_off, cand_lex, int32_t conflicts,
                  int64_t max_lexer_states, int64_t max_row_items, int64_t max_steps, int32_t n_slices=0,
                  int64_t max_store_bytes=0):
         ParserTables.__init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, n_nt, 0, lexemes, skip,
                               max_lexer_states=max_lexer_states, max_row_items=max_row_items,
                               max_steps=max_steps, n_slices=n_slices)
-        sh = np.ascontiguousarray(shift, dtype=np.int32)
-        self.n_states = sh.shape[0]
-        self.n_term = sh.shape[1]
-        if len(goto_off) != self.n_states + 1 or len(goto_nt) != len(goto_to):
-            raise ValueError("goto_off, goto_nt or goto_to of the wrong length")
-        if self.n_term != self.n_lex - (skip >= 0):
-            raise ValueError(f"shift has {self.n_term} terminals, the lexer {self.n_lex - (skip >= 0)}")
-        if len(red_off) != self.n_states * (self.n_term + 1) + 1 or len(cand_off) != self.n_states + 1:
-            raise ValueError("red_off or cand_off of the wrong length")
+        self.n_states = n_states
+        self.n_term = n_term
+        if n_term != self.n_lex - (skip >= 0):
+            raise ValueError(f"the LR tables have {n_term} terminals, the lexer {self.n_lex - (skip >= 0)}")
+        for name, off, a, b in (("sh", sh_off, sh_lex, sh_to), ("goto", goto_off, goto_nt, goto_to),
+                                ("rd", rd_off, rd_la, rd_prod), ("cand", cand_off, cand_lex, cand_lex)):
+            if len(off) != n_states + 1 or len(a) != len(b) or (n_states and off[n_states] != len(a)):
+                raise ValueError(f"{name}_off and its lists disagree with {n_states} states")
         self.n_prods = len(prod_lhs)
         self.conflicts = conflicts
-        self.shift_tab = self._copy_i32(sh.reshape(-1))
+        self.sh_off = self._copy_i32(sh_off)
+        self.sh_lex = self._copy_i32(sh_lex)
+        self.sh_to = self._copy_i32(sh_to)
         self.goto_off = self._copy_i32(goto_off)
         self.goto_nt = self._copy_i32(goto_nt)
         self.goto_to = self._copy_i32(goto_to)
-        self.red_off = self._copy_i32(red_off)
-        self.red_prod = self._copy_i32(red_prod)
+        self.rd_off = self._copy_i32(rd_off)
+        self.rd_la = self._copy_i32(rd_la)
+        self.rd_prod = self._copy_i32(rd_prod)
         self.prod_lhs = self._copy_i32(prod_lhs)
         self.prod_len = self._copy_i32(prod_len)
         self.cand_off = self._copy_i32(cand_off)
@@ -117,26 +132,31 @@ cdef class GLRTables(ParserTables):
         self.st_words = -1
         if i64map_init(&self.st_index, 64) < 0:
             raise MemoryError()
-        self.lr_bytes = 4 * (sh.size + len(goto_off) + 2 * len(goto_nt) + len(red_off) + len(red_prod)
+        self.lr_bytes = 4 * (3 * (n_states + 1) + 2 * len(sh_lex) + 2 * len(goto_nt) + 2 * len(rd_la)
                              + 2 * self.n_prods + len(cand_off) + len(cand_lex))
 
     def __dealloc__(self):
-        free(self.shift_tab); free(self.goto_off); free(self.goto_nt); free(self.goto_to)
-        free(self.red_off); free(self.red_prod)
+        free(self.sh_off); free(self.sh_lex); free(self.sh_to)
+        free(self.goto_off); free(self.goto_nt); free(self.goto_to)
+        free(self.rd_off); free(self.rd_la); free(self.rd_prod)
         i64map_free(&self.st_index); free(self.st_next); free(self.st_ls0); free(self.st_depth); free(self.st_soff)
         free(self.st_sliced); free(self.st_states); free(self.st_masks)
         free(self.prod_lhs); free(self.prod_len); free(self.cand_off); free(self.cand_lex)
 
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil:
-        """The state after nonterminal ``a`` in state ``s`` (binary search), or -1."""
-        cdef int32_t lo = self.goto_off[s], hi = self.goto_off[s + 1], mid
-        while lo < hi:
-            mid = (lo + hi) >> 1
-            if self.goto_nt[mid] < a:
-                lo = mid + 1
-            else:
-                hi = mid
-        return self.goto_to[lo] if lo < self.goto_off[s + 1] and self.goto_nt[lo] == a else -1
+        """The state after nonterminal ``a`` in state ``s``, or -1."""
+        cdef int32_t k = _first(self.goto_nt, self.goto_off[s], self.goto_off[s + 1], a)
+        return self.goto_to[k] if k < self.goto_off[s + 1] and self.goto_nt[k] == a else -1
+
+    cdef inline int32_t shift(self, int32_t s, int32_t l) noexcept nogil:
+        """The state after shifting lexeme ``l`` in state ``s``, or -1."""
+        cdef int32_t k = _first(self.sh_lex, self.sh_off[s], self.sh_off[s + 1], l)
+        return self.sh_to[k] if k < self.sh_off[s + 1] and self.sh_lex[k] == l else -1
+
+    cdef inline int32_t reductions_from(self, int32_t s, int32_t la) noexcept nogil:
+        """The first of state ``s``'s reductions on lookahead ``la`` in ``rd_prod`` (they
+        run while ``rd_la`` is ``la``, up to ``rd_off[s + 1]``)."""
+        return _first(self.rd_la, self.rd_off[s], self.rd_off[s + 1], la)
 
     def memory_bytes(self):
         """The lexer's tables (:meth:`ParserTables.memory_bytes`), the LR arrays and the
@@ -319,14 +339,15 @@ cdef class GLRParser(EarleyParser):
         """Every reduction on lookahead ``la`` in the view, to a fixpoint: 0 or -1."""
         cdef bint changed = True
         cdef int32_t i, r, p, a, n, k, e, t, v, s
-        cdef int32_t stride = self.G.n_term + 1
         while changed:
             changed = False
             i = 0
             while i < self.n_vn:
                 s = self.vn_state[i]
-                for r in range(self.G.red_off[s * stride + la], self.G.red_off[s * stride + la + 1]):
-                    p = self.G.red_prod[r]
+                r = self.G.reductions_from(s, la)
+                while r < self.G.rd_off[s + 1] and self.G.rd_la[r] == la:
+                    p = self.G.rd_prod[r]
+                    r += 1
                     a = self.G.prod_lhs[p]
                     if a < 0:
                         continue  # the augmented production: acceptance, read by the close
@@ -355,7 +376,7 @@ cdef class GLRParser(EarleyParser):
         """Whether some view node shifts ``la``."""
         cdef int32_t v
         for v in range(self.n_vn):
-            if self.G.shift_tab[self.vn_state[v] * self.G.n_term + la] >= 0:
+            if self.G.shift(self.vn_state[v], la) >= 0:
                 return 1
         return 0
 
@@ -427,7 +448,7 @@ cdef class GLRParser(EarleyParser):
             if self._view_reset(j) < 0 or self._reduce(l) < 0:
                 return -1
             for v in range(self.n_vn):
-                t = self.G.shift_tab[self.vn_state[v] * self.G.n_term + l]
+                t = self.G.shift(self.vn_state[v], l)
                 if t < 0:
                     continue
                 h = self._materialize(v)
@@ -504,9 +525,11 @@ cdef class GLRParser(EarleyParser):
             return -1
         for v in range(self.n_vn):
             s = self.vn_state[v]
-            for r in range(self.G.red_off[s * (self.G.n_term + 1) + self.G.n_term], self.G.red_off[s * (self.G.n_term + 1) + self.G.n_term + 1]):
-                if self.G.prod_lhs[self.G.red_prod[r]] < 0:
+            r = self.G.reductions_from(s, self.G.n_term)
+            while r < self.G.rd_off[s + 1] and self.G.rd_la[r] == self.G.n_term:
+                if self.G.prod_lhs[self.G.rd_prod[r]] < 0:
                     acc = 1
+                r += 1
         start = self.T.allowed_start(n_allowed)
         if start == LS_ERROR:
             return -1
@@ -522,7 +545,7 @@ cdef class GLRParser(EarleyParser):
         cdef int32_t s
         while h < self.n_items:
             s = self.items[h].dr
-            if not (s & VIRT) and self.G.shift_tab[s * self.G.n_term + c] >= 0:
+            if not (s & VIRT) and self.G.shift(s, c) >= 0:
                 return True
             h += 1 + self.items[h].origin
         return False

@@ -59,38 +59,30 @@ __all__ = ["GLREngine", "GLRCompiled", "GLRMatcher", "lr_arrays"]
 
 def lr_arrays(lr: LRTables) -> dict[str, Any]:
     """The C layout of :class:`GLRTables` for ``lr`` (terminal ``l`` is lexeme ``l``):
-    the dense shift table, the gotos, reductions and candidate lexemes as CSR lists."""
+    per state, its shifts, gotos, reductions and candidate lexemes as sorted lists (CSR)."""
     n, t = lr.n_states, lr.n_term
-    shift = np.full((n, t), -1, dtype=np.int32)
-    goto_off = np.zeros(n + 1, dtype=np.int32)
-    goto_nt: list[int] = []
-    goto_to: list[int] = []
-    red_count = np.zeros(n * (t + 1), dtype=np.int32)
-    red_prod: list[int] = []
-    cand_off = np.zeros(n + 1, dtype=np.int32)
-    cand_lex: list[int] = []
+    lists: dict[str, list[int]] = {k: [] for k in ("sh_lex", "sh_to", "goto_nt", "goto_to", "rd_la", "rd_prod",
+                                                   "cand_lex")}
+    offs = {k: np.zeros(n + 1, dtype=np.int32) for k in ("sh_off", "goto_off", "rd_off", "cand_off")}
     for s in range(n):
-        for a, to in lr.shift[s].items():
-            shift[s, a] = to
+        for a in sorted(lr.shift[s]):
+            lists["sh_lex"].append(a)
+            lists["sh_to"].append(lr.shift[s][a])
         for a in sorted(lr.goto[s]):
-            goto_nt.append(a)
-            goto_to.append(lr.goto[s][a])
-        goto_off[s + 1] = len(goto_nt)
+            lists["goto_nt"].append(a)
+            lists["goto_to"].append(lr.goto[s][a])
         for la in sorted(lr.reduce[s]):
-            ps = lr.reduce[s][la]
-            red_count[s * (t + 1) + la] = len(ps)
-            red_prod.extend(ps)
-        cand_lex.extend(sorted(set(lr.shift[s]) | {a for a in lr.reduce[s] if a < t}))
-        cand_off[s + 1] = len(cand_lex)
-    red_off = np.zeros(n * (t + 1) + 1, dtype=np.int32)
-    np.cumsum(red_count, out=red_off[1:])
-    i32 = np.int32
+            for p in lr.reduce[s][la]:
+                lists["rd_la"].append(la)
+                lists["rd_prod"].append(p)
+        lists["cand_lex"].extend(sorted(set(lr.shift[s]) | {a for a in lr.reduce[s] if a < t}))
+        for off, key in (("sh_off", "sh_lex"), ("goto_off", "goto_nt"), ("rd_off", "rd_la"), ("cand_off", "cand_lex")):
+            offs[off][s + 1] = len(lists[key])
     return {
-        "shift": shift, "goto_off": goto_off, "goto_nt": np.asarray(goto_nt, dtype=i32),
-        "goto_to": np.asarray(goto_to, dtype=i32), "red_off": red_off, "red_prod": np.asarray(red_prod, dtype=i32),
-        "prod_lhs": np.asarray([lhs for lhs, _ in lr.prods], dtype=i32),
-        "prod_len": np.asarray([len(rhs) for _, rhs in lr.prods], dtype=i32),
-        "cand_off": cand_off, "cand_lex": np.asarray(cand_lex, dtype=i32), "conflicts": lr.conflicts,
+        "n_states": n, "n_term": t, **offs, **{k: np.asarray(v, dtype=np.int32) for k, v in lists.items()},
+        "prod_lhs": np.asarray([lhs for lhs, _ in lr.prods], dtype=np.int32),
+        "prod_len": np.asarray([len(rhs) for _, rhs in lr.prods], dtype=np.int32),
+        "conflicts": lr.conflicts,
     }
 
 
@@ -193,13 +185,14 @@ class GLREngine(GrammarEngine):
         lr = build_lr(lg.n_nt, n_term, productions_of(lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs),
                       lookahead=self.lookahead, max_states=self.max_states)
         t2 = time.perf_counter()
-        need = 4 * lr.n_states * (2 * n_term + 3) + 4 * sum(map(len, lr.goto)) * 2
+        arrays = lr_arrays(lr)
+        need = sum(a.nbytes for a in arrays.values() if isinstance(a, np.ndarray))
         if need > self.max_table_bytes:
             raise LimitExceeded("max_table_bytes", need, self.max_table_bytes,
                                 f"the LR tables of {lr.n_states} states over {n_term} lexemes")
         tables = GLRTables(
             lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs, lg.nullable, lg.n_nt, lg.dfas, lg.skip,
-            **lr_arrays(lr), max_lexer_states=self.max_lexer_states, max_row_items=self.max_row_items,
+            **arrays, max_lexer_states=self.max_lexer_states, max_row_items=self.max_row_items,
             max_steps=self.max_steps, n_slices=len(self.slicer.regexes) if self.slicer else 0,
             max_store_bytes=self.mask_store_bytes)
         t3 = time.perf_counter()
