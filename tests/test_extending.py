@@ -99,6 +99,24 @@ def test_a_malformed_entry_is_refused_naming_the_variable(registry: pytest.Monke
     assert "toy-ok" in registered_engines()
 
 
+def test_masklab_engines_lists_each_engines_capabilities(registry: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``masklab engines``: a line per registered engine (a registered plug-in too) with
+    its capabilities, under a header naming them."""
+    from toolkit.cli import main
+
+    registry.setattr(strategies, "_plugins_read", False)
+    registry.setenv(strategies.ENV, f"toy-cli={TOY}")
+    assert main(["engines"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:5] == ["engine", "installed", "lexing", "grammars", "batch"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    assert set(rows) == set(registered_engines())
+    assert rows["glr"][1:8] == ["installed", "lexer", "context-free", "native", "bytes", "native", "yes"]
+    assert rows["outlines"][3] == "regular" and rows["naive"][2] == "scannerless"
+    assert rows["toy-cli"][-3:] == ["yes", "slow", "max_items"]
+
+
 def test_a_good_entry_registers_the_engine(registry: pytest.MonkeyPatch) -> None:
     vocab = small_vocab()
     assert "toy-env" not in registered_engines()

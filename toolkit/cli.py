@@ -129,8 +129,8 @@ def _grammar(args: argparse.Namespace) -> Grammar:
 
 def _cmd_engines(args: argparse.Namespace) -> int:
     installed = set(available_engines())
-    print(f"{'engine':24s} {'installed':13s} {'grammars':13s} {'batch':8s} {'forced':7s} {'drafts':7s} "
-          f"{'special':8s} {'work':5s} {'cost':5s} work limit")
+    print(f"{'engine':24s} {'installed':13s} {'lexing':12s} {'grammars':13s} {'batch':8s} {'forced':7s} "
+          f"{'drafts':7s} {'special':8s} {'work':5s} {'cost':5s} work limit")
     for name in registered_engines():
         try:
             cap = engine_factory(name).capabilities
@@ -138,7 +138,8 @@ def _cmd_engines(args: argparse.Namespace) -> int:
             print(f"{name:24s} not loadable: {type(e).__name__}: {e}")
             continue
         yes = {True: "yes", False: "no"}
-        print(f"{name:24s} {'installed' if name in installed else 'not installed':13s} {cap.grammars:13s} "
+        print(f"{name:24s} {'installed' if name in installed else 'not installed':13s} {cap.lexing:12s} "
+              f"{cap.grammars:13s} "
               f"{cap.batch:8s} {cap.forced:7s} {cap.drafts:7s} {yes[cap.special_tokens]:8s} "
               f"{yes[cap.work_counters]:5s} {cap.mask_cost:5s} {cap.work_limit or '-'}")
     return 0

@@ -23,14 +23,14 @@ the LR parser consulted where a byte ends a lexeme.
 
 Options: ``lookahead`` (1: LALR(1) tables; 0: LR(0), more conflicts and the same
 masks, for ablations), ``max_states`` (LR(0) states, default 100,000),
-``max_table_bytes`` (the LR tables' C arrays, default 256 MiB), ``mask_store_bytes``, and
+``max_table_bytes`` (the LR tables' C arrays, default 256 MiB), ``mask_store_bytes`` (the
+mask store's bytes), and
 llguidance's ``slices``, ``whitespace``, ``spelling``, ``max_lexer_states``,
 ``max_row_items`` (items of one row: the stack's nodes and edges written by a scan,
 default 10,000), ``max_steps`` (items, reductions' paths and lexer states of one mask
 or token, default 1,000,000), ``mask_cache`` and ``memo``.  Exceeding a limit is a
 :class:`~toolkit.core.errors.LimitExceeded` (at compile for ``max_states`` and
-``max_table_bytes``; the
-matcher's sticky error for the others).
+``max_table_bytes``; the matcher's sticky error for the others).
 """
 
 from __future__ import annotations
