@@ -435,10 +435,7 @@ cdef class GLRParser(EarleyParser):
         cdef int32_t j = self.n_rows - 1, off = self.T.ls_acc_off[x], n_acc = self.T.ls_acc_len[x]
         cdef int32_t i, l, v, t, h, a, b, cnt, tmp_s, tmp_f
         cdef int64_t cap
-        if j + 1 < self.rows_valid and self.row_key[j + 1] == x:
-            # the row this scan builds is still in memory (built, then truncated)
-            self.n_rows = j + 2
-            self.n_items = self.row_beg[j + 2]
+        if self._kept_row(x):
             return 0
         if self._new_row() < 0:
             return -1

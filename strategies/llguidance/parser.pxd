@@ -199,6 +199,7 @@ cdef class EarleyParser:
     cdef int _append(self, int32_t dr, int32_t origin) noexcept nogil
     cdef int _close_row(self) noexcept nogil
     cdef inline void _truncate(self, int32_t n_rows) noexcept nogil
+    cdef bint _kept_row(self, state_t x) noexcept nogil
     cdef int _scan(self, state_t x) noexcept nogil
     cdef int _push_byte(self, state_t x, uint8_t b, state_t* out) noexcept nogil
     cdef int _accepting(self) noexcept nogil

@@ -872,15 +872,22 @@ cdef class EarleyParser:
         self.n_rows = n_rows
         self.n_items = self.row_beg[n_rows]
 
+    cdef bint _kept_row(self, state_t x) noexcept nogil:
+        """Whether the row a scan of lexer state x would push is still in memory (built,
+        then truncated): then it is pushed back as it is."""
+        cdef int32_t j = self.n_rows - 1
+        if j + 1 < self.rows_valid and self.row_key[j + 1] == x:
+            self.n_rows = j + 2
+            self.n_items = self.row_beg[j + 2]
+            return True
+        return False
+
     cdef int _scan(self, state_t x) noexcept nogil:
         """Push the row after the lexemes lexer state x accepts; -1 on a limit."""
         cdef int32_t i, j = self.n_rows - 1, off = self.T.ls_acc_off[x], n = self.T.ls_acc_len[x]
         cdef symbol_t sym
         cdef int64_t k, kend
-        if j + 1 < self.rows_valid and self.row_key[j + 1] == x:
-            # the row this scan builds is still in memory (built, then truncated)
-            self.n_rows = j + 2
-            self.n_items = self.row_beg[j + 2]
+        if self._kept_row(x):
             return 0
         self.T.stamp += 1  # a scan stamp distinct from every row's
         for i in range(n):
