@@ -46,13 +46,15 @@ def _row(m, vocab: Vocabulary = VOCAB) -> np.ndarray:
     return row[0].copy()
 
 
+@pytest.mark.parametrize("tables", ["ahead", "lazy", "off"])
 @pytest.mark.parametrize("lookahead", [1, 0])
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
-def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead: int) -> None:
+def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead: int, tables: str) -> None:
     """Walks of matchers of one compiled grammar, so later ones take masks from the store
-    earlier ones filled (keyed by what each fill read of the stack), with rollbacks."""
+    earlier ones filled (keyed by what each fill read of the stack), with rollbacks; the
+    masks made from the mask tables (made ahead, made when first met) or walked."""
     g = Grammar.from_lark(GRAMMARS[name])
-    ours = get_engine("glr", VOCAB, lookahead=lookahead)
+    ours = get_engine("glr", VOCAB, lookahead=lookahead, mask_tables=tables)
     ref = get_engine("llguidance", VOCAB)
     c, rc = ours.compile(g), ref.compile(g)
     rng = random.Random(f"{name}/{lookahead}")
@@ -78,6 +80,12 @@ def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead:
                 m.rollback(k)
                 r.rollback(k)
     assert c.tables.store_hits > 0, "no mask came from the store: it was not exercised"
+    st = c.stats()
+    if tables == "off":
+        assert st["contexts"] == 0 and st["table_fills"] == 0
+    else:
+        assert st["table_fills"] > 0 and st["table_walks"] == 0, st
+        assert (st["ahead_nodes"] > 0) == (tables == "ahead"), st
     if name in ("ambiguous", "keyword"):  # (lr1's conflict lives inside one scan: both reduce, one shifts)
         assert widest >= 2, "the walks never had two stacks: the graph-structured stack was not exercised"
 
@@ -103,6 +111,45 @@ def test_the_mask_store_is_an_option_and_changes_no_mask() -> None:
     assert rows[0] == rows[10] == rows[64 << 20]
     with pytest.raises(ValueError):
         get_engine("glr", VOCAB, mask_store_bytes=-1)
+
+
+def test_mask_tables_made_ahead_hold_the_walks_masks() -> None:
+    """Made ahead, the tables hold a context per lexer state a mask can start in and per
+    boundary after it: a walk with the store off takes every mask from them and makes
+    none (a boundary two lexemes deep is walked); the counts are the rows' bits."""
+    g = Grammar.from_lark(GRAMMARS["list"])
+    eng = get_engine("glr", VOCAB, mask_store_bytes=0)
+    ref = get_engine("llguidance", VOCAB)
+    c, rc = eng.compile(g), ref.compile(g)
+    assert c.ahead_complete and c.timings["ahead"] > 0
+    made = c.stats()["contexts"]
+    assert made > 3
+    m, r = eng.matcher(c), ref.matcher(rc)
+    walk = [TOKENS.index(t) for t in (b"[", b"a", b",", b" ", b"[", b"1", b"]", b",", b"ab", b"]")]
+    for t in [*walk, 0]:
+        row = bm.allocate(VOCAB.size)
+        info = m.fill_bitmask(row)
+        assert np.array_equal(row[0], _row(r)) and info.allowed == bm.popcount(row[0])
+        assert m.accept_token(t) and r.accept_token(t)
+    st = c.stats()
+    assert st["contexts"] == made, "a mask made a context: the making ahead missed it"
+    assert st["table_fills"] == len(walk) + 1 and st["table_rows"] >= len(walk)  # (the last: no lexeme, no row)
+
+
+def test_mask_tables_past_max_table_bytes_walk_the_same_masks() -> None:
+    """Tables that reach ``max_table_bytes`` stop growing and the masks past them are
+    walked (counted), the same masks; ``mask_tables`` is checked."""
+    g = Grammar.from_lark(GRAMMARS["keyword"])
+    full, tight = get_engine("glr", VOCAB, mask_store_bytes=0), None
+    need = full.compile(g).tables.lr_bytes
+    tight = get_engine("glr", VOCAB, mask_store_bytes=0, max_table_bytes=need + 64, mask_tables="lazy")
+    a, b = full.matcher(full.compile(g)), tight.matcher(ct := tight.compile(g))
+    for t in (b"if", b" ", b"x", b"y", b" ", b"ifx", b" ", b"if", b"x"):
+        assert np.array_equal(_row(a), _row(b))
+        assert a.accept_token(TOKENS.index(t)) and b.accept_token(TOKENS.index(t))
+    assert ct.stats()["table_walks"] > 0
+    with pytest.raises(ValueError, match="mask_tables"):
+        get_engine("glr", VOCAB, mask_tables="eager")
 
 
 def test_conflicts_are_kept_and_counted() -> None:
@@ -141,14 +188,17 @@ def test_limits_are_errors_naming_their_option() -> None:
 def test_masks_equal_llguidance_on_maskbench_walks_with_llama3() -> None:
     vocab = load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
     items = [it for it in list(iter_items(require_shared("datasets/maskbench")))[7::61] if any(c.valid for c in it.cases)][:5]
-    ours, ref = get_engine("glr", vocab), get_engine("llguidance", vocab)
+    # the store off: every mask from the tables made ahead (or walked past them)
+    ours, ref = get_engine("glr", vocab, mask_store_bytes=0), get_engine("llguidance", vocab)
     steps = 0
     for item in items:
         g = Grammar.from_json_schema(item.spec)
-        m, r = ours.matcher(ours.compile(g)), ref.matcher(ref.compile(g))
+        c = ours.compile(g)
+        m, r = ours.matcher(c), ref.matcher(ref.compile(g))
         text = next(c.text for c in item.cases if c.valid)
         for t in [*vocab.encode(text), vocab.eos_ids[0]]:
             assert np.array_equal(_row(m, vocab), _row(r, vocab)), (item.name, steps)
             assert m.accept_token(t) and r.accept_token(t), (item.name, steps)
             steps += 1
+        assert c.stats()["table_fills"] > 0, item.name
     assert steps > 100

@@ -5,8 +5,12 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from strategies.llguidance.parser cimport EarleyParser, ParserTables
 from toolkit.core.cutil cimport I64Map
-from toolkit.core.ids cimport state_t, word_t
+from toolkit.core.ids cimport state_t, token_t, word_t
+from toolkit.core.trie cimport TrieNode
 
+
+cdef enum:
+    X_TOKENS = 1024    # a context's making lists its row's tokens up to this many (no scan of the row)
 
 cdef enum:
     VIRT = 0x40000000  # a row's header of a node of the level below it (made by a scan's reductions)
@@ -41,6 +45,7 @@ cdef class GLRTables(ParserTables):
     cdef int32_t* st_ls0             # per entry: the top row's start lexer state
     cdef int32_t* st_depth           # per entry: stack nodes read (from the top)
     cdef int64_t* st_soff            # per entry: where its states start in st_states
+    cdef int64_t* st_count           # per entry: the tokens of its mask
     cdef uint8_t* st_sliced          # per entry: the fill used slices
     cdef int32_t* st_states          # the entries' LR states, top first
     cdef word_t* st_masks            # per entry: its mask, st_words words
@@ -51,7 +56,67 @@ cdef class GLRTables(ParserTables):
     cdef readonly int64_t max_store_bytes  # the most it may hold (0: no store)
     cdef readonly int64_t store_hits       # fills that were a stored mask
     cdef readonly int64_t store_inserts    # masks stored
+    # The mask tables (see the module doc): per lexer state a context, the tokens that end
+    # inside the lexeme it is in (a row) and the tokens crossing its end grouped by the lexer
+    # state the lexeme ends in; per (group, lexer state after the boundary) a child context
+    cdef object cx_trie              # the trie and slices the contexts were made over (None: none yet)
+    cdef object cx_slices
+    cdef int32_t cx_words            # words of a row
+    cdef I64Map cx_root              # lexer state -> its root context
+    cdef int32_t cx_n, cx_cap        # contexts
+    cdef int64_t* cx_roff            # per context: its row's offset in cx_w (dense) or cx_si/cx_sw (sparse)
+    cdef int32_t* cx_rlen            # per context: -1 dense, else the (word index, bits) pairs of its row
+    cdef int64_t* cx_cnt             # per context: the tokens of its row
+    cdef int32_t* cx_goff            # per context: its first group
+    cdef int32_t* cx_gn              # per context: its groups
+    cdef uint8_t* cx_sliced          # per context: its row took slices whole
+    cdef word_t* cx_w                # dense rows
+    cdef int64_t cx_w_n, cx_w_cap
+    cdef int32_t* cx_si              # sparse rows: word index
+    cdef word_t* cx_sw               # and its bits
+    cdef int64_t cx_s_n, cx_s_cap
+    cdef state_t* g_q                # per group: the lexer state the lexeme ends in
+    cdef uint8_t* g_skip             # per group: it is the skip lexeme's end (no scan)
+    cdef int64_t* g_noff             # per group: its nodes in nd_k/nd_i
+    cdef int32_t* g_nn
+    cdef int32_t* g_child            # per group: its first child entry, or -1
+    cdef int32_t g_n, g_cap
+    cdef int32_t* nd_k               # a group's node: its trie (the slices' tries, the rest's, ns + 1: the whole)
+    cdef int32_t* nd_i               # and its index there
+    cdef int64_t nd_n, nd_cap
+    cdef state_t* ch_s               # a child entry: the lexer state after the boundary
+    cdef int32_t* ch_cx              # its context
+    cdef int32_t* ch_next            # the group's next entry, or -1
+    cdef int32_t ch_n, ch_cap
+    cdef readonly int64_t cx_bytes         # bytes of the mask tables
+    cdef readonly int64_t max_cx_bytes     # the most they grow to (max_table_bytes less the LR arrays)
+    cdef readonly int64_t cx_fills         # masks made from the tables
+    cdef readonly int64_t cx_walks         # masks walked instead (the tables full, or another trie)
+    cdef readonly int64_t cx_rows          # rows combined by those masks
+    cdef readonly int64_t cx_scans         # scans (stacks walked) by those masks
+    cdef readonly int64_t cx_nodes         # trie nodes the contexts' makings visited
+    cdef readonly int64_t cx_walked        # groups walked (a child's group with no context)
+    # scratch of a context's making
+    cdef word_t* x_row               # its row (cx_words words, zero between makings)
+    cdef state_t* x_bq               # its boundaries: the lexer state,
+    cdef int32_t* x_bk               # the trie
+    cdef int32_t* x_bi               # and the node
+    cdef int64_t x_bn, x_bcap
+    cdef int32_t* x_tok              # the tokens the making's row got (the first X_TOKENS of them)
+    cdef int32_t* x_gat              # per lexer state: its group in the making (stamped by x_gstamp)
+    cdef int32_t* x_gstamp
+    cdef int64_t x_gcap
+    cdef int32_t x_stamp
+    # the making ahead (GLRParser.ahead): the lexer states whose root contexts are queued
+    cdef bint x_collect              # contexts' makings queue the lexer states their tokens end in
+    cdef uint8_t* x_enq              # per lexer state: queued
+    cdef int64_t x_enq_cap
+    cdef state_t* x_rq               # the queue
+    cdef int64_t x_rq_n, x_rq_cap
+    cdef readonly int64_t ahead_nodes      # trie nodes the making ahead visited
+    cdef readonly bint ahead_complete      # it made every context it found (no limit cut it)
 
+    cdef void _cx_account(self) noexcept nogil
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil
     cdef inline int32_t shift(self, int32_t s, int32_t l) noexcept nogil
     cdef inline int32_t reductions_from(self, int32_t s, int32_t la) noexcept nogil
@@ -85,6 +150,7 @@ cdef class GLRParser(EarleyParser):
     cdef int64_t track_min
     cdef int32_t* chain              # scratch: the LR states of the stack's linear top
     cdef int32_t cap_chain
+    cdef bint cx_ok                  # the walk set is the one the grammar's mask tables are over
 
     cdef int _view_reset(self, int32_t j) noexcept nogil
     cdef int _vn_new(self, int32_t state, int32_t orig) noexcept nogil
@@ -101,4 +167,14 @@ cdef class GLRParser(EarleyParser):
     cdef int _shifts_on(self, int32_t la) noexcept nogil
     cdef int64_t _top_header(self) noexcept nogil
     cdef int32_t _store_lookup(self) noexcept nogil
-    cdef int _store_insert(self, const word_t* mask, int32_t n_words, bint sliced) noexcept nogil
+    cdef int _store_insert(self, const word_t* mask, int32_t n_words, bint sliced, int64_t count) noexcept nogil
+    cdef int32_t _cx_make(self, state_t s, int32_t parent_g) noexcept nogil
+    cdef int _cx_walk(self, const TrieNode* nodes, const token_t* ids, int32_t k, int32_t p, int32_t end,
+                      state_t q0, int64_t* cnt) noexcept nogil
+    cdef int32_t _cx_child(self, int32_t g, state_t s) noexcept nogil
+    cdef int _cx_fill(self, int32_t c, word_t* mask, int64_t* cnt, bint deep) noexcept nogil
+    cdef int32_t _cx_lookup(self, int32_t g, state_t s) noexcept nogil
+    cdef int _cx_walk_group(self, int32_t g, state_t s, word_t* mask, int64_t* cnt) noexcept nogil
+    cdef int _queue_root(self, state_t y) noexcept nogil
+    cdef int _ahead(self, int64_t max_nodes) noexcept nogil
+    cdef int _cx_trie(self, int32_t k, const TrieNode** nodes, const token_t** ids) noexcept nogil

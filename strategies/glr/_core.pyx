@@ -37,15 +37,50 @@ the stack below then refuses); ``$`` tried the same way says whether the grammar
 accepts.  The lexer state of the allowed lexemes (``ParserTables.start_state``) is the
 row's, as in Earley.
 
-**The mask store** (the first of the tables the strategy keeps; lazy): a mask a fill
-made is stored on the tables, shared by every parser of the grammar, keyed by what it
-was made from: the lexer state, the top row's start lexer state (what follows a
-skipped lexeme) and the LR states of the stack's linear top down to the deepest node
-the fill read (the fill records the lowest stack node its reductions reached; rows kept
-from earlier operations are made again so that every read is the fill's).  A later
-fill whose stack shows the same states that deep ORs the stored row instead of
-walking: exact by construction, since the walk read nothing else.  A stack that is not
-linear where it was read is not stored; ``max_store_bytes`` bounds the store (0: off).
+**The mask tables** (SynCode's "DFA mask store" and DOMINO's subterminal trees, over
+llguidance's lexer; made ahead of the masks by :meth:`GLRParser.ahead`, and when first
+met past it).  A token read from lexer state ``x`` either stays in the lexeme it is in
+(its bytes all step, whatever the parser) or ends that lexeme at some byte: the lexer
+state ``q`` the lexeme ends in fixes which lexemes the parser is asked to scan, and the
+rest of the token is read from the start state ``s'`` of the lexemes the parser allows
+after that scan.  So a *context* of ``x`` holds
+
+* a row: the tokens that stay in the lexeme (dense, or ``(word, bits)`` pairs when a few
+  words hold it), and
+* its *groups*: per lexer state ``q`` a lexeme ends in, the trie nodes whose byte comes
+  after the end (each node standing for its subtree);
+
+and a group's *child*, per ``s'``, is the context of those nodes read from ``s'`` (its
+own row and groups, the next boundary).  A mask is then the root context's row, and per
+group one scan of the stack (the skip lexeme's: none, ``s'`` is the row's own) and the
+child's row: ``O(groups x scan + rows)`` instead of a walk of the token trie, and exact by
+construction (a group's nodes see the same scan a trie walk would make at each of them).
+The rows of one mask are disjoint (a token's first boundary is at one node), so the
+tokens a mask allows are the sum of its rows' counts (no pass over the mask).
+
+Made ahead: the roots of the lexer state a parse starts in and of every LR state's
+candidate lexemes (the start state after a lexeme shifted into it), then, queued as
+they are found, of every lexer state a token of a made context ends in; and the
+children of the roots' groups, ``s'`` the candidate start states of the LR states the
+lexemes ``q`` accepts are shifted into.  A group two lexemes deep (tokens such as
+``"},{"``) is not made ahead (the start states multiply with the depth while the
+tokens behind them are few): its nodes are walked at the mask (llguidance's walk of
+those subtrees).  What the making ahead cannot see is made when first met: a start
+state of lexemes the stack refuses part of (an LALR(1) lookahead; several stacks), a
+lexer state reached only through a token a slice decided whole (the slice's tokens are
+not walked, so where each ends is not known).  ``ahead_nodes`` bounds the trie nodes
+the making visits, ``max_cx_bytes`` (the engine's ``max_table_bytes`` less the LR
+arrays) the tables: past it, a mask is llguidance's walk (``cx_walks``).
+
+**The mask store** (lazy): a mask a fill made is stored on the tables, shared by every
+parser of the grammar, keyed by what it was made from: the lexer state, the top row's
+start lexer state (what follows a skipped lexeme) and the LR states of the stack's
+linear top down to the deepest node the fill read (the fill records the lowest stack
+node its scans reached; rows kept from earlier operations are made again so that every
+read is the fill's).  A later fill whose stack shows the same states that deep copies
+the stored row: exact by construction, since the fill read nothing else.  A stack that
+is not linear where it was read is not stored; ``max_store_bytes`` bounds the store (0:
+off).
 
 Limits: the items of a row (headers and edges written) and the nodes and edges of the
 level a scan reduces in (``max_row_items`` each), and the
@@ -61,12 +96,13 @@ import numpy as np
 
 cimport numpy as cnp
 
-from strategies.llguidance.parser cimport EarleyParser, LS_ERROR, ParserTables
+from strategies.llguidance.parser cimport EarleyParser, F_SKIP_ACC, LS_ERROR, ParserTables, SliceSet
 from toolkit.core.cutil cimport (
-    ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
+    BYTES, ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
     resize,
 )
-from toolkit.core.ids cimport state_t, word_t
+from toolkit.core.ids cimport MISSING, state_t, token_t, word_t
+from toolkit.core.trie cimport TokenTrie, TrieNode
 
 cnp.import_array()
 
@@ -101,7 +137,7 @@ cdef class GLRTables(ParserTables):
                  int32_t n_states, int32_t n_term, sh_off, sh_lex, sh_to, goto_off, goto_nt, goto_to,
                  rd_off, rd_la, rd_prod, prod_lhs, prod_len, cand_off, cand_lex, int32_t conflicts,
                  int64_t max_lexer_states, int64_t max_row_items, int64_t max_steps, int32_t n_slices=0,
-                 int64_t max_store_bytes=0):
+                 int64_t max_store_bytes=0, int64_t max_cx_bytes=0):
         ParserTables.__init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, n_nt, 0, lexemes, skip,
                               max_lexer_states=max_lexer_states, max_row_items=max_row_items,
                               max_steps=max_steps, n_slices=n_slices)
@@ -130,8 +166,9 @@ cdef class GLRTables(ParserTables):
         self.cand_lex = self._copy_i32(cand_lex)
         self.max_store_bytes = max_store_bytes
         self.st_words = -1
-        if i64map_init(&self.st_index, 64) < 0:
+        if i64map_init(&self.st_index, 64) < 0 or i64map_init(&self.cx_root, 64) < 0:
             raise MemoryError()
+        self.max_cx_bytes = max_cx_bytes
         self.lr_bytes = 4 * (3 * (n_states + 1) + 2 * len(sh_lex) + 2 * len(goto_nt) + 2 * len(rd_la)
                              + 2 * self.n_prods + len(cand_off) + len(cand_lex))
 
@@ -140,7 +177,14 @@ cdef class GLRTables(ParserTables):
         free(self.goto_off); free(self.goto_nt); free(self.goto_to)
         free(self.rd_off); free(self.rd_la); free(self.rd_prod)
         i64map_free(&self.st_index); free(self.st_next); free(self.st_ls0); free(self.st_depth); free(self.st_soff)
-        free(self.st_sliced); free(self.st_states); free(self.st_masks)
+        free(self.st_sliced); free(self.st_states); free(self.st_masks); free(self.st_count)
+        i64map_free(&self.cx_root)
+        free(self.cx_roff); free(self.cx_rlen); free(self.cx_cnt); free(self.cx_goff); free(self.cx_gn)
+        free(self.cx_sliced); free(self.cx_w); free(self.cx_si); free(self.cx_sw)
+        free(self.g_q); free(self.g_skip); free(self.g_noff); free(self.g_nn); free(self.g_child)
+        free(self.nd_k); free(self.nd_i); free(self.ch_s); free(self.ch_cx); free(self.ch_next)
+        free(self.x_enq); free(self.x_rq)
+        free(self.x_row); free(self.x_tok); free(self.x_bq); free(self.x_bk); free(self.x_bi); free(self.x_gat); free(self.x_gstamp)
         free(self.prod_lhs); free(self.prod_len); free(self.cand_off); free(self.cand_lex)
 
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil:
@@ -159,9 +203,40 @@ cdef class GLRTables(ParserTables):
         return _first(self.rd_la, self.rd_off[s], self.rd_off[s + 1], la)
 
     def memory_bytes(self):
-        """The lexer's tables (:meth:`ParserTables.memory_bytes`), the LR arrays and the
-        mask store."""
-        return ParserTables.memory_bytes(self) + self.lr_bytes + self.store_bytes
+        """The lexer's tables (:meth:`ParserTables.memory_bytes`), the LR arrays, the
+        mask tables and the mask store."""
+        return ParserTables.memory_bytes(self) + self.lr_bytes + self.cx_bytes + self.store_bytes
+
+    cdef void _cx_account(self) noexcept nogil:
+        """``cx_bytes`` from the capacities of the mask tables' arrays."""
+        self.cx_bytes = (self.cx_cap * (8 + 4 + 8 + 4 + 4 + 1) + self.cx_w_cap * sizeof(word_t)
+                         + self.cx_s_cap * (4 + sizeof(word_t)) + self.g_cap * (4 + 1 + 8 + 4 + 4)
+                         + self.nd_cap * 8 + self.ch_cap * 12 + self.cx_root.cap * 16)
+
+    @property
+    def contexts(self):
+        """Contexts of the mask tables."""
+        return self.cx_n
+
+    def candidate_start(self, int32_t S):
+        """The lexer state of LR state ``S``'s candidate lexemes (the one the making ahead
+        assumes after a lexeme shifted into ``S``)."""
+        if S < 0 or S >= self.n_states:
+            raise IndexError(f"LR state {S} out of range [0, {self.n_states})")
+        x = self.start_state(&self.cand_lex[self.cand_off[S]], self.cand_off[S + 1] - self.cand_off[S])
+        if x == LS_ERROR:
+            self.raise_error()
+        return x
+
+    @property
+    def roots(self):
+        """Lexer states with a root context."""
+        return self.cx_root.n
+
+    @property
+    def groups(self):
+        """Boundary groups of the mask tables' contexts."""
+        return self.g_n
 
     @property
     def store_entries(self):
@@ -549,17 +624,29 @@ cdef class GLRParser(EarleyParser):
 
     # ------------------------------------------------------------ store --
 
+    def set_walk(self, TokenTrie trie not None, SliceSet slices=None):
+        """:meth:`EarleyParser.set_walk`; the first walk set on the grammar's tables is the
+        one its mask tables are made over (a parser walking another walks every mask)."""
+        EarleyParser.set_walk(self, trie, slices)
+        if self.G.cx_trie is None and self.G.max_cx_bytes > 0:
+            self.G.cx_trie = trie
+            self.G.cx_slices = self.walk_slices
+            self.G.cx_words = (trie.vocab_size + 31) // 32
+        self.cx_ok = self.G.max_cx_bytes > 0 and self.G.cx_trie is trie and self.G.cx_slices is self.walk_slices
+
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
         """The mask from the grammar's store when a stored one was made from what this
         stack shows (the lexer state, the top row's start state, the LR states down to
-        the depth that fill read), else llguidance's fill, stored (see the module doc)."""
-        cdef int32_t e, w
+        the depth that fill read); else from the mask tables (the lexer state's context and
+        a scan per boundary group), stored; else, the tables full, llguidance's walk,
+        stored (see the module doc)."""
+        cdef int32_t e, w, c
         cdef int r
-        cdef int64_t hits
+        cdef int64_t hits, cnt = 0
         cdef const word_t* stored
-        if self.G.max_store_bytes <= 0 or self.walk_trie is None:
+        if self.walk_trie is None:
             return EarleyParser.c_fill(self, mask, n_words)
-        if n_words == self.G.st_words:
+        if self.G.max_store_bytes > 0 and n_words == self.G.st_words:
             e = self._store_lookup()
             if e >= 0:
                 stored = &self.G.st_masks[<int64_t>e * n_words]
@@ -568,20 +655,524 @@ cdef class GLRParser(EarleyParser):
                 self.G.store_hits += 1
                 self.work.tokens_cached += self.walk_trie.num_tokens
                 self.last_visited = 0
+                self.fill_count = self.G.st_count[e]
                 return self.G.st_sliced[e]
-        hits = self.cache_hits
         # rows kept from before (built, truncated) were read by another operation: made
         # again, so that every read of the stack below is this fill's, seen by track_min
         self.rows_valid = self.n_rows
         self.track_base = self.n_items
         self.track_min = self.n_items
-        r = EarleyParser.c_fill(self, mask, n_words)
-        self.track_base = -1
-        if r < 0 or self.cache_hits != hits:
-            return r  # (a copy of the parser's own last mask: what it read is not known)
-        if self._store_insert(mask, n_words, r == 1) < 0:
+        if self.cx_ok and n_words >= self.G.cx_words and self.G.cx_bytes < self.G.max_cx_bytes:
+            self.T.steps = 0
+            self.last_visited = 0
+            c = i64map_get(&self.G.cx_root, self.ls)
+            if c < 0 and self.G.sets.len[self.ls] == 0:  # no lexeme can start or go on: no token
+                self.track_base = -1
+                self.fill_count = 0
+                self.G.cx_fills += 1
+                return 0
+            if c < 0:
+                c = self._cx_make(self.ls, -1)
+                if c >= 0 and i64map_put(&self.G.cx_root, self.ls, c) < 0:
+                    c = self.T._fail(ERR_MEMORY, self.G.cx_n)
+            r = -1
+            if c >= 0:
+                r = self._cx_fill(c, mask, &cnt, False)
+            self.track_base = -1
+            self.T.note_steps()
+            if r < 0:
+                return -1
+            self.G.cx_fills += 1
+            self.work.tokens_cached += cnt
+            self.fill_count = cnt
+            r = self.G.cx_sliced[c]
+        else:
+            if self.G.max_cx_bytes > 0:
+                self.G.cx_walks += 1
+            hits = self.cache_hits
+            r = EarleyParser.c_fill(self, mask, n_words)
+            self.track_base = -1
+            if r < 0 or self.cache_hits != hits:
+                return r  # (a copy of the parser's own last mask: what it read is not known)
+            cnt = -1
+        if self.G.max_store_bytes > 0 and self._store_insert(mask, n_words, r == 1, cnt) < 0:
             return -1
         return r
+
+    # ------------------------------------------------------- mask tables --
+
+    cdef int _cx_trie(self, int32_t k, const TrieNode** nodes, const token_t** ids) noexcept nogil:
+        """Trie ``k`` of the contexts' nodes: slice ``k``'s (``k`` < ns), the rest's
+        (``k`` == ns), or (ns + 1) the whole vocabulary's; its node count."""
+        if self.walk_slices is not None and k <= self.walk_slices.n:
+            nodes[0] = self.walk_slices.t_nodes[k]
+            ids[0] = self.walk_slices.t_ids[k]
+            return self.walk_slices.t_num[k]
+        nodes[0] = self.walk_trie.nodes
+        ids[0] = self.walk_trie.token_ids
+        return self.walk_trie.num_nodes
+
+    cdef int _cx_walk(self, const TrieNode* nodes, const token_t* ids, int32_t k, int32_t p, int32_t end,
+                      state_t q0, int64_t* cnt) noexcept nogil:
+        """Nodes ``p`` .. ``end`` (a trie range whose nodes' parent is in lexer state ``q0``):
+        the tokens whose bytes stay in the lexeme into the making's row, a node whose byte
+        ends the lexeme (one accepts) into its boundaries; 0 or -1 (a limit)."""
+        cdef int32_t depth = 1, i, e
+        cdef state_t y, parent
+        cdef token_t t
+        cdef const TrieNode* node
+        cdef state_t* st = self.st_ls
+        cdef int64_t cap, visited = 0
+        cdef word_t* row = self.G.x_row
+        st[0] = q0
+        while p < end:
+            node = &nodes[p]
+            parent = st[depth - 1]
+            visited += 1
+            y = self.G.ls_trans[<int64_t>parent * BYTES + node.byte]
+            if y == MISSING:
+                y = self.G.step(parent, node.byte)
+            if y < 0:
+                if y == LS_ERROR:
+                    return -1
+                if (self.G.ls_flags[parent] & F_SKIP_ACC) or self.G.ls_acc_len[parent] > 0:
+                    if self.G.x_bn + 1 > self.G.x_bcap:
+                        cap = self.G.x_bcap
+                        if (grow(<void**>&self.G.x_bq, &cap, self.G.x_bn + 1, sizeof(state_t)) < 0
+                                or resize(<void**>&self.G.x_bk, cap, sizeof(int32_t)) < 0
+                                or resize(<void**>&self.G.x_bi, cap, sizeof(int32_t)) < 0):
+                            return self.G._fail(ERR_MEMORY, self.G.x_bn + 1)
+                        self.G.x_bcap = cap
+                    self.G.x_bq[self.G.x_bn] = parent
+                    self.G.x_bk[self.G.x_bn] = k
+                    self.G.x_bi[self.G.x_bn] = p
+                    self.G.x_bn += 1
+                depth -= node.num_parents - 1
+                p += node.subtree_size
+                continue
+            e = node.token_start + node.token_count
+            for i in range(node.token_start, e):
+                t = ids[i]
+                row[t >> 5] |= (<word_t>1) << (t & 31)
+                if cnt[0] < X_TOKENS:
+                    self.G.x_tok[cnt[0]] = t
+                cnt[0] += 1
+            if self.G.x_collect and node.token_count and self._queue_root(y) < 0:
+                return -1
+            st[depth] = y
+            depth += 1 - node.num_parents * (node.subtree_size == 1)
+            p += 1
+        self.work.trie_nodes += visited
+        self.work.lexer_steps += visited
+        self.G.cx_nodes += visited
+        return 0
+
+    cdef int32_t _cx_make(self, state_t s, int32_t parent_g) noexcept nogil:
+        """A new context: the tokens from lexer state ``s`` (``parent_g`` -1: every token,
+        ``s`` the lexer state at the mask; else group ``parent_g``'s nodes, each node's byte
+        the first of the lexeme after the boundary, ``s`` its start state).  Its id, or -1."""
+        cdef int32_t nw = self.G.cx_words, ns = 0 if self.walk_slices is None else self.walk_slices.n
+        cdef int32_t k, n, w, nz = 0, c, g, g0, q, m
+        cdef int64_t cnt = 0, bits = 0, b, off, pos, j
+        cdef const TrieNode* nodes
+        cdef const token_t* ids
+        cdef const word_t* smask
+        cdef state_t y
+        cdef uint8_t sliced = 0
+        cdef int64_t cap
+        if self.G.x_row == NULL:
+            self.G.x_row = <word_t*>malloc(max(1, nw) * sizeof(word_t))
+            self.G.x_tok = <int32_t*>malloc(X_TOKENS * sizeof(int32_t))
+            if self.G.x_row == NULL or self.G.x_tok == NULL:
+                return self.G._fail(ERR_MEMORY, nw)
+            memset(self.G.x_row, 0, nw * sizeof(word_t))
+        self.G.x_bn = 0
+        if parent_g < 0:
+            if ns > 0:
+                bits = self.G.slice_bits(s, self.walk_slices)
+                if bits < 0:
+                    return -1
+            if bits != 0:
+                sliced = 1
+                for k in range(ns + 1):
+                    if k < ns and (bits >> k) & 1:
+                        smask = self.walk_slices.masks[k]
+                        for w in range(self.walk_slices.n_words):
+                            self.G.x_row[w] = self.G.x_row[w] | smask[w]
+                        cnt += self.walk_slices.n_tokens[k]
+                        self.work.tokens_sliced += self.walk_slices.n_tokens[k]
+                        continue
+                    n = self._cx_trie(k, &nodes, &ids)
+                    if self._cx_walk(nodes, ids, k, 1, n, s, &cnt) < 0:
+                        return -1
+            else:
+                n = self._cx_trie(ns + 1, &nodes, &ids)
+                if self._cx_walk(nodes, ids, ns + 1, 1, n, s, &cnt) < 0:
+                    return -1
+        else:
+            for j in range(self.G.g_noff[parent_g], self.G.g_noff[parent_g] + self.G.g_nn[parent_g]):
+                k = self.G.nd_k[j]
+                self._cx_trie(k, &nodes, &ids)
+                n = self.G.nd_i[j]
+                y = self.G.ls_trans[<int64_t>s * BYTES + nodes[n].byte]
+                if y == MISSING:
+                    y = self.G.step(s, nodes[n].byte)
+                if y == LS_ERROR:
+                    return -1
+                if y < 0:
+                    continue  # the byte starts no lexeme allowed after the boundary
+                for w in range(nodes[n].token_start, nodes[n].token_start + nodes[n].token_count):
+                    self.G.x_row[ids[w] >> 5] = self.G.x_row[ids[w] >> 5] | ((<word_t>1) << (ids[w] & 31))
+                    if cnt < X_TOKENS:
+                        self.G.x_tok[cnt] = ids[w]
+                    cnt += 1
+                if self.G.x_collect and nodes[n].token_count and self._queue_root(y) < 0:
+                    return -1
+                if nodes[n].subtree_size > 1 and self._cx_walk(nodes, ids, k, n + 1, n + nodes[n].subtree_size,
+                                                                 y, &cnt) < 0:
+                    return -1
+        # the context
+        c = self.G.cx_n
+        if c + 1 > self.G.cx_cap:
+            cap = self.G.cx_cap
+            if (grow(<void**>&self.G.cx_roff, &cap, c + 1, sizeof(int64_t)) < 0
+                    or resize(<void**>&self.G.cx_rlen, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.G.cx_cnt, cap, sizeof(int64_t)) < 0
+                    or resize(<void**>&self.G.cx_goff, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.G.cx_gn, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.G.cx_sliced, cap, sizeof(uint8_t)) < 0):
+                return self.G._fail(ERR_MEMORY, c + 1)
+            self.G.cx_cap = <int32_t>cap
+        # its row: dense, or (word, bits) pairs when a few words hold it (a row of a few
+        # tokens is read from their list: no pass over the row's words)
+        self.G.cx_cnt[c] = cnt
+        self.G.cx_sliced[c] = sliced
+        if sliced or not (cnt <= X_TOKENS and cnt * 8 < nw):  # (a slice's tokens are not listed)
+            for w in range(nw):
+                nz += self.G.x_row[w] != 0
+        if nz * 8 >= nw:
+            if grow(<void**>&self.G.cx_w, &self.G.cx_w_cap, self.G.cx_w_n + nw, sizeof(word_t)) < 0:
+                return self.G._fail(ERR_MEMORY, self.G.cx_w_n + nw)
+            memcpy(&self.G.cx_w[self.G.cx_w_n], self.G.x_row, nw * sizeof(word_t))
+            self.G.cx_roff[c] = self.G.cx_w_n
+            self.G.cx_rlen[c] = -1
+            self.G.cx_w_n += nw
+            memset(self.G.x_row, 0, nw * sizeof(word_t))
+        else:
+            m = <int32_t>cnt if nz == 0 else nz  # the pairs at most
+            if (grow(<void**>&self.G.cx_si, &self.G.cx_s_cap, self.G.cx_s_n + m, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.G.cx_sw, self.G.cx_s_cap, sizeof(word_t)) < 0):
+                return self.G._fail(ERR_MEMORY, self.G.cx_s_n + m)
+            self.G.cx_roff[c] = self.G.cx_s_n
+            for j in range(cnt if nz == 0 else nw):
+                w = self.G.x_tok[j] >> 5 if nz == 0 else <int32_t>j
+                if self.G.x_row[w] != 0:  # (a listed token's word moves out at its first token)
+                    self.G.cx_si[self.G.cx_s_n] = w
+                    self.G.cx_sw[self.G.cx_s_n] = self.G.x_row[w]
+                    self.G.cx_s_n += 1
+                    self.G.x_row[w] = 0
+            self.G.cx_rlen[c] = <int32_t>(self.G.cx_s_n - self.G.cx_roff[c])
+        # its groups: the boundaries by the lexer state the lexeme ends in
+        if self.G.n_ls > self.G.x_gcap:
+            cap = self.G.x_gcap
+            if grow(<void**>&self.G.x_gat, &cap, self.G.n_ls, sizeof(int32_t)) < 0:
+                return self.G._fail(ERR_MEMORY, self.G.n_ls)
+            if resize(<void**>&self.G.x_gstamp, cap, sizeof(int32_t)) < 0:
+                return self.G._fail(ERR_MEMORY, self.G.n_ls)
+            memset(&self.G.x_gstamp[self.G.x_gcap], 0, (cap - self.G.x_gcap) * sizeof(int32_t))
+            self.G.x_gcap = cap
+        self.G.x_stamp += 1
+        g0 = self.G.g_n
+        for b in range(self.G.x_bn):
+            q = self.G.x_bq[b]
+            if self.G.x_gstamp[q] != self.G.x_stamp:
+                self.G.x_gstamp[q] = self.G.x_stamp
+                g = self.G.g_n
+                if g + 1 > self.G.g_cap:
+                    cap = self.G.g_cap
+                    if (grow(<void**>&self.G.g_q, &cap, g + 1, sizeof(state_t)) < 0
+                            or resize(<void**>&self.G.g_skip, cap, sizeof(uint8_t)) < 0
+                            or resize(<void**>&self.G.g_noff, cap, sizeof(int64_t)) < 0
+                            or resize(<void**>&self.G.g_nn, cap, sizeof(int32_t)) < 0
+                            or resize(<void**>&self.G.g_child, cap, sizeof(int32_t)) < 0):
+                        return self.G._fail(ERR_MEMORY, g + 1)
+                    self.G.g_cap = <int32_t>cap
+                self.G.g_q[g] = q
+                self.G.g_skip[g] = (self.G.ls_flags[q] & F_SKIP_ACC) != 0
+                self.G.g_nn[g] = 0
+                self.G.g_child[g] = -1
+                self.G.x_gat[q] = g
+                self.G.g_n += 1
+            self.G.g_nn[self.G.x_gat[q]] = self.G.g_nn[self.G.x_gat[q]] + 1
+        off = self.G.nd_n
+        for g in range(g0, self.G.g_n):
+            self.G.g_noff[g] = off
+            off += self.G.g_nn[g]
+            self.G.g_nn[g] = 0
+        if grow(<void**>&self.G.nd_k, &self.G.nd_cap, off, sizeof(int32_t)) < 0 or resize(<void**>&self.G.nd_i, self.G.nd_cap,
+                                                                              sizeof(int32_t)) < 0:
+            return self.G._fail(ERR_MEMORY, off)
+        for b in range(self.G.x_bn):
+            g = self.G.x_gat[self.G.x_bq[b]]
+            pos = self.G.g_noff[g] + self.G.g_nn[g]
+            self.G.nd_k[pos] = self.G.x_bk[b]
+            self.G.nd_i[pos] = self.G.x_bi[b]
+            self.G.g_nn[g] = self.G.g_nn[g] + 1
+        self.G.nd_n = off
+        self.G.cx_goff[c] = g0
+        self.G.cx_gn[c] = self.G.g_n - g0
+        self.G.cx_n += 1
+        self.G._cx_account()
+        return c
+
+    cdef int _queue_root(self, state_t y) noexcept nogil:
+        """Queue lexer state ``y`` for a root context (the making ahead): 0 or -1."""
+        cdef int64_t cap
+        if y >= self.G.x_enq_cap:
+            cap = self.G.x_enq_cap
+            if grow(<void**>&self.G.x_enq, &cap, y + 1, sizeof(uint8_t)) < 0:
+                return self.G._fail(ERR_MEMORY, y + 1)
+            memset(&self.G.x_enq[self.G.x_enq_cap], 0, cap - self.G.x_enq_cap)
+            self.G.x_enq_cap = cap
+        if self.G.x_enq[y]:
+            return 0
+        self.G.x_enq[y] = 1
+        if grow(<void**>&self.G.x_rq, &self.G.x_rq_cap, self.G.x_rq_n + 1, sizeof(state_t)) < 0:
+            return self.G._fail(ERR_MEMORY, self.G.x_rq_n + 1)
+        self.G.x_rq[self.G.x_rq_n] = y
+        self.G.x_rq_n += 1
+        return 0
+
+    def ahead(self, int64_t max_nodes):
+        """Make the mask tables ahead of the masks (see the module doc): the contexts of
+        the lexer states a mask can start in and of the boundaries after them, until none
+        is left, ``max_nodes`` trie nodes were visited or the tables hold their
+        ``max_cx_bytes``.  Returns whether it made all it found."""
+        cdef int r
+        if not self.cx_ok:
+            raise ValueError("the parser does not walk the trie and slices of the grammar's mask tables")
+        with nogil:
+            r = self._ahead(max_nodes)
+        if r < 0:
+            self.T.raise_error()
+            raise RuntimeError("glr: the making of the mask tables failed")
+        return self.G.ahead_complete
+
+    cdef int _ahead(self, int64_t max_nodes) noexcept nogil:
+        """:meth:`ahead`: 0, or -1 (a limit of the lexer, memory)."""
+        cdef int32_t n = self.G.n_states, S, k, l, t, i, c, g, m, n_term = self.G.n_term
+        cdef int32_t n_all = 0
+        cdef int64_t node0 = self.work.trie_nodes, rq_pos = 0, wq_n = 0, wq_pos = 0, cap = 0, wq_cap = 0
+        cdef state_t x, s
+        cdef int r = -1
+        cdef bint skip
+        cdef state_t* ss = <state_t*>malloc(max(1, n) * sizeof(state_t))      # per LR state: start(cand)
+        cdef state_t* all_ = <state_t*>malloc(max(1, n) * sizeof(state_t))   # the distinct ones
+        cdef int32_t* sp_off = <int32_t*>malloc((n_term + 1) * sizeof(int32_t))  # per lexeme: after its shifts
+        cdef int32_t n_sh = self.G.sh_off[n] if n > 0 else 0
+        cdef state_t* sp = <state_t*>malloc(max(1, n_sh) * sizeof(state_t))
+        cdef int32_t* wq = NULL  # contexts whose groups are to be made
+        if ss == NULL or all_ == NULL or sp_off == NULL or sp == NULL:
+            self.G._fail(ERR_MEMORY, n)
+            free(ss); free(all_); free(sp_off); free(sp)
+            return -1
+        self.G.ahead_complete = False
+        self.T.steps = 0
+        # the start state of each LR state's candidate lexemes (the lexer state after a
+        # lexeme shifted into it, when the stack allows them all: an LALR(1) lookahead
+        # the stack refuses gives a state made when first met)
+        for S in range(n):
+            ss[S] = self.G.start_state(&self.G.cand_lex[self.G.cand_off[S]], self.G.cand_off[S + 1] - self.G.cand_off[S])
+            if ss[S] == LS_ERROR:
+                break
+        else:
+            # per lexeme: the distinct start states after a shift of it
+            if self.G.n_ls > self.G.x_gcap:
+                cap = self.G.x_gcap
+                if grow(<void**>&self.G.x_gat, &cap, self.G.n_ls, sizeof(int32_t)) < 0 or resize(
+                        <void**>&self.G.x_gstamp, cap, sizeof(int32_t)) < 0:
+                    self.G._fail(ERR_MEMORY, self.G.n_ls)
+                else:
+                    memset(&self.G.x_gstamp[self.G.x_gcap], 0, (cap - self.G.x_gcap) * sizeof(int32_t))
+                    self.G.x_gcap = cap
+            if self.G.n_ls <= self.G.x_gcap:
+                self.G.x_stamp += 1
+                for S in range(n):
+                    if self.G.sets.len[ss[S]] > 0 and self.G.x_gstamp[ss[S]] != self.G.x_stamp:
+                        self.G.x_gstamp[ss[S]] = self.G.x_stamp
+                        all_[n_all] = ss[S]
+                        n_all += 1
+                m = 0
+                for l in range(n_term):
+                    sp_off[l] = m
+                    self.G.x_stamp += 1
+                    for S in range(n):
+                        t = self.G.shift(S, l)
+                        if t >= 0 and self.G.sets.len[ss[t]] > 0 and self.G.x_gstamp[ss[t]] != self.G.x_stamp:
+                            self.G.x_gstamp[ss[t]] = self.G.x_stamp
+                            if m < n_sh:
+                                sp[m] = ss[t]
+                                m += 1
+                sp_off[n_term] = m
+                # the roots: the lexer state now (the start) and every start state
+                self.G.x_collect = True
+                r = self._queue_root(self.ls)
+                for i in range(n_all):
+                    if r == 0:
+                        r = self._queue_root(all_[i])
+                while r == 0 and (rq_pos < self.G.x_rq_n or wq_pos < wq_n):
+                    if self.work.trie_nodes - node0 > max_nodes or self.G.cx_bytes >= self.G.max_cx_bytes:
+                        break
+                    self.T.steps = 0  # (max_steps: per context made)
+                    if rq_pos < self.G.x_rq_n:
+                        x = self.G.x_rq[rq_pos]
+                        rq_pos += 1
+                        if i64map_get(&self.G.cx_root, x) >= 0:
+                            continue
+                        c = self._cx_make(x, -1)
+                        if c < 0 or i64map_put(&self.G.cx_root, x, c) < 0:
+                            r = -1
+                            break
+                    else:
+                        c = wq[wq_pos]
+                        wq_pos += 1
+                        for g in range(self.G.cx_goff[c], self.G.cx_goff[c] + self.G.cx_gn[c]):
+                            skip = self.G.g_skip[g]
+                            x = self.G.g_q[g]
+                            k = 0 if skip else self.G.ls_acc_len[x]
+                            for i in range(-1 if skip else 0, k):
+                                # the skip lexeme: any start state; else those after a shift of the lexeme
+                                l = -1 if i < 0 else self.G.acc_pool[self.G.ls_acc_off[x] + i]
+                                for m in range(0 if l < 0 else sp_off[l], n_all if l < 0 else sp_off[l + 1]):
+                                    s = all_[m] if l < 0 else sp[m]
+                                    # (a child's own groups are made when first met: their
+                                    # lexer states multiply, the tokens behind them are few)
+                                    if self._cx_child(g, s) < 0:
+                                        r = -1
+                                        break
+                                if r < 0:
+                                    break
+                            if r < 0:
+                                break
+                        continue
+                    if grow(<void**>&wq, &wq_cap, wq_n + 1, sizeof(int32_t)) < 0:
+                        r = self.G._fail(ERR_MEMORY, wq_n + 1)
+                        break
+                    wq[wq_n] = c
+                    wq_n += 1
+                if r == 0:
+                    self.G.ahead_complete = rq_pos == self.G.x_rq_n and wq_pos == wq_n
+        self.G.x_collect = False
+        self.G.ahead_nodes += self.work.trie_nodes - node0
+        self.T.note_steps()
+        free(ss); free(all_); free(sp_off); free(sp); free(wq)
+        return r
+
+    cdef int32_t _cx_lookup(self, int32_t g, state_t s) noexcept nogil:
+        """Group ``g``'s context after the boundary from lexer state ``s``, or -2: none made."""
+        cdef int32_t e = self.G.g_child[g]
+        while e >= 0:
+            if self.G.ch_s[e] == s:
+                return self.G.ch_cx[e]
+            e = self.G.ch_next[e]
+        return -2
+
+    cdef int _cx_walk_group(self, int32_t g, state_t s, word_t* mask, int64_t* cnt) noexcept nogil:
+        """Group ``g``'s nodes after the boundary, the next lexeme from ``s``, walked as
+        llguidance walks (the parser scanning at the next boundaries): 0 or -1."""
+        cdef int64_t j, v
+        cdef int32_t k, n, i
+        cdef const TrieNode* nodes
+        cdef const token_t* ids
+        cdef state_t y, saved_ls = self.ls
+        self.G.cx_walked += 1
+        for j in range(self.G.g_noff[g], self.G.g_noff[g] + self.G.g_nn[g]):
+            k = self.G.nd_k[j]
+            self._cx_trie(k, &nodes, &ids)
+            n = self.G.nd_i[j]
+            y = self.G.ls_trans[<int64_t>s * BYTES + nodes[n].byte]
+            if y == MISSING:
+                y = self.G.step(s, nodes[n].byte)
+            if y == LS_ERROR:
+                return -1
+            if y < 0:
+                continue
+            for i in range(nodes[n].token_start, nodes[n].token_start + nodes[n].token_count):
+                mask[ids[i] >> 5] |= (<word_t>1) << (ids[i] & 31)
+            cnt[0] += nodes[n].token_count
+            if nodes[n].subtree_size > 1:
+                self.ls = y  # (the walk starts from the parser's lexer state)
+                v = self._walk(nodes + n, nodes[n].subtree_size, ids, mask)
+                self.ls = saved_ls
+                if v < 0:
+                    return -1
+                self.work.trie_nodes += v
+                self.work.lexer_steps += v
+                cnt[0] += self.walk_tokens
+        return 0
+
+    cdef int32_t _cx_child(self, int32_t g, state_t s) noexcept nogil:
+        """Group ``g``'s context after the boundary, the next lexeme from lexer state ``s``
+        (made the first time): its id, or -1."""
+        cdef int32_t e = self.G.g_child[g], c
+        cdef int64_t cap
+        while e >= 0:
+            if self.G.ch_s[e] == s:
+                return self.G.ch_cx[e]
+            e = self.G.ch_next[e]
+        c = self._cx_make(s, g)
+        if c < 0:
+            return -1
+        e = self.G.ch_n
+        if e + 1 > self.G.ch_cap:
+            cap = self.G.ch_cap
+            if (grow(<void**>&self.G.ch_s, &cap, e + 1, sizeof(state_t)) < 0
+                    or resize(<void**>&self.G.ch_cx, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.G.ch_next, cap, sizeof(int32_t)) < 0):
+                return self.G._fail(ERR_MEMORY, e + 1)
+            self.G.ch_cap = <int32_t>cap
+        self.G.ch_s[e] = s
+        self.G.ch_cx[e] = c
+        self.G.ch_next[e] = self.G.g_child[g]
+        self.G.g_child[g] = e
+        self.G.ch_n += 1
+        self.G._cx_account()
+        return c
+
+    cdef int _cx_fill(self, int32_t c, word_t* mask, int64_t* cnt, bint deep) noexcept nogil:
+        """OR context ``c``'s row into ``mask`` and, per boundary group, the scan of the
+        lexeme it ends (the skip lexeme: none) and the context after it; 0 or -1.  ``deep``
+        (``c`` is a child): a group's child not made is not made, its nodes are walked."""
+        cdef int64_t off = self.G.cx_roff[c], i
+        cdef int32_t n = self.G.cx_rlen[c], g, saved, ch
+        cdef const word_t* row
+        cdef state_t s
+        self.G.cx_rows += 1
+        if n < 0:
+            row = &self.G.cx_w[off]
+            for i in range(self.G.cx_words):
+                mask[i] |= row[i]
+        else:
+            for i in range(off, off + n):
+                mask[self.G.cx_si[i]] |= self.G.cx_sw[i]
+        cnt[0] += self.G.cx_cnt[c]
+        for g in range(self.G.cx_goff[c], self.G.cx_goff[c] + self.G.cx_gn[c]):
+            saved = self.n_rows
+            if not self.G.g_skip[g]:
+                self.G.cx_scans += 1
+                if self._scan(self.G.g_q[g]) < 0:
+                    return -1
+            s = self.row_ls[self.n_rows - 1]
+            if self.G.sets.len[s] > 0:
+                ch = self._cx_lookup(g, s) if deep else self._cx_child(g, s)
+                if ch == -2:
+                    if self._cx_walk_group(g, s, mask, cnt) < 0:
+                        return -1
+                elif ch < 0 or self._cx_fill(ch, mask, cnt, True) < 0:
+                    return -1
+            if self.n_rows != saved:
+                self._truncate(saved)
+        return 0
 
     cdef int64_t _top_header(self) noexcept nogil:
         """The top row's node when it has one (a linear stack's top), else -1."""
@@ -620,7 +1211,7 @@ cdef class GLRParser(EarleyParser):
             e = self.G.st_next[e]
         return -1
 
-    cdef int _store_insert(self, const word_t* mask, int32_t n_words, bint sliced) noexcept nogil:
+    cdef int _store_insert(self, const word_t* mask, int32_t n_words, bint sliced, int64_t count) noexcept nogil:
         """Store the mask a fill just made, keyed by what it read: 0 (stored, or not
         storable: a stack not linear where it was read, the store full), -1 on memory."""
         cdef int64_t top = self._top_header(), h, need, cap
@@ -653,6 +1244,7 @@ cdef class GLRParser(EarleyParser):
                     or resize(<void**>&self.G.st_depth, cap, sizeof(int32_t)) < 0
                     or resize(<void**>&self.G.st_soff, cap, sizeof(int64_t)) < 0
                     or resize(<void**>&self.G.st_sliced, cap, sizeof(uint8_t)) < 0
+                    or resize(<void**>&self.G.st_count, cap, sizeof(int64_t)) < 0
                     or resize(<void**>&self.G.st_masks, cap * n_words, sizeof(word_t)) < 0):
                 return self.T._fail(ERR_MEMORY, e + 1)
             self.G.st_cap = cap
@@ -667,6 +1259,7 @@ cdef class GLRParser(EarleyParser):
         self.G.st_depth[e] = d
         self.G.st_ls0[e] = self.row_ls[self.n_rows - 1]
         self.G.st_sliced[e] = sliced
+        self.G.st_count[e] = count
         self.G.st_next[e] = i64map_get(&self.G.st_index, pair_key(self.ls, self.chain[0]))
         if i64map_put(&self.G.st_index, pair_key(self.ls, self.chain[0]), e) < 0:
             return self.T._fail(ERR_MEMORY, e + 1)
@@ -676,6 +1269,12 @@ cdef class GLRParser(EarleyParser):
         return 0
 
     # ------------------------------------------------------------ python --
+
+    def row_start(self, int32_t k):
+        """Row k's lexer state: where the lexeme after it starts."""
+        if k < 0 or k >= self.n_rows:
+            raise IndexError(f"row {k} out of range [0, {self.n_rows})")
+        return self.row_ls[k]
 
     def row_nodes(self, int32_t k):
         """Row k's nodes ``(state, below, virtual)``, ``below`` the headers its edges

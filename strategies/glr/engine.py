@@ -13,18 +13,26 @@ are llguidance's and the masks equal ``llguidance``'s bit for bit on the same gr
 A row costs a few table lookups where the grammar is deterministic (LALR(1): 91 of 98
 MaskBench schemas sampled), instead of an Earley set.
 
-Masks are stored as they are made (``mask_store_bytes``, default 64 MiB; 0 turns the
-store off, for ablations): a mask is keyed by the lexer state and the LR states of the
-stack's top down to the deepest one its walk read, so a later mask at the same lexer
-state over the same stack top is a row copy (:mod:`strategies.glr._core`).  What is not
-here yet (issue 42): the masks computed ahead of time, at compile, so that no mask
-walks; today a mask the store has not seen is llguidance's walk of the token trie, with
-the LR parser consulted where a byte ends a lexeme.
+A mask is made from the *mask tables* (:mod:`strategies.glr._core`): per lexer state,
+the tokens that stay in the lexeme (a row) and the tokens that cross its end grouped by
+where it ends, with per boundary group and next start state a child of the same shape;
+a mask is the root's row, one scan of the stack per group and the child's row.  They are
+made at compile (``mask_tables="ahead"``: every lexer state a mask can start in that the
+LR automaton predicts; ``compiled.ahead_complete`` says whether ``ahead_nodes`` cut it
+short) and what a mask meets that they lack is made then; ``"lazy"`` makes them only
+then, ``"off"`` walks the token trie as ``llguidance`` does (ablations).  Masks are
+also stored as they are made (``mask_store_bytes``, default 64 MiB; 0 turns the store
+off): keyed by the lexer state and the LR states of the stack's top down to the deepest
+one the mask read, so a later mask at the same lexer state over the same stack top is
+a row copy.
 
 Options: ``lookahead`` (1: LALR(1) tables; 0: LR(0), more conflicts and the same
 masks, for ablations), ``max_states`` (LR(0) states, default 100,000),
-``max_table_bytes`` (the LR tables' C arrays, default 256 MiB), ``mask_store_bytes`` (the
-mask store's bytes), and
+``max_table_bytes`` (the LR tables' C arrays and the mask tables, default 256 MiB: the
+LR arrays past it are an error at compile, the mask tables stop growing and later masks
+are walked), ``mask_tables`` (``"ahead"``, ``"lazy"``, ``"off"``), ``ahead_nodes`` (trie
+nodes the making ahead may visit, default 20,000,000), ``mask_store_bytes`` (the mask
+store's bytes), and
 llguidance's ``slices``, ``whitespace``, ``spelling``, ``max_lexer_states``,
 ``max_row_items`` (items of one row: the stack's nodes and edges written by a scan,
 default 10,000), ``max_steps`` (items, reductions' paths and lexer states of one mask
@@ -90,11 +98,15 @@ class GLRCompiled(CompiledTables):
     """A grammar as llguidance's lexer tables and an LR automaton (``lr``)."""
 
     lr: LRTables
+    #: the making ahead made every mask-table context it found (no limit cut it short)
+    ahead_complete: bool = False
 
     def stats(self) -> dict[str, float]:
         """Grammar size (nonterminals, productions, lexemes), the LR automaton (states,
-        conflicts), lexer states built so far, the largest row and step count seen,
-        memory and build seconds."""
+        conflicts), lexer states built so far, the largest row and step count seen, the
+        mask store, the mask tables (contexts, groups, bytes, trie nodes made ahead; masks
+        made from them, walked past them, the rows and scans they combined), memory and
+        build seconds."""
         t = self.tables
         return {
             "nonterminals": t.n_nt,
@@ -106,6 +118,14 @@ class GLRCompiled(CompiledTables):
             "store_entries": t.store_entries,
             "store_hits": t.store_hits,
             "store_bytes": t.store_bytes,
+            "contexts": t.contexts,
+            "context_groups": t.groups,
+            "table_bytes": t.cx_bytes,
+            "ahead_nodes": t.ahead_nodes,
+            "table_fills": t.cx_fills,
+            "table_walks": t.cx_walks,
+            "table_rows": t.cx_rows,
+            "table_scans": t.cx_scans,
             "memory_bytes": self.memory_bytes(),
             **{f"{k}_s": round(v, 6) for k, v in self.timings.items()},
         }
@@ -132,6 +152,8 @@ class GLREngine(GrammarEngine):
         max_states: int = DEFAULT_MAX_STATES,
         max_table_bytes: int = 256 << 20,
         mask_store_bytes: int = 64 << 20,
+        mask_tables: Literal["ahead", "lazy", "off"] = "ahead",
+        ahead_nodes: int = 20_000_000,
         slices: Literal["default", "none"] | Sequence[str] = "default",
         whitespace: Whitespace = "flexible",
         spelling: Spelling = "json",
@@ -147,10 +169,12 @@ class GLREngine(GrammarEngine):
         if isinstance(mask_store_bytes, bool) or not isinstance(mask_store_bytes, int) or mask_store_bytes < 0:
             raise ValueError(f"mask_store_bytes must be an integer >= 0, got {mask_store_bytes!r}")
         for opt, value in (("max_states", max_states), ("max_table_bytes", max_table_bytes),
-                           ("max_lexer_states", max_lexer_states),
+                           ("max_lexer_states", max_lexer_states), ("ahead_nodes", ahead_nodes),
                            ("max_row_items", max_row_items), ("max_steps", max_steps)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{opt} must be a positive integer, got {value!r}")
+        if mask_tables not in ("ahead", "lazy", "off"):
+            raise ValueError(f"mask_tables must be 'ahead', 'lazy' or 'off', got {mask_tables!r}")
         for opt, flag in (("mask_cache", mask_cache), ("memo", memo)):
             if not isinstance(flag, bool):
                 raise ValueError(f"{opt} must be a bool, got {flag!r}")
@@ -159,6 +183,8 @@ class GLREngine(GrammarEngine):
         self.max_states = max_states
         self.max_table_bytes = max_table_bytes
         self.mask_store_bytes = mask_store_bytes
+        self.mask_tables = mask_tables
+        self.ahead_nodes = ahead_nodes
         self.whitespace = whitespace
         self.spelling = spelling
         self.max_lexer_states = max_lexer_states
@@ -167,7 +193,7 @@ class GLREngine(GrammarEngine):
         self.mask_cache = mask_cache
         self.options = {
             "lookahead": lookahead, "max_states": max_states, "max_table_bytes": max_table_bytes,
-            "mask_store_bytes": mask_store_bytes,
+            "mask_store_bytes": mask_store_bytes, "mask_tables": mask_tables, "ahead_nodes": ahead_nodes,
             "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace,
             "spelling": spelling, "max_lexer_states": max_lexer_states, "max_row_items": max_row_items,
             "max_steps": max_steps, "mask_cache": mask_cache, "memo": memo,
@@ -194,7 +220,8 @@ class GLREngine(GrammarEngine):
             lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs, lg.nullable, lg.n_nt, lg.dfas, lg.skip,
             **arrays, max_lexer_states=self.max_lexer_states, max_row_items=self.max_row_items,
             max_steps=self.max_steps, n_slices=len(self.slicer.regexes) if self.slicer else 0,
-            max_store_bytes=self.mask_store_bytes)
+            max_store_bytes=self.mask_store_bytes,
+            max_cx_bytes=max(1, self.max_table_bytes - need) if self.mask_tables != "off" else 0)
         t3 = time.perf_counter()
         return tables, lr, lg, {"lexemes": t1 - t0, "lr": t2 - t1, "tables": t3 - t2}
 
@@ -205,6 +232,10 @@ class GLREngine(GrammarEngine):
         tables, lr, lg, timings = self.tables_for(grammar)
         compiled = GLRCompiled(grammar, tables, kind, lg.symbols(), {"grammar": t1 - t0, **timings})
         compiled.lr = lr
+        if self.mask_tables == "ahead":
+            t4 = time.perf_counter()
+            compiled.ahead_complete = self._parser(compiled).ahead(self.ahead_nodes)
+            compiled.timings["ahead"] = time.perf_counter() - t4
         return compiled
 
     def _matcher(self, compiled: GLRCompiled) -> GLRMatcher:

@@ -187,6 +187,9 @@ cdef class EarleyParser:
     cdef readonly TokenTrie walk_trie     # the vocabulary's trie
     cdef readonly SliceSet walk_slices    # its slices, or None
     cdef readonly int64_t last_visited    # trie nodes the last fill looked at (0: a cache copy)
+    cdef int64_t walk_tokens              # the tokens the last _walk ORed in
+    cdef int64_t fill_count               # the tokens the last c_fill ORed in when it counted them
+                                          # (a subclass's tables), else -1: the session counts bits
     cdef WorkCounters work                # counted since the parser was made (a copy starts at zero)
     # The undo stack of the ops (toolkit.core.session): the state before each token consumed,
     # three values a token (lexer state, rows, fresh)

@@ -973,7 +973,7 @@ cdef class EarleyParser:
         cdef int32_t p = 1, depth = 1, i, end, rows, base_rows = self.n_rows
         cdef state_t y, y_slow
         cdef int r
-        cdef int64_t visited = 0
+        cdef int64_t visited = 0, tokens = 0
         cdef token_t t
         cdef const TrieNode* node
         cdef state_t* st_ls = self.st_ls
@@ -1000,7 +1000,7 @@ cdef class EarleyParser:
                 if r == 0:
                     depth -= node.num_parents - 1
                     p += node.subtree_size
-                    parent = st_ls[depth - 1]
+                    parent = st_ls[depth - 1 if depth > 0 else 0]  # (a subtree walk ends above its start)
                     continue
                 rows = self.n_rows
             # The node's first id without a branch (0 or 1 ids is the rule, and which is
@@ -1008,6 +1008,7 @@ cdef class EarleyParser:
             # token_start (TokenTrie keeps a readable id past the end).
             t = token_ids[node.token_start]
             mask[t >> 5] |= (<word_t>(node.token_count != 0)) << (t & 31)
+            tokens += node.token_count
             if node.token_count > 1:  # duplicate byte strings: rare
                 end = node.token_start + node.token_count
                 for i in range(node.token_start + 1, end):
@@ -1018,9 +1019,10 @@ cdef class EarleyParser:
             st_ls[depth] = y
             st_rows[depth] = rows
             depth += 1 - node.num_parents * (node.subtree_size == 1)
-            parent = st_ls[depth - 1]
+            parent = st_ls[depth - 1 if depth > 0 else 0]
             p += 1
         self._truncate(base_rows)
+        self.walk_tokens = tokens
         return visited
 
     # ------------------------------------------------------------ python --
@@ -1367,7 +1369,12 @@ cdef void _ops_undo(void* core) noexcept nogil:
 
 
 cdef int _ops_fill(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil:
-    return (<EarleyParser>core).c_fill(row, n_words)
+    cdef int r
+    (<EarleyParser>core).fill_count = -1
+    r = (<EarleyParser>core).c_fill(row, n_words)
+    if r >= 0 and (<EarleyParser>core).fill_count >= 0:
+        count[0] = (<EarleyParser>core).fill_count  # the row was zero (the session's contract): counted
+    return r
 
 
 cdef int _ops_accepting(void* core) noexcept nogil:
