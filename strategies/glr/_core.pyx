@@ -799,8 +799,7 @@ cdef class GLRParser(EarleyParser):
                         smask = self.walk_slices.masks[k]
                         for w in range(self.walk_slices.n_words):
                             self.G.x_row[w] = self.G.x_row[w] | smask[w]
-                        cnt += self.walk_slices.n_tokens[k]
-                        self.work.tokens_sliced += self.walk_slices.n_tokens[k]
+                        cnt += self.walk_slices.n_tokens[k]  # (a mask counts them cached, as the row's)
                         continue
                     n = self._cx_trie(k, &nodes, &ids)
                     if self._cx_walk(nodes, ids, k, 1, n, s, &cnt) < 0:
