@@ -54,7 +54,7 @@ def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead:
     earlier ones filled (keyed by what each fill read of the stack), with rollbacks; the
     masks made from the mask tables (made ahead, made when first met) or walked."""
     g = Grammar.from_lark(GRAMMARS[name])
-    ours = get_engine("glr", VOCAB, lookahead=lookahead, mask_tables=tables)
+    ours = get_engine("glr", VOCAB, lookahead=lookahead, mask_tables=tables, store_min_rows=0)  # (store every mask)
     ref = get_engine("llguidance", VOCAB)
     c, rc = ours.compile(g), ref.compile(g)
     rng = random.Random(f"{name}/{lookahead}")
@@ -91,13 +91,15 @@ def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead:
 
 
 def test_the_mask_store_is_an_option_and_changes_no_mask() -> None:
-    """``mask_store_bytes=0`` fills every mask by walking; a store too small for a mask
-    stores none; the masks are the same."""
+    """``mask_store_bytes=0`` stores no mask; a store too small for a mask stores none;
+    ``store_min_rows`` 0 stores every mask, the default only those that took many rows
+    (none on this small grammar); the masks are the same."""
     g = Grammar.from_lark(GRAMMARS["list"])
     walk = [TOKENS.index(t) for t in (b"[", b"a", b",", b" ", b"[", b"1", b"]", b",", b"ab", b"]")]
     rows = {}
-    for size in (0, 10, 64 << 20):
-        eng = get_engine("glr", VOCAB, mask_store_bytes=size)
+    for size in (0, 10, 64 << 20, -1):
+        eng = get_engine("glr", VOCAB, mask_store_bytes=abs(size) if size >= 0 else 64 << 20,
+                         store_min_rows=0 if size >= 0 else 8)
         c = eng.compile(g)
         out = []
         for _ in range(2):
@@ -108,21 +110,22 @@ def test_the_mask_store_is_an_option_and_changes_no_mask() -> None:
         rows[size] = out
         st = c.stats()
         assert (st["store_entries"] > 0 and st["store_hits"] > 0) == (size > 10), (size, st)
-    assert rows[0] == rows[10] == rows[64 << 20]
+    assert rows[0] == rows[10] == rows[64 << 20] == rows[-1]
     with pytest.raises(ValueError):
         get_engine("glr", VOCAB, mask_store_bytes=-1)
 
 
 def test_mask_tables_made_ahead_hold_the_walks_masks() -> None:
     """Made ahead, the tables hold a context per lexer state a mask can start in and per
-    boundary after it: a walk with the store off takes every mask from them and makes
-    none (a boundary two lexemes deep is walked); the counts are the rows' bits."""
+    boundary after it: a walk with the store off takes every mask from them and makes no
+    root (a boundary two lexemes deep gets its child when first met), its groups followed
+    on the stack's linear top without rows; the counts are the rows' bits."""
     g = Grammar.from_lark(GRAMMARS["list"])
     eng = get_engine("glr", VOCAB, mask_store_bytes=0)
     ref = get_engine("llguidance", VOCAB)
     c, rc = eng.compile(g), ref.compile(g)
     assert c.ahead_complete and c.timings["ahead"] > 0
-    made = c.stats()["contexts"]
+    made, roots = c.stats()["contexts"], c.tables.roots
     assert made > 3
     m, r = eng.matcher(c), ref.matcher(rc)
     walk = [TOKENS.index(t) for t in (b"[", b"a", b",", b" ", b"[", b"1", b"]", b",", b"ab", b"]")]
@@ -132,7 +135,8 @@ def test_mask_tables_made_ahead_hold_the_walks_masks() -> None:
         assert np.array_equal(row[0], _row(r)) and info.allowed == bm.popcount(row[0])
         assert m.accept_token(t) and r.accept_token(t)
     st = c.stats()
-    assert st["contexts"] == made, "a mask made a context: the making ahead missed it"
+    assert c.tables.roots == roots, "a mask made a root context: the making ahead missed it"
+    assert st["contexts"] >= made and c.tables.cx_fast > 0  # (a group two lexemes deep: made when first met)
     assert st["table_fills"] == len(walk) + 1 and st["table_rows"] >= len(walk)  # (the last: no lexeme, no row)
 
 
@@ -168,7 +172,8 @@ def test_limits_are_errors_naming_their_option() -> None:
         get_engine("glr", VOCAB, max_states=5).compile(g)
     with pytest.raises(LimitExceeded, match="max_table_bytes"):
         get_engine("glr", VOCAB, max_table_bytes=100).compile(g)
-    for bad in ({"lookahead": 2}, {"max_row_items": 0}, {"max_states": -1}, {"mask_cache": "yes"}):
+    for bad in ({"lookahead": 2}, {"max_row_items": 0}, {"max_states": -1}, {"mask_cache": "yes"},
+                {"store_min_rows": -1}, {"ahead_nodes": 0}):
         with pytest.raises(ValueError):
             get_engine("glr", VOCAB, **bad)
     # an ambiguous sum keeps every parse: the level a scan reduces in grows past the limit

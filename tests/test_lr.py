@@ -11,7 +11,7 @@ import pytest
 
 from toolkit.core.errors import LimitExceeded
 from toolkit.grammar.cfg import trim
-from toolkit.grammar.lr import GLRRecognizer, build_lr, productions_of
+from toolkit.grammar.lr import GLRRecognizer, build_lr, flat_repetitions, left_recursive, productions_of
 
 
 def earley_prefix(n_nt: int, prods: list[tuple[int, tuple[int, ...]]], words: list[int]) -> tuple[bool, bool]:
@@ -167,3 +167,78 @@ def test_random_grammars_equal_earley(seed: int) -> None:
         return  # the empty language (trim keeps nothing)
     words = [[rng.randrange(max(t, 1)) for _ in range(rng.randint(0, 7))] for _ in range(8)] if t else [[]]
     _check(n, t, prods, words)
+
+
+def _prefixes(n_nt: int, n_term: int, prods, length: int) -> set[tuple[tuple[int, ...], bool]]:
+    """Every terminal sequence up to ``length`` that starts a sentence, and whether it is one."""
+    out, todo = set(), [()]
+    while todo:
+        w = todo.pop()
+        viable, done = earley_prefix(n_nt, prods, [n_nt + x for x in w])
+        if viable:
+            out.add((w, done))
+            if len(w) < length:
+                todo.extend((*w, a) for a in range(n_term))
+    return out
+
+
+def test_left_recursive_keeps_the_language_and_flattens_the_stack() -> None:
+    """``items -> ε | "," item items`` (the schema compiler's repetition) and a right
+    recursion with a base (``r -> "a" r | "b" | "c"``) become left-recursive: the same
+    prefixes and sentences; the GLR recognizer's stack stays flat over a long list."""
+    # 0: start -> "[" item 1 "]" | "[" "]";  1: items -> ε | "," item 1;  2: item -> "x";
+    # 3: r -> "a" 3 | "b" | "c" (as 2's alternative: item -> "x" | "(" 3 ")")
+    X, LB, RB, COMMA, A, B, C, LP, RP = range(4, 13)
+    prods = [(0, (LB, 2, 1, RB)), (0, (LB, RB)), (1, ()), (1, (COMMA, 2, 1)), (2, (X,)), (2, (LP, 3, RP)),
+             (3, (A, 3)), (3, (B,)), (3, (C,))]
+    new, n_nt, done = left_recursive(prods, 4)
+    assert done == {1: 1, 3: 4}
+    assert n_nt == 5  # one nonterminal for r's repetition (items's base is ε alone)
+    assert (1, (1, COMMA + 1, 2)) in new and (1, ()) in new
+    assert _prefixes(4, 9, prods, 6) == _prefixes(5, 9, new, 6)
+    flat = GLRRecognizer(build_lr(n_nt, 9, new))
+    deep = GLRRecognizer(build_lr(4, 9, prods))
+    for w in [LB, X] + [COMMA, X] * 30:
+        assert flat.feed(w - 4) and deep.feed(w - 4)
+
+    def depth(r: GLRRecognizer) -> int:
+        node, n = r.top[0], 0
+        while node.below:
+            node, n = node.below[0], n + 1
+        return n
+
+    assert depth(flat) < 6 < 30 < depth(deep)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_left_recursive_keeps_random_languages(seed: int) -> None:
+    """Random grammars (right recursions among them, with and without a base) keep
+    their prefixes and sentences, and their GLR recognizers equal Earley's on them."""
+    rng = random.Random(1000 + seed)
+    n_nt, n_term = rng.randint(1, 4), rng.randint(1, 3)
+    rules: dict[int, list[list[int]]] = {}
+    for a in range(n_nt):
+        alts = [[rng.randrange(n_nt + n_term) for _ in range(rng.choice([0, 1, 2]))] for _ in range(rng.randint(1, 2))]
+        if rng.random() < 0.6:  # a repetition: α a
+            alts.append([n_nt + rng.randrange(n_term)] * rng.randint(1, 2) + [a])
+        rules[a] = alts
+    n, t, prods, _ = _grammar(rules, n_nt, n_term)
+    if n == 0 or t == 0:
+        return
+    new, n2, _ = left_recursive(prods, n)
+    assert _prefixes(n, t, prods, 5) == _prefixes(n2, t, new, 5)
+    _check(n2, t, new, [[rng.randrange(t) for _ in range(rng.randint(0, 6))] for _ in range(4)])
+
+
+def test_flat_repetitions_keeps_a_repetition_whose_rewrite_conflicts() -> None:
+    """``start -> "a" R "c" | "a" "x" "d"``, ``R -> ε | "x" R``: left-recursive, ``R -> ε``
+    is reduced before the first ``x``, which the other alternative shifts (a conflict);
+    so ``R`` stays right-recursive while another repetition is rewritten."""
+    A, C, D, X, Y = range(3, 8)
+    prods = [(0, (A, 1, C)), (0, (A, X, D)), (0, (2,)), (1, ()), (1, (X, 1)), (2, ()), (2, (Y, 2))]
+    new, m, done = left_recursive(prods, 3)
+    assert done == {1: 1, 2: 2} and build_lr(m, 5, new).conflicts > 0
+    lr = flat_repetitions(prods, 3, 5)
+    assert lr.conflicts == 0 and lr.n_nt == 3
+    assert (1, (X, 1)) in lr.prods and (2, (2, Y)) in lr.prods  # R kept, the other flat
+    _check(3, 5, lr.prods[:-1], [[0, 3, 3, 1], [0, 3, 2], [4, 4, 4], []])

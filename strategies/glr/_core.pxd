@@ -10,6 +10,14 @@ from toolkit.core.trie cimport TrieNode
 
 
 cdef enum:
+    STORE_SCAN_ROWS = 4  # a scan or walk counts as this many rows (store_min_rows)
+    UNSAFE_SUBSETS = 3 # unsafe candidates of a state whose subsets the making ahead tries
+    REACH_MAX = 256    # states _reach follows (frontier, lookback) before it gives up
+    LIN_MAX = 64       # LR states a linear simulation pushes above the stack's node, per level
+    LIN_STEPS = 4096   # reductions it may make for one lexeme
+    SAFE_WORK = 50000000  # steps the safe-lookahead fixpoint may take
+    SAFE_FRONTIER = 512  # a reduction's states below (the lookback) beyond which a lookahead is left unsafe
+    X_CLOSURE = 64     # lexer states the making ahead queues from one state a slice keeps alive
     X_TOKENS = 1024    # a context's making lists its row's tokens up to this many (no scan of the row)
 
 cdef enum:
@@ -36,6 +44,22 @@ cdef class GLRTables(ParserTables):
     cdef int32_t* cand_off           # CSR per state: the lexemes it has an action on
     cdef int32_t* cand_lex
     cdef readonly int32_t conflicts  # action cells with more than one action
+    # Lookaheads every stack allows (least fixpoint, made at init): per cand entry, 1 when
+    # the state shifts the lexeme, or some reduction on it leads, under every stack the
+    # state can top, to a state where it is so; per state, the same for the end ($: the
+    # augmented production's reduction), and whether it has any action on the end
+    cdef uint8_t* cand_safe
+    cdef uint8_t* acc_safe
+    cdef uint8_t* acc_any
+    cdef state_t* cand_ss            # per state whose candidates are all safe: their start lexer state, else -1
+    cdef int32_t* pred_off           # CSR per state: the states with a shift or goto into it
+    cdef int32_t* pred
+    cdef int32_t* r_mark             # _reach's scratch: per state its stamp, the frontier, the lookback
+    cdef int32_t* r_fr
+    cdef int32_t* r_lb
+    cdef int32_t r_stamp
+    cdef readonly int64_t safe_pairs       # (state, lookahead) pairs found safe
+    cdef readonly bint safe_complete       # the fixpoint ran to its end (else: fewer marked, all sound)
     cdef readonly int64_t lr_bytes   # bytes of the arrays above
     # The mask store: masks fills made, shared by the grammar's parsers, each keyed by what it
     # was made from: the lexer state, the top row's start lexer state and the LR states of the
@@ -54,6 +78,8 @@ cdef class GLRTables(ParserTables):
     cdef int32_t st_words            # words of a stored mask (the first fill's)
     cdef readonly int64_t store_bytes      # bytes the store holds
     cdef readonly int64_t max_store_bytes  # the most it may hold (0: no store)
+    cdef readonly int64_t store_min_rows   # a mask from the tables is stored when it made a context or
+                                           # took this many rows (a scan or walk: STORE_SCAN_ROWS)
     cdef readonly int64_t store_hits       # fills that were a stored mask
     cdef readonly int64_t store_inserts    # masks stored
     # The mask tables (see the module doc): per lexer state a context, the tokens that end
@@ -94,6 +120,7 @@ cdef class GLRTables(ParserTables):
     cdef readonly int64_t cx_walks         # masks walked instead (the tables full, or another trie)
     cdef readonly int64_t cx_rows          # rows combined by those masks
     cdef readonly int64_t cx_scans         # scans (stacks walked) by those masks
+    cdef readonly int64_t cx_fast          # boundary groups those masks took without a scan
     cdef readonly int64_t cx_nodes         # trie nodes the contexts' makings visited
     cdef readonly int64_t cx_walked        # groups walked (a child's group with no context)
     # scratch of a context's making
@@ -117,6 +144,9 @@ cdef class GLRTables(ParserTables):
     cdef readonly bint ahead_complete      # it made every context it found (no limit cut it)
 
     cdef void _cx_account(self) noexcept nogil
+    cdef int _init_safe(self, int64_t budget) noexcept nogil
+    cdef int32_t _reach(self, int32_t t, int32_t l, int32_t* out, int32_t cap) noexcept nogil
+    cdef inline bint _safe(self, int32_t t, int32_t c) noexcept nogil
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil
     cdef inline int32_t shift(self, int32_t s, int32_t l) noexcept nogil
     cdef inline int32_t reductions_from(self, int32_t s, int32_t la) noexcept nogil
@@ -151,6 +181,12 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t* chain              # scratch: the LR states of the stack's linear top
     cdef int32_t cap_chain
     cdef bint cx_ok                  # the walk set is the one the grammar's mask tables are over
+    # the linear stack a mask's boundary groups are followed on without rows (_lin_step): per
+    # level, LIN_MAX LR states pushed above the stack's node lin_h[level]
+    cdef int32_t* lin_vs
+    cdef int64_t* lin_h
+    cdef int32_t* lin_vn
+    cdef int32_t lin_cap             # levels
 
     cdef int _view_reset(self, int32_t j) noexcept nogil
     cdef int _vn_new(self, int32_t state, int32_t orig) noexcept nogil
@@ -176,5 +212,14 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t _cx_lookup(self, int32_t g, state_t s) noexcept nogil
     cdef int _cx_walk_group(self, int32_t g, state_t s, word_t* mask, int64_t* cnt) noexcept nogil
     cdef int _queue_root(self, state_t y) noexcept nogil
+    cdef int _collect_slice(self, int32_t k, state_t x) noexcept nogil
+    cdef int _queue_closure(self, state_t y) noexcept nogil
     cdef int _ahead(self, int64_t max_nodes) noexcept nogil
+    cdef int _lin_reserve(self, int32_t level) noexcept nogil
+    cdef void _cx_or(self, int32_t c, word_t* mask, int64_t* cnt) noexcept nogil
+    cdef int32_t _lin_sim(self, int32_t level, int32_t l, int32_t out) noexcept nogil
+    cdef int32_t _lin_step(self, int32_t level, state_t q) noexcept nogil
+    cdef state_t _lin_start(self, int32_t level, int32_t t) noexcept nogil
+    cdef int _fast_group(self, int32_t g, int32_t level, state_t s_row, word_t* mask, int64_t* cnt) noexcept nogil
+    cdef int _accepting(self) noexcept nogil
     cdef int _cx_trie(self, int32_t k, const TrieNode** nodes, const token_t** ids) noexcept nogil

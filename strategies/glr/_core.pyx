@@ -89,7 +89,7 @@ as the tables' errors.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
@@ -137,7 +137,7 @@ cdef class GLRTables(ParserTables):
                  int32_t n_states, int32_t n_term, sh_off, sh_lex, sh_to, goto_off, goto_nt, goto_to,
                  rd_off, rd_la, rd_prod, prod_lhs, prod_len, cand_off, cand_lex, int32_t conflicts,
                  int64_t max_lexer_states, int64_t max_row_items, int64_t max_steps, int32_t n_slices=0,
-                 int64_t max_store_bytes=0, int64_t max_cx_bytes=0):
+                 int64_t max_store_bytes=0, int64_t max_cx_bytes=0, int64_t store_min_rows=0):
         ParserTables.__init__(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable, n_nt, 0, lexemes, skip,
                               max_lexer_states=max_lexer_states, max_row_items=max_row_items,
                               max_steps=max_steps, n_slices=n_slices)
@@ -169,8 +169,31 @@ cdef class GLRTables(ParserTables):
         if i64map_init(&self.st_index, 64) < 0 or i64map_init(&self.cx_root, 64) < 0:
             raise MemoryError()
         self.max_cx_bytes = max_cx_bytes
+        self.store_min_rows = store_min_rows
         self.lr_bytes = 4 * (3 * (n_states + 1) + 2 * len(sh_lex) + 2 * len(goto_nt) + 2 * len(rd_la)
-                             + 2 * self.n_prods + len(cand_off) + len(cand_lex))
+                             + 2 * self.n_prods + len(cand_off) + len(cand_lex)) + len(cand_lex) + 2 * n_states
+        cdef int r
+        cdef int32_t S
+        cdef bint all_safe
+        with nogil:
+            r = self._init_safe(SAFE_WORK)
+        if r < 0:
+            raise MemoryError()
+        self.cand_ss = <state_t*>malloc(max(1, n_states) * sizeof(state_t))
+        if self.cand_ss == NULL:
+            raise MemoryError()
+        for S in range(n_states):
+            all_safe = True
+            for r in range(self.cand_off[S], self.cand_off[S + 1]):
+                if not self.cand_safe[r]:
+                    all_safe = False
+                    break
+            self.cand_ss[S] = -1
+            if all_safe and self.cand_off[S + 1] > self.cand_off[S]:
+                self.cand_ss[S] = self.start_state(&self.cand_lex[self.cand_off[S]], self.cand_off[S + 1] - self.cand_off[S])
+                if self.cand_ss[S] == LS_ERROR:
+                    self.raise_error()
+        self.lr_bytes += 4 * n_states
 
     def __dealloc__(self):
         free(self.sh_off); free(self.sh_lex); free(self.sh_to)
@@ -186,6 +209,200 @@ cdef class GLRTables(ParserTables):
         free(self.x_enq); free(self.x_rq)
         free(self.x_row); free(self.x_tok); free(self.x_bq); free(self.x_bk); free(self.x_bi); free(self.x_gat); free(self.x_gstamp)
         free(self.prod_lhs); free(self.prod_len); free(self.cand_off); free(self.cand_lex)
+        free(self.cand_safe); free(self.acc_safe); free(self.acc_any); free(self.cand_ss)
+        free(self.pred_off); free(self.pred); free(self.r_mark); free(self.r_fr); free(self.r_lb)
+
+    cdef inline bint _safe(self, int32_t t, int32_t c) noexcept nogil:
+        """Whether lookahead ``c`` (``n_term``: the end) is safe in state ``t``."""
+        cdef int32_t k
+        if c == self.n_term:
+            return self.acc_safe[t]
+        k = _first(self.cand_lex, self.cand_off[t], self.cand_off[t + 1], c)
+        return k < self.cand_off[t + 1] and self.cand_lex[k] == c and self.cand_safe[k]
+
+    cdef int32_t _reach(self, int32_t t, int32_t l, int32_t* out, int32_t cap) noexcept nogil:
+        """The states lexeme ``l`` can be shifted into from a stack topped by state ``t``
+        whatever is below it (reductions followed through the lookbacks): into ``out``,
+        their number; -1 when more than ``cap`` states are in play (the caller does not
+        predict), -2 out of memory."""
+        cdef int32_t n = self.n_states, nf = 1, i, r, p, a, m, j, q, k, nl, nb, S, g, n_out = 0
+        cdef int32_t* tmp
+        if self.r_mark == NULL:
+            self.r_mark = <int32_t*>calloc(n + 1, sizeof(int32_t))
+            self.r_fr = <int32_t*>malloc(REACH_MAX * sizeof(int32_t))
+            self.r_lb = <int32_t*>malloc(2 * REACH_MAX * sizeof(int32_t))
+            if self.r_mark == NULL or self.r_fr == NULL or self.r_lb == NULL:
+                return -2
+        self.r_stamp += 1
+        self.r_fr[0] = t
+        self.r_mark[t] = self.r_stamp
+        i = 0
+        while i < nf:
+            S = self.r_fr[i]
+            i += 1
+            g = self.shift(S, l)
+            if g >= 0:
+                for k in range(n_out):
+                    if out[k] == g:
+                        break
+                else:
+                    if n_out == cap:
+                        return -1
+                    out[n_out] = g
+                    n_out += 1
+            r = self.reductions_from(S, l)
+            while r < self.rd_off[S + 1] and self.rd_la[r] == l:
+                p = self.rd_prod[r]
+                r += 1
+                a = self.prod_lhs[p]
+                if a < 0:
+                    continue
+                # the lookback: prod_len predecessor steps (the frontier in r_lb, two halves)
+                self.r_lb[0] = S
+                nl = 1
+                for m in range(self.prod_len[p]):
+                    nb = 0
+                    for j in range(nl):
+                        q = self.r_lb[(m & 1) * REACH_MAX + j]
+                        for k in range(self.pred_off[q], self.pred_off[q + 1]):
+                            if nb == REACH_MAX:
+                                return -1
+                            self.r_lb[((m + 1) & 1) * REACH_MAX + nb] = self.pred[k]
+                            nb += 1
+                    nl = nb
+                for j in range(nl):
+                    g = self.goto(self.r_lb[(self.prod_len[p] & 1) * REACH_MAX + j], a)
+                    if g >= 0 and self.r_mark[g] != self.r_stamp:
+                        if nf == REACH_MAX:
+                            return -1
+                        self.r_mark[g] = self.r_stamp
+                        self.r_fr[nf] = g
+                        nf += 1
+        return n_out
+
+    cdef int _init_safe(self, int64_t budget) noexcept nogil:
+        """``cand_safe``, ``acc_safe``, ``acc_any``: the least fixpoint of "the state shifts
+        the lookahead (the end: accepts), or one of its reductions on it reaches, from every
+        state the production's length below it (the lookback, through the LR(0) automaton's
+        predecessors), a state whose goto is safe".  Such a lookahead needs no check at a
+        row's close whatever the stack (an LALR(1) lookahead the stack may refuse does).
+        Stops after ``budget`` steps (a lookback over ``SAFE_FRONTIER`` states: unsafe); 0 or -1."""
+        cdef int32_t n = self.n_states, S, k, c, r, p, a, m, i, j, q, t, nf, nb, total_in = 0
+        cdef int64_t ncand = self.cand_off[n] if n > 0 else 0, work = 0
+        cdef bint changed = True, ok
+        cdef int32_t* pin_off = <int32_t*>calloc(n + 2, sizeof(int32_t))
+        cdef int32_t* pin = NULL
+        cdef int32_t* fa = <int32_t*>malloc(SAFE_FRONTIER * sizeof(int32_t))
+        cdef int32_t* fb = <int32_t*>malloc(SAFE_FRONTIER * sizeof(int32_t))
+        cdef int32_t* tmp
+        cdef int32_t* mark = <int32_t*>calloc(n + 1, sizeof(int32_t))
+        cdef int32_t stamp = 0
+        self.cand_safe = <uint8_t*>calloc(ncand + 1, 1)
+        self.acc_safe = <uint8_t*>calloc(n + 1, 1)
+        self.acc_any = <uint8_t*>calloc(n + 1, 1)
+        if pin_off == NULL or fa == NULL or fb == NULL or mark == NULL or self.cand_safe == NULL \
+                or self.acc_safe == NULL or self.acc_any == NULL:
+            free(pin_off); free(fa); free(fb); free(mark)
+            return -1
+        # the predecessors of each state (CSR): the sources of its shifts and gotos
+        for S in range(n):
+            for k in range(self.sh_off[S], self.sh_off[S + 1]):
+                pin_off[self.sh_to[k] + 2] += 1
+            for k in range(self.goto_off[S], self.goto_off[S + 1]):
+                pin_off[self.goto_to[k] + 2] += 1
+        for S in range(n):
+            pin_off[S + 2] += pin_off[S + 1]
+        total_in = pin_off[n + 1]
+        pin = <int32_t*>malloc(max(1, total_in) * sizeof(int32_t))
+        if pin == NULL:
+            free(pin_off); free(fa); free(fb); free(mark)
+            return -1
+        for S in range(n):
+            for k in range(self.sh_off[S], self.sh_off[S + 1]):
+                pin[pin_off[self.sh_to[k] + 1]] = S
+                pin_off[self.sh_to[k] + 1] += 1
+            for k in range(self.goto_off[S], self.goto_off[S + 1]):
+                pin[pin_off[self.goto_to[k] + 1]] = S
+                pin_off[self.goto_to[k] + 1] += 1
+        # (pin_off[S] .. pin_off[S + 1] now: S's predecessors)
+        for S in range(n):
+            for k in range(self.cand_off[S], self.cand_off[S + 1]):
+                if self.shift(S, self.cand_lex[k]) >= 0:
+                    self.cand_safe[k] = 1
+                    self.safe_pairs += 1
+            r = self.reductions_from(S, self.n_term)
+            while r < self.rd_off[S + 1] and self.rd_la[r] == self.n_term:
+                self.acc_any[S] = 1
+                if self.prod_lhs[self.rd_prod[r]] < 0:
+                    self.acc_safe[S] = 1
+                    self.safe_pairs += 1
+                r += 1
+        while changed and work < budget:
+            changed = False
+            for S in range(n):
+                for k in range(self.cand_off[S], self.cand_off[S + 1] + 1):
+                    if k < self.cand_off[S + 1]:
+                        if self.cand_safe[k]:
+                            continue
+                        c = self.cand_lex[k]
+                    else:
+                        if self.acc_safe[S] or not self.acc_any[S]:
+                            continue
+                        c = self.n_term
+                    r = self.reductions_from(S, c)
+                    while r < self.rd_off[S + 1] and self.rd_la[r] == c:
+                        p = self.rd_prod[r]
+                        r += 1
+                        a = self.prod_lhs[p]
+                        if a < 0:
+                            continue
+                        # the lookback: the states prod_len below S
+                        fa[0] = S
+                        nf = 1
+                        ok = True
+                        for m in range(self.prod_len[p]):
+                            stamp += 1
+                            nb = 0
+                            for i in range(nf):
+                                for j in range(pin_off[fa[i]], pin_off[fa[i] + 1]):
+                                    q = pin[j]
+                                    if mark[q] != stamp:
+                                        mark[q] = stamp
+                                        if nb == SAFE_FRONTIER:
+                                            ok = False
+                                            break
+                                        fb[nb] = q
+                                        nb += 1
+                                if not ok:
+                                    break
+                            work += nf
+                            tmp = fa
+                            fa = fb
+                            fb = tmp
+                            nf = nb
+                            if not ok or nf == 0:
+                                break
+                        if not ok or nf == 0:
+                            continue
+                        for i in range(nf):
+                            t = self.goto(fa[i], a)
+                            work += 1
+                            if t < 0 or not self._safe(t, c):
+                                ok = False
+                                break
+                        if ok:
+                            if c == self.n_term:
+                                self.acc_safe[S] = 1
+                            else:
+                                self.cand_safe[k] = 1
+                            self.safe_pairs += 1
+                            changed = True
+                            break
+        self.safe_complete = not changed
+        self.pred_off = pin_off  # (kept: the making ahead follows lexemes through the lookbacks)
+        self.pred = pin
+        free(fa); free(fb); free(mark)
+        return 0
 
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil:
         """The state after nonterminal ``a`` in state ``s``, or -1."""
@@ -264,6 +481,7 @@ cdef class GLRParser(EarleyParser):
         free(self.vn_state); free(self.vn_orig); free(self.vn_edge); free(self.vn_mat)
         free(self.ve_to); free(self.ve_next); free(self.by_state)
         free(self.fr_a); free(self.fr_b); free(self.sh_state); free(self.sh_from); free(self.chain)
+        free(self.lin_vs); free(self.lin_h); free(self.lin_vn)
 
     # ------------------------------------------------------------ arena --
 
@@ -584,7 +802,7 @@ cdef class GLRParser(EarleyParser):
                     if self.T.allow_stamp[c] == self.T.stamp:
                         continue
                     self.T.allow_stamp[c] = self.T.stamp
-                    ok = self._row_shifts(j, c)
+                    ok = self.G.cand_safe[k] or self._row_shifts(j, c)  # (safe: allowed whatever the stack)
                     if not ok:
                         if self._view_reset(j) < 0 or self._reduce(c) < 0:
                             return -1
@@ -593,15 +811,26 @@ cdef class GLRParser(EarleyParser):
                         self.T.allowed[n_allowed] = c
                         n_allowed += 1
             h += 1 + self.items[h].origin
-        if self._view_reset(j) < 0 or self._reduce(self.G.n_term) < 0:
-            return -1
-        for v in range(self.n_vn):
-            s = self.vn_state[v]
-            r = self.G.reductions_from(s, self.G.n_term)
-            while r < self.G.rd_off[s + 1] and self.G.rd_la[r] == self.G.n_term:
-                if self.G.prod_lhs[self.G.rd_prod[r]] < 0:
-                    acc = 1
-                r += 1
+        # the end: accepted when a node's state accepts whatever its stack, refused when no
+        # node has an action on it, else tried in the view
+        h = self.row_beg[j]
+        k = 0  # nodes with an action on the end
+        while h < self.n_items and not acc:
+            s = self.items[h].dr
+            if not (s & VIRT):
+                acc = self.G.acc_safe[s]
+                k += self.G.acc_any[s]
+            h += 1 + self.items[h].origin
+        if k and not acc:
+            if self._view_reset(j) < 0 or self._reduce(self.G.n_term) < 0:
+                return -1
+            for v in range(self.n_vn):
+                s = self.vn_state[v]
+                r = self.G.reductions_from(s, self.G.n_term)
+                while r < self.G.rd_off[s + 1] and self.G.rd_la[r] == self.G.n_term:
+                    if self.G.prod_lhs[self.G.rd_prod[r]] < 0:
+                        acc = 1
+                    r += 1
         start = self.T.allowed_start(n_allowed)
         if start == LS_ERROR:
             return -1
@@ -640,9 +869,9 @@ cdef class GLRParser(EarleyParser):
         the depth that fill read); else from the mask tables (the lexer state's context and
         a scan per boundary group), stored; else, the tables full, llguidance's walk,
         stored (see the module doc)."""
-        cdef int32_t e, w, c
+        cdef int32_t e, w, c, made
         cdef int r
-        cdef int64_t hits, cnt = 0
+        cdef int64_t hits, cnt = 0, cost
         cdef const word_t* stored
         if self.walk_trie is None:
             return EarleyParser.c_fill(self, mask, n_words)
@@ -676,6 +905,8 @@ cdef class GLRParser(EarleyParser):
                 if c >= 0 and i64map_put(&self.G.cx_root, self.ls, c) < 0:
                     c = self.T._fail(ERR_MEMORY, self.G.cx_n)
             r = -1
+            made = self.G.cx_n
+            cost = self.G.cx_rows + STORE_SCAN_ROWS * (self.G.cx_scans + self.G.cx_walked)
             if c >= 0:
                 r = self._cx_fill(c, mask, &cnt, False)
             self.track_base = -1
@@ -686,6 +917,9 @@ cdef class GLRParser(EarleyParser):
             self.work.tokens_cached += cnt
             self.fill_count = cnt
             r = self.G.cx_sliced[c]
+            cost = self.G.cx_rows + STORE_SCAN_ROWS * (self.G.cx_scans + self.G.cx_walked) - cost
+            if self.G.cx_n == made and cost < self.G.store_min_rows:
+                return r  # (a few rows: cheaper made again than stored)
         else:
             if self.G.max_cx_bytes > 0:
                 self.G.cx_walks += 1
@@ -800,6 +1034,8 @@ cdef class GLRParser(EarleyParser):
                         for w in range(self.walk_slices.n_words):
                             self.G.x_row[w] = self.G.x_row[w] | smask[w]
                         cnt += self.walk_slices.n_tokens[k]  # (a mask counts them cached, as the row's)
+                        if self.G.x_collect and self._collect_slice(k, s) < 0:
+                            return -1
                         continue
                     n = self._cx_trie(k, &nodes, &ids)
                     if self._cx_walk(nodes, ids, k, 1, n, s, &cnt) < 0:
@@ -942,6 +1178,91 @@ cdef class GLRParser(EarleyParser):
         self.G.x_rq_n += 1
         return 0
 
+    cdef int _collect_slice(self, int32_t k, state_t x) noexcept nogil:
+        """Queue the lexer states slice ``k``'s tokens end in from ``x`` (the slice is taken
+        whole there, its trie not walked): its trie is walked from ``x`` down to a node whose
+        lexer state every pair of which keeps the slice alive; the lexer states bytes lead
+        to from there are queued instead of the subtree's (:meth:`_queue_closure`).  0, -1."""
+        cdef const TrieNode* nodes = self.walk_slices.t_nodes[k]
+        cdef int32_t n = self.walk_slices.t_num[k], p = 1, depth = 1, i
+        cdef state_t y, parent
+        cdef state_t* st = self.st_ls
+        cdef const TrieNode* node
+        cdef bint closed
+        cdef int c
+        cdef int64_t visited = 0
+        st[0] = x
+        while p < n:
+            node = &nodes[p]
+            parent = st[depth - 1]
+            visited += 1
+            y = self.G.ls_trans[<int64_t>parent * BYTES + node.byte]
+            if y == MISSING:
+                y = self.G.step(parent, node.byte)
+            if y == LS_ERROR:
+                return -1
+            closed = y >= 0
+            if y >= 0:
+                for i in range(self.G.sets.len[y]):
+                    c = self.G.contained(self.G.sets.pool[self.G.sets.off[y] + i], k, self.walk_slices.trans[k],
+                                         self.walk_slices.n_states[k], self.walk_slices.starts[k])
+                    if c < 0:
+                        return -1
+                    if c == 0:
+                        closed = False
+                        break
+            if y < 0 or closed:
+                if closed and self._queue_closure(y) < 0:
+                    return -1
+                depth -= node.num_parents - 1
+                p += node.subtree_size
+                continue
+            if node.token_count and self._queue_root(y) < 0:
+                return -1
+            st[depth] = y
+            depth += 1 - node.num_parents * (node.subtree_size == 1)
+            p += 1
+        self.work.trie_nodes += visited
+        return 0
+
+    cdef int _queue_closure(self, state_t y) noexcept nogil:
+        """Queue ``y`` and the lexer states bytes lead to from it, the first ``X_CLOSURE``
+        of them (once per ``y``): 0 or -1."""
+        cdef state_t q[X_CLOSURE]
+        cdef int32_t n = 1, i = 0, b, j
+        cdef state_t z
+        cdef bint seen
+        if self._queue_root(y) < 0:
+            return -1
+        if self.G.x_enq[y] & 2:
+            return 0
+        self.G.x_enq[y] = self.G.x_enq[y] | 2
+        q[0] = y
+        while i < n:
+            for b in range(BYTES):
+                z = self.G.ls_trans[<int64_t>q[i] * BYTES + b]
+                if z == MISSING:
+                    z = self.G.step(q[i], <uint8_t>b)
+                if z == LS_ERROR:
+                    return -1
+                if z < 0:
+                    continue
+                seen = False
+                for j in range(n):
+                    if q[j] == z:
+                        seen = True
+                        break
+                if seen:
+                    continue
+                if n == X_CLOSURE:
+                    return 0  # (the rest are made when first met)
+                if self._queue_root(z) < 0:
+                    return -1
+                q[n] = z
+                n += 1
+            i += 1
+        return 0
+
     def ahead(self, int64_t max_nodes):
         """Make the mask tables ahead of the masks (see the module doc): the contexts of
         the lexer states a mask can start in and of the boundaries after them, until none
@@ -958,22 +1279,32 @@ cdef class GLRParser(EarleyParser):
         return self.G.ahead_complete
 
     cdef int _ahead(self, int64_t max_nodes) noexcept nogil:
-        """:meth:`ahead`: 0, or -1 (a limit of the lexer, memory)."""
-        cdef int32_t n = self.G.n_states, S, k, l, t, i, c, g, m, n_term = self.G.n_term
-        cdef int32_t n_all = 0
+        """:meth:`ahead`: 0, or -1 (a limit of the lexer, memory).
+
+        Roots: the lexer state now and the start state of every LR state's candidates,
+        then every lexer state a made context's token ends in.  Children: items
+        ``(context, LR state on top)``; a root's group (the state below unknown) gets a
+        child per state a lexeme it ends is shifted into anywhere, a child's group per
+        state :meth:`GLRTables._reach` finds from the item's state; the skip lexeme's group
+        keeps the item's state (a root's: every start state)."""
+        cdef int32_t n = self.G.n_states, S, k, l, t, i, c, g, m, j, n_t, n_term = self.G.n_term
+        cdef int32_t n_all = 0, ch, t2, nu, sub, k2, na, bit
         cdef int64_t node0 = self.work.trie_nodes, rq_pos = 0, wq_n = 0, wq_pos = 0, cap = 0, wq_cap = 0
-        cdef state_t x, s
+        cdef int64_t items = 0
+        cdef state_t x, s, s_row = -1
         cdef int r = -1
-        cdef bint skip
+        cdef bint skip, gave_up = False
+        cdef I64Map seen
         cdef state_t* ss = <state_t*>malloc(max(1, n) * sizeof(state_t))      # per LR state: start(cand)
         cdef state_t* all_ = <state_t*>malloc(max(1, n) * sizeof(state_t))   # the distinct ones
-        cdef int32_t* sp_off = <int32_t*>malloc((n_term + 1) * sizeof(int32_t))  # per lexeme: after its shifts
+        cdef int32_t* tg_off = <int32_t*>malloc((n_term + 1) * sizeof(int32_t))  # per lexeme: its shift targets
         cdef int32_t n_sh = self.G.sh_off[n] if n > 0 else 0
-        cdef state_t* sp = <state_t*>malloc(max(1, n_sh) * sizeof(state_t))
-        cdef int32_t* wq = NULL  # contexts whose groups are to be made
-        if ss == NULL or all_ == NULL or sp_off == NULL or sp == NULL:
+        cdef int32_t* tg = <int32_t*>malloc(max(1, n_sh) * sizeof(int32_t))
+        cdef int32_t* rch = <int32_t*>malloc(REACH_MAX * sizeof(int32_t))
+        cdef int32_t* wq = NULL  # items: (context, LR state or -1) pairs
+        if ss == NULL or all_ == NULL or tg_off == NULL or tg == NULL or rch == NULL or i64map_init(&seen, 64) < 0:
             self.G._fail(ERR_MEMORY, n)
-            free(ss); free(all_); free(sp_off); free(sp)
+            free(ss); free(all_); free(tg_off); free(tg); free(rch)
             return -1
         self.G.ahead_complete = False
         self.T.steps = 0
@@ -985,7 +1316,6 @@ cdef class GLRParser(EarleyParser):
             if ss[S] == LS_ERROR:
                 break
         else:
-            # per lexeme: the distinct start states after a shift of it
             if self.G.n_ls > self.G.x_gcap:
                 cap = self.G.x_gcap
                 if grow(<void**>&self.G.x_gat, &cap, self.G.n_ls, sizeof(int32_t)) < 0 or resize(
@@ -1001,29 +1331,46 @@ cdef class GLRParser(EarleyParser):
                         self.G.x_gstamp[ss[S]] = self.G.x_stamp
                         all_[n_all] = ss[S]
                         n_all += 1
+                # per lexeme: the distinct states it is shifted into (bucketed from the shift
+                # lists, then each bucket's repeats dropped)
+                memset(tg_off, 0, (n_term + 1) * sizeof(int32_t))
+                for k in range(n_sh):
+                    tg_off[self.G.sh_lex[k] + 1] += 1
+                for l in range(n_term):
+                    tg_off[l + 1] += tg_off[l]
+                for S in range(n):
+                    for k in range(self.G.sh_off[S], self.G.sh_off[S + 1]):
+                        l = self.G.sh_lex[k]
+                        tg[tg_off[l]] = self.G.sh_to[k]
+                        tg_off[l] += 1
+                for l in range(n_term - 1, 0, -1):
+                    tg_off[l] = tg_off[l - 1]
+                tg_off[0] = 0
+                if self.G._reach(0, 0, rch, 0) == -2:  # (the scratch r_mark, allocated)
+                    r = self.G._fail(ERR_MEMORY, n)
                 m = 0
                 for l in range(n_term):
-                    sp_off[l] = m
-                    self.G.x_stamp += 1
-                    for S in range(n):
-                        t = self.G.shift(S, l)
-                        if t >= 0 and self.G.sets.len[ss[t]] > 0 and self.G.x_gstamp[ss[t]] != self.G.x_stamp:
-                            self.G.x_gstamp[ss[t]] = self.G.x_stamp
-                            if m < n_sh:
-                                sp[m] = ss[t]
-                                m += 1
-                sp_off[n_term] = m
-                # the roots: the lexer state now (the start) and every start state
+                    self.G.r_stamp += 1
+                    j = tg_off[l]
+                    tg_off[l] = m
+                    for k in range(j, tg_off[l + 1] if l + 1 < n_term else n_sh):
+                        t = tg[k]
+                        if self.G.r_mark[t] != self.G.r_stamp:
+                            self.G.r_mark[t] = self.G.r_stamp
+                            tg[m] = t
+                            m += 1
+                tg_off[n_term] = m
                 self.G.x_collect = True
                 r = self._queue_root(self.ls)
                 for i in range(n_all):
                     if r == 0:
                         r = self._queue_root(all_[i])
                 while r == 0 and (rq_pos < self.G.x_rq_n or wq_pos < wq_n):
-                    if self.work.trie_nodes - node0 > max_nodes or self.G.cx_bytes >= self.G.max_cx_bytes:
+                    if (self.work.trie_nodes - node0 > max_nodes or self.G.cx_bytes >= self.G.max_cx_bytes
+                            or items > max_nodes // 64):
                         break
                     self.T.steps = 0  # (max_steps: per context made)
-                    if rq_pos < self.G.x_rq_n:
+                    if rq_pos < self.G.x_rq_n:  # (roots first: a root a mask lacks costs it a walk of the trie)
                         x = self.G.x_rq[rq_pos]
                         rq_pos += 1
                         if i64map_get(&self.G.cx_root, x) >= 0:
@@ -1032,40 +1379,282 @@ cdef class GLRParser(EarleyParser):
                         if c < 0 or i64map_put(&self.G.cx_root, x, c) < 0:
                             r = -1
                             break
+                        t = -1
                     else:
-                        c = wq[wq_pos]
+                        c = wq[3 * wq_pos]
+                        t = wq[3 * wq_pos + 1]
+                        s_row = wq[3 * wq_pos + 2]
                         wq_pos += 1
+                        items += 1
                         for g in range(self.G.cx_goff[c], self.G.cx_goff[c] + self.G.cx_gn[c]):
                             skip = self.G.g_skip[g]
                             x = self.G.g_q[g]
-                            k = 0 if skip else self.G.ls_acc_len[x]
-                            for i in range(-1 if skip else 0, k):
-                                # the skip lexeme: any start state; else those after a shift of the lexeme
-                                l = -1 if i < 0 else self.G.acc_pool[self.G.ls_acc_off[x] + i]
-                                for m in range(0 if l < 0 else sp_off[l], n_all if l < 0 else sp_off[l + 1]):
-                                    s = all_[m] if l < 0 else sp[m]
-                                    # (a child's own groups are made when first met: their
-                                    # lexer states multiply, the tokens behind them are few)
-                                    if self._cx_child(g, s) < 0:
-                                        r = -1
+                            k = 1 if skip else self.G.ls_acc_len[x]
+                            for i in range(k):
+                                l = -1 if skip else self.G.acc_pool[self.G.ls_acc_off[x] + i]
+                                # the states the lexeme is shifted into (-1: the skip lexeme's, none)
+                                if l < 0:
+                                    n_t = 1 if t >= 0 else n_all
+                                elif t >= 0:
+                                    n_t = self.G._reach(t, l, rch, REACH_MAX)
+                                    if n_t == -2:
+                                        r = self.G._fail(ERR_MEMORY, REACH_MAX)
+                                        break
+                                    if n_t < 0:
+                                        gave_up = True
+                                        continue
+                                else:
+                                    n_t = tg_off[l + 1] - tg_off[l]
+                                for j in range(n_t):
+                                    if l < 0:
+                                        t2 = t
+                                    else:
+                                        t2 = rch[j] if t >= 0 else tg[tg_off[l] + j]
+                                    # the start states: of every candidate, and where the stack may
+                                    # refuse some (unsafe, at most UNSAFE_SUBSETS of them), of each subset
+                                    nu = 0
+                                    if t2 >= 0 and self.G.cand_ss[t2] < 0:
+                                        for k2 in range(self.G.cand_off[t2], self.G.cand_off[t2 + 1]):
+                                            nu += not self.G.cand_safe[k2]
+                                        if nu > UNSAFE_SUBSETS:
+                                            nu = 0
+                                    for sub in range((1 << nu) - 1, -1, -1):
+                                        if l < 0:
+                                            s = s_row if t >= 0 else all_[j]  # (the skip lexeme: the row's start)
+                                        elif sub == (1 << nu) - 1:
+                                            s = ss[t2]
+                                        else:
+                                            na = 0
+                                            bit = 0
+                                            for k2 in range(self.G.cand_off[t2], self.G.cand_off[t2 + 1]):
+                                                if not self.G.cand_safe[k2]:
+                                                    bit += 1
+                                                    if not ((sub >> (bit - 1)) & 1):
+                                                        continue
+                                                self.G.allowed[na] = self.G.cand_lex[k2]
+                                                na += 1
+                                            s = self.G.start_state(self.G.allowed, na)
+                                            if s == LS_ERROR:
+                                                r = -1
+                                                break
+                                        if self.G.sets.len[s] == 0:
+                                            continue
+                                        ch = self._cx_child(g, s)
+                                        if ch < 0:
+                                            r = -1
+                                            break
+                                        if i64map_get(&seen, pair_key(ch, t2 + 1)) >= 0:
+                                            continue
+                                        if i64map_put(&seen, pair_key(ch, t2 + 1), 1) < 0 or grow(
+                                                <void**>&wq, &wq_cap, 3 * (wq_n + 1), sizeof(int32_t)) < 0:
+                                            r = self.G._fail(ERR_MEMORY, wq_n + 1)
+                                            break
+                                        wq[3 * wq_n] = ch
+                                        wq[3 * wq_n + 1] = t2
+                                        wq[3 * wq_n + 2] = s
+                                        wq_n += 1
+                                    if r < 0:
                                         break
                                 if r < 0:
                                     break
                             if r < 0:
                                 break
                         continue
-                    if grow(<void**>&wq, &wq_cap, wq_n + 1, sizeof(int32_t)) < 0:
+                    # a root: its groups, the state below unknown
+                    if grow(<void**>&wq, &wq_cap, 3 * (wq_n + 1), sizeof(int32_t)) < 0:
                         r = self.G._fail(ERR_MEMORY, wq_n + 1)
                         break
-                    wq[wq_n] = c
+                    wq[3 * wq_n] = c
+                    wq[3 * wq_n + 1] = -1
+                    wq[3 * wq_n + 2] = -1
                     wq_n += 1
                 if r == 0:
-                    self.G.ahead_complete = rq_pos == self.G.x_rq_n and wq_pos == wq_n
+                    self.G.ahead_complete = rq_pos == self.G.x_rq_n and wq_pos == wq_n and not gave_up
         self.G.x_collect = False
         self.G.ahead_nodes += self.work.trie_nodes - node0
         self.T.note_steps()
-        free(ss); free(all_); free(sp_off); free(sp); free(wq)
+        i64map_free(&seen)
+        free(ss); free(all_); free(tg_off); free(tg); free(rch); free(wq)
         return r
+
+    cdef int _lin_reserve(self, int32_t level) noexcept nogil:
+        """Room for linear simulation level ``level``: 0 or -1."""
+        cdef int64_t cap = self.lin_cap
+        if level < self.lin_cap:
+            return 0
+        if (grow(<void**>&self.lin_h, &cap, level + 1, sizeof(int64_t)) < 0
+                or resize(<void**>&self.lin_vn, cap, sizeof(int32_t)) < 0
+                or resize(<void**>&self.lin_vs, cap * LIN_MAX, sizeof(int32_t)) < 0):
+            return self.T._fail(ERR_MEMORY, level + 1)
+        self.lin_cap = <int32_t>cap
+        return 0
+
+    cdef int32_t _lin_sim(self, int32_t level, int32_t l, int32_t out) noexcept nogil:
+        """Lexeme ``l`` on level ``level``'s linear stack (its states pushed above the stack
+        node ``lin_h[level]``, whose own stack is followed down while it is linear), the
+        stack after it into level ``out``: the state it is shifted into, -1 when it is
+        refused, -2 when the simulation cannot tell (a conflict, a node of two edges, the
+        bottom, a deep stack).  The nodes read update ``track_min`` (the store's key)."""
+        cdef int32_t S, r, p, m, k, t, vn = self.lin_vn[level], steps = 0
+        cdef int64_t h = self.lin_h[level]
+        cdef int32_t* vs = &self.lin_vs[<int64_t>out * LIN_MAX]
+        memcpy(vs, &self.lin_vs[<int64_t>level * LIN_MAX], vn * sizeof(int32_t))
+        while True:
+            S = vs[vn - 1] if vn > 0 else self.items[h].dr & ~VIRT
+            r = self.G.reductions_from(S, l)
+            if r < self.G.rd_off[S + 1] and self.G.rd_la[r] == l:
+                if (r + 1 < self.G.rd_off[S + 1] and self.G.rd_la[r + 1] == l) or self.G.shift(S, l) >= 0:
+                    return -2  # a conflict: more than one stack
+                p = self.G.rd_prod[r]
+                if self.G.prod_lhs[p] < 0 or steps == LIN_STEPS:
+                    return -2
+                steps += 1
+                m = self.G.prod_len[p]
+                if m <= vn:
+                    vn -= m
+                else:
+                    for k in range(m - vn):
+                        if self.items[h].origin != 1:
+                            return -2  # the bottom, or a node two stacks share
+                        h = self.items[h + 1].origin
+                        if h < self.track_base and h < self.track_min:
+                            self.track_min = h
+                    vn = 0
+                S = vs[vn - 1] if vn > 0 else self.items[h].dr & ~VIRT
+                t = self.G.goto(S, self.G.prod_lhs[p])
+                if t < 0 or vn == LIN_MAX:
+                    return -2
+                vs[vn] = t
+                vn += 1
+                continue
+            t = self.G.shift(S, l)
+            if t < 0:
+                return -1
+            if vn == LIN_MAX:
+                return -2
+            vs[vn] = t
+            self.lin_h[out] = h
+            self.lin_vn[out] = vn + 1
+            return t
+
+    cdef int32_t _lin_step(self, int32_t level, state_t q) noexcept nogil:
+        """The scan of lexer state ``q``'s lexemes on level ``level``'s linear stack into
+        level ``level + 1`` (:meth:`_lin_sim`): the state the one lexeme that shifts is
+        shifted into; -1 when none shifts (the scan's row would be empty); -2 when the
+        simulation cannot tell or two shift (two stacks: the caller scans); -3 on error."""
+        cdef int32_t i, t, found = -1
+        if self._lin_reserve(level + 2) < 0:
+            return -3
+        for i in range(self.T.ls_acc_len[q]):
+            # on level + 1, or on level + 2 once a lexeme shifted (only to see whether this one does)
+            t = self._lin_sim(level, self.T.acc_pool[self.T.ls_acc_off[q] + i], level + (1 if found < 0 else 2))
+            if t == -2 or (t >= 0 and found >= 0):
+                return -2
+            if t >= 0:
+                found = t
+        return found
+
+    cdef state_t _lin_start(self, int32_t level, int32_t t) noexcept nogil:
+        """The start lexer state after a lexeme shifted into state ``t`` on level ``level``'s
+        linear stack: ``cand_ss[t]`` when every candidate is safe, else that of the
+        candidates the stack allows (each unsafe one simulated on level ``level + 1``);
+        -2 when the simulation cannot tell, LS_ERROR on a limit."""
+        cdef int32_t k, c, n = 0, r
+        if self.G.cand_ss[t] >= 0:
+            return self.G.cand_ss[t]
+        if self._lin_reserve(level + 1) < 0:
+            return LS_ERROR
+        for k in range(self.G.cand_off[t], self.G.cand_off[t + 1]):
+            c = self.G.cand_lex[k]
+            if not self.G.cand_safe[k]:
+                r = self._lin_sim(level, c, level + 1)
+                if r == -2:
+                    return -2
+                if r < 0:
+                    continue
+            self.T.allowed[n] = c
+            n += 1
+        return self.T.start_state(self.T.allowed, n)
+
+    cdef int _fast_group(self, int32_t g, int32_t level, state_t s_row, word_t* mask, int64_t* cnt) noexcept nogil:
+        """Boundary group ``g`` on level ``level``'s linear stack (``s_row``: the start
+        state of the lexeme the group's tokens are in), its lexeme scanned by
+        :meth:`_lin_step` and the next start state the candidates of the state it is
+        shifted into, every one safe: its child's row and, in turn, the child's groups,
+        into ``mask``.  1 done, 0 the simulation cannot tell (the caller scans: what was
+        ORed is part of what the scan allows), -1 error."""
+        cdef int32_t t, ch, g2, nl
+        cdef state_t s
+        if self.G.g_skip[g]:
+            s = s_row
+            nl = level  # the skip lexeme leaves the parser as it is
+        else:
+            t = self._lin_step(level, self.G.g_q[g])
+            if t == -3:
+                return -1
+            if t == -1:
+                return 1
+            if t == -2:
+                return 0
+            nl = level + 1
+            s = self._lin_start(nl, t)
+            if s == LS_ERROR:
+                return -1
+            if s < 0:
+                return 0
+        if self.G.sets.len[s] == 0:
+            return 1
+        ch = self._cx_child(g, s)
+        if ch < 0:
+            return -1
+        self.G.cx_fast += 1
+        self._cx_or(ch, mask, cnt)
+        if nl == level and self.G.cx_gn[ch] > 0:
+            # (the skip lexeme's child groups read the same level: copy it up one)
+            if self._lin_reserve(level + 1) < 0:
+                return -1
+            self.lin_h[level + 1] = self.lin_h[level]
+            self.lin_vn[level + 1] = self.lin_vn[level]
+            memcpy(&self.lin_vs[<int64_t>(level + 1) * LIN_MAX], &self.lin_vs[<int64_t>level * LIN_MAX],
+                   self.lin_vn[level] * sizeof(int32_t))
+            nl = level + 1
+        for g2 in range(self.G.cx_goff[ch], self.G.cx_goff[ch] + self.G.cx_gn[ch]):
+            t = self._fast_group(g2, nl, s, mask, cnt)
+            if t <= 0:
+                return t
+        return 1
+
+    cdef int _accepting(self) noexcept nogil:
+        """``EarleyParser._accepting``, the scan's row not made where :meth:`_lin_step`
+        follows the lexeme onto a state where every stack accepts, or none does."""
+        cdef int32_t t
+        cdef int64_t top = -1
+        if not self.fresh and not (self.T.ls_flags[self.ls] & F_SKIP_ACC) and self.T.ls_acc_len[self.ls] > 0:
+            top = self._top_header()
+            if top >= 0 and self._lin_reserve(1) == 0:
+                self.lin_h[0] = top
+                self.lin_vn[0] = 0
+                t = self._lin_step(0, self.ls)
+                if t == -1:
+                    return 0
+                if t >= 0 and (self.G.acc_safe[t] or not self.G.acc_any[t]):
+                    return self.G.acc_safe[t]
+        return EarleyParser._accepting(self)
+
+    cdef void _cx_or(self, int32_t c, word_t* mask, int64_t* cnt) noexcept nogil:
+        """OR context ``c``'s row into ``mask``, its tokens into ``cnt``."""
+        cdef int64_t off = self.G.cx_roff[c], i
+        cdef int32_t n = self.G.cx_rlen[c]
+        cdef const word_t* row
+        self.G.cx_rows += 1
+        if n < 0:
+            row = &self.G.cx_w[off]
+            for i in range(self.G.cx_words):
+                mask[i] |= row[i]
+        else:
+            for i in range(off, off + n):
+                mask[self.G.cx_si[i]] |= self.G.cx_sw[i]
+        cnt[0] += self.G.cx_cnt[c]
 
     cdef int32_t _cx_lookup(self, int32_t g, state_t s) noexcept nogil:
         """Group ``g``'s context after the boundary from lexer state ``s``, or -2: none made."""
@@ -1140,22 +1729,29 @@ cdef class GLRParser(EarleyParser):
 
     cdef int _cx_fill(self, int32_t c, word_t* mask, int64_t* cnt, bint deep) noexcept nogil:
         """OR context ``c``'s row into ``mask`` and, per boundary group, the scan of the
-        lexeme it ends (the skip lexeme: none) and the context after it; 0 or -1.  ``deep``
-        (``c`` is a child): a group's child not made is not made, its nodes are walked."""
-        cdef int64_t off = self.G.cx_roff[c], i
-        cdef int32_t n = self.G.cx_rlen[c], g, saved, ch
-        cdef const word_t* row
+        lexeme it ends (the skip lexeme: none) and the context after it; 0 or -1.  A root
+        (not ``deep``) follows each group on the stack's linear top first
+        (:meth:`_fast_group`, no rows); a ``deep`` one's group whose child is not made
+        walks its nodes."""
+        cdef int32_t g, saved, ch, r
+        cdef int64_t top = -1, part
         cdef state_t s
-        self.G.cx_rows += 1
-        if n < 0:
-            row = &self.G.cx_w[off]
-            for i in range(self.G.cx_words):
-                mask[i] |= row[i]
-        else:
-            for i in range(off, off + n):
-                mask[self.G.cx_si[i]] |= self.G.cx_sw[i]
-        cnt[0] += self.G.cx_cnt[c]
+        self._cx_or(c, mask, cnt)
+        if not deep and self.G.cx_gn[c] > 0:
+            top = self._top_header()
+            if top >= 0 and self._lin_reserve(0) < 0:
+                return -1
         for g in range(self.G.cx_goff[c], self.G.cx_goff[c] + self.G.cx_gn[c]):
+            if top >= 0:
+                self.lin_h[0] = top
+                self.lin_vn[0] = 0
+                part = 0
+                r = self._fast_group(g, 0, self.row_ls[self.n_rows - 1], mask, &part)
+                if r < 0:
+                    return -1
+                if r == 1:
+                    cnt[0] += part
+                    continue
             saved = self.n_rows
             if not self.G.g_skip[g]:
                 self.G.cx_scans += 1

@@ -59,7 +59,7 @@ from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
-from toolkit.grammar.lr import DEFAULT_MAX_STATES, LRTables, build_lr, productions_of
+from toolkit.grammar.lr import DEFAULT_MAX_STATES, LRTables, flat_repetitions, productions_of
 from toolkit.jsonschema.compiler import Spelling, Whitespace
 
 __all__ = ["GLREngine", "GLRCompiled", "GLRMatcher", "lr_arrays"]
@@ -152,6 +152,7 @@ class GLREngine(GrammarEngine):
         max_states: int = DEFAULT_MAX_STATES,
         max_table_bytes: int = 256 << 20,
         mask_store_bytes: int = 64 << 20,
+        store_min_rows: int = 8,
         mask_tables: Literal["ahead", "lazy", "off"] = "ahead",
         ahead_nodes: int = 20_000_000,
         slices: Literal["default", "none"] | Sequence[str] = "default",
@@ -166,8 +167,9 @@ class GLREngine(GrammarEngine):
         if lookahead not in (0, 1) or isinstance(lookahead, bool):
             raise ValueError(f"lookahead must be 0 (LR(0)) or 1 (LALR(1)), got {lookahead!r}")
         regexes = lexer_options(slices, whitespace, spelling)
-        if isinstance(mask_store_bytes, bool) or not isinstance(mask_store_bytes, int) or mask_store_bytes < 0:
-            raise ValueError(f"mask_store_bytes must be an integer >= 0, got {mask_store_bytes!r}")
+        for opt, value in (("mask_store_bytes", mask_store_bytes), ("store_min_rows", store_min_rows)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{opt} must be an integer >= 0, got {value!r}")
         for opt, value in (("max_states", max_states), ("max_table_bytes", max_table_bytes),
                            ("max_lexer_states", max_lexer_states), ("ahead_nodes", ahead_nodes),
                            ("max_row_items", max_row_items), ("max_steps", max_steps)):
@@ -185,6 +187,7 @@ class GLREngine(GrammarEngine):
         self.mask_store_bytes = mask_store_bytes
         self.mask_tables = mask_tables
         self.ahead_nodes = ahead_nodes
+        self.store_min_rows = store_min_rows
         self.whitespace = whitespace
         self.spelling = spelling
         self.max_lexer_states = max_lexer_states
@@ -194,6 +197,7 @@ class GLREngine(GrammarEngine):
         self.options = {
             "lookahead": lookahead, "max_states": max_states, "max_table_bytes": max_table_bytes,
             "mask_store_bytes": mask_store_bytes, "mask_tables": mask_tables, "ahead_nodes": ahead_nodes,
+            "store_min_rows": store_min_rows,
             "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace,
             "spelling": spelling, "max_lexer_states": max_lexer_states, "max_row_items": max_row_items,
             "max_steps": max_steps, "mask_cache": mask_cache, "memo": memo,
@@ -208,8 +212,9 @@ class GLREngine(GrammarEngine):
         lg = lexeme_grammar(grammar)
         t1 = time.perf_counter()
         n_term = lg.n_lex - (lg.skip >= 0)
-        lr = build_lr(lg.n_nt, n_term, productions_of(lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs),
-                      lookahead=self.lookahead, max_states=self.max_states)
+        # the repetitions left-recursive (a flat stack over a list) where that adds no conflict
+        lr = flat_repetitions(productions_of(lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs), lg.n_nt, n_term,
+                              lookahead=self.lookahead, max_states=self.max_states)
         t2 = time.perf_counter()
         arrays = lr_arrays(lr)
         need = sum(a.nbytes for a in arrays.values() if isinstance(a, np.ndarray))
@@ -221,7 +226,8 @@ class GLREngine(GrammarEngine):
             **arrays, max_lexer_states=self.max_lexer_states, max_row_items=self.max_row_items,
             max_steps=self.max_steps, n_slices=len(self.slicer.regexes) if self.slicer else 0,
             max_store_bytes=self.mask_store_bytes,
-            max_cx_bytes=max(1, self.max_table_bytes - need) if self.mask_tables != "off" else 0)
+            max_cx_bytes=max(1, self.max_table_bytes - need) if self.mask_tables != "off" else 0,
+            store_min_rows=self.store_min_rows)
         t3 = time.perf_counter()
         return tables, lr, lg, {"lexemes": t1 - t0, "lr": t2 - t1, "tables": t3 - t2}
 

@@ -48,7 +48,8 @@ import numpy as np
 
 from toolkit.core.errors import LimitExceeded
 
-__all__ = ["LRTables", "build_lr", "productions_of", "GLRRecognizer", "DEFAULT_MAX_STATES"]
+__all__ = ["LRTables", "build_lr", "productions_of", "left_recursive", "flat_repetitions", "GLRRecognizer",
+           "DEFAULT_MAX_STATES"]
 
 DEFAULT_MAX_STATES = 100_000
 """Default limit on LR(0) states."""
@@ -70,6 +71,80 @@ def productions_of(dr_sym: np.ndarray, dr_lhs: np.ndarray, nt_off: np.ndarray, n
                 d += 1
             out.append((a, tuple(rhs)))
     return out
+
+
+def left_recursive(prods: Sequence[Production], n_nt: int,
+                   keep: Iterable[int] = ()) -> tuple[list[Production], int, dict[int, int]]:
+    """The productions with each right-recursive repetition made left-recursive: a
+    nonterminal ``R`` whose alternatives either end with ``R`` (``α R``, no other ``R``,
+    ``α`` not nullable) or hold no ``R`` (``β``) derives ``α* β``, written ``R -> P β``,
+    ``P -> ε | P α`` (or ``R -> ε | R α`` when ``ε`` is the only ``β``).  The language is
+    the same; an LR parser's stack stays flat over the repetition, where the right
+    recursion (the JSON Schema compiler's ``items_more -> ε | "," item items_more``) pushes
+    an entry per element and reduces them all at its end.  The nonterminals in ``keep``
+    stay as they are.  Returns the productions (the terminals renumbered past the added
+    nonterminals), the new nonterminal count and, per nonterminal rewritten, the one
+    added for it (itself when none was)."""
+    null = _nullable(n_nt, prods)
+    keep = set(keep)
+    by_lhs: dict[int, list[tuple[int, ...]]] = {}
+    for lhs, rhs in prods:
+        by_lhs.setdefault(lhs, []).append(rhs)
+    plan: dict[int, tuple[list[tuple[int, ...]], list[tuple[int, ...]]]] = {}
+    for r, alts in by_lhs.items():
+        rec = [a[:-1] for a in alts if a and a[-1] == r and r not in a[:-1]]
+        base = [a for a in alts if r not in a]
+        if (r not in keep and rec and len(rec) + len(base) == len(alts)
+                and all(a and not all(s < n_nt and null[s] for s in a) for a in rec)):
+            plan[r] = (rec, base)
+    extra = sum(1 for rec, base in plan.values() if base != [()])
+
+    def enc(rhs: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(s + extra if s >= n_nt else s for s in rhs)
+
+    out: list[Production] = [(lhs, enc(rhs)) for lhs, rhs in prods if lhs not in plan]
+    done: dict[int, int] = {}
+    nxt = n_nt
+    for r, (rec, base) in plan.items():
+        if base == [()]:
+            out.append((r, ()))
+            out.extend((r, (r, *enc(a))) for a in rec)
+            done[r] = r
+        else:
+            p = done[r] = nxt
+            nxt += 1
+            out.extend((r, (p, *enc(b))) for b in base)
+            out.append((p, ()))
+            out.extend((p, (p, *enc(a))) for a in rec)
+    return out, n_nt + extra, done
+
+
+def flat_repetitions(prods: Sequence[Production], n_nt: int, n_term: int, *, lookahead: int = 1,
+                     max_states: int = DEFAULT_MAX_STATES, rounds: int = 3) -> LRTables:
+    """The LR tables of ``prods`` with their repetitions left-recursive
+    (:func:`left_recursive`) where that adds no conflict: a rewritten repetition whose
+    productions are reduced in a conflicting cell stays right-recursive and the tables
+    are made again, ``rounds`` times at most; then, if conflicts remain, the tables of
+    ``prods`` as they are when those have fewer."""
+    keep: set[int] = set()
+    lr = None
+    for _ in range(rounds):
+        new, m, done = left_recursive(prods, n_nt, keep)
+        lr = build_lr(m, n_term, new, lookahead=lookahead, max_states=max_states)
+        if not lr.conflicts or not done:
+            return lr
+        involved: set[int] = set()
+        for s in range(lr.n_states):
+            for la, ps in lr.reduce[s].items():
+                if len(ps) + (la in lr.shift[s]) > 1:
+                    involved.update(lr.prods[p][0] for p in ps)
+        back = {r for r, p in done.items() if r in involved or p in involved}
+        if not back:
+            break
+        keep |= back
+    assert lr is not None
+    plain = build_lr(n_nt, n_term, prods, lookahead=lookahead, max_states=max_states)
+    return plain if plain.conflicts < lr.conflicts else lr
 
 
 @dataclass(eq=False)
