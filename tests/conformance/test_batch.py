@@ -145,7 +145,8 @@ def test_a_limit_hit_in_a_batch_is_the_single_calls_sticky_error(name: str) -> N
     vocab = small_vocab()
     words = capabilities(name).work_limit
     engine = make(name, vocab, **{words: 12})
-    c = engine.compile(Grammar.from_lark('start: "a" start | "b"\n'))
+    # (nested, not a repetition: a parser cannot flatten it; the optional "a" keeps each level open)
+    c = engine.compile(Grammar.from_lark('start: "a" start "a"? | "b"\n'))
     deep = [14] * 30 + [17, 17, 14, vocab.eos_ids[0]]  # completing thirty rules at once: past the limit
     shallow = [14, 14, 17, vocab.eos_ids[0]]
     _compare(vocab, engine, [c, c, c], [list(deep), list(shallow), list(deep)], threads=2)
