@@ -3,9 +3,9 @@ graph-structured stack.
 
 :class:`GLRTables` is :class:`strategies.llguidance.parser.ParserTables` (the lexemes,
 their DFAs and the lazy lexer states: the lexer of our ``llguidance``, unchanged) plus
-the LR automaton over the lexemes that :func:`toolkit.grammar.lr.build_lr` makes:
-dense shift and goto tables, the reductions of each (state, lookahead) and, per state,
-the lexemes it has an action on.
+the LR automaton over the lexemes that :func:`toolkit.grammar.lr.build_lr` makes: per
+state, its shifts, gotos and reductions as sorted lists and the lexemes it has an action
+on, with the safe lookaheads and the predecessors made at init (below).
 
 :class:`GLRParser` is :class:`~strategies.llguidance.parser.EarleyParser` with its
 rows made by an LR parser instead of Earley's: the walk, the mask cache, the undo
@@ -31,11 +31,22 @@ into the new row as headers of the level below (flag ``VIRT``: they belong to th
 level the reductions worked on), an unchanged one as its own header; then the row's
 nodes, one per state, with an edge to each node it was shifted from.
 
-**Closing a row** finds the lexemes it allows: a lexeme some node shifts is allowed;
-one only reduced on is tried in a view (LALR(1) lookaheads may reduce on a lexeme that
-the stack below then refuses); ``$`` tried the same way says whether the grammar
-accepts.  The lexer state of the allowed lexemes (``ParserTables.start_state``) is the
-row's, as in Earley.
+**Closing a row** finds the lexemes it allows: a lexeme some node shifts is allowed,
+and so is a *safe* one (``cand_safe``: the least fixpoint, made at init, of "the state
+shifts it, or one of its reductions on it leads, from every state the production's
+length below it through the LR(0) automaton's predecessors (the lookback), to a state
+where it is safe": allowed whatever the stack); any other is tried in a view (an
+LALR(1) lookahead the stack below may refuse).  ``$`` the same way (``acc_safe``; no
+node with an action on it: refused) says whether the grammar accepts.  The lexer state
+of the allowed lexemes (``ParserTables.start_state``) is the row's, as in Earley.
+
+**The linear top** (:meth:`GLRParser._lin_sim`): where the stack is one path near its
+top, a lexeme's reductions and shift are followed on it without rows (the LR states
+pushed above a node of the arena, the arena's nodes read down their single edge), and
+the start state after it is ``cand_ss`` of the state shifted into when its candidates
+are all safe, else that of those the simulated stack allows.  A mask follows its
+boundary groups this way, the acceptance check too; a conflict, a node of two edges or
+the bottom send it back to the scan.
 
 **The mask tables** (SynCode's "DFA mask store" and DOMINO's subterminal trees, over
 llguidance's lexer; made ahead of the masks by :meth:`GLRParser.ahead`, and when first
@@ -58,22 +69,23 @@ construction (a group's nodes see the same scan a trie walk would make at each o
 The rows of one mask are disjoint (a token's first boundary is at one node), so the
 tokens a mask allows are the sum of its rows' counts (no pass over the mask).
 
-Made ahead: the roots of the lexer state a parse starts in and of every LR state's
-candidate lexemes (the start state after a lexeme shifted into it), then, queued as
-they are found, of every lexer state a token of a made context ends in; and the
-children of the roots' groups, ``s'`` the candidate start states of the LR states the
-lexemes ``q`` accepts are shifted into.  A group two lexemes deep (tokens such as
-``"},{"``) is not made ahead (the start states multiply with the depth while the
-tokens behind them are few): its nodes are walked at the mask (llguidance's walk of
-those subtrees).  What the making ahead cannot see is made when first met: a start
-state of lexemes the stack refuses part of (an LALR(1) lookahead; several stacks), a
-lexer state reached only through a token a slice decided whole (the slice's tokens are
-not walked, so where each ends is not known).  ``ahead_nodes`` bounds the trie nodes
-the making visits, ``max_cx_bytes`` (the engine's ``max_table_bytes`` less the LR
-arrays) the tables: past it, a mask is llguidance's walk (``cx_walks``).
+Made ahead (:meth:`GLRParser.ahead`): the roots of the lexer state a parse starts in
+and of every LR state's candidate lexemes (the start state after a lexeme shifted into
+it), then, queued as found, of every lexer state a token of a made context ends in (a
+slice a root takes whole: its trie walked down to where every pair of the state keeps
+the slice alive, then the lexer states bytes lead to from there, ``X_CLOSURE`` of
+them).  Children: items ``(context, LR state on top)``; a root's group gets a child per
+state a lexeme it ends is shifted into anywhere, a child's group per state
+:meth:`GLRTables._reach` finds from the item's state through the lookbacks, each with
+the start state of its candidates and, where up to ``UNSAFE_SUBSETS`` of them are
+unsafe, of each subset.  What the making ahead cannot see (several stacks at once, a
+lookback past ``REACH_MAX`` states, the ``ahead_nodes`` budget spent) is made when first
+met.  ``max_cx_bytes`` (the engine's ``max_table_bytes`` less the LR arrays) bounds the
+tables: past it, a mask is llguidance's walk (``cx_walks``).
 
-**The mask store** (lazy): a mask a fill made is stored on the tables, shared by every
-parser of the grammar, keyed by what it was made from: the lexer state, the top row's
+**The mask store** (lazy): a mask a fill made (when it made a context or took
+``store_min_rows`` rows, a scan or walk counting ``STORE_SCAN_ROWS``: a cheap one is made
+again faster than stored) is stored on the tables, shared by every parser of the grammar, keyed by what it was made from: the lexer state, the top row's
 start lexer state (what follows a skipped lexeme) and the LR states of the stack's
 linear top down to the deepest node the fill read (the fill records the lowest stack
 node its scans reached; rows kept from earlier operations are made again so that every

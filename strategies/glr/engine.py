@@ -5,8 +5,10 @@ SynCode (Ugare et al., TMLR 2025) parses lexemes with LALR(1) tables; glrmask (2
 with a GLR parser whose stacks share a graph (Tomita 1985).  This strategy does the
 same over the lexemes of our ``llguidance``: the grammar over lexemes is
 :func:`strategies.llguidance.engine.lexeme_grammar`'s (so its lexemes, ``%ignore`` and
-optional lexemes are llguidance's), :func:`toolkit.grammar.lr.build_lr` makes the LR(0)
-automaton with LALR(1) lookaheads (conflicts kept: the parser follows every action),
+optional lexemes are llguidance's), its repetitions made left-recursive where that adds
+no conflict (:func:`toolkit.grammar.lr.flat_repetitions`: a flat stack over a list),
+:func:`toolkit.grammar.lr.build_lr` makes the LR(0) automaton with LALR(1) lookaheads
+(conflicts kept: the parser follows every action),
 and :mod:`strategies.glr._core` runs it in the rows of llguidance's parser, so the
 lexer, the trie walk, the slicer, the mask cache, forks, rollback and the native batch
 are llguidance's and the masks equal ``llguidance``'s bit for bit on the same grammar.
@@ -32,7 +34,8 @@ masks, for ablations), ``max_states`` (LR(0) states, default 100,000),
 LR arrays past it are an error at compile, the mask tables stop growing and later masks
 are walked), ``mask_tables`` (``"ahead"``, ``"lazy"``, ``"off"``), ``ahead_nodes`` (trie
 nodes the making ahead may visit, default 20,000,000), ``mask_store_bytes`` (the mask
-store's bytes), and
+store's bytes), ``store_min_rows`` (a mask from the tables is stored when it made a
+context or took this many rows, default 8; 0 stores every mask), and
 llguidance's ``slices``, ``whitespace``, ``spelling``, ``max_lexer_states``,
 ``max_row_items`` (items of one row: the stack's nodes and edges written by a scan,
 default 10,000), ``max_steps`` (items, reductions' paths and lexer states of one mask
