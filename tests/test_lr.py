@@ -11,7 +11,13 @@ import pytest
 
 from toolkit.core.errors import LimitExceeded
 from toolkit.grammar.cfg import trim
-from toolkit.grammar.lr import GLRRecognizer, build_lr, flat_repetitions, left_recursive, productions_of
+from toolkit.grammar.lr import (
+    GLRRecognizer,
+    build_lr,
+    flat_repetitions,
+    left_recursive,
+    productions_of,
+)
 
 
 def earley_prefix(n_nt: int, prods: list[tuple[int, tuple[int, ...]]], words: list[int]) -> tuple[bool, bool]:
