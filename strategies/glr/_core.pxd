@@ -144,6 +144,7 @@ cdef class GLRTables(ParserTables):
     cdef readonly bint ahead_complete      # it made every context it found (no limit cut it)
 
     cdef void _cx_account(self) noexcept nogil
+    cdef int _stamps_reserve(self) noexcept nogil
     cdef int _init_safe(self, int64_t budget) noexcept nogil
     cdef int32_t _reach(self, int32_t t, int32_t l, int32_t* out, int32_t cap) noexcept nogil
     cdef inline bint _safe(self, int32_t t, int32_t c) noexcept nogil

@@ -436,6 +436,18 @@ cdef class GLRTables(ParserTables):
         mask tables and the mask store."""
         return ParserTables.memory_bytes(self) + self.lr_bytes + self.cx_bytes + self.store_bytes
 
+    cdef int _stamps_reserve(self) noexcept nogil:
+        """``x_gat`` and ``x_gstamp`` over every lexer state made so far: 0 or -1."""
+        cdef int64_t cap = self.x_gcap
+        if self.n_ls <= cap:
+            return 0
+        if grow(<void**>&self.x_gat, &cap, self.n_ls, sizeof(int32_t)) < 0 or resize(
+                <void**>&self.x_gstamp, cap, sizeof(int32_t)) < 0:
+            return self._fail(ERR_MEMORY, self.n_ls)
+        memset(&self.x_gstamp[self.x_gcap], 0, (cap - self.x_gcap) * sizeof(int32_t))
+        self.x_gcap = cap
+        return 0
+
     cdef void _cx_account(self) noexcept nogil:
         """``cx_bytes`` from the capacities of the mask tables' arrays."""
         self.cx_bytes = (self.cx_cap * (8 + 4 + 8 + 4 + 4 + 1) + self.cx_w_cap * sizeof(word_t)
@@ -1120,14 +1132,8 @@ cdef class GLRParser(EarleyParser):
                     self.G.x_row[w] = 0
             self.G.cx_rlen[c] = <int32_t>(self.G.cx_s_n - self.G.cx_roff[c])
         # its groups: the boundaries by the lexer state the lexeme ends in
-        if self.G.n_ls > self.G.x_gcap:
-            cap = self.G.x_gcap
-            if grow(<void**>&self.G.x_gat, &cap, self.G.n_ls, sizeof(int32_t)) < 0:
-                return self.G._fail(ERR_MEMORY, self.G.n_ls)
-            if resize(<void**>&self.G.x_gstamp, cap, sizeof(int32_t)) < 0:
-                return self.G._fail(ERR_MEMORY, self.G.n_ls)
-            memset(&self.G.x_gstamp[self.G.x_gcap], 0, (cap - self.G.x_gcap) * sizeof(int32_t))
-            self.G.x_gcap = cap
+        if self.G._stamps_reserve() < 0:
+            return -1
         self.G.x_stamp += 1
         g0 = self.G.g_n
         for b in range(self.G.x_bn):
@@ -1328,15 +1334,7 @@ cdef class GLRParser(EarleyParser):
             if ss[S] == LS_ERROR:
                 break
         else:
-            if self.G.n_ls > self.G.x_gcap:
-                cap = self.G.x_gcap
-                if grow(<void**>&self.G.x_gat, &cap, self.G.n_ls, sizeof(int32_t)) < 0 or resize(
-                        <void**>&self.G.x_gstamp, cap, sizeof(int32_t)) < 0:
-                    self.G._fail(ERR_MEMORY, self.G.n_ls)
-                else:
-                    memset(&self.G.x_gstamp[self.G.x_gcap], 0, (cap - self.G.x_gcap) * sizeof(int32_t))
-                    self.G.x_gcap = cap
-            if self.G.n_ls <= self.G.x_gcap:
+            if self.G._stamps_reserve() == 0:
                 self.G.x_stamp += 1
                 for S in range(n):
                     if self.G.sets.len[ss[S]] > 0 and self.G.x_gstamp[ss[S]] != self.G.x_stamp:
