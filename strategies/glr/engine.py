@@ -18,7 +18,8 @@ MaskBench schemas sampled), instead of an Earley set.
 A mask is made from the *mask tables* (:mod:`strategies.glr._core`): per lexer state,
 the tokens that stay in the lexeme (a row) and the tokens that cross its end grouped by
 where it ends, with per boundary group and next start state a child of the same shape;
-a mask is the root's row, one scan of the stack per group and the child's row.  They are
+a mask is the root's row, per group the lexeme's scan (followed on the stack's linear
+top without rows where it can) and the child's row.  They are
 made at compile (``mask_tables="ahead"``: every lexer state a mask can start in that the
 LR automaton predicts; ``compiled.ahead_complete`` says whether ``ahead_nodes`` cut it
 short) and what a mask meets that they lack is made then; ``"lazy"`` makes them only
@@ -129,6 +130,7 @@ class GLRCompiled(CompiledTables):
             "table_walks": t.cx_walks,
             "table_rows": t.cx_rows,
             "table_scans": t.cx_scans,
+            "table_fast": t.cx_fast,
             "memory_bytes": self.memory_bytes(),
             **{f"{k}_s": round(v, 6) for k, v in self.timings.items()},
         }
