@@ -647,10 +647,11 @@ def test_limits_are_sticky_errors_with_an_eos_only_mask(option: str, value: int,
     [
         {"slices": "bogus"}, {"slices": "json"}, {"whitespace": "tabs"},
         {"max_lexer_states": 0}, {"max_row_items": 0}, {"max_steps": -1}, {"mask_cache": 1},
+        {"max_steps": 2.5}, {"max_row_items": True}, {"memo": "no"},
     ],
 )
 def test_invalid_options_raise_value_error(options) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=next(iter(options))):  # the message names the option
         get_engine("llguidance", LEX, **options)
 
 

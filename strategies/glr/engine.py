@@ -55,7 +55,13 @@ import numpy as np
 
 from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
 from strategies.glr._core import GLRParser, GLRTables
-from strategies.llguidance.engine import LexemeGrammar, Slicer, lexeme_grammar, lexer_options
+from strategies.llguidance.engine import (
+    LexemeGrammar,
+    Slicer,
+    check_options,
+    lexeme_grammar,
+    lexer_options,
+)
 from strategies.llguidance.parser import ops_capsule
 from toolkit.core.errors import LimitExceeded
 from toolkit.core.protocol import Capabilities
@@ -172,19 +178,13 @@ class GLREngine(GrammarEngine):
         if lookahead not in (0, 1) or isinstance(lookahead, bool):
             raise ValueError(f"lookahead must be 0 (LR(0)) or 1 (LALR(1)), got {lookahead!r}")
         regexes = lexer_options(slices, whitespace, spelling)
-        for opt, value in (("mask_store_bytes", mask_store_bytes), ("store_min_rows", store_min_rows)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{opt} must be an integer >= 0, got {value!r}")
-        for opt, value in (("max_states", max_states), ("max_table_bytes", max_table_bytes),
-                           ("max_lexer_states", max_lexer_states), ("ahead_nodes", ahead_nodes),
-                           ("max_row_items", max_row_items), ("max_steps", max_steps)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{opt} must be a positive integer, got {value!r}")
+        check_options(
+            positive={"max_states": max_states, "max_table_bytes": max_table_bytes, "ahead_nodes": ahead_nodes,
+                      "max_lexer_states": max_lexer_states, "max_row_items": max_row_items, "max_steps": max_steps},
+            at_least_zero={"mask_store_bytes": mask_store_bytes, "store_min_rows": store_min_rows},
+            flags={"mask_cache": mask_cache, "memo": memo})
         if mask_tables not in ("ahead", "lazy", "off"):
             raise ValueError(f"mask_tables must be 'ahead', 'lazy' or 'off', got {mask_tables!r}")
-        for opt, flag in (("mask_cache", mask_cache), ("memo", memo)):
-            if not isinstance(flag, bool):
-                raise ValueError(f"{opt} must be a bool, got {flag!r}")
         self.vocab = vocab
         self.lookahead = lookahead
         self.max_states = max_states

@@ -75,7 +75,8 @@ from toolkit.grammar.cfg import trim
 from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.compiler import SPELLINGS, WHITESPACES, Spelling, Whitespace
 
-__all__ = ["LLGuidanceEngine", "LLGuidanceCompiled", "LLGuidanceMatcher", "DEFAULT_SLICES", "LexemeGrammar", "lexeme_grammar", "lexer_options"]
+__all__ = ["LLGuidanceEngine", "LLGuidanceCompiled", "LLGuidanceMatcher", "DEFAULT_SLICES", "LexemeGrammar", "lexeme_grammar", "lexer_options",
+           "check_options"]
 
 _STRING_CHAR = r'[^"\\\x00-\x1F\x7F]'
 DEFAULT_SLICES: tuple[str, ...] = (
@@ -319,6 +320,21 @@ def lexer_options(slices: str | Sequence[str], whitespace: str, spelling: str) -
     return DEFAULT_SLICES if slices == "default" else ()
 
 
+def check_options(positive: dict[str, Any] | None = None, at_least_zero: dict[str, Any] | None = None,
+                  flags: dict[str, Any] | None = None) -> None:
+    """ValueError naming the option for a value that is not a positive integer
+    (``positive``), an integer >= 0 (``at_least_zero``) or a bool (``flags``): the checks of
+    llguidance's limits, shared by the engines built on its parser (``glr``)."""
+    for bound, opts in ((1, positive or {}), (0, at_least_zero or {})):
+        for opt, value in opts.items():
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < bound:
+                what = "a positive integer" if bound else "an integer >= 0"
+                raise ValueError(f"{opt} must be {what}, got {value!r}")
+    for opt, flag in (flags or {}).items():
+        if not isinstance(flag, bool):
+            raise ValueError(f"{opt} must be a bool, got {flag!r}")
+
+
 class LLGuidanceEngine(GrammarEngine):
     """The lexer + Earley + trie-walk strategy; see the module doc for the options."""
 
@@ -342,20 +358,14 @@ class LLGuidanceEngine(GrammarEngine):
         memo: bool = True,
     ) -> None:
         regexes = lexer_options(slices, whitespace, spelling)
-        for opt, value in (("max_lexer_states", max_lexer_states), ("max_row_items", max_row_items),
-                           ("max_steps", max_steps)):
-            if int(value) < 1:
-                raise ValueError(f"{opt} must be positive, got {value}")
-        if not isinstance(memo, bool):
-            raise ValueError(f"memo must be a bool, got {memo!r}")
+        check_options(positive={"max_lexer_states": max_lexer_states, "max_row_items": max_row_items,
+                                "max_steps": max_steps}, flags={"mask_cache": mask_cache, "memo": memo})
         self.vocab = vocab
         self.whitespace = whitespace
         self.spelling = spelling
         self.max_lexer_states = int(max_lexer_states)
         self.max_row_items = int(max_row_items)
         self.max_steps = int(max_steps)
-        if not isinstance(mask_cache, bool):
-            raise ValueError(f"mask_cache must be a bool, got {mask_cache!r}")
         self.mask_cache = mask_cache
         self.options = {
             "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace, "spelling": spelling,
