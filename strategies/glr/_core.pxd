@@ -146,6 +146,7 @@ cdef class GLRTables(ParserTables):
     cdef void _cx_account(self) noexcept nogil
     cdef int _stamps_reserve(self) noexcept nogil
     cdef int _init_safe(self, int64_t budget) noexcept nogil
+    cdef int _reach_scratch(self) noexcept nogil
     cdef int32_t _reach(self, int32_t t, int32_t l, int32_t* out, int32_t cap) noexcept nogil
     cdef inline bint _safe(self, int32_t t, int32_t c) noexcept nogil
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil

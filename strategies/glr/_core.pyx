@@ -232,6 +232,17 @@ cdef class GLRTables(ParserTables):
         k = _first(self.cand_lex, self.cand_off[t], self.cand_off[t + 1], c)
         return k < self.cand_off[t + 1] and self.cand_lex[k] == c and self.cand_safe[k]
 
+    cdef int _reach_scratch(self) noexcept nogil:
+        """:meth:`_reach`'s scratch (a stamp per state, the frontier, the lookback): 0, or -1
+        (out of memory, the error set)."""
+        if self.r_mark == NULL:
+            self.r_mark = <int32_t*>calloc(self.n_states + 1, sizeof(int32_t))
+            self.r_fr = <int32_t*>malloc(REACH_MAX * sizeof(int32_t))
+            self.r_lb = <int32_t*>malloc(2 * REACH_MAX * sizeof(int32_t))
+            if self.r_mark == NULL or self.r_fr == NULL or self.r_lb == NULL:
+                return self._fail(ERR_MEMORY, self.n_states + 1)
+        return 0
+
     cdef int32_t _reach(self, int32_t t, int32_t l, int32_t* out, int32_t cap) noexcept nogil:
         """The states lexeme ``l`` can be shifted into from a stack topped by state ``t``
         whatever is below it (reductions followed through the lookbacks): into ``out``,
@@ -239,12 +250,8 @@ cdef class GLRTables(ParserTables):
         predict), -2 out of memory."""
         cdef int32_t n = self.n_states, nf = 1, i, r, p, a, m, j, q, k, nl, nb, S, g, n_out = 0
         cdef int32_t* tmp
-        if self.r_mark == NULL:
-            self.r_mark = <int32_t*>calloc(n + 1, sizeof(int32_t))
-            self.r_fr = <int32_t*>malloc(REACH_MAX * sizeof(int32_t))
-            self.r_lb = <int32_t*>malloc(2 * REACH_MAX * sizeof(int32_t))
-            if self.r_mark == NULL or self.r_fr == NULL or self.r_lb == NULL:
-                return -2
+        if self._reach_scratch() < 0:
+            return -2
         self.r_stamp += 1
         self.r_fr[0] = t
         self.r_mark[t] = self.r_stamp
@@ -1356,130 +1363,129 @@ cdef class GLRParser(EarleyParser):
                 for l in range(n_term - 1, 0, -1):
                     tg_off[l] = tg_off[l - 1]
                 tg_off[0] = 0
-                if self.G._reach(0, 0, rch, 0) == -2:  # (the scratch r_mark, allocated)
-                    r = self.G._fail(ERR_MEMORY, n)
-                m = 0
-                for l in range(n_term):
-                    self.G.r_stamp += 1
-                    j = tg_off[l]
-                    tg_off[l] = m
-                    for k in range(j, tg_off[l + 1] if l + 1 < n_term else n_sh):
-                        t = tg[k]
-                        if self.G.r_mark[t] != self.G.r_stamp:
-                            self.G.r_mark[t] = self.G.r_stamp
-                            tg[m] = t
-                            m += 1
-                tg_off[n_term] = m
-                self.G.x_collect = True
-                r = self._queue_root(self.ls)
-                for i in range(n_all):
-                    if r == 0:
-                        r = self._queue_root(all_[i])
-                while r == 0 and (rq_pos < self.G.x_rq_n or wq_pos < wq_n):
-                    if (self.work.trie_nodes - node0 > max_nodes or self.G.cx_bytes >= self.G.max_cx_bytes
-                            or items > max_nodes // 64):
-                        break
-                    self.T.steps = 0  # (max_steps: per context made)
-                    if rq_pos < self.G.x_rq_n:  # (roots first: a root a mask lacks costs it a walk of the trie)
-                        x = self.G.x_rq[rq_pos]
-                        rq_pos += 1
-                        if i64map_get(&self.G.cx_root, x) >= 0:
-                            continue
-                        c = self._cx_make(x, -1)
-                        if c < 0 or i64map_put(&self.G.cx_root, x, c) < 0:
-                            r = -1
+                if self.G._reach_scratch() == 0:  # (r stays -1, the error set, when it fails)
+                    m = 0
+                    for l in range(n_term):
+                        self.G.r_stamp += 1
+                        j = tg_off[l]
+                        tg_off[l] = m
+                        for k in range(j, tg_off[l + 1] if l + 1 < n_term else n_sh):
+                            t = tg[k]
+                            if self.G.r_mark[t] != self.G.r_stamp:
+                                self.G.r_mark[t] = self.G.r_stamp
+                                tg[m] = t
+                                m += 1
+                    tg_off[n_term] = m
+                    self.G.x_collect = True
+                    r = self._queue_root(self.ls)
+                    for i in range(n_all):
+                        if r == 0:
+                            r = self._queue_root(all_[i])
+                    while r == 0 and (rq_pos < self.G.x_rq_n or wq_pos < wq_n):
+                        if (self.work.trie_nodes - node0 > max_nodes or self.G.cx_bytes >= self.G.max_cx_bytes
+                                or items > max_nodes // 64):
                             break
-                        t = -1
-                    else:
-                        c = wq[3 * wq_pos]
-                        t = wq[3 * wq_pos + 1]
-                        s_row = wq[3 * wq_pos + 2]
-                        wq_pos += 1
-                        items += 1
-                        for g in range(self.G.cx_goff[c], self.G.cx_goff[c] + self.G.cx_gn[c]):
-                            skip = self.G.g_skip[g]
-                            x = self.G.g_q[g]
-                            k = 1 if skip else self.G.ls_acc_len[x]
-                            for i in range(k):
-                                l = -1 if skip else self.G.acc_pool[self.G.ls_acc_off[x] + i]
-                                # the states the lexeme is shifted into (-1: the skip lexeme's, none)
-                                if l < 0:
-                                    n_t = 1 if t >= 0 else n_all
-                                elif t >= 0:
-                                    n_t = self.G._reach(t, l, rch, REACH_MAX)
-                                    if n_t == -2:
-                                        r = self.G._fail(ERR_MEMORY, REACH_MAX)
-                                        break
-                                    if n_t < 0:
-                                        gave_up = True
-                                        continue
-                                else:
-                                    n_t = tg_off[l + 1] - tg_off[l]
-                                for j in range(n_t):
+                        self.T.steps = 0  # (max_steps: per context made)
+                        if rq_pos < self.G.x_rq_n:  # (roots first: a root a mask lacks costs it a walk of the trie)
+                            x = self.G.x_rq[rq_pos]
+                            rq_pos += 1
+                            if i64map_get(&self.G.cx_root, x) >= 0:
+                                continue
+                            c = self._cx_make(x, -1)
+                            if c < 0 or i64map_put(&self.G.cx_root, x, c) < 0:
+                                r = -1
+                                break
+                            t = -1
+                        else:
+                            c = wq[3 * wq_pos]
+                            t = wq[3 * wq_pos + 1]
+                            s_row = wq[3 * wq_pos + 2]
+                            wq_pos += 1
+                            items += 1
+                            for g in range(self.G.cx_goff[c], self.G.cx_goff[c] + self.G.cx_gn[c]):
+                                skip = self.G.g_skip[g]
+                                x = self.G.g_q[g]
+                                k = 1 if skip else self.G.ls_acc_len[x]
+                                for i in range(k):
+                                    l = -1 if skip else self.G.acc_pool[self.G.ls_acc_off[x] + i]
+                                    # the states the lexeme is shifted into (-1: the skip lexeme's, none)
                                     if l < 0:
-                                        t2 = t
+                                        n_t = 1 if t >= 0 else n_all
+                                    elif t >= 0:
+                                        n_t = self.G._reach(t, l, rch, REACH_MAX)
+                                        if n_t == -2:
+                                            r = self.G._fail(ERR_MEMORY, REACH_MAX)
+                                            break
+                                        if n_t < 0:
+                                            gave_up = True
+                                            continue
                                     else:
-                                        t2 = rch[j] if t >= 0 else tg[tg_off[l] + j]
-                                    # the start states: of every candidate, and where the stack may
-                                    # refuse some (unsafe, at most UNSAFE_SUBSETS of them), of each subset
-                                    nu = 0
-                                    if t2 >= 0 and self.G.cand_ss[t2] < 0:
-                                        for k2 in range(self.G.cand_off[t2], self.G.cand_off[t2 + 1]):
-                                            nu += not self.G.cand_safe[k2]
-                                        if nu > UNSAFE_SUBSETS:
-                                            nu = 0
-                                    for sub in range((1 << nu) - 1, -1, -1):
+                                        n_t = tg_off[l + 1] - tg_off[l]
+                                    for j in range(n_t):
                                         if l < 0:
-                                            s = s_row if t >= 0 else all_[j]  # (the skip lexeme: the row's start)
-                                        elif sub == (1 << nu) - 1:
-                                            s = ss[t2]
+                                            t2 = t
                                         else:
-                                            na = 0
-                                            bit = 0
+                                            t2 = rch[j] if t >= 0 else tg[tg_off[l] + j]
+                                        # the start states: of every candidate, and where the stack may
+                                        # refuse some (unsafe, at most UNSAFE_SUBSETS of them), of each subset
+                                        nu = 0
+                                        if t2 >= 0 and self.G.cand_ss[t2] < 0:
                                             for k2 in range(self.G.cand_off[t2], self.G.cand_off[t2 + 1]):
-                                                if not self.G.cand_safe[k2]:
-                                                    bit += 1
-                                                    if not ((sub >> (bit - 1)) & 1):
-                                                        continue
-                                                self.G.allowed[na] = self.G.cand_lex[k2]
-                                                na += 1
-                                            s = self.G.start_state(self.G.allowed, na)
-                                            if s == LS_ERROR:
+                                                nu += not self.G.cand_safe[k2]
+                                            if nu > UNSAFE_SUBSETS:
+                                                nu = 0
+                                        for sub in range((1 << nu) - 1, -1, -1):
+                                            if l < 0:
+                                                s = s_row if t >= 0 else all_[j]  # (the skip lexeme: the row's start)
+                                            elif sub == (1 << nu) - 1:
+                                                s = ss[t2]
+                                            else:
+                                                na = 0
+                                                bit = 0
+                                                for k2 in range(self.G.cand_off[t2], self.G.cand_off[t2 + 1]):
+                                                    if not self.G.cand_safe[k2]:
+                                                        bit += 1
+                                                        if not ((sub >> (bit - 1)) & 1):
+                                                            continue
+                                                    self.G.allowed[na] = self.G.cand_lex[k2]
+                                                    na += 1
+                                                s = self.G.start_state(self.G.allowed, na)
+                                                if s == LS_ERROR:
+                                                    r = -1
+                                                    break
+                                            if self.G.sets.len[s] == 0:
+                                                continue
+                                            ch = self._cx_child(g, s)
+                                            if ch < 0:
                                                 r = -1
                                                 break
-                                        if self.G.sets.len[s] == 0:
-                                            continue
-                                        ch = self._cx_child(g, s)
-                                        if ch < 0:
-                                            r = -1
+                                            if i64map_get(&seen, pair_key(ch, t2 + 1)) >= 0:
+                                                continue
+                                            if i64map_put(&seen, pair_key(ch, t2 + 1), 1) < 0 or grow(
+                                                    <void**>&wq, &wq_cap, 3 * (wq_n + 1), sizeof(int32_t)) < 0:
+                                                r = self.G._fail(ERR_MEMORY, wq_n + 1)
+                                                break
+                                            wq[3 * wq_n] = ch
+                                            wq[3 * wq_n + 1] = t2
+                                            wq[3 * wq_n + 2] = s
+                                            wq_n += 1
+                                        if r < 0:
                                             break
-                                        if i64map_get(&seen, pair_key(ch, t2 + 1)) >= 0:
-                                            continue
-                                        if i64map_put(&seen, pair_key(ch, t2 + 1), 1) < 0 or grow(
-                                                <void**>&wq, &wq_cap, 3 * (wq_n + 1), sizeof(int32_t)) < 0:
-                                            r = self.G._fail(ERR_MEMORY, wq_n + 1)
-                                            break
-                                        wq[3 * wq_n] = ch
-                                        wq[3 * wq_n + 1] = t2
-                                        wq[3 * wq_n + 2] = s
-                                        wq_n += 1
                                     if r < 0:
                                         break
                                 if r < 0:
                                     break
-                            if r < 0:
-                                break
-                        continue
-                    # a root: its groups, the state below unknown
-                    if grow(<void**>&wq, &wq_cap, 3 * (wq_n + 1), sizeof(int32_t)) < 0:
-                        r = self.G._fail(ERR_MEMORY, wq_n + 1)
-                        break
-                    wq[3 * wq_n] = c
-                    wq[3 * wq_n + 1] = -1
-                    wq[3 * wq_n + 2] = -1
-                    wq_n += 1
-                if r == 0:
-                    self.G.ahead_complete = rq_pos == self.G.x_rq_n and wq_pos == wq_n and not gave_up
+                            continue
+                        # a root: its groups, the state below unknown
+                        if grow(<void**>&wq, &wq_cap, 3 * (wq_n + 1), sizeof(int32_t)) < 0:
+                            r = self.G._fail(ERR_MEMORY, wq_n + 1)
+                            break
+                        wq[3 * wq_n] = c
+                        wq[3 * wq_n + 1] = -1
+                        wq[3 * wq_n + 2] = -1
+                        wq_n += 1
+                    if r == 0:
+                        self.G.ahead_complete = rq_pos == self.G.x_rq_n and wq_pos == wq_n and not gave_up
         self.G.x_collect = False
         self.G.ahead_nodes += self.work.trie_nodes - node0
         self.T.note_steps()
