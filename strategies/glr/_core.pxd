@@ -4,7 +4,7 @@
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from strategies.llguidance.parser cimport EarleyParser, ParserTables
-from toolkit.core.cutil cimport I64Map
+from toolkit.core.cutil cimport Arena, I64Map
 from toolkit.core.ids cimport state_t, token_t, word_t
 from toolkit.core.trie cimport TrieNode
 
@@ -72,9 +72,10 @@ cdef class GLRTables(ParserTables):
     cdef int64_t* st_count           # per entry: the tokens of its mask
     cdef uint8_t* st_sliced          # per entry: the fill used slices
     cdef int32_t* st_states          # the entries' LR states, top first
-    cdef word_t* st_masks            # per entry: its mask, st_words words
+    cdef int64_t* st_moff            # per entry: its mask (st_words words) in st_ma
+    cdef Arena st_ma                 # the masks (blocks that never move: storing copies no earlier mask)
     cdef int32_t st_n                # entries
-    cdef int64_t st_cap, st_states_n, st_states_cap, st_masks_cap
+    cdef int64_t st_cap, st_states_n, st_states_cap
     cdef int32_t st_words            # words of a stored mask (the first fill's)
     cdef readonly int64_t store_bytes      # bytes the store holds
     cdef readonly int64_t max_store_bytes  # the most it may hold (0: no store)
@@ -90,14 +91,13 @@ cdef class GLRTables(ParserTables):
     cdef int32_t cx_words            # words of a row
     cdef I64Map cx_root              # lexer state -> its root context
     cdef int32_t cx_n, cx_cap        # contexts
-    cdef int64_t* cx_roff            # per context: its row's offset in cx_w (dense) or cx_si/cx_sw (sparse)
+    cdef int64_t* cx_roff            # per context: its row's offset in cx_wa (dense) or cx_si/cx_sw (sparse)
     cdef int32_t* cx_rlen            # per context: -1 dense, else the (word index, bits) pairs of its row
     cdef int64_t* cx_cnt             # per context: the tokens of its row
     cdef int32_t* cx_goff            # per context: its first group
     cdef int32_t* cx_gn              # per context: its groups
     cdef uint8_t* cx_sliced          # per context: its row took slices whole
-    cdef word_t* cx_w                # dense rows
-    cdef int64_t cx_w_n, cx_w_cap
+    cdef Arena cx_wa                 # dense rows (blocks that never move: a new row copies no old one)
     cdef int32_t* cx_si              # sparse rows: word index
     cdef word_t* cx_sw               # and its bits
     cdef int64_t cx_s_n, cx_s_cap
@@ -105,21 +105,18 @@ cdef class GLRTables(ParserTables):
     cdef uint8_t* g_skip             # per group: it is the skip lexeme's end (no scan)
     cdef int64_t* g_noff             # per group: its nodes in nd_k/nd_i
     cdef int32_t* g_nn
-    cdef int32_t* g_child            # per group: its first child entry, or -1
     cdef int32_t g_n, g_cap
     cdef int32_t* nd_k               # a group's node: its trie (the slices' tries, the rest's, ns + 1: the whole)
     cdef int32_t* nd_i               # and its index there
     cdef int64_t nd_n, nd_cap
-    cdef state_t* ch_s               # a child entry: the lexer state after the boundary
-    cdef int32_t* ch_cx              # its context
-    cdef int32_t* ch_next            # the group's next entry, or -1
-    cdef int32_t ch_n, ch_cap
+    cdef I64Map ch_index             # pair_key(group, lexer state after the boundary) -> its child context
     cdef readonly int64_t cx_bytes         # bytes of the mask tables
     cdef readonly int64_t max_cx_bytes     # the most they grow to (max_table_bytes less the LR arrays)
     cdef readonly int64_t cx_fills         # masks made from the tables
     cdef readonly int64_t cx_walks         # masks walked instead (the tables full, or another trie)
     cdef readonly int64_t cx_rows          # rows combined by those masks
     cdef readonly int64_t cx_scans         # scans (stacks walked) by those masks
+    cdef readonly int64_t cx_dense         # of those rows, dense ones (the words of a vocabulary read)
     cdef readonly int64_t cx_fast          # boundary groups those masks took without a scan
     cdef readonly int64_t cx_nodes         # trie nodes the contexts' makings visited
     cdef readonly int64_t cx_walked        # groups walked (a child's group with no context)

@@ -110,7 +110,7 @@ cimport numpy as cnp
 
 from strategies.llguidance.parser cimport EarleyParser, F_SKIP_ACC, LS_ERROR, ParserTables, SliceSet
 from toolkit.core.cutil cimport (
-    BYTES, ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
+    BYTES, arena_at, arena_bytes, arena_free, arena_init, arena_take, ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
     resize,
 )
 from toolkit.core.ids cimport MISSING, state_t, token_t, word_t
@@ -178,7 +178,8 @@ cdef class GLRTables(ParserTables):
         self.cand_lex = self._copy_i32(cand_lex)
         self.max_store_bytes = max_store_bytes
         self.st_words = -1
-        if i64map_init(&self.st_index, 64) < 0 or i64map_init(&self.cx_root, 64) < 0:
+        if (i64map_init(&self.st_index, 64) < 0 or i64map_init(&self.cx_root, 64) < 0
+                or i64map_init(&self.ch_index, 64) < 0):
             raise MemoryError()
         self.max_cx_bytes = max_cx_bytes
         self.store_min_rows = store_min_rows
@@ -212,12 +213,13 @@ cdef class GLRTables(ParserTables):
         free(self.goto_off); free(self.goto_nt); free(self.goto_to)
         free(self.rd_off); free(self.rd_la); free(self.rd_prod)
         i64map_free(&self.st_index); free(self.st_next); free(self.st_ls0); free(self.st_depth); free(self.st_soff)
-        free(self.st_sliced); free(self.st_states); free(self.st_masks); free(self.st_count)
+        free(self.st_sliced); free(self.st_states); free(self.st_moff); free(self.st_count)
+        arena_free(&self.st_ma); arena_free(&self.cx_wa)
         i64map_free(&self.cx_root)
         free(self.cx_roff); free(self.cx_rlen); free(self.cx_cnt); free(self.cx_goff); free(self.cx_gn)
-        free(self.cx_sliced); free(self.cx_w); free(self.cx_si); free(self.cx_sw)
-        free(self.g_q); free(self.g_skip); free(self.g_noff); free(self.g_nn); free(self.g_child)
-        free(self.nd_k); free(self.nd_i); free(self.ch_s); free(self.ch_cx); free(self.ch_next)
+        free(self.cx_sliced); free(self.cx_si); free(self.cx_sw)
+        free(self.g_q); free(self.g_skip); free(self.g_noff); free(self.g_nn)
+        free(self.nd_k); free(self.nd_i); i64map_free(&self.ch_index)
         free(self.x_enq); free(self.x_rq)
         free(self.x_row); free(self.x_tok); free(self.x_bq); free(self.x_bk); free(self.x_bi); free(self.x_gat); free(self.x_gstamp)
         free(self.prod_lhs); free(self.prod_len); free(self.cand_off); free(self.cand_lex)
@@ -457,9 +459,9 @@ cdef class GLRTables(ParserTables):
 
     cdef void _cx_account(self) noexcept nogil:
         """``cx_bytes`` from the capacities of the mask tables' arrays."""
-        self.cx_bytes = (self.cx_cap * (8 + 4 + 8 + 4 + 4 + 1) + self.cx_w_cap * sizeof(word_t)
+        self.cx_bytes = (self.cx_cap * (8 + 4 + 8 + 4 + 4 + 1) + arena_bytes(&self.cx_wa)
                          + self.cx_s_cap * (4 + sizeof(word_t)) + self.g_cap * (4 + 1 + 8 + 4 + 4)
-                         + self.nd_cap * 8 + self.ch_cap * 12 + self.cx_root.cap * 16)
+                         + self.nd_cap * 8 + (self.ch_index.cap + self.cx_root.cap) * 16)
 
     @property
     def contexts(self):
@@ -475,6 +477,32 @@ cdef class GLRTables(ParserTables):
         if x == LS_ERROR:
             self.raise_error()
         return x
+
+    def root(self, int32_t x):
+        """The root context of lexer state ``x``, or None when none is made."""
+        cdef int32_t c = i64map_get(&self.cx_root, x) if x >= 0 else -1
+        return None if c < 0 else c
+
+    def context(self, int32_t c):
+        """Context ``c`` as a dict: its row (``dense``, ``tokens``, ``pairs``: the (word,
+        bits) pairs of a sparse row) and its groups, each ``(lexer state the lexeme ends
+        in, skip lexeme, trie nodes)``."""
+        if c < 0 or c >= self.cx_n:
+            raise IndexError(f"context {c} out of range [0, {self.cx_n})")
+        cdef int32_t g
+        return {
+            "dense": self.cx_rlen[c] < 0, "tokens": self.cx_cnt[c], "pairs": max(0, self.cx_rlen[c]),
+            "groups": [(self.g_q[g], bool(self.g_skip[g]), self.g_nn[g])
+                       for g in range(self.cx_goff[c], self.cx_goff[c] + self.cx_gn[c])],
+        }
+
+    def child(self, int32_t c, int32_t i, int32_t s):
+        """The child context of context ``c``'s ``i``-th group after the boundary from
+        lexer state ``s``, or None when none is made."""
+        if c < 0 or c >= self.cx_n or i < 0 or i >= self.cx_gn[c]:
+            raise IndexError(f"no group {i} of context {c}")
+        cdef int32_t ch = i64map_get(&self.ch_index, pair_key(self.cx_goff[c] + i, s))
+        return None if ch < 0 else ch
 
     @property
     def roots(self):
@@ -892,6 +920,7 @@ cdef class GLRParser(EarleyParser):
             self.G.cx_trie = trie
             self.G.cx_slices = self.walk_slices
             self.G.cx_words = (trie.vocab_size + 31) // 32
+            arena_init(&self.G.cx_wa, sizeof(word_t), 16 * <int64_t>self.G.cx_words)
         self.cx_ok = self.G.max_cx_bytes > 0 and self.G.cx_trie is trie and self.G.cx_slices is self.walk_slices
 
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
@@ -909,7 +938,7 @@ cdef class GLRParser(EarleyParser):
         if self.G.max_store_bytes > 0 and n_words == self.G.st_words:
             e = self._store_lookup()
             if e >= 0:
-                stored = &self.G.st_masks[<int64_t>e * n_words]
+                stored = <const word_t*>arena_at(&self.G.st_ma, self.G.st_moff[e])
                 for w in range(n_words):
                     mask[w] |= stored[w]
                 self.G.store_hits += 1
@@ -1117,12 +1146,12 @@ cdef class GLRParser(EarleyParser):
             for w in range(nw):
                 nz += self.G.x_row[w] != 0
         if nz * 8 >= nw:
-            if grow(<void**>&self.G.cx_w, &self.G.cx_w_cap, self.G.cx_w_n + nw, sizeof(word_t)) < 0:
-                return self.G._fail(ERR_MEMORY, self.G.cx_w_n + nw)
-            memcpy(&self.G.cx_w[self.G.cx_w_n], self.G.x_row, nw * sizeof(word_t))
-            self.G.cx_roff[c] = self.G.cx_w_n
+            off = arena_take(&self.G.cx_wa, nw)
+            if off < 0:
+                return self.G._fail(ERR_MEMORY, self.G.cx_wa.n + nw)
+            memcpy(arena_at(&self.G.cx_wa, off), self.G.x_row, nw * sizeof(word_t))
+            self.G.cx_roff[c] = off
             self.G.cx_rlen[c] = -1
-            self.G.cx_w_n += nw
             memset(self.G.x_row, 0, nw * sizeof(word_t))
         else:
             m = <int32_t>cnt if nz == 0 else nz  # the pairs at most
@@ -1153,14 +1182,12 @@ cdef class GLRParser(EarleyParser):
                     if (grow(<void**>&self.G.g_q, &cap, g + 1, sizeof(state_t)) < 0
                             or resize(<void**>&self.G.g_skip, cap, sizeof(uint8_t)) < 0
                             or resize(<void**>&self.G.g_noff, cap, sizeof(int64_t)) < 0
-                            or resize(<void**>&self.G.g_nn, cap, sizeof(int32_t)) < 0
-                            or resize(<void**>&self.G.g_child, cap, sizeof(int32_t)) < 0):
+                            or resize(<void**>&self.G.g_nn, cap, sizeof(int32_t)) < 0):
                         return self.G._fail(ERR_MEMORY, g + 1)
                     self.G.g_cap = <int32_t>cap
                 self.G.g_q[g] = q
                 self.G.g_skip[g] = (self.G.ls_flags[q] & F_SKIP_ACC) != 0
                 self.G.g_nn[g] = 0
-                self.G.g_child[g] = -1
                 self.G.x_gat[q] = g
                 self.G.g_n += 1
             self.G.g_nn[self.G.x_gat[q]] = self.G.g_nn[self.G.x_gat[q]] + 1
@@ -1664,7 +1691,8 @@ cdef class GLRParser(EarleyParser):
         cdef const word_t* row
         self.G.cx_rows += 1
         if n < 0:
-            row = &self.G.cx_w[off]
+            row = <const word_t*>arena_at(&self.G.cx_wa, off)
+            self.G.cx_dense += 1
             for i in range(self.G.cx_words):
                 mask[i] |= row[i]
         else:
@@ -1674,12 +1702,8 @@ cdef class GLRParser(EarleyParser):
 
     cdef int32_t _cx_lookup(self, int32_t g, state_t s) noexcept nogil:
         """Group ``g``'s context after the boundary from lexer state ``s``, or -2: none made."""
-        cdef int32_t e = self.G.g_child[g]
-        while e >= 0:
-            if self.G.ch_s[e] == s:
-                return self.G.ch_cx[e]
-            e = self.G.ch_next[e]
-        return -2
+        cdef int32_t c = i64map_get(&self.G.ch_index, pair_key(g, s))
+        return c if c >= 0 else -2
 
     cdef int _cx_walk_group(self, int32_t g, state_t s, word_t* mask, int64_t* cnt) noexcept nogil:
         """Group ``g``'s nodes after the boundary, the next lexeme from ``s``, walked as
@@ -1718,28 +1742,14 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t _cx_child(self, int32_t g, state_t s) noexcept nogil:
         """Group ``g``'s context after the boundary, the next lexeme from lexer state ``s``
         (made the first time): its id, or -1."""
-        cdef int32_t e = self.G.g_child[g], c
-        cdef int64_t cap
-        while e >= 0:
-            if self.G.ch_s[e] == s:
-                return self.G.ch_cx[e]
-            e = self.G.ch_next[e]
+        cdef int32_t c = i64map_get(&self.G.ch_index, pair_key(g, s))
+        if c >= 0:
+            return c
         c = self._cx_make(s, g)
         if c < 0:
             return -1
-        e = self.G.ch_n
-        if e + 1 > self.G.ch_cap:
-            cap = self.G.ch_cap
-            if (grow(<void**>&self.G.ch_s, &cap, e + 1, sizeof(state_t)) < 0
-                    or resize(<void**>&self.G.ch_cx, cap, sizeof(int32_t)) < 0
-                    or resize(<void**>&self.G.ch_next, cap, sizeof(int32_t)) < 0):
-                return self.G._fail(ERR_MEMORY, e + 1)
-            self.G.ch_cap = <int32_t>cap
-        self.G.ch_s[e] = s
-        self.G.ch_cx[e] = c
-        self.G.ch_next[e] = self.G.g_child[g]
-        self.G.g_child[g] = e
-        self.G.ch_n += 1
+        if i64map_put(&self.G.ch_index, pair_key(g, s), c) < 0:
+            return self.G._fail(ERR_MEMORY, self.G.ch_index.n + 1)
         self.G._cx_account()
         return c
 
@@ -1825,7 +1835,7 @@ cdef class GLRParser(EarleyParser):
     cdef int _store_insert(self, const word_t* mask, int32_t n_words, bint sliced, int64_t count) noexcept nogil:
         """Store the mask a fill just made, keyed by what it read: 0 (stored, or not
         storable: a stack not linear where it was read, the store full), -1 on memory."""
-        cdef int64_t top = self._top_header(), h, need, cap
+        cdef int64_t top = self._top_header(), h, need, cap, moff
         cdef int32_t d = 0, e
         if top < 0 or (self.G.st_words >= 0 and self.G.st_words != n_words):
             return 0
@@ -1856,14 +1866,20 @@ cdef class GLRParser(EarleyParser):
                     or resize(<void**>&self.G.st_soff, cap, sizeof(int64_t)) < 0
                     or resize(<void**>&self.G.st_sliced, cap, sizeof(uint8_t)) < 0
                     or resize(<void**>&self.G.st_count, cap, sizeof(int64_t)) < 0
-                    or resize(<void**>&self.G.st_masks, cap * n_words, sizeof(word_t)) < 0):
+                    or resize(<void**>&self.G.st_moff, cap, sizeof(int64_t)) < 0):
                 return self.T._fail(ERR_MEMORY, e + 1)
             self.G.st_cap = cap
         if self.G.st_states_n + d > self.G.st_states_cap and grow(
                 <void**>&self.G.st_states, &self.G.st_states_cap, self.G.st_states_n + d, sizeof(int32_t)) < 0:
             return self.T._fail(ERR_MEMORY, self.G.st_states_n + d)
+        if self.G.st_words < 0:
+            arena_init(&self.G.st_ma, sizeof(word_t), 16 * <int64_t>n_words)
         self.G.st_words = n_words
-        memcpy(&self.G.st_masks[<int64_t>e * n_words], mask, n_words * sizeof(word_t))
+        moff = arena_take(&self.G.st_ma, n_words)
+        if moff < 0:
+            return self.T._fail(ERR_MEMORY, e + 1)
+        memcpy(arena_at(&self.G.st_ma, moff), mask, n_words * sizeof(word_t))
+        self.G.st_moff[e] = moff
         memcpy(&self.G.st_states[self.G.st_states_n], self.chain, d * sizeof(int32_t))
         self.G.st_soff[e] = self.G.st_states_n
         self.G.st_states_n += d

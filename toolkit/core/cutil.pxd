@@ -78,6 +78,68 @@ cdef inline int resize(void** p, int64_t n, size_t elem) noexcept nogil:
     return 0
 
 
+
+# ------------------------------------------------------------------ arena ----
+
+cdef struct Arena:
+    # Elements in blocks of 2**shift that never move: what was taken keeps its offset and
+    # its address, and growing copies nothing (a realloc of a table of tens of MB, made
+    # while masks are served, costs milliseconds).  A run taken never straddles two blocks.
+    char** blk
+    int64_t n_blk, cap_blk
+    int64_t n          # elements taken (the offset of the next, block gaps included)
+    int32_t shift      # log2 of a block's elements
+    size_t elem
+
+
+cdef inline void arena_init(Arena* a, size_t elem, int64_t min_block) noexcept nogil:
+    """An empty arena of ``elem``-byte elements, blocks of at least ``min_block`` of them
+    (a power of two, at least 2**16)."""
+    memset(a, 0, sizeof(Arena))
+    a.elem = elem
+    a.shift = 16
+    while (<int64_t>1 << a.shift) < min_block:
+        a.shift += 1
+
+
+cdef inline int64_t arena_take(Arena* a, int64_t k) noexcept nogil:
+    """The offset of ``k`` (at most a block) new contiguous elements (uninitialized), or
+    ERR_MEMORY (the arena as it was)."""
+    cdef int64_t size = <int64_t>1 << a.shift, off = a.n, room = (a.n_blk << a.shift) - a.n
+    cdef void* b
+    if k > size:
+        return ERR_MEMORY
+    if room < k:
+        if grow(<void**>&a.blk, &a.cap_blk, a.n_blk + 1, sizeof(char*)) < 0:
+            return ERR_MEMORY
+        b = malloc(<size_t>size * a.elem)
+        if b == NULL:
+            return ERR_MEMORY
+        a.blk[a.n_blk] = <char*>b
+        off = a.n_blk << a.shift
+        a.n_blk += 1
+    a.n = off + k
+    return off
+
+
+cdef inline void* arena_at(const Arena* a, int64_t off) noexcept nogil:
+    """The address of element ``off``."""
+    return a.blk[off >> a.shift] + <size_t>(off & ((<int64_t>1 << a.shift) - 1)) * a.elem
+
+
+cdef inline int64_t arena_bytes(const Arena* a) noexcept nogil:
+    """Bytes the blocks hold."""
+    return (a.n_blk << a.shift) * <int64_t>a.elem
+
+
+cdef inline void arena_free(Arena* a) noexcept nogil:
+    cdef int64_t i
+    for i in range(a.n_blk):
+        free(a.blk[i])
+    free(a.blk)
+    a.blk = NULL
+    a.n_blk = a.cap_blk = a.n = 0
+
 # ----------------------------------------------------------------- hashing ----
 
 cdef inline uint64_t mix64(uint64_t x) noexcept nogil:
