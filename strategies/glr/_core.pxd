@@ -105,11 +105,12 @@ cdef class GLRTables(ParserTables):
     cdef uint8_t* g_skip             # per group: it is the skip lexeme's end (no scan)
     cdef int64_t* g_noff             # per group: its nodes in nd_k/nd_i
     cdef int32_t* g_nn
+    cdef int64_t* g_c1               # per group: its first child, pair_key(lexer state, context), or -1
     cdef int32_t g_n, g_cap
     cdef int32_t* nd_k               # a group's node: its trie (the slices' tries, the rest's, ns + 1: the whole)
     cdef int32_t* nd_i               # and its index there
     cdef int64_t nd_n, nd_cap
-    cdef I64Map ch_index             # pair_key(group, lexer state after the boundary) -> its child context
+    cdef I64Map ch_index             # pair_key(group, lexer state after the boundary) -> its child context (but the first)
     cdef readonly int64_t cx_bytes         # bytes of the mask tables
     cdef readonly int64_t max_cx_bytes     # the most they grow to (max_table_bytes less the LR arrays)
     cdef readonly int64_t cx_fills         # masks made from the tables
@@ -145,6 +146,7 @@ cdef class GLRTables(ParserTables):
     cdef int _init_safe(self, int64_t budget) noexcept nogil
     cdef int _reach_scratch(self) noexcept nogil
     cdef int32_t _reach(self, int32_t t, int32_t l, int32_t* out, int32_t cap) noexcept nogil
+    cdef inline int32_t child_of(self, int32_t g, state_t s) noexcept nogil
     cdef inline bint _safe(self, int32_t t, int32_t c) noexcept nogil
     cdef inline int32_t goto(self, int32_t s, int32_t a) noexcept nogil
     cdef inline int32_t shift(self, int32_t s, int32_t l) noexcept nogil

@@ -110,7 +110,7 @@ cimport numpy as cnp
 
 from strategies.llguidance.parser cimport EarleyParser, F_SKIP_ACC, LS_ERROR, ParserTables, SliceSet
 from toolkit.core.cutil cimport (
-    BYTES, arena_at, arena_bytes, arena_free, arena_init, arena_take, ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
+    next_cap, vfree, vgrow, BYTES, arena_at, arena_bytes, arena_free, arena_init, arena_take, ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
     resize,
 )
 from toolkit.core.ids cimport MISSING, state_t, token_t, word_t
@@ -216,15 +216,23 @@ cdef class GLRTables(ParserTables):
         free(self.st_sliced); free(self.st_states); free(self.st_moff); free(self.st_count)
         arena_free(&self.st_ma); arena_free(&self.cx_wa)
         i64map_free(&self.cx_root)
-        free(self.cx_roff); free(self.cx_rlen); free(self.cx_cnt); free(self.cx_goff); free(self.cx_gn)
-        free(self.cx_sliced); free(self.cx_si); free(self.cx_sw)
-        free(self.g_q); free(self.g_skip); free(self.g_noff); free(self.g_nn)
-        free(self.nd_k); free(self.nd_i); i64map_free(&self.ch_index)
+        vfree(self.cx_roff, self.cx_cap, 8); vfree(self.cx_rlen, self.cx_cap, 4); vfree(self.cx_cnt, self.cx_cap, 8)
+        vfree(self.cx_goff, self.cx_cap, 4); vfree(self.cx_gn, self.cx_cap, 4); vfree(self.cx_sliced, self.cx_cap, 1)
+        vfree(self.cx_si, self.cx_s_cap, 4); vfree(self.cx_sw, self.cx_s_cap, sizeof(word_t))
+        vfree(self.g_q, self.g_cap, sizeof(state_t)); vfree(self.g_skip, self.g_cap, 1); vfree(self.g_noff, self.g_cap, 8)
+        vfree(self.g_nn, self.g_cap, 4); vfree(self.g_c1, self.g_cap, 8)
+        vfree(self.nd_k, self.nd_cap, 4); vfree(self.nd_i, self.nd_cap, 4); i64map_free(&self.ch_index)
         free(self.x_enq); free(self.x_rq)
         free(self.x_row); free(self.x_tok); free(self.x_bq); free(self.x_bk); free(self.x_bi); free(self.x_gat); free(self.x_gstamp)
         free(self.prod_lhs); free(self.prod_len); free(self.cand_off); free(self.cand_lex)
         free(self.cand_safe); free(self.acc_safe); free(self.acc_any); free(self.cand_ss)
         free(self.pred_off); free(self.pred); free(self.r_mark); free(self.r_fr); free(self.r_lb)
+
+    cdef inline int32_t child_of(self, int32_t g, state_t s) noexcept nogil:
+        """Group ``g``'s child context after the boundary from lexer state ``s``, or -1."""
+        if self.g_c1[g] >= 0 and <state_t>(self.g_c1[g] >> 32) == s:
+            return <int32_t>(self.g_c1[g] & <int64_t>0xffffffff)
+        return i64map_get(&self.ch_index, pair_key(g, s))
 
     cdef inline bint _safe(self, int32_t t, int32_t c) noexcept nogil:
         """Whether lookahead ``c`` (``n_term``: the end) is safe in state ``t``."""
@@ -460,7 +468,7 @@ cdef class GLRTables(ParserTables):
     cdef void _cx_account(self) noexcept nogil:
         """``cx_bytes`` from the capacities of the mask tables' arrays."""
         self.cx_bytes = (self.cx_cap * (8 + 4 + 8 + 4 + 4 + 1) + arena_bytes(&self.cx_wa)
-                         + self.cx_s_cap * (4 + sizeof(word_t)) + self.g_cap * (4 + 1 + 8 + 4 + 4)
+                         + self.cx_s_cap * (4 + sizeof(word_t)) + self.g_cap * (4 + 1 + 8 + 4 + 8)
                          + self.nd_cap * 8 + (self.ch_index.cap + self.cx_root.cap) * 16)
 
     @property
@@ -501,7 +509,7 @@ cdef class GLRTables(ParserTables):
         lexer state ``s``, or None when none is made."""
         if c < 0 or c >= self.cx_n or i < 0 or i >= self.cx_gn[c]:
             raise IndexError(f"no group {i} of context {c}")
-        cdef int32_t ch = i64map_get(&self.ch_index, pair_key(self.cx_goff[c] + i, s))
+        cdef int32_t ch = self.child_of(self.cx_goff[c] + i, s)
         return None if ch < 0 else ch
 
     @property
@@ -1129,13 +1137,13 @@ cdef class GLRParser(EarleyParser):
         # the context
         c = self.G.cx_n
         if c + 1 > self.G.cx_cap:
-            cap = self.G.cx_cap
-            if (grow(<void**>&self.G.cx_roff, &cap, c + 1, sizeof(int64_t)) < 0
-                    or resize(<void**>&self.G.cx_rlen, cap, sizeof(int32_t)) < 0
-                    or resize(<void**>&self.G.cx_cnt, cap, sizeof(int64_t)) < 0
-                    or resize(<void**>&self.G.cx_goff, cap, sizeof(int32_t)) < 0
-                    or resize(<void**>&self.G.cx_gn, cap, sizeof(int32_t)) < 0
-                    or resize(<void**>&self.G.cx_sliced, cap, sizeof(uint8_t)) < 0):
+            cap = next_cap(self.G.cx_cap, c + 1)
+            if (vgrow(<void**>&self.G.cx_roff, self.G.cx_cap, cap, 8) < 0
+                    or vgrow(<void**>&self.G.cx_rlen, self.G.cx_cap, cap, 4) < 0
+                    or vgrow(<void**>&self.G.cx_cnt, self.G.cx_cap, cap, 8) < 0
+                    or vgrow(<void**>&self.G.cx_goff, self.G.cx_cap, cap, 4) < 0
+                    or vgrow(<void**>&self.G.cx_gn, self.G.cx_cap, cap, 4) < 0
+                    or vgrow(<void**>&self.G.cx_sliced, self.G.cx_cap, cap, 1) < 0):
                 return self.G._fail(ERR_MEMORY, c + 1)
             self.G.cx_cap = <int32_t>cap
         # its row: dense, or (word, bits) pairs when a few words hold it (a row of a few
@@ -1155,9 +1163,12 @@ cdef class GLRParser(EarleyParser):
             memset(self.G.x_row, 0, nw * sizeof(word_t))
         else:
             m = <int32_t>cnt if nz == 0 else nz  # the pairs at most
-            if (grow(<void**>&self.G.cx_si, &self.G.cx_s_cap, self.G.cx_s_n + m, sizeof(int32_t)) < 0
-                    or resize(<void**>&self.G.cx_sw, self.G.cx_s_cap, sizeof(word_t)) < 0):
-                return self.G._fail(ERR_MEMORY, self.G.cx_s_n + m)
+            if self.G.cx_s_n + m > self.G.cx_s_cap:
+                cap = next_cap(self.G.cx_s_cap, self.G.cx_s_n + m)
+                if (vgrow(<void**>&self.G.cx_si, self.G.cx_s_cap, cap, 4) < 0
+                        or vgrow(<void**>&self.G.cx_sw, self.G.cx_s_cap, cap, sizeof(word_t)) < 0):
+                    return self.G._fail(ERR_MEMORY, self.G.cx_s_n + m)
+                self.G.cx_s_cap = cap
             self.G.cx_roff[c] = self.G.cx_s_n
             for j in range(cnt if nz == 0 else nw):
                 w = self.G.x_tok[j] >> 5 if nz == 0 else <int32_t>j
@@ -1178,14 +1189,16 @@ cdef class GLRParser(EarleyParser):
                 self.G.x_gstamp[q] = self.G.x_stamp
                 g = self.G.g_n
                 if g + 1 > self.G.g_cap:
-                    cap = self.G.g_cap
-                    if (grow(<void**>&self.G.g_q, &cap, g + 1, sizeof(state_t)) < 0
-                            or resize(<void**>&self.G.g_skip, cap, sizeof(uint8_t)) < 0
-                            or resize(<void**>&self.G.g_noff, cap, sizeof(int64_t)) < 0
-                            or resize(<void**>&self.G.g_nn, cap, sizeof(int32_t)) < 0):
+                    cap = next_cap(self.G.g_cap, g + 1)
+                    if (vgrow(<void**>&self.G.g_q, self.G.g_cap, cap, sizeof(state_t)) < 0
+                            or vgrow(<void**>&self.G.g_skip, self.G.g_cap, cap, 1) < 0
+                            or vgrow(<void**>&self.G.g_noff, self.G.g_cap, cap, 8) < 0
+                            or vgrow(<void**>&self.G.g_nn, self.G.g_cap, cap, 4) < 0
+                            or vgrow(<void**>&self.G.g_c1, self.G.g_cap, cap, 8) < 0):
                         return self.G._fail(ERR_MEMORY, g + 1)
                     self.G.g_cap = <int32_t>cap
                 self.G.g_q[g] = q
+                self.G.g_c1[g] = -1
                 self.G.g_skip[g] = (self.G.ls_flags[q] & F_SKIP_ACC) != 0
                 self.G.g_nn[g] = 0
                 self.G.x_gat[q] = g
@@ -1196,9 +1209,12 @@ cdef class GLRParser(EarleyParser):
             self.G.g_noff[g] = off
             off += self.G.g_nn[g]
             self.G.g_nn[g] = 0
-        if grow(<void**>&self.G.nd_k, &self.G.nd_cap, off, sizeof(int32_t)) < 0 or resize(<void**>&self.G.nd_i, self.G.nd_cap,
-                                                                              sizeof(int32_t)) < 0:
-            return self.G._fail(ERR_MEMORY, off)
+        if off > self.G.nd_cap:
+            cap = next_cap(self.G.nd_cap, off)
+            if (vgrow(<void**>&self.G.nd_k, self.G.nd_cap, cap, 4) < 0
+                    or vgrow(<void**>&self.G.nd_i, self.G.nd_cap, cap, 4) < 0):
+                return self.G._fail(ERR_MEMORY, off)
+            self.G.nd_cap = cap
         for b in range(self.G.x_bn):
             g = self.G.x_gat[self.G.x_bq[b]]
             pos = self.G.g_noff[g] + self.G.g_nn[g]
@@ -1702,7 +1718,7 @@ cdef class GLRParser(EarleyParser):
 
     cdef int32_t _cx_lookup(self, int32_t g, state_t s) noexcept nogil:
         """Group ``g``'s context after the boundary from lexer state ``s``, or -2: none made."""
-        cdef int32_t c = i64map_get(&self.G.ch_index, pair_key(g, s))
+        cdef int32_t c = self.G.child_of(g, s)
         return c if c >= 0 else -2
 
     cdef int _cx_walk_group(self, int32_t g, state_t s, word_t* mask, int64_t* cnt) noexcept nogil:
@@ -1742,13 +1758,15 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t _cx_child(self, int32_t g, state_t s) noexcept nogil:
         """Group ``g``'s context after the boundary, the next lexeme from lexer state ``s``
         (made the first time): its id, or -1."""
-        cdef int32_t c = i64map_get(&self.G.ch_index, pair_key(g, s))
+        cdef int32_t c = self.G.child_of(g, s)
         if c >= 0:
             return c
         c = self._cx_make(s, g)
         if c < 0:
             return -1
-        if i64map_put(&self.G.ch_index, pair_key(g, s), c) < 0:
+        if self.G.g_c1[g] < 0:
+            self.G.g_c1[g] = pair_key(s, c)
+        elif i64map_put(&self.G.ch_index, pair_key(g, s), c) < 0:
             return self.G._fail(ERR_MEMORY, self.G.ch_index.n + 1)
         self.G._cx_account()
         return c

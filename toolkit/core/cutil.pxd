@@ -79,6 +79,83 @@ cdef inline int resize(void** p, int64_t n, size_t elem) noexcept nogil:
 
 
 
+
+# Arrays of pages: a big table that grows while masks are served (the mask tables made
+# at a mask) must not be copied to grow: realloc copies what the heap holds (the malloc
+# mmap threshold rises to 32 MB as big blocks are freed), tens of MB in milliseconds.
+# These arrays, from 1 MiB up, are mappings of their own, grown by the kernel moving pages
+# (Linux's mremap; elsewhere a copy).  Freed with vfree and their
+# capacity; never with free.
+cdef extern from *:
+    """
+    #if defined(_WIN32)
+    #include <stdlib.h>
+    static void* masklab_vresize(void* p, size_t old_bytes, size_t new_bytes) {
+        (void)old_bytes; return realloc(p, new_bytes ? new_bytes : 1);
+    }
+    static void masklab_vfree(void* p, size_t bytes) { (void)bytes; free(p); }
+    #else
+    #include <stdlib.h>
+    #include <string.h>
+    #include <sys/mman.h>
+    /* below this an array is malloc's (a mapping per small array would spend the
+       process's map count); from it up, a mapping of its own */
+    #define MASKLAB_VBIG ((size_t)1 << 20)
+    #define MASKLAB_PAGE(n) (((n) + (size_t)4095) & ~(size_t)4095)
+    static void* masklab_vresize(void* p, size_t old_bytes, size_t new_bytes) {
+        void* q;
+        if (new_bytes == 0) new_bytes = 1;
+        if (p != NULL && new_bytes <= old_bytes) return p;
+        if (new_bytes < MASKLAB_VBIG) return realloc(p, new_bytes);
+        new_bytes = MASKLAB_PAGE(new_bytes);
+        if (p != NULL && old_bytes >= MASKLAB_VBIG) {
+            old_bytes = MASKLAB_PAGE(old_bytes);
+    #if defined(__linux__) && defined(MREMAP_MAYMOVE)
+            q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+            return q == MAP_FAILED ? NULL : q;
+    #endif
+        }
+        q = mmap(NULL, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == MAP_FAILED) return NULL;
+        if (p != NULL) {
+            memcpy(q, p, old_bytes);
+            if (old_bytes >= MASKLAB_VBIG) munmap(p, MASKLAB_PAGE(old_bytes)); else free(p);
+        }
+        return q;
+    }
+    static void masklab_vfree(void* p, size_t bytes) {
+        if (p == NULL) return;
+        if (bytes >= MASKLAB_VBIG) munmap(p, MASKLAB_PAGE(bytes)); else free(p);
+    }
+    #endif
+    """
+    void* masklab_vresize(void* p, size_t old_bytes, size_t new_bytes) nogil
+    void masklab_vfree(void* p, size_t bytes) nogil
+
+
+cdef inline int64_t next_cap(int64_t cap, int64_t need) noexcept nogil:
+    """The capacity :func:`grow_array` would give: doubled from ``cap`` (at least 16) until ``need`` fits."""
+    if cap < 16:
+        cap = 16
+    while cap < need:
+        cap *= 2
+    return cap
+
+
+cdef inline int vgrow(void** p, int64_t old_n, int64_t new_n, size_t elem) noexcept nogil:
+    """Page array ``*p`` of ``old_n`` elements grown to ``new_n`` (``*p`` NULL: made): 0,
+    or ERR_MEMORY (``*p`` unchanged)."""
+    cdef void* q = masklab_vresize(p[0], <size_t>old_n * elem, <size_t>new_n * elem)
+    if q == NULL:
+        return ERR_MEMORY
+    p[0] = q
+    return 0
+
+
+cdef inline void vfree(void* p, int64_t n, size_t elem) noexcept nogil:
+    """Free page array ``p`` of capacity ``n``."""
+    masklab_vfree(p, <size_t>n * elem)
+
 # ------------------------------------------------------------------ arena ----
 
 cdef struct Arena:
