@@ -207,3 +207,41 @@ def test_masks_equal_llguidance_on_maskbench_walks_with_llama3() -> None:
             steps += 1
         assert c.stats()["table_fills"] > 0, item.name
     assert steps > 100
+
+
+@pytest.mark.shared
+def test_tables_past_a_mib_grow_without_moving_rows_and_stay_exact() -> None:
+    """A schema whose mask tables hold hundreds of thousands of contexts (their arrays
+    past 1 MiB grow as page mappings, the dense rows in blocks that never move, the
+    making ahead cut by its budget so that contexts are made at masks too): every mask
+    of its walk equals our ``llguidance``'s; the tables are inspectable
+    (``root``/``context``/``child``)."""
+    vocab = load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
+    item = next(iter_items(require_shared("datasets/maskbench/Github_hard---o39444.json")))
+    g = Grammar.from_json_schema(item.spec)
+    ours, ref = get_engine("glr", vocab, mask_store_bytes=0), get_engine("llguidance", vocab)
+    c = ours.compile(g)
+    before = c.stats()
+    assert before["contexts"] > 140_000 and not c.ahead_complete, before  # (the per-context arrays past 1 MiB)
+    m, r = ours.matcher(c), ref.matcher(ref.compile(g))
+    text = next(x.text for x in item.cases if x.valid)
+    T = c.tables
+    for i, t in enumerate([*vocab.encode(text)[:400], vocab.eos_ids[0]]):
+        row = bm.allocate(vocab.size)
+        info = m.fill_bitmask(row)
+        assert np.array_equal(row[0], _row(r, vocab)), i
+        assert info.allowed == bm.popcount(row[0]), i
+        root = T.root(m.parser.ls)
+        if root is not None:
+            cx = T.context(root)
+            assert cx["tokens"] <= info.allowed and (cx["dense"] or cx["pairs"] > 0 or cx["tokens"] == 0)
+            for k, (q, skip, nodes) in enumerate(cx["groups"]):
+                assert q >= 0 and nodes > 0 and isinstance(skip, bool)
+                child = T.child(root, k, m.parser.ls)
+                assert child is None or 0 <= child < T.contexts
+        if t == vocab.eos_ids[0]:
+            break
+        assert m.accept_token(t) and r.accept_token(t), i
+    assert c.stats()["contexts"] > before["contexts"]  # (made at masks, past the budget)
+    with pytest.raises(IndexError):
+        T.context(T.contexts)
