@@ -54,7 +54,8 @@ def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead:
     earlier ones filled (keyed by what each fill read of the stack), with rollbacks; the
     masks made from the mask tables (made ahead, made when first met) or walked."""
     g = Grammar.from_lark(GRAMMARS[name])
-    ours = get_engine("glr", VOCAB, lookahead=lookahead, mask_tables=tables, store_min_rows=0)  # (store every mask)
+    ours = get_engine("glr", VOCAB, lookahead=lookahead, mask_tables=tables, mask_store_bytes=64 << 20,
+                      store_min_rows=0)  # (store every mask)
     ref = get_engine("llguidance", VOCAB)
     c, rc = ours.compile(g), ref.compile(g)
     rng = random.Random(f"{name}/{lookahead}")

@@ -81,7 +81,10 @@ the start state of its candidates and, where up to ``UNSAFE_SUBSETS`` of them ar
 unsafe, of each subset.  What the making ahead cannot see (several stacks at once, a
 lookback past ``REACH_MAX`` states, the ``ahead_nodes`` budget spent) is made when first
 met.  ``max_cx_bytes`` (the engine's ``max_table_bytes`` less the LR arrays) bounds the
-tables: past it, a mask is llguidance's walk (``cx_walks``).
+tables: past it, a mask is llguidance's walk (``cx_walks``).  The tables grow while masks
+are served and never copy to grow (a realloc of tens of MB would cost the mask that made
+a context milliseconds): dense rows and stored masks sit in blocks that never move
+(``cutil.Arena``), the other arrays are page mappings grown by the kernel (``cutil.vgrow``).
 
 **The mask store** (lazy): a mask a fill made (when it made a context or took
 ``store_min_rows`` rows, a scan or walk counting ``STORE_SCAN_ROWS``: a cheap one is made
@@ -110,8 +113,8 @@ cimport numpy as cnp
 
 from strategies.llguidance.parser cimport EarleyParser, F_SKIP_ACC, LS_ERROR, ParserTables, SliceSet
 from toolkit.core.cutil cimport (
-    next_cap, vfree, vgrow, BYTES, arena_at, arena_bytes, arena_free, arena_init, arena_take, ERR_MAX_ROW_ITEMS, ERR_MEMORY, grow, i64map_free, i64map_get, i64map_init, i64map_put, pair_key,
-    resize,
+    BYTES, ERR_MAX_ROW_ITEMS, ERR_MEMORY, arena_at, arena_bytes, arena_free, arena_init, arena_take, grow,
+    i64map_free, i64map_get, i64map_init, i64map_put, next_cap, pair_key, resize, vfree, vgrow,
 )
 from toolkit.core.ids cimport MISSING, state_t, token_t, word_t
 from toolkit.core.trie cimport TokenTrie, TrieNode

@@ -23,11 +23,13 @@ top without rows where it can) and the child's row.  They are
 made at compile (``mask_tables="ahead"``: every lexer state a mask can start in that the
 LR automaton predicts; ``compiled.ahead_complete`` says whether ``ahead_nodes`` cut it
 short) and what a mask meets that they lack is made then; ``"lazy"`` makes them only
-then, ``"off"`` walks the token trie as ``llguidance`` does (ablations).  Masks are
-also stored as they are made (``mask_store_bytes``, default 64 MiB; 0 turns the store
-off): keyed by the lexer state and the LR states of the stack's top down to the deepest
-one the mask read, so a later mask at the same lexer state over the same stack top is
-a row copy.
+then, ``"off"`` walks the token trie as ``llguidance`` does (ablations).  Masks can
+also be stored as they are made (``mask_store_bytes`` > 0; off by default): keyed by
+the lexer state and the LR states of the stack's top down to the deepest one the mask
+read, so a later mask at the same lexer state over the same stack top is a row copy.
+On the 1,500 MaskBench schemas the store's inserts (a copy of the whole mask into pages
+first touched then) cost more than its hits save: TBM p99 23.1 us without it against
+38.4 us with 64 MiB, the median 2.6 against 3.1 (``results/glr/ablations.md``).
 
 Options: ``lookahead`` (1: LALR(1) tables; 0: LR(0), more conflicts and the same
 masks, for ablations), ``max_states`` (LR(0) states, default 100,000),
@@ -35,7 +37,7 @@ masks, for ablations), ``max_states`` (LR(0) states, default 100,000),
 LR arrays past it are an error at compile, the mask tables stop growing and later masks
 are walked), ``mask_tables`` (``"ahead"``, ``"lazy"``, ``"off"``), ``ahead_nodes`` (trie
 nodes the making ahead may visit, default 20,000,000), ``mask_store_bytes`` (the mask
-store's bytes), ``store_min_rows`` (a mask from the tables is stored when it made a
+store's bytes, default 0: no store), ``store_min_rows`` (a mask from the tables is stored when it made a
 context or took this many rows, default 8; 0 stores every mask), and
 llguidance's ``slices``, ``whitespace``, ``spelling``, ``max_lexer_states``,
 ``max_row_items`` (items of one row: the stack's nodes and edges written by a scan,
@@ -162,7 +164,7 @@ class GLREngine(GrammarEngine):
         lookahead: Literal[0, 1] = 1,
         max_states: int = DEFAULT_MAX_STATES,
         max_table_bytes: int = 256 << 20,
-        mask_store_bytes: int = 64 << 20,
+        mask_store_bytes: int = 0,
         store_min_rows: int = 8,
         mask_tables: Literal["ahead", "lazy", "off"] = "ahead",
         ahead_nodes: int = 20_000_000,
