@@ -78,14 +78,11 @@ cdef inline int resize(void** p, int64_t n, size_t elem) noexcept nogil:
     return 0
 
 
-
-
 # Arrays of pages: a big table that grows while masks are served (the mask tables made
 # at a mask) must not be copied to grow: realloc copies what the heap holds (the malloc
 # mmap threshold rises to 32 MB as big blocks are freed), tens of MB in milliseconds.
 # These arrays, from 1 MiB up, are mappings of their own, grown by the kernel moving pages
-# (Linux's mremap; elsewhere a copy).  Freed with vfree and their
-# capacity; never with free.
+# (Linux's mremap; elsewhere a copy).  Freed with vfree and their capacity, never with free.
 cdef extern from *:
     """
     #if defined(_WIN32)
