@@ -43,17 +43,22 @@ cdef struct WorkCounters:
 
 # ------------------------------------------------------------------ growth ----
 
+cdef inline int64_t next_cap(int64_t cap, int64_t need) noexcept nogil:
+    """A capacity for ``need`` elements: doubled from ``cap`` (at least 16) until it fits."""
+    if cap < 16:
+        cap = 16
+    while cap < need:
+        cap *= 2
+    return cap
+
+
 cdef inline void* grow_array(void* p, int64_t* cap, int64_t need, size_t elem) noexcept nogil:
     """realloc p so that it holds at least need elements (doubling from 16); NULL when
     out of memory (p is then still valid and cap unchanged).  Never NULL for need 0 when
     memory is there: p is allocated."""
-    cdef int64_t c = cap[0]
-    if need <= c and p != NULL:
+    if need <= cap[0] and p != NULL:
         return p
-    if c < 16:
-        c = 16
-    while c < need:
-        c *= 2
+    cdef int64_t c = next_cap(cap[0], need)
     cdef void* q = realloc(p, <size_t>c * elem)
     if q != NULL:
         cap[0] = c
@@ -128,15 +133,6 @@ cdef extern from *:
     """
     void* masklab_vresize(void* p, size_t old_bytes, size_t new_bytes) nogil
     void masklab_vfree(void* p, size_t bytes) nogil
-
-
-cdef inline int64_t next_cap(int64_t cap, int64_t need) noexcept nogil:
-    """The capacity :func:`grow_array` would give: doubled from ``cap`` (at least 16) until ``need`` fits."""
-    if cap < 16:
-        cap = 16
-    while cap < need:
-        cap *= 2
-    return cap
 
 
 cdef inline int vgrow(void** p, int64_t old_n, int64_t new_n, size_t elem) noexcept nogil:
