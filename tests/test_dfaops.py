@@ -201,3 +201,49 @@ def test_shortest_matches_keeps_the_strings_no_proper_prefix_of_which_matches(rx
         for w in map(bytes, itertools.product(b"ab", repeat=n)):
             want = base.fullmatch(w) and not any(base.fullmatch(w[:k]) for k in range(len(w)))
             assert lazy.fullmatch(w) == want, (rx, w)
+
+
+def _horizon_brute(table: np.ndarray, acc: np.ndarray, rounds: int) -> np.ndarray:
+    """r-equivalence by its definition, Moore's rounds in full: the verdict (dead,
+    live, accepting) after each prefix of every word of at most ``rounds`` classes."""
+    n = table.shape[0]
+    lab = [0 if s == 0 else 1 + int(acc[s]) for s in range(n)]
+    for _ in range(rounds):
+        sig = [(lab[s], *(lab[t] for t in table[s])) for s in range(n)]
+        ids: dict[tuple, int] = {}
+        lab = [ids.setdefault(x, len(ids)) for x in sig]
+    first: dict[int, int] = {}
+    return np.array([first.setdefault(lab[s], s) for s in range(n)], dtype=np.int32)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 40), st.integers(1, 4), st.integers(0, 12), st.randoms(use_true_random=False))
+def test_horizon_classes_are_moore_rounds_stopped(n: int, k: int, rounds: int, rnd) -> None:
+    """Equal to Moore's refinement run round by round for ``rounds`` rounds, on random
+    DFAs (any shape: unreachable, dead-ending and cyclic states)."""
+    table = np.array([[0] * k] + [[rnd.randrange(n) for _ in range(k)] for _ in range(n - 1)], dtype=np.int32)
+    acc = np.array([0] + [rnd.random() < 0.3 for _ in range(n - 1)], dtype=np.uint8)
+    got = _dfabuild.horizon_classes(table, acc, rounds)
+    assert got.tolist() == _horizon_brute(table, acc, rounds).tolist()
+
+
+def test_horizon_classes_share_a_long_counter_away_from_its_ends() -> None:
+    """A string of at most 300 letters: the positions a 16-byte word cannot carry to
+    either end are one class (what lets the mask tables share their rows), those near
+    the ends stay apart; with rounds past the length every position is its own."""
+    d = compile_regex("[a-z]{3,300}")
+    reps = _dfabuild.horizon_classes(d.table, d.accepting.view(np.uint8), 16)
+    assert reps.tolist() == _horizon_brute(d.table, d.accepting.view(np.uint8), 16).tolist()
+    classes = set(reps.tolist())
+    assert len(classes) < 40 < d.n_states
+    full = _dfabuild.horizon_classes(d.table, d.accepting.view(np.uint8), 400)
+    assert len(set(full.tolist())) == d.n_states
+
+
+def test_horizon_classes_refuses_malformed_input() -> None:
+    with pytest.raises(ValueError, match="one flag per state"):
+        _dfabuild.horizon_classes(np.zeros((3, 2), dtype=np.int32), np.zeros(2, dtype=np.uint8), 3)
+    with pytest.raises(ValueError, match="rounds must be >= 0"):
+        _dfabuild.horizon_classes(np.zeros((3, 2), dtype=np.int32), np.zeros(3, dtype=np.uint8), -1)
+    with pytest.raises(ValueError, match="transition targets"):
+        _dfabuild.horizon_classes(np.full((3, 2), 7, dtype=np.int32), np.zeros(3, dtype=np.uint8), 3)

@@ -156,7 +156,6 @@ cdef class Tables(RuleTables):
     cdef int _state_reps(self, state_t* rep, int32_t depth, bint share_walks) noexcept nogil
     cdef int _rule_positions(self, Charts p, int32_t r, TokenTrie trie, Build* b, bint share_walks,
                              int64_t limit, int64_t* used) noexcept nogil
-    cdef int _short_classes(self, symbol_t t, int32_t depth, state_t* rep) noexcept nogil
     cdef int64_t _canon_states(self, int32_t* canon) noexcept nogil
     cdef int _canon_candidates(self, Canon* c) noexcept nogil
     cdef uint64_t _fingerprint(self, symbol_t t, state_t q, const int32_t* csize, Canon* c) noexcept nogil

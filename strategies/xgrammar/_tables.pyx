@@ -57,8 +57,9 @@ import numpy as np
 cimport numpy as cnp
 
 from strategies.xgrammar._charts cimport Charts, RuleTables
+from toolkit.automata._dfabuild cimport horizon_reps
 from toolkit.core.cutil cimport (BYTES, ERR_MEMORY, hash_ints, hash_mix, i64map_clear, i64map_free, i64map_get,
-                                 i64map_init, i64map_intern, i64map_put, mix64, pair_key)
+                                 i64map_init, i64map_intern, i64map_put, pair_key)
 from toolkit.core.ids cimport DEAD, MISSING, state_t, symbol_t, token_t, word_t
 from toolkit.core.intsets cimport IntSets, intsets_add, intsets_find, intsets_free, intsets_init
 from toolkit.core.trie cimport TokenTrie, TrieNode
@@ -313,18 +314,21 @@ cdef class Tables(RuleTables):
         return 0
 
     cdef int _state_reps(self, state_t* rep, int32_t depth, bint share_walks) noexcept nogil:
-        """``rep`` for every terminal state (see :meth:`_short_classes`), each state its
-        own when not sharing or when the terminal is too small for two states to read
-        every token of at most ``depth`` bytes alike."""
+        """``rep`` for every terminal state: the first state that no string of at most
+        ``depth`` bytes tells apart from it (dead, alive, accepting after each of its
+        bytes; :func:`toolkit.automata._dfabuild.horizon_reps`, Moore's refinement
+        stopped after ``depth`` rounds), so that a token is read the same from both and
+        they share the cache; each state its own when not sharing or when the terminal
+        is too small for two states to read every token of at most ``depth`` bytes
+        alike."""
         cdef symbol_t t
         cdef state_t s
-        cdef int rc
         for t in range(self.n_sym - self.n_nt):
             # a minimal DFA of n states tells any two apart with n - 2 bytes
             if share_walks and self.n_states(t) - 2 > depth:
-                rc = self._short_classes(t, depth, rep + self.t_acc_off[t])
-                if rc < 0:
-                    return rc
+                if horizon_reps(self.t_table + self.t_tab_off[t], self.n_states(t), self.t_k[t],
+                                self.t_acc + self.t_acc_off[t], depth, rep + self.t_acc_off[t]) < 0:
+                    return ERR_MEMORY
             else:
                 for s in range(self.n_states(t)):
                     rep[self.t_acc_off[t] + s] = s
@@ -370,81 +374,6 @@ cdef class Tables(RuleTables):
         return 0
 
     # ------------------------------------------------- states read alike --
-
-    cdef int _short_classes(self, symbol_t t, int32_t depth, state_t* rep) noexcept nogil:
-        """``rep[s]``, for terminal t's states: the first state that no string of at
-        most ``depth`` bytes tells apart from s (dead, alive, accepting after each of
-        its bytes).  Moore's refinement, stopped after ``depth`` rounds: a token of at
-        most ``depth`` bytes is read the same from both, so they share the cache.
-
-        A round's classes are the distinct signatures (a state's class, its
-        successors' classes) in a table of states, its own rather than an IntSets:
-        a signature is hashed and compared where it lies (through the DFA table),
-        never copied, and this loop is most of the build of a long ``maxLength``
-        string (tens of thousands of states, a round per byte of the longest token)."""
-        cdef const state_t* tab = self.t_table + self.t_tab_off[t]
-        cdef const uint8_t* acc = self.t_acc + self.t_acc_off[t]
-        cdef int32_t n = self.n_states(t), k = self.t_k[t]
-        cdef int32_t rnd, i, n_cls = 3, new_n
-        cdef state_t s, q
-        cdef int64_t hcap = 16, h
-        cdef uint64_t x
-        cdef bint same
-        while hcap < 2 * n:
-            hcap *= 2
-        cdef int32_t* cur = <int32_t*>malloc(n * sizeof(int32_t))
-        cdef int32_t* nxt = <int32_t*>malloc(n * sizeof(int32_t))
-        cdef state_t* hs = <state_t*>malloc(hcap * sizeof(state_t))
-        cdef int32_t* tmp
-        if cur == NULL or nxt == NULL or hs == NULL:
-            free(cur)
-            free(nxt)
-            free(hs)
-            return ERR_MEMORY
-        cur[0] = 0
-        for s in range(1, n):
-            cur[s] = 1 + (acc[s] != 0)
-        for rnd in range(depth):
-            memset(hs, 0xFF, hcap * sizeof(state_t))
-            new_n = 0
-            for s in range(n):
-                x = <uint64_t>cur[s] * <uint64_t>0x9E3779B97F4A7C15
-                for i in range(k):
-                    x = (x ^ <uint64_t>cur[tab[<int64_t>s * k + i]]) * <uint64_t>0x9E3779B97F4A7C15
-                h = <int64_t>(mix64(x) & <uint64_t>(hcap - 1))
-                while hs[h] >= 0:
-                    q = hs[h]
-                    same = cur[q] == cur[s]
-                    i = 0
-                    while same and i < k:
-                        same = cur[tab[<int64_t>q * k + i]] == cur[tab[<int64_t>s * k + i]]
-                        i += 1
-                    if same:
-                        break
-                    h = (h + 1) & (hcap - 1)
-                if hs[h] >= 0:
-                    nxt[s] = nxt[hs[h]]
-                else:
-                    hs[h] = s
-                    nxt[s] = new_n
-                    new_n += 1
-            tmp = cur
-            cur = nxt
-            nxt = tmp
-            if new_n == n_cls:
-                break  # stable: no longer string tells them apart either
-            n_cls = new_n
-        # the first state of each class (nxt: first state per class id)
-        for i in range(n):
-            nxt[i] = -1
-        for s in range(n):
-            if nxt[cur[s]] < 0:
-                nxt[cur[s]] = s
-            rep[s] = nxt[cur[s]]
-        free(cur)
-        free(nxt)
-        free(hs)
-        return 0
 
     cdef int64_t _canon_states(self, int32_t* canon) noexcept nogil:
         """``canon[g]`` for every terminal state: an id shared by the states, of any

@@ -168,3 +168,9 @@ cdef class _Minus:
     cdef int _joint(self, _Trie T, const int32_t[:, ::1] table, const uint8_t[::1] classes,
                     const uint8_t[::1] accepting, const int32_t* column, const int32_t* rep) noexcept nogil
     cdef _result(self)
+
+
+# Moore's refinement stopped after `rounds` rounds (horizon_classes): rep[s] is the
+# smallest state no word of at most `rounds` bytes tells from s.  0, or -1 (memory).
+cdef int horizon_reps(const state_t* T, int32_t n, int32_t k, const uint8_t* acc, int32_t rounds,
+                      state_t* rep) noexcept nogil

@@ -5,6 +5,7 @@ import numpy as np
 __all__ = [
     "byte_classes",
     "determinize",
+    "horizon_classes",
     "json_literal",
     "literal_set",
     "minimize",
@@ -22,6 +23,7 @@ def determinize(
 ) -> tuple[np.ndarray, np.ndarray, list[int]]: ...
 def _check_targets(what: str, table: np.ndarray, n: int) -> None: ...
 def minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
+def horizon_classes(table: np.ndarray, accepting: np.ndarray, rounds: int) -> np.ndarray: ...
 def product(
     ta: np.ndarray,
     acc_a: np.ndarray,

@@ -23,6 +23,14 @@ classes at once.  Each predecessor gets the bitset of its classes into the split
 puts all its pieces but the largest on it.  The minimal states are numbered
 canonically: dead 0, start 1, then breadth-first with successors in order of the
 smallest class that reaches them, so two equal languages give identical arrays.
+
+:func:`horizon_classes` (``horizon_reps`` for the strategies' C code) is Moore's
+refinement stopped after a number of rounds: the states no word of that many bytes
+tells apart, which read every token of the vocabulary alike (a ``maxLength`` string's
+positions away from its ends), so that the mask caches and tables of ``xgrammar`` and
+``glr`` keep one entry for all of them.  A round re-examines only the predecessors of
+the states the last round moved, and the largest part of a split block keeps its
+name, so a long counter costs its ends per round, not its length.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -62,7 +70,7 @@ from toolkit.core.errors import error_of
 
 cnp.import_array()
 
-__all__ = ["byte_classes", "determinize", "json_literal", "literal_set", "minimize", "minus_words", "product", "renumber"]
+__all__ = ["byte_classes", "determinize", "horizon_classes", "json_literal", "literal_set", "minimize", "minus_words", "product", "renumber"]
 
 cdef enum:
     _SMALL_UNION = 8   # up to this many targets: union of their closures; more: one search
@@ -843,6 +851,275 @@ def minimize(const int32_t[:, ::1] table, const uint8_t[::1] accepting):
                 t = table[rep, c]
                 sv[i + 1, c] = new_id[R.blk[t]] if t != DEAD else DEAD
     return small, out_acc
+
+
+# ------------------------------------------------------------ horizon classes ----
+
+cdef inline uint64_t _succ_hash(const state_t* T, int32_t k, const int32_t* lab, state_t s) noexcept nogil:
+    cdef uint64_t h = <uint64_t>0xcbf29ce484222325
+    cdef int32_t c
+    for c in range(k):
+        h = hash_mix(h, <uint32_t>lab[T[<int64_t>s * k + c]])
+    return h * <uint64_t>0x9e3779b97f4a7c15
+
+
+cdef inline bint _succ_same(const state_t* T, int32_t k, const int32_t* lab, state_t s, state_t u) noexcept nogil:
+    cdef int32_t c
+    for c in range(k):
+        if lab[T[<int64_t>s * k + c]] != lab[T[<int64_t>u * k + c]]:
+            return False
+    return True
+
+
+cdef int horizon_reps(const state_t* T, int32_t n, int32_t k, const uint8_t* acc, int32_t rounds,
+                      state_t* rep) noexcept nogil:
+    """Moore's refinement of a DFA stopped after ``rounds`` rounds: ``rep[s]`` is the
+    smallest state ``u`` that no word of at most ``rounds`` bytes tells from ``s`` (after
+    every prefix of it both are dead, or both live and accepting alike).  ``T`` is the
+    table (``n`` rows of ``k`` classes, state ``DEAD`` its own class), ``acc`` the
+    accepting flags.  0, or -1 when memory ran out (``rep`` then unset).
+
+    A round re-examines only the predecessors of the states whose class the last round
+    changed, so a long counter (a string of ``maxLength`` 32,767: its positions differ
+    only near the ends) costs its two ends per round, not its length.  Within a round
+    every signature reads the classes of the round before (the new ones are written
+    when the round ends), so after ``r`` rounds the classes are exactly r-equivalence."""
+    cdef size_t i4 = sizeof(int32_t)
+    cdef int32_t* lab = <int32_t*>malloc(max(1, n) * i4)       # each state's block
+    cdef int32_t* elems = <int32_t*>malloc(max(1, n) * i4)     # states grouped by block
+    cdef int32_t* pos = <int32_t*>malloc(max(1, n) * i4)       # each state's place in elems
+    cdef int32_t* first = <int32_t*>malloc(max(1, n) * i4)     # block b is elems[first[b] .. end[b])
+    cdef int32_t* end = <int32_t*>malloc(max(1, n) * i4)
+    cdef int32_t* marked = <int32_t*>malloc(max(1, n) * i4)    # a block's states re-examined this round
+    cdef int32_t* bstamp = <int32_t*>calloc(max(1, n), i4)     # the round that last touched a block
+    cdef int32_t* cstamp = <int32_t*>calloc(max(1, n), i4)     # the round that last took a state
+    cdef int32_t* tblocks = <int32_t*>malloc(max(1, n) * i4)   # the blocks touched this round
+    cdef int32_t* chg = <int32_t*>malloc(max(1, n) * i4)       # the states a round moved (and their new block)
+    cdef int32_t* chg_to = <int32_t*>malloc(max(1, n) * i4)
+    cdef int64_t* pred_off = <int64_t*>calloc(n + 1, sizeof(int64_t))
+    cdef int32_t* last = <int32_t*>malloc(max(1, n) * i4)
+    cdef int32_t* pred = NULL
+    cdef int32_t* gid = <int32_t*>malloc(max(1, n) * i4)       # one split: each state's group
+    cdef int32_t* grep = <int32_t*>malloc(max(1, n) * i4)      # a group's first state
+    cdef int32_t* gsize = <int32_t*>calloc(max(1, n), i4)
+    cdef int32_t* gat = <int32_t*>malloc(max(1, n) * i4)       # where a group's states go
+    cdef int32_t* tmp = <int32_t*>malloc(max(1, n) * i4)
+    cdef int32_t* ht = NULL                                    # signature hash -> group (open addressing)
+    cdef int64_t hmask = 1, e, m_edges = 0, h
+    cdef int32_t nb = 0, n_chg = 0, nt, r, i, j, b, c, B, m, size, ng, keep, lo, at, g, mu, nu
+    cdef state_t s, t, u
+    cdef int ok = -1
+    while hmask < 2 * <int64_t>max(1, n):
+        hmask <<= 1
+    ht = <int32_t*>malloc(hmask * i4)
+    hmask -= 1
+    while True:  # (once: a break leaves with the memory freed below)
+        if (lab == NULL or elems == NULL or pos == NULL or first == NULL or end == NULL or marked == NULL
+                or bstamp == NULL or cstamp == NULL or tblocks == NULL or chg == NULL or chg_to == NULL
+                or pred_off == NULL or last == NULL or gid == NULL or grep == NULL or gsize == NULL or gat == NULL
+                or tmp == NULL or ht == NULL):
+            break
+        memset(ht, 0xff, (hmask + 1) * i4)
+        # the predecessors of each live state (each source once)
+        for s in range(n):
+            last[s] = -1
+        for s in range(n):
+            for c in range(k):
+                t = T[<int64_t>s * k + c]
+                if t != DEAD and last[t] != s:
+                    last[t] = s
+                    pred_off[t + 1] += 1
+        for s in range(n):
+            pred_off[s + 1] += pred_off[s]
+        m_edges = pred_off[n]
+        pred = <int32_t*>malloc(max(1, m_edges) * i4)
+        if pred == NULL:
+            break
+        for s in range(n):
+            last[s] = -1
+        for s in range(n):
+            for c in range(k):
+                t = T[<int64_t>s * k + c]
+                if t != DEAD and last[t] != s:
+                    last[t] = s
+                    pred[pred_off[t]] = s
+                    pred_off[t] += 1
+        for s in range(n - 1, -1, -1):
+            pred_off[s + 1] = pred_off[s]
+        pred_off[0] = 0
+        # round 0: dead, live and not accepting, live and accepting
+        at = 0
+        for b in range(3):
+            lo = at
+            for s in range(n):
+                if (0 if s == DEAD else 1 + (acc[s] != 0)) == b:
+                    elems[at] = s
+                    pos[s] = at
+                    lab[s] = nb
+                    at += 1
+            if at > lo:
+                first[nb] = lo
+                end[nb] = at
+                nb += 1
+        # every live state is changed by round 0
+        for s in range(n):
+            if s != DEAD:
+                chg[n_chg] = s
+                n_chg += 1
+        for r in range(1, rounds + 1):
+            if n_chg == 0:
+                break
+            # the states whose successors changed, moved to the end of their block
+            nt = 0
+            for i in range(n_chg):
+                for e in range(pred_off[chg[i]], pred_off[chg[i] + 1]):
+                    s = pred[e]
+                    if cstamp[s] == r:
+                        continue
+                    cstamp[s] = r
+                    B = lab[s]
+                    if end[B] - first[B] == 1:
+                        continue  # (one state: nothing to split)
+                    if bstamp[B] != r:
+                        bstamp[B] = r
+                        marked[B] = 0
+                        tblocks[nt] = B
+                        nt += 1
+                    j = end[B] - 1 - marked[B]
+                    u = elems[j]
+                    elems[pos[s]] = u
+                    pos[u] = pos[s]
+                    elems[j] = s
+                    pos[s] = j
+                    marked[B] += 1
+            n_chg = 0
+            for i in range(nt):
+                B = tblocks[i]
+                m = marked[B]
+                size = end[B] - first[B]
+                lo = end[B] - m
+                # group the marked states by their successors' blocks
+                ng = 0
+                for j in range(lo, end[B]):
+                    s = elems[j]
+                    h = <int64_t>(_succ_hash(T, k, lab, s) >> 1) & hmask
+                    while ht[h] >= 0 and not _succ_same(T, k, lab, s, grep[ht[h]]):
+                        h = (h + 1) & hmask
+                    if ht[h] < 0:
+                        ht[h] = ng
+                        grep[ng] = s
+                        gsize[ng] = 0
+                        gat[ng] = <int32_t>h  # (its slot, cleared below)
+                        ng += 1
+                    g = ht[h]
+                    gid[j - lo] = g
+                    gsize[g] += 1
+                # the part of the unmarked states: they and the group equal to them (mu)
+                mu = -1
+                if m < size:
+                    u = elems[first[B]]
+                    h = <int64_t>(_succ_hash(T, k, lab, u) >> 1) & hmask
+                    while ht[h] >= 0:
+                        if _succ_same(T, k, lab, u, grep[ht[h]]):
+                            mu = ht[h]
+                            break
+                        h = (h + 1) & hmask
+                for g in range(ng):  # (the table cleared: it holds the groups)
+                    ht[gat[g]] = -1
+                nu = size - m + (gsize[mu] if mu >= 0 else 0)
+                if nu == size or (ng == 1 and m == size):
+                    continue  # (nothing split)
+                # the largest part keeps the block, the others are new blocks: the states
+                # that move are the next round's work (few, as in Hopcroft's algorithm).
+                # Laid out: the unmarked part, then the groups; grep (no longer needed)
+                # takes each group's block
+                keep = -2  # (-1: the unmarked part keeps it)
+                if nu > 0:
+                    keep = -1
+                for g in range(ng):
+                    if g != mu and (keep == -2 or gsize[g] > (nu if keep == -1 else gsize[keep])):
+                        keep = g
+                at = lo
+                if mu >= 0:
+                    gat[mu] = at
+                    at += gsize[mu]
+                if nu > 0:
+                    if keep == -1:
+                        end[B] = at
+                        if mu >= 0:
+                            grep[mu] = B
+                    else:
+                        first[nb] = first[B]
+                        end[nb] = at
+                        if mu >= 0:
+                            grep[mu] = nb
+                        for j in range(first[B], lo):
+                            chg[n_chg] = elems[j]
+                            chg_to[n_chg] = nb
+                            n_chg += 1
+                        nb += 1
+                for g in range(ng):
+                    if g != mu:
+                        gat[g] = at
+                        if g == keep:
+                            grep[g] = B
+                            first[B] = at
+                            end[B] = at + gsize[g]
+                        else:
+                            grep[g] = nb
+                            first[nb] = at
+                            end[nb] = at + gsize[g]
+                            nb += 1
+                        at += gsize[g]
+                for j in range(lo, lo + m):
+                    tmp[j - lo] = elems[j]
+                for j in range(m):
+                    s = tmp[j]
+                    g = gid[j]
+                    elems[gat[g]] = s
+                    pos[s] = gat[g]
+                    gat[g] += 1
+                    if grep[g] != B:
+                        chg[n_chg] = s
+                        chg_to[n_chg] = grep[g]
+                        n_chg += 1
+            for i in range(n_chg):  # (the new classes, once every signature of the round is read)
+                lab[chg[i]] = chg_to[i]
+        # each class's smallest state
+        for b in range(nb):
+            gat[b] = -1
+        for s in range(n):
+            if gat[lab[s]] < 0:
+                gat[lab[s]] = s
+            rep[s] = gat[lab[s]]
+        ok = 0
+        break
+    free(lab); free(elems); free(pos); free(first); free(end); free(marked); free(bstamp); free(cstamp)
+    free(tblocks); free(chg); free(chg_to); free(pred_off); free(last); free(pred); free(gid); free(grep)
+    free(gsize); free(gat); free(tmp); free(ht)
+    return ok
+
+
+def horizon_classes(const int32_t[:, ::1] table, const uint8_t[::1] accepting, int32_t rounds):
+    """Per state of ``table`` (int32 ``(n, k)`` over byte classes, state 0 dead) with
+    ``accepting``: the smallest state no word of at most ``rounds`` bytes tells from it
+    (:func:`horizon_reps`), as an int32 array.  Two states with the same entry give the
+    same verdicts, dead, live or accepting, after every prefix of every word of at most
+    ``rounds`` bytes: what a token trie of that depth can see."""
+    cdef int32_t n = table.shape[0], k = table.shape[1], rc
+    if accepting.shape[0] != n or n < 1:
+        raise ValueError(f"horizon_classes: one flag per state and at least the dead one, got {n} states and "
+                         f"{accepting.shape[0]} flags")
+    if rounds < 0:
+        raise ValueError(f"horizon_classes: rounds must be >= 0, got {rounds}")
+    _check_targets("horizon_classes", table, n)
+    out = np.zeros(n, dtype=np.int32)
+    cdef int32_t[::1] ov = out
+    with nogil:
+        rc = horizon_reps(&table[0, 0] if k > 0 else NULL, n, k, &accepting[0], rounds, &ov[0])
+    if rc < 0:
+        raise MemoryError(f"horizon_classes: no memory for a DFA of {n} states")
+    return out
 
 
 # ----------------------------------------------------------------- products ----
