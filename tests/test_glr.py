@@ -91,6 +91,41 @@ def test_masks_equal_llguidance_on_grammars_with_conflicts(name: str, lookahead:
         assert widest >= 2, "the walks never had two stacks: the graph-structured stack was not exercised"
 
 
+@pytest.mark.parametrize("tables", ["ahead", "lazy"])
+def test_lexer_states_no_token_tells_apart_share_one_root(tables: str) -> None:
+    """Counted repeats (a string of 2 to 40 letters, a number of up to 30 digits) give
+    a lexer state per position; the positions farther than the longest token (4 bytes
+    here) from either end of the count share one root context (``roots_shared``), and
+    every mask of random walks into and out of them equals our ``llguidance``'s."""
+    vocab = Vocabulary.from_tokens([*TOKENS, b'"', b'"a', b'c"', b'abca', b'bc",', b"0101"], eos_ids=[0],
+                                   special_tokens={0: "</s>"}, name="glr-counts")
+    g = Grammar.from_lark('start: "[" item ("," item)* "]"\nitem: /"[abc]{2,40}"/ | /[01]{1,30}/\n')
+    ours, ref = get_engine("glr", vocab, mask_tables=tables), get_engine("llguidance", vocab)
+    c, rc = ours.compile(g), ref.compile(g)
+    rng = random.Random(tables)
+    shared_roots = set()
+    for walk in range(30):
+        m, r = ours.matcher(c), ref.matcher(rc)
+        for step in range(120):
+            want = _row(r, vocab)
+            assert np.array_equal(_row(m, vocab), want), (walk, step)
+            ids = bm.allowed_ids(want, vocab.size).tolist()
+            if not ids:
+                break
+            letters = [t for t in ids if vocab.token_bytes[t].strip(b"abc01") == b""]
+            t = rng.choice(letters if letters and rng.random() < 0.9 else ids)  # (mostly deeper into the count)
+            assert m.accept_token(t) and r.accept_token(t), (walk, step)
+            shared_roots.add((m.parser.ls, c.tables.root(m.parser.ls)))
+            if m.is_terminated():
+                break
+    assert c.tables.horizon == 6  # (the longest token's bytes and two)
+    assert c.stats()["roots_shared"] > 0
+    by_root: dict[int | None, set[int]] = {}
+    for ls, root in shared_roots:
+        by_root.setdefault(root, set()).add(ls)
+    assert max(len(v) for k, v in by_root.items() if k is not None) >= 10  # (ten positions or more, one root)
+
+
 def test_the_mask_store_is_an_option_and_changes_no_mask() -> None:
     """``mask_store_bytes=0`` stores no mask; a store too small for a mask stores none;
     ``store_min_rows`` 0 stores every mask, the default only those that took many rows

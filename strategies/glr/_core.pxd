@@ -90,6 +90,9 @@ cdef class GLRTables(ParserTables):
     cdef object cx_slices
     cdef int32_t cx_words            # words of a row
     cdef I64Map cx_root              # lexer state -> its root context
+    cdef state_t* g_rep              # per global state: the least one of its lexeme no token tells from it (NULL: none)
+    cdef readonly int32_t horizon    # the bytes g_rep looks ahead (the longest token and two)
+    cdef readonly int64_t roots_shared  # roots found as another lexer state's (horizon_rep)
     cdef int32_t cx_n, cx_cap        # contexts
     cdef int64_t* cx_roff            # per context: its row's offset in cx_wa (dense) or cx_si/cx_sw (sparse)
     cdef int32_t* cx_rlen            # per context: -1 dense, else the (word index, bits) pairs of its row
@@ -142,6 +145,8 @@ cdef class GLRTables(ParserTables):
     cdef readonly bint ahead_complete      # it made every context it found (no limit cut it)
 
     cdef void _cx_account(self) noexcept nogil
+    cdef int _horizon_init(self, int32_t depth) noexcept nogil
+    cdef state_t horizon_rep(self, state_t x) noexcept nogil
     cdef int _stamps_reserve(self) noexcept nogil
     cdef int _init_safe(self, int64_t budget) noexcept nogil
     cdef int _reach_scratch(self) noexcept nogil
@@ -206,6 +211,7 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t _store_lookup(self) noexcept nogil
     cdef int _store_insert(self, const word_t* mask, int32_t n_words, bint sliced, int64_t count) noexcept nogil
     cdef int32_t _cx_make(self, state_t s, int32_t parent_g) noexcept nogil
+    cdef int32_t _root_of(self, state_t x) noexcept nogil
     cdef int _cx_walk(self, const TrieNode* nodes, const token_t* ids, int32_t k, int32_t p, int32_t end,
                       state_t q0, int64_t* cnt) noexcept nogil
     cdef int32_t _cx_child(self, int32_t g, state_t s) noexcept nogil

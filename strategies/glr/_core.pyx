@@ -86,6 +86,21 @@ are served and never copy to grow (a realloc of tens of MB would cost the mask t
 a context milliseconds): dense rows and stored masks sit in blocks that never move
 (``cutil.Arena``), the other arrays are page mappings grown by the kernel (``cutil.vgrow``).
 
+**Lexer states no token tells apart share a root.**  A counted repeat (a string of
+``maxLength`` 32,767, a number of 30 digits) gives a lexer state per position, each of
+which used to need a root of its own, made at the mask when the making ahead had not
+reached it (a walk of the trie: hundreds of microseconds).  But a root is what tokens
+read from its state: two states that no string of ``horizon`` bytes (the longest
+token's and two: whether the state a token ends in can go on is seen too) tells apart
+(dead, live, and which lexemes accept, after every byte) have the same row, the same
+groups up to their lexer states, which accept the same lexemes, and so the same
+children.  Per lexeme, Moore's refinement of its DFA stopped after ``horizon`` rounds
+(:func:`toolkit.automata._dfabuild.horizon_reps`, when the tables get their walk)
+maps each state to the least one no such string tells from it; a lexer state's
+:meth:`GLRTables.horizon_rep` is the lexer state of its members' representatives, and
+:meth:`GLRParser._root_of` gives the two one root (``roots_shared`` counts the
+sharing).  The positions away from a count's ends then share one root, made once.
+
 **The mask store** (lazy): a mask a fill made (when it made a context or took
 ``store_min_rows`` rows, a scan or walk counting ``STORE_SCAN_ROWS``: a cheap one is made
 again faster than stored) is stored on the tables, shared by every parser of the grammar, keyed by what it was made from: the lexer state, the top row's
@@ -105,13 +120,14 @@ as the tables' errors.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport calloc, free, malloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy, memmove, memset
 
 import numpy as np
 
 cimport numpy as cnp
 
 from strategies.llguidance.parser cimport EarleyParser, F_SKIP_ACC, LS_ERROR, ParserTables, SliceSet
+from toolkit.automata._dfabuild cimport horizon_reps
 from toolkit.core.cutil cimport (
     BYTES, ERR_MAX_ROW_ITEMS, ERR_MEMORY, arena_at, arena_bytes, arena_free, arena_init, arena_take, grow,
     i64map_free, i64map_get, i64map_init, i64map_put, next_cap, pair_key, resize, vfree, vgrow,
@@ -230,6 +246,59 @@ cdef class GLRTables(ParserTables):
         free(self.prod_lhs); free(self.prod_len); free(self.cand_off); free(self.cand_lex)
         free(self.cand_safe); free(self.acc_safe); free(self.acc_any); free(self.cand_ss)
         free(self.pred_off); free(self.pred); free(self.r_mark); free(self.r_fr); free(self.r_lb)
+        free(self.g_rep)
+
+    cdef int _horizon_init(self, int32_t depth) noexcept nogil:
+        """``g_rep`` for tokens of at most ``depth`` bytes: per lexeme, Moore's classes
+        after ``depth + 2`` rounds (:func:`toolkit.automata._dfabuild.horizon_reps`; two
+        more than a token's bytes, so that whether the state a token ends in can go on is
+        seen too).  0, or -1 (memory)."""
+        cdef int32_t l, lo, n
+        cdef state_t s
+        self.horizon = depth + 2
+        self.g_rep = <state_t*>malloc(max(1, self.n_global) * sizeof(state_t))
+        if self.g_rep == NULL:
+            return self._fail(ERR_MEMORY, self.n_global)
+        for l in range(self.n_lex):
+            lo = self.lex_off[l]
+            n = self.lex_off[l + 1] - lo
+            if n <= self.horizon + 2:  # (a minimal DFA this small tells its states apart within the horizon)
+                for s in range(n):
+                    self.g_rep[lo + s] = lo + s
+                continue
+            if horizon_reps(self.lex_trans[l], n, self.lex_k[l], &self.g_acc[lo], self.horizon, &self.g_rep[lo]) < 0:
+                free(self.g_rep)
+                self.g_rep = NULL
+                return self._fail(ERR_MEMORY, n)
+            for s in range(n):
+                self.g_rep[lo + s] += lo
+        return 0
+
+    cdef state_t horizon_rep(self, state_t x) noexcept nogil:
+        """The lexer state of the ``g_rep`` of ``x``'s global states: no token tells it
+        from ``x`` (after every byte of every token both are dead, or both hold the same
+        accepting lexemes and can or cannot go on), so the two have one root context.
+        ``x`` itself when it is its own; LS_ERROR on a limit of the lexer."""
+        cdef int32_t n = self.sets.len[x], i, j, m = 0
+        cdef const state_t* members = self.sets.pool + self.sets.off[x]
+        cdef state_t g
+        cdef bint same = True
+        if self.g_rep == NULL:
+            return x
+        for i in range(n):
+            g = self.g_rep[members[i]]
+            same = same and g == members[i]
+            j = m  # (insertion, dropping repeats: two members of one lexeme may share a rep)
+            while j > 0 and self.buf[j - 1] > g:
+                j -= 1
+            if j > 0 and self.buf[j - 1] == g:
+                continue
+            memmove(&self.buf[j + 1], &self.buf[j], (m - j) * sizeof(state_t))
+            self.buf[j] = g
+            m += 1
+        if same:
+            return x
+        return self.intern(self.buf, m)
 
     cdef inline int32_t child_of(self, int32_t g, state_t s) noexcept nogil:
         """Group ``g``'s child context after the boundary from lexer state ``s``, or -1."""
@@ -454,7 +523,8 @@ cdef class GLRTables(ParserTables):
     def memory_bytes(self):
         """The lexer's tables (:meth:`ParserTables.memory_bytes`), the LR arrays, the
         mask tables and the mask store."""
-        return ParserTables.memory_bytes(self) + self.lr_bytes + self.cx_bytes + self.store_bytes
+        return (ParserTables.memory_bytes(self) + self.lr_bytes + self.cx_bytes + self.store_bytes
+                + (4 * self.n_global if self.g_rep != NULL else 0))
 
     cdef int _stamps_reserve(self) noexcept nogil:
         """``x_gat`` and ``x_gstamp`` over every lexer state made so far: 0 or -1."""
@@ -932,6 +1002,8 @@ cdef class GLRParser(EarleyParser):
             self.G.cx_slices = self.walk_slices
             self.G.cx_words = (trie.vocab_size + 31) // 32
             arena_init(&self.G.cx_wa, sizeof(word_t), 16 * <int64_t>self.G.cx_words)
+            if self.G._horizon_init(trie.max_depth) < 0:
+                self.T.raise_error()
         self.cx_ok = self.G.max_cx_bytes > 0 and self.G.cx_trie is trie and self.G.cx_slices is self.walk_slices
 
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
@@ -965,16 +1037,12 @@ cdef class GLRParser(EarleyParser):
         if self.cx_ok and n_words >= self.G.cx_words and self.G.cx_bytes < self.G.max_cx_bytes:
             self.T.steps = 0
             self.last_visited = 0
-            c = i64map_get(&self.G.cx_root, self.ls)
-            if c < 0 and self.G.sets.len[self.ls] == 0:  # no lexeme can start or go on: no token
+            if self.G.sets.len[self.ls] == 0:  # no lexeme can start or go on: no token
                 self.track_base = -1
                 self.fill_count = 0
                 self.G.cx_fills += 1
                 return 0
-            if c < 0:
-                c = self._cx_make(self.ls, -1)
-                if c >= 0 and i64map_put(&self.G.cx_root, self.ls, c) < 0:
-                    c = self.T._fail(ERR_MEMORY, self.G.cx_n)
+            c = self._root_of(self.ls)
             r = -1
             made = self.G.cx_n
             cost = self.G.cx_rows + STORE_SCAN_ROWS * (self.G.cx_scans + self.G.cx_walked)
@@ -1231,6 +1299,32 @@ cdef class GLRParser(EarleyParser):
         self.G._cx_account()
         return c
 
+    cdef int32_t _root_of(self, state_t x) noexcept nogil:
+        """Lexer state ``x``'s root context, made when missing: the one of its
+        :meth:`GLRTables.horizon_rep` (a string of ``maxLength`` 32,767 has one root for
+        the positions a token cannot carry to either end, not one per position).  -1 on
+        an error."""
+        cdef int32_t c = i64map_get(&self.G.cx_root, x)
+        cdef state_t y
+        if c >= 0:
+            return c
+        y = self.G.horizon_rep(x)
+        if y == LS_ERROR:
+            return -1
+        if y != x:
+            c = i64map_get(&self.G.cx_root, y)
+            if c >= 0:
+                self.G.roots_shared += 1
+        if c < 0:
+            c = self._cx_make(y, -1)
+            if c < 0:
+                return -1
+            if y != x and i64map_put(&self.G.cx_root, y, c) < 0:
+                return self.T._fail(ERR_MEMORY, self.G.cx_n)
+        if i64map_put(&self.G.cx_root, x, c) < 0:
+            return self.T._fail(ERR_MEMORY, self.G.cx_n)
+        return c
+
     cdef int _queue_root(self, state_t y) noexcept nogil:
         """Queue lexer state ``y`` for a root context (the making ahead): 0 or -1."""
         cdef int64_t cap
@@ -1437,8 +1531,8 @@ cdef class GLRParser(EarleyParser):
                             rq_pos += 1
                             if i64map_get(&self.G.cx_root, x) >= 0:
                                 continue
-                            c = self._cx_make(x, -1)
-                            if c < 0 or i64map_put(&self.G.cx_root, x, c) < 0:
+                            c = self._root_of(x)
+                            if c < 0:
                                 r = -1
                                 break
                             t = -1

@@ -131,6 +131,7 @@ class GLRCompiled(CompiledTables):
             "store_hits": t.store_hits,
             "store_bytes": t.store_bytes,
             "contexts": t.contexts,
+            "roots_shared": t.roots_shared,
             "context_groups": t.groups,
             "table_bytes": t.cx_bytes,
             "ahead_nodes": t.ahead_nodes,
