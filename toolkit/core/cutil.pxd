@@ -85,14 +85,9 @@ cdef inline int resize(void** p, int64_t n, size_t elem) noexcept nogil:
 
 # Arrays of pages: a big table that grows while masks are served (the mask tables made
 # at a mask) must not be copied to grow: realloc copies what the heap holds (the malloc
-# mmap threshold rises to 32 MB as big blocks are freed), and the copy's pages all fault
-# at once: a mask that makes one context more past a doubling cost a millisecond.  These
-# arrays, from 64 KiB up, are mappings of their own that reserve address space ahead
-# (16 MiB, pages the kernel gives when first touched: where overcommit is strict the
-# reservation counts against it, so it stays small), so that growing within it changes
-# nothing; past it the kernel moves the pages, doubling (Linux's mremap, which moves
-# page tables, not pages; elsewhere a copy).  A page in front holds the mapping's length.  Freed with vfree and
-# their capacity, never with free.
+# mmap threshold rises to 32 MB as big blocks are freed), tens of MB in milliseconds.
+# These arrays, from 1 MiB up, are mappings of their own, grown by the kernel moving pages
+# (Linux's mremap; elsewhere a copy).  Freed with vfree and their capacity, never with free.
 cdef extern from *:
     """
     #if defined(_WIN32)
@@ -107,63 +102,32 @@ cdef extern from *:
     #include <sys/mman.h>
     /* below this an array is malloc's (a mapping per small array would spend the
        process's map count); from it up, a mapping of its own */
-    #define MASKLAB_VBIG ((size_t)1 << 16)
-    #define MASKLAB_VRESERVE ((size_t)1 << 24)
-    #define MASKLAB_VHEAD ((size_t)4096)
+    #define MASKLAB_VBIG ((size_t)1 << 20)
     #define MASKLAB_PAGE(n) (((n) + (size_t)4095) & ~(size_t)4095)
-    #ifndef MAP_NORESERVE
-    #define MAP_NORESERVE 0
-    #endif
-    static void* masklab_vmap(size_t len) {
-        void* q = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (q == MAP_FAILED) return NULL;
-        *(size_t*)q = len;
-        return (char*)q + MASKLAB_VHEAD;
-    }
     static void* masklab_vresize(void* p, size_t old_bytes, size_t new_bytes) {
         void* q;
-        char* base;
-        size_t len, want;
         if (new_bytes == 0) new_bytes = 1;
         if (p != NULL && new_bytes <= old_bytes) return p;
         if (new_bytes < MASKLAB_VBIG) return realloc(p, new_bytes);
-        want = MASKLAB_PAGE(new_bytes) + MASKLAB_VHEAD;
+        new_bytes = MASKLAB_PAGE(new_bytes);
         if (p != NULL && old_bytes >= MASKLAB_VBIG) {
-            base = (char*)p - MASKLAB_VHEAD;
-            len = *(size_t*)base;
-            if (want <= len) return p;  /* (within the reservation) */
-            want = want > 2 * len ? want : 2 * len;
+            old_bytes = MASKLAB_PAGE(old_bytes);
     #if defined(__linux__) && defined(MREMAP_MAYMOVE)
-            q = mremap(base, len, want, MREMAP_MAYMOVE);
-            if (q == MAP_FAILED) return NULL;
-            *(size_t*)q = want;
-            return (char*)q + MASKLAB_VHEAD;
-    #else
-            q = masklab_vmap(want);
-            if (q == NULL) return NULL;
-            memcpy(q, p, len - MASKLAB_VHEAD);
-            munmap(base, len);
-            return q;
+            q = mremap(p, old_bytes, new_bytes, MREMAP_MAYMOVE);
+            return q == MAP_FAILED ? NULL : q;
     #endif
         }
-        q = masklab_vmap(want > MASKLAB_VRESERVE ? want : MASKLAB_VRESERVE);
-        if (q == NULL) q = masklab_vmap(want);  /* (no address space to reserve: the exact length) */
-        if (q == NULL) return NULL;
+        q = mmap(NULL, new_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == MAP_FAILED) return NULL;
         if (p != NULL) {
             memcpy(q, p, old_bytes);
-            free(p);
+            if (old_bytes >= MASKLAB_VBIG) munmap(p, MASKLAB_PAGE(old_bytes)); else free(p);
         }
         return q;
     }
     static void masklab_vfree(void* p, size_t bytes) {
-        char* base;
         if (p == NULL) return;
-        if (bytes >= MASKLAB_VBIG) {
-            base = (char*)p - MASKLAB_VHEAD;
-            munmap(base, *(size_t*)base);
-        } else {
-            free(p);
-        }
+        if (bytes >= MASKLAB_VBIG) munmap(p, MASKLAB_PAGE(bytes)); else free(p);
     }
     #endif
     """
