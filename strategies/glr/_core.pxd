@@ -92,7 +92,7 @@ cdef class GLRTables(ParserTables):
     cdef I64Map cx_root              # lexer state -> its root context
     cdef state_t* g_rep              # per global state: the least one of its lexeme no token tells from it (NULL: none)
     cdef readonly int32_t horizon    # the bytes g_rep looks ahead (the longest token and two)
-    cdef readonly int64_t roots_shared  # roots found as another lexer state's (horizon_rep)
+    cdef readonly int64_t roots_shared  # lexer states given another's root (horizon_rep)
     cdef int32_t cx_n, cx_cap        # contexts
     cdef int64_t* cx_roff            # per context: its row's offset in cx_wa (dense) or cx_si/cx_sw (sparse)
     cdef int32_t* cx_rlen            # per context: -1 dense, else the (word index, bits) pairs of its row

@@ -1313,8 +1313,7 @@ cdef class GLRParser(EarleyParser):
             return -1
         if y != x:
             c = i64map_get(&self.G.cx_root, y)
-            if c >= 0:
-                self.G.roots_shared += 1
+            self.G.roots_shared += 1
         if c < 0:
             c = self._cx_make(y, -1)
             if c < 0:

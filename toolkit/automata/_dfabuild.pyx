@@ -920,30 +920,29 @@ cdef int horizon_reps(const state_t* T, int32_t n, int32_t k, const uint8_t* acc
                 or tmp == NULL or ht == NULL):
             break
         memset(ht, 0xff, (hmask + 1) * i4)
-        # the predecessors of each live state (each source once)
-        for s in range(n):
-            last[s] = -1
-        for s in range(n):
-            for c in range(k):
-                t = T[<int64_t>s * k + c]
-                if t != DEAD and last[t] != s:
-                    last[t] = s
-                    pred_off[t + 1] += 1
-        for s in range(n):
-            pred_off[s + 1] += pred_off[s]
-        m_edges = pred_off[n]
-        pred = <int32_t*>malloc(max(1, m_edges) * i4)
+        # the predecessors of each live state (each source once): counted, then placed
+        for b in range(2):
+            if b == 1:
+                for s in range(n):
+                    pred_off[s + 1] += pred_off[s]
+                m_edges = pred_off[n]
+                pred = <int32_t*>malloc(max(1, m_edges) * i4)
+                if pred == NULL:
+                    break
+            for s in range(n):
+                last[s] = -1
+            for s in range(n):
+                for c in range(k):
+                    t = T[<int64_t>s * k + c]
+                    if t != DEAD and last[t] != s:
+                        last[t] = s
+                        if b == 0:
+                            pred_off[t + 1] += 1
+                        else:
+                            pred[pred_off[t]] = s
+                            pred_off[t] += 1
         if pred == NULL:
             break
-        for s in range(n):
-            last[s] = -1
-        for s in range(n):
-            for c in range(k):
-                t = T[<int64_t>s * k + c]
-                if t != DEAD and last[t] != s:
-                    last[t] = s
-                    pred[pred_off[t]] = s
-                    pred_off[t] += 1
         for s in range(n - 1, -1, -1):
             pred_off[s + 1] = pred_off[s]
         pred_off[0] = 0
