@@ -23,7 +23,9 @@ top without rows where it can) and the child's row.  They are
 made at compile (``mask_tables="ahead"``: every lexer state a mask can start in that the
 LR automaton predicts; ``compiled.ahead_complete`` says whether ``ahead_nodes`` cut it
 short) and what a mask meets that they lack is made then; ``"lazy"`` makes them only
-then, ``"off"`` walks the token trie as ``llguidance`` does (ablations).  Masks can
+then, ``"off"`` walks the token trie as ``llguidance`` does (ablations).  Lexer states
+that no token tells apart (a ``maxLength`` string's positions away from its ends) share
+one root.  Masks can
 also be stored as they are made (``mask_store_bytes`` > 0; off by default): keyed by
 the lexer state and the LR states of the stack's top down to the deepest one the mask
 read, so a later mask at the same lexer state over the same stack top is a row copy.
@@ -116,7 +118,8 @@ class GLRCompiled(CompiledTables):
     def stats(self) -> dict[str, float]:
         """Grammar size (nonterminals, productions, lexemes), the LR automaton (states,
         conflicts), lexer states built so far, the largest row and step count seen, the
-        mask store, the mask tables (contexts, groups, bytes, trie nodes made ahead; masks
+        mask store, the mask tables (contexts, roots shared between lexer states no token
+        tells apart, groups, bytes, trie nodes made ahead; masks
         made from them, walked past them, the rows and scans they combined), memory and
         build seconds."""
         t = self.tables
