@@ -109,6 +109,10 @@ cdef class GLRTables(ParserTables):
     cdef int64_t* g_noff             # per group: its nodes in nd_k/nd_i
     cdef int32_t* g_nn
     cdef int64_t* g_c1               # per group: its first child, pair_key(lexer state, context), or -1
+    cdef int32_t* g_cn               # per group: the first group of its nodes (itself, or an older one whose
+                                     # nodes it shares, and whose children are its: a child is its nodes' walk)
+    cdef I64Map nl_index             # a hash of a group's node list -> the first group of that list
+    cdef readonly int64_t groups_shared  # groups that share an older group's nodes and children
     cdef int32_t g_n, g_cap
     cdef int32_t* nd_k               # a group's node: its trie (the slices' tries, the rest's, ns + 1: the whole)
     cdef int32_t* nd_i               # and its index there
@@ -211,6 +215,7 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t _store_lookup(self) noexcept nogil
     cdef int _store_insert(self, const word_t* mask, int32_t n_words, bint sliced, int64_t count) noexcept nogil
     cdef int32_t _cx_make(self, state_t s, int32_t parent_g) noexcept nogil
+    cdef int64_t _groups_intern(self, int32_t g0) noexcept nogil
     cdef int32_t _root_of(self, state_t x) noexcept nogil
     cdef int _cx_walk(self, const TrieNode* nodes, const token_t* ids, int32_t k, int32_t p, int32_t end,
                       state_t q0, int64_t* cnt) noexcept nogil

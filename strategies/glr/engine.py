@@ -136,6 +136,7 @@ class GLRCompiled(CompiledTables):
             "contexts": t.contexts,
             "roots_shared": t.roots_shared,
             "context_groups": t.groups,
+            "groups_shared": t.groups_shared,
             "table_bytes": t.cx_bytes,
             "ahead_nodes": t.ahead_nodes,
             "table_fills": t.cx_fills,
