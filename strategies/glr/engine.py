@@ -38,7 +38,7 @@ masks, for ablations), ``max_states`` (LR(0) states, default 100,000),
 ``max_table_bytes`` (the LR tables' C arrays and the mask tables, default 256 MiB: the
 LR arrays past it are an error at compile, the mask tables stop growing and later masks
 are walked), ``mask_tables`` (``"ahead"``, ``"lazy"``, ``"off"``), ``ahead_nodes`` (trie
-nodes the making ahead may visit, default 20,000,000), ``mask_store_bytes`` (the mask
+nodes the making ahead may visit, default 80,000,000), ``mask_store_bytes`` (the mask
 store's bytes, default 0: no store), ``store_min_rows`` (a mask from the tables is stored when it made a
 context or took this many rows, default 8; 0 stores every mask), and
 llguidance's ``slices``, ``whitespace``, ``spelling``, ``max_lexer_states``,
@@ -172,7 +172,7 @@ class GLREngine(GrammarEngine):
         mask_store_bytes: int = 0,
         store_min_rows: int = 8,
         mask_tables: Literal["ahead", "lazy", "off"] = "ahead",
-        ahead_nodes: int = 20_000_000,
+        ahead_nodes: int = 80_000_000,
         slices: Literal["default", "none"] | Sequence[str] = "default",
         whitespace: Whitespace = "flexible",
         spelling: Spelling = "json",
