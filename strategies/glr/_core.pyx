@@ -65,8 +65,8 @@ and a group's *child*, per ``s'``, is the context of those nodes read from ``s'`
 own row and groups, the next boundary).  So a child depends on the group's nodes and
 ``s'`` alone, and groups with one node list (the tokens after a closing quote are the
 same whichever string the quote closes) share it: a group whose list an older group
-has keeps that group's nodes and children (``g_cn``, ``groups_shared``), which made the
-contexts of a median schema 30 times fewer and its making ahead half as long.  A mask is then the root context's row, and per
+has keeps that group's nodes and children (``g_cn``, ``groups_shared``): a median
+MaskBench schema's contexts 30 times fewer, its TTFM about half.  A mask is then the root context's row, and per
 group one scan of the stack (the skip lexeme's: none, ``s'`` is the row's own) and the
 child's row: ``O(groups x scan + rows)`` instead of a walk of the token trie, and exact by
 construction (a group's nodes see the same scan a trie walk would make at each of them).
