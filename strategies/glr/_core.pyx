@@ -66,12 +66,14 @@ own row and groups, the next boundary).  So a child depends on the group's nodes
 ``s'`` alone, and groups with one node list (the tokens after a closing quote are the
 same whichever string the quote closes) share it: a group whose list an older group
 has keeps that group's nodes and children (``g_cn``, ``groups_shared``): a median
-MaskBench schema's contexts 30 times fewer, its TTFM about half.  A mask is then the root context's row, and per
-group one scan of the stack (the skip lexeme's: none, ``s'`` is the row's own) and the
-child's row: ``O(groups x scan + rows)`` instead of a walk of the token trie, and exact by
-construction (a group's nodes see the same scan a trie walk would make at each of them).
-The rows of one mask are disjoint (a token's first boundary is at one node), so the
-tokens a mask allows are the sum of its rows' counts (no pass over the mask).
+MaskBench schema's contexts 30 times fewer, its TTFM about half.
+
+A mask is then the root context's row, and per group one scan of the stack (the skip
+lexeme's: none, ``s'`` is the row's own) and the child's row: ``O(groups x scan + rows)``
+instead of a walk of the token trie, and exact by construction (a group's nodes see the
+same scan a trie walk would make at each of them).  The rows of one mask are disjoint (a
+token's first boundary is at one node), so the tokens a mask allows are the sum of its
+rows' counts (no pass over the mask).
 
 Made ahead (:meth:`GLRParser.ahead`): the roots of the lexer state a parse starts in
 and of every LR state's candidate lexemes (the start state after a lexeme shifted into
