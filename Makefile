@@ -40,8 +40,10 @@ install: $(VENV)/.installed
 build: install
 	$(BIN)/python setup.py -q build_ext --inplace
 
+# The suite on TEST_JOBS workers (pytest-xdist; 0: in this process, e.g. for a debugger).
+TEST_JOBS ?= 2
 test: build
-	MASKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q
+	MASKLAB_SHARED=$(SHARED) $(BIN)/python -m pytest -q -n $(TEST_JOBS)
 
 # The main job: every installed engine but the naive oracle, on the embedded datasets
 # with the Tekken vocabulary, then the report (tables and figures) in results/quick/.
