@@ -46,6 +46,26 @@ def _row(m, vocab: Vocabulary = VOCAB) -> np.ndarray:
     return row[0].copy()
 
 
+def _random_walks(ours, c, ref, rc, vocab: Vocabulary, walks: int, steps: int, choose, after=None) -> None:
+    """``walks`` walks of up to ``steps`` tokens, each chosen by ``choose(allowed ids)``
+    from our ``llguidance``'s mask, ``ours``' mask equal to it at every step (``after``:
+    called with our matcher after each token)."""
+    for walk in range(walks):
+        m, r = ours.matcher(c), ref.matcher(rc)
+        for step in range(steps):
+            want = _row(r, vocab)
+            assert np.array_equal(_row(m, vocab), want), (walk, step)
+            ids = bm.allowed_ids(want, vocab.size).tolist()
+            if not ids:
+                break
+            t = choose(ids)
+            assert m.accept_token(t) and r.accept_token(t), (walk, step)
+            if after is not None:
+                after(m)
+            if m.is_terminated():
+                break
+
+
 @pytest.mark.parametrize("tables", ["ahead", "lazy", "off"])
 @pytest.mark.parametrize("lookahead", [1, 0])
 @pytest.mark.parametrize("name", sorted(GRAMMARS))
@@ -104,20 +124,13 @@ def test_lexer_states_no_token_tells_apart_share_one_root(tables: str) -> None:
     c, rc = ours.compile(g), ref.compile(g)
     rng = random.Random(tables)
     shared_roots = set()
-    for walk in range(30):
-        m, r = ours.matcher(c), ref.matcher(rc)
-        for step in range(120):
-            want = _row(r, vocab)
-            assert np.array_equal(_row(m, vocab), want), (walk, step)
-            ids = bm.allowed_ids(want, vocab.size).tolist()
-            if not ids:
-                break
-            letters = [t for t in ids if vocab.token_bytes[t].strip(b"abc01") == b""]
-            t = rng.choice(letters if letters and rng.random() < 0.9 else ids)  # (mostly deeper into the count)
-            assert m.accept_token(t) and r.accept_token(t), (walk, step)
-            shared_roots.add((m.parser.ls, c.tables.root(m.parser.ls)))
-            if m.is_terminated():
-                break
+
+    def deeper(ids: list[int]) -> int:  # (mostly deeper into the count)
+        letters = [t for t in ids if vocab.token_bytes[t].strip(b"abc01") == b""]
+        return rng.choice(letters if letters and rng.random() < 0.9 else ids)
+
+    _random_walks(ours, c, ref, rc, vocab, 30, 120, deeper,
+                  lambda m: shared_roots.add((m.parser.ls, c.tables.root(m.parser.ls))))
     assert c.tables.horizon == 6  # (the longest token's bytes and two)
     assert c.stats()["roots_shared"] > 0
     by_root: dict[int | None, set[int]] = {}
@@ -138,19 +151,7 @@ def test_groups_of_one_node_list_share_their_children(tables: str) -> None:
     g = Grammar.from_lark('start: "[" item ("," item)* "]"\nitem: /"[abc]+"/ | /"[xyz]+"/ | /[01]+/ | start\n')
     ours, ref = get_engine("glr", vocab, mask_tables=tables), get_engine("llguidance", vocab)
     c, rc = ours.compile(g), ref.compile(g)
-    rng = random.Random(tables)
-    for walk in range(40):
-        m, r = ours.matcher(c), ref.matcher(rc)
-        for step in range(60):
-            want = _row(r, vocab)
-            assert np.array_equal(_row(m, vocab), want), (walk, step)
-            ids = bm.allowed_ids(want, vocab.size).tolist()
-            if not ids:
-                break
-            t = rng.choice(ids)
-            assert m.accept_token(t) and r.accept_token(t), (walk, step)
-            if m.is_terminated():
-                break
+    _random_walks(ours, c, ref, rc, vocab, 40, 60, random.Random(tables).choice)
     st = c.stats()
     assert st["groups_shared"] > 0, st
 
