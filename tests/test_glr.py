@@ -46,6 +46,16 @@ def _row(m, vocab: Vocabulary = VOCAB) -> np.ndarray:
     return row[0].copy()
 
 
+def _llama3_schema(name: str):
+    """Llama 3, MaskBench schema ``name``, its grammar compiled by ``glr`` (the store off:
+    every mask from the tables) and the ``llguidance`` engine to hold it to."""
+    vocab = load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
+    item = next(iter_items(require_shared(f"datasets/maskbench/{name}.json")))
+    g = Grammar.from_json_schema(item.spec)
+    ours, ref = get_engine("glr", vocab, mask_store_bytes=0), get_engine("llguidance", vocab)
+    return vocab, item, g, ours, ours.compile(g), ref
+
+
 def _random_walks(ours, c, ref, rc, vocab: Vocabulary, walks: int, steps: int, choose, after=None) -> None:
     """``walks`` walks of up to ``steps`` tokens, each chosen by ``choose(allowed ids)``
     from our ``llguidance``'s mask, ``ours``' mask equal to it at every step (``after``:
@@ -162,11 +172,7 @@ def test_groups_sharing_keeps_a_schema_to_few_contexts_and_exact() -> None:
     the groups after a string's end: it makes about a thousand contexts (36,000 when
     each group had children of its own) and completes, and every mask of the schema's
     valid instance equals our ``llguidance``'s."""
-    vocab = load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
-    item = next(iter_items(require_shared("datasets/maskbench/Kubernetes---kb_836_Normalized.json")))
-    g = Grammar.from_json_schema(item.spec)
-    ours, ref = get_engine("glr", vocab, mask_store_bytes=0), get_engine("llguidance", vocab)
-    c = ours.compile(g)
+    vocab, item, g, ours, c, ref = _llama3_schema("Kubernetes---kb_836_Normalized")
     st = c.stats()
     assert c.ahead_complete and st["contexts"] < 5000 and st["groups_shared"] > st["context_groups"] // 2, st
     m, r = ours.matcher(c), ref.matcher(ref.compile(g))
@@ -303,11 +309,7 @@ def test_tables_past_a_mib_grow_without_moving_rows_and_stay_exact() -> None:
     node list share their nodes and children, the making ahead stopped short so that
     contexts are made at masks too): every mask of its walk equals our
     ``llguidance``'s; the tables are inspectable (``root``/``context``/``child``)."""
-    vocab = load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
-    item = next(iter_items(require_shared("datasets/maskbench/Github_hard---o39444.json")))
-    g = Grammar.from_json_schema(item.spec)
-    ours, ref = get_engine("glr", vocab, mask_store_bytes=0), get_engine("llguidance", vocab)
-    c = ours.compile(g)
+    vocab, item, g, ours, c, ref = _llama3_schema("Github_hard---o39444")
     before = c.stats()
     assert before["table_bytes"] > 8 << 20 and before["groups_shared"] > 1000 and not c.ahead_complete, before
     m, r = ours.matcher(c), ref.matcher(ref.compile(g))
