@@ -1301,9 +1301,10 @@ cdef class GLRParser(EarleyParser):
             self.G.nd_k[pos] = self.G.x_bk[b]
             self.G.nd_i[pos] = self.G.x_bi[b]
             self.G.g_nn[g] = self.G.g_nn[g] + 1
-        self.G.nd_n = self._groups_intern(g0)
-        if self.G.nd_n < 0:
+        off = self._groups_intern(g0)
+        if off < 0:  # (out of memory: the tables as they were, the error set)
             return -1
+        self.G.nd_n = off
         self.G.cx_goff[c] = g0
         self.G.cx_gn[c] = self.G.g_n - g0
         self.G.cx_n += 1
