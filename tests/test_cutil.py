@@ -2,7 +2,7 @@
 
 cutil.pxd is inline C that every Cython module of masklab cimports; its map, growth and
 key packing are reached here through the probes in :mod:`toolkit.core.session`
-(``I64MapProbe``, ``grow_probe``) and checked against Python: the map against a dict
+(``I64MapProbe``, ``grow_probe``, ``vgrow_probe``) and checked against Python: the map against a dict
 under hypothesis (keys over the whole int64 range), growth against its doubling rule.
 Its error codes are checked against their Python half, :mod:`toolkit.core.errors`.
 Everything is seeded: hypothesis runs derandomized.
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolkit.core.errors import ERROR_CODES, LIMIT_OPTIONS, LimitExceeded, error_of, raise_code
-from toolkit.core.session import I64MapProbe, grow_probe
+from toolkit.core.session import I64MapProbe, grow_probe, vgrow_probe
 
 CUTIL = Path(__file__).resolve().parents[1] / "toolkit" / "core" / "cutil.pxd"
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -148,6 +148,21 @@ def test_grow_doubles_from_16_and_keeps_the_contents() -> None:
 
 def test_resize_is_exact_both_ways() -> None:
     assert grow_probe([5, 100, 3, 0, 40], elem=4, exact=True) == [5, 100, 3, 0, 40]
+
+
+def test_page_arrays_keep_their_contents_across_the_mapping_threshold() -> None:
+    """Page arrays (``vgrow``, the glr mask tables' per-context, per-group and per-node
+    arrays): malloc's below 1 MiB, then a mapping of their own, grown by the kernel
+    (mremap); the contents kept at every step (the probe checks every byte), a mapping
+    page-aligned, a smaller size keeping the array, freed by capacity."""
+    kib = 1024 // 4  # (elements of 4 bytes in a KiB)
+    needs = [1, 10, 600 * kib, 1023 * kib, 1024 * kib, 1500 * kib, 8 * 1024 * kib, 30 * 1024 * kib, 20 * 1024 * kib]
+    addrs = vgrow_probe(needs)
+    assert len(addrs) == len(needs) and all(addrs)
+    assert all(a % 4096 == 0 for a in addrs[4:])  # (mappings from 1 MiB up)
+    assert addrs[-1] == addrs[-2]  # (a smaller size keeps the array)
+    with pytest.raises(ValueError, match="a size is >= 0"):
+        vgrow_probe([-1])
 
 
 # ------------------------------------------------------------- error codes ----

@@ -304,10 +304,10 @@ def test_masks_equal_llguidance_on_maskbench_walks_with_llama3() -> None:
 
 @pytest.mark.shared
 def test_tables_past_a_mib_grow_without_moving_rows_and_stay_exact() -> None:
-    """A schema whose mask tables hold thousands of contexts and roots (their arrays past
-    1 MiB grow as page mappings, the dense rows in blocks that never move, groups of one
-    node list share their nodes and children, the making ahead stopped short so that
-    contexts are made at masks too): every mask of its walk equals our
+    """A schema whose mask tables hold thousands of contexts and roots, past 8 MiB (the
+    dense rows in blocks that never move, the other arrays page arrays: test_cutil),
+    groups of one node list sharing their nodes and children, the making ahead stopped
+    short so that contexts are made at masks too: every mask of its walk equals our
     ``llguidance``'s; the tables are inspectable (``root``/``context``/``child``)."""
     vocab, item, g, ours, c, ref = _llama3_schema("Github_hard---o39444")
     before = c.stats()

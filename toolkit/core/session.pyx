@@ -47,6 +47,8 @@ from toolkit.core.cutil cimport (
     i64map_put,
     pair_key,
     resize,
+    vfree,
+    vgrow,
 )
 from toolkit.core.ids cimport token_t, word_t
 
@@ -773,3 +775,32 @@ def grow_probe(needs, int64_t elem=4, bint exact=False):
     finally:
         free(buf)
     return caps
+
+
+def vgrow_probe(needs, int64_t elem=4):
+    """A probe of cutil.pxd's page arrays for its tests: one array of ``elem``-byte
+    elements grown with ``vgrow`` to each size in ``needs`` in turn (sizes only grow;
+    a smaller one keeps the array), its bytes written after each step and checked after
+    the next, freed with ``vfree`` and its capacity.  Returns the array's address after
+    each step."""
+    cdef void* buf = NULL
+    cdef int64_t cap = 0, need, i
+    cdef uint8_t* b
+    addrs = []
+    try:
+        for need in needs:
+            if need < 0:
+                raise ValueError(f"a size is >= 0, got {need}")
+            if need > cap:
+                raise_code(vgrow(&buf, cap, need, elem), need, None, "vgrow_probe")
+                b = <uint8_t*>buf
+                for i in range(cap * elem):  # what was there is still there
+                    if b[i] != <uint8_t>(i * 7 + 1):
+                        raise AssertionError(f"vgrow_probe: byte {i} lost growing to {need}")
+                for i in range(cap * elem, need * elem):
+                    b[i] = <uint8_t>(i * 7 + 1)
+                cap = need
+            addrs.append(<size_t>buf)
+    finally:
+        vfree(buf, cap, elem)
+    return addrs
