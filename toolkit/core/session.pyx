@@ -746,14 +746,25 @@ cdef class I64MapProbe:
         return pair_key(hi, lo)
 
 
+cdef _probe_bytes(void* buf, int64_t kept, int64_t n, str who, int64_t need):
+    """The probes' check: bytes ``0 .. kept`` still hold their pattern (else an
+    AssertionError naming ``who`` and the size grown to), ``kept .. n`` get it."""
+    cdef uint8_t* b = <uint8_t*>buf
+    cdef int64_t i
+    for i in range(kept):
+        if b[i] != <uint8_t>(i * 7 + 1):
+            raise AssertionError(f"{who}: byte {i} lost growing to {need}")
+    for i in range(kept, n):
+        b[i] = <uint8_t>(i * 7 + 1)
+
+
 def grow_probe(needs, int64_t elem=4, bint exact=False):
     """A probe of cutil.pxd's growth for its tests: one buffer of ``elem``-byte elements
     grown to each size in ``needs`` in turn (``grow``, or ``resize`` when ``exact``), its
     bytes written after each step and checked after the next.  Returns the capacity
     after each step (``resize`` keeps none: the size itself)."""
     cdef void* buf = NULL
-    cdef int64_t cap = 0, need, have = 0, i
-    cdef uint8_t* b
+    cdef int64_t cap = 0, need, have = 0
     caps = []
     try:
         for need in needs:
@@ -764,12 +775,7 @@ def grow_probe(needs, int64_t elem=4, bint exact=False):
                 cap = need
             else:
                 raise_code(grow(&buf, &cap, need, elem), need, None, "grow_probe")
-            b = <uint8_t*>buf
-            for i in range(min(have, need) * elem):  # what was there is still there
-                if b[i] != <uint8_t>(i * 7 + 1):
-                    raise AssertionError(f"grow_probe: byte {i} lost growing to {need}")
-            for i in range(need * elem):
-                b[i] = <uint8_t>(i * 7 + 1)
+            _probe_bytes(buf, min(have, need) * elem, need * elem, "grow_probe", need)
             have = need
             caps.append(cap)
     finally:
@@ -784,8 +790,7 @@ def vgrow_probe(needs, int64_t elem=4):
     the next, freed with ``vfree`` and its capacity.  Returns the array's address after
     each step."""
     cdef void* buf = NULL
-    cdef int64_t cap = 0, need, i
-    cdef uint8_t* b
+    cdef int64_t cap = 0, need
     addrs = []
     try:
         for need in needs:
@@ -793,12 +798,7 @@ def vgrow_probe(needs, int64_t elem=4):
                 raise ValueError(f"a size is >= 0, got {need}")
             if need > cap:
                 raise_code(vgrow(&buf, cap, need, elem), need, None, "vgrow_probe")
-                b = <uint8_t*>buf
-                for i in range(cap * elem):  # what was there is still there
-                    if b[i] != <uint8_t>(i * 7 + 1):
-                        raise AssertionError(f"vgrow_probe: byte {i} lost growing to {need}")
-                for i in range(cap * elem, need * elem):
-                    b[i] = <uint8_t>(i * 7 + 1)
+                _probe_bytes(buf, cap * elem, need * elem, "vgrow_probe", need)
                 cap = need
             addrs.append(<size_t>buf)
     finally:
