@@ -124,3 +124,9 @@ def test_a_draft_longer_than_the_rollback_the_peers_keep_is_refused(capsys, tmp_
     with pytest.raises(SystemExit) as e:
         cli.main(["bench", "--engines", "naive", "--draft", f"4,{MAX_DRAFT + 1}", "--out", str(tmp_path / "r")])
     assert e.value.code == 2 and f"between 1 and {MAX_DRAFT}" in capsys.readouterr().err
+
+
+def test_walks_below_one_are_refused(capsys, tmp_path) -> None:
+    with pytest.raises(SystemExit) as e:
+        cli.main(["bench", "--engines", "naive", "--walks", "0", "--out", str(tmp_path / "r")])
+    assert e.value.code == 2 and "--walks: must be >= 1" in capsys.readouterr().err

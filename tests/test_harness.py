@@ -200,3 +200,61 @@ def test_a_worker_that_never_starts_is_a_clear_error_not_a_hang() -> None:
         list(pool.run([("peer:llguidance", item)]))
     assert time.monotonic() - t0 < 30
     assert all(s.proc is None for s in pool.slots)  # the hung worker was killed
+
+
+def test_walks_time_the_warm_grammar_apart_and_the_report_shows_both(tmp_path: Path) -> None:
+    """``walks=2``: every engine walks each valid instance again on its one compile; the
+    record keeps the first walk in ``tbm_s`` and the second in ``walks`` (one time per
+    mask of the first), the report has the first-against-later table, its CSV and
+    figure, and a run in the folder with another ``walks`` is not resumed."""
+    from toolkit.report.bench import load_runs, walks_table
+    from toolkit.report.write import write_report
+
+    data = _write_items(tmp_path / "data", {"a": "", "b": ""})
+    out = tmp_path / "run"
+    engines = ["llguidance", "glr", "peer:llguidance"]
+    run_bench(engines, data, out=out, walks=2, progress=False)
+    recs = read_records(out)
+    assert len(recs) == 6 and all(r["status"] == "passing" for r in recs), [r["detail"] for r in recs]
+    for r in recs:
+        assert len(r["walks"]) == 1 and len(r["walks"][0]["tbm_s"]) == len(r["tbm_s"]) > 0
+        assert all(t > 0 for t in r["walks"][0]["tbm_s"])
+        assert ("glue_s" in r["walks"][0]) == (r["engine"] == "peer:llguidance")  # a peer's own calls timed
+    assert json.loads((out / "run.json").read_text())["walks"] == 2
+    runs = load_runs(out)
+    assert len(runs.later) == len(runs.masks) and set(runs.later["walk"]) == {2}
+    table = walks_table(runs)
+    assert list(table.index) == runs.engines and (table["later masks"] == table["first masks"]).all()
+    report = write_report([out]).read_text(encoding="utf-8")
+    assert "## Warm grammars" in report and "walks 2" in report
+    assert (out / "walks.csv").is_file() and (out / "walks_cdf.png").is_file()
+    with pytest.raises(HarnessError, match="walks"):
+        run_bench(engines, data, out=out, progress=False)
+
+
+def test_a_later_walk_whose_masks_differ_from_the_first_is_a_validation_error(tmp_path: Path) -> None:
+    """The later walks must give the first walk's masks: an engine whose matchers forget
+    the schema after the first walk (its fifth matcher on: the TTFM's, three instances,
+    then the second walk) is a ``validation_error`` naming the walk, the case and the step."""
+    from strategies.peers import LLGuidanceEngine
+    from toolkit.core.vocab import load_vocab
+
+    class Forgetful(LLGuidanceEngine):
+        made = 0
+
+        def matcher(self, compiled):  # noqa: ANN001, ANN202
+            self.made += 1
+            if self.made > 4:
+                compiled = self.compile({})
+            return super().matcher(compiled)
+
+    vocab = load_vocab("tekken")
+    item = load_item(_write_items(tmp_path, {"a": ""}) / "a.json")
+    engine = Forgetful(vocab)
+    assert measure_item(engine, vocab, item)["status"] == "passing"
+    engine.made = 0
+    rec = measure_item(engine, vocab, item, walks=2)
+    assert rec["status"] == "validation_error"
+    assert "walk 2: case 0: the mask at token 0 is not the first walk's" in rec["detail"]
+    with pytest.raises(HarnessError, match="walks"):
+        run_bench(["peer:llguidance"], tmp_path, out=tmp_path / "run", walks=0, progress=False)

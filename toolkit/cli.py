@@ -267,8 +267,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     df = run_bench(engines, args.data, vocab=args.vocab, out=args.out, limit=args.limit, timeout=timeout,
                    jobs=args.jobs, seed=args.seed, quick=args.quick, options=_checked_options(args.option, engines),
                    source=args.source, memory_limit_gb=args.memory_limit, progress=not args.quiet,
-                   command=command, direct_check=args.direct_check, drafts=args.draft, backend=args.backend,
-                   address=args.address)
+                   command=command, direct_check=args.direct_check, drafts=args.draft, walks=args.walks,
+                   backend=args.backend, address=args.address)
     print(f"records in {Path(args.out) / 'records.jsonl'}")
     if args.direct_check and len(df):
         wanted = set(zip(df["engine"], df["item"], strict=True))
@@ -585,6 +585,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="also time speculative draft masks: at every 4th step of each valid instance, the "
                         "masks of a draft of the next K tokens (fill_draft_bitmasks) against K sequential fill "
                         "+ accept steps and a rollback, e.g. --draft 1,2,4,8,16 (report: cost against K)")
+    b.add_argument("--walks", type=_positive_int, default=1, metavar="W",
+                   help="walk each item's valid instances W times on one compile (default 1): the later walks "
+                        "meet a warm grammar, as a server's later requests do; the report shows first and "
+                        "later walks apart")
     b.add_argument("--report", action="store_true", help="write the report into the run folder when done")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=_cmd_bench)

@@ -104,14 +104,14 @@ class _BenchActor:
     """A Ray actor around :class:`~toolkit.bench.harness.Worker` (see the module doc)."""
 
     def __init__(self, worker_class: Any, vocab_ref: Any, items_ref: Any, options: Mapping[str, Mapping[str, Any]],
-                 source: str, quick: bool, direct: bool, drafts: tuple[int, ...]) -> None:
+                 source: str, quick: bool, direct: bool, drafts: tuple[int, ...], walks: int = 1) -> None:
         import ray
 
         # (refs inside a list: an actor argument that is a bare ref arrives resolved)
         payload = ray.get(vocab_ref[0]) if isinstance(vocab_ref, list) else vocab_ref
         items = ray.get(items_ref[0]) if isinstance(items_ref, list) else items_ref
         self.items: list[Item] = items
-        self.worker = worker_class(load_payload(*payload), options, source, quick, direct, drafts)
+        self.worker = worker_class(load_payload(*payload), options, source, quick, direct, drafts, walks)
 
     def ready(self) -> int:
         return os.getpid()
@@ -154,7 +154,8 @@ class RayPool:
     def __init__(self, worker_class: Any, jobs: int, vocab_spec: str, items: Sequence[Item],
                  options: Mapping[str, Mapping[str, Any]], source: str, quick: bool, timeout: float,
                  memory_limit: float | None, *, address: str | None = None, startup_timeout: float = 600.0,
-                 direct: bool = False, drafts: Sequence[int] = (), env: Mapping[str, str] | None = None) -> None:
+                 direct: bool = False, drafts: Sequence[int] = (), walks: int = 1,
+                 env: Mapping[str, str] | None = None) -> None:
         if address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
             # `ray start` turns token authentication on and leaves its token here; a driver
             # reads it only in token mode, which Ray reads when it is imported
@@ -176,7 +177,7 @@ class RayPool:
         self.vocab_ref = ray.put(vocab_payload(vocab_spec))
         self.items_ref = ray.put(list(items))
         self.worker_class = worker_class
-        self.args = ({k: dict(v) for k, v in options.items()}, source, quick, direct, tuple(drafts))
+        self.args = ({k: dict(v) for k, v in options.items()}, source, quick, direct, tuple(drafts), int(walks))
         self.remote = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0, max_concurrency=2)(_BenchActor)
         self.timeout = timeout
         self.memory_limit = memory_limit

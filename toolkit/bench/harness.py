@@ -215,7 +215,8 @@ def _select_cases(cases: Sequence[Case], quick: bool) -> list[Case]:
 
 
 def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native", quick: bool = False,
-                 direct: bool = False, drafts: Sequence[int] = (), name: str | None = None) -> dict[str, Any]:
+                 direct: bool = False, drafts: Sequence[int] = (), walks: int = 1,
+                 name: str | None = None) -> dict[str, Any]:
     """Compile ``item`` with ``engine`` and run its instances; the record (see module doc).
 
     ``direct``: for an engine with a ``direct_check`` (the peers), also run the engine
@@ -224,7 +225,11 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
     :data:`DRAFT_STRIDE`-th step of each valid instance, the masks of a draft of the
     next k tokens of the instance (``fill_draft_bitmasks``) are timed against k
     sequential fill + accept steps and a rollback, outside the TBM (``rec["draft"]``,
-    :func:`measure_draft`).  ``name``: the engine's name in the record (default
+    :func:`measure_draft`).  ``walks``: the valid instances are walked this many times
+    on the one compile, the later walks on the grammar the earlier ones warmed (a
+    server's second request): the first walk is ``tbm_s`` as always, each later one a
+    ``rec["walks"]`` entry (:func:`_walk_again`), whose masks must be the first walk's
+    (else a ``validation_error``).  ``name``: the engine's name in the record (default
     ``engine.name``; the harness gives the name the run was asked for).  In-process and
     untimed-out: the harness calls it in a worker; a notebook may call it directly to
     look at one item.
@@ -327,6 +332,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         tbm, allowed, sliced = rec["tbm_s"], rec["allowed"], rec["sliced"]
         failures: list[str] = []
         work: MaskStats | None = MaskStats()
+        walked: list[tuple[int, list[int], list[str], int]] = []  # (case, tokens, digests, consumed): valid walks
         for k, case in enumerate(_select_cases(item.cases, quick)):
             try:
                 tokens = encode_case(vocab, item, case.text) + [eos]
@@ -408,6 +414,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             entry: dict[str, Any] = {"valid": case.valid, "ok": accepted == case.valid, "tokens": len(tokens), "consumed": consumed}
             if case.valid:
                 entry["digests"] = digests
+                walked.append((k, tokens, digests, consumed))
                 work = _add_work(work, m, draft_work)
                 if runner is not None and k % 2 == 1:  # ... and after masklab's on odd ones
                     direct_walk = _direct_walk(runner, tokens, rec)
@@ -430,7 +437,13 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             rec["glue_s"] = glue
         if work is not None:
             rec["work"] = work.as_dict()
-        if any(c["valid"] and c["ok"] is False for c in rec["cases"]):
+        walk_failed = False
+        for w in range(2, walks + 1):
+            later, differ = _walk_again(engine, compiled, walked, row, timed, vocab)
+            rec.setdefault("walks", []).append(later)
+            failures += [f"walk {w}: {d}" for d in differ]
+            walk_failed |= bool(differ)
+        if walk_failed or any(c["valid"] and c["ok"] is False for c in rec["cases"]):
             rec["status"] = "validation_error"
         elif any(not c["valid"] and c["ok"] is False for c in rec["cases"]):
             rec["status"] = "invalidation_error"
@@ -446,6 +459,77 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         if gc_was:
             gc.enable()
         rec["wall_s"] = time.perf_counter() - t_start
+
+
+def _walk_again(engine: Any, compiled: Any, walked: Sequence[tuple[int, list[int], list[str], int]],
+                row: np.ndarray, timed: bool, vocab: Any) -> tuple[dict[str, Any], list[str]]:
+    """One more walk of the valid instances ``walked`` (case index, tokens, the first
+    walk's mask digests, the tokens it took) on ``compiled``, timed as the first walk is (fill + accept;
+    the engine's own calls where the matcher times them): ``({"tbm_s": [...]} (and
+    ``glue_s``), the differences)``, a difference being a mask unlike the first walk's
+    or a token taken or refused where the first walk did otherwise.  A server serving a schema again
+    meets what these walks meet: the lexer states, rows and caches the earlier walks
+    made on the compiled grammar."""
+    perf = time.perf_counter
+    tbm: list[float] = []
+    glue: list[float] = []
+    differ: list[str] = []
+    for k, tokens, first, consumed in walked:
+        try:
+            m = engine.matcher(compiled)
+            session = m.session
+        except Exception as e:
+            raise _EngineRaised("matcher", e) from e
+        sfill = session.fill_bitmask if session is not None else None
+        saccept = session.accept_token if session is not None else None
+        for i, t in enumerate(tokens[:len(first)]):
+            e_start = _engine_s(m) if timed else 0.0
+            try:
+                if sfill is not None:
+                    s = perf()
+                    sfill(row, 0)
+                    e_ = perf()
+                else:
+                    s = perf()
+                    m.fill_bitmask(row)
+                    e_ = perf()
+            except Exception as e:
+                raise _EngineRaised("fill_bitmask", e) from e
+            spent = e_ - s
+            ok = bool((int(row[0, t >> 5]) >> (t & 31)) & 1)
+            if ok:
+                try:
+                    if saccept is not None:
+                        s = perf()
+                        ok = saccept(t)
+                        e_ = perf()
+                    else:
+                        s = perf()
+                        ok = m.accept_allowed(t)
+                        e_ = perf()
+                except Exception as e:
+                    raise _EngineRaised("accept_token" if saccept is not None else "accept_allowed", e) from e
+                spent += e_ - s
+            if timed:
+                engine_spent = _engine_s(m) - e_start
+                tbm.append(round(engine_spent, 9))
+                glue.append(round(spent - engine_spent, 9))
+            else:
+                tbm.append(round(spent, 9))
+            if blake2b(row, digest_size=8).hexdigest() != first[i]:
+                differ.append(f"case {k}: the mask at token {i} is not the first walk's")
+                break
+            if ok != (i < consumed):
+                at = vocab.decode(tokens[:i]).decode("utf-8", "replace")[-40:]
+                differ.append(f"case {k}: token {i} {'taken' if ok else 'refused'} after {at!r}, "
+                              f"{'refused' if ok else 'taken'} on the first walk")
+                break
+            if not ok:
+                break
+    out: dict[str, Any] = {"tbm_s": tbm}
+    if timed:
+        out["glue_s"] = glue
+    return out, differ
 
 
 DRAFT_STRIDE = 4
@@ -623,11 +707,12 @@ class Worker:
     built so far, and the measurement of one ``(engine, item)`` task."""
 
     def __init__(self, vocab: Any, options: Mapping[str, Mapping[str, Any]], source: str, quick: bool,
-                 direct: bool = False, drafts: tuple[int, ...] = ()) -> None:
+                 direct: bool = False, drafts: tuple[int, ...] = (), walks: int = 1) -> None:
         os.environ.update(_SINGLE_THREAD_ENV)
         self.vocab = vocab
         self.options = options
         self.source, self.quick, self.direct, self.drafts = source, quick, direct, tuple(drafts)
+        self.walks = int(walks)
         self.engines: dict[str, Any] = {}
 
     def prepare(self, name: str) -> dict[str, Any] | None:
@@ -653,7 +738,7 @@ class Worker:
         """The record of ``item`` on engine ``name`` (built by :meth:`prepare`)."""
         try:
             rec = measure_item(self.engines[name], self.vocab, item, source=self.source, quick=self.quick,
-                               direct=self.direct, drafts=self.drafts, name=name)
+                               direct=self.direct, drafts=self.drafts, walks=self.walks, name=name)
         except Exception as e:  # noqa: BLE001 - an engine's exceptions are recorded by measure_item: a harness bug
             rec = {"engine": name, "item": item.name, "kind": item.kind, "status": "crash",
                    "detail": f"harness: {type(e).__name__}: {e}\n{traceback.format_exc()}"[:4000]}
@@ -662,10 +747,10 @@ class Worker:
 
 
 def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str, quick: bool,
-                 direct: bool = False, drafts: tuple[int, ...] = ()) -> None:
+                 direct: bool = False, drafts: tuple[int, ...] = (), walks: int = 1) -> None:
     """A worker: load the vocabulary, then serve ``(engine, item)`` tasks until told to stop."""
     os.environ.update(_SINGLE_THREAD_ENV)
-    worker = Worker(load_vocab(vocab_spec), options, source, quick, direct, drafts)
+    worker = Worker(load_vocab(vocab_spec), options, source, quick, direct, drafts, walks)
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -740,13 +825,13 @@ class _Pool:
     def __init__(self, jobs: int, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str,
                  quick: bool, timeout: float, memory_limit: float | None, *,
                  startup_timeout: float = _STARTUP_TIMEOUT, target: Any = None, direct: bool = False,
-                 drafts: Sequence[int] = ()) -> None:
+                 drafts: Sequence[int] = (), walks: int = 1) -> None:
         self.ctx = mp.get_context("spawn")
         self.target = _worker_main if target is None else target
         self.startup_timeout = startup_timeout
         self.args = (vocab_spec, {k: dict(v) for k, v in options.items()}, source, quick)
-        if direct or drafts:
-            self.args += (direct, tuple(drafts))
+        if direct or drafts or walks > 1:
+            self.args += (direct, tuple(drafts), int(walks))
         self.timeout = timeout
         self.memory_limit = memory_limit
         self.slots = [_Slot() for _ in range(jobs)]
@@ -1022,7 +1107,7 @@ def _now() -> str:
 
 
 def _check_resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[str, Mapping[str, Any]]) -> None:
-    for key in ("vocab", "data", "source", "quick", "direct_check", "drafts"):
+    for key in ("vocab", "data", "source", "quick", "direct_check", "drafts", "walks"):
         a, b = old.get(key), meta.get(key)
         if key == "vocab":
             a, b = (a or {}).get("spec"), (b or {}).get("spec")
@@ -1030,6 +1115,8 @@ def _check_resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[st
             a, b = bool(a), bool(b)
         elif key == "drafts":
             a, b = list(a or []), list(b or [])
+        elif key == "walks":  # runs from before the option walked once
+            a, b = int(a or 1), int(b or 1)
         if a != b:
             raise HarnessError(
                 f"the output folder holds a run with {key}={a!r}, this one has {key}={b!r}; "
@@ -1089,6 +1176,7 @@ def run_bench(
     command: str | None = None,
     direct_check: bool = False,
     drafts: Sequence[int] = (),
+    walks: int = 1,
     backend: str = "local",
     address: str | None = None,
     axes: Mapping[str, str] | None = None,
@@ -1107,7 +1195,9 @@ def run_bench(
     memory per worker before it is killed (default 80% of RAM / jobs).  ``direct_check``:
     each peer is also called directly through its own API on the same walks
     (:mod:`toolkit.report.direct`).  ``drafts``: draft lengths whose masks are timed
-    against sequential steps (:func:`measure_draft`).  ``backend``: ``"local"`` (worker
+    against sequential steps (:func:`measure_draft`).  ``walks``: the valid instances
+    walked this many times on each compile, the later walks on a warm grammar (a server's
+    later requests), recorded apart (:func:`measure_item`).  ``backend``: ``"local"`` (worker
     processes on this machine) or ``"ray"`` (Ray actors, :mod:`toolkit.bench.cluster`;
     ``address`` joins a running cluster, None starts a local instance of ``jobs`` CPUs):
     the same records either way.  ``axes`` (a sweep's grid cell, :mod:`toolkit.bench.sweep`):
@@ -1129,6 +1219,8 @@ def run_bench(
         raise HarnessError(f"timeout must be positive, got {timeout}")
     if limit is not None and limit < 1:
         raise HarnessError(f"limit must be at least 1, got {limit}")
+    if int(walks) < 1:
+        raise HarnessError(f"walks must be at least 1, got {walks}")
     engines = list(dict.fromkeys(engines))
     if not engines:
         raise HarnessError("no engines given")
@@ -1170,6 +1262,7 @@ def run_bench(
         "source": source,
         "direct_check": bool(direct_check),
         "drafts": sorted(set(int(k) for k in drafts)),
+        "walks": int(walks),
         "backend": backend,
         "address": address,
         "axes": cell,
@@ -1196,10 +1289,11 @@ def run_bench(
     limit_bytes = None if memory_limit_gb is None else memory_limit_gb * 2**30
     if backend == "ray":
         pool: Any = RayPool(Worker, jobs, vocab, items, options, source, quick, float(timeout), limit_bytes,
-                            address=address, direct=direct_check, drafts=meta["drafts"], env=_SINGLE_THREAD_ENV)
+                            address=address, direct=direct_check, drafts=meta["drafts"], walks=meta["walks"],
+                            env=_SINGLE_THREAD_ENV)
     else:
         pool = _Pool(jobs, vocab, options, source, quick, float(timeout), limit_bytes, direct=direct_check,
-                     drafts=meta["drafts"])
+                     drafts=meta["drafts"], walks=meta["walks"])
     bar = _progress(len(tasks), progress)
     errors = 0
     try:

@@ -11,6 +11,8 @@ its time ``tbm_s``, popcount ``allowed`` and whether it was ``sliced``).
   count of items per status;
 * :func:`density_table` splits each engine's masks (and their time) by how many tokens
   they allow and whether the engine computed them with slices;
+* :func:`walks_table` and :func:`plot_walks_cdf`: the first walk against the later
+  ones of a run with ``bench --walks W`` (the later walks on a warm grammar);
 * :func:`plot_tbm_cdf`, :func:`plot_ttfm_cdf`, :func:`plot_density` draw the figures
   (PNG at 200 dpi and PDF, same stem);
 * :func:`write_report` does all of it and writes ``report.md`` with the tables.
@@ -21,7 +23,8 @@ Conventions:
   (interpolation between the two nearest ranks); "avg" is the arithmetic mean.
 * TBM statistics pool every mask step recorded for an engine, over all its items,
   whatever the item's status (an item that failed validation still timed the masks
-  it computed).  TTFM statistics are over the items that reached a first mask.
+  it computed).  They are of the first walk (``tbm_s``); a run with ``--walks W``
+  has its later walks in ``Runs.later``, reported apart (:func:`walks_table`).  TTFM statistics are over the items that reached a first mask.
 * Engine labels are ``"<engine> <version>"`` (just the engine name when run.json
   has no version).  When one label occurs in several runs, each occurrence gets a
   suffix naming its run: the options that differ (``"(forcing=true)"``) when those
@@ -79,6 +82,8 @@ __all__ = [
     "density_table",
     "plot_tbm_cdf",
     "plot_ttfm_cdf",
+    "walks_table",
+    "plot_walks_cdf",
     "plot_density",
     "plot_size",
     "grammar_sizes",
@@ -117,7 +122,7 @@ HIGH_DENSITY = 0.85
 TBM_PERCENTILES: tuple[float, ...] = (25, 50, 75, 90, 95, 99, 99.9)
 TTFM_PERCENTILES: tuple[float, ...] = (50, 75, 90, 99)
 
-_LIST_FIELDS = ("tbm_s", "glue_s", "allowed", "sliced", "cases", "direct")
+_LIST_FIELDS = ("tbm_s", "glue_s", "allowed", "sliced", "cases", "direct", "walks")
 _NUMERIC_FIELDS = ("compile_s", "ttfm_s", "memory_bytes", "vocab_size", "wall_s")
 
 _MAX_CDF_POINTS = 4000
@@ -134,8 +139,10 @@ class Runs:
     ``records``: one row per run x engine x item, with ``engine_label`` (ordered
     categorical), ``run`` (0-based position in ``dirs``), ``status``, timings, and
     ``masks`` / ``cases`` / ``cases_ok`` counts (the per-step lists live in ``masks``).
-    ``masks``: one row per mask step: ``engine_label``, ``item``, ``step``, ``tbm_s``,
-    ``allowed``, ``density``, ``sliced``.  ``meta``: each run's ``run.json`` plus
+    ``masks``: one row per mask step of the first walk: ``engine_label``, ``item``,
+    ``step``, ``tbm_s``, ``allowed``, ``density``, ``sliced``.  ``later``: one row per
+    mask step of the later walks of a ``--walks W`` run: ``engine_label``, ``run``,
+    ``item``, ``walk`` (2..W), ``step``, ``tbm_s`` (empty otherwise).  ``meta``: each run's ``run.json`` plus
     ``dir``, ``records`` (count), ``skipped_lines`` and ``labels`` (engine -> label).
     ``engines``: every engine label in its stable order (colours follow it).
     """
@@ -148,6 +155,8 @@ class Runs:
     digests: dict[tuple[str, str], list[list[str]]] = field(default_factory=dict)
     #: what the timing tables are over, when not every record (see :func:`common_items`)
     scope: str = ""
+    later: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
+        {"engine_label": [], "run": [], "item": [], "walk": [], "step": [], "tbm_s": []}))
 
     def __post_init__(self) -> None:
         if not self.engines and "engine_label" in self.records:
@@ -300,6 +309,7 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
     m_allowed: list[np.ndarray] = []
     m_sliced: list[np.ndarray] = []
     m_vocab: list[np.ndarray] = []
+    later: dict[str, list[np.ndarray]] = {k: [] for k in ("engine_label", "run", "item", "walk", "step", "tbm_s")}
     for i, (meta, recs) in enumerate(zip(metas, raw, strict=True)):
         vocab = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
         run_vocab = vocab.get("size")
@@ -343,6 +353,17 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
                 m_sliced.append(sliced)
                 vs = row["vocab_size"]
                 m_vocab.append(np.full(n, float(vs) if vs else np.nan))
+            walks = rec.get("walks") if isinstance(rec.get("walks"), list) else []
+            for w, entry in enumerate(walks, start=2):
+                times = entry.get("tbm_s") if isinstance(entry, dict) else None
+                if not isinstance(times, list) or not times:
+                    continue
+                k = len(times)
+                for key, value in (("engine_label", np.full(k, label, dtype=object)), ("run", np.full(k, i)),
+                                   ("item", np.full(k, item, dtype=object)), ("walk", np.full(k, w)),
+                                   ("step", np.arange(k)),
+                                   ("tbm_s", np.array([np.nan if x is None else x for x in times], dtype=float))):
+                    later[key].append(value)
 
     records = pd.DataFrame(rows)
     for col in _NUMERIC_FIELDS:
@@ -371,7 +392,10 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
             "sliced": cat(m_sliced, bool),
         }
     )
-    return Runs(records=records, masks=masks, meta=metas, engines=engine_order, digests=digests)
+    later_df = pd.DataFrame({k: cat(v, float if k == "tbm_s" else int if k in ("run", "walk", "step") else object)
+                             for k, v in later.items()})
+    later_df["engine_label"] = pd.Categorical(later_df["engine_label"], categories=engine_order)
+    return Runs(records=records, masks=masks, meta=metas, engines=engine_order, digests=digests, later=later_df)
 
 
 # ------------------------------------------------------------------ like with like
@@ -394,8 +418,9 @@ def restrict(runs: Runs, items: Iterable[str], scope: str = "") -> Runs:
     recs = runs.records[runs.records["item"].isin(keep)].reset_index(drop=True)
     masks = runs.masks[runs.masks["item"].isin(keep)].reset_index(drop=True)
     digests = {k: v for k, v in runs.digests.items() if k[1] in keep}
+    later = runs.later[runs.later["item"].isin(keep)].reset_index(drop=True)
     return Runs(records=recs, masks=masks, meta=runs.meta, engines=list(runs.engines), digests=digests,
-                scope=scope)
+                scope=scope, later=later)
 
 
 def comparable(runs: Runs, all_items: bool = False) -> Runs:
@@ -546,6 +571,48 @@ def engine_table(runs: Runs) -> pd.DataFrame:
     table = pd.DataFrame(rows).set_index("engine")
     int_cols = ["masks", "items", *STATUSES] + (["other"] if has_other else [])
     table[int_cols] = table[int_cols].astype("int64")
+    return table
+
+
+WALK_STATS: tuple[str, ...] = ("avg", "p50", "p99", "max")
+"""The TBM figures :func:`walks_table` gives for the first walk and the later ones."""
+
+
+def walks_table(runs: Runs) -> pd.DataFrame:
+    """The first walk against the later ones (``bench --walks W``), one row per engine
+    label that has later walks (index ``engine``).
+
+    Columns: ``first avg/p50/p99/max (µs)`` (``tbm_s``, as :func:`engine_table`),
+    ``later avg/p50/p99/max (µs)`` (walks 2..W pooled, on the grammar the first walk
+    warmed), ``later/first p50`` and ``later/first p99``, and the ``masks`` of each.
+    Empty when no run walked twice."""
+    cols = [f"{w} {s} (µs)" for w in ("first", "later") for s in WALK_STATS]
+    cols += ["later/first p50", "later/first p99", "first masks", "later masks"]
+    if not len(runs.later):
+        return pd.DataFrame(columns=cols)
+    first = {str(k): g.to_numpy(dtype=float) * 1e6
+             for k, g in runs.masks.groupby("engine_label", observed=True)["tbm_s"]}
+    again = {str(k): g.to_numpy(dtype=float) * 1e6
+             for k, g in runs.later.groupby("engine_label", observed=True)["tbm_s"]}
+    rows = []
+    for label in runs.engines:
+        if label not in again:
+            continue
+        row: dict[str, Any] = {"engine": label}
+        for name, values in (("first", first.get(label, np.empty(0))), ("later", again[label])):
+            values = values[~np.isnan(values)]
+            avg, p50, p99 = _stats(values, (50, 99))
+            row.update({f"{name} avg (µs)": avg, f"{name} p50 (µs)": p50, f"{name} p99 (µs)": p99,
+                        f"{name} max (µs)": float(values.max()) if len(values) else math.nan,
+                        f"{name} masks": len(values)})
+        for p in ("p50", "p99"):
+            a, b = row[f"first {p} (µs)"], row[f"later {p} (µs)"]
+            row[f"later/first {p}"] = b / a if a and not math.isnan(a) else math.nan
+        rows.append(row)
+    if not rows:
+        return pd.DataFrame(columns=cols)
+    table = pd.DataFrame(rows).set_index("engine")[cols]
+    table[["first masks", "later masks"]] = table[["first masks", "later masks"]].astype("int64")
     return table
 
 
@@ -799,39 +866,67 @@ def _plot_cdf(
     ylabel: str,
 ) -> tuple[Path, Path]:
 
-    styles = _styles(runs)
     with mpl.rc_context(RC):
         fig = new_figure(6.4, 4.6)
         ax = fig.add_subplot()
-        handles, labels = [], []
-        for label in runs.engines:
-            values = series.get(label)
-            if values is None:
-                continue
-            values = values[np.isfinite(values) & (values > 0)]
-            if len(values) == 0:
-                continue
-            x, y = _ecdf(values)
-            st = styles[label]
-            (h,) = ax.plot(
-                x, y, drawstyle="steps-post", color=st["color"], linestyle=st["linestyle"]
-            )
-            handles.append(h)
-            labels.append(f"{label} (n={len(values):,})")
-        if handles:
-            ax.set_xscale("log")
-            ax.xaxis.set_major_locator(LogLocator(base=10))
-            ax.xaxis.set_major_formatter(FuncFormatter(_tick_label))
-            ax.xaxis.set_minor_formatter(NullFormatter())
-        else:
-            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        ax.set_ylim(-0.02, 1.02)  # lines at 0 and 1 are not clipped by the frame
-        ax.set_yticks(np.linspace(0, 1, 6))
-        ax.grid(True, which="major")
+        handles, labels = _draw_cdf(ax, runs, series)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}\n{_subtitle(runs)}")
         figure_legend(fig, handles, labels)
+        return save_figure(fig, path)
+
+
+def _draw_cdf(ax: Any, runs: Runs, series: dict[str, np.ndarray]) -> tuple[list[Any], list[str]]:
+    """One empirical CDF per engine label of ``series`` on ``ax`` (log x): the lines'
+    handles and legend labels."""
+    styles = _styles(runs)
+    handles, labels = [], []
+    for label in runs.engines:
+        values = series.get(label)
+        if values is None:
+            continue
+        values = values[np.isfinite(values) & (values > 0)]
+        if len(values) == 0:
+            continue
+        x, y = _ecdf(values)
+        st = styles[label]
+        (h,) = ax.plot(x, y, drawstyle="steps-post", color=st["color"], linestyle=st["linestyle"])
+        handles.append(h)
+        labels.append(f"{label} (n={len(values):,})")
+    if handles:
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(base=10))
+        ax.xaxis.set_major_formatter(FuncFormatter(_tick_label))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    else:
+        ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylim(-0.02, 1.02)  # lines at 0 and 1 are not clipped by the frame
+    ax.set_yticks(np.linspace(0, 1, 6))
+    ax.grid(True, which="major")
+    return handles, labels
+
+
+def plot_walks_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """Two TBM CDFs side by side (log x, µs): (a) the first walk of each engine that
+    walked again, (b) its later walks (``bench --walks W``, on a warm grammar), on one
+    x range.  Writes PNG and PDF like :func:`plot_tbm_cdf`."""
+    again = {str(k): g.to_numpy(dtype=float) * 1e6
+             for k, g in runs.later.groupby("engine_label", observed=True)["tbm_s"]}
+    first = {str(k): g.to_numpy(dtype=float) * 1e6
+             for k, g in runs.masks.groupby("engine_label", observed=True)["tbm_s"] if str(k) in again}
+    with mpl.rc_context(RC):
+        fig = new_figure(10.0, 4.4)
+        axes = fig.subplots(1, 2, sharex=True, sharey=True)
+        handles, labels = _draw_cdf(axes[0], runs, first)
+        _draw_cdf(axes[1], runs, again)
+        axes[0].set_title("(a) first walk (cold grammar)")
+        axes[1].set_title("(b) later walks (warm grammar)")
+        for ax in axes:
+            ax.set_xlabel("time per mask step (µs, log scale)")
+        axes[0].set_ylabel("fraction of masks")
+        fig.suptitle(f"Time between masks, first and later walks on one compile\n{_subtitle(runs)}")
+        figure_legend(fig, handles, [lab.split(" (n=")[0] for lab in labels])
         return save_figure(fig, path)
 
 

@@ -30,7 +30,9 @@ from toolkit.report.bench import (
     plot_size,
     plot_tbm_cdf,
     plot_ttfm_cdf,
+    plot_walks_cdf,
     vocab_text,
+    walks_table,
     work_table,
 )
 from toolkit.report.direct import direct_markdown, direct_table
@@ -76,6 +78,7 @@ def _run_section(i: int, meta: dict[str, Any]) -> list[str]:
             ("jobs", "jobs {}"),
             ("seed", "seed {}"),
             ("quick", "quick {}"),
+            ("walks", "walks {}"),
         )
         if k in meta
     ]
@@ -232,6 +235,7 @@ def write_report(
     density = density_table(runs)
     work = work_table(runs)
     drafts = draft_table(runs)
+    walks = walks_table(runs)
     # the CSV: timings over the compared items, outcomes over every record
     timing = [c for c in engines.columns if c.startswith(("TBM", "TTFM"))] + ["masks"]
     pd.concat([engines[timing], outcomes.drop(columns=[c for c in timing if c in outcomes])],
@@ -242,6 +246,9 @@ def write_report(
     if len(drafts):
         drafts.to_csv(out_dir / "draft.csv")
         plot_draft(runs, out_dir / "draft")
+    if len(walks):
+        walks.to_csv(out_dir / "walks.csv")
+        plot_walks_cdf(runs, out_dir / "walks_cdf")
     plot_tbm_cdf(runs, out_dir / "tbm_cdf")
     plot_ttfm_cdf(runs, out_dir / "ttfm_cdf")
     plot_density(runs, out_dir / "density")
@@ -289,9 +296,12 @@ def write_report(
     lines += ["## Runs", ""]
     for i, meta in enumerate(runs.meta):
         lines += _run_section(i, meta)
+    n_walks = max((int(m.get("walks") or 1) for m in runs.meta), default=1)
     lines += [
         "## Time between masks (TBM, µs)",
         "",
+        *([f"The first walk of the valid instances on each compile (a grammar's first request); the later "
+           f"walks (`--walks {n_walks}`) are below.", ""] if len(walks) else []),
         to_markdown(tbm, ".1f", intfmt=","),
         "",
         "## Time to first mask (TTFM = compile + first mask, ms)",
@@ -307,6 +317,23 @@ def write_report(
         to_markdown(density, ".1f", intfmt=",") if len(density) else "(no masks recorded)",
         "",
     ]
+    if len(walks):
+        lines += [
+            "## Warm grammars: the first walk against the later ones",
+            "",
+            f"`bench --walks {n_walks}`: each item's valid instances walked {n_walks} times on one compile, each "
+            "walk on a fresh matcher; the later walks meet what the earlier ones built on the compiled grammar "
+            "(lazy lexer states, rows, mask caches), as a server's later requests for a schema do. Their masks "
+            "must be the first walk's (else a validation error). TBM in µs, later walks pooled; full "
+            "precision in `walks.csv`.",
+            "",
+            to_markdown(walks, dict.fromkeys(walks.columns, ".2f"), intfmt=","),
+            "",
+            "![TBM on first and later walks](walks_cdf.png)",
+            "",
+            "TBM on the first and the later walks ([PDF](walks_cdf.pdf))",
+            "",
+        ]
     if len(work):
         lines += [
             "## Work per mask",
