@@ -37,7 +37,7 @@ from strategies import get_engine
 from strategies.llguidance import DEFAULT_SLICES, LLGuidanceCompiled, LLGuidanceEngine
 from tests._support.fixtures import ARITH_LARK, JSON_LARK, REGULAR_REGEXES
 from tests._support.shared import require_shared
-from toolkit.bench.datasets import load_item
+from toolkit.bench.datasets import iter_items, load_item
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.protocol import MaskEngine, MaskInfo, Matcher
@@ -466,6 +466,82 @@ def test_mask_cache_changes_no_mask(data, which: str, slicing: str) -> None:
     assert b.parser.cache_hits == 0
 
 
+_STATE_ENGINES: dict[tuple[str, bool], MaskEngine] = {}
+
+
+def _state_engine(slicing: str, cache: bool) -> MaskEngine:
+    """The llguidance engine on LEX with this slicing, the mask cache off (every fill made
+    afresh), the state cache on (kept by the test: see below) or off, made once."""
+    if (slicing, cache) not in _STATE_ENGINES:
+        _STATE_ENGINES[slicing, cache] = get_engine("llguidance", LEX, slices=SLICINGS[slicing], mask_cache=False,
+                                                    state_cache_bytes=64 << 20 if cache else 0)
+    return _STATE_ENGINES[slicing, cache]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), which=st.sampled_from(sorted(GRAMMARS)), slicing=st.sampled_from(sorted(SLICINGS)),
+       budget=st.sampled_from([64 << 20, 2 * 4]))
+def test_state_cache_changes_no_mask(data, which: str, slicing: str, budget: int) -> None:
+    """Masks made through the grammar's state cache (every lexer state kept, however
+    small its walk, in a budget of all entries or of one LEX mask) equal masks walked
+    whole, along walks with rollbacks and forks by several matchers of one compile (the
+    later ones served by the entries the earlier ones made)."""
+    on, off = _state_engine(slicing, True), _state_engine(slicing, False)
+    g = _grammar(which)
+    c = on.compile(g)
+    c.tables.set_state_cache(budget, 0)
+    rc = off.compile(g)
+    for _walk in range(2):
+        a, b = on.matcher(c), off.matcher(rc)
+        for _ in range(20):
+            ra, rb = _row(a)[0], _row(b)[0]
+            assert np.array_equal(ra, rb), (which, a.num_tokens, _show(_as_ids(ra) ^ _as_ids(rb)))
+            assert _row(a)[1].sliced == _row(b)[1].sliced
+            allowed = sorted(_as_ids(rb) - {EOS})
+            move = data.draw(st.sampled_from(["token", "token", "token", "rollback", "fork"]), label="move")
+            if move == "rollback" and a.num_tokens:
+                j = data.draw(st.integers(1, a.num_tokens), label="rollback")
+                a.rollback(j)
+                b.rollback(j)
+            elif move == "fork":
+                a, b = a.fork(), b.fork()
+            elif allowed:
+                t = data.draw(st.sampled_from(allowed), label="token")
+                assert a.accept_token(t) and b.accept_token(t)
+            else:
+                break
+    entries, used, hits = c.tables.state_cache
+    assert used <= budget and (budget < 64 << 20 or (entries >= 1 and hits >= 1))
+    assert rc.tables.state_cache == (0, 0, 0)
+
+
+def test_state_cache_on_llama3_is_exact_and_serves_the_second_walk() -> None:
+    """Llama 3, a MaskBench schema with long strings: two walks of its valid instance
+    on one compile through the state cache give the masks of a compile without it, the
+    first walk makes the entries (the JSON strings' lexer states), the second is served
+    by them and walks a fraction of the trie nodes."""
+    vocab = load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
+    item = next(iter_items(require_shared("datasets/maskbench/Github_easy---o21456.json")))
+    on, off = (get_engine("llguidance", vocab, mask_cache=False, state_cache_bytes=n) for n in (64 << 20, 0))
+    c, rc = on.compile(item.spec), off.compile(item.spec)
+    text = next(case.text for case in item.cases if case.valid)
+    tokens = vocab.encode(text) + [vocab.eos_ids[0]]
+    nodes = []
+    for _walk in range(2):
+        a, b = on.matcher(c), off.matcher(rc)
+        before = a.mask_stats().trie_nodes
+        for i, t in enumerate(tokens):
+            assert np.array_equal(_row(a, vocab)[0], _row(b, vocab)[0]), (_walk, i)
+            assert a.accept_token(t) and b.accept_token(t)
+        nodes.append(a.mask_stats().trie_nodes - before)
+        if _walk == 0:
+            entries, _, hits = c.tables.state_cache
+            assert entries >= 1
+    # the second walk meets every lexer state kept by the first, and makes none
+    assert c.tables.state_cache[0] == entries and c.tables.state_cache[2] - hits >= entries
+    assert nodes[1] < 0.5 * b.mask_stats().trie_nodes  # the whole walks' nodes, the second walk alone
+
+
 # ------------------------------------------------ rollback / fork / reset / validate --
 
 
@@ -647,7 +723,7 @@ def test_limits_are_sticky_errors_with_an_eos_only_mask(option: str, value: int,
     [
         {"slices": "bogus"}, {"slices": "json"}, {"whitespace": "tabs"},
         {"max_lexer_states": 0}, {"max_row_items": 0}, {"max_steps": -1}, {"mask_cache": 1},
-        {"max_steps": 2.5}, {"max_row_items": True}, {"memo": "no"},
+        {"max_steps": 2.5}, {"max_row_items": True}, {"memo": "no"}, {"state_cache_bytes": -1},
     ],
 )
 def test_invalid_options_raise_value_error(options) -> None:
@@ -678,7 +754,7 @@ def test_compile_inputs_stats_memory_and_describe() -> None:
     st0 = c.stats()
     assert set(st0) == {
         "nonterminals", "dotted_rules", "lexemes", "lexeme_dfa_states", "lexer_states", "peak_row_items",
-        "peak_steps", "memory_bytes", "grammar_s", "tables_s",
+        "peak_steps", "state_cache_entries", "state_cache_hits", "memory_bytes", "grammar_s", "tables_s",
     }
     # value, object, pair, array, STRING NUMBER + five literals + the skip lexeme
     assert st0["lexemes"] >= 10 and st0["nonterminals"] >= 4 and st0["dotted_rules"] > st0["nonterminals"]
@@ -695,7 +771,7 @@ def test_compile_inputs_stats_memory_and_describe() -> None:
     d = eng.describe()
     assert d["options"] == {"slices": CUSTOM_SLICES, "whitespace": "compact", "spelling": "json", "max_lexer_states": 250_000,
                             "max_row_items": 10_000, "max_steps": 1_000_000,
-                            "mask_cache": True, "memo": True}
+                            "mask_cache": True, "state_cache_bytes": 64 << 20, "memo": True}
     assert isinstance(d["version"], str) and d["version"]
     assert get_engine("llguidance", LEX).describe()["options"]["slices"] == "default"
 

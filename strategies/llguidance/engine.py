@@ -38,6 +38,12 @@ puts a matcher in the sticky error state of the protocol.  ``mask_cache`` (defau
 True) keeps each matcher's last mask with its key, the lexer state and the Earley rows,
 as llguidance's bias cache does: inside a long lexeme the lexer state often loops, and
 the next mask is then a copy (``False`` walks every time, for ablations).
+``state_cache_bytes`` (default 64 MiB, 0: off) bounds the grammar's state cache
+(:meth:`~strategies.llguidance.parser.ParserTables.set_state_cache`), shared by its
+matchers: per lexer state, the tokens a walk from it allows before any lexeme ends and
+the trie nodes where one ends, so that a later mask there, in any matcher, walks only
+those nodes' subtrees (inside a JSON string, hundreds of nodes instead of thousands);
+past the budget, masks walk as without it.
 ``memo`` (default True) keeps the DFAs and schema fragments of the engine's earlier
 compiles (:mod:`toolkit.core.memo`); False starts every compile cold.
 
@@ -87,6 +93,10 @@ whitespace, then JSON string content of up to 10, up to 30 and any number of
 characters.  A token belongs to the first slice that matches all its bytes, so the
 string slices hold tokens of 1-10, 11-30 and 31+ characters; the rest (partial UTF-8,
 quotes, punctuation runs...) are walked every time."""
+
+DEFAULT_STATE_CACHE_BYTES = 64 << 20
+"""``state_cache_bytes``: what the per-lexer-state cache of one compiled grammar may
+hold (:meth:`ParserTables.set_state_cache`; a Llama-3 entry is 16 KB)."""
 
 _START = "%start"
 
@@ -145,7 +155,8 @@ class LLGuidanceCompiled(CompiledTables):
 
     def stats(self) -> dict[str, float]:
         """Grammar size (nonterminals, dotted rules, lexemes, lexeme DFA states), lexer
-        states built so far, the largest Earley row and step count seen, build seconds."""
+        states built so far, the largest Earley row and step count seen, the state
+        cache's entries and the fills it served, build seconds."""
         t = self.tables
         return {
             "nonterminals": t.n_nt,
@@ -155,6 +166,8 @@ class LLGuidanceCompiled(CompiledTables):
             "lexer_states": t.n_ls,
             "peak_row_items": t.peak_row_items,
             "peak_steps": t.peak_steps,
+            "state_cache_entries": t.state_cache[0],
+            "state_cache_hits": t.state_cache[2],
             "memory_bytes": self.memory_bytes(),
             **{f"{k}_s": round(v, 6) for k, v in self.timings.items()},
         }
@@ -355,11 +368,13 @@ class LLGuidanceEngine(GrammarEngine):
         max_row_items: int = 10_000,
         max_steps: int = 1_000_000,
         mask_cache: bool = True,
+        state_cache_bytes: int = DEFAULT_STATE_CACHE_BYTES,
         memo: bool = True,
     ) -> None:
         regexes = lexer_options(slices, whitespace, spelling)
         check_options(positive={"max_lexer_states": max_lexer_states, "max_row_items": max_row_items,
-                                "max_steps": max_steps}, flags={"mask_cache": mask_cache, "memo": memo})
+                                "max_steps": max_steps}, at_least_zero={"state_cache_bytes": state_cache_bytes},
+                      flags={"mask_cache": mask_cache, "memo": memo})
         self.vocab = vocab
         self.whitespace = whitespace
         self.spelling = spelling
@@ -367,10 +382,12 @@ class LLGuidanceEngine(GrammarEngine):
         self.max_row_items = int(max_row_items)
         self.max_steps = int(max_steps)
         self.mask_cache = mask_cache
+        self.state_cache_bytes = int(state_cache_bytes)
         self.options = {
             "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace, "spelling": spelling,
             "max_lexer_states": self.max_lexer_states, "max_row_items": self.max_row_items,
-            "max_steps": self.max_steps, "mask_cache": self.mask_cache, "memo": memo,
+            "max_steps": self.max_steps, "mask_cache": self.mask_cache,
+            "state_cache_bytes": self.state_cache_bytes, "memo": memo,
         }
         self.trie = TokenTrie(vocab)
         self.slicer = Slicer(vocab, self.trie, regexes) if regexes else None
@@ -384,6 +401,7 @@ class LLGuidanceEngine(GrammarEngine):
             grammar, max_lexer_states=self.max_lexer_states, max_row_items=self.max_row_items,
             max_steps=self.max_steps, n_slices=len(self.slicer.regexes) if self.slicer else 0,
         )
+        tables.set_state_cache(self.state_cache_bytes)
         t2 = time.perf_counter()
         return LLGuidanceCompiled(grammar, tables, kind, symbols, {"grammar": t1 - t0, "tables": t2 - t1})
 

@@ -4,7 +4,7 @@
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t
 
-from toolkit.core.cutil cimport I64Map, WorkCounters
+from toolkit.core.cutil cimport Arena, I64Map, WorkCounters
 from toolkit.core.ids cimport state_t, symbol_t, token_t, word_t
 from toolkit.core.intsets cimport IntSets
 from toolkit.core.session cimport UndoStack
@@ -33,6 +33,10 @@ cdef enum:
 
 cdef enum:
     SL_KNOWN = 0x80000000  # ls_sl: the slices of this lexer state are decided
+
+cdef enum:
+    WC_MIN_NODES = 1024  # the state cache keeps a lexer state whose lexer walk saves this many nodes
+    WC_TRIE_FULL = 63    # a boundary's trie: the whole vocabulary's (else a slice's, or the rest's)
 
 cdef enum:
     F_SKIP_ACC = 1     # the skip lexeme accepts in this lexer state
@@ -127,6 +131,28 @@ cdef class ParserTables:
     cdef int32_t* dfs_byte           # per stack entry: the next byte to try
     cdef int64_t dfs_cap             # capacity of the three dfs_ arrays
     cdef readonly int64_t memo_bytes # bytes of the per (lexeme, slice) memos made
+    # the state cache (set_state_cache): per lexer state, the part of a walk from it that
+    # no parser state changes, made by the first fill there and shared by the parsers
+    cdef I64Map wc_map               # lexer state -> entry (0: its walk is too small to keep)
+    cdef Arena wc_masks              # the entries' masks, wc_words words each
+    cdef int64_t* wc_mask_off        # per entry: its mask's offset in wc_masks
+    cdef int64_t* wc_bnd_off         # per entry: its first boundary in wc_bnd
+    cdef int32_t* wc_bnd_len         # per entry: its boundaries
+    cdef int64_t* wc_sliced          # per entry: the tokens of the slices ORed in whole
+    cdef uint8_t* wc_used            # per entry: slices were used (fill's 1)
+    cdef int64_t wc_n                # entries (entry 0 is the "too small" mark)
+    cdef int64_t wc_cap              # capacity of the per-entry arrays
+    cdef int32_t* wc_bnd             # boundaries, 3 ints each: trie, node, lexer state before its byte
+    cdef int64_t wc_nb               # ints used in wc_bnd
+    cdef int64_t wc_bnd_cap          # and its capacity
+    cdef word_t* wc_scratch          # a mask being made (wc_words words)
+    cdef readonly int32_t wc_words   # the words of the entries' masks (0: none made yet)
+    cdef readonly int64_t wc_budget  # bytes the entries may take (0: no cache)
+    cdef readonly int64_t wc_min     # the nodes an entry must keep off a walk (WC_MIN_NODES)
+    cdef readonly int64_t wc_bytes   # bytes they take
+    cdef readonly int64_t wc_hits    # fills served from an entry
+    cdef object wc_trie              # the walk the entries are of: the trie,
+    cdef object wc_slices            # and the slices (set by the first parser's set_walk)
 
     cdef void _init_grammar(self, dr_sym, dr_lhs, nt_off, nt_drs, nullable) except *
     cdef void _init_lexemes(self, lexemes) except *
@@ -150,6 +176,8 @@ cdef class ParserTables:
     cdef int _dfs_reserve(self, int64_t need) noexcept nogil
     cdef int64_t slice_bits(self, state_t x, SliceSet sl) noexcept nogil
     cdef inline void note_steps(self) noexcept nogil
+    cdef int _wc_bound(self, int32_t k, int32_t p, state_t x) noexcept nogil
+    cdef int32_t _wc_keep(self, state_t x, int32_t n_words, int64_t nb0, int64_t sliced, bint used) noexcept nogil
 
 
 cdef class EarleyParser:
@@ -187,6 +215,7 @@ cdef class EarleyParser:
     cdef readonly TokenTrie walk_trie     # the vocabulary's trie
     cdef readonly SliceSet walk_slices    # its slices, or None
     cdef readonly int64_t last_visited    # trie nodes the last fill looked at (0: a cache copy)
+    cdef bint wc_on                       # the tables' state cache serves this walk
     cdef int64_t walk_tokens              # the tokens the last _walk ORed in
     cdef int64_t fill_count               # the tokens the last c_fill ORed in when it counted them
                                           # (a subclass's tables), else -1: the session counts bits
@@ -209,6 +238,11 @@ cdef class EarleyParser:
     cdef int _ensure_stack(self, int32_t depth) noexcept nogil
     cdef int64_t _walk(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
                        word_t* mask) noexcept nogil
+    cdef int64_t _walk_at(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
+                          word_t* mask, state_t start) noexcept nogil
+    cdef int64_t _walk_lex(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
+                           int32_t k, word_t* mask) noexcept nogil
+    cdef int _fill_cached(self, word_t* mask, int32_t n_words) noexcept nogil
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil
     cdef int _fill_c(self, word_t* mask, int32_t n_words) noexcept nogil
     cdef int c_push(self, const uint8_t* data, int32_t n) noexcept nogil

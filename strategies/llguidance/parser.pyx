@@ -64,8 +64,8 @@ cimport numpy as cnp
 
 from toolkit.core.cutil cimport (
     BYTES, ERR_MAX_LEXER_STATES, ERR_MAX_ROW_ITEMS, ERR_MAX_STEPS, ERR_MEMORY, ERR_NONE, ERR_SHAPE, I64Map,
-    WorkCounters, grow, hash_ints, i64map_bytes, i64map_clear, i64map_free, i64map_get, i64map_init,
-    i64map_intern, i64map_put, pair_key, resize,
+    WorkCounters, arena_at, arena_bytes, arena_free, arena_init, arena_take, grow, hash_ints, i64map_bytes,
+    i64map_clear, i64map_free, i64map_get, i64map_init, i64map_intern, i64map_put, pair_key, resize,
 )
 from toolkit.core.intsets cimport intsets_add, intsets_find, intsets_free, intsets_init
 from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
@@ -301,8 +301,10 @@ cdef class ParserTables:
         self.slice_ok = <int8_t*>calloc(max(1, <int64_t>self.n_global * max(1, self.n_slices)), 1)
         self.memo = <uint8_t**>calloc(max(1, n_pairs), sizeof(uint8_t*))
         self.sp_full = <uint8_t*>calloc(max(1, n_pairs), 1)
+        arena_init(&self.wc_masks, sizeof(word_t), 1 << 16)
+        self.wc_n = 1  # entry 0 marks a lexer state whose walk is too small to keep
         if (intsets_init(&self.sets) < 0 or i64map_init(&self.row_items, 1024) < 0
-                or i64map_init(&self.sparse, SPARSE_CAP) < 0
+                or i64map_init(&self.sparse, SPARSE_CAP) < 0 or i64map_init(&self.wc_map, 16) < 0
                 or self.acc_pool == NULL or self.buf == NULL or self.allowed == NULL
                 or self.nt_stamp == NULL or self.allow_stamp == NULL or self.scan_stamp == NULL
                 or self.slice_ok == NULL or self.memo == NULL or self.sp_full == NULL):
@@ -334,6 +336,9 @@ cdef class ParserTables:
                 free(self.memo[i])
         free(self.memo); free(self.dfs_pair); free(self.dfs_seen); free(self.dfs_byte)
         i64map_free(&self.sparse); free(self.sp_full)
+        i64map_free(&self.wc_map); arena_free(&self.wc_masks)
+        free(self.wc_mask_off); free(self.wc_bnd_off); free(self.wc_bnd_len); free(self.wc_sliced)
+        free(self.wc_used); free(self.wc_bnd); free(self.wc_scratch)
 
     # ------------------------------------------------------ lexer states --
 
@@ -691,6 +696,78 @@ cdef class ParserTables:
         acc = [self.acc_pool[self.ls_acc_off[x] + i] for i in range(self.ls_acc_len[x])]
         return gs, acc, bool(self.ls_flags[x] & F_SKIP_ACC), bool(self.ls_flags[x] & F_EXTEND)
 
+    def set_state_cache(self, int64_t max_bytes, int64_t min_nodes=WC_MIN_NODES):
+        """Keep, per lexer state, what the first fill there learns that no parser state
+        changes, up to ``max_bytes`` of masks (0: off; already kept entries stay).
+
+        A walk from lexer state ``x`` reads each trie node's byte through the lexer:
+        the byte extends the lexeme (the parser has nothing to say), is refused (a dead
+        lexer and no lexeme accepting), or ends the lexeme, where the parser decides
+        the node and its subtree.  The first two depend on ``x`` alone, and so does
+        which slices are ORed in whole.  An entry holds them: the mask of the tokens
+        whose bytes all extend the lexeme, with the slices', and the *boundaries*, the
+        nodes whose byte ends it with the lexer state before that byte.  A later fill in
+        ``x``, by any parser of these tables, ORs the mask and walks only the
+        boundaries' subtrees, each from its own lexer state and the parser's rows, as
+        the whole walk would have reached them (no row is pushed above a boundary): the
+        same mask, and inside a JSON string a few hundred nodes walked instead of
+        thousands.  A state whose walk keeps fewer than ``min_nodes`` nodes off is not
+        kept (its mask costs more memory than the walk it saves).  The entries are of the first walk set (trie and slices) a parser of
+        these tables is given; a parser with another one walks as without."""
+        if max_bytes < 0:
+            raise ValueError(f"state_cache_bytes must be >= 0, got {max_bytes}")
+        if min_nodes < 0:
+            raise ValueError(f"min_nodes must be >= 0, got {min_nodes}")
+        self.wc_budget = max_bytes
+        self.wc_min = min_nodes
+
+    @property
+    def state_cache(self):
+        """``(entries, bytes, hits)`` of the state cache (:meth:`set_state_cache`)."""
+        return self.wc_n - 1, self.wc_bytes, self.wc_hits
+
+    cdef int _wc_bound(self, int32_t k, int32_t p, state_t x) noexcept nogil:
+        """Append a boundary (trie ``k``, node ``p``, lexer state ``x`` before its byte): 0 or -1."""
+        if grow(<void**>&self.wc_bnd, &self.wc_bnd_cap, self.wc_nb + 3, sizeof(int32_t)) < 0:
+            return self._fail(ERR_MEMORY, self.wc_nb + 3)
+        self.wc_bnd[self.wc_nb] = k
+        self.wc_bnd[self.wc_nb + 1] = p
+        self.wc_bnd[self.wc_nb + 2] = x
+        self.wc_nb += 3
+        return 0
+
+    cdef int32_t _wc_keep(self, state_t x, int32_t n_words, int64_t nb0, int64_t sliced, bint used) noexcept nogil:
+        """Keep ``wc_scratch`` and the boundaries from ``nb0`` as lexer state x's entry:
+        its number, 0 when the budget has no room (the boundaries dropped), -1 on error."""
+        cdef int64_t need = <int64_t>n_words * sizeof(word_t) + (self.wc_nb - nb0) * 4
+        cdef int64_t off
+        cdef int32_t e = <int32_t>self.wc_n
+        if self.wc_bytes + need > self.wc_budget or self.wc_n >= 0x7fffffff:
+            self.wc_nb = nb0
+            return 0
+        if (grow(<void**>&self.wc_mask_off, &self.wc_cap, e + 1, sizeof(int64_t)) < 0):
+            return self._fail(ERR_MEMORY, e + 1)
+        # the other per-entry arrays follow wc_cap (grown to it, from their old size)
+        if (resize(<void**>&self.wc_bnd_off, self.wc_cap, sizeof(int64_t)) < 0
+                or resize(<void**>&self.wc_bnd_len, self.wc_cap, sizeof(int32_t)) < 0
+                or resize(<void**>&self.wc_sliced, self.wc_cap, sizeof(int64_t)) < 0
+                or resize(<void**>&self.wc_used, self.wc_cap, sizeof(uint8_t)) < 0):
+            return self._fail(ERR_MEMORY, self.wc_cap)
+        off = arena_take(&self.wc_masks, n_words)
+        if off < 0:
+            return self._fail(ERR_MEMORY, n_words)
+        if i64map_put(&self.wc_map, x, e) < 0:
+            return self._fail(ERR_MEMORY, self.wc_map.cap)
+        memcpy(arena_at(&self.wc_masks, off), self.wc_scratch, <size_t>n_words * sizeof(word_t))
+        self.wc_mask_off[e] = off
+        self.wc_bnd_off[e] = nb0
+        self.wc_bnd_len[e] = <int32_t>((self.wc_nb - nb0) // 3)
+        self.wc_sliced[e] = sliced
+        self.wc_used[e] = used
+        self.wc_n += 1
+        self.wc_bytes += need
+        return e
+
     def memory_bytes(self):
         """The C tables (grammar arrays, lexer-state cache, scratch); lexeme DFAs included."""
         cdef int64_t total = 0
@@ -700,6 +777,8 @@ cdef class ParserTables:
         total += self.sets.cap_off * 8 + self.sets.cap_len * 4 + self.sets.pool_cap * 4 + self.sets.ht_cap * 4
         total += i64map_bytes(&self.row_items) + <int64_t>self.n_global * max(1, self.n_slices)
         total += self.memo_bytes + self.dfs_cap * 20 + i64map_bytes(&self.sparse)
+        total += arena_bytes(&self.wc_masks) + i64map_bytes(&self.wc_map) + self.wc_cap * 29
+        total += self.wc_bnd_cap * 4 + (self.wc_words * 4 if self.wc_scratch != NULL else 0)
         for a in self._keep:
             total += a.nbytes
         return total
@@ -970,6 +1049,12 @@ cdef class EarleyParser:
                        word_t* mask) noexcept nogil:
         """OR the bits of every token of the trie whose bytes all push: the nodes
         visited (each one lexer step), or -1 on error."""
+        return self._walk_at(nodes, num_nodes, token_ids, mask, self.ls)
+
+    cdef int64_t _walk_at(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
+                          word_t* mask, state_t start) noexcept nogil:
+        """:meth:`_walk` from lexer state ``start`` (the rows as they are).  ``nodes + p - 1``
+        with ``num_nodes`` = node p's subtree size + 1 walks node p and its subtree."""
         cdef int32_t p = 1, depth = 1, i, end, rows, base_rows = self.n_rows
         cdef state_t y, y_slow
         cdef int r
@@ -979,8 +1064,8 @@ cdef class EarleyParser:
         cdef state_t* st_ls = self.st_ls
         cdef int32_t* st_rows = self.st_rows
         cdef const state_t* trans = self.T.ls_trans
-        cdef state_t parent = self.ls  # the lexer state after the parent node's bytes
-        st_ls[0] = self.ls
+        cdef state_t parent = start  # the lexer state after the parent node's bytes
+        st_ls[0] = start
         st_rows[0] = base_rows
         while p < num_nodes:
             node = &nodes[p]
@@ -1025,6 +1110,154 @@ cdef class EarleyParser:
         self.walk_tokens = tokens
         return visited
 
+    cdef int64_t _walk_lex(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
+                           int32_t k, word_t* mask) noexcept nogil:
+        """The lexer's part of :meth:`_walk` from the current lexer state (what no parser
+        state changes): OR the tokens whose bytes all extend the lexeme, skip the
+        subtrees of refused bytes, and append each node whose byte ends the lexeme to
+        the tables' boundaries (trie ``k``), where the parser decides it and its
+        subtree.  The nodes visited, or -1."""
+        cdef int32_t p = 1, depth = 1, i, end
+        cdef state_t y
+        cdef int64_t visited = 0
+        cdef token_t t
+        cdef const TrieNode* node
+        cdef state_t* st_ls = self.st_ls
+        cdef const state_t* trans = self.T.ls_trans
+        cdef state_t parent = self.ls
+        st_ls[0] = self.ls
+        while p < num_nodes:
+            node = &nodes[p]
+            visited += 1
+            y = trans[<int64_t>parent * BYTES + node.byte]
+            if y == MISSING:
+                y = self.T.step(parent, node.byte)
+                trans = self.T.ls_trans  # a new lexer state may have moved the table
+                if y == LS_ERROR:
+                    return -1
+            if y < 0:
+                # no live pair: the lexeme ends here if one accepts (the parser's part),
+                # else the byte is refused; the subtree is skipped either way
+                if (self.T.ls_flags[parent] & F_SKIP_ACC or self.T.ls_acc_len[parent] > 0) and self.T._wc_bound(k, p, parent) < 0:
+                    return -1
+                depth -= node.num_parents - 1
+                p += node.subtree_size
+                parent = st_ls[depth - 1 if depth > 0 else 0]
+                continue
+            t = token_ids[node.token_start]
+            mask[t >> 5] |= (<word_t>(node.token_count != 0)) << (t & 31)
+            if node.token_count > 1:
+                end = node.token_start + node.token_count
+                for i in range(node.token_start + 1, end):
+                    t = token_ids[i]
+                    mask[t >> 5] |= (<word_t>1) << (t & 31)
+            st_ls[depth] = y
+            depth += 1 - node.num_parents * (node.subtree_size == 1)
+            parent = st_ls[depth - 1 if depth > 0 else 0]
+            p += 1
+        return visited
+
+    cdef int _fill_cached(self, word_t* mask, int32_t n_words) noexcept nogil:
+        """:meth:`_fill_c` through the tables' state cache (:meth:`ParserTables.set_state_cache`):
+        the current lexer state's entry ORed in and its boundaries walked, the entry made
+        first when there is none.  0, 1 (slices used), -1, or -2: the cache cannot serve
+        (a state too small to keep, another mask width), walk as without it."""
+        cdef int32_t e = i64map_get(&self.T.wc_map, self.ls)
+        cdef int32_t k, w, ns = 0 if self.walk_slices is None else self.walk_slices.n
+        cdef int64_t bits = 0, v, nb0, nb1, b, lex_nodes = 0, visited = 0, sliced = 0
+        cdef const word_t* src
+        cdef word_t* scratch
+        cdef const TrieNode* nodes
+        cdef const token_t* ids
+        cdef int32_t p
+        cdef int r
+        if e == 0 or (self.T.wc_words != 0 and self.T.wc_words != n_words):
+            return -2
+        if e < 0:
+            if self.T.wc_bytes + <int64_t>n_words * sizeof(word_t) > self.T.wc_budget:
+                return -2  # the budget is spent: no more entries
+            if self.T.wc_words == 0:
+                self.T.wc_scratch = <word_t*>malloc(<size_t>n_words * sizeof(word_t))
+                if self.T.wc_scratch == NULL:
+                    return self.T._fail(ERR_MEMORY, n_words)
+                self.T.wc_words = n_words
+            scratch = self.T.wc_scratch
+            memset(scratch, 0, <size_t>n_words * sizeof(word_t))
+            nb0 = self.T.wc_nb
+            if ns > 0:
+                if self.walk_slices.n_words > n_words:
+                    return self.T._fail(ERR_SHAPE, self.walk_slices.n_words)
+                bits = self.T.slice_bits(self.ls, self.walk_slices)
+                if bits < 0:
+                    return -1
+            if bits != 0:
+                for k in range(ns + 1):  # the slices, then the rest's trie
+                    if k < ns and (bits >> k) & 1:
+                        src = self.walk_slices.masks[k]
+                        for w in range(self.walk_slices.n_words):
+                            scratch[w] |= src[w]
+                        sliced += self.walk_slices.n_tokens[k]
+                        continue
+                    v = self._walk_lex(self.walk_slices.t_nodes[k], self.walk_slices.t_num[k],
+                                       self.walk_slices.t_ids[k], k, scratch)
+                    if v < 0:
+                        self.T.wc_nb = nb0
+                        return -1
+                    lex_nodes += v
+            else:
+                v = self._walk_lex(self.walk_trie.nodes, self.walk_trie.num_nodes, self.walk_trie.token_ids,
+                                   WC_TRIE_FULL, scratch)
+                if v < 0:
+                    self.T.wc_nb = nb0
+                    return -1
+                lex_nodes = v
+            nb1 = self.T.wc_nb
+            if lex_nodes - (nb1 - nb0) // 3 >= self.T.wc_min:
+                e = self.T._wc_keep(self.ls, n_words, nb0, sliced, bits != 0)
+                if e < 0:
+                    self.T.wc_nb = nb0
+                    return -1
+            elif i64map_put(&self.T.wc_map, self.ls, 0) < 0:
+                self.T.wc_nb = nb0
+                return self.T._fail(ERR_MEMORY, self.T.wc_map.cap)
+            else:
+                e = 0
+            src = scratch
+            r = 1 if bits != 0 else 0
+            visited = lex_nodes
+        else:
+            src = <const word_t*>arena_at(&self.T.wc_masks, self.T.wc_mask_off[e])
+            nb0 = self.T.wc_bnd_off[e]
+            nb1 = nb0 + 3 * <int64_t>self.T.wc_bnd_len[e]
+            sliced = self.T.wc_sliced[e]
+            r = self.T.wc_used[e]
+            self.T.wc_hits += 1
+        for w in range(n_words):
+            mask[w] |= src[w]
+        # the boundaries: each node and its subtree, from the lexer state before its byte
+        for b in range(nb0, nb1, 3):
+            k = self.T.wc_bnd[b]
+            p = self.T.wc_bnd[b + 1]
+            if k == WC_TRIE_FULL:
+                nodes = self.walk_trie.nodes
+                ids = self.walk_trie.token_ids
+            else:
+                nodes = self.walk_slices.t_nodes[k]
+                ids = self.walk_slices.t_ids[k]
+            v = self._walk_at(nodes + p - 1, nodes[p].subtree_size + 1, ids, mask, self.T.wc_bnd[b + 2])
+            if v < 0:
+                if e == 0:
+                    self.T.wc_nb = nb0
+                return -1
+            visited += v
+        if e == 0:
+            self.T.wc_nb = nb0  # not kept: its boundaries go
+        self.last_visited = visited
+        self.work.trie_nodes += visited
+        self.work.lexer_steps += visited
+        self.work.tokens_sliced += sliced
+        return r
+
     # ------------------------------------------------------------ python --
 
     def set_walk(self, TokenTrie trie not None, SliceSet slices=None):
@@ -1037,6 +1270,9 @@ cdef class EarleyParser:
         self.walk_trie = trie
         self.walk_slices = slices if slices is not None and slices.n > 0 else None
         self.cache_ls = -1
+        if self.T.wc_budget > 0 and self.T.wc_trie is None:  # the state cache's entries are of this walk
+            self.T.wc_trie, self.T.wc_slices = trie, self.walk_slices
+        self.wc_on = self.T.wc_budget > 0 and self.T.wc_trie is trie and self.T.wc_slices is self.walk_slices
 
     def fill(self, TokenTrie trie not None, word_t[::1] mask, SliceSet slices=None):
         """OR the allowed text tokens into ``mask``; returns ``(nodes visited, sliced)``.
@@ -1111,6 +1347,12 @@ cdef class EarleyParser:
         cdef int r = 0
         self.T.steps = 0
         self.last_visited = 0
+        if self.wc_on:
+            r = self._fill_cached(mask, n_words)
+            if r != -2:
+                self.T.note_steps()
+                return r
+            r = 0
         if ns > 0:
             if self.walk_slices.n_words > n_words:
                 return self.T._fail(ERR_SHAPE, self.walk_slices.n_words)
