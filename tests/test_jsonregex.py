@@ -32,6 +32,7 @@ from tests._support.shared import require_shared
 from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA
 from toolkit.automata.jsontext import (
     JSON_CHAR,
+    LLGUIDANCE_CHAR,
     MAX_STRING_LENGTH,
     NOTHING,
     _literal_char,
@@ -41,6 +42,7 @@ from toolkit.automata.jsontext import (
     json_string_bounds,
     json_string_dfa,
     json_string_literal,
+    spelling,
 )
 from toolkit.automata.nfa import compile_nfa
 from toolkit.automata.regex import compile_regex
@@ -305,6 +307,26 @@ def test_json_string_dfa_is_the_regex_dfa(lo: int, hi: int | None) -> None:
     direct = json_string_dfa(lo, hi)
     assert _same_dfa(direct, _nfa_road(rx)), (lo, hi)
     assert _same_dfa(compile_regex(rx), direct)  # compile_regex takes the direct road
+
+
+@pytest.mark.parametrize("hi", [None, 0, 1, 2, 3, 8, 40])
+@pytest.mark.parametrize("lo", [0, 1, 3, 5])
+def test_json_string_dfa_in_the_llguidance_spelling_is_the_regex_dfa(lo: int, hi: int | None) -> None:
+    """Under ``spelling("llguidance")`` a bounded string (:data:`LLGUIDANCE_CHAR`, fewer
+    escapes) is written down directly too: the NFA road's arrays, which ``compile_regex``
+    of the spelling's regex finds without building the NFA."""
+    with spelling("llguidance"):
+        rx = json_string(lo, hi)
+    if hi is not None and lo > hi:
+        return
+    assert json_string_bounds(rx, LLGUIDANCE_CHAR) == (lo, hi)
+    assert hi == 0 or json_string_bounds(rx) is None  # not the json spelling's string
+    direct = json_string_dfa(lo, hi, char=LLGUIDANCE_CHAR)
+    assert _same_dfa(direct, _nfa_road(rx)), (lo, hi)
+    assert _same_dfa(compile_regex(rx), direct)
+    if hi != 0:
+        assert not direct.fullmatch(b'"\\/"') and direct.fullmatch(b'"' + b"a" * max(lo, 1) + b'"') == (
+            hi is None or max(lo, 1) <= hi)
 
 
 @settings(max_examples=30, deadline=None, derandomize=True)

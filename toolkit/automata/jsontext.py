@@ -31,6 +31,7 @@ import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -511,14 +512,16 @@ _STRING_HEAD = '"' + atom(JSON_CHAR)
 _BOUNDS_RX = re.compile(r"(?:|\*|\+|\?|\{(\d+)\}|\{(\d+),\}|\{(\d+),(\d+)\})")
 
 
-def json_string_bounds(regex: str) -> tuple[int, int | None] | None:
+def json_string_bounds(regex: str, char: str = JSON_CHAR) -> tuple[int, int | None] | None:
     """``(min_length, max_length)`` when ``regex`` is exactly :func:`json_string` of them
-    (a string terminal without ``pattern`` or ``format``), else None."""
+    (a string terminal without ``pattern`` or ``format``), else None.  ``char``: the
+    character of the spelling (:data:`JSON_CHAR`, or :data:`LLGUIDANCE_CHAR` for what
+    :func:`json_string` writes under ``spelling("llguidance")``)."""
     if regex == '""':
         return 0, 0
-    if regex == '"' + JSON_CHAR + '"':
+    if regex == '"' + char + '"':
         return 1, 1
-    head = _STRING_HEAD
+    head = _STRING_HEAD if char is JSON_CHAR else '"' + atom(char)
     if not (regex.startswith(head) and regex.endswith('"') and len(regex) > len(head)):
         return None
     m = _BOUNDS_RX.fullmatch(regex, len(head), len(regex) - 1)
@@ -539,11 +542,12 @@ def json_string_bounds(regex: str) -> tuple[int, int | None] | None:
     return (lo, hi) if (lo, hi) != (1, 1) and _quant_suffix(lo, hi) == q else None
 
 
-_CHAR_CODE: list = []
+_CHAR_CODE: dict[str, Any] = {}
 
 
-def _char_code() -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray] | None:
-    """One copy of :data:`JSON_CHAR`'s DFA as :func:`json_string_dfa` lays copies out:
+def _char_code(char: str = JSON_CHAR) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray] | None:
+    """One copy of the DFA of ``char`` (:data:`JSON_CHAR` or :data:`LLGUIDANCE_CHAR`) as
+    :func:`json_string_dfa` lays copies out:
     ``(rel, dead, done, start, column)`` over its states but the accepting one (``r``
     rows) and its byte classes plus a last column for the quote: ``rel`` the target
     relative to the copy's first state (``r + start`` is the next copy's start), ``dead``
@@ -551,19 +555,18 @@ def _char_code() -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray] |
     copy's first state's offset, ``column`` the column of each byte.  None when the
     character's DFA is not a prefix code (one accepting state, no way out of it).
 
-    Built once per process: it depends on nothing but the module's constant
-    :data:`JSON_CHAR` (a table any JSON-specific engine has compiled in), so the
-    harness's cache clearing between items leaves it alone.
+    Built once per process and character: it depends on nothing but the module's
+    constants (a table any JSON-specific engine has compiled in), so the harness's cache
+    clearing between items leaves it alone.
     """
-    if not _CHAR_CODE:
-        char = compile_nfa(JSON_CHAR, DEFAULT_MAX_STATES, False)
-        xclasses, xt = char.byte_classes()
-        acc = np.flatnonzero(char.accepting)
+    if char not in _CHAR_CODE:
+        made = None
+        dfa = compile_nfa(char, DEFAULT_MAX_STATES, False)
+        xclasses, xt = dfa.byte_classes()
+        acc = np.flatnonzero(dfa.accepting)
         quote_col = int(xclasses[0x22])
-        if (len(acc) != 1 or xt[acc[0]].any() or char.start != 1 or char.accepting[1]
+        if not (len(acc) != 1 or xt[acc[0]].any() or dfa.start != 1 or dfa.accepting[1]
                 or xt[1, quote_col] != 0):
-            _CHAR_CODE.append(None)
-        else:
             f, nx = int(acc[0]), xt.shape[0]
             inner = np.array([q for q in range(1, nx) if q != f], dtype=np.int64)  # the copy's states
             r = inner.size
@@ -575,13 +578,15 @@ def _char_code() -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray] |
             rel = np.where(local >= 0, local, r + idx[1]).astype(np.int32)
             column = xclasses.astype(np.int32)
             column[0x22] = xt.shape[1]
-            _CHAR_CODE.append((rel, (local < 0) & ~done, done, int(idx[1]), column))
-    return _CHAR_CODE[0]
+            made = (rel, (local < 0) & ~done, done, int(idx[1]), column)
+        _CHAR_CODE[char] = made
+    return _CHAR_CODE[char]
 
 
 def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
-                    max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
-    """The minimal DFA of :func:`json_string` ``(min_length, max_length)``, written down
+                    max_states: int = DEFAULT_MAX_STATES, char: str = JSON_CHAR) -> ByteDFA:
+    """The minimal DFA of :func:`json_string` ``(min_length, max_length)`` (``char``: its
+    character, :data:`JSON_CHAR`, or :data:`LLGUIDANCE_CHAR` for the llguidance spelling), written down
     directly: the same arrays as ``compile_regex`` of that regex (the tests compare
     them), without its NFA of ``max_length`` copies, subset construction and
     minimization, which took 0.3 s for ``maxLength: 8192`` (164k states).
@@ -605,9 +610,10 @@ def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
         raise ValueError("json_string_dfa: min_length must be a non-negative int, got None")
     if hi is not None and lo > hi:
         return compile_nfa(NOTHING, DEFAULT_MAX_STATES, False)
-    code = _char_code()
+    regex = json_string(lo, hi) if char is JSON_CHAR else ('""' if hi == 0 else '"' + quant(char, lo, hi) + '"')
+    code = _char_code(char)
     if code is None:  # not the prefix code this relies on: the regex road
-        return compile_nfa(json_string(lo, hi), max_states, False)
+        return compile_nfa(regex, max_states, False)
     rel, dead, done, start, column = code
     r, k = rel.shape
     loop = hi is None and lo > 0  # the last copy's characters are the previous copy's
@@ -637,7 +643,7 @@ def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
     # canonical columns (in order of their smallest byte) first: renumber visits in that order
     classes, table = _dfabuild.byte_classes(table, column)
     table, accepting = _dfabuild.renumber(table, accepting, 1)
-    return freeze(table, accepting, 1, json_string(lo, hi), classes.astype(np.int32))
+    return freeze(table, accepting, 1, regex, classes.astype(np.int32))
 
 
 _HEX_RX = tuple(_hex_class((d,)) for d in range(16))  # one hex digit, either case

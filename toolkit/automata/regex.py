@@ -64,7 +64,13 @@ from toolkit.automata.dfa import (
     freeze,
     from_transitions,
 )
-from toolkit.automata.jsontext import MAX_STRING_STATES, json_string_bounds, json_string_dfa
+from toolkit.automata.jsontext import (
+    JSON_CHAR,
+    LLGUIDANCE_CHAR,
+    MAX_STRING_STATES,
+    json_string_bounds,
+    json_string_dfa,
+)
 from toolkit.automata.nfa import compile_nfa, parse_pattern
 from toolkit.automata.rxtext import canonical_regex
 from toolkit.automata.utf8 import complement, ranges_of, utf8_sequences
@@ -143,11 +149,12 @@ def _direct(pattern: str, max_states: int) -> ByteDFA | None:
         return freeze(made[0], made[1], 1, pattern, made[2])
     if not (pattern.startswith('"') and pattern.endswith('"')):
         return None
-    bounds = json_string_bounds(pattern)
-    if bounds is None:
-        return None
-    # linear in the bound, not a subset construction: allowed up to MAX_STRING_LENGTH
-    return json_string_dfa(*bounds, max_states=max(max_states, MAX_STRING_STATES))
+    for char in (JSON_CHAR, LLGUIDANCE_CHAR):  # the two spellings' strings
+        bounds = json_string_bounds(pattern, char)
+        if bounds is not None:
+            # linear in the bound, not a subset construction: allowed up to MAX_STRING_LENGTH
+            return json_string_dfa(*bounds, max_states=max(max_states, MAX_STRING_STATES), char=char)
+    return None
 
 
 def _compile(pattern: str, max_states: int, unicode: bool) -> ByteDFA:
