@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from tests._support.shared import require_shared
 from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA
+from toolkit.automata.dfaops import compile_boolean, difference
 from toolkit.automata.jsontext import (
     JSON_CHAR,
     LLGUIDANCE_CHAR,
@@ -38,6 +39,7 @@ from toolkit.automata.jsontext import (
     _literal_char,
     encode_codepoints,
     json_literal_dfa,
+    json_literals_dfa,
     json_string,
     json_string_bounds,
     json_string_dfa,
@@ -265,6 +267,38 @@ def test_json_literal_dfa_is_the_regex_dfa(value: str) -> None:
     """The DFA written down in C is the one the regex compiles to, array for array
     (so it is also minimal and canonically numbered); NOTHING included."""
     assert _same_dfa(json_literal_dfa(value), compile_regex(json_string_literal(value))), repr(value)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.lists(_TRICKY, max_size=5).map("".join), min_size=1, max_size=6))
+def test_json_literals_dfa_is_the_regex_dfa_of_the_alternation(values: list[str]) -> None:
+    """The DFA of a set of keys in every spelling, written down in C (sibling
+    characters' texts merged), is the alternation's through the regex road, array for
+    array; a value with a surrogate takes the union of each value's DFA (the same
+    language); and ``compile_boolean`` excludes keys through it with the regex road's
+    result."""
+    want = compile_regex("|".join(f"(?:{json_string_literal(v)})" for v in values))
+    got = json_literals_dfa(values)
+    if any("\ud800" <= c <= "\udfff" for v in values for c in v):
+        assert difference(got, want).is_empty() and difference(want, got).is_empty(), values
+    else:
+        assert _same_dfa(got, want), values
+    key = '"' + LLGUIDANCE_CHAR + '*"'
+    listed = tuple(json_string_literal(v) for v in values)
+    ours = compile_boolean(key, (), listed)
+    regex_road = difference(compile_regex(key), want)
+    assert difference(ours, regex_road).is_empty() and difference(regex_road, ours).is_empty(), values
+
+
+def test_json_literals_dfa_merges_siblings_and_keeps_the_limit() -> None:
+    keys = ["a", "ab", "\u00e9", "\u00e8", "caf\u00e9", "x\"y", "\U0001f600"]
+    dfa = json_literals_dfa(keys)
+    for k in keys:
+        assert dfa.fullmatch(json.dumps(k).encode()) and dfa.fullmatch(json.dumps(k, ensure_ascii=False).encode())
+    assert not dfa.fullmatch(b'"abc"') and not dfa.fullmatch(b'"\\u00e7"')
+    n = dfa.n_states
+    with pytest.raises(LimitExceeded):
+        json_literals_dfa(keys, max_states=n - 1)
 
 
 def test_json_literal_dfa_cases() -> None:

@@ -55,6 +55,7 @@ from toolkit.core.cutil cimport (
     i64map_init,
     i64map_intern,
     i64map_put,
+    I64Map,
     pair_key,
 )
 from toolkit.core.ids cimport DEAD, MISSING, state_t
@@ -1510,6 +1511,159 @@ cdef tuple _minimal_of_edges(_Trie T, acc, bint minimal):
     else:
         mt, macc = minimize(small, acc)
     return mt, macc, _column_array(cls)
+
+
+cdef state_t _goc(_Trie T, I64Map* m, state_t s, int32_t b, state_t t) noexcept nogil:
+    """The target of ``(s, b)`` in the deterministic edges ``T`` (``m``: pair_key(s, b) ->
+    target), made to ``t`` (a new state when ``t`` is MISSING) when there is none; -1 when
+    it exists with another target than a given ``t`` (not deterministic), -2 out of memory."""
+    cdef int64_t key = pair_key(s, b)
+    cdef int32_t v = i64map_get(m, key)
+    if v >= 0:
+        return v if (t == MISSING or v == t) else -1
+    if t == MISSING:
+        t = T.state()
+    T.edge(s, b, t)
+    if i64map_put(m, key, t) < 0:
+        return -2
+    return t
+
+
+cdef state_t _hex4_to(_Trie T, I64Map* m, state_t s, uint32_t unit, state_t last) noexcept nogil:
+    """:meth:`_Trie.hex4` with shared prefixes (:func:`_goc`): to ``last``, or to a state
+    made or found when ``last`` is MISSING; a negative value on failure."""
+    cdef int sh, d
+    cdef state_t t, u
+    for sh in range(12, -4, -4):
+        d = (unit >> sh) & 0xF
+        if d < 10:
+            t = _goc(T, m, s, 0x30 + d, last if sh == 0 else MISSING)
+        else:
+            t = _goc(T, m, s, 0x61 + d - 10, last if sh == 0 else MISSING)
+            if t >= 0:
+                u = _goc(T, m, s, 0x41 + d - 10, t)
+                if u < 0:
+                    return u
+        if t < 0:
+            return t
+        s = t
+    return s
+
+
+cdef int _json_char_to(_Trie T, I64Map* m, state_t cur, uint32_t cp, state_t nxt) noexcept nogil:
+    """:meth:`_Trie.json_char` with the texts merged into what ``cur`` already has (the
+    texts of its other characters share a backslash, ``u`` and leading hex digits, or a
+    UTF-8 lead byte): 0, or negative on failure."""
+    cdef uint8_t utf8[4]
+    cdef int nb, b
+    cdef uint32_t a
+    cdef state_t s, esc
+    if cp >= 0x20 and cp != 0x22 and cp != 0x5C:
+        nb = _utf8(cp, utf8)
+        s = cur
+        for b in range(nb):
+            s = _goc(T, m, s, utf8[b], nxt if b == nb - 1 else MISSING)
+            if s < 0:
+                return s
+    esc = _goc(T, m, cur, 0x5C, MISSING)
+    if esc < 0:
+        return esc
+    if cp < 0x60 and _SHORT_LETTER[cp] and _goc(T, m, esc, _SHORT_LETTER[cp], nxt) < 0:
+        return -1
+    s = _goc(T, m, esc, 0x75, MISSING)
+    if s < 0:
+        return s
+    if cp <= 0xFFFF:
+        return min(0, _hex4_to(T, m, s, cp, nxt))
+    a = cp - 0x10000
+    s = _hex4_to(T, m, s, 0xD800 + (a >> 10), MISSING)
+    if s >= 0:
+        s = _goc(T, m, s, 0x5C, MISSING)
+    if s >= 0:
+        s = _goc(T, m, s, 0x75, MISSING)
+    if s >= 0:
+        s = _hex4_to(T, m, s, 0xDC00 + (a & 0x3FF), nxt)
+    return min(0, s)
+
+
+def json_literals(list values, int64_t max_states):
+    """The DFA of every JSON text that decodes to one of the strings ``values`` (the
+    union of :func:`json_literal` of each), written down directly:
+    ``(table, accepting, column)`` as :func:`json_literal` returns them, or None when a
+    value holds a surrogate code point (the caller takes the general road).
+
+    The values' code-point trie, each edge the texts of its character, made into
+    deterministic edges as they are written: sibling characters share their texts'
+    common bytes (a UTF-8 lead byte, the backslash, ``u`` and leading hex digits) and
+    part where their texts differ, which the prefix code of JSON characters makes a
+    deterministic graph; the closing quote goes to one accepting state; then minimized.
+    What the keys an object lists cost to exclude from its other keys' DFA, in every
+    spelling, without an alternation read back through an NFA.  More than
+    ``max_states`` states raise :class:`LimitExceeded`.
+    """
+    cdef Py_ssize_t total = 0, i, L
+    cdef str value
+    cdef Py_UCS4 ch
+    cdef state_t cur, nxt, final, r
+    cdef I64Map edges, kids
+    cdef int64_t key
+    cdef int32_t v
+    if not values:
+        raise ValueError("json_literals: no values")
+    for value in values:
+        for ch in value:
+            if 0xD800 <= ch <= 0xDFFF:
+                return None
+        total += 25 * len(value) + 3
+    if total // 5 > max_states:
+        _raise(ERR_MAX_STATES, total // 5, max_states, "json_literals")
+    cdef _Trie T = _Trie()
+    T.e = <int32_t*>malloc(3 * sizeof(int32_t) * (total + 2))
+    if T.e == NULL:
+        raise MemoryError(f"json_literals: no memory for {len(values)} strings")
+    if i64map_init(&edges, 2 * total + 16) < 0 or i64map_init(&kids, total // 4 + 16) < 0:
+        i64map_free(&edges)
+        raise MemoryError(f"json_literals: no memory for {len(values)} strings")
+    T.n = 2  # 0 dead, 1 the start
+    final = T.state()
+    r = 0
+    try:
+        for value in values:
+            cur = _goc(T, &edges, 1, 0x22, MISSING)
+            if cur < 0:
+                r = cur
+                break
+            for ch in value:
+                key = pair_key(cur, <int32_t>ch)
+                v = i64map_get(&kids, key)
+                if v >= 0:  # the character's texts from here are written: follow them
+                    cur = v
+                    continue
+                nxt = T.state()
+                if i64map_put(&kids, key, nxt) < 0:
+                    r = -2
+                    break
+                r = _json_char_to(T, &edges, cur, ch, nxt)
+                if r < 0:
+                    break
+                cur = nxt
+            if r < 0:
+                break
+            r = min(0, _goc(T, &edges, cur, 0x22, final))
+            if r < 0:
+                break
+    finally:
+        i64map_free(&edges)
+        i64map_free(&kids)
+    if r == -2:
+        raise MemoryError(f"json_literals: no memory for {len(values)} strings")
+    if r < 0:
+        raise AssertionError("json_literals: the texts of two characters collided (not a prefix code)")
+    if T.n > max_states:
+        _raise(ERR_MAX_STATES, T.n, max_states, "json_literals")
+    acc = np.zeros(T.n, dtype=np.uint8)
+    acc[final] = 1
+    return _minimal_of_edges(T, acc, False)
 
 
 def literal_set(list words, int64_t max_states):

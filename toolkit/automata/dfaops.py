@@ -21,6 +21,7 @@ import numpy as np
 
 from toolkit.automata import _dfabuild
 from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA, freeze, minimize
+from toolkit.automata.jsontext import json_literals_dfa, literal_value
 from toolkit.automata.regex import compile_regex, literal_words
 from toolkit.core.errors import LimitExceeded
 from toolkit.core.memo import memo
@@ -123,10 +124,16 @@ def compile_boolean(
         words = _words(excluding)
         if words is not None:  # a list of keys: its trie in front of the DFA, no product
             return minus_words(dfa, words, max_states=max_states)
-        if len(excluding) == 1:
-            ex = compile_regex(excluding[0], max_states=max_states)
-        else:
-            ex = compile_regex("|".join(f"(?:{r})" for r in excluding), max_states=max_states)
+        # JSON keys in every spelling (json_string_literal, the keys an object lists):
+        # one DFA written down directly, not an alternation read back through an NFA
+        values = [literal_value(r) for r in excluding]
+        known = [v for v in values if v is not None]
+        rest = [r for r, v in zip(excluding, values, strict=True) if v is None]
+        ex = json_literals_dfa(known, max_states) if known else None
+        if rest:
+            other = compile_regex(rest[0] if len(rest) == 1 else "|".join(f"(?:{r})" for r in rest),
+                                  max_states=max_states)
+            ex = other if ex is None else union(ex, other, max_states=max_states)
         dfa = difference(dfa, ex, max_states=max_states)
     return dfa
 

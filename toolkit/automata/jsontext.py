@@ -51,6 +51,8 @@ __all__ = [
     "json_string",
     "json_string_literal",
     "json_literal_dfa",
+    "json_literals_dfa",
+    "literal_value",
     "json_string_bounds",
     "json_string_dfa",
     "encode_codepoints",
@@ -696,7 +698,41 @@ def json_string_literal(value: str) -> str:
         else:
             out.append(_literal_char(cp))
     out.append('"')
-    return "".join(out)
+    regex = "".join(out)
+    if len(_LITERAL_VALUES) >= _MAX_LITERAL_VALUES:
+        _LITERAL_VALUES.clear()
+    _LITERAL_VALUES[regex] = value
+    return regex
+
+
+def json_literals_dfa(values: Sequence[str], max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal DFA of the union of :func:`json_string_literal` of each of ``values``
+    (non-empty), written down directly in C (:func:`toolkit.automata._dfabuild.json_literals`:
+    the values' trie, the texts of sibling characters merged), or, when a value holds a
+    surrogate code point, as the union of each value's :func:`json_literal_dfa`."""
+    built = _dfabuild.json_literals(list(values), max_states)
+    if built is None:
+        from toolkit.automata.dfaops import union  # (dfaops reads this module)
+
+        dfas = [json_literal_dfa(v, max_states) for v in values]
+        while len(dfas) > 1:
+            dfas = [union(dfas[i], dfas[i + 1], max_states=max_states) if i + 1 < len(dfas) else dfas[i]
+                    for i in range(0, len(dfas), 2)]
+        return dfas[0]
+    table, acc, column = built
+    return freeze(table, acc, 1, None, column)
+
+
+_LITERAL_VALUES: dict[str, str] = {}
+_MAX_LITERAL_VALUES = 1 << 16
+
+
+def literal_value(regex: str) -> str | None:
+    """The string ``value`` whose :func:`json_string_literal` is ``regex``, when this
+    process wrote it (the last 65,536 at least), else None: so that a set of such
+    regexes is built by :func:`json_literals_dfa`, not read back as a regex (:func:`toolkit.automata.dfaops.compile_boolean`).  The regex determines the
+    value, so the table is a cache of facts, never stale."""
+    return _LITERAL_VALUES.get(regex)
 
 
 @memo(maxsize=4096)
