@@ -494,9 +494,9 @@ def test_state_cache_changes_no_mask(data, which: str, slicing: str, budget: int
     for _walk in range(2):
         a, b = on.matcher(c), off.matcher(rc)
         for _ in range(20):
-            ra, rb = _row(a)[0], _row(b)[0]
+            (ra, ia), (rb, ib) = _row(a), _row(b)
             assert np.array_equal(ra, rb), (which, a.num_tokens, _show(_as_ids(ra) ^ _as_ids(rb)))
-            assert _row(a)[1].sliced == _row(b)[1].sliced
+            assert ia.sliced == ib.sliced and ia.allowed == ib.allowed == bm.popcount(ra)
             allowed = sorted(_as_ids(rb) - {EOS})
             move = data.draw(st.sampled_from(["token", "token", "token", "rollback", "fork"]), label="move")
             if move == "rollback" and a.num_tokens:
@@ -531,7 +531,8 @@ def test_state_cache_on_llama3_is_exact_and_serves_the_second_walk() -> None:
         a, b = on.matcher(c), off.matcher(rc)
         before = a.mask_stats().trie_nodes
         for i, t in enumerate(tokens):
-            assert np.array_equal(_row(a, vocab)[0], _row(b, vocab)[0]), (_walk, i)
+            (ra, ia), (rb, ib) = _row(a, vocab), _row(b, vocab)
+            assert np.array_equal(ra, rb) and ia.allowed == ib.allowed == bm.popcount(ra), (_walk, i)
             assert a.accept_token(t) and b.accept_token(t)
         nodes.append(a.mask_stats().trie_nodes - before)
         if _walk == 0:

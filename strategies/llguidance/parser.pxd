@@ -140,6 +140,7 @@ cdef class ParserTables:
     cdef int32_t* wc_bnd_len         # per entry: its boundaries
     cdef int64_t* wc_sliced          # per entry: the tokens of the slices ORed in whole
     cdef uint8_t* wc_used            # per entry: slices were used (fill's 1)
+    cdef int64_t* wc_count           # per entry: the tokens of its mask
     cdef int64_t wc_n                # entries (entry 0 is the "too small" mark)
     cdef int64_t wc_cap              # capacity of the per-entry arrays
     cdef int32_t* wc_bnd             # boundaries, 3 ints each: trie, node, lexer state before its byte
@@ -177,7 +178,8 @@ cdef class ParserTables:
     cdef int64_t slice_bits(self, state_t x, SliceSet sl) noexcept nogil
     cdef inline void note_steps(self) noexcept nogil
     cdef int _wc_bound(self, int32_t k, int32_t p, state_t x) noexcept nogil
-    cdef int32_t _wc_keep(self, state_t x, int32_t n_words, int64_t nb0, int64_t sliced, bint used) noexcept nogil
+    cdef int32_t _wc_keep(self, state_t x, int32_t n_words, int64_t nb0, int64_t sliced, bint used,
+                          int64_t count) noexcept nogil
 
 
 cdef class EarleyParser:
@@ -211,6 +213,7 @@ cdef class EarleyParser:
     cdef state_t cache_ls            # its key: the lexer state (-1: no entry)
     cdef int64_t cache_row           # and the top row's id
     cdef bint cache_sliced           # the cached mask used slices
+    cdef int64_t cache_count         # its tokens (-1: not counted)
     # What fill walks (set_walk): the vocabulary's trie, and its slices or None
     cdef readonly TokenTrie walk_trie     # the vocabulary's trie
     cdef readonly SliceSet walk_slices    # its slices, or None

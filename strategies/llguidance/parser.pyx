@@ -338,7 +338,7 @@ cdef class ParserTables:
         i64map_free(&self.sparse); free(self.sp_full)
         i64map_free(&self.wc_map); arena_free(&self.wc_masks)
         free(self.wc_mask_off); free(self.wc_bnd_off); free(self.wc_bnd_len); free(self.wc_sliced)
-        free(self.wc_used); free(self.wc_bnd); free(self.wc_scratch)
+        free(self.wc_used); free(self.wc_count); free(self.wc_bnd); free(self.wc_scratch)
 
     # ------------------------------------------------------ lexer states --
 
@@ -736,7 +736,8 @@ cdef class ParserTables:
         self.wc_nb += 3
         return 0
 
-    cdef int32_t _wc_keep(self, state_t x, int32_t n_words, int64_t nb0, int64_t sliced, bint used) noexcept nogil:
+    cdef int32_t _wc_keep(self, state_t x, int32_t n_words, int64_t nb0, int64_t sliced, bint used,
+                          int64_t count) noexcept nogil:
         """Keep ``wc_scratch`` and the boundaries from ``nb0`` as lexer state x's entry:
         its number, 0 when the budget has no room (the boundaries dropped), -1 on error."""
         cdef int64_t need = <int64_t>n_words * sizeof(word_t) + (self.wc_nb - nb0) * 4
@@ -751,7 +752,8 @@ cdef class ParserTables:
         if (resize(<void**>&self.wc_bnd_off, self.wc_cap, sizeof(int64_t)) < 0
                 or resize(<void**>&self.wc_bnd_len, self.wc_cap, sizeof(int32_t)) < 0
                 or resize(<void**>&self.wc_sliced, self.wc_cap, sizeof(int64_t)) < 0
-                or resize(<void**>&self.wc_used, self.wc_cap, sizeof(uint8_t)) < 0):
+                or resize(<void**>&self.wc_used, self.wc_cap, sizeof(uint8_t)) < 0
+                or resize(<void**>&self.wc_count, self.wc_cap, sizeof(int64_t)) < 0):
             return self._fail(ERR_MEMORY, self.wc_cap)
         off = arena_take(&self.wc_masks, n_words)
         if off < 0:
@@ -764,6 +766,7 @@ cdef class ParserTables:
         self.wc_bnd_len[e] = <int32_t>((self.wc_nb - nb0) // 3)
         self.wc_sliced[e] = sliced
         self.wc_used[e] = used
+        self.wc_count[e] = count
         self.wc_n += 1
         self.wc_bytes += need
         return e
@@ -777,7 +780,7 @@ cdef class ParserTables:
         total += self.sets.cap_off * 8 + self.sets.cap_len * 4 + self.sets.pool_cap * 4 + self.sets.ht_cap * 4
         total += i64map_bytes(&self.row_items) + <int64_t>self.n_global * max(1, self.n_slices)
         total += self.memo_bytes + self.dfs_cap * 20 + i64map_bytes(&self.sparse)
-        total += arena_bytes(&self.wc_masks) + i64map_bytes(&self.wc_map) + self.wc_cap * 29
+        total += arena_bytes(&self.wc_masks) + i64map_bytes(&self.wc_map) + self.wc_cap * 37
         total += self.wc_bnd_cap * 4 + (self.wc_words * 4 if self.wc_scratch != NULL else 0)
         for a in self._keep:
             total += a.nbytes
@@ -1119,7 +1122,7 @@ cdef class EarleyParser:
         subtree.  The nodes visited, or -1."""
         cdef int32_t p = 1, depth = 1, i, end
         cdef state_t y
-        cdef int64_t visited = 0
+        cdef int64_t visited = 0, tokens = 0
         cdef token_t t
         cdef const TrieNode* node
         cdef state_t* st_ls = self.st_ls
@@ -1146,6 +1149,7 @@ cdef class EarleyParser:
                 continue
             t = token_ids[node.token_start]
             mask[t >> 5] |= (<word_t>(node.token_count != 0)) << (t & 31)
+            tokens += node.token_count
             if node.token_count > 1:
                 end = node.token_start + node.token_count
                 for i in range(node.token_start + 1, end):
@@ -1155,6 +1159,7 @@ cdef class EarleyParser:
             depth += 1 - node.num_parents * (node.subtree_size == 1)
             parent = st_ls[depth - 1 if depth > 0 else 0]
             p += 1
+        self.walk_tokens = tokens
         return visited
 
     cdef int _fill_cached(self, word_t* mask, int32_t n_words) noexcept nogil:
@@ -1164,7 +1169,7 @@ cdef class EarleyParser:
         (a state too small to keep, another mask width), walk as without it."""
         cdef int32_t e = i64map_get(&self.T.wc_map, self.ls)
         cdef int32_t k, w, ns = 0 if self.walk_slices is None else self.walk_slices.n
-        cdef int64_t bits = 0, v, nb0, nb1, b, lex_nodes = 0, visited = 0, sliced = 0
+        cdef int64_t bits = 0, v, nb0, nb1, b, lex_nodes = 0, visited = 0, sliced = 0, count = 0
         cdef const word_t* src
         cdef word_t* scratch
         cdef const TrieNode* nodes
@@ -1204,6 +1209,7 @@ cdef class EarleyParser:
                         self.T.wc_nb = nb0
                         return -1
                     lex_nodes += v
+                    count += self.walk_tokens
             else:
                 v = self._walk_lex(self.walk_trie.nodes, self.walk_trie.num_nodes, self.walk_trie.token_ids,
                                    WC_TRIE_FULL, scratch)
@@ -1211,9 +1217,11 @@ cdef class EarleyParser:
                     self.T.wc_nb = nb0
                     return -1
                 lex_nodes = v
+                count = self.walk_tokens
+            count += sliced  # the slices' tokens and those that stay in the lexeme: disjoint
             nb1 = self.T.wc_nb
             if lex_nodes - (nb1 - nb0) // 3 >= self.T.wc_min:
-                e = self.T._wc_keep(self.ls, n_words, nb0, sliced, bits != 0)
+                e = self.T._wc_keep(self.ls, n_words, nb0, sliced, bits != 0, count)
                 if e < 0:
                     self.T.wc_nb = nb0
                     return -1
@@ -1231,6 +1239,7 @@ cdef class EarleyParser:
             nb1 = nb0 + 3 * <int64_t>self.T.wc_bnd_len[e]
             sliced = self.T.wc_sliced[e]
             r = self.T.wc_used[e]
+            count = self.T.wc_count[e]
             self.T.wc_hits += 1
         for w in range(n_words):
             mask[w] |= src[w]
@@ -1250,9 +1259,11 @@ cdef class EarleyParser:
                     self.T.wc_nb = nb0
                 return -1
             visited += v
+            count += self.walk_tokens  # a token's first boundary is at one node: no token twice
         if e == 0:
             self.T.wc_nb = nb0  # not kept: its boundaries go
         self.last_visited = visited
+        self.fill_count = count
         self.work.trie_nodes += visited
         self.work.lexer_steps += visited
         self.work.tokens_sliced += sliced
@@ -1315,6 +1326,7 @@ cdef class EarleyParser:
                 mask[w] |= self.cache_mask[w]
             self.cache_hits += 1
             self.last_visited = 0
+            self.fill_count = self.cache_count
             self.work.tokens_cached += self.walk_trie.num_tokens  # every text token's verdict is the copy's
             return self.cache_sliced
         if self.cache_words != n_words:
@@ -1334,6 +1346,7 @@ cdef class EarleyParser:
         self.cache_ls = self.ls
         self.cache_row = top
         self.cache_sliced = r == 1
+        self.cache_count = self.fill_count
         return r
 
     cdef int _fill_c(self, word_t* mask, int32_t n_words) noexcept nogil:
@@ -1341,7 +1354,7 @@ cdef class EarleyParser:
         ``last_visited`` counts its nodes; the work counters take them, and the tokens
         of the slices ORed in whole."""
         cdef int32_t k, w
-        cdef int64_t bits = 0, v, sliced = 0
+        cdef int64_t bits = 0, v, sliced = 0, count = 0
         cdef const word_t* smask
         cdef int32_t ns = 0 if self.walk_slices is None else self.walk_slices.n
         cdef int r = 0
@@ -1373,11 +1386,16 @@ cdef class EarleyParser:
                 if v < 0:
                     return -1
                 self.last_visited += v
+                count += self.walk_tokens
         else:
             v = self._walk(self.walk_trie.nodes, self.walk_trie.num_nodes, self.walk_trie.token_ids, mask)
             if v < 0:
                 return -1
             self.last_visited = v
+            count = self.walk_tokens
+        # the tokens ORed in: the slices' and the walks' are disjoint (a token is in one
+        # trie, and its one path there), so the session need not count the row's bits
+        self.fill_count = sliced + count
         self.work.trie_nodes += self.last_visited
         self.work.lexer_steps += self.last_visited  # one byte through the lexer per node
         self.work.tokens_sliced += sliced
