@@ -450,20 +450,29 @@ def test_mask_cache_changes_no_mask(data, which: str, slicing: str) -> None:
         if data.draw(st.booleans(), label="fill"):  # asked only now and then, so its
             ra = _row(a)[0]  # entry is often a few tokens old
             assert np.array_equal(ra, rb), (which, a.num_tokens, _show(_as_ids(ra) ^ _as_ids(rb)))
-        allowed = sorted(_as_ids(rb) - {EOS})
-        move = data.draw(st.sampled_from(["token", "token", "token", "rollback", "fork"]), label="move")
-        if move == "rollback" and a.num_tokens:
-            j = data.draw(st.integers(1, a.num_tokens), label="rollback")
-            a.rollback(j)
-            b.rollback(j)
-        elif move == "fork":
-            a, b = a.fork(), b.fork()
-        elif allowed:
-            t = data.draw(st.sampled_from(allowed), label="token")
-            assert a.accept_token(t) and b.accept_token(t)
-        else:
+        moved = _move(data, a, b, sorted(_as_ids(rb) - {EOS}))
+        if moved is None:
             break
+        a, b = moved
     assert b.parser.cache_hits == 0
+
+
+def _move(data, a: Matcher, b: Matcher, allowed: list[int]) -> tuple[Matcher, Matcher] | None:
+    """One drawn move of two matchers in step: a token of ``allowed``, a rollback or a
+    fork; None when no token is allowed."""
+    move = data.draw(st.sampled_from(["token", "token", "token", "rollback", "fork"]), label="move")
+    if move == "rollback" and a.num_tokens:
+        j = data.draw(st.integers(1, a.num_tokens), label="rollback")
+        a.rollback(j)
+        b.rollback(j)
+    elif move == "fork":
+        a, b = a.fork(), b.fork()
+    elif allowed:
+        t = data.draw(st.sampled_from(allowed), label="token")
+        assert a.accept_token(t) and b.accept_token(t)
+    else:
+        return None
+    return a, b
 
 
 _STATE_ENGINES: dict[tuple[str, bool], MaskEngine] = {}
@@ -497,19 +506,10 @@ def test_state_cache_changes_no_mask(data, which: str, slicing: str, budget: int
             (ra, ia), (rb, ib) = _row(a), _row(b)
             assert np.array_equal(ra, rb), (which, a.num_tokens, _show(_as_ids(ra) ^ _as_ids(rb)))
             assert ia.sliced == ib.sliced and ia.allowed == ib.allowed == bm.popcount(ra)
-            allowed = sorted(_as_ids(rb) - {EOS})
-            move = data.draw(st.sampled_from(["token", "token", "token", "rollback", "fork"]), label="move")
-            if move == "rollback" and a.num_tokens:
-                j = data.draw(st.integers(1, a.num_tokens), label="rollback")
-                a.rollback(j)
-                b.rollback(j)
-            elif move == "fork":
-                a, b = a.fork(), b.fork()
-            elif allowed:
-                t = data.draw(st.sampled_from(allowed), label="token")
-                assert a.accept_token(t) and b.accept_token(t)
-            else:
+            moved = _move(data, a, b, sorted(_as_ids(rb) - {EOS}))
+            if moved is None:
                 break
+            a, b = moved
     entries, used, hits = c.tables.state_cache
     assert used <= budget and (budget < 64 << 20 or (entries >= 1 and hits >= 1))
     assert rc.tables.state_cache == (0, 0, 0)

@@ -246,6 +246,7 @@ cdef class EarleyParser:
     cdef int64_t _walk_lex(self, const TrieNode* nodes, int32_t num_nodes, const token_t* token_ids,
                            int32_t k, word_t* mask) noexcept nogil
     cdef int _fill_cached(self, word_t* mask, int32_t n_words) noexcept nogil
+    cdef int64_t _slices_here(self, int32_t n_words) noexcept nogil
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil
     cdef int _fill_c(self, word_t* mask, int32_t n_words) noexcept nogil
     cdef int c_push(self, const uint8_t* data, int32_t n) noexcept nogil

@@ -1189,12 +1189,9 @@ cdef class EarleyParser:
             scratch = self.T.wc_scratch
             memset(scratch, 0, <size_t>n_words * sizeof(word_t))
             nb0 = self.T.wc_nb
-            if ns > 0:
-                if self.walk_slices.n_words > n_words:
-                    return self.T._fail(ERR_SHAPE, self.walk_slices.n_words)
-                bits = self.T.slice_bits(self.ls, self.walk_slices)
-                if bits < 0:
-                    return -1
+            bits = self._slices_here(n_words)
+            if bits < 0:
+                return -1
             if bits != 0:
                 for k in range(ns + 1):  # the slices, then the rest's trie
                     if k < ns and (bits >> k) & 1:
@@ -1349,6 +1346,15 @@ cdef class EarleyParser:
         self.cache_count = self.fill_count
         return r
 
+    cdef int64_t _slices_here(self, int32_t n_words) noexcept nogil:
+        """The slices a fill in the current lexer state ORs in whole (bit k: slice k;
+        0 without slices), or -1 (masks of ``n_words`` words too short for them)."""
+        if self.walk_slices is None or self.walk_slices.n == 0:
+            return 0
+        if self.walk_slices.n_words > n_words:
+            return self.T._fail(ERR_SHAPE, self.walk_slices.n_words)
+        return self.T.slice_bits(self.ls, self.walk_slices)
+
     cdef int _fill_c(self, word_t* mask, int32_t n_words) noexcept nogil:
         """``c_fill``'s walk into ``mask``, no cache: 0, 1 (slices used) or -1.
         ``last_visited`` counts its nodes; the work counters take them, and the tokens
@@ -1366,12 +1372,9 @@ cdef class EarleyParser:
                 self.T.note_steps()
                 return r
             r = 0
-        if ns > 0:
-            if self.walk_slices.n_words > n_words:
-                return self.T._fail(ERR_SHAPE, self.walk_slices.n_words)
-            bits = self.T.slice_bits(self.ls, self.walk_slices)
-            if bits < 0:
-                return -1
+        bits = self._slices_here(n_words)
+        if bits < 0:
+            return -1
         if bits != 0:
             r = 1
             for k in range(ns + 1):  # the slices, then the rest's trie (always walked)

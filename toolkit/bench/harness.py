@@ -17,7 +17,11 @@ For each (item, engine) pair, a worker process:
    items, tokens checked, sliced or cached) are recorded as ``work``;
 3. judges validity: a valid instance must be accepted through EOS (else a
    *validation error*), an invalid one must be rejected somewhere (else an
-   *invalidation error*).
+   *invalidation error*);
+4. with ``walks`` W > 1, walks the valid instances W - 1 more times on the same
+   compile (fresh matchers, the grammar as the earlier walks left it: a server's later
+   requests for a schema), each later walk's times in ``rec["walks"]``; their masks
+   must be the first walk's (else a *validation error*).
 
 The item's ``status`` is MaskBench's (:data:`STATUSES`):
 
@@ -360,38 +364,16 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             for i, t in enumerate(tokens):
                 # each engine call in its own ``try`` (free in Python 3.11 until one raises),
                 # so that an exception is the engine's, named by its call (_EngineRaised)
-                try:
-                    e_start = m.engine_s if timed else 0.0
-                    if sfill is not None:
-                        s = perf()
-                        n_allowed, is_sliced = sfill(row, 0)
-                        e_ = perf()
-                    else:
-                        s = perf()
-                        info = m.fill_bitmask(row)
-                        e_ = perf()
-                        n_allowed, is_sliced = info.allowed, info.sliced
-                except Exception as e:
-                    raise _EngineRaised("fill_bitmask", e) from e
-                spent = e_ - s
+                e_start = _engine_s(m) if timed else 0.0
+                n_allowed, is_sliced, spent = _timed_fill(m, sfill, row)
                 if drafts and case.valid and i % DRAFT_STRIDE == 0:  # outside the TBM and the work
                     e_before, w_before = _engine_s(m), _stats_of(m)
                     measure_draft(m, tokens[i:], drafts, rec.setdefault("draft", {}))
                     e_start += _engine_s(m) - e_before
                     draft_work = _minus_work(draft_work, _stats_of(m), w_before)
                 if (int(row[0, t >> 5]) >> (t & 31)) & 1:
-                    try:
-                        if saccept is not None:
-                            s = perf()
-                            ok = saccept(t)
-                            e_ = perf()
-                        else:
-                            s = perf()
-                            ok = maccept(t)
-                            e_ = perf()
-                    except Exception as e:
-                        raise _EngineRaised("accept_token" if saccept is not None else "accept_allowed", e) from e
-                    spent += e_ - s
+                    ok, took = _timed_accept(saccept, maccept, t)
+                    spent += took
                 else:
                     ok = False
                 if case.valid:
@@ -461,6 +443,44 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         rec["wall_s"] = time.perf_counter() - t_start
 
 
+def _timed_fill(m: Any, sfill: Any, row: np.ndarray) -> tuple[int, bool, float]:
+    """One mask into ``row``: ``(allowed, sliced, seconds)``, the clock read right around
+    the engine's call (``sfill``, our C session's, or else the protocol's ``fill_bitmask``);
+    an exception out of it is the engine's (:class:`_EngineRaised`)."""
+    perf = time.perf_counter
+    try:
+        if sfill is not None:
+            s = perf()
+            n_allowed, is_sliced = sfill(row, 0)
+            e = perf()
+        else:
+            s = perf()
+            info = m.fill_bitmask(row)
+            e = perf()
+            n_allowed, is_sliced = info.allowed, info.sliced
+    except Exception as error:
+        raise _EngineRaised("fill_bitmask", error) from error
+    return n_allowed, is_sliced, e - s
+
+
+def _timed_accept(saccept: Any, maccept: Any, t: int) -> tuple[bool, float]:
+    """Accept token ``t`` (allowed by the last mask): ``(taken, seconds)``, timed as
+    :func:`_timed_fill` times a fill (``saccept``, the C session's, or else ``maccept``)."""
+    perf = time.perf_counter
+    try:
+        if saccept is not None:
+            s = perf()
+            ok = saccept(t)
+            e = perf()
+        else:
+            s = perf()
+            ok = maccept(t)
+            e = perf()
+    except Exception as error:
+        raise _EngineRaised("accept_token" if saccept is not None else "accept_allowed", error) from error
+    return bool(ok), e - s
+
+
 def _walk_again(engine: Any, compiled: Any, walked: Sequence[tuple[int, list[int], list[str], int]],
                 row: np.ndarray, timed: bool, vocab: Any) -> tuple[dict[str, Any], list[str]]:
     """One more walk of the valid instances ``walked`` (case index, tokens, the first
@@ -470,7 +490,6 @@ def _walk_again(engine: Any, compiled: Any, walked: Sequence[tuple[int, list[int
     or a token taken or refused where the first walk did otherwise.  A server serving a schema again
     meets what these walks meet: the lexer states, rows and caches the earlier walks
     made on the compiled grammar."""
-    perf = time.perf_counter
     tbm: list[float] = []
     glue: list[float] = []
     differ: list[str] = []
@@ -484,32 +503,11 @@ def _walk_again(engine: Any, compiled: Any, walked: Sequence[tuple[int, list[int
         saccept = session.accept_token if session is not None else None
         for i, t in enumerate(tokens[:len(first)]):
             e_start = _engine_s(m) if timed else 0.0
-            try:
-                if sfill is not None:
-                    s = perf()
-                    sfill(row, 0)
-                    e_ = perf()
-                else:
-                    s = perf()
-                    m.fill_bitmask(row)
-                    e_ = perf()
-            except Exception as e:
-                raise _EngineRaised("fill_bitmask", e) from e
-            spent = e_ - s
+            _, _, spent = _timed_fill(m, sfill, row)
             ok = bool((int(row[0, t >> 5]) >> (t & 31)) & 1)
             if ok:
-                try:
-                    if saccept is not None:
-                        s = perf()
-                        ok = saccept(t)
-                        e_ = perf()
-                    else:
-                        s = perf()
-                        ok = m.accept_allowed(t)
-                        e_ = perf()
-                except Exception as e:
-                    raise _EngineRaised("accept_token" if saccept is not None else "accept_allowed", e) from e
-                spent += e_ - s
+                ok, took = _timed_accept(saccept, m.accept_allowed, t)
+                spent += took
             if timed:
                 engine_spent = _engine_s(m) - e_start
                 tbm.append(round(engine_spent, 9))
