@@ -739,12 +739,15 @@ cdef class ParserTables:
     cdef int32_t _wc_keep(self, state_t x, int32_t n_words, int64_t nb0, int64_t sliced, bint used,
                           int64_t count) noexcept nogil:
         """Keep ``wc_scratch`` and the boundaries from ``nb0`` as lexer state x's entry:
-        its number, 0 when the budget has no room (the boundaries dropped), -1 on error."""
+        its number, 0 when the budget has no room (x marked as not kept, the boundaries
+        dropped), -1 on error."""
         cdef int64_t need = <int64_t>n_words * sizeof(word_t) + (self.wc_nb - nb0) * 4
         cdef int64_t off
         cdef int32_t e = <int32_t>self.wc_n
         if self.wc_bytes + need > self.wc_budget or self.wc_n >= 0x7fffffff:
             self.wc_nb = nb0
+            if i64map_put(&self.wc_map, x, 0) < 0:
+                return self._fail(ERR_MEMORY, self.wc_map.cap)
             return 0
         if (grow(<void**>&self.wc_mask_off, &self.wc_cap, e + 1, sizeof(int64_t)) < 0):
             return self._fail(ERR_MEMORY, e + 1)
