@@ -38,6 +38,13 @@ from strategies import (
     registered_engines,
 )
 from toolkit.bench.agree import AgreementError, classify_differences, explain, write_agreement
+from toolkit.bench.audit import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_SAMPLES,
+    audit_table,
+    counterexamples,
+    run_audit,
+)
 from toolkit.bench.coverage import schema_coverage, summarize
 from toolkit.bench.datasets import embedded_dir
 from toolkit.bench.diagnose import VERDICTS, grammar_verdicts, late_matches
@@ -199,6 +206,29 @@ def _cmd_accepts(args: argparse.Namespace) -> int:
     ok = _grammar(args).accepts(text)
     print("accepted" if ok else "rejected")
     return 0 if ok else 1
+
+
+def _cmd_audit(args: argparse.Namespace) -> int:
+    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    df = run_audit(engines, args.data, vocab=args.vocab, out=args.out, samples=args.samples, seed=args.seed,
+                   max_tokens=args.max_tokens, limit=args.limit, item_seed=args.item_seed, progress=not args.quiet)
+    table = audit_table(df)
+    out = Path(args.out)
+    table.to_csv(out / "audit.csv")
+    found = list(counterexamples(df))
+    with (out / "counterexamples.csv").open("w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=["engine", "item", "text", "message", "pointer"])
+        w.writeheader()
+        w.writerows(found)
+    print(f"records in {out / 'audit.jsonl'}; per engine in audit.csv, counterexamples in counterexamples.csv\n")
+    print(table.to_string(float_format=lambda v: f"{v:.1f}"))
+    if found:
+        print("\nshortest counterexample per loosened item (first 20):")
+        for c in found[:20]:
+            text = c["text"] if len(c["text"]) <= 80 else c["text"][:77] + "..."
+            print(f"  {c['engine']} {c['item']}: {text!r}: {c['message'][:120]}"
+                  + (f" (at {c['pointer']})" if c["pointer"] else ""))
+    return 0
 
 
 def _cmd_schema_coverage(args: argparse.Namespace) -> int:
@@ -533,6 +563,22 @@ def _parser() -> argparse.ArgumentParser:
                    help="native: the engine reads a format it declares itself; grammar: masklab's reading (default: native)")
     grammar_args(m)
     m.set_defaults(func=_cmd_mask)
+
+    a = sub.add_parser("audit", help="is each engine's language inside the schema? random walks through its masks, "
+                                    "every output validated with jsonschema")
+    a.add_argument("--engines", required=True, help="comma-separated engine names")
+    a.add_argument("--data", default=None, help="a MaskBench file or folder (default: the embedded datasets)")
+    a.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
+    a.add_argument("--samples", type=_positive_int, default=DEFAULT_SAMPLES,
+                   help=f"random walks per engine and schema (default {DEFAULT_SAMPLES})")
+    a.add_argument("--max-tokens", type=_positive_int, default=DEFAULT_MAX_TOKENS,
+                   help=f"a walk's length budget (default {DEFAULT_MAX_TOKENS})")
+    a.add_argument("--seed", type=int, default=0, help="the walks' seed (default 0)")
+    a.add_argument("--limit", type=_positive_int, default=None, help="only the first N schemas (after --item-seed)")
+    a.add_argument("--item-seed", type=int, default=None, help="shuffle the schemas with this seed before --limit")
+    a.add_argument("--out", default="results/audit", help="run folder; an existing one resumes (default: results/audit)")
+    a.add_argument("--quiet", action="store_true", help="no progress bar")
+    a.set_defaults(func=_cmd_audit)
 
     c = sub.add_parser("schema-coverage", help="JSON Schema compiler coverage on a MaskBench-format dataset")
     c.add_argument("--data", required=True, help="a MaskBench file or folder")

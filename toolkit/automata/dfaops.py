@@ -21,12 +21,12 @@ import numpy as np
 
 from toolkit.automata import _dfabuild
 from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA, freeze, minimize
-from toolkit.automata.jsontext import json_literals_dfa, literal_value
+from toolkit.automata.jsontext import json_literal_dfa, json_literals_dfa, literal_value
 from toolkit.automata.regex import compile_regex, literal_words
 from toolkit.core.errors import LimitExceeded
 from toolkit.core.memo import memo
 
-__all__ = ["intersect", "union", "difference", "disjoint", "minus_words", "compile_boolean", "dfa_regex"]
+__all__ = ["intersect", "union", "difference", "disjoint", "minus_words", "compile_boolean", "json_keys_dfa", "dfa_regex"]
 
 _OPS = ("and", "or", "diff")
 
@@ -110,6 +110,21 @@ def _words(patterns: tuple[str, ...]) -> list[bytes] | None:
     return sorted(out)
 
 
+def json_keys_dfa(values: list[str], max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+    """The minimal DFA of every JSON text of one of ``values`` (non-empty):
+    :func:`~toolkit.automata.jsontext.json_literals_dfa`, or where a value holds a
+    surrogate code point the union of each value's
+    :func:`~toolkit.automata.jsontext.json_literal_dfa`, joined pairwise."""
+    made = json_literals_dfa(values, max_states)
+    if made is not None:
+        return made
+    dfas = [json_literal_dfa(v, max_states) for v in values]
+    while len(dfas) > 1:
+        dfas = [union(dfas[i], dfas[i + 1], max_states=max_states) if i + 1 < len(dfas) else dfas[i]
+                for i in range(0, len(dfas), 2)]
+    return dfas[0]
+
+
 @memo(maxsize=2048)
 def compile_boolean(
     regex: str, also: tuple[str, ...] = (), excluding: tuple[str, ...] = (), *, max_states: int = DEFAULT_MAX_STATES
@@ -129,7 +144,7 @@ def compile_boolean(
         values = [literal_value(r) for r in excluding]
         known = [v for v in values if v is not None]
         rest = [r for r, v in zip(excluding, values, strict=True) if v is None]
-        ex = json_literals_dfa(known, max_states) if known else None
+        ex = json_keys_dfa(known, max_states) if known else None
         if rest:
             other = compile_regex(rest[0] if len(rest) == 1 else "|".join(f"(?:{r})" for r in rest),
                                   max_states=max_states)

@@ -705,20 +705,15 @@ def json_string_literal(value: str) -> str:
     return regex
 
 
-def json_literals_dfa(values: Sequence[str], max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+def json_literals_dfa(values: Sequence[str], max_states: int = DEFAULT_MAX_STATES) -> ByteDFA | None:
     """The minimal DFA of the union of :func:`json_string_literal` of each of ``values``
     (non-empty), written down directly in C (:func:`toolkit.automata._dfabuild.json_literals`:
-    the values' trie, the texts of sibling characters merged), or, when a value holds a
-    surrogate code point, as the union of each value's :func:`json_literal_dfa`."""
+    the values' trie, the texts of sibling characters merged), or None when a value
+    holds a surrogate code point (:func:`toolkit.automata.dfaops.json_keys_dfa` then
+    joins each value's :func:`json_literal_dfa`)."""
     built = _dfabuild.json_literals(list(values), max_states)
     if built is None:
-        from toolkit.automata.dfaops import union  # (dfaops reads this module)
-
-        dfas = [json_literal_dfa(v, max_states) for v in values]
-        while len(dfas) > 1:
-            dfas = [union(dfas[i], dfas[i + 1], max_states=max_states) if i + 1 < len(dfas) else dfas[i]
-                    for i in range(0, len(dfas), 2)]
-        return dfas[0]
+        return None
     table, acc, column = built
     return freeze(table, acc, 1, None, column)
 
