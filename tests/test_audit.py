@@ -137,3 +137,25 @@ def test_audit_runs_resume_and_the_cli_prints_the_table(tmp_path: Path, capsys) 
     (tmp_path / "nothing").mkdir()
     with pytest.raises(HarnessError, match="no JSON-schema items"):
         run_audit(["llguidance"], tmp_path / "nothing", out=tmp_path / "r2", progress=False)
+
+
+def test_a_schema_its_meta_schema_rejects_is_bad_not_blamed_on_the_engine(tmp_path: Path, tekken) -> None:
+    """A schema no validator can judge by (``"type": 5``) is ``bad_schema`` with the
+    meta-schema's message and where, before any engine call."""
+    item = load_item(_item(tmp_path, "bad", {"type": "object", "properties": {"n": {"type": 5}}}))
+    rec = audit_item(get_engine("llguidance", tekken), tekken, item, samples=2)
+    assert rec["status"] == "bad_schema" and "/properties/n/type" in rec["detail"] and "not a JSON schema" in rec[
+        "detail"]
+    assert audit_table([rec]).loc["llguidance", "bad_schema"] == 1
+
+
+def test_an_item_past_its_time_limit_is_a_timeout_and_the_run_goes_on(tmp_path: Path, tekken) -> None:
+    """An engine whose compile takes 1.5 s, audited with a 0.5 s limit: ``timeout``,
+    recorded with the limit; bad limits and counts are refused before anything runs."""
+    pytest.importorskip("llguidance", reason="FaultyEngine is peer:llguidance (install .[peers])")
+    item = load_item(_item(tmp_path, "slow", dict(SCHEMA, description="masklab-test: slow")))
+    rec = audit_item(FaultyEngine(tekken), tekken, item, samples=2, timeout=0.5)
+    assert rec["status"] == "timeout" and "0.5 s" in rec["detail"] and rec["wall_s"] < 1.4
+    for bad in ({"limit": 0}, {"timeout": 0}, {"samples": 0}, {"max_tokens": 0}):
+        with pytest.raises(HarnessError, match=next(iter(bad))):
+            run_audit(["llguidance"], tmp_path, out=tmp_path / "r", progress=False, **bad)

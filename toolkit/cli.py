@@ -211,7 +211,8 @@ def _cmd_accepts(args: argparse.Namespace) -> int:
 def _cmd_audit(args: argparse.Namespace) -> int:
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     df = run_audit(engines, args.data, vocab=args.vocab, out=args.out, samples=args.samples, seed=args.seed,
-                   max_tokens=args.max_tokens, limit=args.limit, item_seed=args.item_seed, progress=not args.quiet)
+                   max_tokens=args.max_tokens, limit=args.limit, item_seed=args.item_seed, timeout=args.timeout,
+                   progress=not args.quiet)
     table = audit_table(df)
     out = Path(args.out)
     table.to_csv(out / "audit.csv")
@@ -576,6 +577,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--seed", type=int, default=0, help="the walks' seed (default 0)")
     a.add_argument("--limit", type=_positive_int, default=None, help="only the first N schemas (after --item-seed)")
     a.add_argument("--item-seed", type=int, default=None, help="shuffle the schemas with this seed before --limit")
+    a.add_argument("--timeout", type=float, default=120.0,
+                   help="seconds per engine and schema: compile, walks and invalid instances (default 120)")
     a.add_argument("--out", default="results/audit", help="run folder; an existing one resumes (default: results/audit)")
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=_cmd_audit)

@@ -22,7 +22,11 @@ A record per (engine, item) (:func:`audit_item`) says ``status``:
 * ``loosened``: at least one, with the shortest outputs the schema rejects (text,
   the validator's message and JSON pointer) and the invalid instances accepted;
 * ``compile_error``: the engine refused the item (a :class:`MasklabError`);
-* ``crash``: an engine call raised anything else (the detail names it).
+* ``crash``: an engine call raised anything else (the detail names it);
+* ``timeout``: the item ran past ``timeout`` seconds (:func:`~toolkit.core.errors.time_limit`:
+  a peer's native call that never returns still hangs the in-process audit);
+* ``bad_schema``: the schema is not one by its draft's meta-schema (the detail is the
+  ``jsonschema`` message and where): no validator can judge the engine on it.
 
 It also counts the walks that finished, ran out of budget, or met a mask that allows
 nothing, and the finished outputs it could not judge (``undecided``: a number whose
@@ -58,16 +62,18 @@ from toolkit.bench.harness import (
     spec_for,
 )
 from toolkit.core import bitmask as bm
-from toolkit.core.errors import HarnessError, MasklabError
+from toolkit.core.errors import HarnessError, MasklabError, TimeLimitExceeded, time_limit
 from toolkit.core.vocab import load_vocab
 
 __all__ = ["Sampler", "schema_validator", "audit_item", "run_audit", "audit_table", "counterexamples", "AUDIT_STATUSES",
-           "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS"]
+           "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS", "DEFAULT_TIMEOUT", "UNDECIDED"]
 
-AUDIT_STATUSES = ("sound", "loosened", "compile_error", "crash")
+AUDIT_STATUSES = ("sound", "loosened", "compile_error", "crash", "timeout", "bad_schema")
 """The statuses of an audit record, in table order."""
 DEFAULT_SAMPLES = 32
 DEFAULT_MAX_TOKENS = 400
+DEFAULT_TIMEOUT = 120.0
+"""Seconds an (engine, item) audit may take: compile, walks and invalid instances."""
 #: counterexamples kept per record, shortest first
 KEEP_COUNTEREXAMPLES = 3
 #: bytes that close a JSON value or string: the sampler's pull favours tokens holding one
@@ -76,10 +82,16 @@ CLOSING = b'}]"'
 
 def schema_validator(schema: Any) -> Any:
     """A ``jsonschema`` validator of ``schema`` for its own draft (``$schema``, else the
-    latest), with format checks on."""
+    latest), with format checks on; :class:`ValueError` (the meta-schema's message and
+    the JSON pointer) for a schema its draft's meta-schema rejects."""
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        where = "/" + "/".join(str(p) for p in e.absolute_path) if e.absolute_path else "/"
+        raise ValueError(f"not a JSON schema at {where}: {e.message}"[:2000]) from None
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
@@ -206,15 +218,34 @@ def _judge(validator: Any, data: bytes) -> tuple[str, str] | None:
 
 def audit_item(engine: Any, vocab: Any, item: Item, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                max_tokens: int = DEFAULT_MAX_TOKENS, sampler: Sampler | None = None,
-               name: str | None = None) -> dict[str, Any]:
-    """The audit record of ``item`` (a JSON-schema item) on ``engine`` (module doc)."""
+               name: str | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> dict[str, Any]:
+    """The audit record of ``item`` (a JSON-schema item) on ``engine`` (module doc),
+    within ``timeout`` seconds (None: no limit)."""
+    t_start = time.perf_counter()
+    try:
+        with time_limit(timeout, "audit_seconds"):
+            return _audit_item(engine, vocab, item, samples=samples, seed=seed, max_tokens=max_tokens,
+                               sampler=sampler, name=name)
+    except TimeLimitExceeded:
+        return {"engine": engine.name if name is None else name, "item": item.name, "status": "timeout",
+                "detail": f"over the {timeout:g} s limit", "samples": samples, "seed": seed, "finished": 0,
+                "budget": 0, "dead": 0, "rejected": [], "invalid_accepted": [], "mislabelled": [],
+                "wall_s": time.perf_counter() - t_start}
+
+
+def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int, max_tokens: int,
+                sampler: Sampler | None, name: str | None) -> dict[str, Any]:
     if item.kind != "schema":
         raise HarnessError(f"{item.name}: only JSON-schema items can be audited, not {item.kind!r}")
     t_start = time.perf_counter()
     rec: dict[str, Any] = {"engine": engine.name if name is None else name, "item": item.name, "status": "sound",
                            "detail": "", "samples": samples, "seed": seed, "finished": 0, "budget": 0, "dead": 0,
                            "rejected": [], "invalid_accepted": [], "mislabelled": []}
-    validator = schema_validator(item.spec)
+    try:
+        validator = schema_validator(item.spec)
+    except ValueError as e:
+        rec.update(status="bad_schema", detail=str(e), wall_s=time.perf_counter() - t_start)
+        return rec
     sampler = sampler if sampler is not None else Sampler(vocab, max_tokens)
     clear_toolkit_caches()
     call = "compile"
@@ -234,7 +265,8 @@ def audit_item(engine: Any, vocab: Any, item: Item, *, samples: int = DEFAULT_SA
         rec.update(status="crash", detail=engine_failure_detail(rec["engine"], call, e))
         rec["wall_s"] = time.perf_counter() - t_start
         return rec
-    rejected: dict[bytes, tuple[str, str]] = {}
+    outputs: list[bytes] = []
+    accepted: list[tuple[int, str]] = []  # the invalid instances the engine took through EOS
     try:
         for k in range(samples):
             call = "matcher"
@@ -242,14 +274,8 @@ def audit_item(engine: Any, vocab: Any, item: Item, *, samples: int = DEFAULT_SA
             call = "walk"
             tokens, how = sampler.walk(m, random.Random(f"{seed}:{item.name}:{k}"))
             rec[how] += 1
-            if how != "finished":
-                continue
-            data = vocab.decode(tokens)
-            verdict = _judge(validator, data)
-            if verdict is not None and verdict[0] == UNDECIDED:
-                rec["undecided"] = rec.get("undecided", 0) + 1
-            elif verdict is not None:
-                rejected.setdefault(data, verdict)
+            if how == "finished":
+                outputs.append(vocab.decode(tokens))
         for k, case in enumerate(item.cases):
             if case.valid:
                 continue
@@ -261,19 +287,27 @@ def audit_item(engine: Any, vocab: Any, item: Item, *, samples: int = DEFAULT_SA
             except MasklabError:
                 continue
             if m.accept_tokens(tokens) == len(tokens):
-                verdict = _judge(validator, case.text.encode("utf-8"))
-                entry = {"case": k, "text": case.text[:2000]}
-                if verdict is not None and verdict[0] == UNDECIDED:
-                    continue
-                if verdict is None:
-                    rec["mislabelled"].append(entry)  # jsonschema accepts it: the dataset's label is wrong
-                else:
-                    entry.update(message=verdict[0], pointer=verdict[1])
-                    rec["invalid_accepted"].append(entry)
+                accepted.append((k, case.text))
     except MasklabError as e:  # a refusal mid-walk: the engine broke its own mask
         rec.update(status="crash", detail=f"{rec['engine']}.{call}: {type(e).__name__}: {e}"[:2000])
     except Exception as e:  # noqa: BLE001 - the engine's bug, recorded
         rec.update(status="crash", detail=engine_failure_detail(rec["engine"], call, e))
+    # the judge, outside the engine's calls: an exception here is the audit's own
+    rejected: dict[bytes, tuple[str, str]] = {}
+    for data in outputs:
+        verdict = _judge(validator, data)
+        if verdict is not None and verdict[0] == UNDECIDED:
+            rec["undecided"] = rec.get("undecided", 0) + 1
+        elif verdict is not None:
+            rejected.setdefault(data, verdict)
+    for k, text in accepted:
+        verdict = _judge(validator, text.encode("utf-8"))
+        entry = {"case": k, "text": text[:2000]}
+        if verdict is None:
+            rec["mislabelled"].append(entry)  # jsonschema accepts it: the dataset's label is wrong
+        elif verdict[0] != UNDECIDED:
+            entry.update(message=verdict[0], pointer=verdict[1])
+            rec["invalid_accepted"].append(entry)
     shortest = sorted(rejected.items(), key=lambda kv: (len(kv[0]), kv[0]))[:KEEP_COUNTEREXAMPLES]
     rec["rejected"] = [{"text": d.decode("utf-8", "replace")[:2000], "message": msg, "pointer": ptr}
                        for d, (msg, ptr) in shortest]
@@ -287,7 +321,7 @@ def audit_item(engine: Any, vocab: Any, item: Item, *, samples: int = DEFAULT_SA
 def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: str = "tekken",
               out: str | Path = "results/audit", samples: int = DEFAULT_SAMPLES, seed: int = 0,
               max_tokens: int = DEFAULT_MAX_TOKENS, limit: int | None = None, item_seed: int | None = None,
-              progress: bool = True) -> pd.DataFrame:
+              timeout: float | None = DEFAULT_TIMEOUT, progress: bool = True) -> pd.DataFrame:
     """Audit ``engines`` on the JSON-schema items of ``data`` (default: the embedded
     datasets), one process, records appended to ``OUT/audit.jsonl`` as they finish (a
     folder with records resumes: pairs already audited are not redone); returns every
@@ -297,6 +331,10 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
         raise HarnessError(f"samples must be at least 1, got {samples}")
     if max_tokens < 1:
         raise HarnessError(f"max_tokens must be at least 1, got {max_tokens}")
+    if limit is not None and limit < 1:
+        raise HarnessError(f"limit must be at least 1, got {limit}")
+    if timeout is not None and not timeout > 0:
+        raise HarnessError(f"timeout must be positive, got {timeout}")
     engines = list(dict.fromkeys(engines))
     if not engines:
         raise HarnessError("no engines given")
@@ -322,7 +360,7 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
     with path.open("a", encoding="utf-8") as f:
         for name, item in todo:
             rec = audit_item(built[name], voc, item, samples=samples, seed=seed, max_tokens=max_tokens,
-                             sampler=sampler, name=name)
+                             sampler=sampler, name=name, timeout=timeout)
             f.write(json.dumps(rec, separators=(",", ":")) + "\n")
             f.flush()
             if bar is not None:
@@ -336,7 +374,8 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
 def audit_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFrame:
     """Per engine (index ``engine``): ``items``, one count per :data:`AUDIT_STATUSES`,
     ``loosened %`` (of the items it compiled), the walks ``finished`` / ``budget`` /
-    ``dead``, the ``invalid accepted`` instances and the ``seconds`` the audit took."""
+    ``dead``, the finished outputs left ``undecided``, the ``invalid accepted`` instances
+    and the ``seconds`` the audit took."""
     df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
     rows = []
     for engine, g in df.groupby("engine", sort=False):
@@ -346,7 +385,7 @@ def audit_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFram
         for s in AUDIT_STATUSES:
             row[s] = int(counts.get(s, 0))
         row["loosened %"] = 100.0 * row["loosened"] / compiled if compiled else float("nan")
-        for k in ("finished", "budget", "dead"):
+        for k in ("finished", "budget", "dead", "undecided"):
             row[k] = int(g[k].fillna(0).sum()) if k in g else 0
         row["invalid accepted"] = int(sum(len(v) for v in g.get("invalid_accepted", []) if isinstance(v, list)))
         row["seconds"] = float(g["wall_s"].fillna(0).sum()) if "wall_s" in g else float("nan")
