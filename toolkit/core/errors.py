@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 __all__ = [
     "MasklabError",
@@ -21,6 +22,9 @@ __all__ = [
     "LimitExceeded",
     "TimeLimitExceeded",
     "time_limit",
+    "deadline",
+    "check_deadline",
+    "DEFAULT_COMPILE_TIMEOUT",
     "VocabError",
     "HarnessError",
     "ERROR_CODES",
@@ -223,6 +227,50 @@ def time_limit(seconds: float | None, what: str = "time") -> Iterator[None]:
         signal.signal(signal.SIGALRM, old)
         if outer > 0:  # re-arm the enclosing limit with what is left of it (at least a tick)
             signal.setitimer(signal.ITIMER_REAL, max(outer - (time.perf_counter() - t0), 1e-3))
+
+
+#: Seconds a compile may take before it is refused (the engines' ``compile_timeout``).
+DEFAULT_COMPILE_TIMEOUT = 60.0
+
+#: The active cooperative deadline: (start, end, seconds, option), or None.
+_DEADLINE: ContextVar[tuple[float, float, float, str] | None] = ContextVar("masklab_deadline", default=None)
+
+
+@contextmanager
+def deadline(seconds: float | None, option: str = "compile_timeout") -> Iterator[None]:
+    """A cooperative deadline for the block: code inside calls :func:`check_deadline`
+    at its loop heads, which raises :class:`TimeLimitExceeded` naming ``option`` once
+    ``seconds`` have passed.  Unlike :func:`time_limit` it works in any thread and says
+    where the work stopped.  None or 0: no limit.  Deadlines nest; the earlier end wins."""
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0):
+        raise ValueError(f"{option} must be a non-negative number of seconds (0: no limit), got {seconds!r}")
+    outer = _DEADLINE.get()
+    if not seconds:
+        yield
+        return
+    start = time.perf_counter()
+    end = start + seconds
+    if outer is not None and outer[1] <= end:
+        mine = outer
+    else:
+        mine = (start, end, float(seconds), option)
+    token = _DEADLINE.set(mine)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def check_deadline(where: str = "") -> None:
+    """Raise :class:`TimeLimitExceeded` when the active :func:`deadline` has passed;
+    ``where`` (a JSON pointer, a grammar rule, a phase) goes into the message.  Cheap
+    enough for every loop head of a compiler (a context-variable read and a clock)."""
+    d = _DEADLINE.get()
+    if d is None:
+        return
+    now = time.perf_counter()
+    if now > d[1]:
+        raise TimeLimitExceeded(d[3], round(now - d[0], 3), d[2], f"seconds; stopped at {where}" if where else "seconds")
 
 
 class HarnessError(MasklabError):

@@ -87,7 +87,7 @@ import pandas as pd
 from toolkit.bench.datasets import Item
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import NO_TOKEN, SKIP, default_threads, make_batch
-from toolkit.core.errors import MasklabError, time_limit
+from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT, MasklabError, time_limit
 from toolkit.core.vocab import Vocabulary
 from toolkit.decode.model import CHUNK_ROOM, ChatTemplate, LoadedModel, ModelError
 from toolkit.grammar.inputs import engine_input, is_native
@@ -106,9 +106,6 @@ SPEC_PROMPT = "Reply with only the output, nothing else. It must match this {kin
 
 LOOPS = ("pipelined", "serial")
 """The decode loops :func:`generate` runs (see the module doc)."""
-
-DEFAULT_COMPILE_TIMEOUT = 60.0
-"""Seconds an engine may take to compile one item in :func:`generate`."""
 
 WARM_CHUNK_WIDTH = 16
 """Jump-forward runs warm up chunk steps of 2, 4, ... up to this many tokens (a compiled
