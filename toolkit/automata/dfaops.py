@@ -23,7 +23,7 @@ from toolkit.automata import _dfabuild
 from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA, freeze, minimize
 from toolkit.automata.jsontext import json_literal_dfa, json_literals_dfa, literal_value
 from toolkit.automata.regex import compile_regex, literal_words
-from toolkit.core.errors import LimitExceeded
+from toolkit.core.errors import LimitExceeded, check_deadline
 from toolkit.core.memo import memo
 
 __all__ = ["intersect", "union", "difference", "disjoint", "minus_words", "compile_boolean", "json_keys_dfa", "dfa_regex"]
@@ -120,6 +120,7 @@ def json_keys_dfa(values: list[str], max_states: int = DEFAULT_MAX_STATES) -> By
         return made
     dfas = [json_literal_dfa(v, max_states) for v in values]
     while len(dfas) > 1:
+        check_deadline("joining the automata of JSON string literals")
         dfas = [union(dfas[i], dfas[i + 1], max_states=max_states) if i + 1 < len(dfas) else dfas[i]
                 for i in range(0, len(dfas), 2)]
     return dfas[0]
@@ -240,6 +241,9 @@ def _char_edges(trans: list[list[int]], state: int, memo: dict) -> dict[int, lis
     return edges
 
 
+_TO_REGEX = "writing an automaton as a regex"  # where a compile deadline stops in dfa_regex
+
+
 def dfa_regex(dfa: ByteDFA, max_length: int = 1_000_000) -> str:
     """A regex for a byte DFA's language, by state elimination (Brzozowski and
     McCluskey) over the DFA's character transitions; states with the fewest
@@ -268,6 +272,8 @@ def dfa_regex(dfa: ByteDFA, max_length: int = 1_000_000) -> str:
     pred: dict[int, set[int]] = {dfa.start: {start}, final: set()}
     todo = [dfa.start]
     while todo:
+        if not len(succ) & 255:
+            check_deadline(_TO_REGEX)
         q = todo.pop()
         succ[q] = {}
         for tg, ranges in _char_edges(trans, q, memo).items():
@@ -287,6 +293,7 @@ def dfa_regex(dfa: ByteDFA, max_length: int = 1_000_000) -> str:
     heap = [(cost(v), v) for v in nodes]
     heapq.heapify(heap)
     while heap:
+        check_deadline(_TO_REGEX)
         c, k = heapq.heappop(heap)
         if k not in nodes:
             continue

@@ -19,7 +19,7 @@ from toolkit.automata import _dfabuild
 from toolkit.automata._rxparse import parse
 from toolkit.automata.dfa import ByteDFA, freeze, minimize
 from toolkit.automata.utf8 import complement, ranges_of, utf8_sequences
-from toolkit.core.errors import LimitExceeded, RegexError
+from toolkit.core.errors import LimitExceeded, RegexError, check_deadline
 from toolkit.core.memo import memo
 
 __all__ = ['compile_nfa', 'parse_pattern', 'strip_anchors', 'TOO_DEEP']
@@ -170,6 +170,8 @@ def _dot_template(single_line: bool):
     return _template(complement([] if single_line else [(0x0A, 0x0A)]))
 
 
+_WHERE = "building a regex's automaton"  # where a compile deadline stops in here
+
 # REFlags as plain ints: enum operators cost a microsecond each, per node built
 _MULTILINE, _CASE_INSENSITIVE, _SINGLE_LINE = (REFlags.MULTILINE.value, REFlags.CASE_INSENSITIVE.value,
                                                REFlags.SINGLE_LINE.value)
@@ -184,6 +186,7 @@ def _build(nfa: _NFA, node: object, flags: int) -> _Fragment:
         ci = bool(flags & _CASE_INSENSITIVE)
         return nfa.instantiate(_char_group_template(node.chars, node.negated, ci))
     if isinstance(node, _Concatenation):
+        check_deadline(_WHERE)  # (a compile deadline: once per sequence and alternation, not per character)
         frags = [_build(nfa, p, flags) for p in node.parts]  # all built: errors come out
         if None in frags:
             return None
@@ -200,6 +203,7 @@ def _build(nfa: _NFA, node: object, flags: int) -> _Fragment:
             flags = (flags | node.added_flags.value) & ~node.removed_flags.value
         if len(node.options) == 1:
             return _build(nfa, node.options[0], flags)
+        check_deadline(_WHERE)
         start = nfa.state()
         frags = [f for f in (_build(nfa, o, flags) for o in node.options) if f is not None]
         if not frags:
@@ -246,7 +250,9 @@ def _build_repeat(nfa: _NFA, node: _Repeated, flags: int) -> _Fragment:
     n_copies = (lo or 1) if hi is None else hi
     nfa.reserve((last - first) * (n_copies - 1))
     units = [unit]
-    for _ in range(n_copies - 1):
+    for i in range(n_copies - 1):
+        if not i & 63:
+            check_deadline(_WHERE)
         off = nfa.copy(first, last, ue)
         units.append((us + off, ue + off))
     link = nfa.link

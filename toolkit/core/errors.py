@@ -19,11 +19,13 @@ __all__ = [
     "RegexError",
     "UnsupportedGrammar",
     "UnsupportedSchema",
+    "InvalidSchema",
     "LimitExceeded",
     "TimeLimitExceeded",
     "time_limit",
     "deadline",
     "check_deadline",
+    "deadline_left",
     "DEFAULT_COMPILE_TIMEOUT",
     "VocabError",
     "HarnessError",
@@ -126,6 +128,20 @@ class UnsupportedSchema(MasklabError):
         )
 
 
+class InvalidSchema(UnsupportedSchema):
+    """A JSON Schema keyword whose value the spec does not allow (``maxLength: 2.5``,
+    ``required: "a"``): refused rather than read as something else.  ``keyword`` and
+    ``pointer`` (the keyword's own) locate it, ``value`` is the value found."""
+
+    def __init__(self, keyword: str, pointer: str, reason: str = "", value: object = None):
+        super().__init__(keyword, pointer, reason)
+        self.value = value
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else shown[:77] + "..."
+        Exception.__init__(self, f"invalid value {shown} of keyword {keyword!r} at {pointer or '/'}"
+                                 + (f": {reason}" if reason else ""))
+
+
 class LimitExceeded(MasklabError):
     """A configured limit (states, items, time, memory) was exceeded."""
 
@@ -161,7 +177,7 @@ LIMIT_OPTIONS: dict[int, tuple[str, str]] = {
     -11: ("max_lexer_states", "lexer states (sets of live lexeme states) built for this grammar"),
     -12: ("max_row_items", "Earley items in one row (parser set)"),
     -13: ("max_steps", "parser items plus lexer states built for one mask or token"),
-    -14: ("earley_items_per_chart", "Earley items in one chart; option max_items"),
+    -14: ("max_items", "Earley items in one chart"),
 }
 
 
@@ -271,6 +287,16 @@ def check_deadline(where: str = "") -> None:
     now = time.perf_counter()
     if now > d[1]:
         raise TimeLimitExceeded(d[3], round(now - d[0], 3), d[2], f"seconds; stopped at {where}" if where else "seconds")
+
+
+def deadline_left() -> tuple[float, str] | None:
+    """``(seconds left, option)`` of the active :func:`deadline` (at least 0), None when
+    there is none: for a call that cannot check the deadline itself (a library's loop),
+    to be bounded some other way (:func:`time_limit`)."""
+    d = _DEADLINE.get()
+    if d is None:
+        return None
+    return max(0.0, d[1] - time.perf_counter()), d[3]
 
 
 class HarnessError(MasklabError):

@@ -64,10 +64,33 @@ How the boolean keywords compile exactly:
   null, boolean, short integer ranges, unions of those; at most 4096 sets of them
   reachable): a rule per set of values used so far.  Past that, and where an item
   may take infinitely many values, it is unsupported.
+
+Bounded on any schema, and bad ones refused before any work depends on them:
+
+* nesting is measured first, without recursion (:func:`_check_nesting`): past
+  ``max_depth`` schemas in schemas (or arrays and objects anywhere past twice that and
+  32) a :class:`~toolkit.core.errors.LimitExceeded` names the JSON pointer, so no
+  recursive pass (``json.dumps``, the reference pass, the compile) meets Python's stack
+  limit; the disjointness proofs that prune anyOf products bound their own nesting, and
+  answer "maybe" (the exact side) where a proof meets a schema it is already merging;
+* every keyword value the compiler reads is checked (:meth:`_Compiler._survey`):
+  :class:`~toolkit.core.errors.InvalidSchema` names the keyword, the value and its
+  pointer (``maxLength: 2.5`` is refused, not rounded); a likely misspelled keyword
+  (``requried``) is warned about; ``enum``/``const`` sizes past ``max_enum`` or
+  ``max_enum_bytes`` are refused up front;
+* merges are kept per parts, disjointness per pair (conjunctions by their conjuncts),
+  and the proofs read an *outline* of a conjunction (its anyOf lists side by side, not
+  multiplied out: at least its values, so a proof about it holds), so that a product
+  of anyOf lists costs what it leaves, not what each check of it would multiply;
+* the compile checks the cooperative deadline
+  (:func:`~toolkit.core.errors.check_deadline`, option ``compile_timeout``) at each
+  subschema and in every loop that can run long, and every ``LimitExceeded`` it raises
+  carries the pointer where it fired (``e.pointer``).
 """
 
 from __future__ import annotations
 
+import difflib
 import functools
 import itertools
 import json
@@ -84,7 +107,17 @@ from toolkit.automata import jsontext
 from toolkit.automata.dfaops import compile_boolean, disjoint
 from toolkit.automata.jsontext import NOTHING, json_string, json_string_literal
 from toolkit.automata.regex import compile_regex
-from toolkit.core.errors import GrammarError, LimitExceeded, Unsatisfiable, UnsupportedSchema
+from toolkit.core.errors import (
+    DEFAULT_COMPILE_TIMEOUT,
+    GrammarError,
+    InvalidSchema,
+    LimitExceeded,
+    TimeLimitExceeded,
+    Unsatisfiable,
+    UnsupportedSchema,
+    check_deadline,
+    deadline,
+)
 from toolkit.grammar.embed import register_schema_compiler
 from toolkit.grammar.inputs import InputFormat, format_of, read, register_format
 from toolkit.grammar.ir import Grammar, Terminal
@@ -92,11 +125,15 @@ from toolkit.jsonschema.ecma import ecma_pattern
 from toolkit.jsonschema.formats import json_format
 from toolkit.jsonschema.numbers import decimal_step, multiple_of, number_range
 
-__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "PROPERTY_ORDERS", "ANY_ORDER_MAX", "SPELLINGS", "JsonSchemaText", "schema_text", "schema_value", "grammar_of",
+__all__ = ["from_json_schema", "DEFAULT_MAX_RULES", "DEFAULT_MAX_DEPTH", "DEFAULT_MAX_ENUM", "DEFAULT_MAX_ENUM_BYTES",
+           "PROPERTY_ORDERS", "ANY_ORDER_MAX", "SPELLINGS", "JsonSchemaText", "schema_text", "schema_value", "grammar_of",
            "json_schema_to_regex"]
 
 DEFAULT_MAX_RULES = 50_000
 DEFAULT_MAX_DEPTH = 100  # nested schemas (each a few Python frames deep in the compiler)
+DEFAULT_MAX_ENUM = 10_000  # values one enum may list (each a terminal of the grammar)
+DEFAULT_MAX_ENUM_BYTES = 1_000_000  # bytes of JSON text the enum and const values of a schema may take in all
+_JSON_DEPTH_SLACK = 32  # arrays and objects may nest 2 * max_depth + this deep (values in enum, const, annotations)
 PROPERTY_ORDERS = ("schema", "any")
 """``property_order``: ``"schema"`` writes listed properties in the schema's order (as
 llguidance and xgrammar do), ``"any"`` in any order (see :meth:`_Compiler._any_order`)."""
@@ -151,6 +188,8 @@ def schema_value(spec: Any) -> Any:
         return json.loads(spec.text)
     except json.JSONDecodeError as e:
         raise GrammarError(f"the JSON schema is not JSON: {e.msg}", e.lineno, e.colno) from None
+    except RecursionError:
+        return _loads(spec.text, DEFAULT_MAX_DEPTH)  # (raises the LimitExceeded, with the pointer)
 
 
 def grammar_of(spec: Any, *, whitespace: str, engine: str, spelling: str = "json") -> tuple[Grammar, str]:
@@ -169,6 +208,8 @@ def grammar_of(spec: Any, *, whitespace: str, engine: str, spelling: str = "json
 
 _MAX_BRANCHES = 256  # most alternatives a rewrite (anyOf products, oneOf, not) may make
 _MAX_PAIRS = 16_384  # most pairs of branches an anyOf product looks at (before dropping the empty ones)
+_MAX_FLAT_NESTING = 12  # most merges _flat may nest (each reads disjointness, which flattens others)
+_MAX_PROOF_NESTING = 48  # most _disjoint_pair calls in progress at once, through all those merges
 _MAX_PRODUCT = 4096  # most conjunctions an anyOf product may leave (3532 in MaskBench's o21819: 3.5 s)
 
 NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
@@ -187,6 +228,7 @@ NOT_INTEGERS = "$masklab:not_integers"
 FRACTIONAL = "$masklab:fractional"
 NOT_MULTIPLES = "$masklab:not_multiples"  # steps a number must not be a multiple of
 SOME_ADDITIONAL = "$masklab:some_additional"  # a schema one additional member's value must match  # true: a number with a nonzero fraction, written without exponent
+_ANY_LISTS = "$masklab:any_lists"  # (outline merges only, never compiled) anyOf/oneOf lists a value matches one of each
 _INTERNAL = (ALSO_STRINGS, NOT_STRINGS, NOT_INTEGERS, NOT_MULTIPLES)
 _FRACTION = r"-?(?:0|[1-9][0-9]*)\.[0-9]*[1-9][0-9]*"
 
@@ -242,7 +284,8 @@ def _json_type(value: Any) -> str:
 class _Compiler:
     def __init__(self, root: Any, *, whitespace: str, strict: bool, max_rules: int,
                  max_depth: int = DEFAULT_MAX_DEPTH, property_order: str = "schema",
-                 spelling: str = "json") -> None:
+                 spelling: str = "json", max_enum: int = DEFAULT_MAX_ENUM,
+                 max_enum_bytes: int = DEFAULT_MAX_ENUM_BYTES) -> None:
         if spelling not in SPELLINGS:
             raise ValueError(f"spelling must be one of {', '.join(map(repr, SPELLINGS))}, not {spelling!r}")
         self.spelling = spelling
@@ -259,7 +302,10 @@ class _Compiler:
         self.whitespace = whitespace
         self.max_rules = max_rules
         self.max_depth = max_depth
+        self.max_enum = max_enum
+        self.max_enum_bytes = max_enum_bytes
         self._depth = 0
+        self._at = ""  # the pointer of the schema being compiled (where a limit fired)
         self.rules: dict[str, list[tuple[str, ...]]] = {}
         self.terminals: dict[str, Terminal] = {}
         self._term_by_regex: dict[object, str] = {}
@@ -270,8 +316,14 @@ class _Compiler:
         # unsatisfiable schema
         self._tighter: list[tuple[str, str]] = []
         self._any: str | None = None
-        self._flat_memo: dict[int, tuple[Any, Any]] = {}  # id(node): (node, merged)
-        self._disjoint_memo: dict[tuple[int, int, int], tuple[Any, Any, bool]] = {}
+        self._flat_memo: dict[tuple[int, ...], tuple[Any, Any]] = {}  # (outline, *_key(node)): (node, merged or error)
+        self._flattening: set[tuple[int, ...]] = set()  # the keys _flat is merging now
+        self._keys: dict[int, tuple[Any, tuple[int, ...]]] = {}  # id(conjunction): (it, _key of it)
+        self._proving = 0  # _disjoint_pair calls in progress
+        self._types_memo: dict[int, tuple[dict, frozenset[str]]] = {}  # id(flat schema): (it, its types)
+        self._merge_memo: dict[tuple, tuple[list, dict]] = {}  # (outline, *ids of the parts): (the parts, merged)
+        # (_key(a), _key(b)) sorted: (disjoint, the depth it was decided at, a, b)
+        self._disjoint_memo: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[bool, int, Any, Any]] = {}
         self._judge: Any = None  # the validator of enum values (see _valid)
         self.punct = {c: self._literal(name, c) for name, c in (
             ("LBRACE", "{"), ("RBRACE", "}"), ("LSQB", "["), ("RSQB", "]"), ("COMMA", ","), ("COLON", ":"),
@@ -316,7 +368,8 @@ class _Compiler:
 
     def new_rule(self, hint: str) -> str:
         if len(self.rules) >= self.max_rules:
-            raise LimitExceeded("max_rules", len(self.rules) + 1, self.max_rules)
+            raise _located(LimitExceeded("max_rules", len(self.rules) + 1, self.max_rules, "rules in the grammar"),
+                           self._at)
         base = _rule_base(hint)
         # "start" is the grammar's start symbol alone; a property called "start" gets a number.
         name = "start" if hint == "" and "start" not in self.rules else f"{base}_{len(self.rules)}"
@@ -369,21 +422,32 @@ class _Compiler:
             return self._memo[key]
         if not isinstance(node, dict):
             raise UnsupportedSchema("schema", pointer, f"a schema must be an object or a boolean, not {type(node).__name__}")
+        _tick(pointer)
         # Memo by content: references are root-relative, so equal content is an equal
         # language, and recursion through merged subschemas reaches a fixed point.
         key = json.dumps(node, default=repr)
         if key in self._memo:
             return self._memo[key]
+        outer, self._at = self._at, pointer
         name = self.new_rule("" if pointer == "" else pointer.rsplit("/", 1)[-1] or "r")
         self._memo[key] = name
         self._where[name] = (node, pointer)
         self._depth += 1
-        if self._depth > self.max_depth:
-            raise LimitExceeded("max_depth", self._depth, self.max_depth, f"schemas nested at {pointer or '/'}")
         try:
+            if self._depth > self.max_depth:
+                raise _located(LimitExceeded("max_depth", self._depth, self.max_depth, "schemas nested"), pointer)
             self.rules[name] = self.alternatives(node, pointer)
+        except RecursionError:
+            # (a backstop: the nesting checks before the compile keep the default
+            # limits far from Python's stack; a larger max_depth may not be)
+            raise _located(LimitExceeded("max_depth", self._depth, self.max_depth,
+                                         f"Python's stack ran out {self._depth} schemas deep"), pointer) from None
+        except LimitExceeded as e:
+            _located(e, pointer)
+            raise
         finally:
             self._depth -= 1
+            self._at = outer
         return name
 
     def alternatives(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
@@ -407,8 +471,7 @@ class _Compiler:
             for kw, sub in (("if", cond), ("then", then), ("else", other)):
                 _check_schemas([sub], kw, f"{pointer}/{kw}", single=True)
             # (if and then) or (not if and else)
-            node = self.merge([node, {"anyOf": [{"allOf": [cond, then]}, {"allOf": [{"not": cond}, other]}]}],
-                              pointer)
+            node = self.merge([node, self._either(cond, then, other, pointer)], pointer)
             return self.alternatives(node, pointer)
         node.pop("then", None)  # without "if", then/else have no effect
         node.pop("else", None)
@@ -469,6 +532,7 @@ class _Compiler:
         """
         if depth > 16:
             raise UnsupportedSchema("not", pointer, "negations nest too deeply")
+        _tick(pointer)
         if node is True:
             return False
         if node is False:
@@ -511,9 +575,7 @@ class _Compiler:
     def _violations(self, k: str, v: Any, node: dict, pointer: str, depth: int) -> list[Any]:
         """The values that keyword ``k: v`` (of ``node``) rejects, as schemas."""
         def count(x: Any) -> int:
-            if not _numbers(x) or x < 0:
-                raise UnsupportedSchema(k, pointer, f"{k} must be a non-negative number")
-            return math.ceil(x) if k.startswith("min") else math.floor(x)
+            return _count_of(k, x, pointer)
 
         if k in ("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"):
             n = count(v)
@@ -625,6 +687,7 @@ class _Compiler:
         (:meth:`_not_arrays`, :meth:`_not_objects`), up to :data:`_MAX_VALUE_NODES`
         nodes in the listed ones; past that the complement is unsupported."""
         self._tighter.append(("not", ""))
+        _tick(pointer)
         strings = [x for x in values if isinstance(x, str)]
         ints = [x for x in values if _json_type(x) == "integer"]
         out: list[Any] = [
@@ -741,12 +804,39 @@ class _Compiler:
 
     # ------------------------------------------------------------- merge --
 
-    def merge(self, parts: list[Any], pointer: str, depth: int = 0) -> dict:
-        """allOf: one schema accepting exactly what every part accepts, or UnsupportedSchema."""
+    def merge(self, parts: list[Any], pointer: str, depth: int = 0, *, outline: bool = False) -> dict:
+        """allOf: one schema accepting exactly what every part accepts, or UnsupportedSchema.
+
+        Kept per parts (their identities, less those with only annotations, which add
+        nothing): a definition that many properties reference, each with its own
+        ``description`` beside the ``$ref``, is merged once.  (A new dict each call:
+        callers may change it.)
+
+        ``outline=True``: a schema accepting *at least* what every part accepts, for
+        reading only (:meth:`_disjoint_pair`, :meth:`_finite_values`: a proof of "no
+        value" or "only these values" about it holds for the parts), in time linear in
+        the parts: the anyOf and oneOf lists are kept side by side under
+        :data:`_ANY_LISTS` instead of multiplied out, and what would need more
+        (if/then/else, two keywords that do not merge) is left out."""
+        relevant = [p for p in parts if not isinstance(p, dict) or not _annotations_only(p)]
+        key = (outline, *map(id, relevant))
+        hit = self._merge_memo.get(key)
+        if hit is not None:
+            return dict(hit[1])
+        out = self._merge(parts, pointer, depth, outline)
+        self._merge_memo[key] = (relevant, out)
+        return dict(out)
+
+    def _merge(self, parts: list[Any], pointer: str, depth: int, outline: bool) -> dict:
+        """:meth:`merge`, not kept."""
         if depth > 32:
             raise UnsupportedSchema("allOf", pointer, "references nest too deeply to merge")
         flat: list[dict] = []
+        lists: list[list] = []  # (outline) the anyOf and oneOf lists of the parts
         for i, part in enumerate(parts):
+            _tick(pointer or self._at)
+            if isinstance(part, dict) and _annotations_only(part):
+                continue
             if part is True:
                 continue
             if part is False:
@@ -758,12 +848,20 @@ class _Compiler:
                 target, _ = self.resolve(part.pop("$ref"), f"{pointer}/{i}/$ref")
                 if self._ref_alone:  # drafts 3 to 7: the keywords beside a $ref are ignored
                     part = {k: v for k, v in part.items() if k not in _VALIDATION}
-                part = self.merge([target, part], f"{pointer}/{i}", depth + 1)
+                part = self.merge([target, part], f"{pointer}/{i}", depth + 1, outline=outline)
             if "allOf" in part:
                 inner = part.pop("allOf")
                 if not isinstance(inner, list):
                     raise UnsupportedSchema("allOf", f"{pointer}/{i}/allOf", "allOf must be a list")
-                part = self.merge(inner + [part], f"{pointer}/{i}/allOf", depth + 1)
+                part = self.merge(inner + [part], f"{pointer}/{i}/allOf", depth + 1, outline=outline)
+            if outline:
+                lists.extend(part.pop(_ANY_LISTS, []))
+                for kw in ("anyOf", "oneOf"):
+                    branches = part.pop(kw, None)
+                    if isinstance(branches, list) and branches:
+                        lists.append(branches)
+                for kw in ("if", "then", "else"):
+                    part.pop(kw, None)
             flat.append(part)
         if len(flat) > 1 and any(k in p for p in flat for k in ("if", "then", "else")):
             # if/then/else speak only to each other in one schema object: each part's
@@ -781,10 +879,13 @@ class _Compiler:
                         return {"not": {}}
                     flat[i] = {**part, "anyOf": kept}
         out: dict[str, Any] = {}
+        dropped: set[str] = set()  # (outline) keywords left out
         for i, part in enumerate(flat):
             for k, v in part.items():
                 if k not in _VALIDATION:
                     out.setdefault(k, v)
+                elif k in dropped:
+                    continue
                 elif k not in out:
                     out[k] = list(v) if k in _INTERNAL else v
                 elif k == "pattern" and out[k] != v:
@@ -798,6 +899,17 @@ class _Compiler:
                         out[k] = self._merge_keyword(k, out[k], v, f"{pointer}/{i}/{k}")
                     except _NoValue:
                         return {"not": {}}
+                    except UnsupportedSchema:
+                        if not outline:
+                            raise
+                        # (outline: without the keyword, and those that read it, the
+                        # schema says less, never more; properties say what they say alone)
+                        group = next((g for g in _OUTLINE_GROUPS if k in g), (k,))
+                        dropped.update(group)
+                        for x in group:
+                            out.pop(x, None)
+        if lists:
+            out[_ANY_LISTS] = lists
         # items speaks of the positions after its own part's prefix: with prefixes in
         # several parts (or a prefix in one and items in another), each position gets
         # every part's schema for it
@@ -813,7 +925,7 @@ class _Compiler:
         restrictive = [(i, p) for i, p in enumerate(flat) if p.get("additionalProperties", True) is not True]
         same_patterns = all(x == pats[0] for x in pats)
         for i, part in restrictive:
-            if pats and (not same_patterns or part.get("patternProperties") != pats[0]):
+            if pats and (not same_patterns or part.get("patternProperties") != pats[0]) and not outline:
                 raise UnsupportedSchema("allOf", f"{pointer}/{i}/additionalProperties",
                                         "additionalProperties next to patternProperties of another subschema")
         if restrictive and isinstance(out.get("properties", {}), dict):
@@ -837,8 +949,19 @@ class _Compiler:
         cond, then, other = part.pop("if"), part.pop("then", True), part.pop("else", True)
         for kw, sub in (("if", cond), ("then", then), ("else", other)):
             _check_schemas([sub], kw, f"{pointer}/{kw}", single=True)
-        either = {"anyOf": [{"allOf": [cond, then]}, {"allOf": [{"not": cond}, other]}]}
-        return self.merge([part, either], pointer, depth + 1)
+        return self.merge([part, self._either(cond, then, other, pointer)], pointer, depth + 1)
+
+    def _either(self, cond: Any, then: Any, other: Any, pointer: str) -> dict:
+        """``if``/``then``/``else`` as ``(if and then) or (not if and else)``, the
+        complement of ``if`` written out (:meth:`negate`) where it can be, so that the
+        anyOf products and :meth:`_disjoint_pair` see what it rules out (``not`` is
+        opaque to them); where it cannot, ``{"not": if}``, negated (or refused) where
+        it is compiled, as before."""
+        try:
+            neg = self.negate(cond, f"{pointer}/if")
+        except UnsupportedSchema:
+            neg = {"not": cond}
+        return {"anyOf": [{"allOf": [cond, then]}, {"allOf": [neg, other]}]}
 
     def _merge_keyword(self, k: str, a: Any, b: Any, pointer: str) -> Any:
         if _json_same(a, b):  # (Python's == takes True for 1 and [1] for [True])
@@ -891,6 +1014,7 @@ class _Compiler:
         ``properties``).  The conjunction with ``others`` is the same."""
         out = []
         for b in branches:
+            _tick(self._at)
             if any(self._disjoint_pair(b, o) for o in others):
                 continue
             if isinstance(b, dict) and isinstance(b.get(SOME_ADDITIONAL), dict):
@@ -957,6 +1081,7 @@ class _Compiler:
         combos: dict[frozenset, list] = {}
         keyed = {id(x): (x, {json.dumps(c, default=repr): c for c in _conjuncts(x) if c is not True}) for x in (*a, *b)}
         for x in a:
+            _tick(pointer)
             for y in b:
                 parts = {**keyed[id(x)][1], **keyed[id(y)][1]}
                 key = frozenset(parts)
@@ -987,6 +1112,7 @@ class _Compiler:
             return branches
         extra: dict[int, list] = {i: [] for i in range(n)}
         for (i, j) in sorted(overlaps):
+            _tick(f"{pointer}/oneOf/{i}")
             try:
                 bi, bj = self._flat(branches[i]), self._flat(branches[j])
                 flat = isinstance(bi, dict) and isinstance(bj, dict)
@@ -1021,35 +1147,84 @@ class _Compiler:
         """True when no JSON value can match two of the (merged) oneOf branches."""
         return all(self._disjoint_pair(a, b) for i, a in enumerate(branches) for b in branches[i + 1:])
 
-    def _flat(self, node: Any) -> Any:
+    def _key(self, node: Any) -> tuple[int, ...]:
+        """Who ``node`` is to the memos of :meth:`_flat` and :meth:`_disjoint_pair`: a
+        bare conjunction ``{"allOf": [...]}`` (what anyOf products and merged
+        ``properties`` write, a new object each time for the same conjuncts) by the
+        identities of its conjuncts, anything else by its own identity.  (The memos
+        hold the objects, so no identity is reused while they are kept.)"""
+        if isinstance(node, dict) and len(node) == 1 and isinstance(node.get("allOf"), list):
+            hit = self._keys.get(id(node))
+            if hit is None:  # (kept with the node, so that its id stays its own)
+                hit = self._keys[id(node)] = (node, tuple(id(c) for c in _conjuncts(node)))
+            return hit[1]
+        return (id(node),)
+
+    def _flat(self, node: Any, outline: bool = False, key: tuple[int, ...] | None = None) -> Any:
         """``node`` merged (its ``$ref`` and ``allOf`` resolved), for reading only:
-        kept per node object (the memo holds the node, so its id stays its own)."""
+        kept per node (:meth:`_key`), a merge that is unsupported too.  ``outline``:
+        merged with :meth:`merge`'s ``outline`` (at least the node's values, cheap).
+        ``key``: the node's :meth:`_key`, where the caller has it.
+
+        A merge reads disjointness (:meth:`_in_context`), which flattens other nodes:
+        a node met again while it is being flattened (recursion through references),
+        or flattening nested :data:`_MAX_FLAT_NESTING` deep, is :class:`_Undecided`,
+        which the readers take as "maybe" (never a proof: see :meth:`_disjoint_pair`)."""
         if not isinstance(node, dict):
             return node
-        hit = self._flat_memo.get(id(node))
+        key = (outline, *(self._key(node) if key is None else key))
+        hit = self._flat_memo.get(key)
         if hit is not None:
+            if isinstance(hit[1], UnsupportedSchema):
+                raise hit[1]
             return hit[1]
+        if key in self._flattening or len(self._flattening) >= _MAX_FLAT_NESTING:
+            raise _Undecided("allOf", "", "met again while merging it (recursion), or merges nested too deeply")
         if "$ref" in node or "allOf" in node:
-            flat = self.merge([node], "")
+            self._flattening.add(key)
+            try:
+                flat: Any = self.merge([node], "", outline=outline)
+            except _Undecided:
+                raise
+            except UnsupportedSchema as e:
+                self._flat_memo[key] = (node, e)
+                raise
+            finally:
+                self._flattening.discard(key)
         else:
             flat = _draft4_bounds(dict(node))
-        self._flat_memo[id(node)] = (node, flat)
+        self._flat_memo[key] = (node, flat)
         return flat
 
     def _disjoint_pair(self, a: Any, b: Any, depth: int = 0) -> bool:
         """True when provably no value matches both ``a`` and ``b`` (False: maybe).
-        Kept per pair of schema objects (anyOf products ask the same pairs again)."""
+
+        Only True is ever used as a fact (a branch or conjunction dropped as empty,
+        oneOf branches taken as exclusive), so every cut here (the depth, a node met
+        again while merging it: :class:`_Undecided`) answers False: exact, never
+        looser.  Kept per pair of nodes (:meth:`_key`; anyOf products ask the same
+        pairs again), with the depth it was decided at: a proof holds at any depth, a
+        "maybe" only where no more depth is left than it had."""
         if depth > 8:
             return False
-        key = (id(a), id(b), depth)
+        ka, kb = self._key(a), self._key(b)
+        key = (ka, kb) if ka <= kb else (kb, ka)
         hit = self._disjoint_memo.get(key)
-        if hit is None:
-            hit = self._disjoint_memo[key] = (a, b, self._disjoint_pair_uncached(a, b, depth))
-        return hit[2]
-
-    def _disjoint_pair_uncached(self, a: Any, b: Any, depth: int) -> bool:
+        if hit is not None and (hit[0] or hit[1] <= depth):
+            return hit[0]
+        if self._proving >= _MAX_PROOF_NESTING:  # (depth restarts in each merge _flat makes: this bounds the stack)
+            return False
+        self._proving += 1
         try:
-            a, b = self._flat(a), self._flat(b)
+            result = self._disjoint_pair_uncached(a, b, depth, ka, kb)
+        finally:
+            self._proving -= 1
+        self._disjoint_memo[key] = (result, depth, a, b)
+        return result
+
+    def _disjoint_pair_uncached(self, a: Any, b: Any, depth: int, ka: tuple[int, ...], kb: tuple[int, ...]) -> bool:
+        try:
+            a, b = self._flat(a, True, ka), self._flat(b, True, kb)
         except UnsupportedSchema:
             return False
         if a is False or b is False:
@@ -1059,6 +1234,12 @@ class _Compiler:
         for x in (a, b):
             if x.get("not") == {} or x.get("not") is True:
                 return True
+        try:
+            ta, tb = self._read_types(a), self._read_types(b)
+        except UnsupportedSchema:
+            return False
+        if not ta & tb:  # (the cheapest proof first)
+            return True
         for x, y in ((a, b), (b, a)):
             if "enum" in x or "const" in x:
                 values = x["enum"] if "enum" in x else [x["const"]]
@@ -1069,17 +1250,22 @@ class _Compiler:
                 except UnsupportedSchema:
                     return False
         for x, y in ((a, b), (b, a)):
-            for kw in ("oneOf", "anyOf"):
-                if isinstance(x.get(kw), list) and x[kw] and all(self._disjoint_pair(br, y, depth + 1) for br in x[kw]):
+            for branches in _branch_lists(x):
+                _tick(self._at)
+                if all(self._disjoint_pair(br, y, depth + 1) for br in branches):
                     return True
-        try:
-            ta, tb = set(self._types(a, "")), set(self._types(b, ""))
-        except UnsupportedSchema:
-            return False
-        for ts in (ta, tb):
-            if "number" in ts:
-                ts.add("integer")
         return all(self._disjoint_in_type(t, a, b, depth) for t in ta & tb)
+
+    def _read_types(self, flat: dict) -> frozenset[str]:
+        """The types a flat (or outline) schema allows, integer with number; kept per
+        flat schema (they are kept by :meth:`_flat`, so their ids stay their own)."""
+        hit = self._types_memo.get(id(flat))
+        if hit is None:
+            types = set(self._types(flat, ""))
+            if "number" in types:
+                types.add("integer")
+            hit = self._types_memo[id(flat)] = (flat, frozenset(types))
+        return hit[1]
 
     def _disjoint_in_type(self, t: str, a: dict, b: dict, depth: int) -> bool:
         if t == "object":
@@ -1113,6 +1299,8 @@ class _Compiler:
                 da = compile_boolean(*self.string_spec(a, ""))
                 db = compile_boolean(*self.string_spec(b, ""))
                 return disjoint(da, db)
+            except TimeLimitExceeded:
+                raise
             except (UnsupportedSchema, LimitExceeded):
                 return False
         return False
@@ -1135,7 +1323,9 @@ class _Compiler:
             values = [v for v in values if self._valid(v, rest, pointer)]
         alts = []
         seen = set()
-        for v in values:
+        for i, v in enumerate(values):
+            if not i & 255:
+                _tick(pointer)
             key = json.dumps(v, sort_keys=True)
             if key in seen:
                 continue
@@ -1158,6 +1348,8 @@ class _Compiler:
             if self._judge is None:
                 self._judge = _judge(self.root if isinstance(self.root, dict) else {})
             return self._judge.evolve(schema=schema).is_valid(value)
+        except TimeLimitExceeded:
+            raise
         except Exception as e:  # noqa: BLE001 - an unresolvable ref among enum siblings
             raise UnsupportedSchema("enum", pointer, f"cannot check enum values against sibling keywords ({e})") from e
 
@@ -1254,6 +1446,8 @@ class _Compiler:
         name = self.term(regex, "STRING", also, excluding)
         try:
             self.terminals[name].dfa()
+        except TimeLimitExceeded:
+            raise
         except LimitExceeded as e:
             kw = next((k for k in ("maxLength", "minLength", "pattern", "format") if k in node), "type")
             raise UnsupportedSchema(kw, f"{pointer}/{kw}" if kw != "type" else pointer,
@@ -1267,11 +1461,9 @@ class _Compiler:
         the terminal's regex and the others are intersected with it (see
         :class:`~toolkit.grammar.Terminal`), so ``maxLength`` with ``pattern`` is exact.
         """
-        lo = node.get("minLength", 0)
+        lo = _count_of("minLength", node.get("minLength", 0), f"{pointer}/minLength")
         hi = node.get("maxLength")
-        if not _numbers(lo) or (hi is not None and not _numbers(hi)):
-            raise UnsupportedSchema("minLength" if not _numbers(lo) else "maxLength", pointer,
-                                    "string lengths must be numbers")
+        hi = None if hi is None else _count_of("maxLength", hi, f"{pointer}/maxLength")
         parts: list[str] = []
         pattern = node.get("pattern")
         if pattern is not None:
@@ -1285,7 +1477,7 @@ class _Compiler:
             if fmt_regex is not None:
                 parts.append(fmt_regex)
         if lo or hi is not None or not parts:
-            parts.insert(0, json_string(int(lo), None if hi is None else int(hi), pointer=pointer))
+            parts.insert(0, json_string(lo, hi, pointer=pointer))
         return parts[0], tuple(parts[1:]), tuple(node.get(NOT_STRINGS, ()))
 
     def _object(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
@@ -1303,10 +1495,9 @@ class _Compiler:
             raise UnsupportedSchema("required", pointer + "/required", "required must be a list")
         if "unevaluatedProperties" in node:
             self.unsupported("unevaluatedProperties", f"{pointer}/unevaluatedProperties", "not expressible by this compiler")
-        lo, hi = node.get("minProperties", 0), node.get("maxProperties")
-        if not _numbers(lo) or (hi is not None and not _numbers(hi)):
-            raise UnsupportedSchema("minProperties", pointer, "minProperties/maxProperties must be numbers")
-        lo, hi = math.ceil(lo), (None if hi is None else math.floor(hi))
+        lo = _count_of("minProperties", node.get("minProperties", 0), f"{pointer}/minProperties")
+        hi = node.get("maxProperties")
+        hi = None if hi is None else _count_of("maxProperties", hi, f"{pointer}/maxProperties")
         if hi is not None and hi < lo:
             return []
         additional = node.get("additionalProperties", True)
@@ -1390,6 +1581,7 @@ class _Compiler:
         flags = (False, True) if SOME_ADDITIONAL in node else (True,)
         tails: dict[tuple[int, bool], str] = {}
         for c in range(cap, -1, -1):
+            _tick(pointer)
             for f in flags:
                 tails[c, f] = self.new_rule("props_end")
         for (c, f), tail in tails.items():
@@ -1404,6 +1596,7 @@ class _Compiler:
         # chain(i, c, f): properties i.. in order after c members.
         nxt = tails
         for i in range(len(names) - 1, -1, -1):
+            _tick(pointer)
             cur = {}
             for c in range(min(i, cap) + 1):
                 for f in flags:
@@ -1518,10 +1711,9 @@ class _Compiler:
         else:
             prefix = prefix or []
             rest, rest_ptr = (items if items is not None else True), pointer + "/items"
-        lo = node.get("minItems", 0)
+        lo = _count_of("minItems", node.get("minItems", 0), f"{pointer}/minItems")
         hi = node.get("maxItems")
-        if not isinstance(lo, int) or (hi is not None and not isinstance(hi, int)):
-            raise UnsupportedSchema("minItems", pointer, "minItems/maxItems must be integers")
+        hi = None if hi is None else _count_of("maxItems", hi, f"{pointer}/maxItems")
         if rest is False:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
         contains = node.get("contains")
@@ -1573,6 +1765,7 @@ class _Compiler:
                     alts.append((comma, elem(unroll, True), after[True]))
             self.rules[after[f]] = alts
         for k in range(unroll - 1, 0, -1):
+            _tick(pointer)
             cur = {}
             for f in flags:
                 r = self.new_rule(f"items_{k}")
@@ -1646,8 +1839,8 @@ class _Compiler:
         min_c, max_c = node.get("minContains", 1), node.get("maxContains")
         if contains is not None:
             _check_schemas([contains], "contains", pointer + "/contains", single=True)
-            if not _numbers(min_c) or (max_c is not None and not _numbers(max_c)):
-                raise UnsupportedSchema("minContains", pointer, "minContains/maxContains must be numbers")
+            min_c = _count_of("minContains", min_c, f"{pointer}/minContains")
+            max_c = None if max_c is None else _count_of("maxContains", max_c, f"{pointer}/maxContains")
             matches = {g for g in range(len(members))
                        if contains is True or (contains is not False and self._valid(members[g][0], contains, pointer))}
 
@@ -1664,6 +1857,7 @@ class _Compiler:
         succ: dict[int, list[int]] = {}
         total = 1
         while layers[-1] and (hi is None or len(layers) <= hi):
+            _tick(pointer)
             n = len(layers) - 1
             dom = doms[n] if n < len(doms) else rest_dom
             nxt: set[int] = set()
@@ -1711,7 +1905,7 @@ class _Compiler:
             return []
         if not isinstance(schema, dict) or depth > 8:
             return None
-        node = self._flat(schema)
+        node = self._flat(schema, outline=True)
         if node is False or node.get("not") in ({}, True):
             return []
         if not isinstance(node, dict):
@@ -1731,16 +1925,90 @@ class _Compiler:
                     last = math.ceil(high) - 1 if high_x else math.floor(high)
                     if last - first < 64:
                         return list(range(first, last + 1))
-        for kw in ("anyOf", "oneOf"):
-            if isinstance(node.get(kw), list):
-                out: list = []
-                for i, branch in enumerate(node[kw]):
-                    vals = self._finite_values(branch, f"{pointer}/{kw}/{i}", depth + 1)
-                    if vals is None:
-                        return None
-                    out.extend(vals)
+        for branches in _branch_lists(node):  # (every value is among those of any one list)
+            out: list = []
+            for i, branch in enumerate(branches):
+                vals = self._finite_values(branch, f"{pointer}/{i}", depth + 1)
+                if vals is None:
+                    break
+                out.extend(vals)
+            else:
                 return out
         return None
+
+    # ------------------------------------------------------------ survey --
+
+    def _survey(self) -> None:
+        """One pass over the schemas the compile can reach (the root, its subschemas,
+        what their ``$ref`` point to), before any work depends on them: each keyword
+        value the compiler reads is checked (:class:`InvalidSchema` naming the keyword,
+        the value and its pointer: ``maxLength: 2.5`` is refused, never rounded), the
+        ``enum`` and ``const`` values are measured (:class:`LimitExceeded`
+        ``max_enum``, ``max_enum_bytes``: an enum of 100,000 strings is refused here,
+        not after the engines spent a gigabyte on it), and an unknown keyword that is
+        likely a misspelled one (``requried``) is warned about.  Iterative: the
+        nesting was bounded before (:func:`_check_nesting`)."""
+        seen: set[int] = set()
+        # (schema, its path: a pointer string, or (the parent's path, keyword, name or index or None))
+        stack: list[tuple[Any, Any]] = [(self.root, "")]
+        size = 0  # bytes of enum and const values so far
+        unknown: dict[str, list[Any]] = {}  # a likely misspelled keyword: the paths of its schemas
+        while stack:
+            node, path = stack.pop()
+            if not isinstance(node, dict) or id(node) in seen:
+                continue
+            seen.add(id(node))
+            if len(seen) & 255 == 0:
+                _tick(_path_pointer(path))
+            if "$ref" in node:
+                ref = node["$ref"]
+                if not isinstance(ref, str):
+                    raise InvalidSchema("$ref", _path_pointer((path, "$ref", None)), "must be a string (a URI reference)",
+                                        ref)
+                try:
+                    stack.append(self.resolve(ref, ""))
+                except UnsupportedSchema:
+                    pass  # the compile says why, where it reads the reference
+                if self._ref_alone:  # drafts 3 to 7: the keywords beside a $ref are ignored
+                    continue
+            for k, v in node.items():
+                check = _VALUE_CHECKS.get(k)
+                if check is None:
+                    if k not in _KNOWN_KEYWORDS and _likely_keyword(k):
+                        unknown.setdefault(k, []).append(path)
+                    continue
+                if (k == "then" or k == "else") and "if" not in node:
+                    continue  # (not read without an if)
+                problem = check(v)
+                if problem is not None:
+                    below, reason, bad = problem
+                    raise InvalidSchema(k, _path_pointer((path, k, None)) + below, reason, bad)
+                kind = _SURVEYED.get(k)
+                if kind is None:
+                    continue
+                if kind == "one" or (kind == "items" and not isinstance(v, list)):
+                    stack.append((v, (path, k, None)))
+                elif kind == "map":
+                    stack.extend((x, (path, k, name)) for name, x in v.items() if isinstance(x, dict))
+                else:
+                    stack.extend((x, (path, k, i)) for i, x in enumerate(v) if isinstance(x, dict))
+            if "enum" in node or "const" in node:
+                kw = "enum" if "enum" in node else "const"
+                values = node["enum"] if kw == "enum" else [node["const"]]
+                if kw == "enum" and len(values) > self.max_enum:
+                    raise _located(LimitExceeded("max_enum", len(values), self.max_enum, "values in one enum"),
+                                   _path_pointer((path, kw, None)))
+                if "enum" in node and "const" in node:
+                    values = [*values, node["const"]]
+                size += _json_size(values, self.max_enum_bytes - size)
+                if size > self.max_enum_bytes:
+                    raise _located(LimitExceeded("max_enum_bytes", size, self.max_enum_bytes,
+                                                 "bytes of JSON text in the enum and const values of the schema"),
+                                   _path_pointer((path, kw, None)))
+        for k, paths in unknown.items():
+            more = f" (and {len(paths) - 1} more schemas)" if len(paths) > 1 else ""
+            warnings.warn(f"unknown JSON schema keyword {k!r} at {_path_pointer(paths[0]) or '/'}{more} is ignored (an "
+                          f"annotation to the spec); did you mean {_likely_keyword(k)!r}?", stacklevel=4)
 
     # --------------------------------------------------------- any value --
 
@@ -1764,6 +2032,7 @@ class _Compiler:
         return self._any
 
     def grammar(self) -> Grammar:
+        _check_nesting(self.root, self.max_depth)  # before any recursive walk meets a deep schema
         try:
             source = json.dumps(self.root) if not isinstance(self.root, bool) else str(self.root)
         except RecursionError:
@@ -1774,6 +2043,7 @@ class _Compiler:
         newer = _newer_keywords(self.root)
         if newer and any(f'"{k}"' in source for k in newer):
             self.root = _strip_keywords(self.root, newer)
+        self._survey()
         start = self.compile(self.root, "")
         if start != "start":
             self.rules["start"] = [(start,)]
@@ -1827,6 +2097,235 @@ def _subschemas(node: dict, pointer: str) -> Iterator[tuple[str, Any, str]]:
             for name, x in v.items():
                 if isinstance(x, (dict, bool)):  # (dependencies: a list of names is no schema)
                     yield k, x, f"{pointer}/{k}/{_escape_pointer(name)}"
+
+
+def _check_nesting(root: Any, max_depth: int) -> None:
+    """:class:`LimitExceeded` (``max_depth``, with the JSON pointer) where ``root``
+    nests too deeply for the recursive walks that follow (``json.dumps``, the
+    reference pass, the compile): schemas inside schemas deeper than ``max_depth``
+    (the root is 1, as the compile counts), or arrays and objects anywhere (enum
+    values, annotations) deeper than ``2 * max_depth + 32``.  Iterative, one look at
+    each array and object."""
+    if not isinstance(root, (dict, list)):
+        return
+    limit = 2 * max_depth + _JSON_DEPTH_SLACK
+    # (value, its path as _path_pointer reads it, arrays and objects down to it, schemas
+    # down to it, its role: "schema", "list" of schemas, "map" of names to schemas, or any
+    # other "value")
+    stack: list[tuple[Any, Any, int, int, str]] = [(root, "", 1, 1, "schema")]
+    seen = 0
+    while stack:
+        value, path, depth, level, role = stack.pop()
+        seen += 1
+        if not seen & 1023:
+            _tick(_path_pointer(path))
+        if depth > limit:
+            raise _located(LimitExceeded("max_depth", depth, limit, f"arrays and objects nested (at most 2 × max_depth "
+                                                                    f"+ {_JSON_DEPTH_SLACK})"), _path_pointer(path))
+        if level > max_depth and role == "schema":
+            raise _located(LimitExceeded("max_depth", level, max_depth, "schemas nested"), _path_pointer(path))
+        for k, v in (value.items() if isinstance(value, dict) else enumerate(value)):
+            if not isinstance(v, (dict, list)):
+                continue
+            if role == "schema":
+                kind = _NESTED.get((k, type(v)), "value") if isinstance(k, str) else "value"
+            elif role == "value":
+                kind = "value"
+            else:
+                kind = "schema" if isinstance(v, dict) else "value"
+            stack.append((v, (path, k, None), depth + 1, level + (kind == "schema"), kind))
+
+
+def _path_pointer(path: Any) -> str:
+    """The JSON pointer of a path of :meth:`_Compiler._survey` or :func:`_check_nesting`:
+    a pointer, or ``(the parent's path, a key or index, a name or index or None)``
+    (built only when one is needed: an error, a deadline check)."""
+    tokens: list[str] = []
+    while isinstance(path, tuple):
+        path, key, sub = path
+        if sub is not None:
+            tokens.append(_escape_pointer(str(sub)))
+        tokens.append(_escape_pointer(str(key)))
+    return path + "".join("/" + t for t in reversed(tokens))
+
+
+#: (keyword, type of its value) in a schema: "schema" (one), "list" of schemas, "map" of
+#: names to schemas (what _check_nesting counts as a schema level)
+_NESTED: dict[tuple[str, type], str] = {
+    **{(k, dict): "schema" for k in _ONE_SCHEMA},
+    **{(k, list): "list" for k in _SCHEMA_LIST},
+    **{(k, dict): "map" for k in _SCHEMA_MAP},
+}
+#: the keywords whose subschemas _survey walks: "one" schema, a "list", a "map", or "items" (either)
+_SURVEYED: dict[str, str] = {
+    **dict.fromkeys(("additionalProperties", "additionalItems", "contains", "propertyNames", "not", "if", "then",
+                     "else", "unevaluatedItems", "unevaluatedProperties"), "one"),
+    **dict.fromkeys(("allOf", "anyOf", "oneOf", "prefixItems"), "list"),
+    **dict.fromkeys(("properties", "patternProperties", "dependentSchemas", "dependencies"), "map"),
+    "items": "items",
+}
+
+
+Problem = tuple[str, str, Any] | None
+"""What is wrong with a keyword's value: (the pointer below the keyword's, why, the
+value found there), or None."""
+
+
+def _is_schema(v: Any) -> bool:
+    return isinstance(v, (dict, bool))
+
+
+def _check_count(v: Any) -> Problem:
+    problem = _count_problem(v)
+    return ("", problem, v) if problem else None
+
+
+def _check_number(v: Any) -> Problem:
+    return None if _numbers(v) else ("", "must be a number", v)
+
+
+def _check_bound(v: Any) -> Problem:  # a number, or draft 4's flag on minimum/maximum
+    return None if _numbers(v) or isinstance(v, bool) else ("", "must be a number (or, in draft 4, a boolean)", v)
+
+
+def _check_step(v: Any) -> Problem:
+    if not _numbers(v):
+        return ("", "is not a number (must be a positive number)", v)
+    return None if v > 0 else ("", "is not a positive number", v)
+
+
+def _check_string(v: Any) -> Problem:
+    return None if isinstance(v, str) else ("", "must be a string", v)
+
+
+def _check_bool(v: Any) -> Problem:
+    return None if isinstance(v, bool) else ("", "must be a boolean", v)
+
+
+def _check_schema(v: Any) -> Problem:
+    return None if _is_schema(v) else ("", "must be a schema (an object or a boolean)", v)
+
+
+def _check_schema_list(v: Any, empty: bool = True) -> Problem:
+    if not isinstance(v, list) or (not v and not empty):
+        return ("", "must be a " + ("" if empty else "non-empty ") + "list of schemas", v)
+    bad = next((i for i, x in enumerate(v) if not _is_schema(x)), None)
+    return None if bad is None else (f"/{bad}", "must be a schema (an object or a boolean)", v[bad])
+
+
+def _check_schema_map(v: Any) -> Problem:
+    if not isinstance(v, dict):
+        return ("", "must be an object (of schemas)", v)
+    bad = next((k for k, x in v.items() if not _is_schema(x)), None)
+    return None if bad is None else (f"/{_escape_pointer(bad)}", "must be a schema (an object or a boolean)", v[bad])
+
+
+def _check_names(v: Any) -> Problem:
+    if not isinstance(v, list):
+        return ("", "must be a list of property names (strings)", v)
+    bad = next((i for i, x in enumerate(v) if not isinstance(x, str)), None)
+    if bad is not None:
+        return (f"/{bad}", "must be a property name (a string)", v[bad])
+    if len(set(v)) < len(v):
+        twice = next(x for i, x in enumerate(v) if x in v[:i])
+        return ("", f"must list each name once ({twice!r} is listed twice)", v)
+    return None
+
+
+def _check_type(v: Any) -> Problem:
+    names = v if isinstance(v, list) else [v]
+    if not isinstance(v, (str, list)) or not names:
+        return ("", f"must be a type name or a non-empty list of them ({', '.join(_TYPES)})", v)
+    for i, x in enumerate(names):
+        if x not in _TYPES:  # (draft 3's "any" and schemas in the list are not supported)
+            return (f"/{i}" if isinstance(v, list) else "", f"must be one of {', '.join(_TYPES)}", x)
+    if len(set(names)) < len(names):
+        return ("", "must list each type once", v)
+    return None
+
+
+def _check_dependencies(v: Any, schemas: bool = True, names: bool = True) -> Problem:
+    if not isinstance(v, dict):
+        return ("", "must be an object", v)
+    for k, x in v.items():
+        problem = _check_names(x) if names and isinstance(x, list) else (
+            _check_schema(x) if schemas else ("", "must be a list of property names", x))
+        if problem is not None:
+            return (f"/{_escape_pointer(k)}{problem[0]}", problem[1], problem[2])
+    return None
+
+
+def _check_items(v: Any) -> Problem:
+    return _check_schema_list(v) if isinstance(v, list) else _check_schema(v)
+
+
+#: The keywords whose values the compiler reads, each with what its value must be.
+_VALUE_CHECKS: dict[str, Any] = {
+    **dict.fromkeys(("minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties",
+                     "minContains", "maxContains"), _check_count),
+    "minimum": _check_number, "maximum": _check_number,
+    "exclusiveMinimum": _check_bound, "exclusiveMaximum": _check_bound,
+    "multipleOf": _check_step,
+    "pattern": _check_string, "format": _check_string, "$ref": _check_string,
+    "uniqueItems": _check_bool,
+    "required": _check_names,
+    "enum": lambda v: None if isinstance(v, list) else ("", "must be a list of values", v),
+    "type": _check_type,
+    "properties": _check_schema_map, "patternProperties": _check_schema_map, "dependentSchemas": _check_schema_map,
+    "dependentRequired": lambda v: _check_dependencies(v, schemas=False),
+    "dependencies": _check_dependencies,
+    "items": _check_items, "prefixItems": _check_schema_list,
+    **dict.fromkeys(("allOf", "anyOf", "oneOf"), lambda v: _check_schema_list(v, empty=False)),
+    **dict.fromkeys(("additionalItems", "additionalProperties", "contains", "propertyNames", "not", "if",
+                     "unevaluatedItems", "unevaluatedProperties"), _check_schema),
+    **dict.fromkeys(("then", "else"), _check_schema),
+}
+
+#: Keywords of drafts 3 to 2020-12 and common annotations: a key among these is no
+#: misspelling (the validation keywords are :data:`_VALIDATION`).
+_KNOWN_KEYWORDS = frozenset({
+    *_VALIDATION, "$schema", "$id", "id", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveAnchor",
+    "$recursiveRef", "$defs", "definitions", "$comment", "$vocabulary", "title", "description", "default",
+    "examples", "example", "readOnly", "writeOnly", "deprecated", "contentEncoding", "contentMediaType",
+    "contentSchema", "disallow", "extends", "divisibleBy", "nullable", "discriminator",
+})
+_CONSTRAINING = sorted(k for k in _VALIDATION if not k.startswith("$masklab:"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _likely_keyword(key: str) -> str | None:
+    """The validation keyword an unknown ``key`` most likely misspells (``requried``:
+    ``required``), or None: an annotation-like name (``x-...``, ``$...``), or none
+    close enough (difflib's ratio 0.8), or one closer to a known annotation
+    (``example``: ``examples``, which constrains nothing either)."""
+    if key in _KNOWN_KEYWORDS or key[:2].lower() == "x-" or key[:1] in "$@_" or len(key) < 4:
+        return None
+    best = difflib.get_close_matches(key, sorted(_KNOWN_KEYWORDS - set(_INTERNAL) - {FRACTIONAL, SOME_ADDITIONAL}),
+                                     n=1, cutoff=0.8)
+    if not best and key.lower() in {k.lower() for k in _CONSTRAINING}:
+        best = [next(k for k in _CONSTRAINING if k.lower() == key.lower())]
+    return best[0] if best and best[0] in _CONSTRAINING else None
+
+
+def _json_size(value: Any, budget: int) -> int:
+    """Bytes of ``value``'s JSON text (strings as UTF-8, unescaped; a close estimate),
+    counted until past ``budget`` (then any number above it)."""
+    total = 0
+    stack = [value]
+    while stack and total <= budget:
+        v = stack.pop()
+        if isinstance(v, str):
+            total += 2 + (len(v) if len(v) > budget or v.isascii() else len(v.encode("utf-8", "surrogatepass")))
+        elif isinstance(v, dict):
+            total += 2 + 2 * len(v)
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            total += 2 + len(v)
+            stack.extend(v)
+        else:
+            total += len(repr(v)) if not isinstance(v, bool) and v is not None else 5
+    return total
 
 
 def _static_references(root: dict) -> dict:
@@ -2120,6 +2619,65 @@ def _group_by_value(pairs: list[tuple[Any, Any]]) -> list[tuple[Any, list]]:
     return list(groups.values())
 
 
+# keywords that read each other, left out together where an outline merge leaves one out
+_OUTLINE_GROUPS = (("patternProperties", "additionalProperties"), ("items", "prefixItems", "additionalItems"),
+                   ("contains", "minContains", "maxContains"))
+
+
+def _count_problem(value: Any) -> str | None:
+    """Why ``value`` is no count (``minLength``, ``maxItems``, ...): a count is a
+    non-negative integer, and JSON Schema's integers include 2.0; None when it is one."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "must be a non-negative integer"
+    if isinstance(value, float) and not value.is_integer():
+        return "must be a non-negative integer (a count has no fraction)"
+    if value < 0:
+        return "must be a non-negative integer"
+    return None
+
+
+def _count_of(keyword: str, value: Any, pointer: str) -> int:
+    """The count ``keyword: value`` (at ``pointer``) as an int, or :class:`InvalidSchema`
+    (never rounded: ``maxLength: 2.5`` has no meaning to keep)."""
+    problem = _count_problem(value)
+    if problem:
+        raise InvalidSchema(keyword, pointer, problem, value)
+    return int(value)
+
+
+def _located(e: LimitExceeded, pointer: str) -> LimitExceeded:
+    """``e`` with the JSON pointer of the schema where it fired: ``e.pointer``, and
+    ``at POINTER`` in its detail (once: the innermost schema's)."""
+    if getattr(e, "pointer", None) is None:
+        where = f"at {pointer or '/'}"
+        LimitExceeded.__init__(e, e.limit, e.value, e.maximum, f"{e.detail}; {where}" if e.detail else where)
+        e.pointer = pointer  # type: ignore[attr-defined]
+    return e
+
+
+def _tick(where: str) -> None:
+    """:func:`~toolkit.core.errors.check_deadline` at a loop head of the compiler;
+    ``where`` (a JSON pointer) goes into the error, and is its ``pointer``."""
+    try:
+        check_deadline(where or "/")
+    except TimeLimitExceeded as e:
+        e.pointer = where  # type: ignore[attr-defined]
+        raise
+
+
+def _annotations_only(node: dict) -> bool:
+    """A schema object with no keyword that constrains a value (each one is an
+    annotation, ignored as the spec says): it accepts every value."""
+    return not any(k in _VALIDATION or k == _ANY_LISTS for k in node)
+
+
+def _branch_lists(node: dict) -> list[list]:
+    """The non-empty anyOf and oneOf lists of a (flat, or outline) schema: a value it
+    takes matches a branch of each."""
+    lists = [node[kw] for kw in ("oneOf", "anyOf") if isinstance(node.get(kw), list) and node[kw]]
+    return lists + [x for x in node.get(_ANY_LISTS, ()) if isinstance(x, list) and x]
+
+
 def _conjuncts(node: Any) -> list:
     """The schemas whose conjunction ``node`` is (an ``allOf`` and nothing else: its parts)."""
     if isinstance(node, dict) and set(node) == {"allOf"} and isinstance(node["allOf"], list):
@@ -2155,6 +2713,11 @@ def _lcm_step(a: Any, b: Any, pointer: str) -> Any:
     if Fraction(Decimal(repr(as_float))) != lcm:
         raise UnsupportedSchema("allOf", pointer, f"the common multiple of multipleOf {a!r} and {b!r} has no exact float")
     return as_float
+
+
+class _Undecided(UnsupportedSchema):
+    """A question :meth:`_Compiler._flat` does not answer here (a node met again while
+    it is being merged, or merges nested too deeply); its readers take it as "maybe"."""
 
 
 class _NoValue(Exception):
@@ -2371,6 +2934,9 @@ def from_json_schema(
     max_depth: int = DEFAULT_MAX_DEPTH,
     property_order: str = "schema",
     spelling: str = "json",
+    compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
+    max_enum: int = DEFAULT_MAX_ENUM,
+    max_enum_bytes: int = DEFAULT_MAX_ENUM_BYTES,
 ) -> Grammar:
     """Compile a JSON Schema (a dict, a boolean, or JSON text) to a :class:`Grammar`.
 
@@ -2384,23 +2950,91 @@ def from_json_schema(
     schema's order by default, as llguidance and xgrammar write them); see
     :data:`PROPERTY_ORDERS`.  ``spelling="llguidance"`` writes strings as llguidance's
     compiler does (see :data:`SPELLINGS`).
+
+    Bad schemas are refused before any work depends on them: a keyword value the
+    spec does not allow (``maxLength: 2.5``, ``required: "a"``) raises
+    :class:`~toolkit.core.errors.InvalidSchema` naming the keyword, the value and its
+    JSON pointer; an unknown keyword that looks like a misspelled one (``requried``)
+    is warned about.  ``max_enum`` (values in one ``enum``) and ``max_enum_bytes``
+    (bytes of JSON text of all the ``enum`` and ``const`` values) raise
+    :class:`LimitExceeded` up front.  ``compile_timeout`` (seconds; 0 or None: no
+    limit) stops the compile cooperatively
+    (:func:`~toolkit.core.errors.deadline`): :class:`~toolkit.core.errors.TimeLimitExceeded`
+    naming the option and the JSON pointer it had reached.
     """
     if isinstance(schema, (str, bytes)):
-        try:
-            schema = json.loads(schema)
-        except ValueError as e:
-            raise UnsupportedSchema("schema", "", f"not JSON: {e}") from e
+        schema = _loads(schema, max_depth)
     if not isinstance(schema, (dict, bool)):
         raise UnsupportedSchema("schema", "", f"a schema must be an object or a boolean, not {type(schema).__name__}")
-    for name, value in (("max_rules", max_rules), ("max_depth", max_depth)):
+    for name, value in (("max_rules", max_rules), ("max_depth", max_depth), ("max_enum", max_enum),
+                        ("max_enum_bytes", max_enum_bytes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if isinstance(schema, Mapping) and not isinstance(schema, dict):
         schema = dict(schema)
     compiler = _Compiler(schema, whitespace=whitespace, strict=strict, max_rules=max_rules, max_depth=max_depth,
-                         property_order=property_order, spelling=spelling)
-    with jsontext.spelling(spelling):
+                         property_order=property_order, spelling=spelling, max_enum=max_enum,
+                         max_enum_bytes=max_enum_bytes)
+    with deadline(compile_timeout, "compile_timeout"), jsontext.spelling(spelling):
         return compiler.grammar()
+
+
+def _loads(text: str | bytes, max_depth: int) -> Any:
+    """A schema's JSON text parsed; where it nests deeper than the parser's stack,
+    :class:`LimitExceeded` (``max_depth``) at the pointer where it does (as
+    :func:`_check_nesting` says of a parsed one)."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise UnsupportedSchema("schema", "", f"not JSON: {e}") from e
+    except RecursionError:
+        pointer, depth = _deepest_pointer(text.decode("utf-8", "replace") if isinstance(text, bytes) else text,
+                                          2 * max_depth + _JSON_DEPTH_SLACK)
+        raise _located(LimitExceeded("max_depth", depth, 2 * max_depth + _JSON_DEPTH_SLACK,
+                                     "arrays and objects nested deeper than Python's JSON parser allows"),
+                       pointer) from None
+
+
+def _deepest_pointer(text: str, limit: int) -> tuple[str, int]:
+    """``(the JSON pointer, the depth)`` where the arrays and objects of the JSON
+    ``text`` first nest deeper than ``limit`` (else where they nest deepest), read
+    without a recursive parser: keys are the strings before a colon, indices counted
+    by commas."""
+    path: list[Any] = []  # per open container: its key or index so far (None: an object before its first key)
+    kinds: list[str] = []
+    best: tuple[str, int] = ("", 0)
+    i, n = 0, len(text)
+    last_string = None
+    while i < n:
+        c = text[i]
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            last_string = text[i:j + 1]
+            i = j + 1
+            continue
+        if c in "[{":
+            kinds.append(c)
+            path.append(0 if c == "[" else None)
+            if len(path) > best[1]:
+                best = ("".join(f"/{_escape_pointer(str(p))}" for p in path[:-1]), len(path))
+                if len(path) > limit:
+                    break
+        elif c in "]}":
+            if path:
+                path.pop()
+                kinds.pop()
+        elif c == ",":
+            if kinds and kinds[-1] == "[":
+                path[-1] += 1
+        elif c == ":" and kinds and kinds[-1] == "{" and last_string is not None:
+            try:
+                path[-1] = json.loads(last_string)
+            except ValueError:
+                path[-1] = last_string.strip('"')
+        i += 1
+    return best
 
 
 def json_schema_to_regex(
@@ -2452,6 +3086,7 @@ register_format(InputFormat(
     "json_schema", JsonSchemaText, _read_schema, key="schema", flag="--schema", suffixes=(".json",),
     help="a JSON schema: a file, or the schema's JSON text", arg="file|json",
     title="a JSON schema (dict, bool or JsonSchemaText)",
-    options=frozenset({"whitespace", "strict", "max_rules", "max_depth", "property_order", "spelling"}),
+    options=frozenset({"whitespace", "strict", "max_rules", "max_depth", "property_order", "spelling",
+                       "compile_timeout", "max_enum", "max_enum_bytes"}),
     wrap=lambda value: value, accepts=lambda spec: isinstance(spec, Mapping | bool), case_text=_schema_case,
 ), replace=True)

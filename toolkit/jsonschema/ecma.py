@@ -516,6 +516,15 @@ def ecma_pattern(pattern: str, *, pointer: str = "") -> str:
     """
     if not isinstance(pattern, str):
         raise UnsupportedSchema("pattern", pointer, f"{pattern!r} is not a string")
+    try:
+        return _ecma_pattern(pattern, pointer)
+    except RecursionError:  # the parser and the walks of its tree recurse once per group
+        raise UnsupportedSchema("pattern", pointer, "groups nested too deeply to read "
+                                                    f"({len(pattern):,} characters)") from None
+
+
+def _ecma_pattern(pattern: str, pointer: str) -> str:
+    """:func:`ecma_pattern` of a string."""
     parser = _EcmaParser(pattern, pointer)
     tree = parser.parse()
     parts = []

@@ -24,7 +24,7 @@ from toolkit.automata.jsontext import (
     join_alt,
     quant,
 )
-from toolkit.core.errors import LimitExceeded, UnsupportedSchema
+from toolkit.core.errors import LimitExceeded, TimeLimitExceeded, UnsupportedSchema
 from toolkit.core.memo import memo
 
 # ------------------------------------------------------------------ integers --
@@ -165,6 +165,8 @@ def multiple_of(step: Any, *, integer: bool = False, negate: bool = False, point
     dfa = freeze(table, accepting, start, None, column)
     try:
         return dfa_regex(dfa, 200_000)
+    except TimeLimitExceeded:
+        raise
     except LimitExceeded as e:
         raise UnsupportedSchema("multipleOf", pointer, f"the regex of multiples of {step!r} is too long ({e})") from None
 
