@@ -198,7 +198,7 @@ def test_limits() -> None:
     for text in (f'root ::= "a"{{{gbnf.MAX_REPETITION + 1}}}', 'root ::= "a"{2,99999999999999999999}'):
         with pytest.raises(LimitExceeded) as e:
             read_gbnf(text)
-        assert e.value.limit == "gbnf_repetition" and "line 1, column 13" in str(e.value)
+        assert e.value.limit == "max_repetition" and "line 1, column 13" in str(e.value)
 
 
 def test_symbol_limit(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,7 +206,7 @@ def test_symbol_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     read_gbnf('root ::= ("ab" [0-9]){100}')  # one helper rule, 100 uses of it
     with pytest.raises(LimitExceeded) as e:
         read_gbnf('root ::= x{200} x{200} x{200}\nx ::= "a"')
-    assert e.value.limit == "gbnf_symbols" and "line 1" in str(e.value)
+    assert e.value.limit == "max_symbols" and "line 1" in str(e.value)
 
 
 # --------------------------------------------------------------- round trips --

@@ -772,7 +772,8 @@ def test_compile_inputs_stats_memory_and_describe() -> None:
     d = eng.describe()
     assert d["options"] == {"slices": CUSTOM_SLICES, "whitespace": "compact", "spelling": "json", "max_lexer_states": 250_000,
                             "max_row_items": 10_000, "max_steps": 1_000_000,
-                            "mask_cache": True, "state_cache_bytes": 64 << 20, "memo": True}
+                            "mask_cache": True, "state_cache_bytes": 64 << 20, "max_rules": 50_000,
+                            "max_schema_depth": 100, "compile_timeout": 60.0, "memo": True}
     assert isinstance(d["version"], str) and d["version"]
     assert get_engine("llguidance", LEX).describe()["options"]["slices"] == "default"
 

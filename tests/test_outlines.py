@@ -136,11 +136,11 @@ def test_index_layout_memory_and_stats() -> None:
 
 def test_limits_are_clear_errors() -> None:
     vocab = load_vocab("tekken")
-    with pytest.raises(LimitExceeded, match=r"index_memory.*-state DFA.*MiB"):
+    with pytest.raises(LimitExceeded, match=r"max_memory.*-state DFA.*MiB"):
         get_engine("outlines", vocab, max_memory=100_000).compile(RegexText(r"[^\n]{0,40}"))
     with pytest.raises(LimitExceeded, match="states"):
         get_engine("outlines", SMALL, max_states=20).compile(RegexText(r"[0-9]{0,50}x"))
-    with pytest.raises(LimitExceeded, match="max_length"):
+    with pytest.raises(LimitExceeded, match="max_regex_length"):
         get_engine("outlines", SMALL, max_regex_length=50).compile({"type": "object"})
     with pytest.raises(RegexError, match=r"\(\?="):
         get_engine("outlines", SMALL).compile(RegexText(r"a(?=b)"))

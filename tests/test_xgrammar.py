@@ -261,7 +261,7 @@ def test_limits_are_errors() -> None:
     while m.error is None and n < 60:
         m.accept_token(a)
         n += 1
-    assert m.error is not None and "earley_items_per_chart" in m.error
+    assert m.error is not None and "max_items" in m.error
     assert _ids(m) == {EOS}  # the sticky error state: EOS only, then termination
     assert m.accept_token(EOS) and m.is_terminated()
 

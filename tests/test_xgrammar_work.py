@@ -113,14 +113,14 @@ def test_a_small_chart_limit_is_still_the_error() -> None:
     while m.error is None and n < 60:
         m.accept_token(a)
         n += 1
-    assert m.error is not None and "earley_items_per_chart" in m.error
+    assert m.error is not None and "max_items" in m.error
     assert m.mask_stats().earley_items > 0
     tiny = get_engine("xgrammar", LEX, max_items=2)  # chart 0 has 3 items
-    with pytest.raises(LimitExceeded, match="earley_items_per_chart") as info:
+    with pytest.raises(LimitExceeded, match="max_items") as info:
         tiny.matcher(tiny.compile(amb))
-    assert info.value.limit == "earley_items_per_chart" and info.value.maximum == 2
+    assert info.value.limit == "max_items" and info.value.maximum == 2
     # while the cache is built (a base parse's chart), the error says so
-    with pytest.raises(LimitExceeded, match="earley_items_per_chart") as info:
+    with pytest.raises(LimitExceeded, match="max_items") as info:
         get_engine("xgrammar", LEX, max_items=20).compile(load_item(JSON_LARK).grammar())
     assert info.value.__notes__ == ["while precomputing the token mask cache"]
 

@@ -141,9 +141,22 @@ from toolkit.core.cutil cimport (
 from toolkit.core.ids cimport MISSING, state_t, token_t, word_t
 from toolkit.core.trie cimport TokenTrie, TrieNode
 
+from toolkit.core.errors import TimeLimitExceeded, check_deadline
+
 cnp.import_array()
 
 __all__ = ["GLRTables", "GLRParser"]
+
+
+cdef int _deadline_passed() noexcept with gil:
+    """1 when the compile's deadline (:func:`toolkit.core.errors.deadline`) has passed:
+    the making ahead asks every few dozen items, then stops for :meth:`GLRParser.ahead`
+    to raise it."""
+    try:
+        check_deadline()
+    except TimeLimitExceeded:
+        return 1
+    return 0
 
 
 cdef inline int32_t _first(const int32_t* keys, int32_t lo, int32_t hi, int32_t key) noexcept nogil:
@@ -1483,13 +1496,17 @@ cdef class GLRParser(EarleyParser):
             raise ValueError("the parser does not walk the trie and slices of the grammar's mask tables")
         with nogil:
             r = self._ahead(max_nodes)
+        if r == -2:  # the deadline passed (it stays passed): raise it, saying where
+            check_deadline(f"glr: the mask tables made ahead ({self.G.cx_n} contexts made)")
+            raise RuntimeError("glr: the mask tables stopped for a deadline that has not passed")
         if r < 0:
             self.T.raise_error()
             raise RuntimeError("glr: the making of the mask tables failed")
         return self.G.ahead_complete
 
     cdef int _ahead(self, int64_t max_nodes) noexcept nogil:
-        """:meth:`ahead`: 0, or -1 (a limit of the lexer, memory).
+        """:meth:`ahead`: 0, -1 (a limit of the lexer, memory) or -2 (the compile's
+        deadline passed: checked every 64 roots and items).
 
         Roots: the lexer state now and the start state of every LR state's candidates,
         then every lexer state a made context's token ends in.  Children: items
@@ -1569,6 +1586,9 @@ cdef class GLRParser(EarleyParser):
                     while r == 0 and (rq_pos < self.G.x_rq_n or wq_pos < wq_n):
                         if (self.work.trie_nodes - node0 > max_nodes or self.G.cx_bytes >= self.G.max_cx_bytes
                                 or items > max_nodes // 64):
+                            break
+                        if ((rq_pos + wq_pos) & 63) == 0 and _deadline_passed():
+                            r = -2
                             break
                         self.T.steps = 0  # (max_steps: per context made)
                         if rq_pos < self.G.x_rq_n:  # (roots first: a root a mask lacks costs it a walk of the trie)

@@ -44,9 +44,13 @@ context or took this many rows, default 8; 0 stores every mask), and
 llguidance's ``slices``, ``whitespace``, ``spelling``, ``max_lexer_states``,
 ``max_row_items`` (items of one row: the stack's nodes and edges written by a scan,
 default 10,000), ``max_steps`` (items, reductions' paths and lexer states of one mask
-or token, default 1,000,000), ``mask_cache`` and ``memo``.  Exceeding a limit is a
-:class:`~toolkit.core.errors.LimitExceeded` (at compile for ``max_states`` and
-``max_table_bytes``; the matcher's sticky error for the others).
+or token, default 1,000,000), ``mask_cache``, ``memo``, ``max_rules``,
+``max_schema_depth`` and ``compile_timeout``.  Exceeding a limit is a
+:class:`~toolkit.core.errors.LimitExceeded` naming the option (at compile for
+``max_states``, ``max_table_bytes`` and the schema's limits; the matcher's sticky error
+for the others); a compile past ``compile_timeout`` seconds (default 60, 0: none) is a
+:class:`~toolkit.core.errors.TimeLimitExceeded` saying where it stopped (an LR state,
+the mask tables made ahead).
 """
 
 from __future__ import annotations
@@ -57,7 +61,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
+from strategies._base import (
+    DEFAULT_COMPILE_TIMEOUT,
+    SCHEMA_LIMITS,
+    CompiledTables,
+    GrammarEngine,
+    NativeMatcher,
+    check_compile_timeout,
+)
 from strategies.glr._core import GLRParser, GLRTables
 from strategies.llguidance.engine import (
     LexemeGrammar,
@@ -67,7 +78,7 @@ from strategies.llguidance.engine import (
     lexer_options,
 )
 from strategies.llguidance.parser import ops_capsule
-from toolkit.core.errors import LimitExceeded
+from toolkit.core.errors import LimitExceeded, check_deadline
 from toolkit.core.protocol import Capabilities
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
@@ -87,6 +98,8 @@ def lr_arrays(lr: LRTables) -> dict[str, Any]:
                                                    "cand_lex")}
     offs = {k: np.zeros(n + 1, dtype=np.int32) for k in ("sh_off", "goto_off", "rd_off", "cand_off")}
     for s in range(n):
+        if not s & 255:
+            check_deadline(f"glr: the LR arrays, state {s} of {n}")
         for a in sorted(lr.shift[s]):
             lists["sh_lex"].append(a)
             lists["sh_to"].append(lr.shift[s][a])
@@ -180,6 +193,9 @@ class GLREngine(GrammarEngine):
         max_row_items: int = 10_000,
         max_steps: int = 1_000_000,
         mask_cache: bool = True,
+        max_rules: int = SCHEMA_LIMITS["max_rules"],
+        max_schema_depth: int = SCHEMA_LIMITS["max_schema_depth"],
+        compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
         memo: bool = True,
     ) -> None:
         if lookahead not in (0, 1) or isinstance(lookahead, bool):
@@ -187,7 +203,8 @@ class GLREngine(GrammarEngine):
         regexes = lexer_options(slices, whitespace, spelling)
         check_options(
             positive={"max_states": max_states, "max_table_bytes": max_table_bytes, "ahead_nodes": ahead_nodes,
-                      "max_lexer_states": max_lexer_states, "max_row_items": max_row_items, "max_steps": max_steps},
+                      "max_lexer_states": max_lexer_states, "max_row_items": max_row_items, "max_steps": max_steps,
+                      "max_rules": max_rules, "max_schema_depth": max_schema_depth},
             at_least_zero={"mask_store_bytes": mask_store_bytes, "store_min_rows": store_min_rows},
             flags={"mask_cache": mask_cache, "memo": memo})
         if mask_tables not in ("ahead", "lazy", "off"):
@@ -212,7 +229,9 @@ class GLREngine(GrammarEngine):
             "store_min_rows": store_min_rows,
             "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace,
             "spelling": spelling, "max_lexer_states": max_lexer_states, "max_row_items": max_row_items,
-            "max_steps": max_steps, "mask_cache": mask_cache, "memo": memo,
+            "max_steps": max_steps, "mask_cache": mask_cache, "max_rules": max_rules,
+            "max_schema_depth": max_schema_depth, "compile_timeout": check_compile_timeout(compile_timeout),
+            "memo": memo,
         }
         self.trie = TokenTrie(vocab)
         self.slicer = Slicer(vocab, self.trie, regexes) if regexes else None
@@ -228,6 +247,7 @@ class GLREngine(GrammarEngine):
         lr = flat_repetitions(productions_of(lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs), lg.n_nt, n_term,
                               lookahead=self.lookahead, max_states=self.max_states)
         t2 = time.perf_counter()
+        check_deadline("glr: the LR arrays")
         arrays = lr_arrays(lr)
         need = sum(a.nbytes for a in arrays.values() if isinstance(a, np.ndarray))
         if need > self.max_table_bytes:
@@ -251,6 +271,7 @@ class GLREngine(GrammarEngine):
         compiled = GLRCompiled(grammar, tables, kind, lg.symbols(), {"grammar": t1 - t0, **timings})
         compiled.lr = lr
         if self.mask_tables == "ahead":
+            check_deadline("glr: the mask tables made ahead")
             t4 = time.perf_counter()
             compiled.ahead_complete = self._parser(compiled).ahead(self.ahead_nodes)
             compiled.timings["ahead"] = time.perf_counter() - t4

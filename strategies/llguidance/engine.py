@@ -45,7 +45,11 @@ the trie nodes where one ends, so that a later mask there, in any matcher, walks
 those nodes' subtrees (inside a JSON string, hundreds of nodes instead of thousands);
 past the budget, masks walk as without it.
 ``memo`` (default True) keeps the DFAs and schema fragments of the engine's earlier
-compiles (:mod:`toolkit.core.memo`); False starts every compile cold.
+compiles (:mod:`toolkit.core.memo`); False starts every compile cold.  A JSON schema is
+compiled under ``max_rules`` (default 50,000) and ``max_schema_depth`` (schemas nested
+in schemas, default 100), the schema compiler's limits; ``compile_timeout`` (seconds,
+default 60, 0: none) bounds one ``compile`` (:class:`~toolkit.core.errors.TimeLimitExceeded`
+naming the option and where the compile stopped).
 
 ``mask_stats()`` (:class:`~toolkit.core.protocol.MaskStats`) counts the parser's work
 over fills and accepts: trie nodes walked (each fill's ``nodes_visited``), lexer steps
@@ -63,7 +67,14 @@ from typing import Any, Literal
 
 import numpy as np
 
-from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
+from strategies._base import (
+    DEFAULT_COMPILE_TIMEOUT,
+    SCHEMA_LIMITS,
+    CompiledTables,
+    GrammarEngine,
+    NativeMatcher,
+    check_compile_timeout,
+)
 from strategies.llguidance.parser import (
     EarleyParser,
     ParserTables,
@@ -73,6 +84,7 @@ from strategies.llguidance.parser import (
 )
 from toolkit.automata.dfaops import difference, union
 from toolkit.automata.regex import ByteDFA, compile_regex
+from toolkit.core.errors import check_deadline
 from toolkit.core.protocol import Capabilities
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
@@ -204,6 +216,7 @@ def _lexemes(grammar: Grammar) -> tuple[dict[str, Any], dict[str, str], str | No
     lex: dict[str, Any] = {}
     optional: dict[str, str] = {}
     for name, t in grammar.terminals.items():
+        check_deadline(f"the lexeme of terminal {name}")
         d = t.dfa()
         if d.start == 0:
             continue  # empty language: unproductive
@@ -289,6 +302,7 @@ def lexeme_grammar(grammar: Grammar) -> LexemeGrammar:
         lhs.append(a)
         off.append(len(syms))
     get = ref.get
+    check_deadline("the grammar over lexemes")
     for a, alts in enumerate(grammar.rules.values(), start=1 + len(optional)):
         for alt in alts:
             syms.extend([get(s, -1) for s in alt])
@@ -310,6 +324,7 @@ def build_tables(grammar: Grammar, *, max_lexer_states: int, max_row_items: int,
     """The C tables of a grammar (:func:`lexeme_grammar`), and the symbol numbering
     (for debugging and tests)."""
     lg = lexeme_grammar(grammar)
+    check_deadline("llguidance: the parser tables")
     tables = ParserTables(
         lg.dr_sym, lg.dr_lhs, lg.nt_off, lg.nt_drs, lg.nullable,
         lg.n_nt, 0, lg.dfas, lg.skip,
@@ -369,11 +384,15 @@ class LLGuidanceEngine(GrammarEngine):
         max_steps: int = 1_000_000,
         mask_cache: bool = True,
         state_cache_bytes: int = DEFAULT_STATE_CACHE_BYTES,
+        max_rules: int = SCHEMA_LIMITS["max_rules"],
+        max_schema_depth: int = SCHEMA_LIMITS["max_schema_depth"],
+        compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
         memo: bool = True,
     ) -> None:
         regexes = lexer_options(slices, whitespace, spelling)
         check_options(positive={"max_lexer_states": max_lexer_states, "max_row_items": max_row_items,
-                                "max_steps": max_steps}, at_least_zero={"state_cache_bytes": state_cache_bytes},
+                                "max_steps": max_steps, "max_rules": max_rules, "max_schema_depth": max_schema_depth},
+                      at_least_zero={"state_cache_bytes": state_cache_bytes},
                       flags={"mask_cache": mask_cache, "memo": memo})
         self.vocab = vocab
         self.whitespace = whitespace
@@ -387,7 +406,9 @@ class LLGuidanceEngine(GrammarEngine):
             "slices": slices if isinstance(slices, str) else list(slices), "whitespace": whitespace, "spelling": spelling,
             "max_lexer_states": self.max_lexer_states, "max_row_items": self.max_row_items,
             "max_steps": self.max_steps, "mask_cache": self.mask_cache,
-            "state_cache_bytes": self.state_cache_bytes, "memo": memo,
+            "state_cache_bytes": self.state_cache_bytes, "max_rules": int(max_rules),
+            "max_schema_depth": int(max_schema_depth), "compile_timeout": check_compile_timeout(compile_timeout),
+            "memo": memo,
         }
         self.trie = TokenTrie(vocab)
         self.slicer = Slicer(vocab, self.trie, regexes) if regexes else None

@@ -36,7 +36,7 @@ from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_co
 from toolkit.core.trie cimport TokenTrie, trie_walk_dfa
 
 from toolkit.core.classform import check_class_form
-from toolkit.core.errors import LimitExceeded, error_of
+from toolkit.core.errors import LimitExceeded, check_deadline, error_of
 
 cnp.import_array()
 
@@ -117,6 +117,8 @@ cdef class TokenIndex:
             self.dense_of[DEAD] = -1
             self.offsets[1] = 0
             for s in range(1, n):
+                if (s & 63) == 0:  # a compile's deadline (toolkit.core.errors.deadline), every 64 walks
+                    check_deadline(f"outlines index, DFA state {s} of {n - 1}")
                 k = 0
                 with nogil:
                     visited = trie_walk_dfa(trie.nodes, trie.num_nodes, trie.token_ids, self.trans,
@@ -137,7 +139,7 @@ cdef class TokenIndex:
                 if used > max_memory:
                     estimate = used * (n - 1) // s
                     raise LimitExceeded(
-                        "index_memory", estimate, max_memory,
+                        "max_memory", estimate, max_memory,
                         f"the token index of a {n - 1}-state DFA would need about "
                         f"{estimate / 2**20:.1f} MiB (estimated after {s} states, "
                         f"{self.num_dense} of them dense); raise max_memory or simplify the regex",

@@ -30,20 +30,44 @@ Recursion in JSON schemas (``$ref`` cycles, containers inside free-form values) 
 unrolled the same way to ``max_depth`` levels (default 3), as Outlines does: an
 instance nested deeper is refused.  A regex that outgrows ``max_regex_length`` characters, a DFA that outgrows
 ``max_states`` states or an index that outgrows ``max_memory`` bytes is a
-:class:`~toolkit.core.errors.LimitExceeded` that says which and by how much.
+:class:`~toolkit.core.errors.LimitExceeded` that says which and by how much.  So is a regex
+with a bounded repeat above ``max_repeat`` (default 10,000): each count is a copy of the
+piece, at least a DFA state and a walk of the vocabulary, so ``[a-z]{100000}`` (1.6 GB of
+index with a 131k vocabulary) is refused from the regex's text, before anything is built,
+naming the repeat (nested repeats are bounded by the NFA, ``max_states``).  A JSON schema is compiled
+under ``max_rules`` and ``max_schema_depth`` (the schema compiler's limits), and the whole
+compile under ``compile_timeout`` seconds (default 60, 0: none;
+:class:`~toolkit.core.errors.TimeLimitExceeded` says where it stopped: the regex, the
+DFA, the index's DFA state).
 """
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Literal, get_args
 
 import numpy as np
 
-from strategies._base import NativeMatcher, StrategyEngine
+from strategies._base import (
+    DEFAULT_COMPILE_TIMEOUT,
+    SCHEMA_LIMITS,
+    NativeMatcher,
+    StrategyEngine,
+    check_compile_timeout,
+    check_limit,
+    read_input,
+    renamed_limits,
+)
 from strategies.outlines._index import Cursor, TokenIndex, ops_capsule
 from toolkit.automata.regex import DEFAULT_MAX_STATES, ByteDFA, compile_regex
-from toolkit.core.errors import MasklabError, Unsatisfiable, UnsupportedGrammar
+from toolkit.core.errors import (
+    LimitExceeded,
+    MasklabError,
+    Unsatisfiable,
+    UnsupportedGrammar,
+    check_deadline,
+)
 from toolkit.core.protocol import Capabilities, CompiledBase
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
@@ -55,15 +79,74 @@ from toolkit.jsonschema.compiler import (
     WHITESPACES,
     Spelling,
     Whitespace,
-    json_schema_to_regex,
     schema_text,
-    schema_value,
 )
 
-__all__ = ["OutlinesEngine", "OutlinesCompiled", "OutlinesMatcher", "DEFAULT_MAX_MEMORY"]
+__all__ = ["OutlinesEngine", "OutlinesCompiled", "OutlinesMatcher", "DEFAULT_MAX_MEMORY", "DEFAULT_MAX_REPEAT",
+           "repeat_count"]
 
 DEFAULT_MAX_MEMORY = 4 << 30
 """Default cap on one token index, in bytes (4 GiB)."""
+
+DEFAULT_MAX_REPEAT = 10_000
+"""Default cap on the bound of one bounded repeat of a regex (``max_repeat``; GBNF's
+reader has the same, :data:`toolkit.grammar.gbnf.MAX_REPETITION`): each count is a copy
+of the piece, at least a DFA state walked over the whole vocabulary by the index
+(``[a-z]{100000}``: 1.6 GB and ten seconds with a 131k vocabulary), so a larger bound is
+refused from the regex's text before anything is built."""
+
+# a regex cut into what matters for its repeats: a comment, an escape, a class, a group's
+# opening (with its flags or name) or closing, a bounded repeat, a run of plain
+# characters, or any other single character
+_RX_TOKEN = re.compile(
+    r"\(\?#[^)]*\)|\\.|\[\^?\]?(?:\\.|[^\]\\])*\]|\((?:\?(?:P<\w+>|[a-zA-Z-]*:?))?|\)"
+    r"|\{(\d*)(,?)(\d*)\}|[^\\\[\](){*+?|]+|.",
+    re.DOTALL,
+)
+
+
+_BOUNDS = re.compile(r"\{(\d*),?(\d*)\}")
+
+
+def repeat_count(pattern: str, above: int = 1) -> tuple[int, str]:
+    """The largest bound of one bounded repeat in ``pattern`` (``x{m}``, ``x{m,n}``,
+    ``x{,n}``: the upper bound; ``x{m,}``: ``m``), and that repeat's text; 1 and "" when
+    no bound is above ``above``.  Read from the text, as :mod:`toolkit.automata._rxparse`
+    reads repeats, without building the parse tree (a malformed pattern is the parser's
+    to refuse: what is read here of it only decides whether ``max_repeat`` is met), and
+    only when some ``{...}`` holds a number above ``above`` (one C scan otherwise).
+    Nested repeats are not multiplied: their product is bounded by the NFA's size
+    (``max_states``), refused before it is copied."""
+    digits = len(str(above))
+    if not any(len(n) >= digits and int(n) > above
+               for m in _BOUNDS.finditer(pattern) for n in m.groups() if len(n) >= digits):
+        return 1, ""
+    best, span = 1, (0, 0)
+    opened: list[int] = []  # where each open group starts
+    last: int | None = None  # where the item a repeat would apply to starts
+    for m in _RX_TOKEN.finditer(pattern):
+        tok = m.group()
+        c = tok[0]
+        if tok.startswith("(?#"):
+            continue  # a comment
+        if c == "(":
+            opened.append(m.start())
+            last = None
+        elif c == ")" and opened:
+            last = opened.pop()
+        elif c == "{" and m.group(1) is not None and (m.group(1) or m.group(3)):
+            if last is not None:
+                n = int(m.group(3) or m.group(1))  # {m}, {m,n}, {,n}; {m,}: m copies and a loop
+                if n > best:
+                    best, span = n, (last, m.end())
+            last = None
+        elif c in "*+?|":
+            last = None  # (a lazy mark, or a repeat of a repeat: the parser's to refuse)
+        elif c in "\\[" or len(tok) == 1:
+            last = m.start()  # an escape, a class, one character
+        else:
+            last = m.end() - 1  # a run of plain characters: a repeat takes its last
+    return best, pattern[span[0]:span[1]]
 
 SchemaRegex = Literal["masklab", "outlines-core"]
 _SCHEMA_REGEX: tuple[str, ...] = get_args(SchemaRegex)
@@ -116,7 +199,9 @@ class OutlinesEngine(StrategyEngine):
     (our schema compiler's: ``"flexible"`` or ``"compact"``), ``whitespace_pattern``
     (outlines-core's), ``max_depth`` (recursion unrolled in schemas),
     ``grammar_max_depth`` (in grammars; None refuses recursive grammars),
-    ``max_states`` (DFA), ``max_regex_length``,
+    ``max_states`` (DFA), ``max_regex_length``, ``max_repeat`` (the bound of one of the
+    regex's repeats), ``max_rules`` and ``max_schema_depth`` (the schema compiler's),
+    ``compile_timeout`` (seconds, 0: none),
     ``max_memory`` (bytes per index), ``dense_min_tokens`` (a state with this many
     allowed tokens keeps a bitmask row; None: whichever form is smaller), ``memo``
     (default True: the DFAs of earlier compiles are kept, :mod:`toolkit.core.memo`).
@@ -146,7 +231,11 @@ class OutlinesEngine(StrategyEngine):
         max_states: int = DEFAULT_MAX_STATES,
         max_regex_length: int = 1_000_000,
         max_memory: int = DEFAULT_MAX_MEMORY,
+        max_repeat: int = DEFAULT_MAX_REPEAT,
         dense_min_tokens: int | None = None,
+        max_rules: int = SCHEMA_LIMITS["max_rules"],
+        max_schema_depth: int = SCHEMA_LIMITS["max_schema_depth"],
+        compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
         memo: bool = True,
     ) -> None:
         if schema_regex not in _SCHEMA_REGEX:
@@ -158,9 +247,11 @@ class OutlinesEngine(StrategyEngine):
         if max_depth < 0 or (grammar_max_depth is not None and grammar_max_depth < 0):
             raise ValueError(f"max_depth and grammar_max_depth must be >= 0, got {max_depth}, {grammar_max_depth}")
         for opt, value in (("max_states", max_states), ("max_regex_length", max_regex_length),
-                           ("max_memory", max_memory)):
+                           ("max_memory", max_memory), ("max_repeat", max_repeat), ("max_rules", max_rules),
+                           ("max_schema_depth", max_schema_depth)):
             if int(value) < 1:
                 raise ValueError(f"{opt} must be positive, got {value}")
+            check_limit(opt, value)  # (an int: 1.5 is not read as 1)
         if not isinstance(memo, bool):
             raise ValueError(f"memo must be a bool, got {memo!r}")
         self.vocab = vocab
@@ -173,13 +264,16 @@ class OutlinesEngine(StrategyEngine):
         self.max_states = int(max_states)
         self.max_regex_length = int(max_regex_length)
         self.max_memory = int(max_memory)
+        self.max_repeat = int(max_repeat)
         self.dense_min_tokens = -1 if dense_min_tokens is None else int(dense_min_tokens)
         self.options = {
             "schema_regex": schema_regex, "whitespace": whitespace, "spelling": spelling,
             "whitespace_pattern": whitespace_pattern, "max_depth": self.max_depth,
             "grammar_max_depth": grammar_max_depth,
             "max_states": self.max_states, "max_regex_length": self.max_regex_length,
-            "max_memory": self.max_memory, "dense_min_tokens": dense_min_tokens, "memo": memo,
+            "max_memory": self.max_memory, "max_repeat": self.max_repeat, "dense_min_tokens": dense_min_tokens,
+            "max_rules": int(max_rules), "max_schema_depth": int(max_schema_depth),
+            "compile_timeout": check_compile_timeout(compile_timeout), "memo": memo,
         }
         self.trie = TokenTrie(vocab)
         self._token_blob, self._token_offsets = vocab.byte_table()
@@ -188,15 +282,23 @@ class OutlinesEngine(StrategyEngine):
     # ------------------------------------------------------------ compile --
 
     def regex_for(self, spec: Any) -> tuple[str, str]:
-        """``(regex, kind)`` for what :meth:`compile` accepts (see the module doc)."""
+        """``(regex, kind)`` for what :meth:`compile` accepts (see the module doc).  A
+        limit the regex's writing meets names this engine's option: ``max_regex_length``
+        for the text, ``grammar_max_depth`` (a grammar) or ``max_depth`` (a schema) for
+        the unrolling of recursion, ``max_rules``/``max_schema_depth`` for the schema."""
         if isinstance(spec, RegexText):
             return spec.text, "regex"
         text = schema_text(spec)
         if text is not None:
-            return self._schema_regex(spec, text), "json_schema"
+            with renamed_limits({"max_length": "max_regex_length", "max_steps": "max_depth"},
+                                "the regex of the JSON schema"):
+                return self._schema_regex(spec, text), "json_schema"
         grammar = read(spec, engine=self.name)  # a Grammar, or a grammar text of any format
+        check_deadline("outlines: the grammar's regex")
         try:
-            return grammar.to_regex(max_depth=self.grammar_max_depth, max_length=self.max_regex_length), "grammar"
+            with renamed_limits({"max_length": "max_regex_length", "max_steps": "grammar_max_depth",
+                                 "max_depth": "grammar_max_depth"}, "the regex of the grammar"):
+                return grammar.to_regex(max_depth=self.grammar_max_depth, max_length=self.max_regex_length), "grammar"
         except UnsupportedGrammar as e:
             raise _recursion_hint(e) from None
 
@@ -208,22 +310,26 @@ class OutlinesEngine(StrategyEngine):
                 return build_regex_from_schema(text, self.whitespace_pattern)
             except Exception as e:  # noqa: BLE001 - outlines-core raises ValueError/RuntimeError
                 raise UnsupportedGrammar(f"outlines-core's schema compiler: {e}") from e
-        schema = schema_value(spec)
-        return json_schema_to_regex(
-            schema,
-            max_depth=self.max_depth,
-            whitespace=self.whitespace,
-            spelling=self.spelling,
-            max_length=self.max_regex_length,
-        )
+        # toolkit.jsonschema.json_schema_to_regex, under this engine's schema limits
+        grammar, _ = read_input(self.name, spec, self.options, whitespace=self.whitespace, spelling=self.spelling)
+        check_deadline("outlines: the JSON schema's regex")
+        return grammar.to_regex(max_depth=self.max_depth, max_length=self.max_regex_length)
 
     def _compile(self, spec: Any) -> OutlinesCompiled:
         """Regex → minimal byte DFA → token index; the startup cost the harness measures."""
         t0 = time.perf_counter()
         regex, kind = self.regex_for(spec)
         t1 = time.perf_counter()
+        bound, fragment = repeat_count(regex, self.max_repeat)
+        if bound > self.max_repeat:  # a state per count, each a walk of the vocabulary: refused before
+            where = "the regex" if kind == "regex" else f"the {kind}'s regex"
+            raise LimitExceeded("max_repeat", bound, self.max_repeat,
+                                f"the repeat {_shown(fragment)} in {where}: a copy of its piece per count, each "
+                                "at least a DFA state and a walk of the vocabulary")
+        check_deadline(f"outlines: the DFA of the {kind}'s regex")
         unicode = kind == "json_schema" and self.schema_regex == "outlines-core"
-        dfa = compile_regex(regex, max_states=self.max_states, unicode=unicode)
+        with renamed_limits({"nfa_states": "max_states"}, "NFA states, at most max(4 * max_states, 100000)"):
+            dfa = compile_regex(regex, max_states=self.max_states, unicode=unicode)
         if dfa.is_empty():
             raise _unsatisfiable(spec, kind, regex)
         t2 = time.perf_counter()
@@ -237,6 +343,12 @@ class OutlinesEngine(StrategyEngine):
 
 
 _TO_REGEX_HINT = "; pass max_depth to unroll the recursion"
+
+
+def _shown(fragment: str, width: int = 60) -> str:
+    """A regex fragment for a message: whole when short, else its two ends."""
+    return repr(fragment) if len(fragment) <= width else repr(fragment[: width // 2]) + "..." + repr(
+        fragment[-width // 2 :])
 
 
 def _recursion_hint(e: UnsupportedGrammar) -> UnsupportedGrammar:

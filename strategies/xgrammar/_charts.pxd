@@ -29,7 +29,7 @@ cdef class RuleTables:
     cdef readonly int32_t n_sym       # symbols: the terminals are n_nt .. n_sym - 1
     cdef readonly int32_t n_dr        # dotted rules
     cdef readonly symbol_t start_nt   # the start nonterminal
-    cdef readonly int32_t max_items   # Earley items one chart may hold (earley_items_per_chart)
+    cdef readonly int32_t max_items   # Earley items one chart may hold (the option max_items)
     cdef dict _keep                   # the numpy arrays behind the pointers, by name
     cdef const symbol_t* dr_sym       # per dotted rule: the symbol after the dot; -1 ends a production
     cdef const symbol_t* dr_lhs       # per dotted rule: its production's lhs

@@ -64,7 +64,7 @@ from toolkit.core.ids cimport DEAD, MISSING, state_t, symbol_t, token_t, word_t
 from toolkit.core.intsets cimport IntSets, intsets_add, intsets_find, intsets_free, intsets_init
 from toolkit.core.trie cimport TokenTrie, TrieNode
 
-from toolkit.core.errors import LimitExceeded
+from toolkit.core.errors import LimitExceeded, TimeLimitExceeded, check_deadline
 
 cnp.import_array()
 
@@ -104,6 +104,16 @@ cdef inline int32_t _subtree_end(const TrieNode* nodes, int32_t num_nodes, int32
     """The end of node p's subtree's token indexes."""
     cdef int32_t q = p + nodes[p].subtree_size
     return nodes[q].token_start if q < num_nodes else n_tokens
+
+
+cdef int _deadline_passed() noexcept with gil:
+    """1 when the compile's deadline (:func:`toolkit.core.errors.deadline`) has passed:
+    the build's loops ask every few hundred positions, then stop for the caller to raise."""
+    try:
+        check_deadline()
+    except TimeLimitExceeded:
+        return 1
+    return 0
 
 
 cdef int _cmp_uint64(const void* a, const void* b) noexcept nogil:
@@ -290,6 +300,9 @@ cdef class Tables(RuleTables):
             self.pos = NULL
         if rc == 1:
             raise LimitExceeded("max_cache_bytes", used, max_cache_bytes, "the adaptive token mask cache")
+        if rc == 2:  # the deadline passed (it stays passed): raise it, saying where
+            check_deadline(f"xgrammar: the adaptive token mask cache, dotted rule {used} of {self.n_dr}")
+            raise RuntimeError("xgrammar: the mask cache stopped for a deadline that has not passed")
         if rc < 0:
             e = self.error(rc)
             e.add_note("while precomputing the token mask cache")
@@ -298,9 +311,10 @@ cdef class Tables(RuleTables):
     cdef int _build(self, Charts p, TokenTrie trie, Build* b, bint share_walks, int64_t limit,
                     int64_t* used) noexcept nogil:
         """build_cache's work: 0, 1 when the cache outgrew ``limit`` bytes (``*used``
-        then), or an error code."""
+        then), 2 when the compile's deadline passed (``*used``: the dotted rule it was
+        building), or an error code."""
         cdef int rc
-        cdef int32_t r
+        cdef int32_t r, built = 0
         if share_walks and self._canon_states(b.canon) < 0:
             return ERR_MEMORY
         rc = self._state_reps(b.rep, trie.max_depth, share_walks)
@@ -308,6 +322,10 @@ cdef class Tables(RuleTables):
             return rc
         for r in range(self.n_dr):
             if self.pos_start[r] >= 0:
+                if (built & 63) == 0 and _deadline_passed():
+                    used[0] = r
+                    return 2
+                built += 1
                 rc = self._rule_positions(p, r, trie, b, share_walks, limit, used)
                 if rc != 0:
                     return rc
@@ -338,7 +356,8 @@ cdef class Tables(RuleTables):
                              int64_t limit, int64_t* used) noexcept nogil:
         """The positions of dotted rule r (one per live state of its terminal): copied
         from its twin's, from an equivalent state's, or built on an Inner (built now,
-        or another terminal's alike).  0, 1 past ``limit`` cache bytes, or an error."""
+        or another terminal's alike).  0, 1 past ``limit`` cache bytes, 2 past the
+        compile's deadline (``*used`` then r), or an error."""
         cdef symbol_t t = self.dr_sym[r] - self.n_nt
         cdef int32_t n_states = self.n_states(t)
         cdef int64_t g, first = self.pos_start[r]
@@ -349,6 +368,9 @@ cdef class Tables(RuleTables):
             self.twin_positions += n_states - 1
             return 0
         for s in range(1, n_states):
+            if (s & 255) == 0 and _deadline_passed():
+                used[0] = r
+                return 2
             g = self.t_acc_off[t] + s
             if b.rep[g] != s:  # reads every token as an earlier state does
                 self.pos[first + s] = self.pos[first + b.rep[g]]

@@ -38,9 +38,15 @@ same state on a first byte share that subtree's trie walk while the cache is bui
 and states that no token tells apart, or dotted rules with the same rest and follow
 set, share their cache entries; False, for ablations, builds each position afresh
 and the same cache), and the limits ``max_items`` (Earley items in one chart, default
-10,000) and ``max_cache_bytes`` (the mask cache of one grammar, default 1 GiB).
-Exceeding one is a :class:`~toolkit.core.errors.LimitExceeded`: at compile time it is
-raised, while decoding it puts the matcher in the protocol's sticky error state.
+10,000) and ``max_cache_bytes`` (the mask cache of one grammar, default 1 GiB), and for a JSON
+schema the compiler's ``max_rules`` (default 50,000) and ``max_schema_depth`` (schemas
+nested in schemas, default 100).
+Exceeding one is a :class:`~toolkit.core.errors.LimitExceeded` naming the option: at compile
+time it is raised, while decoding it puts the matcher in the protocol's sticky error state.
+``compile_timeout`` (seconds, default 60, 0: none) bounds one ``compile``: past it the
+compile stops at its next check with :class:`~toolkit.core.errors.TimeLimitExceeded`
+naming the option and the phase (the grammar's reading, a rule, the mask cache's
+dotted rule).
 ``memo`` (default True) keeps the DFAs and schema fragments of the engine's earlier
 compiles (:mod:`toolkit.core.memo`); False starts every compile cold.
 """
@@ -52,10 +58,18 @@ from typing import Any
 
 import numpy as np
 
-from strategies._base import CompiledTables, GrammarEngine, NativeMatcher
+from strategies._base import (
+    DEFAULT_COMPILE_TIMEOUT,
+    SCHEMA_LIMITS,
+    CompiledTables,
+    GrammarEngine,
+    NativeMatcher,
+    check_compile_timeout,
+)
 from strategies.xgrammar._pda import Parser, ops_capsule
 from strategies.xgrammar._tables import Tables
 from toolkit.core import bitmask as bm
+from toolkit.core.errors import check_deadline
 from toolkit.core.protocol import Capabilities
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
@@ -129,7 +143,9 @@ def inline_rules(rules: Rules, start: int, inline_max: int) -> Rules:
         return inlined[root]
 
     out: Rules = {}
-    for a, alts in rules.items():
+    for k, (a, alts) in enumerate(rules.items()):
+        if not k & 255:
+            check_deadline(f"xgrammar: inlining rules, symbol {a} of {len(rules)}")
         if a in single:
             if decide(a):
                 continue
@@ -221,6 +237,7 @@ def build_tables(grammar: Grammar, *, inline_max: int, max_items: int) -> tuple[
     for lhs, rhs in cfg.prods:
         rules[lhs].append(rhs)
     rules = inline_rules(rules, cfg.start_symbol, inline_max)
+    check_deadline("xgrammar: follow sets")
     nullable = {i: bool(v) for i, v in enumerate(cfg.nullable)}
     nts = [cfg.start_symbol] + sorted(a for a in rules if a != cfg.start_symbol)
     terms = sorted({s for alts in rules.values() for alt in alts for s in alt if s >= n_nt})
@@ -229,6 +246,7 @@ def build_tables(grammar: Grammar, *, inline_max: int, max_items: int) -> tuple[
         index[t] = len(nts) + i
     dr_sym, dr_lhs, nt_off, nt_drs = dotted_rules(nts, rules, index)
     follow = follow_sets(rules, cfg, nullable)
+    check_deadline("xgrammar: parser tables")
     fol = np.zeros((len(nts), 256), dtype=np.uint8)
     for a, old in enumerate(nts):
         fol[a] = follow[old]
@@ -279,6 +297,9 @@ class XGrammarEngine(GrammarEngine):
         inline_max: int = 4,
         max_items: int = 10_000,
         max_cache_bytes: int = 1 << 30,
+        max_rules: int = SCHEMA_LIMITS["max_rules"],
+        max_schema_depth: int = SCHEMA_LIMITS["max_schema_depth"],
+        compile_timeout: float = DEFAULT_COMPILE_TIMEOUT,
         share_walks: bool = True,
         memo: bool = True,
     ) -> None:
@@ -287,7 +308,8 @@ class XGrammarEngine(GrammarEngine):
         if spelling not in SPELLINGS:
             raise ValueError(f"spelling must be one of {', '.join(SPELLINGS)}, got {spelling!r}")
         for opt, value, low in (("inline_max", inline_max, 0), ("max_items", max_items, 1),
-                                ("max_cache_bytes", max_cache_bytes, 1)):
+                                ("max_cache_bytes", max_cache_bytes, 1), ("max_rules", max_rules, 1),
+                                ("max_schema_depth", max_schema_depth, 1)):
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
                 raise ValueError(f"{opt} must be an integer >= {low}, got {value!r}")
         if not isinstance(memo, bool):
@@ -302,7 +324,9 @@ class XGrammarEngine(GrammarEngine):
         self.max_cache_bytes = int(max_cache_bytes)
         self.share_walks = share_walks
         self.options = {"whitespace": whitespace, "spelling": spelling, "inline_max": self.inline_max, "max_items": self.max_items,
-                        "max_cache_bytes": self.max_cache_bytes, "share_walks": share_walks,
+                        "max_cache_bytes": self.max_cache_bytes, "max_rules": int(max_rules),
+                        "max_schema_depth": int(max_schema_depth),
+                        "compile_timeout": check_compile_timeout(compile_timeout), "share_walks": share_walks,
                         "memo": memo}
         self.trie = TokenTrie(vocab)
         self._blob, self._offsets = self.trie.token_blob()
@@ -313,6 +337,7 @@ class XGrammarEngine(GrammarEngine):
         grammar, kind = self.grammar_for(spec)
         t1 = time.perf_counter()
         tables, symbols = build_tables(grammar, inline_max=self.inline_max, max_items=self.max_items)
+        check_deadline("xgrammar: the adaptive token mask cache")
         t2 = time.perf_counter()
         tables.build_cache(self.trie, self._blob, self._offsets, self._text_words,
                            max_cache_bytes=self.max_cache_bytes, share_walks=self.share_walks)

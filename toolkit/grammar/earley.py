@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from toolkit.automata.regex import ByteDFA, compile_regex
-from toolkit.core.errors import LimitExceeded
+from toolkit.core.errors import LimitExceeded, check_deadline
 
 __all__ = ["CFG", "compile_cfg", "ByteRecognizer", "DEFAULT_MAX_ITEMS"]
 
@@ -126,6 +126,7 @@ def compile_cfg(grammar) -> CFG:
 
 
 def _compile(grammar) -> CFG:
+    check_deadline("flattening the grammar (compile_cfg)")
     term_dfas = {name: t.dfa() for name, t in grammar.terminals.items()}
     rules: dict[str, list[tuple[str, ...]]] = {k: list(v) for k, v in grammar.rules.items()}
     ws = None
@@ -153,6 +154,7 @@ def _compile(grammar) -> CFG:
         rules[_START] = [(grammar.start,)]
 
     live_terms = {n for n, d in term_dfas.items() if not d.is_empty()}
+    check_deadline("flattening the grammar (compile_cfg): productive rules")
     productive = _productive(rules, live_terms)
     rules = {
         lhs: [alt for alt in alts if all(s in productive for s in alt)]
@@ -245,8 +247,8 @@ class ByteRecognizer:
                 pending.append(it)
         while pending:
             if len(items) > self.max_items:
-                raise LimitExceeded("earley_items_per_chart", len(items), self.max_items,
-                                    "Earley items in one chart; option max_items")
+                raise LimitExceeded("max_items", len(items), self.max_items,
+                                    f"Earley items in the chart at byte {j}")
             p, d, o = pending.pop()
             lhs, rhs = prods[p]
             advanced: list[tuple[int, int, int]] = []

@@ -108,7 +108,13 @@ from toolkit.automata.dfaops import dfa_regex
 from toolkit.automata.nfa import case_variants, parse_pattern
 from toolkit.automata.rxtext import ANY, class_body, escape_cp
 from toolkit.automata.utf8 import MAX_CODEPOINT, ranges_of
-from toolkit.core.errors import GrammarError, LimitExceeded, RegexError, UnsupportedGrammar
+from toolkit.core.errors import (
+    GrammarError,
+    LimitExceeded,
+    RegexError,
+    UnsupportedGrammar,
+    check_deadline,
+)
 from toolkit.grammar.earley import derives
 from toolkit.grammar.inputs import InputFormat, register_format
 from toolkit.grammar.ir import Grammar, Terminal, bind_gbnf
@@ -117,12 +123,14 @@ from toolkit.grammar.special import ANY_MARK_REGEX, MARK, parse_spec
 __all__ = ["GbnfText", "read_gbnf", "write_gbnf", "MAX_REPETITION", "MAX_SYMBOLS", "WRITE_CHUNK"]
 
 MAX_REPETITION = 10_000
-"""Largest repetition bound ``{m,n}`` :func:`read_gbnf` expands (llama.cpp's own limit is
-2000); a larger one is :class:`~toolkit.core.errors.LimitExceeded` ``("gbnf_repetition")``."""
+"""Largest repetition bound ``{m,n}`` :func:`read_gbnf` expands by default (its
+``max_repetition``; llama.cpp's own limit is 2000); a larger one is
+:class:`~toolkit.core.errors.LimitExceeded` ``("max_repetition")``."""
 
 MAX_SYMBOLS = 1_000_000
 """Most symbols (over all alternatives) the IR of one GBNF text may have after repetitions
-are expanded: :class:`~toolkit.core.errors.LimitExceeded` ``("gbnf_symbols")``."""
+are expanded, by default (:func:`read_gbnf`'s ``max_symbols``):
+:class:`~toolkit.core.errors.LimitExceeded` ``("max_symbols")``."""
 
 WRITE_CHUNK = 1000
 """Largest repetition bound :func:`write_gbnf` writes; larger ones are chunked."""
@@ -184,7 +192,9 @@ class _Reader:
     """One pass over the text (see the module doc); groups use an explicit stack, so
     nesting depth costs no recursion."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, max_repetition: int = MAX_REPETITION, max_symbols: int = MAX_SYMBOLS) -> None:
+        self.max_repetition = max_repetition
+        self.max_symbols = max_symbols
         self.s = text
         self.n = len(text)
         self.i = 0
@@ -192,7 +202,7 @@ class _Reader:
         self.rules: dict[str, list[list[_Sym]]] = {}
         self.defined_at: dict[str, int] = {}
         self.helpers = 0
-        self.size = 0  # symbols so far (MAX_SYMBOLS)
+        self.size = 0  # symbols so far (max_symbols)
 
     # ----------------------------------------------------------- helpers --
 
@@ -229,9 +239,9 @@ class _Reader:
 
     def grow(self, k: int, at: int) -> None:
         self.size += k
-        if self.size > MAX_SYMBOLS:
+        if self.size > self.max_symbols:
             line, col = self.where(at)
-            raise LimitExceeded("gbnf_symbols", self.size, MAX_SYMBOLS,
+            raise LimitExceeded("max_symbols", self.size, self.max_symbols,
                                 f"the grammar's repetitions expand to too many symbols (line {line}, column {col})")
 
     def helper(self, rule: str, alts: list[list[_Sym]], at: int) -> _Sym:
@@ -249,6 +259,7 @@ class _Reader:
             raise self.error("empty grammar: no rule (a GBNF grammar is rules 'name ::= ...', "
                              "starting from 'root')", self.i)
         while self.i < self.n:
+            check_deadline(f"reading the GBNF grammar, line {self.where(self.i)[0]}")
             self.rule()
 
     def name(self) -> str:
@@ -440,9 +451,9 @@ class _Reader:
                 return default
             raise self.error(f"expecting a number in the repetition, found {self.shown(i)}", i)
         self.i = j
-        if j - i > 9 or int(s[i:j]) > MAX_REPETITION:
+        if j - i > 9 or int(s[i:j]) > self.max_repetition:
             line, col = self.where(at)
-            raise LimitExceeded("gbnf_repetition", int(s[i:j]) if j - i <= 4000 else float("inf"), MAX_REPETITION,
+            raise LimitExceeded("max_repetition", int(s[i:j]) if j - i <= 4000 else float("inf"), self.max_repetition,
                                 f"a repetition bound at line {line}, column {col}")
         return int(s[i:j])
 
@@ -619,19 +630,24 @@ def _key_regex(key: _Key) -> str:
     return "[" + class_body(ranges) + "]"
 
 
-def read_gbnf(text: str, start: str = "root") -> Grammar:
+def read_gbnf(text: str, start: str = "root", *, max_repetition: int | None = None,
+              max_symbols: int | None = None) -> Grammar:
     """The IR of GBNF ``text`` (see the module doc), its start rule ``start``.
 
     Errors: :class:`~toolkit.core.errors.GrammarError` with the line and column of the
     offending character; :class:`~toolkit.core.errors.UnsupportedGrammar` for what GBNF
     says and the IR cannot (``!<name>``, surrogates in strings), with its place;
-    :class:`~toolkit.core.errors.LimitExceeded` for a repetition bound above
-    :data:`MAX_REPETITION` or more than :data:`MAX_SYMBOLS` symbols;
-    :class:`~toolkit.core.errors.Unsatisfiable` when the language is empty.
+    :class:`~toolkit.core.errors.LimitExceeded` naming ``max_repetition`` for a repetition
+    bound above it (default :data:`MAX_REPETITION`) or ``max_symbols`` for more symbols
+    than that (default :data:`MAX_SYMBOLS`), with the line and column;
+    :class:`~toolkit.core.errors.Unsatisfiable` when the language is empty.  Rules are
+    read in one pass and groups on a stack of their own, so no nesting depth or chain of
+    rules meets Python's recursion limit; a compile's deadline is checked per rule.
     """
     if not isinstance(text, str):
         raise TypeError(f"GBNF text must be str, not {type(text).__name__}")
-    r = _Reader(text)
+    r = _Reader(text, MAX_REPETITION if max_repetition is None else max_repetition,
+                MAX_SYMBOLS if max_symbols is None else max_symbols)
     r.read()
     undefined = [(sym[2], sym[1]) for alts in r.rules.values() for alt in alts for sym in alt
                  if sym[0] == "r" and sym[1] not in r.defined_at]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -40,8 +40,12 @@ from toolkit.core.errors import (
     GrammarError,
     LimitExceeded,
     RegexError,
+    TimeLimitExceeded,
     Unsatisfiable,
     UnsupportedGrammar,
+    check_deadline,
+    deadline_left,
+    time_limit,
 )
 from toolkit.grammar.earley import ByteRecognizer, compile_cfg, derives
 from toolkit.grammar.embed import schema_compiler
@@ -183,11 +187,14 @@ class Grammar:
                 raise GrammarError(f"ignored terminal {name!r} is not defined")
         live = set()
         for name, t in self.terminals.items():
+            check_deadline(f"the DFA of terminal {name}")
             try:
                 if t.dfa().start:
                     live.add(name)
             except RegexError as e:
                 raise GrammarError(f"terminal {t.name}: {e}") from e
+            except LimitExceeded as e:
+                raise _terminal_limit(e, t.name) from e
         productive = derives(((lhs, alt) for lhs, alts in self.rules.items() for alt in alts), live)
         object.__setattr__(self, "_live", frozenset(productive))
         if self.start not in productive:
@@ -312,12 +319,13 @@ class Grammar:
         return ByteRecognizer(compile_cfg(self)).push_bytes(data)
 
     @staticmethod
-    def from_gbnf(text: str, start: str = "root") -> Grammar:
+    def from_gbnf(text: str, start: str = "root", **limits: int) -> Grammar:
         """Parse llama.cpp's GBNF (:func:`toolkit.grammar.gbnf.read_gbnf`): rules with
         ``::=``, ``root`` the start, alternation, groups, ``* + ?``, ``{m,n}``, strings and
         character classes with escapes, comments.  Errors are :class:`GrammarError` with
-        the line and column."""
-        return _GBNF["read"](text, start)
+        the line and column; ``limits`` (``max_repetition``, ``max_symbols``) pass through
+        to the reader, whose :class:`LimitExceeded` names them."""
+        return _GBNF["read"](text, start, **limits)
 
     # ----------------------------------------------------------- writers --
 
@@ -373,7 +381,8 @@ class Grammar:
             lines.append(f"%ignore {term_names[name]}")
         return "\n".join(lines) + "\n"
 
-    def to_regex(self, *, max_depth: int | None = None, max_length: int = 1_000_000) -> str:
+    def to_regex(self, *, max_depth: int | None = None, max_length: int = 1_000_000,
+                 max_steps: int | None = None) -> str:
         """A single regex (:mod:`toolkit.automata.regex`'s dialect) for the grammar's language.
 
         * A grammar built by :meth:`from_regex` gives back its pattern.
@@ -406,10 +415,12 @@ class Grammar:
         Unrolling multiplies the text (each level repeats what it contains), so the
         text is capped: more than ``max_length`` characters raises
         :class:`LimitExceeded` ``("max_length")`` as soon as a piece exceeds it (and
-        more than two million rule expansions ``("to_regex_steps")``, whatever the
-        text, so that no ``max_depth`` hangs).
+        more than ``max_steps`` rule expansions, two million by default,
+        ``("max_steps")``, whatever the text, so that no ``max_depth`` hangs).  Rules
+        are rendered bottom-up on a stack of their own: a chain of any length meets no
+        recursion limit.
         """
-        return _grammar_to_regex(self, max_depth, max_length)
+        return _grammar_to_regex(self, max_depth, max_length, _TO_REGEX_MAX_STEPS if max_steps is None else max_steps)
 
     def is_empty(self) -> bool:
         """True when the grammar derives no string.  Always False for a Grammar: one
@@ -448,6 +459,16 @@ def _sanitize(names: Iterable[str], ok: re.Pattern, prefix: str, case, taken: se
         used.add(new)
         out[n] = new
     return out
+
+
+def _terminal_limit(e: LimitExceeded, name: str, line: int | None = None) -> LimitExceeded:
+    """The regex compiler's limit (its default ``max_states``) met by terminal ``name``'s
+    DFA, saying which terminal (and its grammar line); a deadline passes unchanged."""
+    if isinstance(e, TimeLimitExceeded):
+        return e
+    where = f"the DFA of terminal {name}" + (f" (line {line})" if line is not None else "")
+    where += ", built with toolkit.automata.regex.compile_regex's defaults"
+    return LimitExceeded(e.limit, e.value, e.maximum, "; ".join(x for x in (e.detail, where) if x))
 
 
 def _lark_terminal(t: Terminal) -> str:
@@ -548,6 +569,7 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
             _make_lazy(rule, attrs, rules, terminals)
     ws_ignored = bool(g.ignore) and all(terminals[n].dfa().fullmatch(b" \t\n\r") for n in g.ignore)
     for name, schema in side.json.items():
+        check_deadline(f"reading the Lark grammar, %json of {name}")
         schema, opts = _x_guidance(schema, ws_ignored)
         sub = schema_compiler()(schema, whitespace="compact", spelling="llguidance", strict=not opts["lenient"])
         prefix = f"{name}__"
@@ -650,48 +672,71 @@ def _json_lead(sub: Grammar, rule: str, ren: dict[str, str], wrap: dict[str, str
     symbol of every leftmost alternative is where its first token comes from (a
     nullable one there is refused rather than guessed)."""
     nullable = derives(((lhs, alt) for lhs, alts in sub.rules.items() for alt in alts), set())
-    made: dict[str, str] = {}
-
-    def lead(r: str) -> str:
-        if r in made:
-            return made[r]
-        made[r] = name = f"{prefix}lead_{r}"
-        alts = []
-        for alt in sub.rules[r]:
-            if not alt:
-                raise UnsupportedGrammar(f"%json: the schema's rule {r!r} may be empty where the value starts")
-            first, rest = alt[0], alt[1:]
-            if first in sub.terminals:
-                head = ren[first]
-            elif first in nullable:
-                raise UnsupportedGrammar(f"%json: the schema's rule {first!r} may be empty where the value starts")
-            else:
-                head = lead(first)
-            alts.append((head, *(wrap.get(x, ren[x]) for x in rest)))
-        rules[name] = alts
-        return name
-
-    return lead(rule)
+    made: dict[str, str] = {rule: f"{prefix}lead_{rule}"}
+    # depth first from ``rule`` on a stack of its own (a schema's leftmost rules can nest
+    # as deep as the schema): per rule being copied, the alternative it is at and the
+    # copies made so far; a rule is written when all its alternatives are, as a
+    # recursive walk would (a rule met again, on a cycle, is referred to by its name)
+    stack: list[tuple[str, int, list[tuple[str, ...]]]] = [(rule, 0, [])]
+    while stack:
+        r, i, alts = stack[-1]
+        if i == len(sub.rules[r]):
+            stack.pop()
+            rules[made[r]] = alts
+            continue
+        alt = sub.rules[r][i]
+        if not alt:
+            raise UnsupportedGrammar(f"%json: the schema's rule {r!r} may be empty where the value starts")
+        first, rest = alt[0], alt[1:]
+        if first in sub.terminals:
+            head = ren[first]
+        elif first in nullable:
+            raise UnsupportedGrammar(f"%json: the schema's rule {first!r} may be empty where the value starts")
+        elif first not in made:
+            made[first] = f"{prefix}lead_{first}"
+            stack.append((first, 0, []))
+            continue  # this alternative again once ``first`` is copied
+        else:
+            head = made[first]
+        alts.append((head, *(wrap.get(x, ren[x]) for x in rest)))
+        stack[-1] = (r, i + 1, alts)
+    return made[rule]
 
 
 def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset()) -> Grammar:
     """Plain Lark text to a Grammar: lark reads the text and expands EBNF (its grammar
     loader; no lark parser is built, so a terminal may match the empty string, as in
-    llguidance).  ``keep``: terminals to keep though no rule uses them."""
+    llguidance).  ``keep``: terminals to keep though no rule uses them.
 
+    lark's loader is one call that checks no deadline (about a millisecond per rule:
+    20,000 rules take a minute or more), so under a compile's :func:`deadline` it runs
+    under :func:`~toolkit.core.errors.time_limit` for the time left (in the main thread;
+    elsewhere it runs to its end and the deadline is checked after it)."""
+    check_deadline("reading the Lark grammar")
+    left = deadline_left()
     try:
-        loaded, _ = load_grammar(text, "<grammar>", [], True)
-        tds, lark_rules, ignore = loaded.compile([start], set(keep))
+        with time_limit(max(left[0], 1e-3) if left is not None else None, left[1] if left is not None else "time"):
+            loaded, _ = load_grammar(text, "<grammar>", [], True)
+            tds, lark_rules, ignore = loaded.compile([start], set(keep))
+    except TimeLimitExceeded:
+        check_deadline("reading the Lark grammar (lark's grammar loader)")
+        raise
     except LarkError as e:
         raise _lark_error(text, e) from e
+    except RecursionError as e:
+        raise GrammarError("cannot read Lark grammar: nested too deeply for lark's grammar loader (its parse "
+                           "tree is walked recursively: a few hundred levels of parentheses at most)") from e
     except Exception as e:  # lark raises plain exceptions on some malformed input
         raise GrammarError(f"cannot read Lark grammar: {type(e).__name__}: {e}") from e
 
     terminals: dict[str, Terminal] = {}
     for td in tds:
+        check_deadline(f"reading the Lark grammar, terminal {td.name}")
         rx, literal, value = _pattern_regex(td.pattern)
         try:
             compile_regex(rx)
+        except LimitExceeded as e:
+            raise _terminal_limit(e, td.name, _locate(text, td.name, skip_definition=False)[0]) from e
         except RegexError as e:
             line, column = _locate(text, td.name, skip_definition=False)
             if line is None:  # an anonymous terminal: find its text instead
@@ -745,7 +790,8 @@ _GLOBAL_FLAGS = re.compile(r"^\(\?([aiLmsux]+)\)")
 _CLASS_PLUS = re.compile(r"^\[\^?[^\[\]\\]*(?:\\.[^\[\]\\]*)*\]\+$")  # one class, then +
 _TO_REGEX_MAX_STEPS = 2_000_000
 """Backstop on the rule expansions one :meth:`Grammar.to_regex` visits, so that a huge
-``max_depth`` fails fast even before any text grows (``LimitExceeded("to_regex_steps")``)."""
+``max_depth`` fails fast even before any text grows (``LimitExceeded("max_steps")``, its
+``max_steps`` argument)."""
 
 
 def _boolean_terminal(t: Terminal) -> bool:
@@ -829,8 +875,11 @@ class _RegexWriter:
     recursive component on the current path (``()`` outside recursion).
     """
 
-    def __init__(self, g: Grammar, max_depth: int | None, max_length: int) -> None:
+    def __init__(self, g: Grammar, max_depth: int | None, max_length: int,
+                 max_steps: int = _TO_REGEX_MAX_STEPS) -> None:
         self.max_length = max_length
+        self.max_steps = max_steps
+        self.max_depth = max_depth
         self.steps = 0
         live = g._live_symbols()
         terms = {n for n in g.terminals if n in live}
@@ -970,31 +1019,65 @@ class _RegexWriter:
         ``a S | b S`` is ``(?:a|b) S``: without this an optional item that a shared
         tail follows would repeat the tail, and a chain of them (the optional
         properties of a JSON object) would double the text per link.
+
+        The factoring nests once per branching point along the alternatives (``a | a b |
+        a b c ...``: as deep as they are long), so it runs on a stack of its own: each
+        level is a :meth:`_factor` generator that yields the alternatives it needs
+        factored and is sent the result.
         """
-        alts = list(dict.fromkeys(tuple(q) for q in seqs if q is not None))
+        alts = [(q, 0, len(q)) for q in dict.fromkeys(tuple(q) for q in seqs if q is not None)]
+        stack = [self._factor(alts)]
+        value: tuple[bool, str] | None = None
+        while True:
+            if len(stack) > 64:
+                check_deadline(f"writing the grammar's regex, alternatives factored {len(stack)} deep")
+            try:
+                sub = stack[-1].send(value)
+            except StopIteration as done:
+                stack.pop()
+                value = done.value
+                if not stack:
+                    return value
+                continue
+            stack.append(self._factor(sub))
+            value = None
+
+    def _factor(self, alts: list[tuple[tuple, int, int]]) -> Iterator[list[tuple[tuple, int, int]]]:
+        """One level of :meth:`_alternation`: a generator that yields each sub-alternation
+        it needs (its prefix-free middle, a group sharing a first item), is sent its
+        rendering, and returns the union's.  An alternative is ``(items, lo, hi)``, the
+        slice ``items[lo:hi]`` (distinct ones: what the top level's are cut to stays
+        distinct), so that a level costs its alternatives' count and what it factors out,
+        not their length."""
         if not alts:
             return None
         if len(alts) == 1:
-            return self._concat(list(alts[0]))
-        shortest = min(map(len, alts))
+            q, lo, hi = alts[0]
+            return self._concat(list(q[lo:hi]))
+        shortest = min(hi - lo for _, lo, hi in alts)
+        q0, lo0, hi0 = alts[0]
         pre = 0
-        while pre < shortest and all(q[pre] == alts[0][pre] for q in alts):
+        while pre < shortest and all(q[lo + pre] == q0[lo0 + pre] for q, lo, _ in alts):
             pre += 1
         suf = 0
-        while suf < shortest - pre and all(q[-1 - suf] == alts[0][-1 - suf] for q in alts):
+        while suf < shortest - pre and all(q[hi - 1 - suf] == q0[hi0 - 1 - suf] for q, _, hi in alts):
             suf += 1
         if pre or suf:
-            middle = self._alternation([list(q[pre : len(q) - suf]) for q in alts])
+            middle = yield [(q, lo + pre, hi - suf) for q, lo, hi in alts]
             assert middle is not None
-            return self._concat([*alts[0][:pre], middle, *alts[0][len(alts[0]) - suf :]])
+            return self._concat([*q0[lo0 : lo0 + pre], middle, *q0[hi0 - suf : hi0]])
         # Alternatives that share a first item are factored among themselves.
-        by_first: dict[tuple[bool, str] | None, list[tuple]] = {}
-        for q in alts:
-            by_first.setdefault(q[0] if q else None, []).append(q)
-        items = [
-            self._concat(list(group[0])) if len(group) == 1 else self._alternation([list(q) for q in group])
-            for group in by_first.values()
-        ]
+        by_first: dict[tuple[bool, str] | None, list[tuple[tuple, int, int]]] = {}
+        for alt in alts:
+            q, lo, hi = alt
+            by_first.setdefault(q[lo] if hi > lo else None, []).append(alt)
+        items = []
+        for group in by_first.values():
+            if len(group) == 1:
+                q, lo, hi = group[0]
+                items.append(self._concat(list(q[lo:hi])))
+            else:
+                items.append((yield group))
         rest = [it for it in dict.fromkeys(items) if it != _EPS]
         if not rest:
             return _EPS
@@ -1077,8 +1160,12 @@ class _RegexWriter:
                 continue
             rule, counts = key
             self.steps += 1
-            if self.steps > _TO_REGEX_MAX_STEPS:
-                raise LimitExceeded("to_regex_steps", self.steps, _TO_REGEX_MAX_STEPS)
+            if not self.steps & 255:
+                check_deadline(f"writing the grammar's regex, rule {rule}")
+            if self.steps > self.max_steps:
+                raise LimitExceeded("max_steps", self.steps, self.max_steps,
+                                    f"rule expansions writing the regex, the recursion unrolled to max_depth="
+                                    f"{self.max_depth} (at rule {rule})")
             missing = [
                 k
                 for group in self._groups(rule)
@@ -1106,7 +1193,8 @@ class _RegexWriter:
         return self._join([self._full(top), self.ws])
 
 
-def _grammar_to_regex(g: Grammar, max_depth: int | None, max_length: int) -> str:
+def _grammar_to_regex(g: Grammar, max_depth: int | None, max_length: int,
+                      max_steps: int = _TO_REGEX_MAX_STEPS) -> str:
     if max_depth is not None and (not isinstance(max_depth, int) or max_depth < 0):
         raise ValueError(f"max_depth must be None or an int >= 0, not {max_depth!r}")
     if max_length < 1:
@@ -1116,7 +1204,7 @@ def _grammar_to_regex(g: Grammar, max_depth: int | None, max_length: int) -> str
     if not g.ignore and only in g.terminals and not _boolean_terminal(g.terminals[only]):
         rx = g.terminals[only].regex  # from_regex(p): p itself
     else:
-        rx = _RegexWriter(g, max_depth, max_length).regex(g.start, max_depth)
+        rx = _RegexWriter(g, max_depth, max_length, max_steps).regex(g.start, max_depth)
     if len(rx) > max_length:
         raise LimitExceeded("max_length", len(rx), max_length)
     return rx

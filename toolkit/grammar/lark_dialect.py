@@ -55,7 +55,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from toolkit.core.errors import GrammarError, UnsupportedGrammar
+from toolkit.core.errors import GrammarError, UnsupportedGrammar, check_deadline
 from toolkit.grammar.special import parse_spec
 
 __all__ = ["Dialect", "LarkText", "translate", "substring_regex", "MAX_SUBSTRING_CHUNKS"]
@@ -146,6 +146,8 @@ def _scan(text: str) -> list[_Tok]:
             out.append(_Tok(kind, m.group(), line, col))
         if kind == "nl":
             line, col = line + 1, 1
+            if not line & 255:
+                check_deadline(f"reading the Lark grammar, line {line}")
         else:
             col += m.end() - pos
         pos = m.end()
@@ -237,6 +239,7 @@ def translate(text: str) -> tuple[str, Dialect]:
     while i < len(toks):
         t = toks[i]
         if t.kind == "nl":
+            check_deadline(f"reading the Lark grammar, line {t.line}")
             if in_terminal is not None and not (i + 1 < len(toks) and toks[i + 1].text == "|"):
                 _finish_terminal(in_terminal, def_tok, out, body_start, side, extra, taken)
                 in_terminal = None

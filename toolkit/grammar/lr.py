@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from toolkit.core.errors import LimitExceeded
+from toolkit.core.errors import LimitExceeded, check_deadline
+from toolkit.grammar.earley import derives
 
 __all__ = ["LRTables", "build_lr", "productions_of", "left_recursive", "flat_repetitions", "GLRRecognizer",
            "DEFAULT_MAX_STATES"]
@@ -128,7 +129,8 @@ def flat_repetitions(prods: Sequence[Production], n_nt: int, n_term: int, *, loo
     ``prods`` as they are when those have fewer."""
     keep: set[int] = set()
     lr = None
-    for _ in range(rounds):
+    for k in range(rounds):
+        check_deadline(f"the LR tables, round {k + 1} of the flat repetitions")
         new, m, done = left_recursive(prods, n_nt, keep)
         lr = build_lr(m, n_term, new, lookahead=lookahead, max_states=max_states)
         if not lr.conflicts or not done:
@@ -202,14 +204,10 @@ class LRTables:
 
 
 def _nullable(n_nt: int, prods: Sequence[Production]) -> list[bool]:
-    null = [False] * n_nt
-    changed = True
-    while changed:
-        changed = False
-        for lhs, rhs in prods:
-            if not null[lhs] and all(s < n_nt and null[s] for s in rhs):
-                null[lhs] = changed = True
-    return null
+    """Per nonterminal, whether it derives the empty string (linear: :func:`derives`
+    from no symbol; a terminal never joins, having no production)."""
+    null = derives(prods, set())
+    return [a in null for a in range(n_nt)]
 
 
 def build_lr(n_nt: int, n_term: int, prods: Iterable[Production], *, lookahead: int = 1,
@@ -250,6 +248,8 @@ def build_lr(n_nt: int, n_term: int, prods: Iterable[Production], *, lookahead: 
     completed: list[list[int]] = []  # per state: the productions whose item is complete
     s = 0
     while s < len(kernels):
+        if not s & 63:
+            check_deadline(f"the LR(0) automaton, state {s}")
         moves: dict[int, list[tuple[int, int]]] = {}
         done = []
         for p, d in closure(kernels[s]):
@@ -296,27 +296,34 @@ def build_lr(n_nt: int, n_term: int, prods: Iterable[Production], *, lookahead: 
     return tables
 
 
-def _digraph(nodes: Sequence[int], edges: Sequence[Sequence[int]], base: list[set[int]]) -> list[set[int]]:
+def _digraph(nodes: Sequence[int], edges: Sequence[Sequence[int]], base: list[set[int]],
+             what: str = "the LALR(1) lookaheads") -> list[set[int]]:
     """DeRemer and Pennello's digraph: ``F(x) = base(x) ∪ ⋃ F(y)`` over ``x -> y``, each
-    strongly connected component sharing one set (iterative Tarjan)."""
+    strongly connected component sharing one set (iterative Tarjan); ``what`` names it
+    for the compile's deadline, checked every 4096 steps."""
+    steps = 0
     n = len(base)
     out: list[set[int]] = [set(b) for b in base]
     depth = [0] * n
+    pushed_at = [0] * n  # a node's depth when pushed (its place on the stack, plus one)
     stack: list[int] = []
     for root in nodes:
         if depth[root]:
             continue
         work = [(root, 0)]
         stack.append(root)
-        depth[root] = len(stack)
+        depth[root] = pushed_at[root] = len(stack)
         while work:
+            steps += 1
+            if not steps & 4095:
+                check_deadline(f"{what}, transition {root} of {n}")
             x, i = work[-1]
             if i < len(edges[x]):
                 work[-1] = (x, i + 1)
                 y = edges[x][i]
                 if depth[y] == 0:
                     stack.append(y)
-                    depth[y] = len(stack)
+                    depth[y] = pushed_at[y] = len(stack)
                     work.append((y, 0))
                 else:
                     depth[x] = min(depth[x], depth[y])
@@ -327,7 +334,7 @@ def _digraph(nodes: Sequence[int], edges: Sequence[Sequence[int]], base: list[se
                 parent = work[-1][0]
                 depth[parent] = min(depth[parent], depth[x])
                 out[parent] |= out[x]
-            if depth[x] == stack.index(x) + 1:
+            if depth[x] == pushed_at[x]:
                 while True:
                     y = stack.pop()
                     depth[y] = n + 1  # finished: never lowers a depth again
@@ -354,7 +361,7 @@ def _lalr_lookaheads(n_nt: int, n_term: int, prods: list[Production], null: list
             dr.add(end)  # S' -> 0 . $
         base.append(dr)
         reads.append([tid[r, c] for c in goto[r] if null[c]])
-    read = _digraph(range(len(trans)), reads, base)
+    read = _digraph(range(len(trans)), reads, base, "the LALR(1) lookaheads (Read)")
 
     # includes and lookback: walk each production's right-hand side from every state
     # that has a transition on its left-hand side
@@ -364,6 +371,8 @@ def _lalr_lookaheads(n_nt: int, n_term: int, prods: list[Production], null: list
     for q, (lhs, _) in enumerate(prods[:-1]):
         by_lhs[lhs].append(q)
     for i, (p, a) in enumerate(trans):
+        if not i & 255:
+            check_deadline(f"the LALR(1) lookaheads, transition {i} of {len(trans)}")
         for q in by_lhs[a]:
             rhs = prods[q][1]
             state = p
@@ -372,7 +381,7 @@ def _lalr_lookaheads(n_nt: int, n_term: int, prods: list[Production], null: list
                     includes[tid[state, sym]].append(i)
                 state = goto[state][sym] if sym < n_nt else shift[state][sym - n_nt]
             lookback.setdefault((state, q), []).append(i)
-    follow = _digraph(range(len(trans)), includes, read)
+    follow = _digraph(range(len(trans)), includes, read, "the LALR(1) lookaheads (Follow)")
     la: dict[tuple[int, int], set[int]] = {}
     for q, done in enumerate(completed):
         for p in done:
