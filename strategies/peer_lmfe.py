@@ -58,6 +58,7 @@ import threading
 import weakref
 from collections.abc import Sequence
 from time import perf_counter
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -126,6 +127,17 @@ class LMFormatEnforcerEngine(PeerEngine):
 
     name = "peer:lm-format-enforcer"
     capabilities = Capabilities(grammars="regular", partial_utf8=False, mask_cost="slow")
+    #: keywords ``JsonSchemaParser`` compiles and does not read (shown one by one in
+    #: ``tests/test_peer_lmfe.py::test_differs_ignored_keywords``): in each compile's
+    #: ``unenforced`` where a schema holds them
+    unenforced_keywords = MappingProxyType({
+        **dict.fromkeys(("minimum", "maximum", "multipleOf"), "LMFE ignores numeric bounds and steps"),
+        "format": "LMFE ignores format (any string)",
+        "uniqueItems": "LMFE ignores uniqueItems",
+        "minProperties": "LMFE ignores minProperties",
+        "propertyNames": "LMFE ignores propertyNames",
+        "prefixItems": "LMFE ignores prefixItems (items of any type)",
+    })
     dist = "lm-format-enforcer"
     requires = ("lmformatenforcer",)
     native_inputs = frozenset({"json_schema", "regex"})

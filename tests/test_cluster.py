@@ -1,17 +1,26 @@
 """``masklab bench --backend ray`` on a local Ray instance with 2 CPUs: the same records
 as the local pool, a crash or a timeout loses only its item, a killed driver's run
-resumes without losing or repeating a pair."""
+resumes without losing or repeating a pair.
+
+Each test runs on a Ray instance of its own and stops only that one: ``run_bench``
+starts a private local instance (``ray.init(address="local")``) and shuts it down; the
+``ray start`` test takes a free port (``--port 0``) and a temporary folder of its own,
+and ends the processes of that folder alone (never ``ray stop``, which stops every Ray
+instance of the user)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytest.importorskip("ray", reason="the Ray backend needs ray (the [cluster] extra)")
@@ -87,30 +96,56 @@ def test_a_killed_driver_resumes_losing_and_repeating_nothing(tmp_path) -> None:
     assert {r["item"]: r for r in before}.items() <= {r["item"]: r for r in after}.items()
 
 
+def _stop_instance(folder: str) -> None:
+    """Kill the processes of the Ray instance whose temporary folder is ``folder``, and
+    only those (as ``ray stop --force`` does for every instance): its head processes name
+    the folder on their command line, and the rest (agents, workers, renamed
+    ``ray::...``) are their descendants, gathered before any of them dies."""
+    mine: dict[int, psutil.Process] = {}
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if p.pid != os.getpid() and any(folder in part for part in p.info["cmdline"] or ()):
+                for q in (p, *p.children(recursive=True)):
+                    mine[q.pid] = q
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    for p in mine.values():
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(list(mine.values()), timeout=10)
+
+
 def test_a_run_joins_a_cluster_started_with_ray_start(tmp_path) -> None:
     """The two documented commands: ``ray start --head`` (here on this machine), then
-    ``masklab bench --backend ray --address HEAD:PORT``; the cluster is left running."""
+    ``masklab bench --backend ray --address HEAD:PORT``; the cluster is left running.
+    The instance is this test's own: a free port, its own temporary folder (short: Ray's
+    socket paths must fit 107 bytes), stopped by its processes alone."""
     ray_bin = Path(sys.executable).with_name("ray")
-    port = "6391"
     env = {**os.environ, **ENV}
     env.pop("RAY_AUTH_MODE", None)
-    started = subprocess.run([str(ray_bin), "start", "--head", "--port", port, "--num-cpus", "2",
-                              "--include-dashboard", "false"], env=env, capture_output=True, text=True, timeout=120)
-    assert started.returncode == 0, started.stderr[-2000:]
+    temp = tempfile.mkdtemp(prefix="mlray", dir="/tmp")
     try:
+        started = subprocess.run([str(ray_bin), "start", "--head", "--port", "0", "--num-cpus", "2",
+                                  "--include-dashboard", "false", "--temp-dir", temp, "--disable-usage-stats"],
+                                 env=env, capture_output=True, text=True, timeout=120)
+        assert started.returncode == 0, started.stderr[-2000:]
+        address = (Path(temp) / "ray_current_cluster").read_text().strip()  # HOST:PORT, the port Ray chose
         out = tmp_path / "joined"
         done = subprocess.run([sys.executable, "-m", "toolkit", "bench", "--engines", "llguidance", "--limit", "3",
-                               "--quick", "--jobs", "2", "--backend", "ray", "--address", f"127.0.0.1:{port}",
+                               "--quick", "--jobs", "2", "--backend", "ray", "--address", address,
                                "--out", str(out), "--quiet"], cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
                               capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
         recs = read_records(out / "records.jsonl")
         assert len(recs) == 3 and all(r["status"] == "passing" for r in recs)
         meta = json.loads((out / "run.json").read_text())
-        assert meta["address"] == f"127.0.0.1:{port}"
-        status = subprocess.run([str(ray_bin), "status", "--address", f"127.0.0.1:{port}"],
+        assert meta["address"] == address
+        status = subprocess.run([str(ray_bin), "status", "--address", address],
                                 env={**env, "RAY_AUTH_MODE": "token"},
                                 capture_output=True, text=True, timeout=60)
         assert "CPU" in status.stdout  # still running after the run
     finally:
-        subprocess.run([str(ray_bin), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        _stop_instance(temp)
+        shutil.rmtree(temp, ignore_errors=True)

@@ -191,9 +191,9 @@ def test_a_case_the_vocabulary_cannot_tokenize_is_skipped_not_failed() -> None:
 def test_a_worker_that_never_starts_is_a_clear_error_not_a_hang() -> None:
     from tests._support.faulty import hanging_worker
     from toolkit.bench.datasets import Case, Item
-    from toolkit.bench.harness import _Pool
+    from toolkit.bench.harness import WorkerPool
 
-    pool = _Pool(1, "tekken", {}, "native", False, 5.0, None, startup_timeout=2.0, target=hanging_worker)
+    pool = WorkerPool(1, "tekken", {}, "native", False, 5.0, None, startup_timeout=2.0, target=hanging_worker)
     item = Item("x", "regex", "a", (Case("a", True),))
     t0 = time.monotonic()
     with pytest.raises(HarnessError, match="took over 2 s to start"):

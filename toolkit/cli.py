@@ -41,8 +41,10 @@ from toolkit.bench.agree import AgreementError, classify_differences, explain, w
 from toolkit.bench.audit import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_SAMPLES,
+    SAMPLERS,
     audit_table,
     counterexamples,
+    dataset_table,
     run_audit,
 )
 from toolkit.bench.coverage import schema_coverage, summarize
@@ -57,6 +59,7 @@ from toolkit.bench.harness import (
     select_items,
     summary_lines,
 )
+from toolkit.bench.runlock import run_folder_lock
 from toolkit.bench.sweep import AXES, is_sweep, load_sweep, run_sweep
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
@@ -75,8 +78,10 @@ from toolkit.grammar.inputs import (
 )
 from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.compiler import PROPERTY_ORDERS
+from toolkit.report.audit import plot_audit
 from toolkit.report.bench import comparability_warnings, load_runs
 from toolkit.report.direct import direct_markdown, direct_table
+from toolkit.report.style import short_vocab
 from toolkit.report.sweep import write_sweep_report
 from toolkit.report.write import write_report
 
@@ -210,18 +215,25 @@ def _cmd_accepts(args: argparse.Namespace) -> int:
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    command = "masklab " + " ".join(shlex.quote(a) for a in (args.argv or []))
     df = run_audit(engines, args.data, vocab=args.vocab, out=args.out, samples=args.samples, seed=args.seed,
-                   max_tokens=args.max_tokens, limit=args.limit, item_seed=args.item_seed, timeout=args.timeout,
-                   progress=not args.quiet)
+                   max_tokens=args.max_tokens, sampler=args.sampler, limit=args.limit, item_seed=args.item_seed,
+                   timeout=args.timeout, jobs=args.jobs, backend=args.backend, address=args.address,
+                   memory_limit_gb=args.memory_limit, options=_checked_options(args.option, engines),
+                   progress=not args.quiet, command=command, skip_bad_items=args.skip_bad_items)
     table = audit_table(df)
     out = Path(args.out)
     table.to_csv(out / "audit.csv")
+    dataset_table(df).to_csv(out / "datasets.csv")
+    png, _ = plot_audit(df, out / "audit", title=f"Soundness audit: {args.samples} walks per schema, "
+                                                 f"{args.sampler} sampler, {short_vocab(args.vocab)}")
     found = list(counterexamples(df))
     with (out / "counterexamples.csv").open("w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=["engine", "item", "text", "message", "pointer"])
         w.writeheader()
         w.writerows(found)
-    print(f"records in {out / 'audit.jsonl'}; per engine in audit.csv, counterexamples in counterexamples.csv\n")
+    print(f"records in {out / 'audit.jsonl'}; per engine in audit.csv, per dataset in datasets.csv, "
+          f"counterexamples in counterexamples.csv, figure {png}\n")
     print(table.to_string(float_format=lambda v: f"{v:.1f}"))
     if found:
         print("\nshortest counterexample per loosened item (first 20):")
@@ -235,7 +247,8 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 def _cmd_schema_coverage(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     results = schema_coverage(args.data, limit=args.limit, timeout=args.timeout, progress=not args.quiet,
-                              check_lark=args.check_lark, property_order=args.property_order)
+                              check_lark=args.check_lark, property_order=args.property_order,
+                              skip_bad_items=args.skip_bad_items)
     print(summarize(results))
     print(f"time                 {time.perf_counter() - t0:.1f} s")
     if args.out:
@@ -299,7 +312,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                    jobs=args.jobs, seed=args.seed, quick=args.quick, options=_checked_options(args.option, engines),
                    source=args.source, memory_limit_gb=args.memory_limit, progress=not args.quiet,
                    command=command, direct_check=args.direct_check, drafts=args.draft, walks=args.walks,
-                   backend=args.backend, address=args.address)
+                   backend=args.backend, address=args.address, skip_bad_items=args.skip_bad_items)
     print(f"records in {Path(args.out) / 'records.jsonl'}")
     if args.direct_check and len(df):
         wanted = set(zip(df["engine"], df["item"], strict=True))
@@ -314,6 +327,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     records = df.to_dict("records") if len(df) else []
     print("\n".join(["", "summary:", *summary_lines(records, engines)] if records else ["no items were run"]))
     return 0  # a completed run, whatever its items' statuses (see the command's epilog)
+
+
+_SKIP_BAD_HELP = ("leave out the items the command cannot judge (no test instances, where it judges items by them; "
+                  "a schema its draft's meta-schema rejects), named in a note, instead of refusing the run "
+                  "(MaskBench has 195 items without tests and one invalid schema)")
 
 
 def _positive_int(text: str) -> int:
@@ -368,6 +386,11 @@ def _chat_folder(chat: str, model: str, vocab: str) -> str:
 
 
 def _cmd_generate(args: argparse.Namespace) -> int:
+    with run_folder_lock(args.out):  # one generate run per output folder (toolkit.bench.runlock)
+        return _generate(args)
+
+
+def _generate(args: argparse.Namespace) -> int:
     names = [e.strip() for part in args.engine for e in part.split(",") if e.strip()]
     if args.baseline_groups is not None and not args.shared_baseline:
         print("masklab: --baseline-groups is for --shared-baseline (the interleaved baseline decodes each batch)",
@@ -579,6 +602,20 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--item-seed", type=int, default=None, help="shuffle the schemas with this seed before --limit")
     a.add_argument("--timeout", type=float, default=120.0,
                    help="seconds per engine and schema: compile, walks and invalid instances (default 120)")
+    a.add_argument("--sampler", choices=SAMPLERS, default="uniform",
+                   help="how a walk draws among the allowed tokens: uniform (each token alike, default), branch "
+                        "(each first byte alike: rare branches as often as common ones) or mixed (odd walks by branch)")
+    a.add_argument("--jobs", type=_positive_int, default=1,
+                   help="workers side by side (default 1: this process); more run worker processes, killed at "
+                        "the time or memory limit")
+    a.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="where the workers run: processes on this machine (default) or Ray actors ([cluster])")
+    a.add_argument("--address", default=None, metavar="ADDR", help="with --backend ray: join this Ray cluster")
+    a.add_argument("--memory-limit", type=float, default=None, metavar="GB",
+                   help="resident memory per worker before it is killed (default: 80%% of RAM / jobs)")
+    a.add_argument("-o", "--option", action="append", default=[], metavar="ENGINE.KEY=VALUE",
+                   help="an engine option, e.g. llguidance.spelling=llguidance (repeatable)")
+    a.add_argument("--skip-bad-items", action="store_true", help=_SKIP_BAD_HELP)
     a.add_argument("--out", default="results/audit", help="run folder; an existing one resumes (default: results/audit)")
     a.add_argument("--quiet", action="store_true", help="no progress bar")
     a.set_defaults(func=_cmd_audit)
@@ -590,6 +627,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--out", default=None, help="write per-schema results as CSV")
     c.add_argument("--quiet", action="store_true", help="no progress bar")
     c.add_argument("--check-lark", action="store_true", help="also validate to_lark() with llguidance")
+    c.add_argument("--skip-bad-items", action="store_true", help=_SKIP_BAD_HELP)
     c.add_argument("--property-order", choices=PROPERTY_ORDERS, default="schema",
                    help="object members in the schema's order (default, as llguidance and xgrammar) or in any")
     c.set_defaults(func=_cmd_schema_coverage)
@@ -600,8 +638,9 @@ def _parser() -> argparse.ArgumentParser:
                "compile errors, crashes and timeouts (every record, detail included, is in OUT/records.jsonl). "
                "Exit status: 0 when the run completed, whatever its items' statuses (an engine refusing an "
                "item, crashing or timing out on it is a measurement, recorded); 2 when the run cannot start "
-               "or go on (a bad argument, an engine that cannot be built, an --out folder holding a run with "
-               "other settings); 130 when interrupted (the run resumes where it stopped).")
+               "or go on (a bad argument, an engine that cannot be built, a dataset file not in the MaskBench "
+               "format or an item it cannot judge, an --out folder holding a run with other settings or "
+               "another run is writing); 130 when interrupted (the run resumes where it stopped).")
     b.add_argument("--engines", default=None,
                    help="comma-separated engine names (default: every installed engine but naive)")
     b.add_argument("--data", default=None, help="a MaskBench file or folder (default: the embedded datasets/)")
@@ -638,6 +677,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="walk each item's valid instances W times on one compile (default 1): the later walks "
                         "meet a warm grammar, as a server's later requests do; the report shows first and "
                         "later walks apart")
+    b.add_argument("--skip-bad-items", action="store_true", help=_SKIP_BAD_HELP)
     b.add_argument("--report", action="store_true", help="write the report into the run folder when done")
     b.add_argument("--quiet", action="store_true", help="no progress bar")
     b.set_defaults(func=_cmd_bench)

@@ -27,6 +27,11 @@ A record per (engine, item) (:func:`audit_item`) says ``status``:
   a peer's native call that never returns still hangs the in-process audit);
 * ``bad_schema``: the schema is not one by its draft's meta-schema (the detail is the
   ``jsonschema`` message and where): no validator can judge the engine on it.
+  :func:`run_audit` refuses such an item when it loads the data (``skip_bad_items``:
+  leaves it out), so only a direct call of :func:`audit_item` meets it.
+
+A record of a compiled item keeps what the compile said it left ``unenforced``
+(:func:`~toolkit.bench.harness.unenforced_of`).
 
 It also counts the walks that finished, ran out of budget, or met a mask that allows
 nothing, and the finished outputs it could not judge (``undecided``: a number whose
@@ -39,34 +44,46 @@ outside the engines.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import psutil
 from tqdm.auto import tqdm
 
 from strategies import get_engine
-from toolkit.bench.datasets import Item
+from toolkit.bench.cluster import RayPool
+from toolkit.bench.datasets import Item, usable_items
 from toolkit.bench.harness import (
+    BACKENDS,
+    WorkerPool,
     clear_toolkit_caches,
     encode_case,
     engine_failure_detail,
+    engine_info,
     load_records,
+    machine_info,
     select_items,
     spec_for,
+    unenforced_of,
 )
+from toolkit.bench.runlock import locks_run_folder
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import HarnessError, MasklabError, TimeLimitExceeded, time_limit
+from toolkit.core.version import masklab_version
 from toolkit.core.vocab import load_vocab
+from toolkit.jsonschema.meta import schema_validator as _draft_validator
 
-__all__ = ["Sampler", "schema_validator", "audit_item", "run_audit", "audit_table", "counterexamples", "AUDIT_STATUSES",
-           "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS", "DEFAULT_TIMEOUT", "UNDECIDED"]
+__all__ = ["Sampler", "AuditWorker", "schema_validator", "audit_item", "run_audit", "audit_table", "dataset_table",
+           "dataset_of", "counterexamples", "AUDIT_STATUSES", "SAMPLERS", "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS",
+           "DEFAULT_TIMEOUT", "UNDECIDED"]
 
 AUDIT_STATUSES = ("sound", "loosened", "compile_error", "crash", "timeout", "bad_schema")
 """The statuses of an audit record, in table order."""
@@ -78,21 +95,17 @@ DEFAULT_TIMEOUT = 120.0
 KEEP_COUNTEREXAMPLES = 3
 #: bytes that close a JSON value or string: the sampler's pull favours tokens holding one
 CLOSING = b'}]"'
+SAMPLERS = ("uniform", "branch", "mixed")
+"""How :class:`Sampler` draws a token among the allowed ones (see its doc)."""
 
 
 def schema_validator(schema: Any) -> Any:
     """A ``jsonschema`` validator of ``schema`` for its own draft (``$schema``, else the
     latest), with format checks on; :class:`ValueError` (the meta-schema's message and
-    the JSON pointer) for a schema its draft's meta-schema rejects."""
-    import jsonschema
-
-    cls = jsonschema.validators.validator_for(schema)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as e:
-        where = "/" + "/".join(str(p) for p in e.absolute_path) if e.absolute_path else "/"
-        raise ValueError(f"not a JSON schema at {where}: {e.message}"[:2000]) from None
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    the JSON pointer) for a schema its draft's meta-schema rejects: the check
+    :func:`run_audit` makes on every item it loads
+    (:func:`toolkit.jsonschema.meta.schema_validator`, one function for both)."""
+    return _draft_validator(schema)
 
 
 class Sampler:
@@ -105,59 +118,129 @@ class Sampler:
     ``"``) or among the allowed one-byte tokens (where a rare byte such as the ``@``
     of an email leaves a lexeme that many-byte tokens keep extending), the other group
     when the first is empty; else
-    uniformly among the allowed tokens, those of whitespace alone only
-    one time in ten when others are allowed (a vocabulary has hundreds of them, and
-    flexible JSON whitespace allows them almost everywhere: uniform walks drown in it).
+    among the allowed tokens, those of whitespace alone only one time in ten when others
+    are allowed (a vocabulary has hundreds of them, and flexible JSON whitespace allows
+    them almost everywhere: uniform walks drown in it).
+
+    ``kind`` says how that last draw is made (:data:`SAMPLERS`): ``"uniform"``, each
+    allowed token alike; ``"branch"``, each distinct *first byte* among the allowed
+    tokens alike, then a token among those starting with it.  A branch few tokens take
+    (the ``-`` of a negative number, the ``n`` of ``null``, the quote that ends a string
+    and leaves its lexeme, a rare enum value) is then drawn as often as one thousands of
+    tokens continue, which is where a grammar looser than its schema tends to hide.  ``"mixed"``:
+    an item's even walks uniform, its odd ones by branch (on 300 MaskBench schemas each
+    found loosened items the other missed).
     """
 
-    def __init__(self, vocab: Any, max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+    def __init__(self, vocab: Any, max_tokens: int = DEFAULT_MAX_TOKENS, kind: str = "uniform") -> None:
         if max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        if kind not in SAMPLERS:
+            raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}, not {kind!r}")
         self.vocab = vocab
+        self.kind = kind
         self.max_tokens = int(max_tokens)
-        self.eos = np.asarray(vocab.eos_ids, dtype=np.int64)
-        closing = np.zeros(vocab.size, dtype=bool)
-        for t, data in enumerate(vocab.token_bytes):
-            if data and any(b in CLOSING for b in data):
-                closing[t] = True
-        self.closing = closing
-        self.single = np.array([len(d) == 1 for d in vocab.token_bytes], dtype=bool)
-        self.blank = np.array([bool(d) and not d.strip(b" \t\n\r") for d in vocab.token_bytes], dtype=bool)
-        self.row = bm.allocate(vocab.size)
+        data = vocab.token_bytes
+        n = vocab.size
 
-    def walk(self, m: Any, rng: random.Random) -> tuple[list[int], str]:
+        def row(flags: Any) -> np.ndarray:  # a bitmask row (uint32 words) of the tokens flagged
+            return bm.from_bool(np.asarray(flags, dtype=bool).reshape(1, n))[0].view(np.uint32).copy()
+
+        eos = np.zeros(n, dtype=bool)
+        eos[np.asarray(vocab.eos_ids, dtype=np.int64)] = True
+        # the masks are read word by word: the sets the pull and the draws need, as rows
+        self.eos = row(eos)
+        self.closing = row([bool(d) and any(b in CLOSING for b in d) for d in data])
+        self.single = row([len(d) == 1 for d in data])
+        self.not_blank = ~row([bool(d) and not d.strip(b" \t\n\r") for d in data])
+        self.first = np.array([d[0] if d else 256 for d in data], dtype=np.int16)
+        self.first_rows = np.stack([row(self.first == b) for b in range(257)]) if kind != "uniform" else None
+        self.row = bm.allocate(n)
+
+    def walk(self, m: Any, rng: random.Random, branch: bool | None = None) -> tuple[list[int], str]:
         """One walk of matcher ``m`` (fresh): its tokens (EOS not included) and how it
-        ended: ``"finished"`` (EOS taken), ``"budget"`` or ``"dead"`` (a mask allowing
-        nothing)."""
+        ended: ``"finished"`` (EOS taken), ``"budget"``, ``"error"`` (the matcher
+        stopped with an error, such as an engine's limit met mid-walk: its output is
+        the engine's refusal, not its language) or ``"dead"`` (a mask allowing
+        nothing).  ``branch``: draw by first byte (default: as the sampler's kind says;
+        a ``"mixed"`` sampler's walks say it per walk, :meth:`branch_walk`)."""
+        if branch is None:
+            branch = self.kind == "branch"
+        if branch and self.first_rows is None:
+            raise ValueError("a uniform sampler cannot walk by branch")
         tokens: list[int] = []
+        words = self.row[0].view(np.uint32)
         for i in range(self.max_tokens):
             m.fill_bitmask(self.row)
-            allowed = bm.allowed_ids(self.row[0], self.vocab.size)
-            if not len(allowed):
-                return tokens, "dead"
+            if getattr(m, "error", None) is not None:
+                return tokens, "error"
             pull = i / self.max_tokens
-            is_eos = np.isin(allowed, self.eos)
-            if is_eos.any() and rng.random() < 0.05 + 0.95 * pull:
+            eos_ok = bool((words & self.eos).any())
+            text = words & ~self.eos
+            if not text.any():
+                return tokens, ("finished" if eos_ok else "dead")
+            if eos_ok and rng.random() < 0.05 + 0.95 * pull:
                 return tokens, "finished"
-            text = allowed[~is_eos]
-            if not len(text):
-                return tokens, "finished"  # EOS is all that is left
             if rng.random() < pull:
                 groups = (self.closing, self.single) if rng.random() < 0.5 else (self.single, self.closing)
                 for group in groups:
-                    pick = text[group[text]]
-                    if len(pick):
+                    pick = text & group
+                    if pick.any():
                         text = pick
                         break
-            elif rng.random() < 0.9:
-                words = text[~self.blank[text]]
-                if len(words):
-                    text = words
-            t = int(text[rng.randrange(len(text))])
+            else:
+                if rng.random() < 0.9:
+                    worded = text & self.not_blank
+                    if worded.any():
+                        text = worded
+                if branch:
+                    text = self._branch(text, rng)
+            t = _nth_bit(text, rng)
             if not m.accept_token(t):
                 raise MasklabError(f"the engine refused token {t} that its mask allowed")
             tokens.append(t)
         return tokens, "budget"
+
+    def branch_walk(self, k: int) -> bool:
+        """Whether walk ``k`` of an item draws by branch: always, never, or (``"mixed"``)
+        the odd walks."""
+        return self.kind == "branch" or (self.kind == "mixed" and k % 2 == 1)
+
+    def _branch(self, text: np.ndarray, rng: random.Random) -> np.ndarray:
+        """``text`` cut to the tokens of one first byte, drawn uniformly among the first
+        bytes present: from the tokens themselves when they are few, else by rejection
+        (a dense row holds most bytes, so a draw or two finds one)."""
+        assert self.first_rows is not None
+        nonzero = np.flatnonzero(text)
+        if len(nonzero) <= 64:
+            ids = _ids_of(text, nonzero)
+            present = np.unique(self.first[ids])
+            return text & self.first_rows[int(present[rng.randrange(len(present))])]
+        while True:
+            pick = text & self.first_rows[rng.randrange(257)]
+            if pick.any():
+                return pick
+
+
+def _ids_of(words: np.ndarray, nonzero: np.ndarray) -> np.ndarray:
+    """The token ids set in ``words`` (uint32 bitmask words), given its nonzero words."""
+    bits = np.unpackbits(words[nonzero].astype("<u4").view(np.uint8).reshape(-1, 4), axis=1, bitorder="little")
+    w, b = np.nonzero(bits)
+    return nonzero[w].astype(np.int64) * 32 + b
+
+
+def _nth_bit(words: np.ndarray, rng: random.Random) -> int:
+    """A token drawn uniformly among those set in ``words`` (uint32 bitmask words, at
+    least one set): the bit of a uniform rank, found through the words' running counts."""
+    counts = np.cumsum(np.bitwise_count(words), dtype=np.int64)
+    r = rng.randrange(int(counts[-1]))
+    w = int(np.searchsorted(counts, r, side="right"))
+    r -= int(counts[w - 1]) if w else 0
+    word = int(words[w])
+    while r:
+        word &= word - 1  # drop the lowest set bit, r times
+        r -= 1
+    return w * 32 + (word & -word).bit_length() - 1
 
 
 class _Inexact(ValueError):
@@ -265,6 +348,7 @@ def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int,
         rec.update(status="crash", detail=engine_failure_detail(rec["engine"], call, e))
         rec["wall_s"] = time.perf_counter() - t_start
         return rec
+    rec["unenforced"] = unenforced_of(compiled)  # the keywords the compile says it left out
     outputs: list[bytes] = []
     accepted: list[tuple[int, str]] = []  # the invalid instances the engine took through EOS
     try:
@@ -272,8 +356,10 @@ def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int,
             call = "matcher"
             m = engine.matcher(compiled)
             call = "walk"
-            tokens, how = sampler.walk(m, random.Random(f"{seed}:{item.name}:{k}"))
-            rec[how] += 1
+            tokens, how = sampler.walk(m, random.Random(f"{seed}:{item.name}:{k}"), sampler.branch_walk(k))
+            rec[how] = rec.get(how, 0) + 1
+            if how == "error" and not rec["detail"]:
+                rec["detail"] = f"walk {k}: the matcher stopped with an error: {m.error}"[:2000]
             if how == "finished":
                 outputs.append(vocab.decode(tokens))
         for k, case in enumerate(item.cases):
@@ -318,62 +404,204 @@ def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int,
     return rec
 
 
+class AuditWorker:
+    """What an audit worker holds and does, whatever runs it (this process, the local
+    pool's processes, Ray actors: :func:`run_audit`): the vocabulary, its sampler, the
+    engines built so far, and the audit of one ``(engine, item)`` task.  It has the
+    benchmark worker's two calls (:class:`~toolkit.bench.harness.Worker`)."""
+
+    def __init__(self, vocab: Any, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
+                 max_tokens: int = DEFAULT_MAX_TOKENS, sampler: str = "uniform",
+                 timeout: float | None = DEFAULT_TIMEOUT,
+                 options: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self.vocab = vocab
+        self.samples, self.seed, self.timeout = int(samples), int(seed), timeout
+        self.sampler = Sampler(vocab, max_tokens, sampler)
+        self.options = {k: dict(v) for k, v in (options or {}).items()}
+        self.engines: dict[str, Any] = {}
+
+    def prepare(self, name: str) -> dict[str, Any] | None:
+        """Build engine ``name`` unless built: its description the first time, else
+        None.  A failure to build raises :class:`HarnessError` (the run stops)."""
+        if name in self.engines:
+            return None
+        try:
+            engine = get_engine(name, self.vocab, **self.options.get(name, {}))
+        except Exception as e:  # noqa: BLE001 - reported to the driver, which stops the run
+            raise HarnessError(f"cannot build engine {name!r}: {type(e).__name__}: {e}") from e
+        self.engines[name] = engine
+        return engine_info(engine, self.options.get(name, {}))
+
+    def measure(self, name: str, item: Item) -> dict[str, Any]:
+        """The audit record of ``item`` on engine ``name`` (built by :meth:`prepare`)."""
+        rec = audit_item(self.engines[name], self.vocab, item, samples=self.samples, seed=self.seed,
+                         sampler=self.sampler, name=name, timeout=self.timeout)
+        rec["sampler"] = self.sampler.kind
+        rec["dataset"] = dataset_of(item.name, item.path.parent.name if item.path is not None else "")
+        return rec
+
+
+def _failed(name: str, item: Item, status: str, detail: str, wall_s: float) -> dict[str, Any]:
+    """The audit record of a task its worker did not finish (killed past the time or
+    memory limit, or dead)."""
+    return {"engine": name, "item": item.name, "status": status, "detail": detail, "samples": 0, "seed": None,
+            "dataset": dataset_of(item.name, item.path.parent.name if item.path is not None else ""),
+            "finished": 0, "budget": 0, "dead": 0, "rejected": [], "invalid_accepted": [], "mislabelled": [],
+            "wall_s": wall_s}
+
+
+#: what a resumed audit must share with the folder's earlier runs
+_RESUME_KEYS = ("vocab", "samples", "seed", "max_tokens", "sampler")
+
+
+@locks_run_folder("out")  # one audit per folder at a time (toolkit.bench.runlock)
 def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: str = "tekken",
               out: str | Path = "results/audit", samples: int = DEFAULT_SAMPLES, seed: int = 0,
-              max_tokens: int = DEFAULT_MAX_TOKENS, limit: int | None = None, item_seed: int | None = None,
-              timeout: float | None = DEFAULT_TIMEOUT, progress: bool = True) -> pd.DataFrame:
+              max_tokens: int = DEFAULT_MAX_TOKENS, sampler: str = "uniform", limit: int | None = None,
+              item_seed: int | None = None, timeout: float | None = DEFAULT_TIMEOUT, jobs: int = 1,
+              backend: str = "local", address: str | None = None, memory_limit_gb: float | None = None,
+              options: Mapping[str, Mapping[str, Any]] | None = None, progress: bool = True,
+              command: str | None = None, skip_bad_items: bool = False) -> pd.DataFrame:
     """Audit ``engines`` on the JSON-schema items of ``data`` (default: the embedded
-    datasets), one process, records appended to ``OUT/audit.jsonl`` as they finish (a
-    folder with records resumes: pairs already audited are not redone); returns every
-    record of the run as a DataFrame.  ``limit`` / ``item_seed``: the first ``limit``
-    items after a shuffle with ``item_seed`` (:func:`~toolkit.bench.harness.select_items`)."""
+    datasets); records are appended to ``OUT/audit.jsonl`` as they finish, and the run's
+    provenance (command, options, engines' versions, machine, start and end, seconds)
+    to ``OUT/run.json``.  A folder with records resumes: pairs already audited are not
+    redone, and a resume with other ``samples``, ``seed``, ``max_tokens``, ``sampler``
+    or vocabulary is refused.  Returns every record of the run as a DataFrame.
+
+    ``limit`` / ``item_seed``: the first ``limit`` items after a shuffle with
+    ``item_seed`` (:func:`~toolkit.bench.harness.select_items`).  ``jobs`` / ``backend``
+    / ``address``: where the work runs, as in :func:`~toolkit.bench.harness.run_bench`:
+    one job on the local backend runs in this process (the time limit is then
+    :func:`~toolkit.core.errors.time_limit`'s, which a native call that never returns
+    escapes); more jobs, or Ray, run worker processes that are killed at ``timeout`` (and
+    past ``memory_limit_gb`` resident), losing only their task.  ``options``: per engine
+    name, keyword options for its factory."""
     if samples < 1:
         raise HarnessError(f"samples must be at least 1, got {samples}")
     if max_tokens < 1:
         raise HarnessError(f"max_tokens must be at least 1, got {max_tokens}")
+    if sampler not in SAMPLERS:
+        raise HarnessError(f"sampler must be one of {', '.join(SAMPLERS)}, not {sampler!r}")
     if limit is not None and limit < 1:
         raise HarnessError(f"limit must be at least 1, got {limit}")
     if timeout is not None and not timeout > 0:
         raise HarnessError(f"timeout must be positive, got {timeout}")
+    if jobs < 1:
+        raise HarnessError(f"jobs must be at least 1, got {jobs}")
+    if backend not in BACKENDS:
+        raise HarnessError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if address is not None and backend != "ray":
+        raise HarnessError("an address is for the ray backend (--backend ray)")
     engines = list(dict.fromkeys(engines))
     if not engines:
         raise HarnessError("no engines given")
+    options = {k: dict(v) for k, v in (options or {}).items()}
+    unknown = sorted(set(options) - set(engines))
+    if unknown:
+        raise HarnessError(f"options given for engines not in the run: {', '.join(unknown)}")
     voc = load_vocab(vocab)
-    items = [i for i in select_items(data, None, item_seed, voc.name) if i.kind == "schema"][:limit]
+    # a schema its draft's meta-schema rejects: refused here (skip_bad_items: left out), not audited
+    items = usable_items((i for i in select_items(data, None, item_seed, voc.name) if i.kind == "schema"), limit,
+                         schemas=True, skip=skip_bad_items, command="masklab audit")
     if not items:
         raise HarnessError(f"no JSON-schema items in {data if data is not None else 'the embedded datasets'}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "audit.jsonl"
+    meta_path = out / "run.json"
+    meta: dict[str, Any] = {
+        "masklab_version": masklab_version(),
+        "command": command or f"run_audit({engines!r}, {str(data)!r})",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "finished": None,
+        "vocab": voc.name,
+        "vocab_spec": vocab,
+        "data": str(data) if data is not None else "datasets (embedded)",
+        "items": len(items),
+        "samples": int(samples), "seed": int(seed), "max_tokens": int(max_tokens), "sampler": sampler,
+        "limit": limit, "item_seed": item_seed, "timeout_s": timeout, "jobs": int(jobs), "backend": backend,
+        "engines": {}, "machine": machine_info(), "seconds": 0.0,
+    }
+    if meta_path.is_file():
+        old = json.loads(meta_path.read_text(encoding="utf-8"))
+        for key in _RESUME_KEYS:
+            if key in old and old[key] != meta[key]:
+                raise HarnessError(f"{out} holds an audit with {key}={old[key]!r}, not {meta[key]!r}: "
+                                   f"give another --out, or the same {key}")
+        meta["engines"] = dict(old.get("engines") or {})
+        meta["started"] = old.get("started", meta["started"])
+        meta["seconds"] = float(old.get("seconds") or 0.0)
+        meta["resumed"] = [*old.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
+
+    def save_meta() -> None:
+        tmp = meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        tmp.replace(meta_path)
+
     done = {(r["engine"], r["item"]) for r in load_records(path)[0]} if path.is_file() else set()
-    built: dict[str, Any] = {}
-    for name in engines:
-        try:
-            built[name] = get_engine(name, voc)
-        except (ValueError, ImportError) as e:
-            raise HarnessError(str(e)) from e
-    sampler = Sampler(voc, max_tokens)
     todo = [(n, it) for it in items for n in engines if (n, it.name) not in done]
-    bar = None
-    if progress:
-        bar = tqdm(total=len(todo), unit="item", desc="audit", dynamic_ncols=True)
-    with path.open("a", encoding="utf-8") as f:
-        for name, item in todo:
-            rec = audit_item(built[name], voc, item, samples=samples, seed=seed, max_tokens=max_tokens,
-                             sampler=sampler, name=name, timeout=timeout)
-            f.write(json.dumps(rec, separators=(",", ":")) + "\n")
-            f.flush()
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+    make = functools.partial(AuditWorker, samples=samples, seed=seed, max_tokens=max_tokens, sampler=sampler,
+                             timeout=timeout, options=options)
+    t0 = time.perf_counter()
+    save_meta()
+    bar = tqdm(total=len(todo), unit="item", desc="audit", dynamic_ncols=True) if progress else None
+    try:
+        with path.open("a", encoding="utf-8") as f:
+            for rec, infos in _audit_tasks(todo, make, voc, vocab, items, jobs, backend, address, timeout,
+                                           memory_limit_gb):
+                f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+                f.flush()
+                new = {k: v for k, v in infos.items() if k not in meta["engines"]}
+                if new:
+                    meta["engines"].update(new)
+                    save_meta()
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+        meta["seconds"] = round(meta["seconds"] + time.perf_counter() - t0, 3)
+        save_meta()
+    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    save_meta()
     wanted = {(n, i.name) for i in items for n in engines}
     return pd.DataFrame([r for r in load_records(path)[0] if (r["engine"], r["item"]) in wanted])
 
 
+def _audit_tasks(todo: list[tuple[str, Item]], make: Any, voc: Any, vocab_spec: str, items: list[Item], jobs: int,
+                 backend: str, address: str | None, timeout: float | None,
+                 memory_limit_gb: float | None) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each task's record as it finishes, with the engines' descriptions known so far."""
+    if jobs == 1 and backend == "local":
+        worker = make(voc)
+        infos: dict[str, Any] = {}
+        for name, item in todo:
+            info = worker.prepare(name)
+            if info is not None:
+                infos[name] = info
+            yield worker.measure(name, item), infos
+        return
+    if memory_limit_gb is None:
+        memory_limit_gb = 0.8 * psutil.virtual_memory().total / 2**30 / jobs
+    # the worker's own limit fires first; the pool's, a little later, catches a native hang
+    outer = 2.0 * timeout + 30.0 if timeout else 1e9
+    limit_bytes = memory_limit_gb * 2**30
+    if backend == "ray":
+        pool: Any = RayPool(None, jobs, vocab_spec, items, {}, "native", False, outer, limit_bytes, address=address,
+                            failed=_failed, worker=make)
+    else:
+        pool = WorkerPool(jobs, vocab_spec, {}, "native", False, outer, limit_bytes, worker=make, failed=_failed)
+    try:
+        for rec in pool.run(todo):
+            yield rec, pool.engine_info
+    finally:
+        pool.close()
+
+
 def audit_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFrame:
     """Per engine (index ``engine``): ``items``, one count per :data:`AUDIT_STATUSES`,
-    ``loosened %`` (of the items it compiled), the walks ``finished`` / ``budget`` /
+    ``loosened %`` (of the items it compiled), the walks ``finished`` / ``budget`` / ``error`` /
     ``dead``, the finished outputs left ``undecided``, the ``invalid accepted`` instances
     and the ``seconds`` the audit took."""
     df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
@@ -385,12 +613,50 @@ def audit_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFram
         for s in AUDIT_STATUSES:
             row[s] = int(counts.get(s, 0))
         row["loosened %"] = 100.0 * row["loosened"] / compiled if compiled else float("nan")
-        for k in ("finished", "budget", "dead", "undecided"):
+        for k in ("finished", "budget", "dead", "error", "undecided"):
             row[k] = int(g[k].fillna(0).sum()) if k in g else 0
         row["invalid accepted"] = int(sum(len(v) for v in g.get("invalid_accepted", []) if isinstance(v, list)))
         row["seconds"] = float(g["wall_s"].fillna(0).sum()) if "wall_s" in g else float("nan")
         rows.append(row)
     return pd.DataFrame(rows).set_index("engine") if rows else pd.DataFrame()
+
+
+def dataset_of(name: str, folder: str = "") -> str:
+    """The dataset of the item ``name`` read from ``folder``: MaskBench's
+    ``Github_easy---o10008`` is ``Github_easy`` and its ``BFCL_java_13`` is ``BFCL`` (a
+    capitalized prefix before ``_``); any other item is its folder's (the embedded
+    ``datasets/json_schema/s01_flat_person.json``: ``json_schema``), or its own name."""
+    head, sep, _ = name.partition("---")
+    if sep:
+        return head
+    m = re.match(r"([A-Z][A-Za-z0-9]*)_", name)
+    if m:
+        return m.group(1)
+    return folder or name
+
+
+def dataset_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Per engine and dataset (:func:`dataset_of`): ``items``, ``compiled`` (sound or
+    loosened), ``loosened`` and ``loosened %`` of the compiled, ``refused`` (compile
+    errors) and ``failed`` (crash, timeout); index ``(engine, dataset)``."""
+    df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
+    if df.empty:
+        return pd.DataFrame()
+    if "dataset" not in df:
+        df = df.assign(dataset=df["item"].map(dataset_of))
+    df = df.assign(dataset=[d if isinstance(d, str) and d else dataset_of(i)
+                            for d, i in zip(df["dataset"], df["item"], strict=True)])
+    rows = []
+    for (engine, dataset), g in df.groupby(["engine", "dataset"], sort=False):
+        st = g["status"]
+        compiled = int(st.isin(("sound", "loosened")).sum())
+        loosened = int((st == "loosened").sum())
+        rows.append({"engine": engine, "dataset": dataset, "items": len(g), "compiled": compiled,
+                     "loosened": loosened, "loosened %": 100.0 * loosened / compiled if compiled else float("nan"),
+                     "refused": int((st == "compile_error").sum()), "failed": int(st.isin(("crash", "timeout")).sum())})
+    order = {e: k for k, e in enumerate(dict.fromkeys(r["engine"] for r in rows))}
+    rows.sort(key=lambda r: (order[r["engine"]], r["dataset"]))
+    return pd.DataFrame(rows).set_index(["engine", "dataset"])
 
 
 def counterexamples(records: pd.DataFrame | Sequence[dict[str, Any]]) -> Iterator[dict[str, Any]]:

@@ -40,7 +40,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,15 +103,14 @@ def load_payload(kind: str, name: str, data: bytes | None) -> Any:
 class _BenchActor:
     """A Ray actor around :class:`~toolkit.bench.harness.Worker` (see the module doc)."""
 
-    def __init__(self, worker_class: Any, vocab_ref: Any, items_ref: Any, options: Mapping[str, Mapping[str, Any]],
-                 source: str, quick: bool, direct: bool, drafts: tuple[int, ...], walks: int = 1) -> None:
+    def __init__(self, worker_class: Any, vocab_ref: Any, items_ref: Any, *args: Any) -> None:
         import ray
 
         # (refs inside a list: an actor argument that is a bare ref arrives resolved)
         payload = ray.get(vocab_ref[0]) if isinstance(vocab_ref, list) else vocab_ref
         items = ray.get(items_ref[0]) if isinstance(items_ref, list) else items_ref
         self.items: list[Item] = items
-        self.worker = worker_class(load_payload(*payload), options, source, quick, direct, drafts, walks)
+        self.worker = worker_class(load_payload(*payload), *args)
 
     def ready(self) -> int:
         return os.getpid()
@@ -149,13 +148,17 @@ class RayPool:
     """The local pool's interface (``run(tasks)`` yields records, ``engine_info``,
     ``close()``) on Ray actors; see the module doc.  ``worker_class``: what each actor
     holds (:class:`toolkit.bench.harness.Worker`, called as the local workers call it);
-    ``env``: the workers' environment (the harness's single-thread settings)."""
+    ``failed``: the record of a task that did not finish (the harness's ``failed_record``);
+    ``env``: the workers' environment (the harness's single-thread settings).  ``worker``
+    (a picklable ``make(vocab)``) runs another job's workers, as the local pool's do
+    (:class:`~toolkit.bench.harness.WorkerPool`): the audit's."""
 
     def __init__(self, worker_class: Any, jobs: int, vocab_spec: str, items: Sequence[Item],
                  options: Mapping[str, Mapping[str, Any]], source: str, quick: bool, timeout: float,
                  memory_limit: float | None, *, address: str | None = None, startup_timeout: float = 600.0,
                  direct: bool = False, drafts: Sequence[int] = (), walks: int = 1,
-                 env: Mapping[str, str] | None = None) -> None:
+                 failed: Callable[[str, Item, str, str, float], dict[str, Any]],
+                 env: Mapping[str, str] | None = None, worker: Callable[[Any], Any] | None = None) -> None:
         if address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
             # `ray start` turns token authentication on and leaves its token here; a driver
             # reads it only in token mode, which Ray reads when it is imported
@@ -177,7 +180,11 @@ class RayPool:
         self.vocab_ref = ray.put(vocab_payload(vocab_spec))
         self.items_ref = ray.put(list(items))
         self.worker_class = worker_class
-        self.args = ({k: dict(v) for k, v in options.items()}, source, quick, direct, tuple(drafts), int(walks))
+        self.args: tuple[Any, ...] = ({k: dict(v) for k, v in options.items()}, source, quick, direct,
+                                      tuple(drafts), int(walks))
+        if worker is not None:
+            self.worker_class, self.args = worker, ()
+        self.failed = failed
         self.remote = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0, max_concurrency=2)(_BenchActor)
         self.timeout = timeout
         self.memory_limit = memory_limit
@@ -210,9 +217,7 @@ class RayPool:
 
     def _failed(self, a: _Actor, status: str, detail: str) -> dict[str, Any]:
         name, item, _ = a.task  # type: ignore[misc]
-        rec = {"engine": name, "item": item.name, "kind": item.kind, "status": status, "detail": detail,
-               "compile_s": None, "ttfm_s": None, "memory_bytes": None, "tbm_s": [], "allowed": [],
-               "sliced": [], "cases": [], "wall_s": time.monotonic() - (a.started or a.sent)}
+        rec = self.failed(name, item, status, detail, time.monotonic() - (a.started or a.sent))
         self._kill(a)
         return rec
 

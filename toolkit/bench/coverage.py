@@ -24,7 +24,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from toolkit.bench.datasets import iter_items
+from toolkit.bench.datasets import iter_items, usable_items
 from toolkit.core.errors import (
     GrammarError,
     LimitExceeded,
@@ -141,10 +141,15 @@ def _cause(any_order: Callable[[], Any], text: str) -> str:
 
 
 def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: float = 30.0,
-                    progress: bool = False, check_lark: bool = False, **options: Any) -> list[SchemaResult]:
-    """Check every schema item under ``source``; see the module doc.  ``options`` go
-    to :meth:`Grammar.from_json_schema` (``property_order="any"``)."""
-    items = [it for it in iter_items(source, limit) if it.kind == "schema"]
+                    progress: bool = False, check_lark: bool = False, skip_bad_items: bool = False,
+                    **options: Any) -> list[SchemaResult]:
+    """Check every schema item under ``source`` (the first ``limit``); see the module
+    doc.  ``options`` go to :meth:`Grammar.from_json_schema` (``property_order="any"``).
+    An item without test instances (nothing to judge it by) or whose schema its draft's
+    meta-schema rejects is a :class:`~toolkit.bench.datasets.DatasetError`, unless
+    ``skip_bad_items`` leaves such items out (:func:`~toolkit.bench.datasets.usable_items`)."""
+    items = usable_items((it for it in iter_items(source) if it.kind == "schema"), limit, tests=True, schemas=True,
+                         skip=skip_bad_items, command="masklab schema-coverage")
     bar = None
     if progress:
         bar = tqdm(total=len(items), unit="schema")

@@ -6,13 +6,22 @@ format's dataset key (``{"lark": "..."}``, ``{"regex": "..."}``, ``{"gbnf": "...
 format registered in :mod:`toolkit.grammar.inputs`) with tests ``{"text": ...,
 "valid": bool}``.  The instance text of a schema test is ``json.dumps(data)``, as
 MaskBench tokenizes it.
+
+Every file is checked when it is read (:func:`load_item`): what is not in the format is
+a :class:`DatasetError` naming the file, the JSON pointer (``/tests/3/valid``) and what
+was expected, and a folder without items is one too.  ``"tests": []`` is in the format
+(195 MaskBench items have no test instance), but a command that judges items by their
+instances (``masklab bench``, ``schema-coverage``) refuses such an item, as ``bench``,
+``audit`` and ``schema-coverage`` refuse a schema its draft's meta-schema rejects
+(:func:`usable_items`), unless told to leave them out (``--skip-bad-items``).
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib import import_module
 from pathlib import Path
@@ -22,8 +31,9 @@ import toolkit.jsonschema  # noqa: F401 - registers the JSON Schema format
 from toolkit.core.errors import MasklabError
 from toolkit.grammar.inputs import InputFormat, format_for_key, formats
 from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema.meta import meta_schema_problem
 
-__all__ = ["Item", "Case", "load_item", "iter_items", "embedded_dir", "DatasetError"]
+__all__ = ["Item", "Case", "load_item", "iter_items", "item_problem", "usable_items", "embedded_dir", "DatasetError"]
 
 
 class DatasetError(MasklabError):
@@ -85,41 +95,78 @@ class Item:
         return self.format.spec(self.spec)
 
 
+def _where(path: Path, pointer: str) -> str:
+    """How an error names a place in a dataset file: the file, then the JSON pointer."""
+    return f"{path} at {pointer or '/'}"
+
+
+def _shown(value: Any) -> str:
+    """A value as an error shows it (JSON, at most 60 characters)."""
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def load_item(path: str | Path) -> Item:
+    """The item of a MaskBench-format file (see the module doc).  Anything not in the
+    format is a :class:`DatasetError` naming the file, the JSON pointer of the offending
+    part and what was expected: no ``"tests"`` list (``"tests": []`` is an item without
+    test instances, which a command judging items by them refuses:
+    :func:`usable_items`), a test that is not an object, a ``"valid"`` that is not
+    ``true`` or ``false`` (``"yes"``, ``1``), a test without its instance (``data``,
+    ``text``)."""
     path = Path(path)
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
         raise DatasetError(f"cannot read {path}: {e}") from e
     if not isinstance(doc, dict):
-        raise DatasetError(f"{path}: expected a JSON object")
+        raise DatasetError(f"{_where(path, '')}: expected a JSON object, got {_shown(doc)}")
     keys = [f.key for f in formats()]
     kinds = [k for k in keys if k in doc]
     if len(kinds) != 1:
         raise DatasetError(f"{path}: expected exactly one of {', '.join(repr(k) for k in keys)}")
     kind = kinds[0]
     fmt = format_for_key(kind)
+    if "tests" not in doc:
+        raise DatasetError(f"{_where(path, '/tests')}: expected a list of test instances "
+                           f"([{{\"{'data' if kind == 'schema' else 'text'}\": ..., \"valid\": true}}, ...]; "
+                           "[] for an item without any), found no 'tests'")
+    tests = doc["tests"]
+    if not isinstance(tests, list):
+        raise DatasetError(f"{_where(path, '/tests')}: expected a list of test instances, got {_shown(tests)}")
     cases = []
-    for i, t in enumerate(doc.get("tests", [])):
-        if not isinstance(t, dict) or "valid" not in t:
-            raise DatasetError(f"{path}: tests[{i}] needs 'valid'")
+    for i, t in enumerate(tests):
+        if not isinstance(t, dict):
+            raise DatasetError(f"{_where(path, f'/tests/{i}')}: expected a test instance (an object with "
+                               f"'valid'), got {_shown(t)}")
+        if "valid" not in t:
+            raise DatasetError(f"{_where(path, f'/tests/{i}/valid')}: expected true or false, found no 'valid'")
+        if not isinstance(t["valid"], bool):
+            raise DatasetError(f"{_where(path, f'/tests/{i}/valid')}: expected true or false, got {_shown(t['valid'])}")
+        if kind == "schema" and "data" not in t:
+            raise DatasetError(f"{_where(path, f'/tests/{i}/data')}: expected the test instance (any JSON value), "
+                               "found no 'data'")
         try:
             text = fmt.case_text(t)
         except MasklabError as e:
-            raise DatasetError(f"{path}: tests[{i}] {e}") from None
-        cases.append(Case(text, bool(t["valid"]), str(t.get("description", ""))))
+            raise DatasetError(f"{_where(path, f'/tests/{i}')}: {e}") from None
+        cases.append(Case(text, t["valid"], str(t.get("description", ""))))
     vocab = doc.get("vocab")
     if vocab is not None and not isinstance(vocab, str):
-        raise DatasetError(f"{path}: 'vocab' must be a vocabulary name such as \"llama3\"")
+        raise DatasetError(f"{_where(path, '/vocab')}: expected a vocabulary name such as \"llama3\", got {_shown(vocab)}")
     return Item(path.stem, kind, doc[kind], tuple(cases), path, vocab, fmt.wrapper.__module__)
 
 
 def iter_items(source: str | Path, limit: int | None = None) -> Iterator[Item]:
     """Items from a file, or from the ``*.json`` files under a folder and its subfolders
-    (sorted by path)."""
+    (sorted by path); a folder holding none is a :class:`DatasetError`, as is a path
+    that does not exist."""
     source = Path(source)
     if source.is_dir():
         paths = sorted(source.rglob("*.json"))
+        if not paths:
+            raise DatasetError(f"no dataset items in {source}: expected MaskBench-format *.json files in it "
+                               "or its subfolders")
     elif source.is_file():
         paths = [source]
     else:
@@ -128,6 +175,48 @@ def iter_items(source: str | Path, limit: int | None = None) -> Iterator[Item]:
         if limit is not None and n >= limit:
             return
         yield load_item(p)
+
+
+def item_problem(item: Item, *, tests: bool = False, schemas: bool = False) -> str | None:
+    """Why ``item`` cannot be judged, or None: ``tests``: it has no test instance (a
+    command judging items by their instances would count it passing on none);
+    ``schemas``: a JSON-schema item whose schema its draft's meta-schema rejects
+    (:func:`toolkit.jsonschema.meta.meta_schema_problem`: no validator can judge by it).
+    The reason names the file and the JSON pointer."""
+    path = item.path if item.path is not None else Path(item.name)
+    if tests and not item.cases:
+        return f"{_where(path, '/tests')}: expected at least one test instance, got []"
+    if schemas and item.kind == "schema":
+        problem = meta_schema_problem(item.spec)
+        if problem is not None:
+            by = f" by the {problem.draft} meta-schema" if problem.draft else ""
+            return f"{_where(path, '/schema' + problem.pointer)}: not a JSON schema{by}: {problem.message}"
+    return None
+
+
+def usable_items(items: Iterable[Item], limit: int | None = None, *, tests: bool = False, schemas: bool = False,
+                 skip: bool = False, command: str = "this command") -> list[Item]:
+    """The first ``limit`` items (all: None) of ``items`` that ``command`` can judge
+    (:func:`item_problem` with ``tests`` and ``schemas``), checked in order, only as many
+    as are needed.  The first item it cannot judge is a :class:`DatasetError` saying why
+    and where, unless ``skip``: then such items are left out, and a note on stderr names
+    them (the first five) and says how many."""
+    out: list[Item] = []
+    left_out: list[str] = []
+    for item in items:
+        if limit is not None and len(out) >= limit:
+            break
+        why = item_problem(item, tests=tests, schemas=schemas) if tests or schemas else None
+        if why is None:
+            out.append(item)
+        elif skip:
+            left_out.append(why)
+        else:
+            raise DatasetError(f"{why}; {command} cannot judge such an item (--skip-bad-items leaves them out)")
+    if left_out:
+        print(f"note: {len(left_out)} item(s) left out (--skip-bad-items): " + "; ".join(left_out[:5])
+              + (" ..." if len(left_out) > 5 else ""), file=sys.stderr)
+    return out
 
 
 def project_root() -> Path:

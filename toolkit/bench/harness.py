@@ -73,11 +73,19 @@ Output: ``OUT/records.jsonl`` (one line per engine x item, appended and flushed 
 each finishes) and ``OUT/run.json`` (command, vocabulary, data, engines with versions
 and options, machine).  A run resumes where it stopped: pairs already in
 ``records.jsonl`` are not redone, a truncated last line (a killed run) is dropped.
+The run holds ``OUT/.lock`` (:mod:`toolkit.bench.runlock`): a second run on the same
+folder refuses at once, naming the first one's pid.  A record of a compiled item holds
+``unenforced``: what the compile said it left out (:func:`unenforced_of`; a peer's
+warnings and documented omissions, always empty for masklab's strategies).  Dataset
+items are checked before anything runs (:func:`select_items`): an item without test
+instances, or a schema its draft's meta-schema rejects, refuses the run unless
+``skip_bad_items`` leaves them out.
 :mod:`toolkit.report` turns run folders into tables and figures.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import gc
 import gzip
@@ -92,7 +100,7 @@ import sys
 import time
 import traceback
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
 from multiprocessing.connection import Connection, wait
@@ -107,7 +115,8 @@ from tqdm.auto import tqdm
 from strategies import engine_factory, get_engine
 from toolkit.automata.regex import clear_cache
 from toolkit.bench.cluster import RayPool
-from toolkit.bench.datasets import Case, Item, embedded_dir, iter_items
+from toolkit.bench.datasets import Case, Item, embedded_dir, iter_items, usable_items
+from toolkit.bench.runlock import locks_run_folder
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import HarnessError, MasklabError
 from toolkit.core.protocol import MaskStats
@@ -133,6 +142,11 @@ __all__ = [
     "load_records",
     "records_file",
     "machine_info",
+    "unenforced_of",
+    "WorkerPool",
+    "Worker",
+    "serve",
+    "failed_record",
     "DEFAULT_TIMEOUT",
     "QUICK_CASES",
 ]
@@ -303,6 +317,7 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
             if call is None:
                 raise  # the toolkit's reading of the item: the harness's fault, not the engine's
             raise _EngineRaised(call, e) from e
+        rec["unenforced"] = unenforced_of(compiled)
         try:
             timed = m.times_engine
             if timed:  # the engine's own calls only: its compile, its matcher, its first fill
@@ -441,6 +456,15 @@ def measure_item(engine: Any, vocab: Any, item: Item, *, source: str = "native",
         if gc_was:
             gc.enable()
         rec["wall_s"] = time.perf_counter() - t_start
+
+
+def unenforced_of(compiled: Any) -> list[dict[str, Any]]:
+    """What a compile says it left unenforced (``compiled.unenforced``: a list of
+    ``{"keyword", "message", "pointer"?, "count"?}``, :mod:`strategies.peers`), as a
+    record holds it: masklab's own strategies refuse what they cannot enforce, so theirs
+    is empty, as is that of an engine without the attribute."""
+    entries = getattr(compiled, "unenforced", None) or ()
+    return [dict(e) for e in entries if isinstance(e, Mapping)]
 
 
 def _timed_fill(m: Any, sfill: Any, row: np.ndarray) -> tuple[int, bool, float]:
@@ -746,9 +770,18 @@ class Worker:
 
 def _worker_main(conn: Connection, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str, quick: bool,
                  direct: bool = False, drafts: tuple[int, ...] = (), walks: int = 1) -> None:
-    """A worker: load the vocabulary, then serve ``(engine, item)`` tasks until told to stop."""
+    """A benchmark worker: load the vocabulary, then serve ``(engine, item)`` tasks
+    (:class:`Worker`) until told to stop."""
+    serve(conn, vocab_spec, functools.partial(Worker, options=options, source=source, quick=quick, direct=direct,
+                                              drafts=drafts, walks=walks))
+
+
+def serve(conn: Connection, vocab_spec: str, make: Callable[[Any], Any]) -> None:
+    """A worker process's loop: load the vocabulary, make the worker (``make(vocab)``:
+    anything with :class:`Worker`'s ``prepare(name)`` and ``measure(name, item)``, such
+    as the audit's), then serve ``(engine, item)`` tasks until told to stop."""
     os.environ.update(_SINGLE_THREAD_ENV)
-    worker = Worker(load_vocab(vocab_spec), options, source, quick, direct, drafts, walks)
+    worker = make(load_vocab(vocab_spec))
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -819,17 +852,36 @@ class _Slot:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-class _Pool:
+def failed_record(name: str, item: Item, status: str, detail: str, wall_s: float) -> dict[str, Any]:
+    """The benchmark record of a task its worker could not finish (killed past the
+    timeout or the memory limit, or dead): what :func:`measure_item` records, empty."""
+    return {"engine": name, "item": item.name, "kind": item.kind, "status": status, "detail": detail,
+            "compile_s": None, "ttfm_s": None, "memory_bytes": None, "tbm_s": [], "allowed": [],
+            "sliced": [], "cases": [], "wall_s": wall_s}
+
+
+class WorkerPool:
+    """Worker processes on this machine, each serving ``(engine, item)`` tasks, with the
+    per-task timeout and memory limit enforced from outside (a killed worker loses only
+    its task).  By default the workers are the benchmark's (:class:`Worker`); ``worker``
+    (a picklable ``make(vocab)``, see :func:`serve`) and ``failed`` (the record of a task
+    that did not finish, :func:`failed_record`'s signature) make them another job's, such
+    as the audit's."""
+
     def __init__(self, jobs: int, vocab_spec: str, options: Mapping[str, Mapping[str, Any]], source: str,
                  quick: bool, timeout: float, memory_limit: float | None, *,
                  startup_timeout: float = _STARTUP_TIMEOUT, target: Any = None, direct: bool = False,
-                 drafts: Sequence[int] = (), walks: int = 1) -> None:
+                 drafts: Sequence[int] = (), walks: int = 1, worker: Callable[[Any], Any] | None = None,
+                 failed: Callable[[str, Item, str, str, float], dict[str, Any]] = failed_record) -> None:
         self.ctx = mp.get_context("spawn")
         self.target = _worker_main if target is None else target
         self.startup_timeout = startup_timeout
         self.args = (vocab_spec, {k: dict(v) for k, v in options.items()}, source, quick)
         if direct or drafts or walks > 1:
             self.args += (direct, tuple(drafts), int(walks))
+        if worker is not None:
+            self.target, self.args = serve, (vocab_spec, worker)
+        self.failed = failed
         self.timeout = timeout
         self.memory_limit = memory_limit
         self.slots = [_Slot() for _ in range(jobs)]
@@ -868,9 +920,7 @@ class _Pool:
 
     def _failed(self, slot: _Slot, status: str, detail: str) -> dict[str, Any]:
         name, item = slot.task  # type: ignore[misc]
-        rec = {"engine": name, "item": item.name, "kind": item.kind, "status": status, "detail": detail,
-               "compile_s": None, "ttfm_s": None, "memory_bytes": None, "tbm_s": [], "allowed": [],
-               "sliced": [], "cases": [], "wall_s": time.monotonic() - (slot.started or slot.sent)}
+        rec = self.failed(name, item, status, detail, time.monotonic() - (slot.started or slot.sent))
         self._kill(slot)
         return rec
 
@@ -966,7 +1016,9 @@ def summary_lines(records: Iterable[Mapping[str, Any]], engines: Sequence[str] |
     ``engines``, then any other engine of ``records`` by name), a line with its count
     of items per status (every one of :data:`STATUSES`, then any other status), e.g.
     ``"llguidance: 71 items: 69 passing, 2 compile_error, 0 timeout, 0 crash, ..."``;
-    then, for each of :data:`REASON_STATUSES`, the first ``reasons`` distinct reasons
+    then how many items its compiles left keywords unenforced in, by keyword (when
+    any: ``rec["unenforced"]``); then, for each of :data:`REASON_STATUSES`, the first
+    ``reasons`` distinct reasons
     (the first line of the detail, one line of at most ``width`` characters with the
     item's name) and how many more there are."""
     by_engine: dict[str, list[Mapping[str, Any]]] = {}
@@ -982,6 +1034,11 @@ def summary_lines(records: Iterable[Mapping[str, Any]], engines: Sequence[str] |
             status = str(r.get("status") or "unknown")
             counts[status] = counts.get(status, 0) + 1
         lines.append(f"{name}: {len(recs)} items: " + ", ".join(f"{n} {s}" for s, n in counts.items()))
+        loose = [r["unenforced"] for r in recs if isinstance(r.get("unenforced"), list) and r["unenforced"]]
+        if loose:  # what the engine's compiles said they left out (issue 44)
+            kw = collections.Counter(str(e.get("keyword") or "(none named)") for u in loose for e in u)
+            lines.append(f"  {len(loose)} item(s) compiled with keywords left unenforced: "
+                         + ", ".join(f"{k} {n}" for k, n in kw.most_common(6)) + " (rec['unenforced'])")
         for status in REASON_STATUSES:
             seen: dict[str, str] = {}  # reason -> first item
             for r in recs:
@@ -1132,11 +1189,16 @@ def _check_resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[st
 
 
 def select_items(data: str | Path | None, limit: int | None = None, seed: int | None = None,
-                 vocab: str | None = None) -> list[Item]:
+                 vocab: str | None = None, *, tests: bool = False, schemas: bool = False, skip_bad: bool = False,
+                 command: str = "this command") -> list[Item]:
     """The items of ``data`` (default: the embedded datasets), shuffled with ``seed``
     when given, then the first ``limit``; item names must be unique.  ``vocab`` (a
     vocabulary's name): items written for another vocabulary (:meth:`Item.fits`) are
-    left out, and a note says which."""
+    left out, and a note says which.  ``tests`` / ``schemas``: an item without test
+    instances / a schema its draft's meta-schema rejects is a
+    :class:`~toolkit.bench.datasets.DatasetError` naming ``command``, or, with
+    ``skip_bad``, left out (the next items fill the ``limit``):
+    :func:`~toolkit.bench.datasets.usable_items`."""
     source = Path(data) if data is not None else embedded_dir()
     items = list(iter_items(source))
     if vocab is not None:
@@ -1151,11 +1213,15 @@ def select_items(data: str | Path | None, limit: int | None = None, seed: int | 
         raise HarnessError(f"item names must be unique in {source}; repeated: {', '.join(dup[:5])}")
     if seed is not None:
         random.Random(seed).shuffle(items)
+    if tests or schemas:
+        return usable_items(items, None if limit is None else int(limit), tests=tests, schemas=schemas,
+                            skip=skip_bad, command=command)
     if limit is not None:
         items = items[: int(limit)]
     return items
 
 
+@locks_run_folder("out")
 def run_bench(
     engines: Sequence[str],
     data: str | Path | None = None,
@@ -1179,6 +1245,7 @@ def run_bench(
     address: str | None = None,
     axes: Mapping[str, str] | None = None,
     meta_file: str = "run.json",
+    skip_bad_items: bool = False,
 ) -> Any:
     """Run ``engines`` on the items of ``data``; returns a DataFrame of the records.
 
@@ -1202,6 +1269,12 @@ def run_bench(
     written into every record (``rec["axes"]``) and part of what a resume matches, so the
     cells of a grid share one ``records.jsonl``; ``meta_file``: where in ``out`` the
     run's metadata goes (a sweep keeps one per cell).
+
+    The run holds ``out``'s lock (:mod:`toolkit.bench.runlock`): a second run on the
+    same folder is a :class:`HarnessError` at once.  An item without test instances, or
+    whose schema its draft's meta-schema rejects, is a
+    :class:`~toolkit.bench.datasets.DatasetError` before anything runs, unless
+    ``skip_bad_items`` leaves such items out (:func:`select_items`).
     """
 
 
@@ -1232,7 +1305,8 @@ def run_bench(
     if unknown:
         raise HarnessError(f"options given for engines not in the run: {', '.join(unknown)}")
     voc = load_vocab(vocab)
-    items = select_items(data, limit, seed, voc.name)
+    items = select_items(data, limit, seed, voc.name, tests=True, schemas=True, skip_bad=skip_bad_items,
+                         command="masklab bench")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     records_path = out / "records.jsonl"
@@ -1264,6 +1338,7 @@ def run_bench(
         "backend": backend,
         "address": address,
         "axes": cell,
+        "skip_bad_items": bool(skip_bad_items),
         "memory_limit_gb": None if memory_limit_gb is None else round(memory_limit_gb, 2),
         "engines": {},
         "machine": machine_info(),
@@ -1288,9 +1363,9 @@ def run_bench(
     if backend == "ray":
         pool: Any = RayPool(Worker, jobs, vocab, items, options, source, quick, float(timeout), limit_bytes,
                             address=address, direct=direct_check, drafts=meta["drafts"], walks=meta["walks"],
-                            env=_SINGLE_THREAD_ENV)
+                            failed=failed_record, env=_SINGLE_THREAD_ENV)
     else:
-        pool = _Pool(jobs, vocab, options, source, quick, float(timeout), limit_bytes, direct=direct_check,
+        pool = WorkerPool(jobs, vocab, options, source, quick, float(timeout), limit_bytes, direct=direct_check,
                      drafts=meta["drafts"], walks=meta["walks"])
     bar = _progress(len(tasks), progress)
     errors = 0

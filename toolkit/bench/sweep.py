@@ -7,6 +7,7 @@ engine into the same folder: one ``OUT/records.jsonl`` whose every record names 
 ``OUT/cells/CELL.json`` and the grid in ``OUT/sweep.json``.  A sweep resumes as a bench
 run does (the pairs of a cell already recorded are not redone); a rerun must read the
 same spec.  ``backend = "ray"`` runs the cells' tasks on Ray (:mod:`toolkit.bench.cluster`).
+The sweep holds its folder's run lock (:mod:`toolkit.bench.runlock`) for its whole run.
 
 A spec::
 
@@ -17,6 +18,7 @@ A spec::
     timeout = 30         # seconds per (engine, item)
     jobs = 2
     backend = "local"    # or "ray" (address = "HEAD:6379" joins a cluster)
+    skip_bad_items = true  # leave out items without tests or with an invalid schema (bench --skip-bad-items)
 
     [vocabs]             # name = load_vocab spec; $MASKLAB_SHARED is expanded
     mistral = "hf:$MASKLAB_SHARED/tokenizers/mistral-7b-v0.3/tokenizer.json"
@@ -48,6 +50,7 @@ from typing import Any
 from strategies import check_options, engine_factory
 from toolkit.bench.datasets import shared_dir
 from toolkit.bench.harness import BACKENDS, DEFAULT_TIMEOUT, HarnessError, run_bench
+from toolkit.bench.runlock import locks_run_folder
 from toolkit.core.errors import MasklabError, VocabError
 from toolkit.core.vocab import vocab_file
 
@@ -57,7 +60,7 @@ AXES = ("vocab", "options", "data")
 """The axes of a grid cell, as every record of a sweep names them (``rec["axes"]``)."""
 
 _KEYS = {"engines", "vocabs", "data", "options", "limit", "seed", "quick", "timeout", "jobs", "backend", "address",
-         "source", "memory_limit_gb"}
+         "source", "memory_limit_gb", "skip_bad_items"}
 _NAME = re.compile(r"[A-Za-z0-9_.+-]+")
 
 
@@ -82,6 +85,7 @@ class Sweep:
     address: str | None = None
     source: str = "native"
     memory_limit_gb: float | None = None
+    skip_bad_items: bool = False
 
     def cells(self) -> list[dict[str, str]]:
         """The grid's cells, vocabulary outermost (a cell's workers load one vocabulary)."""
@@ -187,7 +191,8 @@ def sweep_from_dict(doc: Mapping[str, Any]) -> Sweep:
                  options={k: {e: dict(o) for e, o in v.items()} for k, v in options.items()},
                  limit=limit, seed=_typed(doc, "seed", int, None), quick=_typed(doc, "quick", bool, False),
                  timeout=timeout, jobs=jobs, backend=backend, address=_typed(doc, "address", str, None),
-                 source=source, memory_limit_gb=None if mem is None else float(mem))
+                 source=source, memory_limit_gb=None if mem is None else float(mem),
+                 skip_bad_items=_typed(doc, "skip_bad_items", bool, False))
 
 
 def cell_file(cell: Mapping[str, str]) -> str:
@@ -211,6 +216,7 @@ def sweep_cells(folder: str | os.PathLike[str]) -> list[tuple[dict[str, str], di
     return out
 
 
+@locks_run_folder("out")
 def run_sweep(sweep: Sweep, out: str | os.PathLike[str], *, progress: bool = True, command: str | None = None,
               spec_text: str | None = None) -> Path:
     """Run every cell of ``sweep`` into ``out`` (resuming what is there); returns
@@ -221,7 +227,8 @@ def run_sweep(sweep: Sweep, out: str | os.PathLike[str], *, progress: bool = Tru
     path = out / "sweep.json"
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
-        if old.get("spec") != json.loads(json.dumps(grid["spec"])):
+        old_spec = {"skip_bad_items": False, **(old.get("spec") or {})}  # (a sweep from before the key)
+        if old_spec != json.loads(json.dumps(grid["spec"])):
             raise SweepError(f"{str(out)!r} holds a sweep of another spec; rerun the same spec to resume, or "
                              "choose another folder")
     path.write_text(json.dumps({**grid, "command": command, "spec_text": spec_text}, indent=2) + "\n",
@@ -235,7 +242,7 @@ def run_sweep(sweep: Sweep, out: str | os.PathLike[str], *, progress: bool = Tru
                       limit=sweep.limit, timeout=sweep.timeout, jobs=sweep.jobs, seed=sweep.seed, quick=sweep.quick,
                       options=opts, source=sweep.source, memory_limit_gb=sweep.memory_limit_gb, progress=progress,
                       command=command, backend=sweep.backend, address=sweep.address, axes=cell,
-                      meta_file=cell_file(cell))
+                      meta_file=cell_file(cell), skip_bad_items=sweep.skip_bad_items)
         except HarnessError as e:
             raise SweepError(f"cell {cell}: {e}") from e
     return out

@@ -523,8 +523,10 @@ def engine_table(runs: Runs) -> pd.DataFrame:
     (and ``TBM glue avg/p50`` where an adapter timed the engine apart from its own work);
     ``TTFM avg/p50/p75/p90/p99 (ms)`` over the items that reached a first mask;
     ``masks``, ``items``, one count per status in :data:`STATUSES` (plus ``other``
-    when a record has another status) and ``passing %``.  Engines without masks or
-    TTFM have NaN there.
+    when a record has another status) and ``passing %``; ``unenforced`` (runs that
+    record it: ``rec["unenforced"]``, issue 44): the items whose compile said it left
+    some keyword unenforced (a peer's warnings or documented omissions; always 0 for
+    masklab's strategies).  Engines without masks or TTFM have NaN there.
     """
     recs, masks = runs.records, runs.masks
     tbm_groups = {
@@ -539,6 +541,7 @@ def engine_table(runs: Runs) -> pd.DataFrame:
     } if has_glue else {}
     known = set(STATUSES)
     has_other = bool((~recs["status"].isin(known)).any()) if len(recs) else False
+    has_unenforced = "unenforced" in recs
     rows = []
     for label in runs.engines:
         tbm = tbm_groups.get(label, np.empty(0))
@@ -567,9 +570,12 @@ def engine_table(runs: Runs) -> pd.DataFrame:
         if has_other:
             row["other"] = int(len(g) - sum(row[s] for s in STATUSES))
         row["passing %"] = 100.0 * row["passing"] / len(g) if len(g) else math.nan
+        if has_unenforced:
+            row["unenforced"] = int(g["unenforced"].map(lambda v: isinstance(v, list) and len(v) > 0).sum())
         rows.append(row)
     table = pd.DataFrame(rows).set_index("engine")
-    int_cols = ["masks", "items", *STATUSES] + (["other"] if has_other else [])
+    int_cols = ["masks", "items", *STATUSES] + (["other"] if has_other else []) + (
+        ["unenforced"] if has_unenforced else [])
     table[int_cols] = table[int_cols].astype("int64")
     return table
 
