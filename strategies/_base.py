@@ -14,13 +14,14 @@ the sticky error state, the history that ``rollback`` undoes, ``accept_tokens`` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from toolkit.core import bitmask as bm
-from toolkit.core.errors import UnsupportedGrammar
+from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT, LimitExceeded, UnsupportedGrammar, deadline
 from toolkit.core.memo import MemoScope
 from toolkit.core.protocol import (
     FORCED_LIMIT,
@@ -29,16 +30,85 @@ from toolkit.core.protocol import (
     MaskInfo,
     MaskStats,
     MatcherBase,
+    check_bitmask_row,
+    check_token_id,
 )
 from toolkit.core.session import VocabTable, or_bit_runs
 from toolkit.core.vocab import Vocabulary
+from toolkit.grammar.inputs import format_of, read
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.special import dual_ids, vocab_view
-from toolkit.jsonschema.compiler import grammar_of
+from toolkit.jsonschema.compiler import DEFAULT_MAX_DEPTH, DEFAULT_MAX_RULES
 
-__all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "DualTables", "CompiledTables", "GrammarEngine", "StrategyEngine"]
+__all__ = ["BaseMatcher", "NativeMatcher", "DualMatcher", "DualTables", "CompiledTables", "GrammarEngine", "StrategyEngine",
+           "check_compile_timeout", "check_limit", "DEFAULT_COMPILE_TIMEOUT", "SCHEMA_LIMITS", "read_input",
+           "renamed_limits"]
 
 EOS_RECORD = object()  # history record of an accepted EOS
+
+
+def check_compile_timeout(value: Any) -> float:
+    """The engine option ``compile_timeout`` checked: seconds one ``compile`` may take
+    (a cooperative :func:`toolkit.core.errors.deadline`: past it the compile raises
+    :class:`~toolkit.core.errors.TimeLimitExceeded` naming the option and where it
+    stopped), 0 for no limit.  ValueError for anything but a number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value >= 0:
+        raise ValueError(f"compile_timeout must be a number of seconds >= 0 (0: no limit), got {value!r}")
+    return float(value)
+
+
+def check_limit(option: str, value: Any, low: int = 1) -> int:
+    """An integer limit option checked (ValueError naming it unless an int >= ``low``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{option} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+SCHEMA_LIMITS: dict[str, int] = {"max_rules": DEFAULT_MAX_RULES, "max_schema_depth": DEFAULT_MAX_DEPTH}
+"""The options of an engine that compiles JSON schemas with masklab's compiler
+(:func:`toolkit.jsonschema.from_json_schema`), with their defaults: ``max_rules`` (the
+grammar's rules) and ``max_schema_depth`` (schemas nested in schemas; the compiler's
+``max_depth``)."""
+
+
+@contextmanager
+def renamed_limits(names: Mapping[str, str], where: str = "") -> Iterator[None]:
+    """Re-raise a :class:`~toolkit.core.errors.LimitExceeded` of a shared layer whose
+    ``limit`` is a key of ``names`` under the engine's option, ``names[limit]`` (the same
+    class, value and maximum; ``where`` added to the detail), so the error names an
+    option the caller can set."""
+    try:
+        yield
+    except LimitExceeded as e:
+        option = names.get(e.limit)
+        if option is None:
+            raise
+        detail = "; ".join(x for x in (e.detail, where) if x)
+        renamed = type(e)(option, e.value, e.maximum, detail)
+        for key, value in vars(e).items():  # what the layer attached (a schema's JSON ``pointer``)
+            if key not in ("limit", "value", "maximum", "detail"):
+                setattr(renamed, key, value)
+        raise renamed from e
+
+
+def read_input(engine: str, spec: Any, options: Mapping[str, Any], **reader: Any) -> tuple[Grammar, str]:
+    """``(Grammar, kind)`` for what a Grammar-based strategy compiles: a :class:`Grammar`
+    as it is, or an input of any registered format read to the IR
+    (:func:`toolkit.grammar.inputs.read`, with ``reader``'s options such as a schema's
+    ``whitespace``), a JSON schema under the engine's :data:`SCHEMA_LIMITS` and
+    ``compile_timeout`` from ``options`` (a limit it meets names that option; the
+    format drops what its reader does not take).  ``kind`` is the format's name
+    for a regex or a JSON schema, else ``"grammar"``; a bare ``str`` is an
+    :class:`~toolkit.core.errors.UnsupportedGrammar` naming ``engine``."""
+    fmt = format_of(spec)
+    if fmt is not None and fmt.name == "json_schema":
+        reader = {**reader, "max_rules": options.get("max_rules", DEFAULT_MAX_RULES),
+                  "max_depth": options.get("max_schema_depth", DEFAULT_MAX_DEPTH),
+                  "compile_timeout": options.get("compile_timeout", DEFAULT_COMPILE_TIMEOUT)}
+    with renamed_limits({"max_depth": "max_schema_depth"} if "max_depth" in reader else {}):
+        grammar = read(spec, engine=engine, **reader)
+    kind = "grammar" if fmt is None or fmt.name not in ("regex", "json_schema") else fmt.name
+    return grammar, kind
 
 
 class BaseMatcher(MatcherBase):
@@ -86,9 +156,7 @@ class BaseMatcher(MatcherBase):
 
     def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
         """Overwrite ``bitmask[row]`` with the allowed tokens; see the protocol."""
-        r = bitmask[row] if bitmask.ndim == 2 else bitmask
-        if r.shape[0] != bm.words(self.vocab.size):
-            raise ValueError(f"bitmask row has {r.shape[0]} words, vocabulary needs {bm.words(self.vocab.size)}")
+        r = check_bitmask_row(bitmask, row, self.vocab.size)  # before the engine is called
         self.n_masks += 1
         live = self.error is None and not self._terminated
         if not (live and self.writes_whole_row):
@@ -118,7 +186,7 @@ class BaseMatcher(MatcherBase):
 
     def accept_token(self, token_id: int) -> bool:
         """Consume one token; False (state unchanged) when the mask would not allow it."""
-        t = int(token_id)
+        t = check_token_id(token_id)  # a TypeError for 3.0, before the engine is called
         if t < 0 or t >= self.vocab.size:
             return False
         if t in self.vocab.eos_ids:
@@ -225,11 +293,11 @@ class NativeMatcher(MatcherBase):
 
     def accept_token(self, token_id: int) -> bool:
         """Consume one token; False (state unchanged) when the mask would not allow it."""
-        return self.session.accept_token(token_id)
+        return self.session.accept_token(check_token_id(token_id))  # (the session would read 3.0 as 3)
 
     def accept_allowed(self, token_id: int) -> bool:
         """:meth:`accept_token` for a token the caller knows its last mask allowed."""
-        return self.session.accept_token(token_id)
+        return self.session.accept_token(check_token_id(token_id))
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
@@ -321,15 +389,17 @@ class StrategyEngine(EngineBase):
     def compile(self, spec: Any) -> Any:
         """Compile ``spec`` (what the engine accepts: see its ``_compile``).  A grammar
         with special tokens is compiled by this engine's sibling over the vocabulary
-        view of those tokens (:func:`special_compile`)."""
-        refuse_token_limits(self.name, spec)
-        special = special_compile(self, spec)
-        if special is not None:
-            return special
-        if not self.options.get("memo", True):
-            return self._compile(spec)
-        with self.memo.active():
-            return self._compile(spec)
+        view of those tokens (:func:`special_compile`).  The whole compile runs under the
+        engine's ``compile_timeout`` (:func:`toolkit.core.errors.deadline`)."""
+        with deadline(self.options.get("compile_timeout", DEFAULT_COMPILE_TIMEOUT)):
+            refuse_token_limits(self.name, spec)
+            special = special_compile(self, spec)
+            if special is not None:
+                return special
+            if not self.options.get("memo", True):
+                return self._compile(spec)
+            with self.memo.active():
+                return self._compile(spec)
 
     def matcher(self, compiled: Any) -> Any:
         """A matcher at the start of ``compiled`` (made by the engine that compiled it)."""
@@ -475,10 +545,8 @@ class DualMatcher(MatcherBase):
 
     def fill_bitmask(self, bitmask: np.ndarray, row: int = 0) -> MaskInfo:
         """Overwrite ``bitmask[row]`` with the allowed tokens; see the protocol."""
-        r = bitmask[row] if bitmask.ndim == 2 else bitmask
+        r = check_bitmask_row(bitmask, row, self.size)
         n = bm.words(self.size)
-        if r.shape[0] != n:
-            raise ValueError(f"bitmask row has {r.shape[0]} words, vocabulary needs {n}")
         info = self.inner.fill_bitmask(self._scratch, 0)
         inner = self._scratch[0]
         r[:] = inner[:n]
@@ -489,7 +557,7 @@ class DualMatcher(MatcherBase):
 
     def accept_token(self, token_id: int) -> bool:
         """Consume one token; False (state unchanged) when the mask would not allow it."""
-        t = int(token_id)
+        t = check_token_id(token_id)
         if not 0 <= t < self.size:
             return False
         shadow = int(self.tables.shadow[t])
@@ -526,7 +594,6 @@ class GrammarEngine(StrategyEngine):
     spelling: str = "json"
 
     def grammar_for(self, spec: Any) -> tuple[Any, str]:
-        """``(Grammar, kind)`` for what ``compile`` accepts
-        (:func:`toolkit.jsonschema.grammar_of`)."""
-
-        return grammar_of(spec, whitespace=self.whitespace, engine=self.name, spelling=self.spelling)
+        """``(Grammar, kind)`` for what ``compile`` accepts (:func:`read_input`: a schema
+        under the engine's ``max_rules`` and ``max_schema_depth``)."""
+        return read_input(self.name, spec, self.options, whitespace=self.whitespace, spelling=self.spelling)

@@ -20,14 +20,20 @@ from typing import Any
 import numpy as np
 
 from strategies._base import (
+    DEFAULT_COMPILE_TIMEOUT,
+    SCHEMA_LIMITS,
     BaseMatcher,
     DualMatcher,
+    check_compile_timeout,
+    check_limit,
     compiled_by,
+    read_input,
     refuse_token_limits,
     special_compile,
     with_duals,
 )
 from toolkit.core import bitmask as bm
+from toolkit.core.errors import deadline
 from toolkit.core.protocol import (
     FORCED_LIMIT,
     Capabilities,
@@ -38,7 +44,6 @@ from toolkit.core.protocol import (
 )
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.earley import CFG, DEFAULT_MAX_ITEMS, ByteRecognizer, compile_cfg
-from toolkit.grammar.inputs import read
 from toolkit.grammar.ir import Grammar
 
 __all__ = ["NaiveEngine", "NaiveCompiled", "NaiveMatcher"]
@@ -59,17 +64,25 @@ class NaiveEngine(EngineBase):
     """Checks every token; see the module doc.
 
     Options: ``max_items`` (Earley items per chart before the matcher fails with
-    :class:`~toolkit.core.errors.LimitExceeded`), ``share_prefixes`` (see module doc).
+    :class:`~toolkit.core.errors.LimitExceeded` naming it), ``share_prefixes`` (see module
+    doc), ``max_rules`` and ``max_schema_depth`` (the JSON schema compiler's limits) and
+    ``compile_timeout`` (seconds one ``compile`` may take, default 60, 0: none; past it,
+    :class:`~toolkit.core.errors.TimeLimitExceeded` naming the option and where).
     """
 
     name = "naive"
     capabilities = Capabilities(forced="bytes", special_tokens=True, work_counters=True, mask_cost="slow",
                                 work_limit="max_items")
 
-    def __init__(self, vocab: Vocabulary, *, max_items: int = DEFAULT_MAX_ITEMS, share_prefixes: bool = True) -> None:
+    def __init__(self, vocab: Vocabulary, *, max_items: int = DEFAULT_MAX_ITEMS, share_prefixes: bool = True,
+                 max_rules: int = SCHEMA_LIMITS["max_rules"], max_schema_depth: int = SCHEMA_LIMITS["max_schema_depth"],
+                 compile_timeout: float = DEFAULT_COMPILE_TIMEOUT) -> None:
         self.vocab = vocab
         self.max_items = int(max_items)
         self.share_prefixes = bool(share_prefixes)
+        self.max_rules = check_limit("max_rules", max_rules)
+        self.max_schema_depth = check_limit("max_schema_depth", max_schema_depth)
+        self.compile_timeout = check_compile_timeout(compile_timeout)
         ids = vocab.text_token_ids()
         tb = vocab.token_bytes
         order = sorted((int(i) for i in ids), key=tb.__getitem__)
@@ -89,17 +102,20 @@ class NaiveEngine(EngineBase):
 
     @property
     def options(self) -> dict[str, Any]:
-        return {"max_items": self.max_items, "share_prefixes": self.share_prefixes}
+        return {"max_items": self.max_items, "share_prefixes": self.share_prefixes, "max_rules": self.max_rules,
+                "max_schema_depth": self.max_schema_depth, "compile_timeout": self.compile_timeout}
 
     def compile(self, grammar: Any) -> NaiveCompiled:
         """Compile a :class:`Grammar` or any registered input read to one
-        (:func:`toolkit.grammar.inputs.read`; a JSON schema with the compiler's defaults)."""
-        grammar = read(grammar, engine=self.name)
-        refuse_token_limits(self.name, grammar)
-        special = special_compile(self, grammar)  # special tokens: over their vocabulary view
-        if special is not None:
-            return special
-        return NaiveCompiled(grammar, compile_cfg(grammar))
+        (:func:`strategies._base.read_input`; a JSON schema with the compiler's defaults,
+        under ``max_rules`` and ``max_schema_depth``), within ``compile_timeout``."""
+        with deadline(self.compile_timeout):
+            grammar, _ = read_input(self.name, grammar, self.options)
+            refuse_token_limits(self.name, grammar)
+            special = special_compile(self, grammar)  # special tokens: over their vocabulary view
+            if special is not None:
+                return special
+            return NaiveCompiled(grammar, compile_cfg(grammar))
 
     def matcher(self, compiled: NaiveCompiled) -> NaiveMatcher | DualMatcher:
         return with_duals(self.vocab, compiled, NaiveMatcher(compiled_by(self, compiled), compiled))

@@ -50,14 +50,16 @@ import copy
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import metadata
 from time import perf_counter
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
 from strategies._base import EOS_RECORD, BaseMatcher, refuse_token_limits
+from strategies._unenforced import documented, from_messages, native_warnings
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import SKIP, check_step_args, new_step
 from toolkit.core.errors import MasklabError, UnsupportedGrammar
@@ -119,6 +121,9 @@ class PeerCompiled(CompiledBase):
     special_ids: frozenset[int] = frozenset()
     #: the words a mask row keeps of the engine's bits (text tokens, and ``special_ids``)
     allow_words: Any = None
+    #: what the compile left unenforced: the engine's compile warnings, and the keywords of
+    #: the engine's ``unenforced_keywords`` the schema holds (:mod:`strategies._unenforced`)
+    unenforced: list[dict[str, Any]] = field(default_factory=list)
 
     def memory_bytes(self) -> int:
         """The engine's own figure (xgrammar's ``memory_size_bytes``); llguidance and
@@ -164,6 +169,10 @@ class PeerEngine(EngineBase):
     native_inputs = frozenset({"json_schema"})
     #: whose JSON Schema compiler turns a schema into the language the masks follow
     schema_grammar = "own"
+    #: keywords the engine's own JSON Schema compiler accepts and does not enforce, without a
+    #: word: keyword -> what it does and where that is shown; each one a schema holds is in
+    #: its compile's ``unenforced`` (with its pointer), beside the engine's own warnings
+    unenforced_keywords: Mapping[str, str] = MappingProxyType({})
 
     def __init__(self, vocab: Vocabulary) -> None:
         self.vocab = vocab
@@ -184,7 +193,12 @@ class PeerEngine(EngineBase):
         try:
             if fmt is not None and fmt.name in self.native_inputs:
                 text = fmt.text(grammar)
-                return self._compile_schema(text) if fmt.name == "json_schema" else self._compile_native(fmt.name, text)
+                if fmt.name != "json_schema":
+                    return self._compile_native(fmt.name, text)
+                compiled = self._compile_schema(text)
+                if self.unenforced_keywords:  # (after the engine's call: not in its time)
+                    compiled.unenforced += documented(json.loads(text), self.unenforced_keywords)
+                return compiled
             grammar = read(grammar, engine=self.name)
             if not self.token_limits:
                 refuse_token_limits(self.name, grammar)
@@ -576,7 +590,8 @@ class LLGuidanceEngine(PeerEngine):
         spent = perf_counter() - t0
         if m.is_error():
             raise PeerError(f"{self.name}: {m.get_error()}")
-        return PeerCompiled(m, lark, kind, engine_s=spent)
+        warned = getattr(m, "get_grammar_warnings", None)  # (what lenient / coerce_one_of let through)
+        return PeerCompiled(m, lark, kind, engine_s=spent, unenforced=from_messages(warned() if warned else ()))
 
     def _direct_compile(self, source: str, kind: str) -> Any:
         kw: dict[str, Any] = {"log_level": 0}
@@ -742,6 +757,16 @@ class XGrammarEngine(PeerEngine):
     capabilities = Capabilities(batch="native", forced="bytes", drafts="native")
     dist = "xgrammar"
     requires = ("xgrammar",)
+    #: what xgrammar 0.2.8 compiles without a warning and does not enforce (measured:
+    #: ``tests/test_bad_input_harness.py``); its warnings (``oneOf`` read as ``anyOf``,
+    #: ``minLength``/``maxLength`` beside ``pattern``, ``multipleOf`` on numbers...) are
+    #: captured per compile besides
+    unenforced_keywords = MappingProxyType({
+        "not": "xgrammar ignores not (the value is not checked against it)",
+        "if": "xgrammar ignores if/then/else",
+        "then": "xgrammar ignores if/then/else",
+        "else": "xgrammar ignores if/then/else",
+    })
 
     def __init__(
         self,
@@ -775,12 +800,16 @@ class XGrammarEngine(PeerEngine):
         )
 
     def _compile_schema(self, text: str) -> PeerCompiled:
-        t0 = perf_counter()
-        c = self.compiler.compile_json_schema(
-            text, any_whitespace=self.any_whitespace, strict_mode=self.strict_mode
-        )
-        spent = perf_counter() - t0
-        return PeerCompiled(c, text, "json_schema", int(c.memory_size_bytes), spent)
+        def timed() -> tuple[Any, float]:
+            t0 = perf_counter()
+            c = self.compiler.compile_json_schema(
+                text, any_whitespace=self.any_whitespace, strict_mode=self.strict_mode
+            )
+            return c, perf_counter() - t0
+
+        (c, spent), warned = native_warnings(timed)  # its C++ warnings, from file descriptor 2
+        return PeerCompiled(c, text, "json_schema", int(c.memory_size_bytes), spent,
+                            unenforced=from_messages(warned, json.loads(text) if warned else None))
 
     def _grammar_source(self, grammar: Grammar) -> tuple[str, str]:
         lark = grammar.to_lark(boolean="regex")
@@ -790,10 +819,14 @@ class XGrammarEngine(PeerEngine):
 
     def _compile_grammar(self, grammar: Grammar) -> PeerCompiled:
         lark, _ = self._grammar_source(grammar)
-        t0 = perf_counter()
-        c = self.compiler.compile_grammar(self._xg.Grammar.from_lark(lark))
-        spent = perf_counter() - t0
-        return PeerCompiled(c, lark, "lark", int(c.memory_size_bytes), spent)
+
+        def timed() -> tuple[Any, float]:
+            t0 = perf_counter()
+            c = self.compiler.compile_grammar(self._xg.Grammar.from_lark(lark))
+            return c, perf_counter() - t0
+
+        (c, spent), warned = native_warnings(timed)
+        return PeerCompiled(c, lark, "lark", int(c.memory_size_bytes), spent, unenforced=from_messages(warned))
 
     def _direct_compile(self, source: str, kind: str) -> Any:
         if kind == "json_schema":
@@ -950,6 +983,18 @@ class OutlinesCoreEngine(PeerEngine):
 
     name = "peer:outlines-core"
     capabilities = Capabilities(grammars="regular", any_vocabulary=False)
+    #: what outlines-core 0.2.14's ``build_regex_from_schema`` accepts and leaves out of its
+    #: regex, without a word (measured: ``tests/test_bad_input_harness.py``)
+    unenforced_keywords = MappingProxyType({
+        **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+                        "outlines-core ignores numeric bounds and steps (any number of the type)"),
+        "uniqueItems": "outlines-core ignores uniqueItems (repeated items allowed)",
+        "contains": "outlines-core ignores contains", "minContains": "outlines-core ignores contains",
+        "propertyNames": "outlines-core ignores propertyNames",
+        "dependentRequired": "outlines-core ignores dependentRequired",
+        "dependentSchemas": "outlines-core ignores dependentSchemas",
+        "oneOf": "outlines-core reads oneOf as anyOf (a value matching several branches is allowed)",
+    })
     dist = "outlines_core"
     requires = ("outlines_core",)
 

@@ -10,6 +10,13 @@ For every registered engine (skipped where its dependencies are not installed):
 * ``accept_token`` of an id that is no token of the grammar (negative, past the
   vocabulary, a padding id, a special id that is not EOS) returns False and changes
   nothing, at the start, mid-way and after EOS;
+* a bitmask that is not writeable int32 words (int64, uint32, float32, read-only, a
+  list) is a ValueError or TypeError, and a token id that is not an integer
+  (``3.0``, ``"3"``, ``True``) a TypeError, in ``accept_token``, ``accept_allowed``,
+  ``accept_tokens`` and ``validate_tokens`` (every id checked before the first is
+  taken): raised before the engine is called, so the matcher's masks and next tokens
+  stay an untouched twin's (:func:`toolkit.core.protocol.check_bitmask_row`,
+  :func:`toolkit.core.protocol.check_token_id`);
 * ``get_engine`` with an unknown option, or an option of the wrong type, is a
   ValueError naming the option and what it takes (:func:`strategies.check_options`);
 * grammar, regex and schema texts that cannot be read are a
@@ -172,6 +179,66 @@ def test_ids_that_are_no_token_are_refused_and_change_nothing(name: str) -> None
         assert _state(m) == before, (name, step)
     m.rollback(2)
     assert _state(m)[1:] == (False, False, None), name  # the walk was 12, EOS: back at the start
+
+
+def _bad_bitmasks() -> list[tuple[str, Any]]:
+    """Bitmasks of the right width that are not the protocol's writeable int32 words."""
+    frozen = bm.allocate(VOCAB.size)
+    frozen.flags.writeable = False
+    return [(str(np.dtype(t)), np.zeros((1, WORDS), dtype=t)) for t in (np.int64, np.uint32, np.float32, np.int16)] + [
+        ("int64 row", np.zeros(WORDS, dtype=np.int64)),
+        ("read-only", frozen),
+        ("list", [[0] * WORDS]),
+    ]
+
+
+#: what is no token id (ids are integers: int, numpy integers): a refusal by type,
+#: not the False of an id outside the vocabulary
+NOT_IDS = [3.0, np.float64(3.0), 2.5, "3", None, True, np.array([3])]
+
+
+def _next_tokens(m: Matcher) -> list[bool]:
+    """Which ids ``m`` accepts next, each taken back."""
+    out = []
+    for t in range(VOCAB.size):
+        ok = m.accept_token(t)
+        if ok:
+            m.rollback(1)
+        out.append(ok)
+    return out
+
+
+@pytest.mark.parametrize("name", engines())
+def test_a_bitmask_of_another_dtype_or_a_float_id_is_refused_before_the_state_is_touched(name: str) -> None:
+    """A typed error (ValueError or TypeError) for a bitmask that is not writeable int32
+    words and for a token id that is not an integer, raised before the engine is called:
+    after it the matcher's mask, error state and next tokens are an untouched twin's."""
+    engine = make(name, VOCAB)
+    c = _compile(engine, DIGITS)
+    m, twin = engine.matcher(c), engine.matcher(c)
+    twelve = VOCAB.token_bytes.index(b"12")
+    for step in ("start", "12", "EOS"):
+        if step != "start":
+            t = twelve if step == "12" else EOS
+            assert m.accept_token(t) and twin.accept_token(t), (name, step)
+        for what, bitmask in _bad_bitmasks():
+            with pytest.raises((ValueError, TypeError)):
+                m.fill_bitmask(bitmask)
+            assert _state(m) == _state(twin), (name, step, what)
+        for x in NOT_IDS:
+            for call in (m.accept_token, m.accept_allowed):
+                with pytest.raises(TypeError):
+                    call(x)
+            with pytest.raises(TypeError):  # every id is checked before the first is taken
+                m.accept_tokens([twelve, x])
+            with pytest.raises(TypeError):
+                m.validate_tokens([twelve, x])
+            assert _state(m) == _state(twin) and m.num_tokens == twin.num_tokens, (name, step, repr(x))
+        assert _next_tokens(m) == _next_tokens(twin), (name, step)
+        assert _state(m) == _state(twin) and m.error is None, (name, step)
+    # integers of any integer type are ids
+    m.rollback(2)
+    assert m.accept_token(np.int64(twelve)) and m.accept_token(np.int32(EOS)) and m.is_terminated(), name
 
 
 # ------------------------------------------------------------- options --

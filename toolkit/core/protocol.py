@@ -12,6 +12,9 @@ Contract, shared by every engine and checked by the conformance tests:
   exactly when the grammar accepts what was consumed.
 * ``accept_token(t)`` returns False for a token the mask does not allow and leaves
   the state unchanged; nothing raises mid-decode.
+* Arguments of the wrong kind are refused before the state is touched: a bitmask that
+  is not writeable int32 words is a ValueError (:func:`check_bitmask_row`), a token id
+  that is not an integer (``3.0``) a TypeError (:func:`check_token_id`).
 * After an EOS id is accepted the matcher is terminated: the mask is EOS-only and
   only EOS is accepted.
 * A limit hit or an internal failure puts the matcher in a sticky error state
@@ -26,6 +29,7 @@ the single calls'.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -38,7 +42,7 @@ from toolkit.core.forced import TokenExtensions
 from toolkit.core.forced import forced_tokens as tokens_for_forced
 from toolkit.core.version import masklab_version
 
-__all__ = ["Capabilities", "FORCED_LIMIT", "MAX_DRAFT", "check_draft_rows", "MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
+__all__ = ["Capabilities", "FORCED_LIMIT", "MAX_DRAFT", "check_bitmask_row", "check_draft_rows", "check_token_id", "MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +200,10 @@ class CompiledBase:
     owner: Any = None
     #: the ids that have a shadow in that view (:mod:`toolkit.grammar.special`)
     duals: tuple[int, ...] = ()
+    #: what the compile left unenforced, as ``{"keyword", "message"}`` dicts (``"pointer"``
+    #: and ``"count"`` where known): empty for masklab's strategies, which refuse what
+    #: they cannot enforce; a peer's keeps its engine's warnings (:mod:`strategies.peers`)
+    unenforced: tuple[dict[str, Any], ...] = ()
 
     def stats(self) -> dict[str, Any]:
         """The engine's own figures (none)."""
@@ -269,9 +277,11 @@ class MatcherBase:
         return self.accept_token(token_id)
 
     def accept_tokens(self, token_ids: Sequence[int]) -> int:
-        """Consume tokens until one is rejected; returns how many were consumed."""
+        """Consume tokens until one is rejected; returns how many were consumed.  Every
+        id is checked first (:func:`check_token_id`): one that is not an integer is a
+        TypeError before any token is taken."""
         n = 0
-        for t in token_ids:
+        for t in [check_token_id(t) for t in token_ids]:
             if not self.accept_token(t):
                 break
             n += 1
@@ -407,6 +417,41 @@ class MatcherBase:
         finally:
             self.rollback(len(path))
         return ok
+
+
+def check_token_id(token_id: Any) -> int:
+    """``token_id`` as an ``int``: an integer of any integer type (``int``, a numpy
+    integer, anything with ``__index__``), or a :class:`TypeError` saying what was given
+    instead (a float such as ``3.0``, a string, a bool, an array).  Every matcher reads
+    the ids it is given through this before its state is touched (an id that is an
+    integer but no token of the grammar is not an error: the token is refused)."""
+    if type(token_id) is int:
+        return token_id
+    if isinstance(token_id, (bool, np.bool_)):
+        raise TypeError(f"a token id is an integer, not a bool ({token_id!r})")
+    try:
+        return operator.index(token_id)
+    except TypeError:
+        raise TypeError(f"a token id is an integer, not {type(token_id).__name__} ({token_id!r})") from None
+
+
+def check_bitmask_row(bitmask: Any, row: Any, vocab_size: int) -> np.ndarray:
+    """Row ``row`` of ``bitmask`` (a 2-D array, or a 1-D row), after checking that it is
+    what ``fill_bitmask`` writes: a writeable numpy int32 array whose last axis holds the
+    vocabulary's ``words`` contiguously.  A ValueError otherwise (an IndexError for a row
+    outside it), raised before anything is written or a matcher touched: a matcher that
+    checks its bitmask with this before calling its engine stays as it was."""
+    if not isinstance(bitmask, np.ndarray) or bitmask.dtype != np.int32:
+        got = f"dtype {bitmask.dtype}" if isinstance(bitmask, np.ndarray) else type(bitmask).__name__
+        raise ValueError(f"the bitmask must be a numpy int32 array, got {got}")
+    if bitmask.ndim not in (1, 2) or not bitmask.flags.writeable:
+        raise ValueError(f"the bitmask must be a writeable 1-D row or 2-D array, got shape {bitmask.shape}"
+                         + ("" if bitmask.flags.writeable else " (read-only)"))
+    n = bm.words(vocab_size)
+    if bitmask.shape[-1] != n or (n > 1 and bitmask.strides[-1] != bitmask.itemsize):
+        raise ValueError(f"bitmask row has {bitmask.shape[-1]} words (contiguous: "
+                         f"{bitmask.strides[-1] == bitmask.itemsize}), vocabulary needs {n}")
+    return bitmask[row] if bitmask.ndim == 2 else bitmask
 
 
 def check_draft_rows(bitmask: np.ndarray, row: int, n: int, vocab_size: int) -> None:
