@@ -642,7 +642,9 @@ def test_host_overhead_and_the_interleaved_baseline_in_the_pipelined_loop(tekken
     # wait for the masks, apply, sample, and the accepts' part on the critical path
     assert s["step_ms"] == pytest.approx(s["forward_ms"] + s["wait_ms"] + s["apply_ms"] + s["sample_ms"]
                                          + s["accept_ms"])
-    assert 1.9 < s["unconstrained_forward_ms"] < 10  # the device's 2 ms (the host waits for nearly all)
+    # the device's 2 ms: the host waits for nearly all of it (the upper bound only catches a
+    # runaway: on a loaded two-core CI host a 2 ms wait has read 15.7 ms)
+    assert 1.9 < s["unconstrained_forward_ms"] < 100
     con = steps[steps["mode"] == "constrained"]
     assert (con["launch_s"] >= 0).all() and (con["masks"] <= 2).all() and s["masks"] == con["masks"].sum()
     with pytest.raises(ValueError, match="loop must be one of"):

@@ -10,7 +10,12 @@ write, with no model in the way:
   Every finished output is decoded and validated with ``jsonschema``, with the
   validator of the schema's own draft and format checks on (:func:`schema_validator`).
   An output the schema rejects is a *counterexample*: the engine's language is looser
-  than the schema.
+  than the schema.  The validator reads ``pattern``, ``patternProperties`` and
+  ``additionalProperties`` as JSON Schema defines them, with ECMA-262 regexes
+  (:func:`toolkit.jsonschema.meta.ecma_regex`): Python's ``re``, ``jsonschema``'s
+  default, takes ``к`` for a ``\\w`` and leaves U+FEFF out of ``\\s``, which made exact
+  engines look loose.  A walk whose matcher stops with an error (an engine's own limit
+  met mid-walk) ends as ``error`` and is not judged.
 * **Invalid instances.**  It walks each invalid test instance of the item through the
   engine, token by token, then EOS.  An instance accepted through EOS is a
   counterexample too, when ``jsonschema`` also rejects it (else the dataset's label
