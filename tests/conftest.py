@@ -10,17 +10,27 @@ it does not set itself:
 * ``dev``: new random examples on every run (200 where a test does not set its own
   count), for a local search: ``HYPOTHESIS_PROFILE=dev pytest ...``
   (``MASKLAB_HYPOTHESIS_EXAMPLES`` raises the count of the JSON Schema differential test).
+
+Under pytest-xdist each worker (and each notebook kernel it starts) runs torch and
+numpy on one thread (``OMP_NUM_THREADS``, unless set): workers side by side on a
+2-core host with a thread pool each spun 4x slower (the decoding notebook took 116 s
+among the workers, 27 s on one thread).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
-import pytest
-from hypothesis import settings
+if os.environ.get("PYTEST_XDIST_WORKER"):  # (before anything imports torch or numpy)
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
 
-from tests._support.shared import SHARED
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+from tests._support.shared import SHARED  # noqa: E402
 
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", derandomize=False, deadline=None, print_blob=True, max_examples=200)

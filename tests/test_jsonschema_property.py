@@ -43,7 +43,7 @@ import referencing.exceptions
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolkit.core.errors import LimitExceeded, Unsatisfiable, UnsupportedSchema
+from toolkit.core.errors import InvalidSchema, LimitExceeded, Unsatisfiable, UnsupportedSchema
 from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.compiler import PROPERTY_ORDERS, SPELLINGS, WHITESPACES, from_json_schema
 
@@ -154,27 +154,6 @@ SCHEMAS = st.recursive(LEAF, lambda inner: _keywords(inner), max_leaves=6).map(
 DRAFT_7 = "http://json-schema.org/draft-07/schema#"
 DRAFT_4 = "http://json-schema.org/draft-04/schema#"
 DRAFTS = [None, "https://json-schema.org/draft/2019-09/schema", DRAFT_7, DRAFT_4]
-#: keywords an older draft does not have that the compiler reads there anyway, which is
-#: tighter, except under ``not`` (see test_a_keyword_an_older_draft_lacks_is_not_negated):
-#: left out of the schemas of those drafts until it is not read there
-LACKING = {DRAFT_7: {"dependentRequired", "dependentSchemas"},
-           DRAFT_4: {"dependentRequired", "dependentSchemas", "const", "contains", "propertyNames", "if", "then", "else"}}
-
-
-def _for_draft(node, draft):
-    """``node`` without the keywords of :data:`LACKING` for ``draft`` (and, in draft 4,
-    without a numeric ``exclusiveMinimum``/``exclusiveMaximum``), in every subschema
-    (``enum`` and ``const`` values are values, left as they are)."""
-    lacking = LACKING.get(draft)
-    if not lacking:
-        return node
-    if isinstance(node, list):
-        return [_for_draft(x, draft) for x in node]
-    if not isinstance(node, dict):
-        return node
-    return {k: v if k in ("enum", "const") else _for_draft(v, draft) for k, v in node.items()
-            if k not in lacking and not (draft == DRAFT_4 and k.startswith("exclusiveM") and not isinstance(v, bool))}
-
 #: small values of the limits from_json_schema takes (a LimitExceeded is a refusal like
 #: UnsupportedSchema); compile_timeout is left out: what it stops depends on the machine
 SMALL_LIMITS = {"max_rules": 40, "max_depth": 3, "max_enum": 2, "max_enum_bytes": 16}
@@ -243,8 +222,8 @@ def _judge(schema):
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 @given(SCHEMAS, st.lists(VALUES, max_size=6), st.sampled_from([None, *DRAFTS]), OPTIONS, LAYOUTS)
 def test_the_grammar_accepts_only_what_jsonschema_accepts(schema, drawn, draft, options, layout) -> None:
-    if draft is not None and isinstance(schema, dict):  # where $ref's siblings are ignored
-        schema = {**_for_draft(schema, draft), "$schema": draft}
+    if draft is not None and isinstance(schema, dict):  # where $ref's siblings are ignored, and keywords of
+        schema = {**schema, "$schema": draft}  # other drafts only read tighter, never in a complement
     grammar = _compile(schema, options)
     if grammar is None:
         return
@@ -253,8 +232,6 @@ def test_the_grammar_accepts_only_what_jsonschema_accepts(schema, drawn, draft, 
         return
     for value in POOL + drawn:
         if grammar == "empty":  # Unsatisfiable is a claim too: no value may be valid
-            if draft in DRAFTS[2:]:  # (but see test_an_older_draft_without_const_is_not_unsatisfiable)
-                break
             assert _valid(judge, value) is not True, f"{json.dumps(schema)} is called unsatisfiable, but {value!r} fits"
             continue
         if _valid(judge, value) is False:  # (the judge first: it is faster than the grammar)
@@ -263,41 +240,86 @@ def test_the_grammar_accepts_only_what_jsonschema_accepts(schema, drawn, draft, 
                                                "which the schema rejects")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="the compiler reads const and a numeric exclusiveMinimum in a draft-04 schema (tighter by "
-                          "design), but under not that is looser: the draft's own not {} takes no value")
-@pytest.mark.parametrize("negated", [{"const": None}, {"exclusiveMinimum": 5}])
-def test_a_keyword_an_older_draft_lacks_is_not_negated(negated) -> None:
-    """Found by the differential test with drafts drawn: in draft 4 ``const`` is no
-    keyword and ``exclusiveMinimum`` a flag of ``minimum``, so ``{"not": negated}`` is
-    ``not {}``: no value fits; the grammar takes every value but the ones excluded.
-    (Until the compiler ignores or refuses them there, the differential test leaves
-    the keywords of :data:`LACKING` out of the schemas of those drafts.)"""
-    schema = {"$schema": DRAFT_4, "not": negated}
-    judge = jsonschema.Draft4Validator(schema)
+@pytest.mark.parametrize("draft, negated", [
+    (DRAFT_4, {"const": None}), (DRAFT_4, {"contains": {"type": "string"}}), (DRAFT_4, {"propertyNames": {"maxLength": 1}}),
+    (DRAFT_4, {"if": {"type": "string"}, "then": False}),
+    ("http://json-schema.org/draft-06/schema#", {"if": {"type": "string"}, "then": False}),
+    (DRAFT_7, {"dependentRequired": {"a": ["b"]}}),
+    ("https://json-schema.org/draft/2020-12/schema", {"dependencies": {"a": ["b"]}}),
+])
+def test_a_keyword_the_draft_lacks_is_not_negated(draft, negated) -> None:
+    """Found by the differential test with drafts drawn: a keyword the root's draft
+    does not have (``const`` in draft 4) constrains nothing there, so ``{"not":
+    negated}`` is ``not {}``: no value fits.  Read tighter (as the compiler reads it
+    where it constrains) its complement would take every value but the excluded."""
+    schema = {"$schema": draft, "not": negated}
+    judge = jsonschema.validators.validator_for(schema)(schema)
     try:
         g = Grammar.from_json_schema(schema)
     except (UnsupportedSchema, Unsatisfiable):
         return  # refused, or called empty (true here): fine
-    for value in (True, "x", 3, {"a": 1}):
+    for value in (True, "x", 3, {"a": 1}, ["y"]):
         assert not judge.is_valid(value)
         assert not g.accepts(json.dumps(value)), value
 
 
-@pytest.mark.xfail(strict=True, raises=Unsatisfiable,
-                   reason="the compiler reads const (draft 6) in a draft-04 schema, tighter by design, then calls the "
-                          "empty result unsatisfiable, a claim that needs the draft's own reading (null is valid)")
-def test_an_older_draft_without_const_is_not_unsatisfiable() -> None:
-    """Found by the differential test with drafts drawn: in draft 4 ``const`` is no
-    keyword, so ``{"const": 4, "minimum": 9}`` takes every non-number.  Tighter is
-    allowed; "no value fits" is not true.  (Until the compiler says tighter here,
-    the differential test leaves the unsatisfiable claims of drafts 4 and 7 unjudged.)"""
-    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "const": 4, "minimum": 9}
-    assert jsonschema.Draft4Validator(schema).is_valid(None)
+def test_a_keyword_the_draft_lacks_is_read_tighter_where_it_constrains() -> None:
+    """Where it constrains, ``const`` in draft 4 is read (as the engines read it):
+    tighter, which the masks of every peer share."""
+    g = Grammar.from_json_schema({"$schema": DRAFT_4, "const": 4})
+    assert g.accepts("4") and not g.accepts("5") and not g.accepts("null")
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": DRAFT_4, "oneOf": [{"const": 1}, {"const": 2}]},  # draft 4: both branches are {}: no value fits one
+    {"$schema": DRAFT_4, "oneOf": [{"type": "integer", "const": 1}, {"type": "integer", "const": 2}]},
+    {"$schema": DRAFT_7, "oneOf": [{"type": "object", "dependentRequired": {"a": ["b"]}},
+                                   {"type": "object", "required": ["a"], "properties": {"b": False}}]},
+])
+def test_a_keyword_the_draft_lacks_proves_no_branches_disjoint(schema) -> None:
+    """oneOf is read as a union only where its branches are disjoint; a proof by a
+    keyword the draft lacks (``const`` in draft 4) would be false there: 1 matches
+    both branches of the first two schemas, ``{"a": 1}`` both of the third."""
+    judge = jsonschema.validators.validator_for(schema)(schema)
+    try:
+        g = Grammar.from_json_schema(schema)
+    except (UnsupportedSchema, Unsatisfiable):
+        return
+    for value in (1, 2, {"a": 1}, {"a": 1, "b": 2}, "z"):
+        if not judge.is_valid(value):
+            assert not g.accepts(json.dumps(value)), value
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": DRAFT_4, "const": 4, "minimum": 9},
+    {"$schema": DRAFT_4, "type": "integer", "const": 4, "minimum": 9},
+    {"$schema": DRAFT_4, "not": {"const": None}},
+])
+def test_an_older_draft_without_const_is_not_unsatisfiable(schema) -> None:
+    """In draft 4 ``const`` is no keyword, so ``{"const": 4, "minimum": 9}`` takes
+    every non-number (and 9 and up).  Tighter is allowed; "no value fits" is a claim
+    the draft's own reading must bear: the compiler refuses instead, naming ``const``."""
+    valid = [v for v in (None, 9, 10, "x") if jsonschema.Draft4Validator(schema).is_valid(v)]
     try:
         Grammar.from_json_schema(schema)
-    except UnsupportedSchema:
-        pass  # tighter, said so: fine
+    except Unsatisfiable:
+        assert not valid, f"called unsatisfiable, but {valid} fit"
+    except UnsupportedSchema as e:
+        assert e.keyword == "const" and e.pointer.endswith("/const"), e
+
+
+@pytest.mark.parametrize("draft, value, message", [
+    (DRAFT_4, 5, "must be a boolean"), (DRAFT_7, True, "must be a number"),
+])
+def test_an_exclusive_bound_of_the_other_drafts_form_is_invalid(draft, value, message) -> None:
+    """Draft 4's exclusiveMinimum is a flag on minimum, draft 6's a number: the other
+    form is refused by the meta-schema of the draft, and so by the compiler."""
+    schema = {"$schema": draft, "minimum": 1, "exclusiveMinimum": value}
+    with pytest.raises(jsonschema.SchemaError):
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    with pytest.raises(InvalidSchema, match=message) as e:
+        Grammar.from_json_schema(schema)
+    assert e.value.pointer == "/exclusiveMinimum"
 
 
 @pytest.mark.parametrize("schema", [{"anyOf": [{"if": True, "$ref": "#"}]}, {"if": {"$ref": "#", "minimum": 1}}])

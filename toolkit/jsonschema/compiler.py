@@ -23,8 +23,11 @@ Tighter than the schema, by design:
   arithmetic otherwise, as the spec says: 0.07 is a multiple of 0.01);
 * in drafts 3 to 7 the keywords beside ``$ref`` are ignored, as those drafts say;
   keywords a draft does not have are ignored where reading them would loosen
-  another (``minContains`` before 2019-09, ``prefixItems`` before 2020-12), and
-  compiled otherwise (tighter: those drafts' validators ignore them);
+  another (``minContains`` before 2019-09, ``prefixItems`` before 2020-12), in a
+  complement (``not``, the other branches of a ``oneOf``) and in a proof that two
+  schemas are disjoint, and compiled otherwise (``const`` in draft 4: tighter, as the
+  engines read it; those drafts' validators ignore them); a schema left with no value
+  by such a reading is refused, not called unsatisfiable;
 * enum/const values are matched in the serialization of their JSON value (objects
   in their key order, numbers as written in the schema);
 * numbers with bounds are written without an exponent; see :mod:`toolkit.automata.jsontext`;
@@ -112,6 +115,7 @@ from toolkit.core.errors import (
     GrammarError,
     InvalidSchema,
     LimitExceeded,
+    MasklabError,
     TimeLimitExceeded,
     Unsatisfiable,
     UnsupportedSchema,
@@ -298,6 +302,13 @@ class _Compiler:
         self.root = root
         draft = root.get("$schema") if isinstance(root, dict) else None
         self._ref_alone = isinstance(draft, str) and re.search(r"draft-0[3-7]/", draft) is not None
+        # keywords of other drafts, read tighter where they constrain, never where that
+        # would loosen: in a complement, or in a proof that two schemas are disjoint
+        self._lacking = _lacking_keywords(root)
+        # exclusiveMinimum/Maximum: a flag on minimum/maximum in drafts 3 and 4, a number
+        # from draft 6 on (None: no draft named, either form read)
+        self._flag_bounds = None if not isinstance(draft, str) or not re.search(r"draft-0\d/|draft/20", draft) \
+            else re.search(r"draft-0[34]/", draft) is not None
         self.strict = strict
         self.whitespace = whitespace
         self.max_rules = max_rules
@@ -542,7 +553,9 @@ class _Compiler:
         node = self.merge([node], pointer) if ("$ref" in node or "allOf" in node) else _draft4_bounds(dict(node))
         if node.get("not") == {} or node.get("not") is True:
             return True
-        keys = [k for k in node if k in _VALIDATION]
+        # (a keyword the draft lacks constrains nothing, so its complement takes nothing:
+        # the draft's reading, exact, where the tighter one would loosen)
+        keys = [k for k in node if k in _VALIDATION and k not in self._lacking]
         if not keys:
             return False
         branches: list[Any] = []
@@ -1193,6 +1206,8 @@ class _Compiler:
                 self._flattening.discard(key)
         else:
             flat = _draft4_bounds(dict(node))
+        if self._lacking and isinstance(flat, dict):  # (read as the draft reads it: a proof must hold there)
+            flat = {k: v for k, v in flat.items() if k not in self._lacking}
         self._flat_memo[key] = (node, flat)
         return flat
 
@@ -1245,6 +1260,8 @@ class _Compiler:
                 values = x["enum"] if "enum" in x else [x["const"]]
                 if not isinstance(values, list):
                     return False
+                if self._lacking:  # (the judge reads dependentRequired & co. in every draft: tighter)
+                    y = _strip_keywords(y, tuple(self._lacking))
                 try:
                     return not any(self._valid(v, y, "") for v in values)
                 except UnsupportedSchema:
@@ -1983,6 +2000,12 @@ class _Compiler:
                 if problem is not None:
                     below, reason, bad = problem
                     raise InvalidSchema(k, _path_pointer((path, k, None)) + below, reason, bad)
+                if k.startswith("exclusiveM") and self._flag_bounds is not None \
+                        and isinstance(v, bool) is not self._flag_bounds:
+                    raise InvalidSchema(k, _path_pointer((path, k, None)), "must be a boolean (a flag on "
+                                        f"{'minimum' if 'Min' in k else 'maximum'}) in drafts 3 and 4"
+                                        if self._flag_bounds else "must be a number in drafts 6 and later (the "
+                                        "boolean flag is draft 4's form)", v)
                 kind = _SURVEYED.get(k)
                 if kind is None:
                     continue
@@ -2043,6 +2066,8 @@ class _Compiler:
         newer = _newer_keywords(self.root)
         if newer and any(f'"{k}"' in source for k in newer):
             self.root = _strip_keywords(self.root, newer)
+        if self._lacking:
+            self._tighter.extend(_keywords_at(self.root, self._lacking))
         self._survey()
         start = self.compile(self.root, "")
         if start != "start":
@@ -2061,7 +2086,8 @@ class _Compiler:
             if self._tighter:  # (not proof: a value the tighter form left out may be valid)
                 kw, where = self._tighter[0]
                 raise UnsupportedSchema(kw, where or pointer, "expressed only tighter than the schema (in the "
-                                        "complement of a schema, or an enum next to it), which leaves no value; "
+                                        "complement of a schema, an enum next to it, or a keyword its draft does not "
+                                        "have), which leaves no value; "
                                         f"the schema at {pointer or '/'} ({keyword!r}) may still have some") from None
             raise Unsatisfiable(f"unsatisfiable schema: no JSON value matches the schema at {pointer or '/'} "
                                 f"({keyword!r}); {e}", rule=e.rule, path=e.path, keyword=keyword,
@@ -2441,6 +2467,50 @@ def _newer_keywords(root: Any) -> tuple[str, ...]:
     if "draft/2019-09/" in draft:
         return ("prefixItems",)
     return ()
+
+
+#: Keywords the compiler reads that a draft does not have (jsonschema's validator of
+#: the draft ignores them), besides those :func:`_newer_keywords` strips: read tighter
+#: where they constrain, as no keyword in a complement and in disjointness proofs.
+#: Draft 4's numeric exclusiveMinimum/Maximum are invalid there (its flag form is read).
+_DRAFT4_LACKS = frozenset({"const", "contains", "propertyNames", "if", "then", "else", "dependentRequired",
+                           "dependentSchemas", "unevaluatedProperties", "unevaluatedItems"})
+_LACKING = (
+    (re.compile(r"draft-03/"), _DRAFT4_LACKS | {"allOf", "anyOf", "oneOf", "not", "maxProperties", "minProperties",
+                                                 "multipleOf"}),
+    (re.compile(r"draft-04/"), _DRAFT4_LACKS),
+    (re.compile(r"draft-06/"), frozenset({"if", "then", "else", "dependentRequired", "dependentSchemas",
+                                          "unevaluatedProperties", "unevaluatedItems"})),
+    (re.compile(r"draft-07/"), frozenset({"dependentRequired", "dependentSchemas", "unevaluatedProperties",
+                                          "unevaluatedItems"})),
+    (re.compile(r"draft/2019-09/"), frozenset({"dependencies"})),
+    (re.compile(r"draft/2020-12/"), frozenset({"dependencies", "additionalItems"})),
+)
+
+
+def _lacking_keywords(root: Any) -> frozenset[str]:
+    """The keywords of :data:`_LACKING` for the draft the root's ``$schema`` names
+    (none without one: then every draft's keywords are read)."""
+    draft = root.get("$schema") if isinstance(root, dict) else None
+    if isinstance(draft, str):
+        for rx, lacking in _LACKING:
+            if rx.search(draft):
+                return lacking
+    return frozenset()
+
+
+def _keywords_at(root: Any, keywords: frozenset[str]) -> list[tuple[str, str]]:
+    """``(keyword, pointer)`` of each of ``keywords`` used in a schema of ``root``
+    (an iterative walk: deep schemas were measured before)."""
+    found: list[tuple[str, str]] = []
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, pointer = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        found.extend((k, f"{pointer}/{k}") for k in node if k in keywords)
+        stack.extend((x, where) for _, x, where in _subschemas(node, pointer))
+    return found
 
 
 def _strip_keywords(node: Any, keywords: tuple[str, ...]) -> Any:
@@ -3078,7 +3148,7 @@ def _read_schema(spec: Any, **options: Any) -> Grammar:
 
 def _schema_case(test: Mapping[str, Any]) -> str:
     if "data" not in test:
-        raise UnsupportedSchema("needs 'data'")
+        raise MasklabError("needs 'data' (the test instance: any JSON value)")
     return json.dumps(test["data"])  # the instance text, as MaskBench tokenizes it
 
 
