@@ -31,6 +31,8 @@ from toolkit.core.protocol import (
     MaskStats,
     MatcherBase,
     check_bitmask_row,
+    check_count,
+    check_draft,
     check_token_id,
 )
 from toolkit.core.session import VocabTable, or_bit_runs
@@ -221,6 +223,7 @@ class BaseMatcher(MatcherBase):
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
+        n = check_count(n)
         if n < 0 or n > len(self._history):
             raise ValueError(f"cannot roll back {n} tokens, {len(self._history)} accepted")
         for _ in range(n):
@@ -301,7 +304,7 @@ class NativeMatcher(MatcherBase):
 
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens (EOS included)."""
-        self.session.rollback(n)
+        self.session.rollback(check_count(n))  # (the session would read True as 1)
 
     def reset(self) -> None:
         """Back to the start state; clears the error state."""
@@ -342,11 +345,15 @@ class NativeMatcher(MatcherBase):
 
     def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:
         """The draft's masks in one C call: fill, accept, fill... then undo (see the protocol)."""
+        draft, _, row = check_draft(draft, bitmask, row, len(draft) + 1, self.vocab.size)
         return self.session.fill_draft_bitmasks(draft, bitmask, row)
 
     def fill_draft_tree(self, tokens: Sequence[int], parents: Sequence[int], bitmask: np.ndarray,
                         row: int = 0) -> np.ndarray:
         """The draft tree's masks in one C call (see the protocol)."""
+        if len(parents) != len(tokens):
+            raise ValueError(f"{len(tokens)} tokens but {len(parents)} parents")
+        tokens, parents, row = check_draft(tokens, bitmask, row, len(tokens) + 1, self.vocab.size, parents)
         return self.session.fill_draft_tree(tokens, parents, bitmask, row)
 
 

@@ -89,7 +89,7 @@ from strategies._base import EOS_RECORD
 from strategies.peers import PeerCompiled, PeerEngine, PeerError, PeerMatcher
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import Unsatisfiable, UnsupportedGrammar
-from toolkit.core.protocol import FORCED_LIMIT, Capabilities
+from toolkit.core.protocol import FORCED_LIMIT, Capabilities, check_count
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar, Terminal
 from toolkit.grammar.special import dual_ids, parse_spec, resolve
@@ -401,6 +401,7 @@ class GlrmaskMatcher(PeerMatcher):
     def rollback(self, n: int) -> None:
         """Undo the last ``n`` accepted tokens: the bookkeeping, then a replay of the kept
         tokens from the start (glrmask has no rollback of its own)."""
+        n = check_count(n)
         self._stale = False
         super().rollback(n)
         if self._stale:

@@ -81,7 +81,7 @@ from strategies._base import EOS_RECORD
 from strategies.peers import PeerCompiled, PeerEngine, PeerError, PeerMatcher
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.gguf import gguf_tokens, vocab_gguf, vocab_key
-from toolkit.core.protocol import Capabilities
+from toolkit.core.protocol import Capabilities, check_count
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 
@@ -490,7 +490,7 @@ class LlamaCppMatcher(PeerMatcher):
         pass  # rollback() restores the sampler once, after the bookkeeping
 
     def rollback(self, n: int) -> None:
-        super().rollback(n)
+        super().rollback(check_count(n))
         count = sum(1 for r in self._history if r is not EOS_RECORD)
         if count == self._count:
             return

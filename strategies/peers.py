@@ -71,7 +71,8 @@ from toolkit.core.protocol import (
     CompiledBase,
     EngineBase,
     MaskInfo,
-    check_draft_rows,
+    check_count,
+    check_draft,
 )
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.inputs import format_of, read
@@ -725,9 +726,10 @@ class LLGuidanceMatcher(PeerMatcher):
     def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:
         """llguidance's ``fill_next_token_bitmask_par_with_draft_tokens`` (its rows after
         a refused token are left unwritten: zero here)."""
-        if not self._live_for_draft() or not len(draft):
-            return super().fill_draft_bitmasks(draft, bitmask, row)
         k = len(draft)
+        draft, _, row = check_draft(draft, bitmask, row, k + 1, self.vocab.size)
+        if not self._live_for_draft() or not k:
+            return super().fill_draft_bitmasks(draft, bitmask, row)
         rows = bitmask[row: row + k + 1]
         if rows.shape[0] != k + 1 or not rows.flags["C_CONTIGUOUS"]:
             return super().fill_draft_bitmasks(draft, bitmask, row)
@@ -924,6 +926,7 @@ class XGrammarMatcher(PeerMatcher):
 
     def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:
         """The draft as a one-branch tree (:meth:`fill_draft_tree`)."""
+        draft, _, row = check_draft(draft, bitmask, row, len(draft) + 1, self.vocab.size)
         ok = self.fill_draft_tree(draft, list(range(-1, len(draft) - 1)), bitmask, row)
         n = int(np.argmin(ok)) if not ok.all() else len(draft)
         bitmask[row + n + 1: row + len(draft) + 1] = 0
@@ -938,7 +941,7 @@ class XGrammarMatcher(PeerMatcher):
         n = len(tokens)
         if len(parents) != n:
             raise ValueError(f"{n} tokens but {len(parents)} parents")
-        check_draft_rows(bitmask, row, n + 1, self.vocab.size)
+        tokens, parents, row = check_draft(tokens, bitmask, row, n + 1, self.vocab.size, parents)
         rows = bitmask[row: row + n + 1]
         if not self._live_for_draft() or not rows.flags["C_CONTIGUOUS"]:
             return super().fill_draft_tree(tokens, parents, bitmask, row)
@@ -1085,6 +1088,7 @@ class OutlinesCoreMatcher(PeerMatcher):
         self._depth = depth  # states the guide can roll back (at most ROLLBACK_WINDOW)
 
     def rollback(self, n: int) -> None:
+        n = check_count(n)
         if n <= self._depth:
             super().rollback(n)  # each token: _undo, one rollback_state
             return

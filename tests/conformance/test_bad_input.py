@@ -13,8 +13,8 @@ For every registered engine (skipped where its dependencies are not installed):
 * a bitmask that is not writeable int32 words (int64, uint32, float32, read-only, a
   list) is a ValueError or TypeError, and a token id that is not an integer
   (``3.0``, ``"3"``, ``True``) a TypeError, in ``accept_token``, ``accept_allowed``,
-  ``accept_tokens`` and ``validate_tokens`` (every id checked before the first is
-  taken): raised before the engine is called, so the matcher's masks and next tokens
+  ``accept_tokens``, ``validate_tokens`` and the draft calls (every id checked before
+  the first is taken; ``rollback`` takes integer counts only): raised before the engine is called, so the matcher's masks and next tokens
   stay an untouched twin's (:func:`toolkit.core.protocol.check_bitmask_row`,
   :func:`toolkit.core.protocol.check_token_id`);
 * ``get_engine`` with an unknown option, or an option of the wrong type, is a
@@ -233,7 +233,21 @@ def test_a_bitmask_of_another_dtype_or_a_float_id_is_refused_before_the_state_is
                 m.accept_tokens([twelve, x])
             with pytest.raises(TypeError):
                 m.validate_tokens([twelve, x])
+            rows = bm.allocate(VOCAB.size, 3)
+            with pytest.raises(TypeError):  # the drafts' ids too, before the first is taken
+                m.fill_draft_bitmasks([twelve, x], rows)
+            with pytest.raises(TypeError):
+                m.fill_draft_tree([twelve, x], [-1, 0], rows)
+            with pytest.raises(TypeError):  # (3.0, True: no count of tokens either)
+                m.rollback(x)
             assert _state(m) == _state(twin) and m.num_tokens == twin.num_tokens, (name, step, repr(x))
+        for what, bitmask in _bad_bitmasks():  # the draft calls' bitmask: checked before the state is touched
+            rows = np.repeat(np.asarray(bitmask).reshape(1, -1), 3, axis=0)
+            if what == "read-only":
+                rows.flags.writeable = False
+            with pytest.raises((ValueError, TypeError)):
+                m.fill_draft_bitmasks([twelve], rows if what != "list" else rows.tolist())
+            assert _state(m) == _state(twin), (name, step, what)
         assert _next_tokens(m) == _next_tokens(twin), (name, step)
         assert _state(m) == _state(twin) and m.error is None, (name, step)
     # integers of any integer type are ids

@@ -42,7 +42,8 @@ from toolkit.core.forced import TokenExtensions
 from toolkit.core.forced import forced_tokens as tokens_for_forced
 from toolkit.core.version import masklab_version
 
-__all__ = ["Capabilities", "FORCED_LIMIT", "MAX_DRAFT", "check_bitmask_row", "check_draft_rows", "check_token_id", "MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
+__all__ = ["Capabilities", "FORCED_LIMIT", "MAX_DRAFT", "check_bitmask_row", "check_count", "check_draft",
+           "check_draft_rows", "check_token_id", "MaskInfo", "MaskStats", "Matcher", "MatcherBase", "MaskEngine", "EngineBase", "CompiledGrammar", "CompiledBase", "BatchMatcher", "BatchStep"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +361,7 @@ class MatcherBase:
         does not allow (or the matcher refuses) the rows after it are zero.  Returns how
         many draft tokens were accepted; the state is unchanged."""
         k = len(draft)
-        check_draft_rows(bitmask, row, k + 1, self.vocab.size)
+        draft, _, row = check_draft(draft, bitmask, row, k + 1, self.vocab.size)
         self.fill_bitmask(bitmask, row)
         n = 0
         try:
@@ -385,7 +386,7 @@ class MatcherBase:
         n = len(tokens)
         if len(parents) != n:
             raise ValueError(f"{n} tokens but {len(parents)} parents")
-        check_draft_rows(bitmask, row, n + 1, self.vocab.size)
+        tokens, parents, row = check_draft(tokens, bitmask, row, n + 1, self.vocab.size, parents)
         ok = np.zeros(n, dtype=bool)
         self.fill_bitmask(bitmask, row)
         path: list[int] = []  # the nodes consumed now, root first
@@ -433,6 +434,35 @@ def check_token_id(token_id: Any) -> int:
         return operator.index(token_id)
     except TypeError:
         raise TypeError(f"a token id is an integer, not {type(token_id).__name__} ({token_id!r})") from None
+
+
+def check_count(n: Any, what: str = "rollback") -> int:
+    """``n`` as an ``int`` (a count of tokens, a row): an integer of any integer type,
+    or a :class:`TypeError` naming ``what`` and what was given (``2.5``, ``True``, a
+    string).  ``rollback`` and the draft calls read their counts through this before
+    the state is touched."""
+    if type(n) is int:
+        return n
+    if isinstance(n, (bool, np.bool_)):
+        raise TypeError(f"{what}: a count is an integer, not a bool ({n!r})")
+    try:
+        return operator.index(n)
+    except TypeError:
+        raise TypeError(f"{what}: a count is an integer, not {type(n).__name__} ({n!r})") from None
+
+
+def check_draft(tokens: Sequence[Any], bitmask: Any, row: Any, n_rows: int, vocab_size: int,
+                parents: Sequence[Any] | None = None) -> tuple[list[int], list[int] | None, int]:
+    """The draft calls' arguments checked before the state is touched: every token id
+    (:func:`check_token_id`) and parent an integer, ``row`` too, and ``bitmask`` writeable
+    int32 words with rows ``row .. row + n_rows - 1`` (:func:`check_draft_rows`).
+    Returns ``(tokens, parents, row)`` as ints."""
+    ids = [check_token_id(t) for t in tokens]
+    up = None if parents is None else [check_token_id(p) for p in parents]
+    row = check_count(row, "row")
+    check_bitmask_row(bitmask, 0, vocab_size)
+    check_draft_rows(bitmask, row, n_rows, vocab_size)
+    return ids, up, row
 
 
 def check_bitmask_row(bitmask: Any, row: Any, vocab_size: int) -> np.ndarray:
