@@ -73,6 +73,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from time import perf_counter
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -259,6 +260,27 @@ class LlamaCppEngine(PeerEngine):
     dist = "llama_cpp_python"
     requires = ("llama_cpp", "gguf")
     native_inputs = frozenset({"json_schema", "gbnf"})
+    #: what llama-cpp-python 0.3.36's converter (``SchemaConverter.visit`` in
+    #: ``llama_cpp/llama_grammar.py``) reads past without a word: the keyword branches it
+    #: has (``$ref``, anyOf/oneOf, const, enum, properties, allOf of objects, items,
+    #: pattern, a few formats, min/maxLength, minItems/maxItems) and nothing else
+    unenforced_keywords = MappingProxyType({
+        **dict.fromkeys(("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
+                        "llama.cpp's converter ignores numeric bounds and steps (any number of the type)"),
+        "oneOf": "llama.cpp's converter reads oneOf as anyOf (a value matching several branches is allowed)",
+        "not": "llama.cpp's converter ignores not",
+        **dict.fromkeys(("if", "then", "else"), "llama.cpp's converter ignores if/then/else"),
+        "uniqueItems": "llama.cpp's converter ignores uniqueItems (repeated items allowed)",
+        **dict.fromkeys(("contains", "minContains", "maxContains"), "llama.cpp's converter ignores contains"),
+        "propertyNames": "llama.cpp's converter ignores propertyNames",
+        "patternProperties": "llama.cpp's converter ignores patternProperties (their values unchecked)",
+        **dict.fromkeys(("minProperties", "maxProperties"), "llama.cpp's converter ignores member counts"),
+        **dict.fromkeys(("dependencies", "dependentRequired", "dependentSchemas"),
+                        "llama.cpp's converter ignores dependencies"),
+        "additionalItems": "llama.cpp's converter closes a tuple after its items (additionalItems ignored)",
+        "allOf": "llama.cpp's converter merges only the properties of allOf's object branches (their other "
+                 "keywords, and allOf outside objects, ignored)",
+    })
 
     def __init__(self, vocab: Vocabulary, *, cache_dir: str | None = None) -> None:
         import llama_cpp.llama_cpp as lib

@@ -24,6 +24,8 @@ from toolkit.bench.harness import HarnessError, measure_item, run_bench, summary
 from toolkit.bench.runlock import LOCK_NAME, lock_holder, run_folder_lock
 from toolkit.cli import main
 from toolkit.core.vocab import load_vocab
+from toolkit.grammar import GbnfText
+from toolkit.grammar.inputs import read
 from toolkit.jsonschema.meta import KEYWORDS, keywords_named
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -307,6 +309,43 @@ def test_the_documented_lists_hold(xgr) -> None:
     for keyword, (schema, text) in OUTLINES_CORE_IGNORES.items():
         assert re.fullmatch(build_regex_from_schema(json.dumps(schema), None), text), keyword
         assert not schema_validator(schema).is_valid(json.loads(text)), keyword
+
+
+LLAMACPP_IGNORES = {
+    **{k: v for k, v in OUTLINES_CORE_IGNORES.items() if k not in ("dependentSchemas",)},
+    "maxContains": ({"type": "array", "contains": {"const": 1}, "maxContains": 1}, "[1,1]"),
+    "dependentSchemas": ({"type": "object", "properties": {"a": {"type": "integer"}},
+                          "dependentSchemas": {"a": {"required": ["b"]}}}, '{"a":1}'),
+    "dependencies": ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",  # (no keyword in 2020-12)
+                      "properties": {"a": {"type": "integer"}}, "dependencies": {"a": ["b"]}}, '{"a":1}'),
+    "not": ({"type": "integer", "not": {"const": 1}}, "1"),  # (if/then/else need a type: without, it refuses)
+    "if": ({"type": "integer", "if": {"minimum": 0}, "then": {"minimum": 3}}, "1"),
+    "then": ({"type": "integer", "if": {"minimum": 0}, "then": {"minimum": 3}}, "1"),
+    "else": ({"type": "integer", "if": {"minimum": 5}, "else": {"maximum": 0}}, "1"),
+    "patternProperties": ({"type": "object", "patternProperties": {"^a": {"type": "integer"}}}, '{"a":"x"}'),
+    "minProperties": ({"type": "object", "minProperties": 1}, "{}"),
+    "maxProperties": ({"type": "object", "maxProperties": 0}, '{"a":1}'),
+    "additionalItems": ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
+                         "items": [{"type": "integer"}], "additionalItems": {"type": "string"}}, "[1]"),  # (closed after the tuple: tighter, not looser; listed as not read)
+    "allOf": ({"type": "integer", "allOf": [{"minimum": 3}]}, "1"),
+}
+
+
+def test_llamacpps_documented_list_holds() -> None:
+    """Each keyword peer:llama.cpp lists is read past by llama-cpp-python's converter:
+    its GBNF (read by masklab's GBNF front end) takes an instance the keyword forbids
+    (``additionalItems`` aside: there the tuple is closed, a narrower language, so the
+    instance is one the schema allows)."""
+    pytest.importorskip("llama_cpp", reason="peer:llama.cpp needs llama-cpp-python (the [peers] extra)")
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    from strategies.peer_llamacpp import LlamaCppEngine
+
+    assert set(LlamaCppEngine.unenforced_keywords) == set(LLAMACPP_IGNORES) <= KEYWORDS
+    for keyword, (schema, text) in LLAMACPP_IGNORES.items():
+        grammar = read(GbnfText(json_schema_to_gbnf(json.dumps(schema))))
+        assert grammar.accepts(text), keyword
+        assert schema_validator(schema).is_valid(json.loads(text)) is (keyword == "additionalItems"), keyword
 
 
 def test_records_say_what_was_unenforced_and_ours_leave_nothing_out(tmp_path, xgr) -> None:
