@@ -266,3 +266,14 @@ def test_the_judge_reads_patterns_as_ecma_262_does() -> None:
     assert _judge(v, '"1\u00a0x"'.encode()) is None and "does not match" in _judge(v, '"١ x"'.encode())[0]
     v = schema_validator({"properties": {"a": {}}, "patternProperties": {"^x": {}}, "additionalProperties": False})
     assert _judge(v, b'{"a": 1, "xy": 2}') is None and "'z' was unexpected" in _judge(v, b'{"z": 3}')[0]
+
+
+def test_the_judge_reads_multiple_of_in_exact_decimal_arithmetic() -> None:
+    """``multipleOf`` divides the written decimals, as the spec says; jsonschema divides
+    floats, and called 40167204677.34 (which all three of our strategies wrote on
+    Github_easy---o46416) no multiple of 0.01."""
+    v = schema_validator({"type": "number", "multipleOf": 0.01})
+    assert _judge(v, b"40167204677.34") is None and _judge(v, b"0.07") is None
+    assert "not a multiple of 0.01" in _judge(v, b"0.075")[0]
+    v = schema_validator({"type": "integer", "multipleOf": 3})
+    assert _judge(v, b"9") is None and "not a multiple" in _judge(v, b"10")[0]

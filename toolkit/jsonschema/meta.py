@@ -19,10 +19,13 @@ package; the import costs nothing until a schema is checked).
 from __future__ import annotations
 
 import functools
+import math
 import re
 import warnings
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 __all__ = ["SchemaProblem", "meta_schema_problem", "schema_validator", "keyword_pointers", "keywords_named",
@@ -174,12 +177,28 @@ def _search(pattern: str, text: str) -> bool:
     return bool(rx.search(text)) if rx is not None else re.search(pattern, text) is not None
 
 
+def _exact(x: int | float) -> Fraction:
+    """A JSON number as the decimal it was written as: a float by its shortest ``repr``
+    (what ``json.loads`` read is the nearest double; its ``repr`` gives the text back
+    for up to 15 significant digits)."""
+    return Fraction(x) if isinstance(x, int) else Fraction(Decimal(repr(x)))
+
+
 @functools.cache
 def _ecma_class(cls: type) -> type:
     """``cls`` with ``pattern``, ``patternProperties`` and ``additionalProperties`` read
-    with ECMA-262's regex semantics (:func:`ecma_regex`), as JSON Schema defines them."""
+    with ECMA-262's regex semantics (:func:`ecma_regex`), as JSON Schema defines them,
+    and ``multipleOf`` in exact decimal arithmetic, as the spec says (jsonschema divides
+    floats: 40167204677.34 / 0.01 is no integer in binary, so it called that number no
+    multiple of 0.01, and exact engines loosened)."""
     import jsonschema
     from jsonschema.exceptions import ValidationError
+
+    def multiple_of(validator: Any, step: Any, instance: Any, schema: Any) -> Iterator[Any]:
+        if not validator.is_type(instance, "number") or not validator.is_type(step, "number") or step <= 0:
+            return
+        if math.isfinite(instance) and (_exact(instance) / _exact(step)).denominator != 1:
+            yield ValidationError(f"{instance!r} is not a multiple of {step!r}")
 
     def pattern(validator: Any, patrn: str, instance: Any, schema: Any) -> Iterator[Any]:
         if validator.is_type(instance, "string") and not _search(patrn, instance):
@@ -208,7 +227,8 @@ def _ecma_class(cls: type) -> type:
                                   "unexpected)")
 
     return jsonschema.validators.extend(cls, {"pattern": pattern, "patternProperties": pattern_properties,
-                                              "additionalProperties": additional_properties})
+                                              "additionalProperties": additional_properties,
+                                              "multipleOf": multiple_of})
 
 
 def keyword_pointers(schema: Any, keywords: Collection[str]) -> Iterator[tuple[str, str]]:
