@@ -62,7 +62,10 @@ def test_coverage_statuses_and_causes(tmp_path) -> None:
     assert results["escaped"].causes == ["escaped key"]
     text = summarize(list(results.values()))
     assert "unsatisfiable        1" in text and "compiled             3" in text  # (a wrong verdict counts)
-    assert "by cause:" in text and "seconds per schema" in text
+    assert "by cause:" in text and "seconds per schema" in text and "slowest 10" in text
+    # naming a cause compiles the schema again, in any order: timed apart from the compile
+    assert results["order"].cause_seconds > 0 and results["order"].seconds > 0
+    assert results["escaped"].cause_seconds > 0 and results["empty"].cause_seconds == 0
     # in any order, the order case passes; from the CLI too
     anyway = {r.name: r for r in schema_coverage(tmp_path, timeout=20, property_order="any")}
     assert anyway["order"].status == "passing" and anyway["escaped"].status == "validation_error"

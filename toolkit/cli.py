@@ -254,10 +254,10 @@ def _cmd_schema_coverage(args: argparse.Namespace) -> int:
     if args.out:
         with open(args.out, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["name", "status", "detail", "seconds", "lark_ok", "causes"])
+            w.writerow(["name", "status", "detail", "seconds", "lark_ok", "causes", "cause_seconds"])
             for r in results:
                 w.writerow([r.name, r.status, r.detail, f"{r.seconds:.4f}", "" if r.lark_ok is None else r.lark_ok,
-                            ";".join(r.causes)])
+                            ";".join(r.causes), f"{r.cause_seconds:.4f}"])
     return 0
 
 

@@ -1206,8 +1206,8 @@ class _Compiler:
                 self._flattening.discard(key)
         else:
             flat = _draft4_bounds(dict(node))
-        if self._lacking and isinstance(flat, dict):  # (read as the draft reads it: a proof must hold there)
-            flat = {k: v for k, v in flat.items() if k not in self._lacking}
+        if self._lacking and isinstance(flat, dict) and not self._lacking.isdisjoint(flat):
+            flat = {k: v for k, v in flat.items() if k not in self._lacking}  # (as the draft reads it: a proof holds there)
         self._flat_memo[key] = (node, flat)
         return flat
 
