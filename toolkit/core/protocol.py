@@ -426,14 +426,9 @@ def check_token_id(token_id: Any) -> int:
     instead (a float such as ``3.0``, a string, a bool, an array).  Every matcher reads
     the ids it is given through this before its state is touched (an id that is an
     integer but no token of the grammar is not an error: the token is refused)."""
-    if type(token_id) is int:
+    if type(token_id) is int:  # (the common case, without a second call: this runs per accepted token)
         return token_id
-    if isinstance(token_id, (bool, np.bool_)):
-        raise TypeError(f"a token id is an integer, not a bool ({token_id!r})")
-    try:
-        return operator.index(token_id)
-    except TypeError:
-        raise TypeError(f"a token id is an integer, not {type(token_id).__name__} ({token_id!r})") from None
+    return _integer(token_id, "a token id")
 
 
 def check_count(n: Any, what: str = "rollback") -> int:
@@ -441,14 +436,20 @@ def check_count(n: Any, what: str = "rollback") -> int:
     or a :class:`TypeError` naming ``what`` and what was given (``2.5``, ``True``, a
     string).  ``rollback`` and the draft calls read their counts through this before
     the state is touched."""
-    if type(n) is int:
-        return n
-    if isinstance(n, (bool, np.bool_)):
-        raise TypeError(f"{what}: a count is an integer, not a bool ({n!r})")
+    return _integer(n, f"{what}: a count")
+
+
+def _integer(value: Any, label: str) -> int:
+    """``value`` as an ``int`` if it is an integer of some integer type (not a bool),
+    else a TypeError: "``label`` is an integer, not ..."."""
+    if type(value) is int:
+        return value
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{label} is an integer, not a bool ({value!r})")
     try:
-        return operator.index(n)
+        return operator.index(value)
     except TypeError:
-        raise TypeError(f"{what}: a count is an integer, not {type(n).__name__} ({n!r})") from None
+        raise TypeError(f"{label} is an integer, not {type(value).__name__} ({value!r})") from None
 
 
 def check_draft(tokens: Sequence[Any], bitmask: Any, row: Any, n_rows: int, vocab_size: int,
