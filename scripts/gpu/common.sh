@@ -1,0 +1,38 @@
+#!/bin/bash
+# What the device calls share (sourced by run.sh, run2.sh, run3.sh and run4.sh in this
+# folder): settings, the deadline helpers, the install of the carried wheels and the
+# in-place build.  Run a call (e.g. `bash scripts/gpu/run4.sh`) on a copy of the
+# repository that holds the ignored `.whl/` (wheels) and `.gpu/` (tokenizer, schemas);
+# the four calls' outputs are in results/gpu/ (its README; the scripts were there then).
+# Env: BIG (the model), DEV (cuda), BUDGET (seconds for the whole script), LIM1 (items
+# at batch 1), SETUP=0 to skip the install (a local dry run).
+set -u
+# every path below (.whl/, .gpu/, setup.py, tests/) is relative to the repository root
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 2
+T0=$(date +%s)
+BUDGET=${BUDGET:-570}
+BIG=${BIG:-random:llama-3-8b}
+DEV=${DEV:-cuda}
+LIM1=${LIM1:-16}
+PY=${PY:-python3}
+OUT=${OUT:-/tmp/gpuout}
+mkdir -p "$OUT"
+log() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
+# seconds left before the deadline, at least 1 (`timeout 0` would mean no limit at all)
+left() { local l=$(( BUDGET - ( $(date +%s) - T0 ) - 12 )); echo $(( l < 1 ? 1 : l )); }
+cap() { local l; l=$(left); if [ "$l" -lt "$1" ]; then echo "$l"; else echo "$1"; fi; }
+pack() { tar czf "$OUT/$1.tgz" -C "$OUT" "$1" 2>/dev/null && rm -rf "${OUT:?}/$1"; log "packed $1 ($(du -h "$OUT/$1.tgz" | cut -f1))"; }
+
+if [ "${SETUP:-1}" = 1 ]; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
+  export PYTHONPATH=/tmp/site:$PWD
+  $PY setup.py -q build_ext --inplace -j 16 >/tmp/build.log 2>&1 || { tail -30 /tmp/build.log; exit 4; }
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  lscpu | grep -E "Model name|^CPU\(s\)"
+fi
+log "built"
+$PY -c "import sys, importlib.metadata as m; print(sys.version.split()[0], *(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'numpy', 'llguidance', 'xgrammar', 'outlines_core', 'cython')))"
+
+VOCAB="--vocab llama3:.gpu/llama-3/tokenizer.model --data .gpu/maskbench64"
+ENGINES="peer:llguidance peer:xgrammar llguidance outlines xgrammar"
+G="$PY -m toolkit generate"
