@@ -326,23 +326,58 @@ def test_figures(run_a: Path, tmp_path: Path) -> None:
     out = tmp_path / "figs"
     written = [
         *plot_tbm_cdf(runs, out / "tbm"),
-        *plot_ttfm_cdf(runs, out / "ttfm.png"),
+        *plot_ttfm_cdf(runs, out / "ttfm.png", pdf=True),
         *plot_density(runs, out / "density"),
     ]
-    assert [p.name for p in written] == [
+    assert [p.name if p else None for p in written] == [
         "tbm.png",
-        "tbm.pdf",
+        None,
         "ttfm.png",
         "ttfm.pdf",
         "density.png",
-        "density.pdf",
+        None,
     ]
-    for p in written:
+    for p in filter(None, written):
         assert p.is_file() and p.stat().st_size > 1000
+    assert sorted(p.name for p in out.iterdir()) == ["density.png", "tbm.png", "ttfm.pdf", "ttfm.png"]
     img = mpimg.imread(out / "tbm.png")
     assert img.ndim == 3 and img.shape[0] > 500 and img.shape[1] > 800  # 200 dpi
-    assert (out / "tbm.pdf").read_bytes().startswith(b"%PDF")
+    assert (out / "ttfm.pdf").read_bytes().startswith(b"%PDF")
     assert dict(mpl.rcParams) == before  # no global state changed
+
+
+def test_figures_are_png_only_unless_pdf_is_asked(run_a: Path, tmp_path: Path) -> None:
+    """By default every figure is a PNG and report.md links no PDF; ``pdf=True`` writes
+    a PDF beside each PNG and links it under the figure."""
+    from toolkit.report.style import new_figure, save_figure
+
+    fig = new_figure(2.0, 2.0)
+    fig.add_subplot().plot([0, 1], [0, 1])
+    assert save_figure(fig, tmp_path / "f.pdf") == (tmp_path / "f.png", None)
+    assert not (tmp_path / "f.pdf").exists()
+    from PIL import Image
+
+    with Image.open(tmp_path / "f.png") as png:  # a palette image (style.write_png): committed figures stay small
+        assert png.mode == "P" and len(png.getcolors(256) or ()) >= 2
+    assert save_figure(fig, tmp_path / "f", pdf=True) == (tmp_path / "f.png", tmp_path / "f.pdf")
+    assert (tmp_path / "f.pdf").read_bytes().startswith(b"%PDF")
+
+    plain = write_report([run_a], out=tmp_path / "plain").read_text(encoding="utf-8")
+    assert not list((tmp_path / "plain").glob("*.pdf")) and ".pdf" not in plain
+    assert "TBM cumulative distribution\n" in plain
+    md = write_report([run_a], out=tmp_path / "pdf", pdf=True).read_text(encoding="utf-8")
+    stems = ("tbm_cdf", "ttfm_cdf", "density")
+    assert {p.name for p in (tmp_path / "pdf").glob("*.pdf")} == {f"{s}.pdf" for s in stems}
+    for s in stems:
+        assert (tmp_path / "pdf" / f"{s}.pdf").read_bytes().startswith(b"%PDF")
+        assert f"([PDF]({s}.pdf))" in md
+
+    from toolkit.report.sweep import plot_sweep
+
+    table = pd.DataFrame({"engine": ["a", "a"], "vocab": ["v1", "v2"], "vocab_size": [10, 20],
+                          "tbm_p50_us": [1.0, 2.0], "ttfm_p50_ms": [3.0, 4.0]})
+    assert plot_sweep(table, "vocab", tmp_path / "sweep")[1] is None and not (tmp_path / "sweep.pdf").exists()
+    assert plot_sweep(table, "vocab", tmp_path / "sweep", pdf=True)[1] == tmp_path / "sweep.pdf"
 
 
 def test_write_report(run_a: Path, run_b: Path, tmp_path: Path) -> None:
@@ -350,7 +385,7 @@ def test_write_report(run_a: Path, run_b: Path, tmp_path: Path) -> None:
     path = write_report([run_a, run_b], out=out)
     assert path == out / "report.md"
     names = {"report.md", "engines.csv", "density.csv"} | {
-        f"{s}.{e}" for s in ("tbm_cdf", "ttfm_cdf", "density") for e in ("png", "pdf")
+        f"{s}.png" for s in ("tbm_cdf", "ttfm_cdf", "density")
     }
     assert names <= {p.name for p in out.iterdir()}
     for name in names:
@@ -361,7 +396,7 @@ def test_write_report(run_a: Path, run_b: Path, tmp_path: Path) -> None:
         "vocabulary: tekken (131,072 ids)",
         "masklab bench --quick",
         "![TBM CDF](tbm_cdf.png)",
-        "(ttfm_cdf.pdf)",
+        "TTFM cumulative distribution",
         "## How to read",
         "1 line(s) of records.jsonl skipped",
         f"{LLG} 1.9.1 (forcing=true)",
@@ -406,7 +441,9 @@ def test_unconstrained_references_never_mix_models(tmp_path: Path) -> None:
     one, _ = load_generate_runs([tmp_path / "random-tiny"])
     assert set(one["setup"]) == {""} and unconstrained_references(one)[""].to_dict() == {1: 500.0, 8: 4000.0}
     png, pdf = plot_overhead(runs, tmp_path / "e2e_overhead")
-    assert png.stat().st_size > 0 and pdf.stat().st_size > 0
+    assert png.stat().st_size > 0 and pdf is None
+    png, pdf = plot_overhead(runs, tmp_path / "e2e_overhead", pdf=True)
+    assert pdf is not None and pdf.stat().st_size > 0
 
 
 # ------------------------------------------------------------------ like with like
@@ -491,8 +528,8 @@ def test_the_terminal_summary_keeps_the_pairs_that_differ_most(tmp_path: Path) -
 def test_the_size_figure_reads_each_items_grammar(tmp_path: Path) -> None:
     """``write_report(sizes=True)``: ``size.png`` (TTFM and memory against the
     productions of each item's Grammar) and its line in report.md; not asked, not drawn."""
-    from toolkit.bench.datasets import embedded_dir, iter_items
-    from toolkit.bench.harness import run_bench
+    from toolkit.bench.run import run_bench
+    from toolkit.data.datasets import embedded_dir, iter_items
     from toolkit.report.bench import grammar_sizes, load_runs
 
     data = tmp_path / "data"
@@ -509,4 +546,4 @@ def test_the_size_figure_reads_each_items_grammar(tmp_path: Path) -> None:
     assert "size.png" not in md and not (tmp_path / "plain" / "size.png").exists()
     md = write_report([run], out=tmp_path / "sized", sizes=True).read_text(encoding="utf-8")
     assert "![TTFM and memory against grammar size](size.png)" in md
-    assert (tmp_path / "sized" / "size.png").is_file() and (tmp_path / "sized" / "size.pdf").is_file()
+    assert (tmp_path / "sized" / "size.png").is_file() and not (tmp_path / "sized" / "size.pdf").exists()

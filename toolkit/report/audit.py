@@ -18,7 +18,7 @@ import matplotlib as mpl
 import numpy as np
 import pandas as pd
 
-from toolkit.bench.audit import dataset_table
+from toolkit.bench.audit_tables import dataset_table
 from toolkit.report.style import RC, figure_legend, new_figure, save_figure
 
 __all__ = ["plot_audit", "OUTCOMES"]
@@ -33,8 +33,9 @@ OUTCOMES = (
 
 
 def plot_audit(records: pd.DataFrame | Sequence[dict[str, Any]], path: str | os.PathLike[str],
-               title: str = "") -> tuple[Path, Path]:
-    """Write the audit figure (module doc) as PNG and PDF at ``path``; returns both."""
+               title: str = "", *, pdf: bool = False) -> tuple[Path, Path | None]:
+    """Write the audit figure (module doc) as PNG at ``path``, and as PDF too when
+    ``pdf`` is true; returns ``(png, pdf)`` (``pdf`` None when not written)."""
     df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
     df = df[df["status"] != "bad_schema"]
     engines = list(dict.fromkeys(df["engine"]))
@@ -86,4 +87,4 @@ def plot_audit(records: pd.DataFrame | Sequence[dict[str, Any]], path: str | os.
         if title:
             fig.suptitle(title)
         figure_legend(fig, handles, [h.get_label() for h in handles])
-        return save_figure(fig, path)
+        return save_figure(fig, path, pdf=pdf)

@@ -1,6 +1,6 @@
 """Tables and figures from benchmark run directories (``masklab report``).
 
-A run directory, as ``toolkit.bench.harness`` writes it, holds ``run.json`` (command,
+A run directory, as :mod:`toolkit.bench.run` writes it (:mod:`toolkit.bench.records`), holds ``run.json`` (command,
 vocabulary, dataset, machine, engine versions and options) and ``records.jsonl``
 (one JSON object per engine x item: status, compile time, TTFM, and per mask step
 its time ``tbm_s``, popcount ``allowed`` and whether it was ``sliced``).
@@ -14,7 +14,7 @@ its time ``tbm_s``, popcount ``allowed`` and whether it was ``sliced``).
 * :func:`walks_table` and :func:`plot_walks_cdf`: the first walk against the later
   ones of a run with ``bench --walks W`` (the later walks on a warm grammar);
 * :func:`plot_tbm_cdf`, :func:`plot_ttfm_cdf`, :func:`plot_density` draw the figures
-  (PNG at 200 dpi and PDF, same stem);
+  (PNG at 200 dpi; with ``pdf=True`` a PDF too, same stem);
 * :func:`write_report` does all of it and writes ``report.md`` with the tables.
 
 Conventions:
@@ -57,9 +57,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from toolkit.bench.datasets import embedded_dir, iter_items
-from toolkit.bench.harness import load_records, records_file
+from toolkit.bench.records import STATUSES, load_records, records_file
 from toolkit.core.errors import MasklabError
+from toolkit.data.datasets import embedded_dir, iter_items
 from toolkit.report.style import (
     RC,
     engine_styles,
@@ -96,16 +96,6 @@ __all__ = [
     "vocab_text",
     "data_text",
 ]
-
-STATUSES: tuple[str, ...] = (
-    "passing",
-    "compile_error",
-    "timeout",
-    "crash",
-    "validation_error",
-    "invalidation_error",
-)
-"""Record statuses, in table order (any other status is counted under ``other``)."""
 
 DENSITY_CATEGORIES: tuple[str, ...] = (
     "0-2% !sliced",
@@ -265,6 +255,34 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
     paths = as_dirs(dirs)
     if not paths:
         raise ReportError("no run directory given")
+    metas, raw = _read_runs(paths)
+    labels, engine_order = _engine_labels(paths, metas, raw)
+    rows: list[dict[str, Any]] = []
+    digests: dict[tuple[str, str], list[list[str]]] = {}
+    columns = _MaskColumns()
+    for i, (meta, recs) in enumerate(zip(metas, raw, strict=True)):
+        vocab = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
+        latest: dict[tuple[str, str], dict[str, Any]] = {}  # a resumed run may repeat a pair: the last wins
+        for rec in recs:
+            latest[(str(rec["engine"]), str(rec["item"]))] = rec
+        for (engine, item), rec in latest.items():
+            label = labels[i][engine]
+            cases = rec.get("cases") if isinstance(rec.get("cases"), list) else []
+            digests[(label, item)] = [c.get("digests") for c in cases
+                                      if isinstance(c, dict) and isinstance(c.get("digests"), list)]
+            row = _record_row(rec, i, paths[i], engine, label, item, cases, vocab.get("size"))
+            rows.append(row)
+            columns.add(rec, row)
+    records = pd.DataFrame(rows)
+    for col in _NUMERIC_FIELDS:
+        records[col] = pd.to_numeric(records[col], errors="coerce") if col in records else np.nan
+    records["engine_label"] = pd.Categorical(records["engine_label"], categories=engine_order)
+    masks, later = columns.frames(engine_order)
+    return Runs(records=records, masks=masks, meta=metas, engines=engine_order, digests=digests, later=later)
+
+
+def _read_runs(paths: list[Path]) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """Each run's metadata (``run.json`` plus where it is and its record counts) and records."""
     metas: list[dict[str, Any]] = []
     raw: list[list[dict[str, Any]]] = []
     for d in paths:
@@ -281,121 +299,96 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
         meta.update(dir=str(d), records=len(recs), skipped_lines=skipped)
         metas.append(meta)
         raw.append(recs)
+    return metas, raw
 
-    # engines per run: run.json order, then any only seen in the records
+
+def _engine_labels(paths: list[Path], metas: list[dict[str, Any]], raw: list[list[dict[str, Any]]]
+                   ) -> tuple[list[dict[str, str]], list[str]]:
+    """Per run, each engine's label (stored in its meta as ``labels``), and every label
+    in a stable order: engine name, then run position."""
     engines_per_run = []
-    for meta, recs in zip(metas, raw, strict=True):
-        names = list((meta.get("engines") or {}).keys())
-        names += [str(r["engine"]) for r in recs]
+    for meta, recs in zip(metas, raw, strict=True):  # run.json order, then any only seen in the records
+        names = list((meta.get("engines") or {}).keys()) + [str(r["engine"]) for r in recs]
         engines_per_run.append(list(dict.fromkeys(str(n) for n in names)))
     labels = _assign_labels(paths, metas, engines_per_run)
     for meta, lab in zip(metas, labels, strict=True):
         meta["labels"] = dict(lab)
-    # stable order: engine name, then run position
-    order = sorted(
-        ((name, i, labels[i][name]) for i, names in enumerate(engines_per_run) for name in names),
-        key=lambda t: (t[0], t[1]),
-    )
-    engine_order = [label for _, _, label in order]
+    order = sorted(((name, i, labels[i][name]) for i, names in enumerate(engines_per_run) for name in names),
+                   key=lambda t: (t[0], t[1]))
+    return labels, [label for _, _, label in order]
 
-    rows: list[dict[str, Any]] = []
-    digests: dict[tuple[str, str], list[list[str]]] = {}
-    m_label: list[np.ndarray] = []
-    m_item: list[np.ndarray] = []
-    m_run: list[np.ndarray] = []
-    m_step: list[np.ndarray] = []
-    m_tbm: list[np.ndarray] = []
-    m_glue: list[np.ndarray] = []
-    m_allowed: list[np.ndarray] = []
-    m_sliced: list[np.ndarray] = []
-    m_vocab: list[np.ndarray] = []
-    later: dict[str, list[np.ndarray]] = {k: [] for k in ("engine_label", "run", "item", "walk", "step", "tbm_s")}
-    for i, (meta, recs) in enumerate(zip(metas, raw, strict=True)):
-        vocab = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
-        run_vocab = vocab.get("size")
-        # a resumed run may repeat an (engine, item): the last record wins
-        latest: dict[tuple[str, str], dict[str, Any]] = {}
-        for rec in recs:
-            latest[(str(rec["engine"]), str(rec["item"]))] = rec
-        for (engine, item), rec in latest.items():
-            label = labels[i][engine]
-            tbm, allowed, sliced = _mask_arrays(rec)
-            cases = rec.get("cases") if isinstance(rec.get("cases"), list) else []
-            digests[(label, item)] = [c.get("digests") for c in cases
-                                      if isinstance(c, dict) and isinstance(c.get("digests"), list)]
-            row = {k: v for k, v in rec.items() if k not in _LIST_FIELDS}
-            row.update(
-                run=i,
-                run_dir=str(paths[i]),
-                engine=engine,
-                engine_label=label,
-                item=item,
-                status=str(rec.get("status") or "unknown"),
-                masks=len(tbm),
-                cases=len(cases),
-                cases_ok=sum(1 for c in cases if isinstance(c, dict) and c.get("ok")),
-                has_direct=isinstance(rec.get("direct"), dict),
-            )
-            if row.get("vocab_size") is None:
-                row["vocab_size"] = run_vocab
-            rows.append(row)
-            n = len(tbm)
-            if n:
-                m_label.append(np.full(n, label, dtype=object))
-                m_item.append(np.full(n, item, dtype=object))
-                m_run.append(np.full(n, i))
-                m_step.append(np.arange(n))
-                m_tbm.append(tbm)
-                glue = rec.get("glue_s")
-                m_glue.append(np.array(glue, dtype=float) if isinstance(glue, list) and len(glue) == n
-                              else np.full(n, np.nan))
-                m_allowed.append(allowed)
-                m_sliced.append(sliced)
-                vs = row["vocab_size"]
-                m_vocab.append(np.full(n, float(vs) if vs else np.nan))
-            walks = rec.get("walks") if isinstance(rec.get("walks"), list) else []
-            for w, entry in enumerate(walks, start=2):
-                times = entry.get("tbm_s") if isinstance(entry, dict) else None
-                if not isinstance(times, list) or not times:
-                    continue
-                k = len(times)
-                for key, value in (("engine_label", np.full(k, label, dtype=object)), ("run", np.full(k, i)),
-                                   ("item", np.full(k, item, dtype=object)), ("walk", np.full(k, w)),
-                                   ("step", np.arange(k)),
-                                   ("tbm_s", np.array([np.nan if x is None else x for x in times], dtype=float))):
-                    later[key].append(value)
 
-    records = pd.DataFrame(rows)
-    for col in _NUMERIC_FIELDS:
-        if col in records:
-            records[col] = pd.to_numeric(records[col], errors="coerce")
-        else:
-            records[col] = np.nan
-    records["engine_label"] = pd.Categorical(records["engine_label"], categories=engine_order)
+def _record_row(rec: dict[str, Any], run: int, run_dir: Path, engine: str, label: str, item: str,
+                cases: list[Any], run_vocab: Any) -> dict[str, Any]:
+    """A record's row of :attr:`Runs.records` (its list fields left out)."""
+    row = {k: v for k, v in rec.items() if k not in _LIST_FIELDS}
+    row.update(run=run, run_dir=str(run_dir), engine=engine, engine_label=label, item=item,
+               status=str(rec.get("status") or "unknown"), masks=len(_mask_arrays(rec)[0]), cases=len(cases),
+               cases_ok=sum(1 for c in cases if isinstance(c, dict) and c.get("ok")),
+               has_direct=isinstance(rec.get("direct"), dict))
+    if row.get("vocab_size") is None:
+        row["vocab_size"] = run_vocab
+    return row
 
-    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-        return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
 
-    allowed_all = cat(m_allowed, float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        density = allowed_all / cat(m_vocab, float)
-    masks = pd.DataFrame(
-        {
-            "engine_label": pd.Categorical(cat(m_label, object), categories=engine_order),
-            "run": cat(m_run, int),
-            "item": cat(m_item, object),
-            "step": cat(m_step, int),
-            "tbm_s": cat(m_tbm, float),
-            "glue_s": cat(m_glue, float),
-            "allowed": allowed_all,
-            "density": density,
-            "sliced": cat(m_sliced, bool),
-        }
-    )
-    later_df = pd.DataFrame({k: cat(v, float if k == "tbm_s" else int if k in ("run", "walk", "step") else object)
-                             for k, v in later.items()})
-    later_df["engine_label"] = pd.Categorical(later_df["engine_label"], categories=engine_order)
-    return Runs(records=records, masks=masks, meta=metas, engines=engine_order, digests=digests, later=later_df)
+def _cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+
+class _MaskColumns:
+    """The per-mask columns of :attr:`Runs.masks` and :attr:`Runs.later`, gathered record
+    by record."""
+
+    _MASKS = ("engine_label", "run", "item", "step", "tbm_s", "glue_s", "allowed", "sliced", "vocab")
+    _LATER = ("engine_label", "run", "item", "walk", "step", "tbm_s")
+
+    def __init__(self) -> None:
+        self.masks: dict[str, list[np.ndarray]] = {k: [] for k in self._MASKS}
+        self.later: dict[str, list[np.ndarray]] = {k: [] for k in self._LATER}
+
+    def add(self, rec: dict[str, Any], row: dict[str, Any]) -> None:
+        """The masks of ``rec`` (its first walk) and of its later walks."""
+        label, item, run = row["engine_label"], row["item"], row["run"]
+        tbm, allowed, sliced = _mask_arrays(rec)
+        n = len(tbm)
+        if n:
+            glue = rec.get("glue_s")
+            vs = row["vocab_size"]
+            for key, value in (("engine_label", np.full(n, label, dtype=object)), ("run", np.full(n, run)),
+                               ("item", np.full(n, item, dtype=object)), ("step", np.arange(n)), ("tbm_s", tbm),
+                               ("glue_s", np.array(glue, dtype=float) if isinstance(glue, list) and len(glue) == n
+                                else np.full(n, np.nan)),
+                               ("allowed", allowed), ("sliced", sliced),
+                               ("vocab", np.full(n, float(vs) if vs else np.nan))):
+                self.masks[key].append(value)
+        walks = rec.get("walks") if isinstance(rec.get("walks"), list) else []
+        for w, entry in enumerate(walks, start=2):
+            times = entry.get("tbm_s") if isinstance(entry, dict) else None
+            if not isinstance(times, list) or not times:
+                continue
+            k = len(times)
+            for key, value in (("engine_label", np.full(k, label, dtype=object)), ("run", np.full(k, run)),
+                               ("item", np.full(k, item, dtype=object)), ("walk", np.full(k, w)),
+                               ("step", np.arange(k)),
+                               ("tbm_s", np.array([np.nan if x is None else x for x in times], dtype=float))):
+                self.later[key].append(value)
+
+    def frames(self, engine_order: list[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """``(masks, later)`` as :class:`Runs` holds them."""
+        m = self.masks
+        allowed = _cat(m["allowed"], float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            density = allowed / _cat(m["vocab"], float)
+        masks = pd.DataFrame({
+            "engine_label": pd.Categorical(_cat(m["engine_label"], object), categories=engine_order),
+            "run": _cat(m["run"], int), "item": _cat(m["item"], object), "step": _cat(m["step"], int),
+            "tbm_s": _cat(m["tbm_s"], float), "glue_s": _cat(m["glue_s"], float), "allowed": allowed,
+            "density": density, "sliced": _cat(m["sliced"], bool),
+        })
+        later = pd.DataFrame({k: _cat(v, float if k == "tbm_s" else int if k in ("run", "walk", "step") else object)
+                              for k, v in self.later.items()})
+        later["engine_label"] = pd.Categorical(later["engine_label"], categories=engine_order)
+        return masks, later
 
 
 # ------------------------------------------------------------------ like with like
@@ -701,9 +694,10 @@ def draft_table(runs: Runs) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["engine", "k"])
 
 
-def plot_draft(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+def plot_draft(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
     """The cost of draft masks against the draft length k, one line per engine: the
-    ratio to k sequential steps (left) and µs per mask (right), log-2 k axis."""
+    ratio to k sequential steps (left) and µs per mask (right), log-2 k axis.  Writes
+    PNG (and PDF) like :func:`plot_tbm_cdf`."""
     table = draft_table(runs)
     styles = _styles(runs)
     with mpl.rc_context(RC):
@@ -734,7 +728,7 @@ def plot_draft(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
         right.set_title("per mask of the draft (median)")
         fig.suptitle(f"Speculative draft masks · {_subtitle(runs)}")
         figure_legend(fig, handles, labels)
-        return save_figure(fig, path)
+        return save_figure(fig, path, pdf=pdf)
 
 
 def _categories(masks: pd.DataFrame) -> pd.Series:
@@ -870,7 +864,8 @@ def _plot_cdf(
     title: str,
     xlabel: str,
     ylabel: str,
-) -> tuple[Path, Path]:
+    pdf: bool = False,
+) -> tuple[Path, Path | None]:
 
     with mpl.rc_context(RC):
         fig = new_figure(6.4, 4.6)
@@ -880,7 +875,7 @@ def _plot_cdf(
         ax.set_ylabel(ylabel)
         ax.set_title(f"{title}\n{_subtitle(runs)}")
         figure_legend(fig, handles, labels)
-        return save_figure(fig, path)
+        return save_figure(fig, path, pdf=pdf)
 
 
 def _draw_cdf(ax: Any, runs: Runs, series: dict[str, np.ndarray]) -> tuple[list[Any], list[str]]:
@@ -913,10 +908,10 @@ def _draw_cdf(ax: Any, runs: Runs, series: dict[str, np.ndarray]) -> tuple[list[
     return handles, labels
 
 
-def plot_walks_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+def plot_walks_cdf(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
     """Two TBM CDFs side by side (log x, µs): (a) the first walk of each engine that
     walked again, (b) its later walks (``bench --walks W``, on a warm grammar), on one
-    x range.  Writes PNG and PDF like :func:`plot_tbm_cdf`."""
+    x range.  Writes PNG (and PDF) like :func:`plot_tbm_cdf`."""
     again = {str(k): g.to_numpy(dtype=float) * 1e6
              for k, g in runs.later.groupby("engine_label", observed=True)["tbm_s"]}
     first = {str(k): g.to_numpy(dtype=float) * 1e6
@@ -933,14 +928,15 @@ def plot_walks_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path
         axes[0].set_ylabel("fraction of masks")
         fig.suptitle(f"Time between masks, first and later walks on one compile\n{_subtitle(runs)}")
         figure_legend(fig, handles, [lab.split(" (n=")[0] for lab in labels])
-        return save_figure(fig, path)
+        return save_figure(fig, path, pdf=pdf)
 
 
-def plot_tbm_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+def plot_tbm_cdf(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
     """Empirical CDF of the time per mask step, one line per engine (log x, µs).
 
-    ``path`` is the stem (a ``.png``/``.pdf`` suffix is dropped); writes PNG and PDF
-    and returns their paths.  Engines without masks are left out.
+    ``path`` is the stem (a ``.png``/``.pdf`` suffix is dropped); writes the PNG, and
+    the PDF when ``pdf`` is true, and returns ``(png, pdf)`` (``pdf`` None when not
+    written).  Engines without masks are left out.
     """
     series = {
         str(k): g.to_numpy(dtype=float) * 1e6
@@ -953,13 +949,14 @@ def plot_tbm_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
         "Time between masks (TBM)",
         "time per mask step (µs, log scale)",
         "fraction of masks",
+        pdf,
     )
 
 
-def plot_ttfm_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+def plot_ttfm_cdf(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
     """Empirical CDF of the time to first mask (compile + first mask) per engine (log x, ms).
 
-    Only items that reached a first mask count; writes PNG and PDF like :func:`plot_tbm_cdf`.
+    Only items that reached a first mask count; writes PNG (and PDF) like :func:`plot_tbm_cdf`.
     """
     series = {
         str(k): g.dropna().to_numpy(dtype=float) * 1e3
@@ -972,13 +969,14 @@ def plot_ttfm_cdf(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]
         "Time to first mask (TTFM = compile + first mask)",
         "time to first mask (ms, log scale)",
         "fraction of items",
+        pdf,
     )
 
 
-def plot_density(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+def plot_density(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
     """Grouped bars per density category: % of masks (left) and % of mask time (right).
 
-    Writes PNG and PDF like :func:`plot_tbm_cdf`; engines without masks are left out.
+    Writes PNG (and PDF) like :func:`plot_tbm_cdf`; engines without masks are left out.
     """
 
     table = density_table(runs)
@@ -1027,7 +1025,7 @@ def plot_density(runs: Runs, path: str | os.PathLike[str]) -> tuple[Path, Path]:
         axes[1].tick_params(labelleft=True)
         fig.suptitle(f"Masks by density\n{_subtitle(runs)}")
         figure_legend(fig, handles, engines)
-        return save_figure(fig, path)
+        return save_figure(fig, path, pdf=pdf)
 
 
 
@@ -1057,12 +1055,13 @@ def grammar_sizes(runs: Runs) -> pd.Series:
     return pd.Series(out, name="productions", dtype=float)
 
 
-def plot_size(runs: Runs, path: str | os.PathLike[str], sizes: pd.Series | None = None) -> tuple[Path, Path]:
+def plot_size(runs: Runs, path: str | os.PathLike[str], sizes: pd.Series | None = None, *,
+              pdf: bool = False) -> tuple[Path, Path | None]:
     """TTFM (left) and the compiled grammar's memory (right) against the grammar's size
     (:func:`grammar_sizes`: productions of masklab's Grammar), one point per item and
     engine, log-log, with each engine's median per size decade drawn through (an engine
-    that reports no memory, a peer, is absent from the right panel).  Writes PNG and PDF
-    like :func:`plot_tbm_cdf`."""
+    that reports no memory, a peer, is absent from the right panel).  Writes PNG (and
+    PDF) like :func:`plot_tbm_cdf`."""
     sizes = grammar_sizes(runs) if sizes is None else sizes
     rec = runs.records.copy()
     rec["productions"] = rec["item"].astype(str).map(sizes)
@@ -1103,4 +1102,4 @@ def plot_size(runs: Runs, path: str | os.PathLike[str], sizes: pd.Series | None 
                 ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
         fig.suptitle(f"Startup and memory against grammar size\n{_subtitle(runs)}")
         figure_legend(fig, handles, [h.get_label() for h in handles])
-        return save_figure(fig, path)
+        return save_figure(fig, path, pdf=pdf)

@@ -46,6 +46,7 @@ from toolkit.report.style import (
     RC,
     engine_styles,
     new_figure,
+    pdf_link,
     save_figure,
     short_vocab,
     to_markdown,
@@ -262,12 +263,13 @@ def _subtitle(runs: pd.DataFrame) -> str:
     return " · ".join(parts)
 
 
-def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str], *,
+                  pdf: bool = False) -> tuple[Path, Path | None]:
     """Overhead % (constrained step time over unconstrained, minus 1) and tokens/s
     against the batch size (log 2 axis), one line per engine, and a dotted line of the
     unconstrained tokens/s per setup (:func:`unconstrained_references`); the tokens/s
-    axis is logarithmic when its values span more than 20x (runs of two models); PNG
-    and PDF."""
+    axis is logarithmic when its values span more than 20x (runs of two models); PNG,
+    and PDF when ``pdf`` is true (returns ``(png, pdf)``, ``pdf`` None when not written)."""
 
 
     labels = list(dict.fromkeys(runs["label"]))
@@ -309,14 +311,15 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Pat
         ax_t.set_title("Throughput")
         fig.suptitle(f"End-to-end decoding\n{_subtitle(runs)}")
         fig.legend(handles, names, loc="outside lower center", ncols=min(len(names), 3))
-        return save_figure(fig, path)
+        return save_figure(fig, path, pdf=pdf)
 
 
-def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[Path, Path]:
+def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str], *,
+                    pdf: bool = False) -> tuple[Path, Path | None]:
     """Stacked bars of a mean constrained step (forward, wait for masks, apply, sample,
     accept: they add up to the step) per engine and batch size, next to the
     unconstrained step, each annotated with its host overhead (ms and % of the
-    unconstrained forward pass); PNG and PDF."""
+    unconstrained forward pass); PNG, and PDF when ``pdf`` is true."""
 
 
     rows = runs.sort_values(["batch", "label"])
@@ -352,7 +355,7 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str]) -> tuple[P
         ax.grid(False, axis="y")
         fig.suptitle(f"Where a decoding step's time goes\n{_subtitle(runs)}")
         fig.legend(handles, labels, loc="outside lower center", ncols=3)
-        return save_figure(fig, path)
+        return save_figure(fig, path, pdf=pdf)
 
 
 _HOW_TO_READ = """\
@@ -385,18 +388,19 @@ schema compiler (the peers), whose outputs may leave masklab's grammar legitimat
 *forced tokens* are steps whose mask allowed one token."""
 
 
-def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple[list[str], int]:
+def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path, *,
+                 pdf: bool = False) -> tuple[list[str], int]:
     """Write ``e2e.csv``, ``apply_kernels.csv``, ``e2e_overhead`` and ``e2e_steps``
-    (PNG + PDF) into ``out_dir`` for the generate runs under ``dirs``; return the report's
-    markdown lines and the number of runs."""
+    (PNG; with ``pdf`` a PDF of each too) into ``out_dir`` for the generate runs under
+    ``dirs``; return the report's markdown lines and the number of runs."""
 
     runs, kernels = load_generate_runs(dirs)
     table = e2e_table(runs)
     ktable = kernel_table(kernels)
     table.to_csv(out_dir / "e2e.csv")
     ktable.to_csv(out_dir / "apply_kernels.csv")
-    plot_overhead(runs, out_dir / "e2e_overhead")
-    plot_step_parts(runs, out_dir / "e2e_steps")
+    plot_overhead(runs, out_dir / "e2e_overhead", pdf=pdf)
+    plot_step_parts(runs, out_dir / "e2e_steps", pdf=pdf)
     lines = ["## End to end: decoding with a model", "", _subtitle(runs), ""]
     if runs["random_weights"].any():
         lines += ["**Random weights**: no checkpoint could be downloaded; step times are the real "
@@ -435,8 +439,8 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path) -> tuple
     else:
         lines += ["(not compared in these runs: `masklab generate --compare-kernels`)", ""]
     lines += ["### Figures", "", "![overhead vs batch size](e2e_overhead.png)", "",
-              "Overhead and throughput against the batch size ([PDF](e2e_overhead.pdf))", "",
-              "![step parts](e2e_steps.png)", "", "Where a step's time goes ([PDF](e2e_steps.pdf))", "",
+              "Overhead and throughput against the batch size" + pdf_link("e2e_overhead", pdf), "",
+              "![step parts](e2e_steps.png)", "", "Where a step's time goes" + pdf_link("e2e_steps", pdf), "",
               "### How to read", "", _HOW_TO_READ, "",
               "The full-precision tables are `e2e.csv` and `apply_kernels.csv`.", ""]
     return lines, len(runs)

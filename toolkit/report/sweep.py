@@ -21,8 +21,7 @@ import matplotlib as mpl
 import numpy as np
 import pandas as pd
 
-from toolkit.bench.harness import read_records
-from toolkit.bench.sweep import AXES, sweep_cells
+from toolkit.bench.records import AXES, read_records, sweep_cells
 from toolkit.report.bench import ReportError
 from toolkit.report.style import (
     RC,
@@ -73,10 +72,11 @@ def sweep_table(folder: str | os.PathLike[str]) -> pd.DataFrame:
 
 
 def plot_sweep(table: pd.DataFrame, axis: str, path: str | os.PathLike[str],
-               hold: Sequence[str] = ()) -> tuple[Path, Path]:
+               hold: Sequence[str] = (), *, pdf: bool = False) -> tuple[Path, Path | None]:
     """TBM p50 and TTFM p50 per engine against ``axis`` (two panels, log y); a
     figure per value of the other axes is not drawn: ``table`` must vary in ``axis``
-    only (the caller selects the rows, ``hold`` names what it held fixed, for the title)."""
+    only (the caller selects the rows, ``hold`` names what it held fixed, for the title).
+    Writes the PNG, and the PDF when ``pdf`` is true; returns ``(png, pdf)``."""
     if axis not in AXES:
         raise ReportError(f"axis must be one of {', '.join(AXES)}, got {axis!r}")
     engines = list(dict.fromkeys(table["engine"]))
@@ -109,13 +109,14 @@ def plot_sweep(table: pd.DataFrame, axis: str, path: str | os.PathLike[str],
         suffix = f" ({', '.join(hold)})" if hold else ""
         fig.suptitle(f"Each engine against {axis}{suffix}")
         figure_legend(fig, handles, labels)
-        return save_figure(fig, path)
+        return save_figure(fig, path, pdf=pdf)
 
 
 def write_sweep_report(folder: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
-                       axis: str = "vocab") -> Path:
-    """``sweep.csv``, one figure per value of the axes held fixed (``sweep_AXIS*.png``)
-    and ``report.md`` into ``out`` (default: the sweep folder); returns the report's path."""
+                       axis: str = "vocab", *, pdf: bool = False) -> Path:
+    """``sweep.csv``, one figure per value of the axes held fixed (``sweep_AXIS*.png``;
+    with ``pdf`` a ``.pdf`` of each too) and ``report.md`` into ``out`` (default: the
+    sweep folder); returns the report's path."""
     table = sweep_table(folder)
     out_dir = Path(out) if out is not None else Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -128,11 +129,12 @@ def write_sweep_report(folder: str | os.PathLike[str], out: str | os.PathLike[st
     for key, group in table.groupby(others, sort=False):
         held = [f"{a}={v}" for a, v in zip(others, key if isinstance(key, tuple) else (key,), strict=True)]
         stem = "sweep_" + axis + "".join(f"_{v}" for v in (key if isinstance(key, tuple) else (key,)))
-        png, _ = plot_sweep(group, axis, out_dir / stem, held)
+        png, pdf_path = plot_sweep(group, axis, out_dir / stem, held, pdf=pdf)
         cols = [axis, "vocab_size", "engine", "items", "passing", "tbm_p50_us", "tbm_p99_us", "ttfm_p50_ms",
                 "ttfm_p90_ms"]
         cols = list(dict.fromkeys(cols))
         lines += [f"## {', '.join(held)}", "", f"![{stem}]({png.name})", "",
+                  *([f"[PDF]({pdf_path.name})", ""] if pdf_path else []),
                   to_markdown(group[cols].round(3)), "",
                   "*items*: passed by every engine in the cell (the figures are over them); *passing*: this "
                   "engine's passing items.", ""]
