@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from toolkit.bench.datasets import project_root, shared_dir
+from toolkit.data.datasets import project_root, shared_dir
 
 __all__ = ["PROJECT_ROOT", "SHARED", "require_shared"]
 

@@ -14,11 +14,11 @@ import pytest
 from tests._support.fixtures import small_vocab
 from tests._support.shared import require_shared
 from tests.conformance import capabilities, engines, make
-from toolkit.bench.datasets import iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import NO_TOKEN, SKIP, NativeBatchMatcher, ThreadedBatch, make_batch
 from toolkit.core.errors import MasklabError
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import iter_items
 from toolkit.grammar.ir import Grammar
 
 N_ITEMS = 6

@@ -22,11 +22,11 @@ from strategies import get_engine
 from tests._support.fixtures import JSON_LARK, small_vocab
 from tests._support.shared import require_shared
 from tests.conformance import capabilities, engines, json_grammar, make
-from toolkit.bench.datasets import iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
 from toolkit.core.forced import TokenExtensions
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import iter_items
 from toolkit.grammar.ir import Grammar
 
 # A vocabulary where forced runs meet the token boundary: '{"', '":', 'name', ...

@@ -1,7 +1,7 @@
 """Do two engines compute the same masks?  Step-by-step agreement from a bench run.
 
 ``masklab bench`` records, for every step of every valid instance, a digest of the
-mask (see :mod:`toolkit.bench.harness`).  Two engines in the same run walked the same
+mask (see :mod:`toolkit.bench.measure`).  Two engines in the same run walked the same
 tokens, so their masks can be compared step by step after the fact, on every item
 both compiled, at no cost to the timing:
 
@@ -27,11 +27,12 @@ from typing import Any
 import pandas as pd
 
 from strategies import get_engine
-from toolkit.bench.datasets import embedded_dir, iter_items
-from toolkit.bench.harness import encode_case, read_records, records_file, spec_for
+from toolkit.bench.measure import encode_case, spec_for
+from toolkit.bench.records import read_records, records_file
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
 from toolkit.core.vocab import load_vocab
+from toolkit.data.datasets import embedded_dir, iter_items
 
 __all__ = ["AgreementError", "DIFFERENCE_CLASSES", "agreement", "classify_differences", "summarize", "explain",
            "write_agreement"]

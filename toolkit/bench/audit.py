@@ -36,14 +36,14 @@ A record per (engine, item) (:func:`audit_item`) says ``status``:
   leaves it out), so only a direct call of :func:`audit_item` meets it.
 
 A record of a compiled item keeps what the compile said it left ``unenforced``
-(:func:`~toolkit.bench.harness.unenforced_of`).
+(:func:`~toolkit.bench.measure.unenforced_of`).
 
 It also counts the walks that finished, ran out of budget, or met a mask that allows
 nothing, and the finished outputs it could not judge (``undecided``: a number whose
 float is an integer that its text is not, such as ``131233632807725077.61``, which
 ``jsonschema``, judging floats, would take for an integer).  :func:`run_audit` runs engines over a dataset and appends records to
-``OUT/audit.jsonl`` (an existing folder resumes), and :func:`audit_table` sums them up
-per engine.  Only JSON-schema items are audited: a grammar or regex has no validator
+``OUT/audit.jsonl`` (an existing folder resumes), and
+:func:`toolkit.bench.audit_tables.audit_table` sums them up per engine.  Only JSON-schema items are audited: a grammar or regex has no validator
 outside the engines.
 """
 
@@ -54,44 +54,40 @@ import json
 import random
 import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import psutil
 from tqdm.auto import tqdm
 
 from strategies import get_engine
-from toolkit.bench.cluster import RayPool
-from toolkit.bench.datasets import Item, usable_items
-from toolkit.bench.harness import (
-    BACKENDS,
-    WorkerPool,
+from toolkit.bench.audit_tables import dataset_of
+from toolkit.bench.backends import check_backend, default_memory_limit_gb, open_pool
+from toolkit.bench.measure import (
     clear_toolkit_caches,
     encode_case,
     engine_failure_detail,
-    engine_info,
-    load_records,
-    machine_info,
-    select_items,
     spec_for,
     unenforced_of,
 )
+from toolkit.bench.pool import InlinePool, Pool, Task
+from toolkit.bench.records import append_record, load_records, write_meta
+from toolkit.bench.run import requested_engines
 from toolkit.bench.runlock import locks_run_folder
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import HarnessError, MasklabError, TimeLimitExceeded, time_limit
 from toolkit.core.version import masklab_version
 from toolkit.core.vocab import load_vocab
+from toolkit.data.checks import schema_verdict
+from toolkit.data.datasets import Item, select_items, usable_items
+from toolkit.data.provenance import engine_info, machine_info
 from toolkit.jsonschema.meta import schema_validator as _draft_validator
 
-__all__ = ["Sampler", "AuditWorker", "schema_validator", "audit_item", "run_audit", "audit_table", "dataset_table",
-           "dataset_of", "counterexamples", "AUDIT_STATUSES", "SAMPLERS", "DEFAULT_SAMPLES", "DEFAULT_MAX_TOKENS",
-           "DEFAULT_TIMEOUT", "UNDECIDED"]
+__all__ = ["Sampler", "AuditWorker", "schema_validator", "audit_item", "run_audit", "SAMPLERS", "DEFAULT_SAMPLES",
+           "DEFAULT_MAX_TOKENS", "DEFAULT_TIMEOUT", "UNDECIDED"]
 
-AUDIT_STATUSES = ("sound", "loosened", "compile_error", "crash", "timeout", "bad_schema")
-"""The statuses of an audit record, in table order."""
 DEFAULT_SAMPLES = 32
 DEFAULT_MAX_TOKENS = 400
 DEFAULT_TIMEOUT = 120.0
@@ -284,7 +280,9 @@ def _judge(validator: Any, data: bytes) -> tuple[str, str] | None:
     """None when ``data`` is a JSON text the schema accepts, else ``(message, pointer)``;
     ``(UNDECIDED, text)`` when it holds a number whose float is an integer its text is
     not (``131233632807725077.61``): ``jsonschema`` judges floats, and would take it for
-    an integer, so the output is neither counted for nor against the engine."""
+    an integer, so the output is neither counted for nor against the engine.  The value
+    is judged as :func:`toolkit.data.checks.check_output` judges a decoded output
+    (:func:`~toolkit.data.checks.schema_verdict`)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -295,13 +293,8 @@ def _judge(validator: Any, data: bytes) -> tuple[str, str] | None:
         return UNDECIDED, str(e)
     except ValueError as e:
         return f"not JSON: {e}", ""
-    import jsonschema
-
-    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-    if error is None:
-        return None
-    pointer = "/" + "/".join(str(p) for p in error.absolute_path) if error.absolute_path else ""
-    return error.message[:500], pointer
+    verdict = schema_verdict(validator, value)  # the one judge of a value against a schema (toolkit.data.checks)
+    return None if verdict is None else (verdict[0][:500], verdict[1])
 
 
 def audit_item(engine: Any, vocab: Any, item: Item, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
@@ -335,6 +328,20 @@ def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int,
         rec.update(status="bad_schema", detail=str(e), wall_s=time.perf_counter() - t_start)
         return rec
     sampler = sampler if sampler is not None else Sampler(vocab, max_tokens)
+    compiled, ok = _audit_compile(engine, item, sampler, rec)
+    if not ok:
+        rec["wall_s"] = time.perf_counter() - t_start
+        return rec
+    rec["unenforced"] = unenforced_of(compiled)  # the keywords the compile says it left out
+    outputs, accepted = _audit_walks(engine, compiled, vocab, item, samples, seed, sampler, rec)
+    _judge_outputs(validator, outputs, accepted, rec)
+    rec["wall_s"] = time.perf_counter() - t_start
+    return rec
+
+
+def _audit_compile(engine: Any, item: Item, sampler: Sampler, rec: dict[str, Any]) -> tuple[Any, bool]:
+    """``(compiled, True)``: the item compiled and a first mask filled; ``(None, False)``
+    when the engine refused (``compile_error``) or failed (``crash``), the record says."""
     clear_toolkit_caches()
     call = "compile"
     try:
@@ -347,15 +354,22 @@ def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int,
             raise MasklabError(f"first mask: {first.error}")
     except MasklabError as e:
         rec.update(status="compile_error", detail=f"{type(e).__name__}: {e}"[:2000])
-        rec["wall_s"] = time.perf_counter() - t_start
-        return rec
+        return None, False
     except Exception as e:  # noqa: BLE001 - the engine's bug, recorded
         rec.update(status="crash", detail=engine_failure_detail(rec["engine"], call, e))
-        rec["wall_s"] = time.perf_counter() - t_start
-        return rec
-    rec["unenforced"] = unenforced_of(compiled)  # the keywords the compile says it left out
+        return None, False
+    return compiled, True
+
+
+def _audit_walks(engine: Any, compiled: Any, vocab: Any, item: Item, samples: int, seed: int, sampler: Sampler,
+                 rec: dict[str, Any]) -> tuple[list[bytes], list[tuple[int, str]]]:
+    """The ``samples`` seeded walks (how each ended counted in the record) and the
+    invalid instances walked through EOS: ``(the finished outputs, the invalid
+    instances the engine took through EOS)``; an engine call that raises ends them (a
+    ``crash``)."""
     outputs: list[bytes] = []
     accepted: list[tuple[int, str]] = []  # the invalid instances the engine took through EOS
+    call = "matcher"
     try:
         for k in range(samples):
             call = "matcher"
@@ -383,7 +397,13 @@ def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int,
         rec.update(status="crash", detail=f"{rec['engine']}.{call}: {type(e).__name__}: {e}"[:2000])
     except Exception as e:  # noqa: BLE001 - the engine's bug, recorded
         rec.update(status="crash", detail=engine_failure_detail(rec["engine"], call, e))
-    # the judge, outside the engine's calls: an exception here is the audit's own
+    return outputs, accepted
+
+
+def _judge_outputs(validator: Any, outputs: list[bytes], accepted: list[tuple[int, str]], rec: dict[str, Any]) -> None:
+    """The judge, outside the engine's calls (an exception here is the audit's own): the
+    outputs the schema rejects (the shortest kept), the invalid instances accepted (or
+    mislabelled), and ``loosened`` when there is any."""
     rejected: dict[bytes, tuple[str, str]] = {}
     for data in outputs:
         verdict = _judge(validator, data)
@@ -405,15 +425,13 @@ def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int,
     rec["rejected_outputs"] = len(rejected)
     if rec["status"] == "sound" and (rejected or rec["invalid_accepted"]):
         rec["status"] = "loosened"
-    rec["wall_s"] = time.perf_counter() - t_start
-    return rec
 
 
 class AuditWorker:
     """What an audit worker holds and does, whatever runs it (this process, the local
     pool's processes, Ray actors: :func:`run_audit`): the vocabulary, its sampler, the
     engines built so far, and the audit of one ``(engine, item)`` task.  It has the
-    benchmark worker's two calls (:class:`~toolkit.bench.harness.Worker`)."""
+    benchmark worker's two calls (:class:`~toolkit.bench.pool.Worker`)."""
 
     def __init__(self, vocab: Any, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                  max_tokens: int = DEFAULT_MAX_TOKENS, sampler: str = "uniform",
@@ -475,13 +493,65 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
     or vocabulary is refused.  Returns every record of the run as a DataFrame.
 
     ``limit`` / ``item_seed``: the first ``limit`` items after a shuffle with
-    ``item_seed`` (:func:`~toolkit.bench.harness.select_items`).  ``jobs`` / ``backend``
-    / ``address``: where the work runs, as in :func:`~toolkit.bench.harness.run_bench`:
+    ``item_seed`` (:func:`~toolkit.data.datasets.select_items`).  ``jobs`` / ``backend``
+    / ``address``: where the work runs, as in :func:`~toolkit.bench.run.run_bench`:
     one job on the local backend runs in this process (the time limit is then
     :func:`~toolkit.core.errors.time_limit`'s, which a native call that never returns
     escapes); more jobs, or Ray, run worker processes that are killed at ``timeout`` (and
     past ``memory_limit_gb`` resident), losing only their task.  ``options``: per engine
     name, keyword options for its factory."""
+    _check_audit(samples, max_tokens, sampler, limit, timeout, jobs, backend, address)
+    engines, options = requested_engines(engines, options)
+    voc = load_vocab(vocab)
+    # a schema its draft's meta-schema rejects: refused here (skip_bad_items: left out), not audited
+    items = usable_items((i for i in select_items(data, None, item_seed, voc.name) if i.kind == "schema"), limit,
+                         schemas=True, skip=skip_bad_items, command="masklab audit")
+    if not items:
+        raise HarnessError(f"no JSON-schema items in {data if data is not None else 'the embedded datasets'}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    path, meta_path = out / "audit.jsonl", out / "run.json"
+    meta: dict[str, Any] = {
+        "masklab_version": masklab_version(),
+        "command": command or f"run_audit({engines!r}, {str(data)!r})",
+        "started": _stamp(), "finished": None, "vocab": voc.name, "vocab_spec": vocab,
+        "data": str(data) if data is not None else "datasets (embedded)",
+        "items": len(items),
+        "samples": int(samples), "seed": int(seed), "max_tokens": int(max_tokens), "sampler": sampler,
+        "limit": limit, "item_seed": item_seed, "timeout_s": timeout, "jobs": int(jobs), "backend": backend,
+        "engines": {}, "machine": machine_info(), "seconds": 0.0,
+    }
+    if meta_path.is_file():
+        _resume_audit(meta, json.loads(meta_path.read_text(encoding="utf-8")), out)
+    done = {(r["engine"], r["item"]) for r in load_records(path)[0]} if path.is_file() else set()
+    todo = [(n, it) for it in items for n in engines if (n, it.name) not in done]
+    make = functools.partial(AuditWorker, samples=samples, seed=seed, max_tokens=max_tokens, sampler=sampler,
+                             timeout=timeout, options=options)
+    t0 = time.perf_counter()
+    write_meta(meta_path, meta)
+    bar = tqdm(total=len(todo), unit="item", desc="audit", dynamic_ncols=True) if progress else None
+    try:
+        pool = _audit_pool(make, voc, vocab, items, jobs, backend, address, timeout, memory_limit_gb)
+        _write_audit(pool, todo, path, meta_path, meta, bar)
+    finally:
+        if bar is not None:
+            bar.close()
+        meta["seconds"] = round(meta["seconds"] + time.perf_counter() - t0, 3)
+        write_meta(meta_path, meta)
+    meta["finished"] = _stamp()
+    write_meta(meta_path, meta)
+    wanted = {(n, i.name) for i in items for n in engines}
+    return pd.DataFrame([r for r in load_records(path)[0] if (r["engine"], r["item"]) in wanted])
+
+
+def _stamp() -> str:
+    """The local time and its offset, as an audit's ``run.json`` writes it."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def _check_audit(samples: int, max_tokens: int, sampler: str, limit: int | None, timeout: float | None, jobs: int,
+                 backend: str, address: str | None) -> None:
+    """A :class:`HarnessError` naming the first setting of :func:`run_audit` it cannot run with."""
     if samples < 1:
         raise HarnessError(f"samples must be at least 1, got {samples}")
     if max_tokens < 1:
@@ -494,182 +564,49 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
         raise HarnessError(f"timeout must be positive, got {timeout}")
     if jobs < 1:
         raise HarnessError(f"jobs must be at least 1, got {jobs}")
-    if backend not in BACKENDS:
-        raise HarnessError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    if address is not None and backend != "ray":
-        raise HarnessError("an address is for the ray backend (--backend ray)")
-    engines = list(dict.fromkeys(engines))
-    if not engines:
-        raise HarnessError("no engines given")
-    options = {k: dict(v) for k, v in (options or {}).items()}
-    unknown = sorted(set(options) - set(engines))
-    if unknown:
-        raise HarnessError(f"options given for engines not in the run: {', '.join(unknown)}")
-    voc = load_vocab(vocab)
-    # a schema its draft's meta-schema rejects: refused here (skip_bad_items: left out), not audited
-    items = usable_items((i for i in select_items(data, None, item_seed, voc.name) if i.kind == "schema"), limit,
-                         schemas=True, skip=skip_bad_items, command="masklab audit")
-    if not items:
-        raise HarnessError(f"no JSON-schema items in {data if data is not None else 'the embedded datasets'}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "audit.jsonl"
-    meta_path = out / "run.json"
-    meta: dict[str, Any] = {
-        "masklab_version": masklab_version(),
-        "command": command or f"run_audit({engines!r}, {str(data)!r})",
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "finished": None,
-        "vocab": voc.name,
-        "vocab_spec": vocab,
-        "data": str(data) if data is not None else "datasets (embedded)",
-        "items": len(items),
-        "samples": int(samples), "seed": int(seed), "max_tokens": int(max_tokens), "sampler": sampler,
-        "limit": limit, "item_seed": item_seed, "timeout_s": timeout, "jobs": int(jobs), "backend": backend,
-        "engines": {}, "machine": machine_info(), "seconds": 0.0,
-    }
-    if meta_path.is_file():
-        old = json.loads(meta_path.read_text(encoding="utf-8"))
-        for key in _RESUME_KEYS:
-            if key in old and old[key] != meta[key]:
-                raise HarnessError(f"{out} holds an audit with {key}={old[key]!r}, not {meta[key]!r}: "
-                                   f"give another --out, or the same {key}")
-        meta["engines"] = dict(old.get("engines") or {})
-        meta["started"] = old.get("started", meta["started"])
-        meta["seconds"] = float(old.get("seconds") or 0.0)
-        meta["resumed"] = [*old.get("resumed", []), time.strftime("%Y-%m-%dT%H:%M:%S%z")]
+    check_backend(backend, address)
 
-    def save_meta() -> None:
-        tmp = meta_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
-        tmp.replace(meta_path)
 
-    done = {(r["engine"], r["item"]) for r in load_records(path)[0]} if path.is_file() else set()
-    todo = [(n, it) for it in items for n in engines if (n, it.name) not in done]
-    make = functools.partial(AuditWorker, samples=samples, seed=seed, max_tokens=max_tokens, sampler=sampler,
-                             timeout=timeout, options=options)
-    t0 = time.perf_counter()
-    save_meta()
-    bar = tqdm(total=len(todo), unit="item", desc="audit", dynamic_ncols=True) if progress else None
+def _resume_audit(meta: dict[str, Any], old: dict[str, Any], out: Path) -> None:
+    """``meta`` continuing the folder's audit ``old``, which must have the same
+    :data:`_RESUME_KEYS`: its engines, its start, its seconds, the resumes."""
+    for key in _RESUME_KEYS:
+        if key in old and old[key] != meta[key]:
+            raise HarnessError(f"{out} holds an audit with {key}={old[key]!r}, not {meta[key]!r}: "
+                               f"give another --out, or the same {key}")
+    meta["engines"] = dict(old.get("engines") or {})
+    meta["started"] = old.get("started", meta["started"])
+    meta["seconds"] = float(old.get("seconds") or 0.0)
+    meta["resumed"] = [*old.get("resumed", []), _stamp()]
+
+
+def _audit_pool(make: Any, voc: Any, vocab_spec: str, items: list[Item], jobs: int, backend: str,
+                address: str | None, timeout: float | None, memory_limit_gb: float | None) -> Pool:
+    """Where the audit's tasks run: this process (one job on the local backend), else
+    worker processes or Ray actors (:func:`~toolkit.bench.backends.open_pool`)."""
+    if jobs == 1 and backend == "local":
+        return InlinePool(make(voc))
+    if memory_limit_gb is None:
+        memory_limit_gb = default_memory_limit_gb(jobs)
+    # the worker's own limit fires first; the pool's, a little later, catches a native hang
+    outer = 2.0 * timeout + 30.0 if timeout else 1e9
+    return open_pool(backend, jobs, vocab_spec, items, make, outer, memory_limit_gb * 2**30, failed=_failed,
+                     address=address)
+
+
+def _write_audit(pool: Pool, todo: list[Task], path: Path, meta_path: Path, meta: dict[str, Any], bar: Any) -> None:
+    """Run ``todo`` in ``pool``, each record appended to ``path`` as it finishes, the
+    engines' descriptions into the run's metadata once known; the pool is closed at the
+    end, whatever happens."""
     try:
         with path.open("a", encoding="utf-8") as f:
-            for rec, infos in _audit_tasks(todo, make, voc, vocab, items, jobs, backend, address, timeout,
-                                           memory_limit_gb):
-                f.write(json.dumps(rec, separators=(",", ":")) + "\n")
-                f.flush()
-                new = {k: v for k, v in infos.items() if k not in meta["engines"]}
+            for rec in pool.run(todo):
+                append_record(f, rec)
+                new = {k: v for k, v in pool.engine_info.items() if k not in meta["engines"]}
                 if new:
                     meta["engines"].update(new)
-                    save_meta()
+                    write_meta(meta_path, meta)
                 if bar is not None:
                     bar.update(1)
     finally:
-        if bar is not None:
-            bar.close()
-        meta["seconds"] = round(meta["seconds"] + time.perf_counter() - t0, 3)
-        save_meta()
-    meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    save_meta()
-    wanted = {(n, i.name) for i in items for n in engines}
-    return pd.DataFrame([r for r in load_records(path)[0] if (r["engine"], r["item"]) in wanted])
-
-
-def _audit_tasks(todo: list[tuple[str, Item]], make: Any, voc: Any, vocab_spec: str, items: list[Item], jobs: int,
-                 backend: str, address: str | None, timeout: float | None,
-                 memory_limit_gb: float | None) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Each task's record as it finishes, with the engines' descriptions known so far."""
-    if jobs == 1 and backend == "local":
-        worker = make(voc)
-        infos: dict[str, Any] = {}
-        for name, item in todo:
-            info = worker.prepare(name)
-            if info is not None:
-                infos[name] = info
-            yield worker.measure(name, item), infos
-        return
-    if memory_limit_gb is None:
-        memory_limit_gb = 0.8 * psutil.virtual_memory().total / 2**30 / jobs
-    # the worker's own limit fires first; the pool's, a little later, catches a native hang
-    outer = 2.0 * timeout + 30.0 if timeout else 1e9
-    limit_bytes = memory_limit_gb * 2**30
-    if backend == "ray":
-        pool: Any = RayPool(None, jobs, vocab_spec, items, {}, "native", False, outer, limit_bytes, address=address,
-                            failed=_failed, worker=make)
-    else:
-        pool = WorkerPool(jobs, vocab_spec, {}, "native", False, outer, limit_bytes, worker=make, failed=_failed)
-    try:
-        for rec in pool.run(todo):
-            yield rec, pool.engine_info
-    finally:
         pool.close()
-
-
-def audit_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Per engine (index ``engine``): ``items``, one count per :data:`AUDIT_STATUSES`,
-    ``loosened %`` (of the items it compiled), the walks ``finished`` / ``budget`` / ``error`` /
-    ``dead``, the finished outputs left ``undecided``, the ``invalid accepted`` instances
-    and the ``seconds`` the audit took."""
-    df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
-    rows = []
-    for engine, g in df.groupby("engine", sort=False):
-        counts = g["status"].value_counts()
-        compiled = int(counts.get("sound", 0) + counts.get("loosened", 0))
-        row: dict[str, Any] = {"engine": engine, "items": len(g)}
-        for s in AUDIT_STATUSES:
-            row[s] = int(counts.get(s, 0))
-        row["loosened %"] = 100.0 * row["loosened"] / compiled if compiled else float("nan")
-        for k in ("finished", "budget", "dead", "error", "undecided"):
-            row[k] = int(g[k].fillna(0).sum()) if k in g else 0
-        row["invalid accepted"] = int(sum(len(v) for v in g.get("invalid_accepted", []) if isinstance(v, list)))
-        row["seconds"] = float(g["wall_s"].fillna(0).sum()) if "wall_s" in g else float("nan")
-        rows.append(row)
-    return pd.DataFrame(rows).set_index("engine") if rows else pd.DataFrame()
-
-
-def dataset_of(name: str, folder: str = "") -> str:
-    """The dataset of the item ``name`` read from ``folder``: MaskBench's
-    ``Github_easy---o10008`` is ``Github_easy`` and its ``BFCL_java_13`` is ``BFCL`` (a
-    capitalized prefix before ``_``); any other item is its folder's (the embedded
-    ``datasets/json_schema/s01_flat_person.json``: ``json_schema``), or its own name."""
-    head, sep, _ = name.partition("---")
-    if sep:
-        return head
-    m = re.match(r"([A-Z][A-Za-z0-9]*)_", name)
-    if m:
-        return m.group(1)
-    return folder or name
-
-
-def dataset_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Per engine and dataset (:func:`dataset_of`): ``items``, ``compiled`` (sound or
-    loosened), ``loosened`` and ``loosened %`` of the compiled, ``refused`` (compile
-    errors) and ``failed`` (crash, timeout); index ``(engine, dataset)``."""
-    df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
-    if df.empty:
-        return pd.DataFrame()
-    if "dataset" not in df:
-        df = df.assign(dataset=df["item"].map(dataset_of))
-    df = df.assign(dataset=[d if isinstance(d, str) and d else dataset_of(i)
-                            for d, i in zip(df["dataset"], df["item"], strict=True)])
-    rows = []
-    for (engine, dataset), g in df.groupby(["engine", "dataset"], sort=False):
-        st = g["status"]
-        compiled = int(st.isin(("sound", "loosened")).sum())
-        loosened = int((st == "loosened").sum())
-        rows.append({"engine": engine, "dataset": dataset, "items": len(g), "compiled": compiled,
-                     "loosened": loosened, "loosened %": 100.0 * loosened / compiled if compiled else float("nan"),
-                     "refused": int((st == "compile_error").sum()), "failed": int(st.isin(("crash", "timeout")).sum())})
-    order = {e: k for k, e in enumerate(dict.fromkeys(r["engine"] for r in rows))}
-    rows.sort(key=lambda r: (order[r["engine"]], r["dataset"]))
-    return pd.DataFrame(rows).set_index(["engine", "dataset"])
-
-
-def counterexamples(records: pd.DataFrame | Sequence[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Per loosened record: engine, item, and its shortest counterexample (an output the
-    schema rejects, else an invalid instance the engine accepted) with the message."""
-    df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
-    for rec in df[df["status"] == "loosened"].to_dict("records"):
-        ex = (rec.get("rejected") or []) + (rec.get("invalid_accepted") or [])
-        if ex:
-            yield {"engine": rec["engine"], "item": rec["item"], "text": ex[0]["text"],
-                   "message": ex[0].get("message", ""), "pointer": ex[0].get("pointer", "")}

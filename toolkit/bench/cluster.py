@@ -1,9 +1,10 @@
 """``masklab bench --backend ray``: the benchmark's tasks on Ray, on this machine or a cluster.
 
 The same items, records, statuses, timeouts, memory limit and resume as the local pool
-(:func:`toolkit.bench.harness.run_bench`); only where the workers run changes.  Each
+(:func:`toolkit.bench.run.run_bench`); only where the workers run changes: the pool is
+scheduled by the local pool's loop (:func:`toolkit.bench.pool.schedule`).  Each
 worker is a Ray actor (one CPU: ``num_cpus=1``) holding what a local worker process
-holds (:class:`~toolkit.bench.harness.Worker`: the vocabulary, the engines built so far);
+holds (:class:`~toolkit.bench.pool.Worker`: the vocabulary, the engines built so far);
 each ``(engine, item)`` task is two calls on one actor, ``prepare`` (build the engine
 once, untimed, under the start-up limit) and ``measure`` (the item, under ``timeout``).
 
@@ -40,20 +41,29 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from toolkit.bench.datasets import Item
+from toolkit.bench.pool import (
+    POLL,
+    STARTUP_TIMEOUT,
+    FailedRecord,
+    Slot,
+    Task,
+    fail_task,
+    over_memory,
+    schedule,
+)
 from toolkit.core.errors import HarnessError
 from toolkit.core.vocab import load_vocab, vocab_file
+from toolkit.data.datasets import Item
 
 __all__ = ["RayPool", "ClusterError", "ray_available"]
 
-_POLL = 0.25  # seconds between checks of the running tasks
 _RSS_EVERY = 1.0  # seconds between memory reads of a busy worker
 
 
@@ -101,16 +111,17 @@ def load_payload(kind: str, name: str, data: bytes | None) -> Any:
 
 
 class _BenchActor:
-    """A Ray actor around :class:`~toolkit.bench.harness.Worker` (see the module doc)."""
+    """A Ray actor around a worker (``make(vocab)``: :class:`~toolkit.bench.pool.Worker`,
+    the audit's; see the module doc)."""
 
-    def __init__(self, worker_class: Any, vocab_ref: Any, items_ref: Any, *args: Any) -> None:
+    def __init__(self, make: Callable[[Any], Any], vocab_ref: Any, items_ref: Any) -> None:
         import ray
 
         # (refs inside a list: an actor argument that is a bare ref arrives resolved)
         payload = ray.get(vocab_ref[0]) if isinstance(vocab_ref, list) else vocab_ref
         items = ray.get(items_ref[0]) if isinstance(items_ref, list) else items_ref
         self.items: list[Item] = items
-        self.worker = worker_class(load_payload(*payload), *args)
+        self.worker = make(load_payload(*payload))
 
     def ready(self) -> int:
         return os.getpid()
@@ -132,156 +143,145 @@ class _BenchActor:
 
 
 @dataclass
-class _Actor:
+class _Actor(Slot):
+    """One Ray actor and the calls in flight on it."""
+
     handle: Any = None
-    ready: Any = None  # the ref of ready() until it answered
-    task: tuple[str, Item, int] | None = None
+    ready_ref: Any = None  # the ref of ready() until it answered
+    index: int = 0  # the task's item in the actors' copy of the items
     call: Any = None  # the ref of the prepare or measure call in flight
     phase: str = ""  # "prepare" or "measure"
-    sent: float = 0.0
-    started: float | None = None  # when measure began
     rss_ref: Any = None
     rss_at: float = 0.0
 
+    @property
+    def running(self) -> bool:
+        return self.handle is not None
+
 
 class RayPool:
-    """The local pool's interface (``run(tasks)`` yields records, ``engine_info``,
-    ``close()``) on Ray actors; see the module doc.  ``worker_class``: what each actor
-    holds (:class:`toolkit.bench.harness.Worker`, called as the local workers call it);
-    ``failed``: the record of a task that did not finish (the harness's ``failed_record``);
-    ``env``: the workers' environment (the harness's single-thread settings).  ``worker``
-    (a picklable ``make(vocab)``) runs another job's workers, as the local pool's do
-    (:class:`~toolkit.bench.harness.WorkerPool`): the audit's."""
+    """The local pool's interface (:class:`~toolkit.bench.pool.Pool`: ``run(tasks)``
+    yields records, ``engine_info``, ``close()``) and its scheduling loop
+    (:func:`~toolkit.bench.pool.schedule`) on Ray actors; see the module doc.  ``make``:
+    what each actor holds, made of its vocabulary (a picklable ``make(vocab)``: a
+    :class:`~toolkit.bench.pool.Worker` partial, the audit's worker); ``failed``: the
+    record of a task that did not finish (:func:`toolkit.bench.records.failed_record`,
+    the audit's); ``env``: the workers' environment (the harness's single-thread
+    settings)."""
 
-    def __init__(self, worker_class: Any, jobs: int, vocab_spec: str, items: Sequence[Item],
-                 options: Mapping[str, Mapping[str, Any]], source: str, quick: bool, timeout: float,
-                 memory_limit: float | None, *, address: str | None = None, startup_timeout: float = 600.0,
-                 direct: bool = False, drafts: Sequence[int] = (), walks: int = 1,
-                 failed: Callable[[str, Item, str, str, float], dict[str, Any]],
-                 env: Mapping[str, str] | None = None, worker: Callable[[Any], Any] | None = None) -> None:
-        if address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
-            # `ray start` turns token authentication on and leaves its token here; a driver
-            # reads it only in token mode, which Ray reads when it is imported
-            os.environ["RAY_AUTH_MODE"] = "token"
-        ray = self.ray = _ray()
-        self.owns = False
-        if not ray.is_initialized():
-            env_vars = dict(env or {})
-            if address is None:  # this machine: the driver's import path for the workers
-                env_vars["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
-            try:
-                ray.init(address=address or "local", num_cpus=jobs if address is None else None, include_dashboard=False,
-                         log_to_driver=False, logging_level="ERROR", runtime_env={"env_vars": env_vars})
-            except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ...
-                where = "a local Ray instance" if address is None else f"the Ray cluster at {address!r}"
-                raise ClusterError(f"cannot start or join {where}: {type(e).__name__}: {e}") from e
-            self.owns = True
+    worker_name = "Ray worker"
+
+    def __init__(self, make: Callable[[Any], Any], jobs: int, vocab_spec: str, items: Sequence[Item], timeout: float,
+                 memory_limit: float | None, *, address: str | None = None, startup_timeout: float = STARTUP_TIMEOUT,
+                 failed: FailedRecord, env: Mapping[str, str] | None = None) -> None:
+        self.owns = _connect(address, jobs, env)  # Ray started or joined here: shut down at close()
+        self.ray = _ray()
         self.index = {id(item): k for k, item in enumerate(items)}
-        self.vocab_ref = ray.put(vocab_payload(vocab_spec))
-        self.items_ref = ray.put(list(items))
-        self.worker_class = worker_class
-        self.args: tuple[Any, ...] = ({k: dict(v) for k, v in options.items()}, source, quick, direct,
-                                      tuple(drafts), int(walks))
-        if worker is not None:
-            self.worker_class, self.args = worker, ()
+        self.vocab_ref = self.ray.put(vocab_payload(vocab_spec))
+        self.items_ref = self.ray.put(list(items))
+        self.make = make
         self.failed = failed
-        self.remote = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0, max_concurrency=2)(_BenchActor)
+        self.remote = self.ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0, max_concurrency=2)(_BenchActor)
         self.timeout = timeout
         self.memory_limit = memory_limit
         self.startup_timeout = startup_timeout
-        self.actors = [_Actor() for _ in range(jobs)]
+        self.slots = [_Actor() for _ in range(jobs)]
         self.engine_info: dict[str, dict[str, Any]] = {}
+
+    def run(self, tasks: Iterable[Task]) -> Iterator[dict[str, Any]]:
+        """Run every task; yield each record as it finishes (in completion order)."""
+        return schedule(self, tasks)
 
     # -------------------------------------------------------------- actors --
 
-    def _start(self, a: _Actor) -> None:
-        a.handle = self.remote.remote(self.worker_class, [self.vocab_ref], [self.items_ref], *self.args)
-        a.ready, a.task, a.call, a.phase, a.started, a.rss_ref = a.handle.ready.remote(), None, None, "", None, None
+    def start(self, a: _Actor) -> None:
+        a.handle = self.remote.remote(self.make, [self.vocab_ref], [self.items_ref])
+        a.ready_ref, a.ready, a.task, a.call, a.phase, a.started, a.rss_ref = (a.handle.ready.remote(), False, None,
+                                                                              None, "", None, None)
         a.sent = time.monotonic()
 
-    def _kill(self, a: _Actor) -> None:
+    def assign(self, a: _Actor, task: Task) -> None:
+        name, item = task
+        a.task, a.index = task, self.index[id(item)]
+        a.call, a.phase, a.sent, a.started = a.handle.prepare.remote(name), "prepare", time.monotonic(), None
+
+    def kill(self, a: _Actor) -> None:
         if a.handle is not None:
             try:
                 self.ray.kill(a.handle, no_restart=True)
             except Exception:  # noqa: BLE001, S110 - already gone
                 pass
-        a.handle = a.ready = a.call = a.rss_ref = None
+        a.handle = a.ready_ref = a.call = a.rss_ref = None
+        a.ready = False
         a.task, a.phase, a.started = None, "", None
 
     def close(self) -> None:
-        for a in self.actors:
-            self._kill(a)
+        for a in self.slots:
+            self.kill(a)
         if self.owns and self.ray.is_initialized():
             self.ray.shutdown()
             self.owns = False
-
-    def _failed(self, a: _Actor, status: str, detail: str) -> dict[str, Any]:
-        name, item, _ = a.task  # type: ignore[misc]
-        rec = self.failed(name, item, status, detail, time.monotonic() - (a.started or a.sent))
-        self._kill(a)
-        return rec
 
     def _fatal(self, message: str) -> None:
         self.close()
         raise HarnessError(message)
 
+    def read_memory(self, a: _Actor, now: float) -> float | None:
+        """None: the reading is asked of the actor (a second thread answers it while the
+        task runs) and checked by :meth:`receive` when it comes."""
+        if a.rss_ref is None and now - a.rss_at >= _RSS_EVERY:
+            a.rss_ref, a.rss_at = a.handle.rss.remote(), now
+        return None
+
     # ----------------------------------------------------------------- run --
 
-    def run(self, tasks: Iterable[tuple[str, Item]]) -> Iterable[dict[str, Any]]:
-        """Run every task; yield each record as it finishes (in completion order)."""
-        ray = self.ray
-        pending = list(tasks)
-        pending.reverse()
-        while pending or any(a.task is not None for a in self.actors):
-            for a in self.actors:
-                if a.handle is None and (pending or a.task is not None):
-                    self._start(a)
-                if a.ready is None and a.handle is not None and a.task is None and pending:
-                    name, item = pending.pop()
-                    a.task = (name, item, self.index[id(item)])
-                    a.call, a.phase, a.sent, a.started = a.handle.prepare.remote(name), "prepare", time.monotonic(), None
-            refs = {}
-            for a in self.actors:
-                for ref in (a.ready, a.call, a.rss_ref):
-                    if ref is not None:
-                        refs[ref] = a
-            done: list[Any] = []
-            if refs:
-                done, _ = ray.wait(list(refs), num_returns=1, timeout=_POLL)
-                if done:  # and whatever else is ready by now
-                    done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
-            for ref in done:
-                a = refs[ref]
-                if ref is not a.ready and ref is not a.call and ref is not a.rss_ref:
-                    continue  # its worker was replaced while this batch was read
-                if ref is a.rss_ref:
-                    a.rss_ref = None
-                    rss = self._get(ref)
-                    if (self.memory_limit is not None and a.phase == "measure" and isinstance(rss, float)
-                            and rss > self.memory_limit):
-                        yield self._failed(a, "crash", f"memory limit: {rss / 2**30:.1f} GiB resident > "
-                                                       f"{self.memory_limit / 2**30:.1f} GiB")
-                    continue
-                value = self._get(ref)
-                if isinstance(value, _Died):
-                    if ref is a.ready:
-                        self._fatal(f"a Ray worker died while starting: {value.why}")
-                    yield self._failed(a, "crash", f"worker died ({value.why})")
-                    continue
-                if ref is a.ready:
-                    a.ready = None
-                elif a.phase == "prepare":
-                    kind, info = value
-                    if kind == "fatal":
-                        self._fatal(info)
-                    if info is not None:
-                        self.engine_info[a.task[0]] = info  # type: ignore[index]
-                    name, _, index = a.task  # type: ignore[misc]
-                    a.call, a.phase, a.started = a.handle.measure.remote(name, index), "measure", time.monotonic()
-                else:
-                    a.task, a.call, a.phase, a.started = None, None, "", None
-                    yield value
-            yield from self._check_limits()
+    def receive(self) -> Iterator[dict[str, Any]]:
+        """The answers of the actors' calls within :data:`~toolkit.bench.pool.POLL`
+        seconds: the records of the tasks that finished (an actor that died: its task's
+        ``crash``), the memory readings checked."""
+        refs = {}
+        for a in self.slots:
+            for ref in (a.ready_ref, a.call, a.rss_ref):
+                if ref is not None:
+                    refs[ref] = a
+        done: list[Any] = []
+        if refs:
+            done, _ = self.ray.wait(list(refs), num_returns=1, timeout=POLL)
+            if done:  # and whatever else is ready by now
+                done, _ = self.ray.wait(list(refs), num_returns=len(refs), timeout=0)
+        for ref in done:
+            a = refs[ref]
+            if ref is not a.ready_ref and ref is not a.call and ref is not a.rss_ref:
+                continue  # its worker was replaced while this batch was read
+            if ref is a.rss_ref:
+                a.rss_ref = None
+                rss = self._get(ref)
+                rec = over_memory(self, a, rss) if a.phase == "measure" and isinstance(rss, float) else None
+                if rec is not None:
+                    yield rec
+                continue
+            yield from self._answer(a, ref, self._get(ref))
+
+    def _answer(self, a: _Actor, ref: Any, value: Any) -> Iterator[dict[str, Any]]:
+        """Act on the answer ``value`` of the call ``ref`` of actor ``a``."""
+        if isinstance(value, _Died):
+            if ref is a.ready_ref:
+                self._fatal(f"a Ray worker died while starting: {value.why}")
+            yield fail_task(self, a, "crash", f"worker died ({value.why})")
+            return
+        if ref is a.ready_ref:
+            a.ready_ref, a.ready = None, True
+        elif a.phase == "prepare":
+            kind, info = value
+            if kind == "fatal":
+                self._fatal(info)
+            name = a.task[0]  # type: ignore[index]
+            if info is not None:
+                self.engine_info[name] = info
+            a.call, a.phase, a.started = a.handle.measure.remote(name, a.index), "measure", time.monotonic()
+        else:
+            a.task, a.call, a.phase, a.started = None, None, "", None
+            yield value
 
     def _get(self, ref: Any) -> Any:
         try:
@@ -289,22 +289,28 @@ class RayPool:
         except Exception as e:  # noqa: BLE001 - RayActorError, WorkerCrashedError, ...
             return _Died(_why(e))
 
-    def _check_limits(self) -> Iterable[dict[str, Any]]:
-        now = time.monotonic()
-        for a in self.actors:
-            if a.handle is None:
-                continue
-            starting = a.ready is not None or a.phase == "prepare"
-            if starting and now - a.sent > self.startup_timeout:
-                what = "start" if a.task is None else f"build engine {a.task[0]!r}"
-                self._fatal(f"a Ray worker took over {self.startup_timeout:g} s to {what}")
-            if a.phase != "measure" or a.started is None:
-                continue
-            if now - a.started > self.timeout:
-                yield self._failed(a, "timeout", f"over the {self.timeout:g} s limit")
-                continue
-            if self.memory_limit is not None and a.rss_ref is None and now - a.rss_at >= _RSS_EVERY:
-                a.rss_ref, a.rss_at = a.handle.rss.remote(), now
+
+def _connect(address: str | None, jobs: int, env: Mapping[str, str] | None) -> bool:
+    """Initialize Ray unless it is: a local instance of ``jobs`` CPUs (no ``address``) or
+    the cluster at ``address``, the workers' environment ``env``; False when this process
+    had Ray initialized already (the pool then does not shut it down)."""
+    if address is not None and "RAY_AUTH_MODE" not in os.environ and (Path.home() / ".ray" / "auth_token").is_file():
+        # `ray start` turns token authentication on and leaves its token here; a driver
+        # reads it only in token mode, which Ray reads when it is imported
+        os.environ["RAY_AUTH_MODE"] = "token"
+    ray = _ray()
+    if ray.is_initialized():
+        return False
+    env_vars = dict(env or {})
+    if address is None:  # this machine: the driver's import path for the workers
+        env_vars["PYTHONPATH"] = os.pathsep.join(p for p in [os.getcwd(), *sys.path] if p)
+    try:
+        ray.init(address=address or "local", num_cpus=jobs if address is None else None, include_dashboard=False,
+                 log_to_driver=False, logging_level="ERROR", runtime_env={"env_vars": env_vars})
+    except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ...
+        where = "a local Ray instance" if address is None else f"the Ray cluster at {address!r}"
+        raise ClusterError(f"cannot start or join {where}: {type(e).__name__}: {e}") from e
+    return True
 
 
 @dataclass

@@ -24,7 +24,6 @@ from typing import Any
 
 from tqdm import tqdm
 
-from toolkit.bench.datasets import iter_items, usable_items
 from toolkit.core.errors import (
     GrammarError,
     LimitExceeded,
@@ -34,6 +33,7 @@ from toolkit.core.errors import (
     UnsupportedSchema,
     time_limit,
 )
+from toolkit.data.datasets import iter_items, usable_items
 
 __all__ = ["SchemaResult", "schema_coverage", "summarize"]
 
@@ -150,8 +150,8 @@ def schema_coverage(source: str | Path, *, limit: int | None = None, timeout: fl
     """Check every schema item under ``source`` (the first ``limit``); see the module
     doc.  ``options`` go to :meth:`Grammar.from_json_schema` (``property_order="any"``).
     An item without test instances (nothing to judge it by) or whose schema its draft's
-    meta-schema rejects is a :class:`~toolkit.bench.datasets.DatasetError`, unless
-    ``skip_bad_items`` leaves such items out (:func:`~toolkit.bench.datasets.usable_items`)."""
+    meta-schema rejects is a :class:`~toolkit.data.datasets.DatasetError`, unless
+    ``skip_bad_items`` leaves such items out (:func:`~toolkit.data.datasets.usable_items`)."""
     items = usable_items((it for it in iter_items(source) if it.kind == "schema"), limit, tests=True, schemas=True,
                          skip=skip_bad_items, command="masklab schema-coverage")
     bar = None

@@ -27,11 +27,12 @@ import pandas as pd
 from strategies import get_engine
 from strategies.outlines.engine import OutlinesEngine
 from toolkit.bench.agree import agreement
-from toolkit.bench.datasets import iter_items
-from toolkit.bench.harness import read_records, spec_for
+from toolkit.bench.measure import spec_for
+from toolkit.bench.records import read_records
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError, TimeLimitExceeded, time_limit
 from toolkit.core.vocab import load_vocab
+from toolkit.data.datasets import iter_items
 
 __all__ = ["DiagnoseError", "grammar_verdicts", "late_matches", "VERDICTS"]
 

@@ -13,7 +13,7 @@ The lock is the kernel's, not a pid file: it goes with the process that holds it
 however that process ends (a killed run leaves no stale lock; ``.lock`` stays, empty).
 It is taken by the driver only: the workers (processes, Ray actors) hand their records to
 the driver, which alone writes.  Within one process the lock is re-entrant (a sweep
-holds its folder, and each of its cells' :func:`~toolkit.bench.harness.run_bench` takes
+holds its folder, and each of its cells' :func:`~toolkit.bench.run.run_bench` takes
 it again).  A folder the lock had to create is removed again when the run leaves
 nothing else in it (a run refused before it wrote anything leaves no folder behind).
 """

@@ -1,7 +1,7 @@
 """``masklab sweep SPEC.toml``: a benchmark grid as one run folder.
 
 The grid is engines x vocabularies x option sets x datasets.  Each cell (a vocabulary,
-an option set, a dataset) is a :func:`~toolkit.bench.harness.run_bench` run of every
+an option set, a dataset) is a :func:`~toolkit.bench.run.run_bench` run of every
 engine into the same folder: one ``OUT/records.jsonl`` whose every record names its cell
 (``rec["axes"] = {"vocab": ..., "options": ..., "data": ...}``), the cell's metadata in
 ``OUT/cells/CELL.json`` and the grid in ``OUT/sweep.json``.  A sweep resumes as a bench
@@ -9,31 +9,12 @@ run does (the pairs of a cell already recorded are not redone); a rerun must rea
 same spec.  ``backend = "ray"`` runs the cells' tasks on Ray (:mod:`toolkit.bench.cluster`).
 The sweep holds its folder's run lock (:mod:`toolkit.bench.runlock`) for its whole run.
 
-A spec::
-
-    engines = ["llguidance", "xgrammar", "outlines", "peer:llguidance", "peer:xgrammar"]
-    limit = 200          # items per dataset (after a shuffle with seed)
-    seed = 7
-    quick = true
-    timeout = 30         # seconds per (engine, item)
-    jobs = 2
-    backend = "local"    # or "ray" (address = "HEAD:6379" joins a cluster)
-    skip_bad_items = true  # leave out items without tests or with an invalid schema (bench --skip-bad-items)
-
-    [vocabs]             # name = load_vocab spec; $MASKLAB_SHARED is expanded
-    mistral = "hf:$MASKLAB_SHARED/tokenizers/mistral-7b-v0.3/tokenizer.json"
-    llama3 = "llama3:$MASKLAB_SHARED/tokenizers/llama-3/tokenizer.model"
-    tekken = "tekken"
-
-    [data]               # name = a MaskBench-format file or folder ("embedded": datasets/)
-    maskbench = "$MASKLAB_SHARED/datasets/maskbench"
-
-    [options.default]    # option sets: name = {engine = {key = value}}
-    [options.no-slices]
-    llguidance = { slices = "none" }
+A spec is TOML: :data:`SPEC_EXAMPLE` shows every key (``masklab sweep --help`` prints it).
 
 ``masklab report OUT`` draws the grid (:mod:`toolkit.report.sweep`): TBM and TTFM
-percentiles per engine against the vocabulary size (or against any axis).
+percentiles per engine against the vocabulary size (or against any axis).  What reads a
+sweep folder (its cells, :data:`~toolkit.bench.records.AXES`) is in
+:mod:`toolkit.bench.records`, with the records.
 """
 
 from __future__ import annotations
@@ -48,16 +29,41 @@ from pathlib import Path
 from typing import Any
 
 from strategies import check_options, engine_factory
-from toolkit.bench.datasets import shared_dir
-from toolkit.bench.harness import BACKENDS, DEFAULT_TIMEOUT, HarnessError, run_bench
+from toolkit.bench.backends import BACKENDS
+from toolkit.bench.records import cell_file
+from toolkit.bench.run import DEFAULT_TIMEOUT, run_bench
 from toolkit.bench.runlock import locks_run_folder
-from toolkit.core.errors import MasklabError, VocabError
+from toolkit.core.errors import HarnessError, MasklabError, VocabError
 from toolkit.core.vocab import vocab_file
+from toolkit.data.datasets import shared_dir
 
-__all__ = ["Sweep", "SweepError", "load_sweep", "run_sweep", "sweep_cells", "is_sweep", "AXES"]
+__all__ = ["Sweep", "SweepError", "load_sweep", "run_sweep", "SPEC_EXAMPLE"]
 
-AXES = ("vocab", "options", "data")
-"""The axes of a grid cell, as every record of a sweep names them (``rec["axes"]``)."""
+SPEC_EXAMPLE = """\
+engines = ["llguidance", "xgrammar", "outlines", "peer:llguidance", "peer:xgrammar"]
+limit = 200          # items per dataset (after a shuffle with seed)
+seed = 7
+quick = true
+timeout = 30         # seconds per (engine, item)
+jobs = 2
+backend = "local"    # or "ray" (address = "HEAD:6379" joins a cluster)
+skip_bad_items = true  # leave out items without tests or with an invalid schema (bench --skip-bad-items)
+source = "native"    # or "grammar": every engine gets masklab's reading of the schema (bench --source)
+memory_limit_gb = 8  # resident memory per worker before it is killed (bench --memory-limit)
+
+[vocabs]             # name = load_vocab spec; $MASKLAB_SHARED is expanded
+mistral = "hf:$MASKLAB_SHARED/tokenizers/mistral-7b-v0.3/tokenizer.json"
+llama3 = "llama3:$MASKLAB_SHARED/tokenizers/llama-3/tokenizer.model"
+tekken = "tekken"
+
+[data]               # name = a MaskBench-format file or folder ("embedded": datasets/)
+maskbench = "$MASKLAB_SHARED/datasets/maskbench"
+
+[options.default]    # option sets: name = {engine = {key = value}}
+[options.no-slices]
+llguidance = { slices = "none" }
+"""
+"""A sweep spec with every key, commented (``masklab sweep --help`` prints it; a test loads it)."""
 
 _KEYS = {"engines", "vocabs", "data", "options", "limit", "seed", "quick", "timeout", "jobs", "backend", "address",
          "source", "memory_limit_gb", "skip_bad_items"}
@@ -193,27 +199,6 @@ def sweep_from_dict(doc: Mapping[str, Any]) -> Sweep:
                  timeout=timeout, jobs=jobs, backend=backend, address=_typed(doc, "address", str, None),
                  source=source, memory_limit_gb=None if mem is None else float(mem),
                  skip_bad_items=_typed(doc, "skip_bad_items", bool, False))
-
-
-def cell_file(cell: Mapping[str, str]) -> str:
-    """Where in a sweep folder a cell's metadata goes."""
-    return f"cells/{cell['vocab']}~{cell['options']}~{cell['data']}.json"
-
-
-def is_sweep(folder: str | os.PathLike[str]) -> bool:
-    """Whether ``folder`` holds a sweep (its ``sweep.json``)."""
-    return (Path(folder) / "sweep.json").is_file()
-
-
-def sweep_cells(folder: str | os.PathLike[str]) -> list[tuple[dict[str, str], dict[str, Any]]]:
-    """A sweep folder's cells that have run: ``(axes, the cell's run metadata)``."""
-    out = []
-    spec = json.loads((Path(folder) / "sweep.json").read_text(encoding="utf-8"))
-    for cell in spec["cells"]:
-        path = Path(folder) / cell_file(cell)
-        if path.is_file():
-            out.append((cell, json.loads(path.read_text(encoding="utf-8"))))
-    return out
 
 
 @locks_run_folder("out")

@@ -50,12 +50,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.bench.datasets import shared_dir
 from toolkit.core.errors import MasklabError
 from toolkit.core.forced import canonical_tokens
 from toolkit.core.vocab import Vocabulary
+from toolkit.data.datasets import shared_dir
 
-__all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES",
+__all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES", "COMPILE_MODES",
            "CACHE_BLOCK", "CHUNK_ROOM", "ChatTemplate", "load_chat_template", "SimModel", "SIM_NOTE", "Replay",
            "REPLAY_NOTE", "chunk_width"]
 
@@ -71,7 +71,7 @@ CHUNK_ROOM = 4
 ``max_tokens``: a step takes its longest run's positions in every row."""
 
 CACHES = ("dynamic", "static")
-_COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 RANDOM_NOTE = "random weights (no checkpoint can be downloaded here): times are a real model's, text is noise"
 
@@ -658,8 +658,8 @@ def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str 
     if spec.startswith("sim:"):
         return _sim_model(spec, vocab, device, dtype, seed, cache, compile)
     if compile is not None:
-        if compile not in _COMPILE_MODES:
-            raise ModelError(f"unknown compile mode {compile!r} ({', '.join(_COMPILE_MODES)})")
+        if compile not in COMPILE_MODES:
+            raise ModelError(f"unknown compile mode {compile!r} ({', '.join(COMPILE_MODES)})")
         cache = "static"
     try:
         import torch

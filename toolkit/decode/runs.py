@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from tqdm.auto import tqdm
 
-from toolkit.bench.datasets import Item
-from toolkit.bench.harness import engine_info
 from toolkit.core.vocab import Vocabulary
+from toolkit.data.datasets import Item
+from toolkit.data.provenance import engine_info
 from toolkit.decode.generate import GenerateRun, generate, unconstrained, write_run
 from toolkit.decode.model import LoadedModel
 
-__all__ = ["BASELINES", "JUMP_COLUMNS", "JUMP_MODES", "SUMMARY_COLUMNS", "check_grid", "run_generate", "versions"]
+__all__ = ["BASELINES", "JUMP_COLUMNS", "JUMP_MODES", "SUMMARY_COLUMNS", "check_grid", "run_generate"]
 
 BASELINES = ("none", "interleaved", "shared")
 """How a grid measures the unconstrained decode: not at all; after each batch of each
@@ -40,17 +39,6 @@ SUMMARY_COLUMNS = ("engine", "batch", "sequences", "tokens_per_s", "unconstraine
                    "compile_error", "prompt_too_long", "forced_tokens")
 """The columns a grid prints per run (``summary.csv`` holds every figure of the summary)."""
 JUMP_COLUMNS: tuple[str, ...] = ("jumped_per_sequence", "steps_saved_pct", "speedup_pct")
-
-
-def versions(dists: Sequence[str] = ("torch", "transformers", "numpy", "masklab")) -> dict[str, str | None]:
-    """Installed versions of ``dists`` (None where absent), for a run's record."""
-    out: dict[str, str | None] = {}
-    for d in dists:
-        try:
-            out[d] = metadata.version(d)
-        except metadata.PackageNotFoundError:
-            out[d] = None
-    return out
 
 
 def check_grid(baseline: str, jump_forward: str, loop: str) -> None:

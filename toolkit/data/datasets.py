@@ -14,12 +14,18 @@ was expected, and a folder without items is one too.  ``"tests": []`` is in the 
 instances (``masklab bench``, ``schema-coverage``) refuses such an item, as ``bench``,
 ``audit`` and ``schema-coverage`` refuse a schema its draft's meta-schema rejects
 (:func:`usable_items`), unless told to leave them out (``--skip-bad-items``).
+:func:`select_items` is the selection every command makes: the items of a dataset
+(default: the embedded one, :func:`embedded_dir`), shuffled, cut, checked.
+
+The module sits below the engines (the ``toolkit.data`` floor), so that the benchmark
+and the decoding harness read the same items without one importing the other.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,12 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import toolkit.jsonschema  # noqa: F401 - registers the JSON Schema format
-from toolkit.core.errors import MasklabError
+from toolkit.core.errors import HarnessError, MasklabError
 from toolkit.grammar.inputs import InputFormat, format_for_key, formats
 from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.meta import meta_schema_problem
 
-__all__ = ["Item", "Case", "load_item", "iter_items", "item_problem", "usable_items", "embedded_dir", "DatasetError"]
+__all__ = ["Item", "Case", "load_item", "iter_items", "item_problem", "usable_items", "select_items", "embedded_dir",
+           "shared_dir", "project_root", "DatasetError"]
 
 
 class DatasetError(MasklabError):
@@ -95,6 +102,11 @@ class Item:
         return self.format.spec(self.spec)
 
 
+_SCHEMA_KEYS = frozenset({"$schema", "type", "properties", "items", "$ref", "anyOf", "oneOf", "allOf", "enum", "const",
+                          "$defs", "definitions", "required", "additionalProperties", "not", "if"})
+"""Keywords that mark a file as a bare JSON schema (what :func:`load_item` then says)."""
+
+
 def _where(path: Path, pointer: str) -> str:
     """How an error names a place in a dataset file: the file, then the JSON pointer."""
     return f"{path} at {pointer or '/'}"
@@ -124,7 +136,10 @@ def load_item(path: str | Path) -> Item:
     keys = [f.key for f in formats()]
     kinds = [k for k in keys if k in doc]
     if len(kinds) != 1:
-        raise DatasetError(f"{path}: expected exactly one of {', '.join(repr(k) for k in keys)}")
+        bare = " (this file looks like a bare JSON schema)" if not kinds and _SCHEMA_KEYS & set(doc) else ""
+        raise DatasetError(f"{path}: expected exactly one of {', '.join(repr(k) for k in keys)}{bare}: a dataset "
+                           "item is an input with its test instances, e.g. {\"schema\": {...}, \"tests\": "
+                           "[{\"data\": ..., \"valid\": true}]} (datasets/README.md)")
     kind = kinds[0]
     fmt = format_for_key(kind)
     if "tests" not in doc:
@@ -234,3 +249,35 @@ def shared_dir() -> Path:
     ``../shared``; a relative value is read against :func:`project_root`, not the
     current directory.  It may not exist: callers say so when they need a file."""
     return (project_root() / Path(os.environ.get("MASKLAB_SHARED", "../shared")).expanduser()).resolve()
+
+
+def select_items(data: str | Path | None, limit: int | None = None, seed: int | None = None,
+                 vocab: str | None = None, *, tests: bool = False, schemas: bool = False, skip_bad: bool = False,
+                 command: str = "this command") -> list[Item]:
+    """The items of ``data`` (default: the embedded datasets), shuffled with ``seed``
+    when given, then the first ``limit``; item names must be unique.  ``vocab`` (a
+    vocabulary's name): items written for another vocabulary (:meth:`Item.fits`) are
+    left out, and a note says which.  ``tests`` / ``schemas``: an item without test
+    instances / a schema its draft's meta-schema rejects is a
+    :class:`DatasetError` naming ``command``, or, with ``skip_bad``, left out (the next
+    items fill the ``limit``): :func:`usable_items`."""
+    source = Path(data) if data is not None else embedded_dir()
+    items = list(iter_items(source))
+    if vocab is not None:
+        other = [i.name for i in items if not i.fits(vocab)]
+        if other:
+            print(f"note: {len(other)} item(s) written for another vocabulary left out on {vocab}: "
+                  f"{', '.join(other[:5])}", file=sys.stderr)
+            items = [i for i in items if i.fits(vocab)]
+    names = [i.name for i in items]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise HarnessError(f"item names must be unique in {source}; repeated: {', '.join(dup[:5])}")
+    if seed is not None:
+        random.Random(seed).shuffle(items)
+    if tests or schemas:
+        return usable_items(items, None if limit is None else int(limit), tests=tests, schemas=schemas,
+                            skip=skip_bad, command=command)
+    if limit is not None:
+        items = items[: int(limit)]
+    return items

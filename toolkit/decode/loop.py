@@ -1,0 +1,479 @@
+"""The decode loop (``loop="pipelined"``, the default of :func:`toolkit.decode.generate.generate`).
+
+The claim under test (llguidance, xgrammar): a fast enough mask costs nothing end to
+end, because it is computed on the CPU while the device runs the forward pass.  The
+loop is a serving engine's.  For each step ``t`` of a batch of ``B`` sequences (one
+matcher each):
+
+1. the host waits for the forward pass of step ``t`` (launched in step ``t - 1``) and
+   for the masks of step ``t`` (filled by the batch call of step ``t - 1``, below);
+2. the masks are copied to the device (from pinned memory on CUDA, no synchronisation)
+   and applied to the logits by the ``apply`` kernel (:data:`toolkit.core.bitmask.APPLY_KERNELS`:
+   ``torch``, our torch op, or xgrammar's or llguidance's kernel where installed);
+3. a token per sequence is sampled on the device (greedy, or Gumbel-max with
+   ``temperature``, seeded: :func:`_sample_on_device`), the ids copied to pinned host
+   memory behind an event, and the forward pass of ``t + 1`` launched with them;
+4. one batch call (:func:`toolkit.core.batch.make_batch`: native and without the GIL for
+   masklab's strategies, the peers' own batch APIs, threads for anything else) accepts
+   the ids and fills the masks of ``t + 1`` on a job thread while the device runs
+   (:class:`Stepper`; its figures: :class:`StepFigures`).
+   EOS ends a sequence (the mask allows it only where the grammar accepts).  A step
+   whose mask allows a single token is counted as forced.  A live sequence whose mask
+   allows no token (an engine bug) ends as ``rejected``; the sampler draws -1 for it,
+   never an id past the vocabulary.
+
+The sequences' state (:class:`Seq`) and the mask rows the engines fill
+(:class:`MaskRows`) are shared with the serial loop kept to compare
+(:mod:`toolkit.decode.serial`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from toolkit.core import bitmask as bm
+from toolkit.core.batch import NO_TOKEN, SKIP, make_batch
+from toolkit.core.vocab import Vocabulary
+from toolkit.data.datasets import Item
+from toolkit.decode.model import LoadedModel
+
+__all__ = ["Seq", "MaskRows", "StepFigures", "Stepper", "pipelined_loop"]
+
+
+@dataclass
+class Seq:
+    """One sequence of a batch: its item, its matcher (None: its slot idles), the tokens
+    it decoded, its TTFM, and how it ended."""
+
+    item: Item
+    matcher: Any
+    tokens: list[int]
+    ttfm_s: float
+    done: bool = False
+    status: str = "unfinished"
+    forced: int = 0
+    jumped: int = 0  # forced tokens fed without sampling (jump-forward)
+    error: str = ""
+    reused: bool = False  # compiled in an earlier run (``generate(compiled=...)``)
+
+
+class MaskRows:
+    """The mask rows of one batch, one per sequence: the engines fill a numpy view
+    (``mask``) of a tensor (``tensor``) over the same memory, which is copied to the
+    device (pinned on CUDA, so the copy is a plain DMA).  Each loop's masker is one
+    (:class:`Stepper`; the serial loop's :class:`~toolkit.decode.serial.Masker`)."""
+
+    def __init__(self, seqs: list[Seq], vocab: Vocabulary, device: str) -> None:
+        import torch
+
+        self.seqs = seqs
+        self.vocab = vocab
+        shape = (len(seqs), bm.words(vocab.size))
+        try:
+            self.tensor = torch.zeros(shape, dtype=torch.int32, pin_memory=device.startswith("cuda"))
+        except RuntimeError:  # no page-locked memory to be had: the copy is then synchronous, still correct
+            self.tensor = torch.zeros(shape, dtype=torch.int32)
+        self.mask = self.tensor.numpy()
+        self.eos = np.asarray(vocab.eos_ids[:1], dtype=np.int64)
+        self.seq_times: list[float] = []  # every sequence's mask seconds in the loop
+
+    def fill(self, i: int) -> float | None:
+        """Sequence ``i``'s mask into its row (a finished sequence's: EOS only): the
+        seconds it took, None for a finished one."""
+        s = self.seqs[i]
+        row = self.mask[i]
+        t0 = time.perf_counter()
+        if s.done:
+            row[:] = 0
+            bm.set_bits(row, self.eos)  # a finished sequence only repeats EOS (ignored)
+            return None
+        info = s.matcher.fill_bitmask(self.mask, i)
+        if info.allowed == 1:
+            s.forced += 1
+        return time.perf_counter() - t0
+
+
+@dataclass
+class StepFigures:
+    """What one step's batch call took (:meth:`Stepper.wait`): the mask seconds summed
+    over the rows masked and the slowest row's, how many rows, the batch call's wall
+    seconds, each row's seconds (empty when the call does not time rows: its wall time
+    then stands for them), and the sequences still live after it."""
+
+    mask_s: float
+    mask_max_s: float
+    masks: int
+    mask_wall_s: float
+    seq_times: list[float]
+    live: int
+
+    @classmethod
+    def none(cls, live: int) -> StepFigures:
+        """A step without mask work (step 0, whose masks are in TTFM; no masks at all)."""
+        return cls(0.0, 0.0, 0, 0.0, [], live)
+
+
+def _sample_on_device(logits: Any, temperature: float, generator: Any) -> Any:
+    """The pipelined loop's sampler, on the logits' device with no host round trip:
+    greedy (``temperature <= 0``, the same ids as the serial loop's sampler) or Gumbel-max, the
+    exponential race ``argmax(logits / T - log E)`` with ``E ~ Exp(1)`` from the seeded
+    ``generator`` (a draw from softmax(logits / T); a masked token, -inf, never wins).
+    A row that allows no token draws -1."""
+    import torch
+
+    best = torch.amax(logits, dim=-1)
+    ok = best > float("-inf")  # False for NaN too
+    if temperature <= 0:
+        ids = torch.argmax(logits, dim=-1)
+    else:
+        e = torch.empty(logits.shape, dtype=torch.float32, device=logits.device).exponential_(generator=generator)
+        ids = torch.argmax(logits.float() / temperature - torch.log(e), dim=-1)
+    return torch.where(ok, ids, -1)
+
+
+class _JobThread:
+    """One worker thread running ``fn(*args)`` on request: :meth:`submit` starts it,
+    :meth:`wait` returns its result (re-raising its exception).  Lighter than a
+    ``concurrent.futures`` pool on the critical path: a finished job is one flag read."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self._go = threading.Event()
+        self._done = threading.Event()
+        self._done.set()
+        self._args: tuple[Any, ...] = ()
+        self._result: Any = None
+        self._error: BaseException | None = None
+        self._stop = False
+        self._thread = threading.Thread(target=self._run, name="masklab-masks", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            self._go.wait()
+            self._go.clear()
+            if self._stop:
+                return
+            try:
+                self._result, self._error = self.fn(*self._args), None
+            except BaseException as e:  # noqa: BLE001 - handed to wait()
+                self._result, self._error = None, e
+            self._done.set()
+
+    def submit(self, *args: Any) -> None:
+        self._done.clear()
+        self._args = args
+        self._go.set()
+
+    def wait(self) -> Any:
+        if not self._done.is_set():
+            self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def close(self) -> None:
+        """Stop the thread (after the job in flight; its error, if any, was the caller's
+        to take from :meth:`wait`, and is not raised again here)."""
+        self._done.wait()
+        self._stop = True
+        self._go.set()
+        self._thread.join()
+
+
+class Stepper(MaskRows):
+    """The matchers of one batch stepped by a :class:`~toolkit.core.protocol.BatchMatcher`
+    (``engine``'s own, or the threaded fallback) on a job thread, while the device runs
+    the next forward pass: accept the sampled ids, fill the next masks.  The
+    bookkeeping (tokens, statuses, forced steps) is on arrays; only a sequence that
+    ends takes a Python step of its own."""
+
+    def __init__(self, seqs: list[Seq], vocab: Vocabulary, engine: Any, threads: int | None, device: str,
+                 max_tokens: int, jump: bool = False) -> None:
+        super().__init__(seqs, vocab, device)
+        self.max_tokens = max_tokens
+        self.jump_forward = jump
+        self.rows = np.asarray([i for i, s in enumerate(seqs) if s.matcher is not None], dtype=np.int64)
+        self.batch = make_batch(engine, [seqs[i].matcher for i in self.rows], threads)
+        # a compact mask when some slot has no matcher (copied into its rows each step)
+        self.compact = (self.mask if len(self.rows) == len(seqs)
+                        else np.zeros((len(self.rows), self.mask.shape[1]), dtype=np.int32))
+        self.live = np.asarray([not seqs[i].done for i in self.rows], dtype=bool)
+        self.is_eos = np.zeros(vocab.size, dtype=bool)
+        self.is_eos[list(vocab.eos_ids)] = True
+        self.out = np.zeros((len(self.rows), max_tokens + 1), dtype=np.int32)
+        self.n_out = np.zeros(len(self.rows), dtype=np.int64)
+        self.forced = np.zeros(len(self.rows), dtype=np.int64)
+        self.jumped = np.zeros(len(self.rows), dtype=np.int64)  # forced tokens fed without sampling
+        self.tok = np.full(len(self.rows), SKIP, dtype=np.int32)
+        self.job = _JobThread(self._fill_step if jump else self._step)
+
+    def live_count(self) -> int:
+        return int(self.live.sum())
+
+    def submit(self, ids: np.ndarray, last: bool = False) -> None:
+        """Start the step for the sampled ``ids`` (one per slot, -1: none to draw) on
+        the job thread; ``last``: no step will use the masks it fills (they count no
+        forced step).  :meth:`wait` gives its figures."""
+        self.job.submit(ids[self.rows].copy(), last)
+
+    def submit_fill(self, last: bool = False) -> None:
+        """Start the fill of every live sequence's next mask (jump-forward runs: the
+        tokens were accepted by :meth:`jump`) on the job thread."""
+        self.job.submit(None, last)
+
+    def wait(self) -> StepFigures:
+        """The figures of the step submitted last."""
+        return self.job.wait()
+
+    def _end(self, j: int, status: str, error: str = "") -> None:
+        s = self.seqs[int(self.rows[j])]
+        s.done, s.status, s.error = True, status, error
+        self.live[j] = False
+        row = self.mask[int(self.rows[j])]
+        row[:] = 0
+        bm.set_bits(row, self.eos)  # a finished sequence only repeats EOS (ignored)
+
+    def _step(self, ids: np.ndarray, last: bool = False) -> StepFigures:
+        """Accept ``ids`` and fill the next masks."""
+        live = self.live
+        tok = self.tok
+        tok[:] = SKIP
+        nothing = live & (ids < 0)  # the sampler found no allowed token: an empty mask
+        go = live & ~nothing
+        tok[go] = ids[go]
+        res = self.batch.step(tok, self.compact)
+        acc = go & (res.accepted == 1)
+        if acc.any():
+            j = np.flatnonzero(acc)
+            self.out[j, self.n_out[j]] = tok[j]
+            self.n_out[j] += 1
+        ended = acc & self.is_eos[np.where(acc, tok, 0)]
+        refused = go & (res.accepted == 0)
+        for j in np.flatnonzero(nothing | ended | refused).tolist():
+            if nothing[j]:
+                self._end(j, "rejected", "the mask allowed no token")
+            elif ended[j]:
+                self._end(j, "finished")
+            else:
+                m = self.seqs[int(self.rows[j])].matcher
+                self._end(j, "error" if m.error else "rejected")
+        return self._after(res, go, last)
+
+    def _fill_step(self, ids: Any, last: bool = False) -> StepFigures:
+        """:meth:`_step` without the accepts: the masks of the live sequences."""
+        tok = self.tok
+        tok[:] = SKIP
+        tok[self.live] = NO_TOKEN
+        res = self.batch.step(tok, self.compact)
+        return self._after(res, self.live, last)
+
+    def _after(self, res: Any, masked: np.ndarray, last: bool) -> StepFigures:
+        """A batch call's bookkeeping: the forced steps (unless ``last``), the compact
+        rows copied to their slots, and the figures of the rows ``masked``."""
+        if not last:
+            self.forced[self.live & (res.allowed == 1)] += 1
+        if self.compact is not self.mask:
+            self.mask[self.rows[self.live]] = self.compact[self.live]
+        secs = res.seconds[masked]
+        secs = secs[~np.isnan(secs)]
+        live_now = int(self.live.sum())
+        if len(secs):
+            return StepFigures(float(secs.sum()), float(secs.max()), len(secs), res.wall_s, secs.tolist(), live_now)
+        n = int(masked.sum())  # a batch call that does not time rows: its wall time stands for them
+        if n:
+            return StepFigures(res.wall_s, res.wall_s, n, res.wall_s, [], live_now)
+        return StepFigures(0.0, 0.0, 0, res.wall_s, [], live_now)
+
+    def jump(self, ids: np.ndarray) -> tuple[list[list[int]], int]:
+        """Jump-forward's part of a step, on the critical path (the next forward pass
+        feeds what it gives): each live sequence accepts its sampled id, then the tokens
+        its grammar forces after it (:meth:`~toolkit.core.protocol.Matcher.forced_tokens`,
+        as many as ``max_tokens`` leaves room for), all accepted.  Returns each slot's run
+        to feed (the sampled id and the forced tokens; the sampled id alone, or 0, for a
+        slot that is done) and the tokens written."""
+        runs = [[max(int(t), 0)] for t in ids.tolist()]
+        written = 0
+        for j in np.flatnonzero(self.live).tolist():
+            slot = int(self.rows[j])
+            m = self.seqs[slot].matcher
+            t = int(ids[slot])
+            if t < 0:
+                self._end(j, "rejected", "the mask allowed no token")
+                continue
+            if not m.accept_allowed(t):
+                self._end(j, "error" if m.error else "rejected")
+                continue
+            self.out[j, self.n_out[j]] = t
+            self.n_out[j] += 1
+            written += 1
+            if self.is_eos[t]:
+                self._end(j, "finished")
+                continue
+            room = self.max_tokens - int(self.n_out[j])
+            forced = m.forced_tokens()[:room] if room > 0 else []
+            if forced:
+                took = m.accept_tokens(forced)
+                forced = forced[:took]
+                self.out[j, self.n_out[j]: self.n_out[j] + took] = forced
+                self.n_out[j] += took
+                self.jumped[j] += took
+                written += took
+                runs[slot] = [t, *forced]
+            if self.n_out[j] >= self.max_tokens:  # out of room: the loop would stop it the same way
+                s = self.seqs[slot]
+                self.live[j] = False
+                s.done = True
+        return runs, written
+
+    def finish(self) -> None:
+        """Hand the tokens and forced counts back to the sequences; stop the threads."""
+        for j, i in enumerate(self.rows.tolist()):
+            s = self.seqs[i]
+            s.tokens = self.out[j, : self.n_out[j]].tolist()
+            s.forced += int(self.forced[j])
+            s.jumped += int(self.jumped[j])
+        self.batch.close()
+        self.job.close()
+
+
+def pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
+                   seed: int, stepper: Stepper | None, kernel: Any = None, steps: int | None = None,
+                   targets: list[bytes | None] | None = None) -> tuple[list[dict[str, Any]], float]:
+    """One batch as a serving engine runs it (see the module doc): the logits of step
+    ``t`` are masked and sampled on the device, the ids copied to (pinned) host memory
+    behind an event, the forward pass of ``t + 1`` launched, and only then are the ids
+    accepted and the masks of ``t + 1`` filled, on the stepper's threads while the
+    device runs.  No stepper: the same loop without mask work (the unconstrained
+    baseline).  ``steps`` stops it earlier with a ``max_tokens`` run's shapes.  The
+    forward pass launched in the last step is never waited for inside the timing
+    (both modes launch it, as a server would).  ``targets``: what a replaying model
+    replays per slot.
+
+    Returns the step rows and the wall time of the steps."""
+    return _Pipeline(lm, prompts, max_tokens, temperature, seed, stepper, kernel, steps, targets).run()
+
+
+class _Pipeline:
+    """One batch of :func:`pipelined_loop`: its device buffers (made before the loop,
+    outside inference mode) and the state one step hands the next (the logits launched,
+    a batch call in flight, the sequences live)."""
+
+    def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float, seed: int,
+                 stepper: Stepper | None, kernel: Any, steps: int | None, targets: list[bytes | None] | None) -> None:
+        import torch
+
+        self.lm, self.stepper, self.kernel, self.temperature, self.max_tokens = lm, stepper, kernel, temperature, max_tokens
+        self.cuda = lm.device.startswith("cuda")
+        self.gen = torch.Generator(device=lm.device).manual_seed(seed)
+        self.jump = stepper is not None and stepper.jump_forward
+        self.dec = lm.start(prompts, max_tokens, chunks=self.jump, targets=targets)
+        self.n = max_tokens if steps is None else min(steps, max_tokens)
+        try:
+            self.host_ids = torch.empty(len(prompts), dtype=torch.long, pin_memory=self.cuda)
+        except RuntimeError:  # no page-locked memory: an ordinary copy, still correct
+            self.host_ids = torch.empty(len(prompts), dtype=torch.long)
+        self.ids_np = self.host_ids.numpy()
+        self.event = torch.cuda.Event() if self.cuda else None
+        self.mask_dev = None
+        if stepper is not None:
+            self.mask_dev = (torch.empty(stepper.tensor.shape, dtype=torch.int32, device=lm.device) if self.cuda
+                             else stepper.tensor)
+        self.pending = False  # a step submitted to the stepper and not waited for
+        self.live = stepper.live_count() if stepper is not None else len(prompts)
+        self.logits: Any = None
+
+    def run(self) -> tuple[list[dict[str, Any]], float]:
+        """The steps: their rows and wall time (see :func:`pipelined_loop`)."""
+        import torch
+
+        perf, lm, stepper = time.perf_counter, self.lm, self.stepper
+        rows: list[dict[str, Any]] = []
+        with torch.inference_mode():
+            t_start = perf()
+            self.logits = self.dec.forward()  # the prompts' pass: step 0's forward, launched
+            launch = perf() - t_start
+            wall = None
+            for step in range(self.n):
+                t0 = perf()
+                lm.synchronize()
+                t1 = perf()
+                info: StepFigures | None = None
+                if stepper is not None:
+                    if self.pending:
+                        info = stepper.wait()
+                        self.pending = False
+                        self.live = info.live
+                    if not self.live:  # the forward pass just waited for is not needed
+                        wall = t0 - t_start
+                        break
+                    t2 = perf()
+                    if self.cuda:
+                        self.mask_dev.copy_(stepper.tensor, non_blocking=True)
+                    self.kernel(self.logits, self.mask_dev, stepper.vocab.size)
+                else:
+                    t2 = t1
+                t3 = perf()
+                nxt = self._sample()
+                t4 = perf()
+                written, accept_s, forward_s, t6 = self._advance(step, nxt, t4)
+                rows.append({"step": step, "active": self.live, "tokens": written,
+                             "forward_s": launch + (t1 - t0) + forward_s, "launch_s": launch + forward_s,
+                             "wait_s": t2 - t1, "apply_s": t3 - t2, "sample_s": t4 - t3, "accept_s": accept_s,
+                             "step_s": launch + t6 - t0})
+                if info is None:  # step 0's masks are the first ones (in TTFM), or no masks
+                    info = StepFigures.none(self.live)
+                else:  # the figures of the masks this step waited for (bookkeeping, after the step)
+                    stepper.seq_times.extend(info.seq_times)
+                rows[-1].update(mask_s=info.mask_s, mask_max_s=info.mask_max_s, masks=info.masks,
+                                mask_wall_s=info.mask_wall_s)
+                launch = 0.0
+            if wall is None:
+                wall = perf() - t_start
+            if self.pending:
+                stepper.wait()  # the last ids accepted (the masks it fills are not needed)
+            lm.synchronize()  # the forward pass launched last, outside the timing
+        return rows, wall
+
+    def _sample(self) -> Any:
+        """Draw the step's ids on the device and start their copy to the host (behind
+        the event); the ids the next forward pass is fed (-1, nothing to draw, as 0:
+        its matcher ends that row)."""
+        drawn = _sample_on_device(self.logits, self.temperature, self.gen)
+        self.host_ids.copy_(drawn, non_blocking=True)
+        if self.event is not None:
+            self.event.record()
+        return drawn.clamp(min=0)
+
+    def _advance(self, step: int, nxt: Any, t4: float) -> tuple[int, float, float, float]:
+        """Launch the next forward pass and submit the next masks: ``(tokens written,
+        the accept seconds on the critical path, the launch seconds, when it ended)``.
+        Jump-forward accepts (and takes the forced tokens) first: the pass feeds them."""
+        perf, stepper, event, last = time.perf_counter, self.stepper, self.event, step + 1 >= self.n
+        if self.jump:
+            if event is not None:
+                event.synchronize()
+            runs, written = stepper.jump(self.ids_np)  # type: ignore[union-attr]
+            tj = perf()
+            if step + 1 < self.max_tokens and stepper.live_count():  # type: ignore[union-attr]
+                self.logits = self.dec.forward_chunks(runs)
+            t5 = perf()
+            stepper.submit_fill(last=last)  # type: ignore[union-attr]
+            self.pending = True
+            t6 = perf()
+            return written, (tj - t4) + (t6 - t5), t5 - tj, t6
+        if step + 1 < self.max_tokens:
+            self.logits = self.dec.forward(nxt)
+        t5 = perf()
+        if event is not None:
+            event.synchronize()
+        if stepper is not None:
+            stepper.submit(self.ids_np, last=last)
+            self.pending = True
+        t6 = perf()
+        return self.live, t6 - t5, t5 - t4, t6
