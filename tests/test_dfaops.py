@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from tests._support.fixtures import llguidance_byte_tokenizer
 from toolkit.automata import _dfabuild
-from toolkit.automata.dfaops import compile_boolean, difference, disjoint, intersect, union
+from toolkit.automata.dfaops import (
+    WordsForm,
+    compile_boolean,
+    difference,
+    disjoint,
+    intersect,
+    union,
+)
 from toolkit.automata.regex import compile_regex
 from toolkit.core.errors import LimitExceeded
 from toolkit.grammar.ir import Grammar, Terminal
@@ -166,7 +173,7 @@ def test_literal_words_reads_only_escaped_literals() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(BASES), WORDS, st.booleans())
 def test_minus_words_is_the_difference_with_the_words(base, words, quoted) -> None:
-    """compile_boolean's road for excluded keys: the trie in front of the DFA, equal
+    """compile_boolean's road for excluded words (WordsForm): the trie in front of the DFA, equal
     to the product with the alternation's DFA, array for array."""
     from toolkit.automata.dfaops import minus_words
 
@@ -177,6 +184,8 @@ def test_minus_words_is_the_difference_with_the_words(base, words, quoted) -> No
     assert _same(got, want)
     excluded_regex = q + "(?:" + "|".join(re.escape(w) for w in words) + ")" + q
     assert _same(compile_boolean(base, (), (excluded_regex,)), want)
+    formed = ((excluded_regex, WordsForm(tuple(sorted(set(ex))))),)  # the road the schema compiler's keys take
+    assert _same(compile_boolean(base, (), (excluded_regex,), forms=formed), want)
 
 
 def test_minus_words_limit_and_empty() -> None:

@@ -97,7 +97,7 @@ def _has(module: str) -> bool:
 
 
 def test_toy_format_through_datasets_and_every_engine(tmp_path: Path) -> None:
-    from toolkit.bench.datasets import iter_items
+    from toolkit.data.datasets import iter_items
 
     (item,) = iter_items(_item_folder(tmp_path))
     assert item.kind == "words" and isinstance(item.source(), WordsText)
@@ -121,7 +121,7 @@ def test_toy_format_through_datasets_and_every_engine(tmp_path: Path) -> None:
 
 def test_toy_format_through_the_harness_in_worker_processes(tmp_path: Path) -> None:
     """The workers are spawned processes: the item names the module registering its format."""
-    from toolkit.bench.harness import run_bench
+    from toolkit.bench.run import run_bench
 
     df = run_bench(["naive", WORDS], _item_folder(tmp_path), out=tmp_path / "run", jobs=1, progress=False,
                    vocab="tekken")
@@ -133,8 +133,8 @@ def test_toy_format_through_generate_and_the_adapter(tmp_path: Path) -> None:
     import torch
 
     from toolkit.adapters.transformers import MaskLogitsProcessor
-    from toolkit.bench.datasets import iter_items
     from toolkit.core.vocab import load_vocab
+    from toolkit.data.datasets import iter_items
     from toolkit.decode.generate import generate
     from toolkit.decode.model import load_model
 
@@ -171,3 +171,20 @@ def test_a_reader_error_keeps_its_place() -> None:
     with pytest.raises(GrammarError) as e:
         read(WordsText("\n"))
     assert (e.value.line, e.value.column) == (1, 1)
+
+
+def test_the_compiler_reads_a_schema_itself_not_through_the_registry(monkeypatch) -> None:
+    """``grammar_of`` compiles a schema with the compiler's own function: the formats'
+    registry (the grammar floor) is not a road from the compiler back to itself."""
+    import dataclasses
+
+    from toolkit.grammar import inputs
+    from toolkit.jsonschema.compiler import grammar_of
+
+    def boom(spec, **options):
+        raise AssertionError("went through the registry")
+
+    fmt = inputs.format_of({"type": "integer"})
+    monkeypatch.setitem(inputs._FORMATS, fmt.name, dataclasses.replace(fmt, reader=boom))
+    grammar, kind = grammar_of({"type": "integer"}, whitespace="flexible", engine="naive")
+    assert kind == "json_schema" and grammar.accepts(b"12") and not grammar.accepts(b"1.5")

@@ -16,17 +16,27 @@ whichever way they were built.  ``max_states`` bounds the reachable pairs.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from toolkit.automata import _dfabuild
 from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA, freeze, minimize
-from toolkit.automata.jsontext import json_literal_dfa, json_literals_dfa, literal_value
-from toolkit.automata.regex import compile_regex, literal_words
+from toolkit.automata.jsontext import (
+    JSON_CHAR,
+    MAX_STRING_STATES,
+    json_literal_dfa,
+    json_literals_dfa,
+    json_string_dfa,
+)
+from toolkit.automata.regex import compile_regex
 from toolkit.core.errors import LimitExceeded, check_deadline
 from toolkit.core.memo import memo
 
-__all__ = ["intersect", "union", "difference", "disjoint", "minus_words", "compile_boolean", "json_keys_dfa", "dfa_regex"]
+__all__ = ["intersect", "union", "difference", "disjoint", "minus_words", "compile_boolean", "json_keys_dfa", "dfa_regex",
+           "JsonStringForm", "WordsForm", "JsonKeysForm", "Form"]
 
 _OPS = ("and", "or", "diff")
 
@@ -99,17 +109,6 @@ def _empty() -> ByteDFA:
     return freeze(np.zeros((1, 1), dtype=np.int32), np.zeros(1, dtype=bool), 0, None, np.zeros(256, dtype=np.int32))
 
 
-def _words(patterns: tuple[str, ...]) -> list[bytes] | None:
-    """The words of patterns that are all finite sets of literals (:func:`literal_words`), or None."""
-    out: set[bytes] = set()
-    for p in patterns:
-        ws = literal_words(p)
-        if ws is None:
-            return None
-        out.update(ws)
-    return sorted(out)
-
-
 def json_keys_dfa(values: list[str], max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
     """The minimal DFA of every JSON text of one of ``values`` (non-empty):
     :func:`~toolkit.automata.jsontext.json_literals_dfa`, or where a value holds a
@@ -126,31 +125,105 @@ def json_keys_dfa(values: list[str], max_states: int = DEFAULT_MAX_STATES) -> By
     return dfas[0]
 
 
+# --- regular languages given as data -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class JsonStringForm:
+    """Every JSON string of ``min_length..max_length`` characters (None: no bound), each
+    character spelled as ``char`` allows: the language of
+    :func:`~toolkit.automata.jsontext.json_string` (``maxLength``/``minLength``), whose DFA
+    is written down from the bounds (:func:`~toolkit.automata.jsontext.json_string_dfa`,
+    linear in the bound: allowed up to ``MAX_STRING_LENGTH`` characters)."""
+
+    min_length: int
+    max_length: int | None = None
+    char: str = JSON_CHAR
+
+    def dfa(self, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+        return json_string_dfa(self.min_length, self.max_length, max_states=max(max_states, MAX_STRING_STATES),
+                               char=self.char)
+
+
+@dataclass(frozen=True)
+class WordsForm:
+    """A finite set of byte strings (sorted, without repeats), e.g. the listed keys an
+    additional key must not be; its DFA is the words' trie
+    (:func:`toolkit.automata._dfabuild.literal_set`)."""
+
+    words: tuple[bytes, ...]
+
+    def dfa(self, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+        made = _dfabuild.literal_set(list(self.words), max_states)
+        if made is None:
+            raise LimitExceeded("max_states", max_states + 1, max_states, f"the trie of {len(self.words)} words")
+        return freeze(made[0], made[1], 1, None, made[2])
+
+
+@dataclass(frozen=True)
+class JsonKeysForm:
+    """Every JSON text of one of ``values`` (a string ``enum`` or ``const``, listed keys):
+    the language of the alternation of their
+    :func:`~toolkit.automata.jsontext.json_string_literal`; its DFA is
+    :func:`json_keys_dfa`."""
+
+    values: tuple[str, ...]
+
+    def dfa(self, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
+        return json_keys_dfa(list(self.values), max_states)
+
+
+Form = JsonStringForm | WordsForm | JsonKeysForm
+"""A part of a terminal given as data (:class:`toolkit.grammar.Terminal` ``forms``): the
+writer of its regex text knew what it means, so its DFA is built from that, never read
+back from the text."""
+
+
+def _part(regex: str, known: dict[str, Any], max_states: int) -> ByteDFA:
+    form = known.get(regex)
+    return form.dfa(max_states) if form is not None else compile_regex(regex, max_states=max_states)
+
+
+def _excluded(excluding: Sequence[str], known: dict[str, Any], max_states: int) -> ByteDFA:
+    """The union of the ``excluding`` languages: JSON keys given as values in one DFA
+    written down directly, the other forms built from their data, the rest as one regex."""
+    forms = [known.get(r) for r in excluding]
+    values = list(dict.fromkeys(v for f in forms if isinstance(f, JsonKeysForm) for v in f.values))
+    parts = [json_keys_dfa(values, max_states)] if values else []
+    parts += [f.dfa(max_states) for f in forms if f is not None and not isinstance(f, JsonKeysForm)]
+    rest = [r for r, f in zip(excluding, forms, strict=True) if f is None]
+    if rest:
+        parts.append(compile_regex(rest[0] if len(rest) == 1 else "|".join(f"(?:{r})" for r in rest),
+                                   max_states=max_states))
+    ex = parts[0]
+    for other in parts[1:]:
+        ex = union(ex, other, max_states=max_states)
+    return ex
+
+
 @memo(maxsize=2048)
 def compile_boolean(
-    regex: str, also: tuple[str, ...] = (), excluding: tuple[str, ...] = (), *, max_states: int = DEFAULT_MAX_STATES
+    regex: str, also: tuple[str, ...] = (), excluding: tuple[str, ...] = (), *,
+    forms: tuple[tuple[str, Form], ...] = (), max_states: int = DEFAULT_MAX_STATES
 ) -> ByteDFA:
-    """``regex`` ∩ every ``also`` regex, minus every ``excluding`` regex, as one minimal DFA."""
-    dfa = compile_regex(regex, max_states=max_states)
+    """``regex`` ∩ every ``also`` regex, minus every ``excluding`` regex, as one minimal DFA.
+
+    ``forms``: ``(text, form)`` pairs for the parts whose language their writer gave as
+    data (:data:`Form`): those are built from it, the others compiled as regexes.
+    Excluded words (every excluded part a :class:`WordsForm`) go in front of the DFA as
+    their trie, without a product (:func:`minus_words`)."""
+    known = dict(forms)
+    dfa = _part(regex, known, max_states)
     for r in also:
         if dfa.is_empty():
             break
-        dfa = intersect(dfa, compile_regex(r, max_states=max_states), max_states=max_states)
+        dfa = intersect(dfa, _part(r, known, max_states), max_states=max_states)
     if excluding and not dfa.is_empty():
-        words = _words(excluding)
-        if words is not None:  # a list of keys: its trie in front of the DFA, no product
+        excluded = [known.get(r) for r in excluding]
+        if all(isinstance(f, WordsForm) for f in excluded):  # a list of keys: its trie in front of the DFA
+            words = sorted({w for f in excluded for w in f.words})
             return minus_words(dfa, words, max_states=max_states)
-        # JSON keys in every spelling (json_string_literal, the keys an object lists):
-        # one DFA written down directly, not an alternation read back through an NFA
-        values = [literal_value(r) for r in excluding]
-        known = [v for v in values if v is not None]
-        rest = [r for r, v in zip(excluding, values, strict=True) if v is None]
-        ex = json_keys_dfa(known, max_states) if known else None
-        if rest:
-            other = compile_regex(rest[0] if len(rest) == 1 else "|".join(f"(?:{r})" for r in rest),
-                                  max_states=max_states)
-            ex = other if ex is None else union(ex, other, max_states=max_states)
-        dfa = difference(dfa, ex, max_states=max_states)
+        dfa = difference(dfa, _excluded(excluding, known, max_states), max_states=max_states)
     return dfa
 
 

@@ -52,7 +52,6 @@ __all__ = [
     "json_string_literal",
     "json_literal_dfa",
     "json_literals_dfa",
-    "literal_value",
     "json_string_bounds",
     "json_string_dfa",
     "encode_codepoints",
@@ -698,11 +697,7 @@ def json_string_literal(value: str) -> str:
         else:
             out.append(_literal_char(cp))
     out.append('"')
-    regex = "".join(out)
-    if len(_LITERAL_VALUES) >= _MAX_LITERAL_VALUES:
-        _LITERAL_VALUES.clear()
-    _LITERAL_VALUES[regex] = value
-    return regex
+    return "".join(out)
 
 
 def json_literals_dfa(values: Sequence[str], max_states: int = DEFAULT_MAX_STATES) -> ByteDFA | None:
@@ -716,18 +711,6 @@ def json_literals_dfa(values: Sequence[str], max_states: int = DEFAULT_MAX_STATE
         return None
     table, acc, column = built
     return freeze(table, acc, 1, None, column)
-
-
-_LITERAL_VALUES: dict[str, str] = {}
-_MAX_LITERAL_VALUES = 1 << 16
-
-
-def literal_value(regex: str) -> str | None:
-    """The string ``value`` whose :func:`json_string_literal` is ``regex``, when this
-    process wrote it (the last 65,536 at least), else None: so that a set of such
-    regexes is built by :func:`json_literals_dfa`, not read back as a regex (:func:`toolkit.automata.dfaops.compile_boolean`).  The regex determines the
-    value, so the table is a cache of facts, never stale."""
-    return _LITERAL_VALUES.get(regex)
 
 
 @memo(maxsize=4096)

@@ -37,8 +37,8 @@ is written down directly (:func:`toolkit.automata.jsontext.json_string_dfa`, the
 
 The former construction (interegular's character FSM, expanded to bytes and
 minimized by Moore's refinement: quadratic in repeat bounds, one round per state of
-the longest chain) is kept as :func:`_compile_reference`, which the tests compare
-against byte for byte.  The walks of the tree (the NFA's, and :func:`toolkit.automata.rxtext.canonical_regex`'s)
+the longest chain) lives on in the tests (``tests/_support/regex_reference.py``), which
+compare against it byte for byte.  The walks of the tree (the NFA's, and :func:`toolkit.automata.rxtext.canonical_regex`'s)
 recurse once per level of group nesting; past Python's recursion limit (a few
 hundred levels) they raise :class:`~toolkit.core.errors.RegexError`.
 """
@@ -46,19 +46,12 @@ hundred levels) they raise :class:`~toolkit.core.errors.RegexError`.
 from __future__ import annotations
 
 import re
-from collections import deque
 
 import numpy as np
-from interegular.fsm import anything_else
-from interegular.patterns import (
-    Unsupported,
-)
 
 from toolkit.automata import _dfabuild
 from toolkit.automata.dfa import (
-    DEAD,
     DEFAULT_MAX_STATES,
-    IDENTITY_COLUMNS,
     ByteDFA,
     check_class_form,
     freeze,
@@ -71,11 +64,9 @@ from toolkit.automata.jsontext import (
     json_string_bounds,
     json_string_dfa,
 )
-from toolkit.automata.nfa import compile_nfa, parse_pattern
+from toolkit.automata.nfa import compile_nfa
 from toolkit.automata.rxtext import canonical_regex
-from toolkit.automata.utf8 import complement, ranges_of, utf8_sequences
 from toolkit.core import memo as _memo
-from toolkit.core.errors import LimitExceeded, RegexError
 from toolkit.core.memo import memo
 
 __all__ = [
@@ -140,7 +131,10 @@ def _direct(pattern: str, max_states: int) -> ByteDFA | None:
     finite set of literals (:func:`literal_words`; the trie of the words, minimized,
     where the subset construction would walk a Thompson NFA of the same alternation),
     or a JSON string with length bounds (:func:`toolkit.automata.jsontext.json_string_dfa`),
-    whose NFA would be one copy of a 20-state character per unit of ``maxLength``."""
+    whose NFA would be one copy of a 20-state character per unit of ``maxLength``.  These
+    are shapes of regex text, whoever wrote it (a Lark file, a grammar read back from
+    Lark); masklab's own terminals do not rely on them: they carry their bounds and
+    words as data (:class:`toolkit.grammar.Terminal` ``forms``)."""
     words = literal_words(pattern)
     if words is not None:
         made = _dfabuild.literal_set(words, max_states)
@@ -197,141 +191,3 @@ def compile_literal(data: bytes) -> ByteDFA:
     acc = np.zeros(n + 2, dtype=bool)
     acc[n + 1] = True
     return freeze(table, acc, 1, None, column)
-
-
-# ------------------------------------------- the former construction ----
-
-
-def _symbol_sequences(alphabet) -> dict[int, list[tuple[tuple[int, int], ...]]]:
-    """For each alphabet symbol, the UTF-8 byte-range sequences of its characters."""
-    chars: dict[int, set[int]] = {}
-    explicit: set[int] = set()
-    else_symbol = None
-    for ch, sym in alphabet.items():
-        if ch is anything_else:
-            else_symbol = sym
-            continue
-        cp = ord(ch)
-        chars.setdefault(sym, set()).add(cp)
-        explicit.add(cp)
-    out: dict[int, list] = {}
-    for sym, cps in chars.items():
-        out[sym] = [seq for lo, hi in ranges_of(cps) for seq in utf8_sequences(lo, hi)]
-    if else_symbol is not None:
-        rest = complement(ranges_of(explicit))
-        out.setdefault(else_symbol, []).extend(
-            seq for a, b in rest for seq in utf8_sequences(a, b)
-        )
-    return out
-
-
-def _bytes_from_fsm(fsm, max_states: int, pattern: str) -> tuple[np.ndarray, np.ndarray, int]:
-    """Determinize a character FSM over bytes.  Returns (transitions, accepting, start)."""
-    seqs = _symbol_sequences(fsm.alphabet)
-    # Node keys: ("s", fsm_state) for FSM states, or a frozenset of
-    # (remaining byte ranges, target key) for the inside of a multi-byte character.
-    ids: dict[object, int] = {}
-    rows: list[np.ndarray] = [np.zeros(256, dtype=np.int32)]  # dead state
-    accepting: list[bool] = [False]
-    todo: deque[object] = deque()
-
-    def node(key: object) -> int:
-        i = ids.get(key)
-        if i is None:
-            i = len(rows)
-            if i >= max_states:
-                raise LimitExceeded("max_states", i + 1, max_states)
-            ids[key] = i
-            rows.append(np.zeros(256, dtype=np.int32))
-            accepting.append(isinstance(key, tuple) and key[1] in fsm.finals)
-            todo.append(key)
-        return i
-
-    start = node(("s", fsm.initial))
-    while todo:
-        key = todo.popleft()
-        if isinstance(key, tuple):
-            entries = [
-                (seq, ("s", target))
-                for sym, target in fsm.map.get(key[1], {}).items()
-                for seq in seqs.get(sym, ())
-            ]
-        else:
-            entries = list(key)
-        row = rows[ids[key]]
-        # Elementary intervals of lead bytes: every byte inside one has the same entries.
-        cuts = sorted({seq[0][0] for seq, _ in entries} | {seq[0][1] + 1 for seq, _ in entries})
-        for lo, hi in zip(cuts, cuts[1:], strict=False):
-            inside = [(seq[1:], tgt) for seq, tgt in entries if seq[0][0] <= lo and hi - 1 <= seq[0][1]]
-            if not inside:
-                continue
-            if not inside[0][0]:
-                # A complete character: UTF-8 is prefix-free and the classes are
-                # disjoint, so every entry here is the same character's one target.
-                target = node(inside[0][1])
-            else:
-                target = node(frozenset(inside))
-            row[lo:hi] = target
-    trans = np.stack(rows).astype(np.int32, copy=False)
-    return trans, np.array(accepting, dtype=bool), start
-
-
-def _minimize_moore(trans: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Moore partition refinement, then renumber: dead 0, start 1, breadth-first."""
-    classes, table = _dfabuild.byte_classes(np.ascontiguousarray(trans, dtype=np.int32), IDENTITY_COLUMNS)
-    block = accepting.astype(np.int64)
-    n_blocks = len(np.unique(block))
-    while True:
-        sig = np.concatenate([block[:, None], block[table]], axis=1)
-        _, new_block = np.unique(sig, axis=0, return_inverse=True)
-        new_block = new_block.reshape(-1)
-        n_new = int(new_block.max()) + 1
-        block = new_block
-        if n_new == n_blocks:
-            break
-        n_blocks = n_new
-    # One representative state per block.
-    rep = np.full(n_blocks, -1, dtype=np.int64)
-    rep[block[::-1]] = np.arange(len(block))[::-1]
-    dead_block = block[DEAD]
-    new_id = {int(dead_block): 0}
-    order = [int(dead_block)]
-    queue = deque()
-    if block[start] != dead_block:
-        new_id[int(block[start])] = 1
-        order.append(int(block[start]))
-        queue.append(int(block[start]))
-    while queue:
-        b = queue.popleft()
-        for c in range(table.shape[1]):
-            t = int(block[table[rep[b], c]])
-            if t not in new_id:
-                new_id[t] = len(order)
-                order.append(t)
-                queue.append(t)
-    remap = np.zeros(n_blocks, dtype=np.int32)
-    for b, i in new_id.items():
-        remap[b] = i
-    reps = rep[order]
-    small = remap[block[table[reps]]]  # [n_min, n_classes]
-    out = np.ascontiguousarray(small[:, classes], dtype=np.int32)
-    acc = accepting[reps].copy()
-    return out, acc, (1 if len(order) > 1 else 0)
-
-
-def _compile_reference(pattern: str, max_states: int = DEFAULT_MAX_STATES) -> ByteDFA:
-    """The former construction, kept as a reference for the tests only.
-
-    interegular's character FSM (``to_fsm``, quadratic in repeat bounds), expanded to
-    bytes and minimized by Moore refinement; no cache.
-    """
-    parsed = parse_pattern(pattern)
-    try:
-        fsm = parsed.to_fsm()
-    except Unsupported as e:
-        raise RegexError(f"unsupported regex feature ({e})", pattern) from e
-    except Exception as e:  # interegular raises bare Exception, e.g. for a{2,1}
-        raise RegexError(f"cannot build the automaton ({e})", pattern) from e
-    trans, acc, start = _bytes_from_fsm(fsm, max_states, pattern)
-    trans, acc, start = _minimize_moore(trans, acc, start)
-    return from_transitions(trans, acc, start, pattern)

@@ -23,10 +23,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-from lark.exceptions import LarkError
-from lark.load_grammar import load_grammar
-
-from toolkit.automata.dfaops import compile_boolean, dfa_regex, shortest_matches
+from toolkit.automata.dfaops import Form, compile_boolean, dfa_regex, shortest_matches
 from toolkit.automata.jsontext import json_literal_dfa, json_string_literal
 from toolkit.automata.nfa import strip_anchors
 from toolkit.automata.regex import (
@@ -91,6 +88,12 @@ class Terminal:
     #: a lazy lexeme (llguidance's ``[lazy]``, ``suffix``): the language is the strings
     #: of the rest's none of whose proper prefixes is in it (it ends at its first match)
     lazy: bool = False
+    #: ``(text, form)`` for the parts (``regex``, ``also``, ``excluding``) whose writer gave
+    #: their language as data (:data:`toolkit.automata.dfaops.Form`: a JSON string's length
+    #: bounds, a set of words, a set of JSON string values): their DFAs are built from it,
+    #: never read back from the text.  The text says the same; two terminals of equal text
+    #: are equal with or without forms.
+    forms: tuple[tuple[str, Form], ...] = field(default=(), compare=False, repr=False)
 
     @property
     def is_plain(self) -> bool:
@@ -134,10 +137,11 @@ class Terminal:
                 dfa = compile_literal(self.value.encode())
             else:
                 dfa = json_literal_dfa(self.value)
-        elif not combined:
+        elif not combined and not self.forms:
             dfa = compile_regex(self.regex)
         else:
-            dfa = compile_boolean(self.regex, tuple(self.also), tuple(self.excluding))
+            parts = (self.regex, tuple(self.also), tuple(self.excluding))
+            dfa = compile_boolean(*parts, forms=tuple(self.forms)) if self.forms else compile_boolean(*parts)
         if self.lazy:
             dfa = shortest_matches(dfa)
         object.__setattr__(self, "_dfa", dfa)
@@ -563,7 +567,8 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
     for name, (pos, neg) in side.boolean.items():
         first = terminals[pos[0]].regex if pos else "[\\d\\D]*"
         terminals[name] = Terminal(name, first, also=tuple(terminals[h].regex for h in pos[1:]),
-                                   excluding=tuple(terminals[h].regex for h in neg))
+                                   excluding=tuple(terminals[h].regex for h in neg),
+                                   forms=tuple(dict.fromkeys(f for h in (*pos, *neg) for f in terminals[h].forms)))
     for rule, attrs in side.attributes.items():
         if attrs.get("lazy") or "suffix" in attrs:
             _make_lazy(rule, attrs, rules, terminals)
@@ -580,7 +585,7 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
                 terminals[ren[t]] = Terminal.from_literal(ren[t], separators[term.value])
                 continue
             terminals[ren[t]] = Terminal(ren[t], term.regex, term.literal, term.value, term.also, term.excluding,
-                                         term.json_string)
+                                         term.json_string, forms=term.forms)
         wrap = {}
         if not ws_ignored and opts["whitespace_flexible"]:  # JSON whitespace between the schema's tokens
             ws = prefix + "WS"
@@ -712,6 +717,10 @@ def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset()) 
     20,000 rules take a minute or more), so under a compile's :func:`deadline` it runs
     under :func:`~toolkit.core.errors.time_limit` for the time left (in the main thread;
     elsewhere it runs to its end and the deadline is checked after it)."""
+    # lark loads with the first Lark text read (commands that read none start without it)
+    from lark.exceptions import LarkError
+    from lark.load_grammar import load_grammar
+
     check_deadline("reading the Lark grammar")
     left = deadline_left()
     try:

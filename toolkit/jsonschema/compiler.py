@@ -107,7 +107,14 @@ from fractions import Fraction
 from typing import Any, Literal, get_args
 
 from toolkit.automata import jsontext
-from toolkit.automata.dfaops import compile_boolean, disjoint
+from toolkit.automata.dfaops import (
+    Form,
+    JsonKeysForm,
+    JsonStringForm,
+    WordsForm,
+    compile_boolean,
+    disjoint,
+)
 from toolkit.automata.jsontext import NOTHING, json_string, json_string_literal
 from toolkit.automata.regex import compile_regex
 from toolkit.core.errors import (
@@ -204,9 +211,11 @@ def grammar_of(spec: Any, *, whitespace: str, engine: str, spelling: str = "json
     Lark, GBNF and other grammar texts are ``"grammar"``).  A bare ``str`` (which format
     is it?) and anything else is an :class:`~toolkit.core.errors.UnsupportedGrammar`
     naming ``engine``."""
-    grammar = read(spec, engine=engine, whitespace=whitespace, spelling=spelling)
+    if schema_text(spec) is not None:  # a schema: compiled here (not through the formats' registry and back)
+        return from_json_schema(schema_value(spec), whitespace=whitespace, spelling=spelling), "json_schema"
+    grammar = read(spec, engine=engine)
     fmt = format_of(spec)
-    kind = "grammar" if fmt is None or fmt.name not in ("regex", "json_schema") else fmt.name
+    kind = "grammar" if fmt is None or fmt.name != "regex" else fmt.name
     return grammar, kind
 
 
@@ -320,6 +329,9 @@ class _Compiler:
         self.rules: dict[str, list[tuple[str, ...]]] = {}
         self.terminals: dict[str, Terminal] = {}
         self._term_by_regex: dict[object, str] = {}
+        # the regex texts this compile wrote from data (a string's length bounds, listed keys,
+        # string values): their terminals carry the data (Terminal.forms), not just the text
+        self._forms: dict[str, Form] = {}
         self._memo: dict[str, str] = {}
         self._where: dict[str, tuple[Any, str]] = {}  # each schema's rule: (the schema, its pointer)
         # where the grammar was made tighter than the schema (the module doc's list) in a
@@ -349,16 +361,34 @@ class _Compiler:
         return name
 
     def term(self, regex: str, hint: str, also: tuple[str, ...] = (), excluding: tuple[str, ...] = ()) -> str:
-        """The terminal for ``regex`` (∩ ``also``, minus ``excluding``), shared by equal ones."""
+        """The terminal for ``regex`` (∩ ``also``, minus ``excluding``), shared by equal ones,
+        with the data of the parts this compile wrote from data (:meth:`formed`)."""
         also = tuple(dict.fromkeys(r for r in also if r != regex))
         excluding = tuple(dict.fromkeys(excluding))
         key = regex if not (also or excluding) else (regex, also, excluding)
         name = self._term_by_regex.get(key)
         if name is None:
             name = self._term_name(hint)
-            self.terminals[name] = Terminal(name, regex, also=also, excluding=excluding)
+            forms = tuple((r, self._forms[r]) for r in dict.fromkeys((regex, *also, *excluding)) if r in self._forms)
+            self.terminals[name] = Terminal(name, regex, also=also, excluding=excluding, forms=forms)
             self._term_by_regex[key] = name
         return name
+
+    def formed(self, text: str, form: Form) -> str:
+        """``text``, written from ``form``'s data: a terminal with it as a part builds its
+        DFA from the data (:class:`~toolkit.grammar.Terminal` ``forms``)."""
+        if text != NOTHING:
+            self._forms[text] = form
+        return text
+
+    def string_text(self, lo: int = 0, hi: int | None = None, pointer: str = "") -> str:
+        """:func:`~toolkit.automata.jsontext.json_string` of the bounds, their data kept."""
+        char = jsontext.JSON_CHAR if jsontext.SPELLING_VAR.get() == "json" else jsontext.LLGUIDANCE_CHAR
+        return self.formed(json_string(lo, hi, pointer=pointer), JsonStringForm(lo, hi, char))
+
+    def value_text(self, value: str) -> str:
+        """:func:`~toolkit.automata.jsontext.json_string_literal` of ``value``, the value kept."""
+        return self.formed(json_string_literal(value), JsonKeysForm((value,)))
 
     def string_term(self, value: str, hint: str) -> str:
         """:meth:`term` for the JSON texts of the string ``value`` (a key, a string
@@ -704,7 +734,7 @@ class _Compiler:
         strings = [x for x in values if isinstance(x, str)]
         ints = [x for x in values if _json_type(x) == "integer"]
         out: list[Any] = [
-            {"type": "string", NOT_STRINGS: [json_string_literal(x) for x in strings]},
+            {"type": "string", NOT_STRINGS: [self.value_text(x) for x in strings]},
             {"type": "integer", NOT_INTEGERS: [t for x in ints for t in _int_texts(x)]},
         ]
         for lit in (None, True, False):
@@ -1494,7 +1524,7 @@ class _Compiler:
             if fmt_regex is not None:
                 parts.append(fmt_regex)
         if lo or hi is not None or not parts:
-            parts.insert(0, json_string(lo, hi, pointer=pointer))
+            parts.insert(0, self.string_text(lo, hi, pointer))
         return parts[0], tuple(parts[1:]), tuple(node.get(NOT_STRINGS, ()))
 
     def _object(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
@@ -1674,8 +1704,9 @@ class _Compiler:
         regex, also, excluding = self.string_spec(schema, pointer)
         if "enum" in schema or "const" in schema:
             values = schema["enum"] if "enum" in schema else [schema["const"]]
-            lits = [json_string_literal(v) for v in values if isinstance(v, str)]
-            also = (*also, "|".join(f"(?:{x})" for x in lits) if lits else NOTHING)
+            strings = [v for v in values if isinstance(v, str)]
+            lits = "|".join(f"(?:{json_string_literal(v)})" for v in strings)
+            also = (*also, self.formed(lits, JsonKeysForm(tuple(strings))) if strings else NOTHING)
         return regex, also, excluding
 
     def _other_members(self, names: list[str], patterns: dict, pat_rx: dict[str, str], additional: Any,
@@ -1687,7 +1718,7 @@ class _Compiler:
         spec_excl: tuple[str, ...] = ()
         if key_spec is not None:
             spec_also, spec_excl = (key_spec[0], *key_spec[1]), key_spec[2]
-        listed = tuple(json_string_literal(n) for n in names)
+        listed = tuple(self.value_text(n) for n in names)
         out = []
         pats = list(patterns)
         if len(pats) > 4 and not only_additional:
@@ -1709,7 +1740,7 @@ class _Compiler:
         if additional is not False:
             excl = tuple(pat_rx[p] for p in pats) + spec_excl
             if names:
-                excl = (_raw_keys(names), *excl)
+                excl = (self._raw_keys(names), *excl)
             if self.spelling == "llguidance":  # its keys take escapes: the listed ones out in every spelling
                 key = self.term(f'"{jsontext.LLGUIDANCE_KEY_CHAR}*"', "AKEY", spec_also,
                                 (*listed, *excl[1 if names else 0 :]))
@@ -1719,6 +1750,20 @@ class _Compiler:
             self.rules[member] = [(key, colon, self.compile(additional, pointer + "/additionalProperties"))]
             out.append(member)
         return out
+
+    def _raw_keys(self, names: list[str]) -> str:
+        """The listed names as JSON keys written without escapes (one flat alternation,
+        its words kept).
+
+        Additional keys are written without escapes (tighter than the schema), so
+        excluding the listed names in that form is exact: a listed name can never be
+        written as an additional key.
+        """
+        raw = [n for n in dict.fromkeys(names) if all(c not in '"\\' and ord(c) >= 0x20 for c in n)]
+        if not raw:
+            return NOTHING
+        text = '"(?:' + "|".join(re.escape(n) for n in raw) + ')"'
+        return self.formed(text, WordsForm(tuple(sorted({f'"{n}"'.encode() for n in raw}))))
 
     def _array(self, node: dict, pointer: str) -> list[tuple[str, ...]]:
         items = node.get("items")
@@ -2038,7 +2083,7 @@ class _Compiler:
     def any_value(self) -> str:
         if self._any is None:
             v = self._any = self.new_rule("json_value")
-            string = self.term(json_string(), "STRING")
+            string = self.term(self.string_text(), "STRING")
             number = self.term(NUMBER, "NUMBER")
             comma, colon = self.punct[","], self.punct[":"]
             members, elems = self.new_rule("json_members"), self.new_rule("json_elements")
@@ -2980,19 +3025,6 @@ def _rule_base(hint: str) -> str:
 def _term_base(hint: str) -> str:
     """A terminal name's stem from its hint."""
     return re.sub(r"[^A-Z0-9]+", "_", hint.upper()).strip("_") or "T"
-
-
-def _raw_keys(names: list[str]) -> str:
-    """The listed names as JSON keys written without escapes (one flat alternation).
-
-    Additional keys are written without escapes (tighter than the schema), so
-    excluding the listed names in that form is exact: a listed name can never be
-    written as an additional key.
-    """
-    raw = [n for n in dict.fromkeys(names) if all(c not in '"\\' and ord(c) >= 0x20 for c in n)]
-    if not raw:
-        return NOTHING
-    return '"(?:' + "|".join(re.escape(n) for n in raw) + ')"'
 
 
 def from_json_schema(
