@@ -12,9 +12,11 @@ import pytest
 
 from tests._support.raising import FILL_MESSAGE
 from tests._support.shared import PROJECT_ROOT
-from toolkit.bench.datasets import load_item
-from toolkit.bench.harness import STATUSES, measure_item, read_records, run_bench, summary_lines
+from toolkit.bench.measure import measure_item
+from toolkit.bench.records import STATUSES, read_records, summary_lines
+from toolkit.bench.run import run_bench
 from toolkit.cli import main
+from toolkit.data.datasets import load_item
 
 RAISING_FILL = "tests._support.raising:RaisingFill"
 RAISING_ACCEPT = "tests._support.raising:RaisingAccept"
@@ -105,8 +107,17 @@ def test_an_engine_exception_in_a_worker_is_the_engines_not_the_harness(tmp_path
 
 
 def _summary(out: str) -> list[str]:
+    """The status lines after ``summary:``, up to the blank line before the times."""
     lines = out.rstrip("\n").splitlines()
-    return lines[lines.index("summary:") + 1:]
+    rest = lines[lines.index("summary:") + 1:]
+    return rest[:rest.index("")] if "" in rest else rest
+
+
+def _times(out: str) -> list[str]:
+    """The timing table ``bench`` prints last (after ``times (``)."""
+    lines = out.rstrip("\n").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("times ("))
+    return lines[start + 1:]
 
 
 def test_bench_ends_with_a_summary_per_engine_and_the_compile_errors_reasons(
@@ -141,6 +152,11 @@ def test_bench_ends_with_a_summary_per_engine_and_the_compile_errors_reasons(
     assert blocks[REFUSING] == ["  compile_error g01_json: UnsupportedGrammar: the refusing plug-in compiles nothing"]
     (crash,) = blocks[RAISING_FILL]
     assert crash.startswith(f"  crash g01_json: {RAISING_FILL}.fill_bitmask raised RuntimeError: ")
+    # last, the times: per engine its items and passes, TTFM and TBM over the items all passed
+    times = _times(out)
+    assert "TTFM p50 (ms)" in times[0] and "TBM p99 (µs)" in times[0]
+    rows = {line.split()[0]: line.rsplit(None, 6)[1:3] for line in times[2:]}  # label (with version), columns
+    assert rows == {"outlines": ["2", "1"], REFUSING: ["2", "0"], RAISING_FILL: ["2", "0"]}
     # the reasons are the records' own
     recs = read_records(tmp_path / "run")
     refused = next(r for r in recs if r["engine"] == "outlines" and r["status"] == "compile_error")

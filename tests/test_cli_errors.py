@@ -57,13 +57,56 @@ def test_ctrl_c_is_a_line_and_exit_130_and_debug_shows_the_traceback(capsys, mon
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_cmd_engines", interrupted)
+    monkeypatch.setattr("toolkit.cli.inspect._engines", interrupted)
     rc, _, err = _run(capsys, "engines")
     assert rc == 130 and "interrupted" in err and "Traceback" not in err
     with pytest.raises(KeyboardInterrupt):
         cli.main(["--debug", "engines"])
     with pytest.raises(ValueError, match="unknown engine"):
         cli.main(["--debug", "mask", "--engine", "outlinez", "--regex", "a"])
+
+
+@pytest.mark.parametrize("error", [TypeError("bug"), KeyError("bug"), AttributeError("bug")])
+def test_a_programming_error_is_not_a_user_error(capsys, monkeypatch, error) -> None:
+    """A bug propagates with its traceback: only masklab's errors, OSError and ValueError
+    (bad input) are one line and exit 2."""
+    def broken(args):
+        raise error
+
+    monkeypatch.setattr("toolkit.cli.inspect._engines", broken)
+    with pytest.raises(type(error)):
+        cli.main(["engines"])
+
+
+def test_version_and_help_list_every_command(capsys) -> None:
+    from toolkit.core.version import masklab_version
+
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out.strip() == f"masklab {masklab_version()}"
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in cli.COMMANDS)
+    parser = cli.build_parser()  # every command's arguments: each module loads and configures
+    for name in cli.COMMANDS:
+        with pytest.raises(SystemExit):
+            parser.parse_args([name, "--help"])
+        assert "usage: masklab " + name in capsys.readouterr().out
+
+
+def test_mask_takes_engine_options(capsys, tmp_path) -> None:
+    """``-o`` reaches the engine ``mask`` builds: outlines refuses a recursive grammar,
+    naming the option that unrolls it, and computes the mask with it; an option for
+    another engine is refused."""
+    lark = tmp_path / "nested.lark"
+    lark.write_text('start: x\nx: "(" x ")" | "a"\n')
+    rc, _, err = _run(capsys, "mask", "--engine", "outlines", "--lark", str(lark))
+    assert rc == 2 and "-o outlines.grammar_max_depth=3" in err
+    rc, out, _ = _run(capsys, "mask", "--engine", "outlines", "--lark", str(lark), "-o", "outlines.grammar_max_depth=3")
+    assert rc == 0 and "b'('" in out and "b'a'" in out
+    rc, _, err = _run(capsys, "mask", "--engine", "outlines", "--lark", str(lark), "-o", "llguidance.spelling=json")
+    assert rc == 2 and "not among the engines" in err
 
 
 def test_engine_options_are_checked_before_anything_runs(capsys, tmp_path) -> None:

@@ -1,11 +1,14 @@
 """The folder tree is the architecture (issue #28): imports run one way, lowest floor first.
 
 ``toolkit.core`` < ``toolkit.automata`` < ``toolkit.grammar`` < ``toolkit.jsonschema`` <
-``strategies`` < ``toolkit.bench`` < ``toolkit.decode`` < ``toolkit.adapters`` < ``toolkit.report`` <
-``toolkit.cli``.  A module imports its own floor or lower, never higher; modules import
-each other without circles; an import inside a function is for an optional dependency
-only (torch, transformers, the peers, Ray, jsonschema); no module imports another's
-underscore names, or a private module of another floor.
+``toolkit.data`` < ``strategies`` < ``toolkit.bench`` < ``toolkit.decode`` < ``toolkit.adapters`` <
+``toolkit.report`` < ``toolkit.cli``.  ``toolkit.data`` (the dataset items, the checks of an
+output against its item, a run's provenance) sits below the engines so that the benchmark
+and the decoding loop share it without one importing the other.  A module imports its own
+floor or lower, never higher; modules import each other without circles; an import inside
+a function is for an optional dependency only (torch, transformers, the peers, Ray,
+jsonschema); no module imports another's underscore names, or a private module of another
+floor.
 """
 
 from __future__ import annotations
@@ -17,10 +20,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOORS = ["toolkit.core", "toolkit.automata", "toolkit.grammar", "toolkit.jsonschema", "strategies", "toolkit.bench",
-          "toolkit.decode", "toolkit.adapters", "toolkit.report", "toolkit.cli"]
+FLOORS = ["toolkit.core", "toolkit.automata", "toolkit.grammar", "toolkit.jsonschema", "toolkit.data", "strategies",
+          "toolkit.bench", "toolkit.decode", "toolkit.adapters", "toolkit.report", "toolkit.cli"]
 OPTIONAL = ("torch", "transformers", "llguidance", "xgrammar", "outlines_core", "llama_cpp", "lmformatenforcer", "glrmask",
-            "gguf", "ray", "jsonschema")
+            "gguf", "ray", "jsonschema",
+            # heavy libraries loaded where they are needed, so that the CLI starts without them: the
+            # tokenizer libraries (by the vocabulary reader that needs one), lark (by the Lark reader)
+            "mistral_common", "tiktoken", "tokenizers", "lark")
 _CY_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import\s+(.+)|c?import\s+([\w.]+))", re.M)
 
 
@@ -240,3 +246,41 @@ def test_one_set_of_error_codes_and_one_byte_alphabet() -> None:
             if re.match(r"\s*(_?ERR_\w+|_?BYTES)\s*=", line):
                 own.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()}")
     assert not own, "\n".join(own)
+
+
+LONG_FUNCTION_LINES = 80
+"""The orchestrators stay thin (issue 45): no function of ``toolkit.bench``,
+``toolkit.decode``, ``toolkit.report`` or the CLI is longer than this (decorators and
+docstring included); a longer one is split by concern."""
+THIN = ("toolkit/bench", "toolkit/decode", "toolkit/report", "toolkit/cli")
+
+
+def test_no_function_in_the_orchestrators_is_over_80_lines() -> None:
+    long = []
+    for top in THIN:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                    lines = node.end_lineno - first + 1
+                    if lines > LONG_FUNCTION_LINES:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}: {lines} lines")
+    assert not long, f"functions over {LONG_FUNCTION_LINES} lines (split them):\n" + "\n".join(long)
+
+
+@pytest.mark.parametrize(("modules", "absent"), [
+    # the report reads run folders through the records module, not the worker pool (issue 45)
+    (("toolkit.report", "toolkit.report.sweep", "toolkit.report.direct", "toolkit.report.audit"),
+     ("toolkit.bench.pool", "toolkit.bench.cluster")),
+    # the decoding harness reads the items from below the engines (toolkit.data), not from the benchmark
+    (("toolkit.decode.generate", "toolkit.decode.runs"), ("toolkit.bench",)),
+])
+def test_a_floor_loads_only_what_it_uses(modules: tuple[str, ...], absent: tuple[str, ...]) -> None:
+    import subprocess
+    import sys
+
+    code = (f"import importlib, sys\nfor m in {list(modules)!r}: importlib.import_module(m)\n"
+            f"print(sorted(m for m in sys.modules for a in {list(absent)!r} if m == a or m.startswith(a + '.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"importing {modules} loads {out.stdout.strip()}"

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from toolkit.bench.harness import read_records
+from toolkit.bench.records import read_records
 from toolkit.bench.sweep import SweepError, load_sweep, sweep_from_dict
 from toolkit.cli import main
 from toolkit.core.vocab import load_vocab
@@ -117,3 +117,21 @@ def test_a_spec_that_is_not_toml_is_one_line(tmp_path, capsys) -> None:
     assert main(["sweep", str(bad), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "is not TOML" in err and "Traceback" not in err
+
+
+def test_the_spec_format_in_the_help_is_a_spec_that_loads(tmp_path, capsys) -> None:
+    """``masklab sweep --help`` prints :data:`SPEC_EXAMPLE`, and that example is a spec
+    ``load_sweep`` reads (every key it shows is one the reader knows)."""
+    from tests._support.shared import SHARED
+    from toolkit.bench.sweep import SPEC_EXAMPLE
+
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    out = capsys.readouterr().out
+    assert "memory_limit_gb" in out and "[options.no-slices]" in out
+    if not (SHARED / "tokenizers" / "llama-3").is_dir():
+        pytest.skip(f"the example's vocabularies are under MASKLAB_SHARED ({SHARED}), absent here")
+    spec = tmp_path / "example.toml"
+    spec.write_text(SPEC_EXAMPLE)
+    sweep = load_sweep(spec)
+    assert sweep.memory_limit_gb == 8 and sweep.source == "native" and len(list(sweep.cells())) == 3 * 2
