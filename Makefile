@@ -52,7 +52,7 @@ BENCH_FLAGS ?= --jobs 2
 bench: build
 	$(BIN)/masklab bench --quick --out results/quick $(BENCH_FLAGS)
 	$(BIN)/masklab report results/quick > /dev/null
-	@echo "report: results/quick/report.md (figures: results/quick/*.png, *.pdf)"
+	@echo "report: results/quick/report.md (figures: results/quick/*.png; masklab report --pdf adds PDFs)"
 
 lint: install
 	$(BIN)/ruff check toolkit strategies tests setup.py

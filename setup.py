@@ -5,6 +5,7 @@ time turns bounds checks, wraparound and the profiling hooks back on.
 """
 
 import os
+import sys
 
 import numpy
 from Cython.Build import cythonize
@@ -49,6 +50,12 @@ extensions = [
     _extension("strategies.xgrammar._tables"),
     _extension("strategies.xgrammar._pda"),
 ]
+
+#: test-only extensions: built in place for a checkout's tests (``make`` runs
+#: ``build_ext --inplace``), never for a wheel (``packages.find`` leaves ``tests`` out anyway)
+TEST_EXTENSIONS = ["tests._support.cutil_probe"]
+if "--inplace" in sys.argv or os.environ.get("MASKLAB_TEST_EXTENSIONS", "") not in ("", "0"):
+    extensions += [_extension(name) for name in TEST_EXTENSIONS]
 
 if ONLY:
     unknown = set(ONLY) - {e.name for e in extensions}

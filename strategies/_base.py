@@ -2,14 +2,15 @@
 
 :class:`BaseMatcher` owns what is the same for every engine: EOS and termination,
 the sticky error state, the history that ``rollback`` undoes, ``accept_tokens`` and
-``validate_tokens``.  A strategy implements four hooks on its own parser state:
+``validate_tokens``.  A strategy implements six hooks on its own parser state:
 
 * ``_fill_text(row) -> MaskInfo``: set the bits of the allowed *text* tokens in the
   (already zeroed) row;
 * ``_advance(token_id, data) -> record | None``: consume a text token's bytes, return
   an undo record, or None (state unchanged) when the token is not allowed;
 * ``_undo(record)``: undo one ``_advance``;
-* ``_accepting() -> bool`` and ``_copy() -> BaseMatcher`` (a fork of the parser state).
+* ``_accepting() -> bool`` and ``_copy() -> BaseMatcher`` (a fork of the parser state);
+* ``_reset_state()``: back to the grammar's start, as a new matcher.
 """
 
 from __future__ import annotations

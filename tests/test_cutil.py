@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests._support.cutil_probe import I64MapProbe, grow_probe, vgrow_probe
 
 from toolkit.core.errors import ERROR_CODES, LIMIT_OPTIONS, LimitExceeded, error_of, raise_code
-from toolkit.core.session import I64MapProbe, grow_probe, vgrow_probe
 
 CUTIL = Path(__file__).resolve().parents[1] / "toolkit" / "core" / "cutil.pxd"
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)

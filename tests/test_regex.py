@@ -9,10 +9,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tests._support.regex_reference import compile_reference as _compile_reference
 from toolkit.automata import _dfabuild
 from toolkit.automata.regex import (
     ByteDFA,
-    _compile_reference,
     canonical_regex,
     check_class_form,
     compile_literal,

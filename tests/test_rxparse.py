@@ -101,7 +101,7 @@ def _python_accepts(pattern: str) -> bool:
 
 # ------------------------------------------------------------ the corpora --
 
-_REGEX_CALLS = {"compile_regex", "canonical_regex", "_compile_reference", "from_regex"}
+_REGEX_CALLS = {"compile_regex", "canonical_regex", "_compile_reference", "compile_reference", "from_regex"}
 _REGEX_PARAMS = {"pattern", "regex", "p", "q", "same_as"}
 _REGEX_NAMES = ("CORPUS", "REGEXES", "_RE")
 # test_jsonregex's patterns are ECMAScript, not this dialect.
@@ -206,7 +206,7 @@ def test_refused_by_both(pattern: str) -> None:
 def test_terminals_of_the_embedded_datasets() -> None:
     """Every terminal regex of the schema and Lark items (``regex``, ``also``,
     ``excluding``): what masklab's own compilers write."""
-    from toolkit.bench.datasets import load_item
+    from toolkit.data.datasets import load_item
 
     patterns: set[str] = set()
     folder = PROJECT_ROOT / "datasets"

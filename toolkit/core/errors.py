@@ -301,7 +301,7 @@ def deadline_left() -> tuple[float, str] | None:
 
 class HarnessError(MasklabError):
     """A benchmark run that cannot start or go on (bad output folder, engine missing, a
-    worker that cannot start), whatever runs its workers (:mod:`toolkit.bench.harness`,
+    worker that cannot start), whatever runs its workers (:mod:`toolkit.bench.pool`,
     :mod:`toolkit.bench.cluster`)."""
 
 

@@ -1,5 +1,4 @@
 # Named id types and sentinels shared by every Cython module of masklab.
-# Mirrored for Python in toolkit/core/ids.py.
 
 from libc.stdint cimport int32_t, uint8_t, uint32_t
 

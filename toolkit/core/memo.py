@@ -6,7 +6,7 @@ in the default scope unless a scope is made active (:meth:`MemoScope.active`):
 masklab's engines activate their own while they compile, so an engine keeps the DFAs
 of its earlier schemas (as a server's engine instance would, and as llguidance keeps
 its lexer's), while no engine ever sees the tables another one built.
-:func:`toolkit.bench.harness.clear_toolkit_caches` empties the default scope only.
+:func:`toolkit.bench.measure.clear_toolkit_caches` empties the default scope only.
 
 :func:`memo` is :func:`functools.lru_cache` per scope (each scope gets its own cache
 of the function, made on first use); :meth:`MemoScope.table` gives a scope's plain

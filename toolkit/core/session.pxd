@@ -1,7 +1,7 @@
 # The C half of the matcher protocol for masklab's own strategies, and its batch.
 #
 # A strategy's Cython "core" (one sequence's parse state plus an undo stack) exposes
-# five C entry points in a StrategyOps record, handed over as a PyCapsule
+# six C entry points in a StrategyOps record, handed over as a PyCapsule
 # (``ops_capsule()`` in the strategy's module).  A Session (toolkit/core/session.pyx) runs the
 # protocol's rules (EOS and termination, the sticky error state, special ids, history
 # counts) over any core in C, so the single calls and the batch step are one code path.

@@ -34,13 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import mistral_common
 import numpy as np
 import numpy.typing as npt
-import tiktoken
-from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
-from mistral_common.tokens.tokenizers.tekken import Tekkenizer
-from tokenizers import Tokenizer
 
 from toolkit.core.errors import VocabError
 
@@ -180,7 +175,7 @@ class Vocabulary:
             eos = getattr(tokenizer, "eos_token", None)
             eos_names = [str(eos)] if eos else None
             label = name or f"hf:{getattr(tokenizer, 'name_or_path', '') or type(tokenizer).__name__}"
-        elif isinstance(tokenizer, Tokenizer):
+        elif isinstance(tokenizer, _tokenizer_class()):
             backend, label = tokenizer, name or "hf:tokenizer"
         else:
             raise VocabError(
@@ -464,10 +459,22 @@ def _greedy_encoder(token_bytes: Sequence[bytes], specials: Mapping[int, str]) -
     return encode
 
 
+def _tokenizer_class() -> type:
+    """``tokenizers.Tokenizer``, loaded when a vocabulary needs it."""
+    from tokenizers import Tokenizer
+
+    return Tokenizer
+
+
 # --- tekken (mistral-common) ---------------------------------------------------------
 
 
 def _load_tekken(path: Path | None) -> Vocabulary:
+    # the tokenizer libraries load with the vocabulary that needs them (the CLI starts without them)
+    import mistral_common
+    from mistral_common.tokens.tokenizers.base import SpecialTokenPolicy
+    from mistral_common.tokens.tokenizers.tekken import Tekkenizer
+
     if path is None:
         path = Path(mistral_common.__file__).parent / "data" / _TEKKEN_DEFAULT
         if not path.is_file():
@@ -544,6 +551,8 @@ def _load_llama3(path: Path) -> Vocabulary:
     eos = next(i for i, s in specials.items() if s == _LLAMA3_EOS)
 
     def build() -> Encoder:
+        import tiktoken
+
         enc = tiktoken.Encoding(
             name=f"masklab-llama3-{path.stem}",
             pat_str=LLAMA3_PATTERN,
@@ -716,7 +725,7 @@ def _hf_vocab(data: Any, where: str, name: str, eos_names: list[str] | None) -> 
         entries[i] = b""
 
     def build() -> Encoder:
-        tok = Tokenizer.from_str(_hf_encoding_json(data))
+        tok = _tokenizer_class().from_str(_hf_encoding_json(data))
         tok.encode_special_tokens = True  # special names in text are plain text
 
         def encode(text: str) -> list[int]:
