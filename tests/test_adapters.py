@@ -10,9 +10,10 @@ import torch
 from strategies import get_engine
 from tests._support.shared import require_shared
 from toolkit.adapters.transformers import AdapterError, MaskLogitsProcessor, logits_processor
-from toolkit.bench.datasets import embedded_dir, iter_items
 from toolkit.core.vocab import load_vocab
-from toolkit.decode.generate import DEFAULT_PROMPT, check_output, generate
+from toolkit.data.checks import check_output
+from toolkit.data.datasets import embedded_dir, iter_items
+from toolkit.decode.generate import DEFAULT_PROMPT, generate
 from toolkit.decode.model import load_model
 
 ENGINES = ["llguidance", "xgrammar", "outlines", "peer:llguidance", "peer:xgrammar"]

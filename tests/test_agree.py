@@ -17,7 +17,8 @@ from toolkit.bench.agree import (
     explain,
     summarize,
 )
-from toolkit.bench.harness import read_records, run_bench
+from toolkit.bench.records import read_records
+from toolkit.bench.run import run_bench
 from toolkit.cli import main
 
 pytest.importorskip("llguidance", reason="the agreement tests compare peer:llguidance runs (install .[peers])")

@@ -20,16 +20,14 @@ from toolkit.bench.audit import (
     _judge,
     _nth_bit,
     audit_item,
-    audit_table,
-    counterexamples,
-    dataset_table,
     run_audit,
     schema_validator,
 )
-from toolkit.bench.datasets import embedded_dir, iter_items, load_item
+from toolkit.bench.audit_tables import audit_table, counterexamples, dataset_table
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import HarnessError
 from toolkit.core.vocab import load_vocab
+from toolkit.data.datasets import embedded_dir, iter_items, load_item
 from toolkit.report.audit import plot_audit
 
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
@@ -228,7 +226,7 @@ def test_a_token_is_drawn_uniformly_among_the_set_bits() -> None:
 
 def test_the_audit_figure_and_the_dataset_table(tmp_path: Path) -> None:
     """Per engine and dataset (MaskBench's name prefix, else the item's folder): loosened
-    of compiled; the figure is written as PNG and PDF."""
+    of compiled; the figure is written as PNG, and as PDF too when asked."""
     recs = [{"engine": "a", "item": "Github_easy---o1", "status": "loosened"},
             {"engine": "a", "item": "Github_easy---o2", "status": "sound"},
             {"engine": "a", "item": "BFCL_java_13", "status": "compile_error"},
@@ -237,7 +235,9 @@ def test_the_audit_figure_and_the_dataset_table(tmp_path: Path) -> None:
     assert table.loc[("a", "Github_easy"), "loosened %"] == 50.0
     assert table.loc[("a", "BFCL"), "refused"] == 1 and ("b", "schemas") in table.index
     png, pdf = plot_audit(recs, tmp_path / "audit")
-    assert png.stat().st_size > 10_000 and pdf.is_file()
+    assert png.stat().st_size > 10_000 and pdf is None and not (tmp_path / "audit.pdf").exists()
+    png, pdf = plot_audit(recs, tmp_path / "audit", pdf=True)
+    assert pdf == tmp_path / "audit.pdf" and pdf.read_bytes().startswith(b"%PDF")
 
 
 def test_a_walk_whose_matcher_stops_with_an_error_is_not_judged(tekken) -> None:

@@ -19,11 +19,14 @@ from strategies import get_engine
 from tests._support.fixtures import small_vocab
 from toolkit.bench.audit import schema_validator
 from toolkit.bench.coverage import schema_coverage
-from toolkit.bench.datasets import DatasetError, item_problem, iter_items, load_item
-from toolkit.bench.harness import HarnessError, measure_item, run_bench, summary_lines
+from toolkit.bench.measure import measure_item
+from toolkit.bench.records import summary_lines
+from toolkit.bench.run import run_bench
 from toolkit.bench.runlock import LOCK_NAME, lock_holder, run_folder_lock
 from toolkit.cli import main
+from toolkit.core.errors import HarnessError
 from toolkit.core.vocab import load_vocab
+from toolkit.data.datasets import DatasetError, item_problem, iter_items, load_item
 from toolkit.grammar import GbnfText
 from toolkit.grammar.inputs import read
 from toolkit.jsonschema.meta import KEYWORDS, keywords_named
@@ -131,6 +134,20 @@ def test_each_dataset_mistake_names_the_file_the_pointer_and_what_was_expected(t
     with pytest.raises(DatasetError) as e:
         load_item(path)
     assert f"{path} at {pointer}: " in str(e.value) and says in str(e.value)
+
+
+def test_a_bare_schema_file_is_told_what_an_item_is(tmp_path) -> None:
+    """A plain JSON schema given as --data: the error says it looks like one and shows
+    the item format it needs, not just the keys it lacks."""
+    path = _folder(tmp_path, person={"type": "object", "properties": {"name": {"type": "string"}}}) / "person.json"
+    with pytest.raises(DatasetError) as e:
+        load_item(path)
+    says = str(e.value)
+    assert "looks like a bare JSON schema" in says and '{"schema": {...}, "tests": [' in says
+    assert "datasets/README.md" in says
+    with pytest.raises(DatasetError) as e:  # neither: no guess, the format all the same
+        load_item(_folder(tmp_path, thing={"name": "x"}) / "thing.json")
+    assert "bare JSON schema" not in str(e.value) and '"tests": [' in str(e.value)
 
 
 @pytest.mark.parametrize("command", ["bench", "audit", "schema-coverage"])

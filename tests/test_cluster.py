@@ -25,7 +25,8 @@ import pytest
 
 pytest.importorskip("ray", reason="the Ray backend needs ray (the [cluster] extra)")
 
-from toolkit.bench.harness import read_records, run_bench  # noqa: E402
+from toolkit.bench.records import read_records  # noqa: E402
+from toolkit.bench.run import run_bench  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "tests._support.misbehaving:Misbehaving"

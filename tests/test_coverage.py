@@ -8,8 +8,8 @@ import pytest
 
 from tests._support.shared import require_shared
 from toolkit.bench.coverage import schema_coverage, summarize
-from toolkit.bench.datasets import DatasetError, iter_items, load_item
 from toolkit.cli import main
+from toolkit.data.datasets import DatasetError, iter_items, load_item
 
 
 def test_load_item_formats(tmp_path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from toolkit.bench.diagnose import VERDICTS, DiagnoseError, grammar_verdicts, late_matches
-from toolkit.bench.harness import run_bench
+from toolkit.bench.run import run_bench
 from toolkit.cli import main
 
 # outlines (ours) rejects both valid instances: a lone surrogate, which the schema
@@ -46,8 +46,8 @@ def test_rejected_instances_get_their_grammars_verdict(rejects_run: Path, capsys
 
 
 def test_an_item_masklab_cannot_build_gets_no_grammar_verdict(rejects_run: Path, monkeypatch) -> None:
-    from toolkit.bench.datasets import Item
     from toolkit.core.errors import UnsupportedSchema
+    from toolkit.data.datasets import Item
 
     def refuse(self, **options):
         raise UnsupportedSchema("a keyword masklab's compiler refuses", "/x")

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from strategies import get_engine
-from toolkit.bench.harness import measure_item, select_items
+from toolkit.bench.measure import measure_item
 from toolkit.core import bitmask as bm
 from toolkit.core.vocab import load_vocab
+from toolkit.data.datasets import select_items
 from toolkit.report.direct import direct_markdown, direct_table
 
 pytest.importorskip("llguidance", reason="the direct check drives peer:llguidance (install .[peers])")
@@ -100,7 +101,9 @@ def test_run_bench_direct_check_records_and_refuses_a_mixed_resume(tmp_path) -> 
     """Through the worker pool: the run says it was a direct check, every peer record has
     its direct walks lined up with its own, and resuming the folder without the check
     is refused (its times would mix two kinds of record)."""
-    from toolkit.bench.harness import HarnessError, read_records, run_bench
+    from toolkit.bench.records import read_records
+    from toolkit.bench.run import run_bench
+    from toolkit.core.errors import HarnessError
 
     out = tmp_path / "run"
     schemas = [i for i in select_items(None) if i.kind == "schema"][:2]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests._support.fixtures import llguidance_byte_tokenizer
-from toolkit.bench.datasets import embedded_dir, iter_items, load_item
+from toolkit.data.datasets import embedded_dir, iter_items, load_item
 from toolkit.grammar.ir import Grammar
 
 ROOT = embedded_dir()

@@ -13,10 +13,10 @@ import pytest
 from strategies import get_engine
 from tests._support.fixtures import JSON_LARK, small_vocab
 from tests.conformance.test_forced import GRAMMARS, TEXTS, VOCAB
-from toolkit.bench.datasets import embedded_dir, iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.forced import TokenExtensions, canonical_tokens, forced_tokens
 from toolkit.core.vocab import Vocabulary
+from toolkit.data.datasets import embedded_dir, iter_items
 from toolkit.grammar.ir import Grammar
 
 
@@ -96,7 +96,9 @@ def test_forced_tokens_follow_llguidance_rule_with_the_last_token() -> None:
 def test_bench_draft_records_draft_masks_and_the_report_draws_them(tmp_path) -> None:
     """``bench --draft``: every engine's records hold draft and sequential times with no
     mismatch, the draft work stays out of ``work``, and the report has the table and figure."""
-    from toolkit.bench.harness import HarnessError, read_records, run_bench
+    from toolkit.bench.records import read_records
+    from toolkit.bench.run import run_bench
+    from toolkit.core.errors import HarnessError
     from toolkit.report.write import write_report
 
     data = tmp_path / "data"

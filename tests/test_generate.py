@@ -17,16 +17,13 @@ pytest.importorskip("transformers", reason="the model harness needs the [model] 
 
 from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
-from toolkit.bench.datasets import Case, Item, embedded_dir, iter_items  # noqa: E402
 from toolkit.cli import main  # noqa: E402
 from toolkit.core.protocol import EngineBase, MatcherBase  # noqa: E402
 from toolkit.core.vocab import load_vocab  # noqa: E402
+from toolkit.data.checks import check_output, check_prefix  # noqa: E402
+from toolkit.data.datasets import Case, Item, embedded_dir, iter_items  # noqa: E402
 from toolkit.decode.generate import (  # noqa: E402
     SPEC_PROMPT,
-    _decode_loop,
-    _sample,
-    check_output,
-    check_prefix,
     generate,
     render_prompt,
     summarize,
@@ -34,6 +31,7 @@ from toolkit.decode.generate import (  # noqa: E402
     write_run,
 )
 from toolkit.decode.model import ModelError, load_model  # noqa: E402
+from toolkit.decode.serial import _sample, decode_loop  # noqa: E402
 from toolkit.report.bench import ReportError  # noqa: E402
 from toolkit.report.write import write_report  # noqa: E402
 
@@ -167,8 +165,9 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
     report = (out / "report.md").read_text()
     assert "# masklab end-to-end report" in report and "Random weights" in report
     assert "![overhead vs batch size](e2e_overhead.png)" in report and "### Apply kernels" in report
-    for name in ("e2e_overhead.png", "e2e_overhead.pdf", "e2e_steps.png", "e2e.csv", "apply_kernels.csv"):
+    for name in ("e2e_overhead.png", "e2e_steps.png", "e2e.csv", "apply_kernels.csv"):
         assert (out / name).stat().st_size > 0, name
+    assert not list(out.glob("*.pdf")) and ".pdf" not in report  # PDFs only when asked
     table = pd.read_csv(out / "e2e.csv")
     assert len(table) == 4 and set(table["batch"]) == {1, 2}
     assert table["engine"].str.startswith(("llguidance", "outlines")).all()
@@ -237,7 +236,7 @@ def test_the_device_sampler_draws_softmax_and_never_a_masked_token() -> None:
     and the same draws from the same seed."""
     import torch
 
-    from toolkit.decode.generate import _sample_on_device
+    from toolkit.decode.loop import _sample_on_device
 
     gen = torch.Generator().manual_seed(0)
     logits = torch.full((2, 50), float("-inf"))
@@ -347,8 +346,8 @@ def test_a_left_padded_batch_decodes_each_sequence_as_alone(tekken, tiny) -> Non
             assert torch.allclose(both[row], alone[0], atol=1e-5)
         assert not torch.allclose(both[0], _unmasked(tiny, [short, long])[0], atol=1e-3)  # padding seen
     assert tiny.start([short, short], 8).attn is None  # equal lengths: no mask at all
-    _, together, _ = _decode_loop(tiny, [short, long], 10, 0.0, 0, None)
-    assert together == [_decode_loop(tiny, [p], 10, 0.0, 0, None)[1][0] for p in (short, long)]
+    _, together, _ = decode_loop(tiny, [short, long], 10, 0.0, 0, None)
+    assert together == [decode_loop(tiny, [p], 10, 0.0, 0, None)[1][0] for p in (short, long)]
 
 
 def _unmasked(lm, prompts):
@@ -376,8 +375,8 @@ def test_static_cache_and_compiled_steps_decode_the_same_tokens(tekken, tiny, it
     assert run.summary["invalid"] == run.summary["bad_prefix"] == 0
     prompts = [[1, *tekken.encode("short")], [1, *tekken.encode("a longer prompt than that one")]]
     for group in (prompts, prompts[:1] * 2):
-        _, want, _ = _decode_loop(tiny, group, 12, 0.0, 0, None)
-        _, got, _ = _decode_loop(lm, group, 12, 0.0, 0, None)
+        _, want, _ = decode_loop(tiny, group, 12, 0.0, 0, None)
+        _, got, _ = decode_loop(lm, group, 12, 0.0, 0, None)
         assert got == want
     dec = lm.start(prompts, 12)
     assert dec.cache_len == 256 and dec.shape == (2, 256, True)
@@ -596,11 +595,12 @@ def test_mask_buffer_falls_back_to_unpinned_memory(tekken) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from toolkit.core import bitmask as bm
-    from toolkit.decode.generate import _Masker, _Seq
+    from toolkit.decode.loop import Seq
+    from toolkit.decode.serial import Masker
 
     with ThreadPoolExecutor(1) as pool:
-        masker = _Masker([_Seq(None, None, [], 0.0, done=True)], tekken, pool, "cuda")
-        masker._fill(0)  # a finished sequence: its EOS-only row
+        masker = Masker([Seq(None, None, [], 0.0, done=True)], tekken, pool, "cuda")
+        masker.fill(0)  # a finished sequence: its EOS-only row
     assert not masker.tensor.is_pinned() and masker.tensor.shape == (1, bm.words(tekken.size))
     assert bm.allowed_ids(masker.tensor.numpy()[0], tekken.size).tolist() == list(tekken.eos_ids[:1])
 

@@ -16,10 +16,10 @@ import pytest
 
 from strategies import get_engine
 from tests._support.shared import require_shared
-from toolkit.bench.datasets import iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import LimitExceeded
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import iter_items
 from toolkit.grammar.ir import Grammar
 
 TOKENS = [b"</s>", *(bytes([b]) for b in b"abcxyz+*()01 ,[]"), b"ab", b"if", b"ifx", b"x+", b"(a", b"1+1", b"a b",

@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests._support.shared import PROJECT_ROOT
-from toolkit.bench.datasets import load_item
-from toolkit.bench.harness import HarnessError, measure_item, read_records, run_bench
+from toolkit.bench.measure import measure_item
+from toolkit.bench.records import read_records
+from toolkit.bench.run import run_bench
+from toolkit.core.errors import HarnessError
+from toolkit.data.datasets import load_item
 
 pytest.importorskip("llguidance", reason="the harness tests drive peer:llguidance (install .[peers])")
 
@@ -154,8 +157,9 @@ def test_cli_bench_and_report_on_embedded_grammars(tmp_path: Path) -> None:
     assert {r["engine"] for r in recs} == {"peer:llguidance", "peer:xgrammar"}
     assert len(recs) == 6 and all(r["kind"] == "lark" for r in recs)
     assert all(r["status"] != "crash" for r in recs)
-    for name in ("report.md", "engines.csv", "density.csv", "tbm_cdf.png", "tbm_cdf.pdf", "ttfm_cdf.png", "density.pdf"):
+    for name in ("report.md", "engines.csv", "density.csv", "tbm_cdf.png", "ttfm_cdf.png", "density.png"):
         assert (out / name).stat().st_size > 0, name
+    assert not list(out.glob("*.pdf"))  # PDFs only when asked
     meta = json.loads((out / "run.json").read_text())
     assert meta["engines"]["peer:llguidance"]["requested_options"] == {"forcing": False}
 
@@ -163,7 +167,7 @@ def test_cli_bench_and_report_on_embedded_grammars(tmp_path: Path) -> None:
 def test_archived_records_are_read_from_gzip(tmp_path: Path) -> None:
     import gzip
 
-    from toolkit.bench.harness import load_records, records_file
+    from toolkit.bench.records import load_records, records_file
 
     lines = [json.dumps({"engine": "e", "item": f"i{k}", "status": "passing"}) for k in range(2)] + ['{"engine": "e", "it']
     with gzip.open(tmp_path / "records.jsonl.gz", "wt") as f:
@@ -178,7 +182,7 @@ def test_archived_records_are_read_from_gzip(tmp_path: Path) -> None:
 def test_a_case_the_vocabulary_cannot_tokenize_is_skipped_not_failed() -> None:
     from strategies import get_engine
     from tests._support.fixtures import small_vocab
-    from toolkit.bench.datasets import Case, Item
+    from toolkit.data.datasets import Case, Item
 
     vocab = small_vocab()
     item = Item("digits", "regex", "[0-9]+", (Case("12", True), Case("zz", False), Case("x1", True), Case("1", True)))
@@ -190,8 +194,8 @@ def test_a_case_the_vocabulary_cannot_tokenize_is_skipped_not_failed() -> None:
 
 def test_a_worker_that_never_starts_is_a_clear_error_not_a_hang() -> None:
     from tests._support.faulty import hanging_worker
-    from toolkit.bench.datasets import Case, Item
-    from toolkit.bench.harness import WorkerPool
+    from toolkit.bench.pool import WorkerPool
+    from toolkit.data.datasets import Case, Item
 
     pool = WorkerPool(1, "tekken", {}, "native", False, 5.0, None, startup_timeout=2.0, target=hanging_worker)
     item = Item("x", "regex", "a", (Case("a", True),))

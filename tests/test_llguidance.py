@@ -37,11 +37,11 @@ from strategies import get_engine
 from strategies.llguidance import DEFAULT_SLICES, LLGuidanceCompiled, LLGuidanceEngine
 from tests._support.fixtures import ARITH_LARK, JSON_LARK, REGULAR_REGEXES
 from tests._support.shared import require_shared
-from toolkit.bench.datasets import iter_items, load_item
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.protocol import MaskEngine, MaskInfo, Matcher
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import iter_items, load_item
 from toolkit.grammar.ir import Grammar, RegexText, Terminal
 from toolkit.jsonschema.compiler import JsonSchemaText
 

@@ -8,7 +8,7 @@ import pytest
 from strategies import get_engine
 from tests._support.fixtures import small_vocab
 from toolkit.automata.regex import compile_regex
-from toolkit.bench.harness import clear_toolkit_caches
+from toolkit.bench.measure import clear_toolkit_caches
 from toolkit.core import bitmask as bm
 from toolkit.core import memo
 

@@ -30,9 +30,9 @@ import pytest
 from strategies import get_engine
 from tests._support.shared import PROJECT_ROOT, require_shared
 from tests.conformance import capabilities, engines
-from toolkit.bench.datasets import Item, load_item
 from toolkit.core import bitmask as bm
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import Item, load_item
 from toolkit.grammar.ir import Grammar
 
 pytest.importorskip("llguidance", reason="the reference is peer:llguidance (install .[peers])")

@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from strategies import get_engine
 from strategies.outlines import OutlinesCompiled, OutlinesEngine
 from tests._support.fixtures import JSON_LARK, REGULAR_REGEXES, small_vocab
-from toolkit.bench.datasets import embedded_dir, iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import LimitExceeded, RegexError, UnsupportedGrammar
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import embedded_dir, iter_items
 from toolkit.grammar.ir import Grammar, RegexText
 from toolkit.jsonschema.compiler import JsonSchemaText
 

@@ -40,11 +40,11 @@ from tests.test_peers import (
     _row,
     _show,
 )
-from toolkit.bench.datasets import embedded_dir, load_item
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError, Unsatisfiable, UnsupportedGrammar
 from toolkit.core.forced import TokenExtensions
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import embedded_dir, load_item
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.lark_dialect import LarkText
 from toolkit.jsonschema.compiler import JsonSchemaText

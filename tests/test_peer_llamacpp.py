@@ -30,12 +30,12 @@ from strategies.peers import PeerError
 from tests._support.fixtures import JSON_LARK
 from tests._support.shared import require_shared
 from tests.test_peers import _engines_on
-from toolkit.bench.datasets import embedded_dir, iter_items
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import NO_TOKEN, ThreadedBatch, make_batch
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.protocol import MaskEngine, Matcher
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import embedded_dir, iter_items
 from toolkit.grammar import inputs
 from toolkit.grammar.ir import Grammar
 

@@ -590,7 +590,7 @@ def test_llama3_native_schemas_against_llguidance(llama3, l3) -> None:
     """Each step of the valid instances: LMFE's mask against our llguidance's; every token
     in one and not the other is in a named class (the documented differences above, and
     llguidance's own: no whitespace after the last lexeme), and each class shows."""
-    from toolkit.bench.datasets import embedded_dir, load_item
+    from toolkit.data.datasets import embedded_dir, load_item
 
     eng, ref = l3
     inexpressible = set(eng.inexpressible.tolist())
@@ -665,8 +665,8 @@ def test_llama3_rollback_fork_reset_and_bitmask_mode(llama3, l3) -> None:
 
 @pytest.mark.shared
 def test_llama3_harness_and_direct_check(llama3, l3) -> None:
-    from toolkit.bench.datasets import embedded_dir, load_item
-    from toolkit.bench.harness import measure_item
+    from toolkit.bench.measure import measure_item
+    from toolkit.data.datasets import embedded_dir, load_item
 
     item = load_item(embedded_dir() / "schemas" / "s39_booleans_and_null.json")
     rec = measure_item(l3[0], llama3, item, quick=True, direct=True)

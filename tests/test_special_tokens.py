@@ -26,11 +26,11 @@ import pytest
 from strategies import get_engine
 from tests._support.shared import require_shared
 from tests.test_llguidance import _as_ids, _row, _show
-from toolkit.bench.datasets import embedded_dir, iter_items
-from toolkit.bench.harness import encode_case, select_items
+from toolkit.bench.measure import encode_case
 from toolkit.core.errors import GrammarError
 from toolkit.core.vocab import Vocabulary, load_vocab
-from toolkit.decode.generate import check_output, check_prefix
+from toolkit.data.checks import check_output, check_prefix
+from toolkit.data.datasets import embedded_dir, iter_items, select_items
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.lark_dialect import LarkText
 from toolkit.grammar.special import (

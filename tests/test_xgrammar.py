@@ -25,10 +25,10 @@ from strategies.xgrammar import XGrammarCompiled, XGrammarEngine
 from strategies.xgrammar.engine import follow_sets, inline_rules
 from tests._support.shared import require_shared
 from tests.test_llguidance import EOS, GRAMMARS, LEX, REGEXES, _as_ids, _grammar, _ids, _row, _show
-from toolkit.bench.datasets import load_item
 from toolkit.core.errors import LimitExceeded, UnsupportedGrammar
 from toolkit.core.protocol import MaskEngine, Matcher
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import load_item
 from toolkit.grammar.earley import compile_cfg
 from toolkit.grammar.ir import Grammar, RegexText
 from toolkit.jsonschema.compiler import grammar_of

@@ -14,11 +14,11 @@ import pytest
 from strategies import get_engine
 from tests._support.shared import PROJECT_ROOT, require_shared
 from tests.test_llguidance import EOS, LEX
-from toolkit.bench.datasets import load_item
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import LimitExceeded
 from toolkit.core.protocol import MaskStats, Matcher
 from toolkit.core.vocab import Vocabulary, load_vocab
+from toolkit.data.datasets import load_item
 from toolkit.grammar.ir import Grammar
 
 JSON_LARK = PROJECT_ROOT / "datasets" / "grammars" / "g01_json.json"
