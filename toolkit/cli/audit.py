@@ -13,13 +13,11 @@ from toolkit.bench.audit import (
     DEFAULT_SAMPLES,
     DEFAULT_TIMEOUT,
     SAMPLERS,
-    audit_table,
-    counterexamples,
-    dataset_table,
     run_audit,
 )
+from toolkit.bench.audit_tables import audit_table, counterexamples, dataset_table
+from toolkit.bench.backends import BACKENDS
 from toolkit.bench.coverage import schema_coverage, summarize
-from toolkit.bench.harness import BACKENDS
 from toolkit.cli.common import (
     SKIP_BAD_HELP,
     add_option_arg,

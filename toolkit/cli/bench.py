@@ -11,17 +11,11 @@ import pandas as pd
 
 from strategies import available_engines
 from toolkit.bench.agree import AgreementError, classify_differences, explain, write_agreement
+from toolkit.bench.backends import BACKENDS
 from toolkit.bench.diagnose import VERDICTS, grammar_verdicts, late_matches
-from toolkit.bench.harness import (
-    BACKENDS,
-    DEFAULT_TIMEOUT,
-    QUICK_CASES,
-    QUICK_TIMEOUT,
-    read_records,
-    records_file,
-    run_bench,
-    summary_lines,
-)
+from toolkit.bench.measure import QUICK_CASES
+from toolkit.bench.records import read_records, records_file, summary_lines
+from toolkit.bench.run import DEFAULT_TIMEOUT, QUICK_TIMEOUT, run_bench
 from toolkit.bench.sweep import SPEC_EXAMPLE, load_sweep, run_sweep
 from toolkit.cli.common import (
     SKIP_BAD_HELP,

@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 
 from strategies import get_engine
-from toolkit.bench.datasets import embedded_dir
-from toolkit.bench.harness import machine_info, select_items
 from toolkit.bench.runlock import run_folder_lock
 from toolkit.cli.common import (
     add_option_arg,
@@ -23,6 +21,8 @@ from toolkit.cli.common import (
 from toolkit.core.bitmask import APPLY_KERNELS
 from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT
 from toolkit.core.vocab import load_vocab
+from toolkit.data.datasets import embedded_dir, select_items
+from toolkit.data.provenance import machine_info, versions
 from toolkit.decode.generate import DEFAULT_PROMPT, LOOPS, SPEC_PROMPT
 from toolkit.decode.model import CACHES, COMPILE_MODES, ModelError, load_chat_template, load_model
 from toolkit.decode.runs import (
@@ -31,7 +31,6 @@ from toolkit.decode.runs import (
     SUMMARY_COLUMNS,
     check_grid,
     run_generate,
-    versions,
 )
 
 __all__ = ["configure"]

@@ -9,8 +9,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from toolkit.bench.harness import records_file
-from toolkit.bench.sweep import AXES, is_sweep
+from toolkit.bench.records import AXES, is_sweep, records_file
 from toolkit.core.errors import MasklabError
 from toolkit.report.bench import comparability_warnings, comparable, engine_table, load_runs
 from toolkit.report.sweep import write_sweep_report

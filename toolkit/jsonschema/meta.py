@@ -4,7 +4,7 @@
   draft (``$schema``, else the latest), and if not, ``jsonschema``'s message and the
   JSON pointer of the offending part (:class:`SchemaProblem`).  ``masklab bench``,
   ``audit`` and ``schema-coverage`` refuse such an item when they load it
-  (:func:`toolkit.bench.datasets.usable_items`), and the audit's validator
+  (:func:`toolkit.data.datasets.usable_items`), and the audit's validator
   (:func:`schema_validator`) is built after the same check: one function for both.
 * :func:`keyword_pointers`: where given keywords sit in a schema (only where a schema
   is, not inside ``properties`` names, ``enum`` or ``const`` values).
