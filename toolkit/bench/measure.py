@@ -470,12 +470,7 @@ class _Measure:
             else:
                 ok = False
             if case.valid:
-                if timed:
-                    engine_spent = _engine_s(m) - e_start
-                    tbm.append(round(engine_spent, 9))
-                    glue.append(round(spent - engine_spent, 9))
-                else:
-                    tbm.append(round(spent, 9))
+                _add_time(tbm, glue, spent, _engine_s(m) - e_start if timed else None)
                 allowed.append(n_allowed)
                 sliced.append(bool(is_sliced))
                 digests.append(blake2b(row, digest_size=8).hexdigest())
@@ -567,12 +562,7 @@ def _walk_again(engine: Any, compiled: Any, walked: Sequence[tuple[int, list[int
             if ok:
                 ok, took = _timed_accept(saccept, m.accept_allowed, t)
                 spent += took
-            if timed:
-                engine_spent = _engine_s(m) - e_start
-                tbm.append(round(engine_spent, 9))
-                glue.append(round(spent - engine_spent, 9))
-            else:
-                tbm.append(round(spent, 9))
+            _add_time(tbm, glue, spent, _engine_s(m) - e_start if timed else None)
             if blake2b(row, digest_size=8).hexdigest() != first[i]:
                 differ.append(f"case {k}: the mask at token {i} is not the first walk's")
                 break
@@ -669,6 +659,16 @@ def _stats_of(m: Any) -> MaskStats | None:
         return None
     except Exception as e:
         raise _EngineRaised("mask_stats", e) from e
+
+
+def _add_time(tbm: list[float], glue: list[float], spent: float, engine_spent: float | None) -> None:
+    """One step's TBM: the engine's own seconds where it times them (the rest of
+    ``spent`` is glue), else all of ``spent``."""
+    if engine_spent is None:
+        tbm.append(round(spent, 9))
+    else:
+        tbm.append(round(engine_spent, 9))
+        glue.append(round(spent - engine_spent, 9))
 
 
 def _engine_s(m: Any) -> float:
