@@ -173,3 +173,17 @@ def test_walks_below_one_are_refused(capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as e:
         cli.main(["bench", "--engines", "naive", "--walks", "0", "--out", str(tmp_path / "r")])
     assert e.value.code == 2 and "--walks: must be >= 1" in capsys.readouterr().err
+
+
+def test_a_fresh_process_takes_every_input_flag() -> None:
+    """In a new interpreter (the masklab command, nothing imported before it) mask and
+    accepts offer every registered format's flag, --schema included."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "toolkit", "accepts", "--schema", '{"type": "integer"}', "12"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "accepted", out.stderr
+    helps = subprocess.run([sys.executable, "-m", "toolkit", "mask", "--help"], capture_output=True, text=True,
+                           timeout=120).stdout
+    assert all(flag in helps for flag in ("--schema", "--lark", "--gbnf", "--regex", "--grammar"))

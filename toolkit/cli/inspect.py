@@ -25,8 +25,11 @@ from toolkit.grammar.inputs import (
     read,
 )
 from toolkit.grammar.ir import Grammar
+from toolkit.jsonschema import (
+    JsonSchemaText,  # importing the compiler registers --schema (the json_schema format)
+)
 
-__all__ = ["DEFAULT_MASK_ENGINE", "configure"]
+__all__ = ["DEFAULT_MASK_ENGINE", "JsonSchemaText", "configure"]
 
 DEFAULT_MASK_ENGINE = "llguidance"
 """``masklab mask``'s engine: masklab's fast one that reads every input format (``naive``,
