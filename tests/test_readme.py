@@ -15,7 +15,11 @@ their ``masklab`` commands parse.
 * Every ``masklab COMMAND ...`` (or ``python -m toolkit COMMAND ...``) of a shell block
   (```sh, ```bash, ```shell) is parsed by the CLI's own argparse parser: the command
   exists and takes those options.  Shell variables stay as text; a command in a pipe
-  or with a here-document is skipped, saying so.  Nothing is run.
+  or with a here-document is skipped, saying so.
+* README.md's own commands also run, in order, as a reader would take them: its dataset
+  item saved where the prose says, then each ``masklab`` command (``/tmp/`` under the test's
+  folder, ``../shared`` as ``MASKLAB_SHARED``); each exits as documented with no traceback.
+  Only the ``make`` lines of :data:`NOT_RUN` are not run, each for the reason given there.
 * README.md has at most :data:`README_MAX_LINES` lines: it is the front door, the rest
   lives in docs/.
 """
@@ -430,3 +434,84 @@ def test_shell_command_parses(command: Command) -> None:
     error = parse_error(command.argv)
     if error is not None:
         pytest.fail(f"{command.where}: `{command.text}` is not a command masklab takes: {error}", pytrace=False)
+
+
+# --- the README's commands, run as a reader would -------------------------------------------
+
+#: the shell lines of README.md that the walkthrough does not run, and why
+NOT_RUN = {
+    "make bench": "it writes results/quick/ inside the clone; CI's own run and the A/B of each layout change run it",
+    "make test": "it is this suite",
+}
+#: ``masklab agree`` exits 1 when the engines' masks differ, which is what the README shows it finding
+DOCUMENTED_EXIT = {"agree": (0, 1)}
+_SAVE_AS = re.compile(r"`(/tmp/[^`\s]+\.json)`")
+
+
+def readme_walkthrough(text: str, path: Path = README) -> list[tuple[str, object]]:
+    """The steps a reader of ``text`` takes, in order: ``("save", (file, json_text))`` for a
+    dataset item the prose says to save (the last ``/tmp/....json`` in inline code before the
+    block), ``("run", Command)`` for each masklab command of a shell block, ``("skip", line)``
+    for any other shell line."""
+    steps: list[tuple[str, object]] = []
+    lines = text.splitlines()
+    for block in code_blocks(text, path):
+        if block.lang == "json" and '"tests"' in block.code:
+            named = _SAVE_AS.findall("\n".join(lines[:block.line - 1]))
+            if named:
+                steps.append(("save", (named[-1], block.code)))
+        elif block.lang in _SHELLS:
+            commands = {c.line: c for c in shell_commands(block)}
+            for k, line in enumerate(block.code.splitlines()):
+                where = block.line + 1 + k
+                if where in commands:
+                    steps.append(("run", commands[where]))
+                elif _strip_comment(line).strip() and not line.startswith(" "):
+                    steps.append(("skip", _strip_comment(line).strip()))
+    return steps
+
+
+def _localise(word: str, tmp: Path) -> str:
+    """A README path as the test runs it: /tmp/... under the test's own folder, ../shared as
+    MASKLAB_SHARED."""
+    word = re.sub(r"(?<![\w.])/tmp/", f"{tmp}/", word)
+    return re.sub(r"(?<![\w.])\.\./shared(?=/|$)", str(SHARED), word)
+
+
+def test_walkthrough_extraction() -> None:
+    steps = readme_walkthrough(README.read_text(encoding="utf-8"))
+    kinds = [k for k, _ in steps]
+    assert "save" in kinds and kinds.index("save") < kinds.index("run"), "the item is saved before bench reads it"
+    skipped = [s for k, s in steps if k == "skip"]
+    assert sorted(skipped) == sorted(NOT_RUN), f"shell lines neither run nor excused: {skipped}"
+    assert _localise("../shared/tokenizers/x", Path("/t")) == f"{SHARED}/tokenizers/x"
+    assert _localise("--data=/tmp/a", Path("/t")) == "--data=/t/a"
+    assert _localise("llama3:../shared/t.model", Path("/t")) == f"llama3:{SHARED}/t.model"
+
+
+def test_readme_commands_run(tmp_path: Path) -> None:
+    """Every masklab command of README.md, run in order as a reader would (its files under
+    a temporary folder instead of /tmp), exits as documented, with no traceback."""
+    env = dict(os.environ, PYTHONHASHSEED="0", MASKLAB_SHARED=str(SHARED))
+    unexcused = []
+    for kind, step in readme_walkthrough(README.read_text(encoding="utf-8")):
+        if kind == "save":
+            name, body = step
+            dest = Path(_localise(name, tmp_path))
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_text(body, encoding="utf-8")
+            continue
+        if kind == "skip":
+            if step not in NOT_RUN:
+                unexcused.append(step)
+            continue
+        assert isinstance(step, Command) and step.argv is not None, f"{step.where}: not runnable: {step.why_not}"
+        argv = [_localise(w, tmp_path) for w in step.argv]
+        if any(str(SHARED) in w for w in argv) and not SHARED.is_dir():
+            continue  # the shared folder is absent: test_shell_command_parses still checks the command
+        proc = subprocess.run([sys.executable, "-m", "toolkit", *argv], cwd=PROJECT_ROOT, env=env,
+                              capture_output=True, text=True, timeout=600)
+        allowed = DOCUMENTED_EXIT.get(argv[0], (0,))
+        assert proc.returncode in allowed and "Traceback" not in proc.stderr, (
+            f"{step.where}: `{step.text}` exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+    assert not unexcused, f"README shell lines the walkthrough neither runs nor excuses: {unexcused}"
