@@ -30,11 +30,13 @@ from importlib.metadata import entry_points
 from importlib.util import find_spec
 from typing import Any
 
-from toolkit.core.protocol import MaskEngine
+from strategies.declared import BUILT_IN, Declared
+from toolkit.core.protocol import Capabilities, MaskEngine
 from toolkit.core.vocab import Vocabulary, load_vocab
 
 __all__ = [
-    "check_options", "get_engine", "available_engines", "registered_engines", "register", "engine_factory"]
+    "check_options", "get_engine", "available_engines", "registered_engines", "register", "engine_factory",
+    "engine_capabilities"]
 
 _PLUGIN = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -52,6 +54,7 @@ _REGISTRY: dict[str, str] = {
     "peer:lm-format-enforcer": "strategies.peer_lmfe:LMFormatEnforcerEngine",
     "peer:glrmask": "strategies.peer_glrmask:GlrmaskEngine",
 }
+_BUILT_IN_TARGETS = dict(_REGISTRY)  # a built-in re-registered elsewhere is read from its factory
 
 
 #: the environment variable of engines registered from outside: ``name=module:Factory,...``
@@ -140,12 +143,34 @@ def available_engines() -> list[str]:
     out = []
     for name in registered_engines():
         try:
-            factory = engine_factory(name)
+            requires = _requires(name)
         except (ImportError, ValueError):  # not installed, or a plug-in's factory that is not there
             continue
-        if all(find_spec(m) is not None for m in factory.requires):
+        if all(find_spec(m) is not None for m in requires):
             out.append(name)
     return out
+
+
+def _built_in(name: str) -> Declared | None:
+    """A built-in's entry of :data:`strategies.declared.BUILT_IN` (its class reads the same
+    one), read without importing it; None for any other engine, or for a built-in name
+    registered to another factory."""
+    if name in BUILT_IN and _REGISTRY.get(name) == _BUILT_IN_TARGETS[name]:
+        return BUILT_IN[name]
+    return None
+
+
+def _requires(name: str) -> tuple[str, ...]:
+    declared = _built_in(name)
+    return declared.requires if declared else tuple(engine_factory(name).requires)
+
+
+def engine_capabilities(name: str) -> Capabilities:
+    """What engine ``name`` can do (:class:`~toolkit.core.protocol.Capabilities`), for a
+    built-in without importing it; ImportError, ValueError as :func:`engine_factory`, and
+    AttributeError for a factory that does not say."""
+    declared = _built_in(name)
+    return declared.capabilities if declared else engine_factory(name).capabilities
 
 
 def _hints(factory: Callable[..., Any], params: Mapping[str, inspect.Parameter]) -> dict[str, Any]:

@@ -32,11 +32,11 @@ from strategies._base import (
     special_compile,
     with_duals,
 )
+from strategies.declared import BUILT_IN
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import deadline
 from toolkit.core.protocol import (
     FORCED_LIMIT,
-    Capabilities,
     CompiledBase,
     EngineBase,
     MaskInfo,
@@ -71,8 +71,7 @@ class NaiveEngine(EngineBase):
     """
 
     name = "naive"
-    capabilities = Capabilities(forced="bytes", special_tokens=True, work_counters=True, mask_cost="slow",
-                                work_limit="max_items")
+    capabilities = BUILT_IN["naive"].capabilities
 
     def __init__(self, vocab: Vocabulary, *, max_items: int = DEFAULT_MAX_ITEMS, share_prefixes: bool = True,
                  max_rules: int = SCHEMA_LIMITS["max_rules"], max_schema_depth: int = SCHEMA_LIMITS["max_schema_depth"],

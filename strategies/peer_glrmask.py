@@ -86,10 +86,11 @@ from typing import Any, Literal
 import numpy as np
 
 from strategies._base import EOS_RECORD
+from strategies.declared import BUILT_IN
 from strategies.peers import PeerCompiled, PeerEngine, PeerError, PeerMatcher
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import Unsatisfiable, UnsupportedGrammar
-from toolkit.core.protocol import FORCED_LIMIT, Capabilities, check_count
+from toolkit.core.protocol import FORCED_LIMIT, check_count
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar, Terminal
 from toolkit.grammar.special import dual_ids, parse_spec, resolve
@@ -182,12 +183,12 @@ class GlrmaskEngine(PeerEngine):
     """
 
     name = "peer:glrmask"
-    capabilities = Capabilities(forced="bytes", special_tokens=True)
+    capabilities = BUILT_IN["peer:glrmask"].capabilities
     #: its JSON Schema compiler does not check ``format`` (module doc;
     #: ``tests/test_peer_glrmask.py``): in each compile's ``unenforced`` where a schema holds one
     unenforced_keywords = MappingProxyType({"format": "glrmask ignores format (any string)"})
     dist = "glrmask"
-    requires = ("glrmask",)
+    requires = BUILT_IN["peer:glrmask"].requires
     native_inputs = frozenset({"json_schema", "lark"})
 
     def __init__(

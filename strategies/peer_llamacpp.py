@@ -79,10 +79,11 @@ from typing import Any
 import numpy as np
 
 from strategies._base import EOS_RECORD
+from strategies.declared import BUILT_IN
 from strategies.peers import PeerCompiled, PeerEngine, PeerError, PeerMatcher
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.gguf import gguf_tokens, vocab_gguf, vocab_key
-from toolkit.core.protocol import Capabilities, check_count
+from toolkit.core.protocol import check_count
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 
@@ -256,9 +257,9 @@ class LlamaCppEngine(PeerEngine):
     :func:`toolkit.core.gguf.gguf_cache_dir`, ``~/.cache/masklab/gguf``)."""
 
     name = "peer:llama.cpp"
-    capabilities = Capabilities(mask_cost="slow")
+    capabilities = BUILT_IN["peer:llama.cpp"].capabilities
     dist = "llama_cpp_python"
-    requires = ("llama_cpp", "gguf")
+    requires = BUILT_IN["peer:llama.cpp"].requires
     native_inputs = frozenset({"json_schema", "gbnf"})
     #: what llama-cpp-python 0.3.36's converter (``SchemaConverter.visit`` in
     #: ``llama_cpp/llama_grammar.py``) reads past without a word: the keyword branches it

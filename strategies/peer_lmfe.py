@@ -63,10 +63,10 @@ from typing import Any
 
 import numpy as np
 
+from strategies.declared import BUILT_IN
 from strategies.peers import PeerCompiled, PeerEngine, PeerError, PeerMatcher
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
-from toolkit.core.protocol import Capabilities
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 
@@ -126,7 +126,7 @@ class LMFormatEnforcerEngine(PeerEngine):
     """
 
     name = "peer:lm-format-enforcer"
-    capabilities = Capabilities(grammars="regular", partial_utf8=False, mask_cost="slow")
+    capabilities = BUILT_IN["peer:lm-format-enforcer"].capabilities
     #: keywords ``JsonSchemaParser`` compiles and does not read (shown one by one in
     #: ``tests/test_peer_lmfe.py::test_differs_ignored_keywords``): in each compile's
     #: ``unenforced`` where a schema holds them
@@ -139,7 +139,7 @@ class LMFormatEnforcerEngine(PeerEngine):
         "prefixItems": "LMFE ignores prefixItems (items of any type)",
     })
     dist = "lm-format-enforcer"
-    requires = ("lmformatenforcer",)
+    requires = BUILT_IN["peer:lm-format-enforcer"].requires
     native_inputs = frozenset({"json_schema", "regex"})
 
     def __init__(

@@ -60,6 +60,7 @@ import numpy as np
 
 from strategies._base import EOS_RECORD, BaseMatcher, refuse_token_limits
 from strategies._unenforced import documented, from_messages, native_warnings
+from strategies.declared import BUILT_IN
 from toolkit.core import bitmask as bm
 from toolkit.core.batch import SKIP, check_step_args, new_step
 from toolkit.core.errors import MasklabError, UnsupportedGrammar
@@ -67,7 +68,6 @@ from toolkit.core.protocol import (
     FORCED_LIMIT,
     MAX_DRAFT,
     BatchStep,
-    Capabilities,
     CompiledBase,
     EngineBase,
     MaskInfo,
@@ -478,10 +478,10 @@ class LLGuidanceEngine(PeerEngine):
     """
 
     name = "peer:llguidance"
-    capabilities = Capabilities(lexing="lexer", batch="native", forced="bytes", drafts="native", special_tokens=True)
+    capabilities = BUILT_IN["peer:llguidance"].capabilities
     token_limits = True
     dist = "llguidance"
-    requires = ("llguidance",)
+    requires = BUILT_IN["peer:llguidance"].requires
     native_inputs = frozenset({"json_schema", "lark"})
 
     def __init__(
@@ -756,9 +756,9 @@ class XGrammarEngine(PeerEngine):
     """
 
     name = "peer:xgrammar"
-    capabilities = Capabilities(batch="native", forced="bytes", drafts="native")
+    capabilities = BUILT_IN["peer:xgrammar"].capabilities
     dist = "xgrammar"
-    requires = ("xgrammar",)
+    requires = BUILT_IN["peer:xgrammar"].requires
     #: what xgrammar 0.2.8 compiles without a warning and does not enforce (measured:
     #: ``tests/test_bad_input_harness.py``); its warnings (``oneOf`` read as ``anyOf``,
     #: ``minLength``/``maxLength`` beside ``pattern``, ``multipleOf`` on numbers...) are
@@ -985,7 +985,7 @@ class OutlinesCoreEngine(PeerEngine):
     """
 
     name = "peer:outlines-core"
-    capabilities = Capabilities(grammars="regular", any_vocabulary=False)
+    capabilities = BUILT_IN["peer:outlines-core"].capabilities
     #: what outlines-core 0.2.14's ``build_regex_from_schema`` accepts and leaves out of its
     #: regex, without a word (measured: ``tests/test_bad_input_harness.py``)
     unenforced_keywords = MappingProxyType({
@@ -999,7 +999,7 @@ class OutlinesCoreEngine(PeerEngine):
         "oneOf": "outlines-core reads oneOf as anyOf (a value matching several branches is allowed)",
     })
     dist = "outlines_core"
-    requires = ("outlines_core",)
+    requires = BUILT_IN["peer:outlines-core"].requires
 
     def __init__(
         self, vocab: Vocabulary, *, whitespace_pattern: str | None = None, max_depth: int | None = None

@@ -57,7 +57,7 @@ def test_ctrl_c_is_a_line_and_exit_130_and_debug_shows_the_traceback(capsys, mon
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("toolkit.cli.inspect._engines", interrupted)
+    monkeypatch.setattr("toolkit.cli.engines._engines", interrupted)
     rc, _, err = _run(capsys, "engines")
     assert rc == 130 and "interrupted" in err and "Traceback" not in err
     with pytest.raises(KeyboardInterrupt):
@@ -73,7 +73,7 @@ def test_a_programming_error_is_not_a_user_error(capsys, monkeypatch, error) -> 
     def broken(args):
         raise error
 
-    monkeypatch.setattr("toolkit.cli.inspect._engines", broken)
+    monkeypatch.setattr("toolkit.cli.engines._engines", broken)
     with pytest.raises(type(error)):
         cli.main(["engines"])
 

@@ -117,6 +117,34 @@ def test_masklab_engines_lists_each_engines_capabilities(registry: pytest.Monkey
     assert rows["toy-cli"][-3:] == ["yes", "slow", "max_items"]
 
 
+def test_the_built_ins_declare_what_their_classes_say(registry: pytest.MonkeyPatch) -> None:
+    """``masklab engines`` reads a built-in's capabilities and requirements from
+    ``strategies.declared.BUILT_IN`` without importing it: every built-in's class takes
+    the same objects, and a built-in name registered to another factory is read from it."""
+    from strategies.declared import BUILT_IN
+
+    assert set(BUILT_IN) <= set(registered_engines())
+    for name, declared in BUILT_IN.items():
+        factory = engine_factory(name)
+        assert factory.capabilities is declared.capabilities, name
+        assert tuple(factory.requires) == declared.requires, name
+        assert strategies.engine_capabilities(name) is declared.capabilities
+    register("naive", TOY)
+    assert strategies.engine_capabilities("naive") is ToyEngine.capabilities
+    assert strategies.engine_capabilities("naive") is not BUILT_IN["naive"].capabilities
+
+
+def test_masklab_engines_loads_no_engine(tmp_path: Path) -> None:
+    """Listing the engines imports none of the built-ins' modules, nor the grammar readers
+    (its startup is what the CLI issue measured)."""
+    code = ("import sys; from toolkit.cli import main; main(['engines']); "
+            "print(sorted(m for m in sys.modules if m.startswith(('strategies.', 'toolkit.grammar', "
+            "'toolkit.jsonschema'))))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
+                         env={**os.environ, "MASKLAB_ENGINES": ""}).stdout.splitlines()[-1]
+    assert out == "['strategies.declared']", out
+
+
 def test_a_good_entry_registers_the_engine(registry: pytest.MonkeyPatch) -> None:
     vocab = small_vocab()
     assert "toy-env" not in registered_engines()

@@ -69,6 +69,7 @@ from strategies._base import (
     NativeMatcher,
     check_compile_timeout,
 )
+from strategies.declared import BUILT_IN
 from strategies.glr._core import GLRParser, GLRTables
 from strategies.llguidance.engine import (
     LexemeGrammar,
@@ -79,7 +80,6 @@ from strategies.llguidance.engine import (
 )
 from strategies.llguidance.parser import ops_capsule
 from toolkit.core.errors import LimitExceeded, check_deadline
-from toolkit.core.protocol import Capabilities
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
@@ -170,8 +170,7 @@ class GLREngine(GrammarEngine):
     """LR tables and a graph-structured stack under llguidance's lexer; see the module doc."""
 
     name = "glr"
-    capabilities = Capabilities(lexing="lexer", batch="native", forced="bytes", drafts="native",
-                                special_tokens=True, work_counters=True, work_limit="max_row_items")
+    capabilities = BUILT_IN["glr"].capabilities
     native_inputs = frozenset({"json_schema"})
     schema_grammar = "masklab"
 

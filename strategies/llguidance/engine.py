@@ -75,6 +75,7 @@ from strategies._base import (
     NativeMatcher,
     check_compile_timeout,
 )
+from strategies.declared import BUILT_IN
 from strategies.llguidance.parser import (
     EarleyParser,
     ParserTables,
@@ -85,7 +86,6 @@ from strategies.llguidance.parser import (
 from toolkit.automata.dfaops import difference, union
 from toolkit.automata.regex import ByteDFA, compile_regex
 from toolkit.core.errors import check_deadline
-from toolkit.core.protocol import Capabilities
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
@@ -367,8 +367,7 @@ class LLGuidanceEngine(GrammarEngine):
     """The lexer + Earley + trie-walk strategy; see the module doc for the options."""
 
     name = "llguidance"
-    capabilities = Capabilities(lexing="lexer", batch="native", forced="bytes", drafts="native",
-                                special_tokens=True, work_counters=True, work_limit="max_row_items")
+    capabilities = BUILT_IN["llguidance"].capabilities
     native_inputs = frozenset({"json_schema"})
     schema_grammar = "masklab"  # schemas go through Grammar.from_json_schema
 

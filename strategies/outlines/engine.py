@@ -59,6 +59,7 @@ from strategies._base import (
     read_input,
     renamed_limits,
 )
+from strategies.declared import BUILT_IN
 from strategies.outlines._index import Cursor, TokenIndex, ops_capsule
 from toolkit.automata.regex import DEFAULT_MAX_STATES, ByteDFA, compile_regex
 from toolkit.core.errors import (
@@ -68,7 +69,7 @@ from toolkit.core.errors import (
     UnsupportedGrammar,
     check_deadline,
 )
-from toolkit.core.protocol import Capabilities, CompiledBase
+from toolkit.core.protocol import CompiledBase
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
@@ -208,8 +209,7 @@ class OutlinesEngine(StrategyEngine):
     """
 
     name = "outlines"
-    capabilities = Capabilities(grammars="regular", batch="native", forced="bytes", drafts="native",
-                                special_tokens=True, work_counters=True)
+    capabilities = BUILT_IN["outlines"].capabilities
     native_inputs = frozenset({"json_schema"})
 
     @property

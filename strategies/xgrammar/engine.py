@@ -66,11 +66,11 @@ from strategies._base import (
     NativeMatcher,
     check_compile_timeout,
 )
+from strategies.declared import BUILT_IN
 from strategies.xgrammar._pda import Parser, ops_capsule
 from strategies.xgrammar._tables import Tables
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import check_deadline
-from toolkit.core.protocol import Capabilities
 from toolkit.core.session import Session
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import Vocabulary
@@ -283,8 +283,7 @@ class XGrammarEngine(GrammarEngine):
     """The pushdown-parser + adaptive-cache strategy; see the module doc for options."""
 
     name = "xgrammar"
-    capabilities = Capabilities(batch="native", forced="bytes", drafts="native", special_tokens=True,
-                                work_counters=True, work_limit="max_items")
+    capabilities = BUILT_IN["xgrammar"].capabilities
     native_inputs = frozenset({"json_schema"})
     schema_grammar = "masklab"  # schemas go through Grammar.from_json_schema
 

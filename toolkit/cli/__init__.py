@@ -3,7 +3,8 @@
 One module per command family, each loaded only for its own commands, so that
 ``masklab --help`` and the light commands start without pandas, matplotlib or torch:
 
-* :mod:`toolkit.cli.inspect`: ``engines``, ``vocab``, ``mask``, ``accepts``;
+* :mod:`toolkit.cli.engines`: ``engines``;
+* :mod:`toolkit.cli.inspect`: ``vocab``, ``mask``, ``accepts``;
 * :mod:`toolkit.cli.bench`: ``bench``, ``sweep``, ``agree``, ``diagnose``;
 * :mod:`toolkit.cli.audit`: ``audit``, ``schema-coverage``;
 * :mod:`toolkit.cli.generate`: ``generate`` (decoding with a model);
@@ -27,7 +28,7 @@ from toolkit.core.version import masklab_version
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "engines": ("inspect", "list the registered engines"),
+    "engines": ("engines", "list the registered engines"),
     "vocab": ("inspect", "summarize a vocabulary"),
     "mask": ("inspect", "compute one mask after a prefix"),
     "accepts": ("inspect", "does the grammar accept TEXT? (exit 0 yes, 1 no)"),

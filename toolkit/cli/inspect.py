@@ -1,4 +1,4 @@
-"""``masklab engines``, ``vocab``, ``mask`` and ``accepts``: look at engines, a vocabulary,
+"""``masklab vocab``, ``mask`` and ``accepts``: look at a vocabulary,
 one mask, one verdict."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from strategies import available_engines, engine_factory, get_engine, registered_engines
+from strategies import get_engine
 from toolkit.cli.common import add_option_arg, checked_options
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import MasklabError
@@ -38,9 +38,7 @@ the oracle, checks every token and is for the tests)."""
 
 def configure(name: str, p: argparse.ArgumentParser) -> None:
     """Add the arguments of command ``name`` to its parser."""
-    if name == "engines":
-        p.set_defaults(func=_engines)
-    elif name == "vocab":
+    if name == "vocab":
         p.add_argument("spec", nargs="?", default="tekken", help="tekken | llama3:PATH | hf:PATH (default: tekken)")
         p.set_defaults(func=_vocab)
     elif name == "mask":
@@ -119,23 +117,6 @@ def _input(args: argparse.Namespace) -> Any:
 def _grammar(args: argparse.Namespace) -> Grammar:
     """The IR of the input the grammar flags name."""
     return read(_input(args))
-
-
-def _engines(args: argparse.Namespace) -> int:
-    installed = set(available_engines())
-    print(f"{'engine':24s} {'installed':13s} {'lexing':12s} {'grammars':13s} {'batch':8s} {'forced':7s} "
-          f"{'drafts':7s} {'special':8s} {'work':5s} {'cost':5s} work limit")
-    yes = {True: "yes", False: "no"}
-    for name in registered_engines():
-        try:
-            cap = engine_factory(name).capabilities
-        except (ImportError, ValueError, AttributeError) as e:  # a plugin that does not import
-            print(f"{name:24s} not loadable: {type(e).__name__}: {e}")
-            continue
-        print(f"{name:24s} {'installed' if name in installed else 'not installed':13s} {cap.lexing:12s} "
-              f"{cap.grammars:13s} {cap.batch:8s} {cap.forced:7s} {cap.drafts:7s} {yes[cap.special_tokens]:8s} "
-              f"{yes[cap.work_counters]:5s} {cap.mask_cost:5s} {cap.work_limit or '-'}")
-    return 0
 
 
 def _vocab(args: argparse.Namespace) -> int:
