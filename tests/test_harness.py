@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests._support.shared import PROJECT_ROOT
@@ -262,3 +264,41 @@ def test_a_later_walk_whose_masks_differ_from_the_first_is_a_validation_error(tm
     assert "walk 2: case 0: the mask at token 0 is not the first walk's" in rec["detail"]
     with pytest.raises(HarnessError, match="walks"):
         run_bench(["peer:llguidance"], tmp_path, out=tmp_path / "run", walks=0, progress=False)
+
+
+def test_repeats_run_in_passes_resume_and_the_report_gives_medians_with_intervals(tmp_path: Path) -> None:
+    """``repeat=2``: every (engine, item) measured twice, the second pass after every
+    engine's first (a task's repeats never back to back), each record with its repeat; a
+    resume with ``repeat=3`` runs only the third pass; the report's timing table is the
+    median over the repeats with an interval, and its statuses count each item once."""
+    from toolkit.report.bench import engine_table, load_runs
+    from toolkit.report.write import write_report
+
+    data = _write_items(tmp_path / "data", {"a": "", "b": ""})
+    out = tmp_path / "run"
+    engines = ["llguidance", "xgrammar"]
+    run_bench(engines, data, out=out, repeat=2, progress=False)
+    recs = read_records(out)
+    assert [(r["repeat"], r["item"], r["engine"]) for r in recs] == [
+        (rep, item, e) for rep in (1, 2) for item in ("a", "b") for e in engines]
+    assert all(r["status"] == "passing" for r in recs), [r["detail"] for r in recs]
+    assert json.loads((out / "run.json").read_text())["repeat"] == 2
+    run_bench(engines, data, out=out, repeat=3, progress=False)
+    recs = read_records(out)
+    assert [r["repeat"] for r in recs] == [1] * 4 + [2] * 4 + [3] * 4  # only the missing pass ran
+    run_bench(engines, data, out=out, progress=False)  # a resume without --repeat keeps the run's three
+    assert len(read_records(out)) == 12 and json.loads((out / "run.json").read_text())["repeat"] == 3
+
+    runs = load_runs(out)
+    assert sorted(runs.masks["repeat"].unique()) == [1, 2, 3] and len(runs.records) == 12
+    t = engine_table(runs, boot=200)
+    row = t.loc[next(label for label in t.index if label.startswith("llguidance"))]
+    assert (row["items"], row["passing"], row["repeats"], row["unstable"]) == (2, 2, 3, 0)
+    m = runs.masks[runs.masks["engine_label"] == row.name]
+    per_repeat = [np.percentile(g["tbm_s"] * 1e6, 50) for _, g in m.groupby("repeat")]
+    assert row["TBM p50 (µs)"] == pytest.approx(np.median(per_repeat))
+    assert row["TBM p50 low (µs)"] <= row["TBM p50 (µs)"] <= row["TBM p50 high (µs)"]
+    report = write_report([out], boot=100).read_text(encoding="utf-8")
+    assert re.search(r"\| \d+\.\d \[\d+\.\d, \d+\.\d\] \|", report), "the TBM table shows intervals"
+    with pytest.raises(HarnessError, match="repeat must be at least 1"):
+        run_bench(engines, data, out=tmp_path / "other", repeat=0, progress=False)

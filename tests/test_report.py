@@ -188,10 +188,15 @@ def test_engine_table_numbers(run_a: Path) -> None:
     assert broken["compile_error"] == 3 and broken["masks"] == 0 and broken["passing %"] == 0
     assert math.isnan(broken["TBM avg (µs)"]) and math.isnan(broken["TTFM p99 (ms)"])
 
-    assert list(t.columns[:9]) == [
+    plain = engine_table(load_runs(run_a), boot=0)
+    assert list(plain.columns[:9]) == [
         f"TBM {s} (µs)" for s in ("avg", "p25", "p50", "p75", "p90", "p95", "p99", "p99.9", "max")
     ]
-    assert "other" not in t.columns
+    assert t[plain.columns].equals(plain)  # the intervals add columns and change no figure
+    assert t.columns[1:3].tolist() == ["TBM avg low (µs)", "TBM avg high (µs)"] and "TBM max low (µs)" not in t
+    assert llg["TBM p50 low (µs)"] <= llg["TBM p50 (µs)"] <= llg["TBM p50 high (µs)"]
+    assert 1.0 <= llg["TBM p50 low (µs)"] and llg["TBM p50 high (µs)"] <= 10.0  # within what was seen
+    assert "other" not in t.columns and "repeats" not in t.columns
     assert t["masks"].dtype == np.int64
 
 

@@ -82,7 +82,7 @@ from toolkit.core.version import masklab_version
 from toolkit.core.vocab import load_vocab
 from toolkit.data.checks import schema_verdict
 from toolkit.data.datasets import Item, select_items, usable_items
-from toolkit.data.provenance import engine_info, machine_info
+from toolkit.data.provenance import engine_info, finish_provenance, provenance
 from toolkit.jsonschema.meta import schema_validator as _draft_validator
 
 __all__ = ["Sampler", "AuditWorker", "schema_validator", "audit_item", "run_audit", "SAMPLERS", "DEFAULT_SAMPLES",
@@ -519,7 +519,7 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
         "items": len(items),
         "samples": int(samples), "seed": int(seed), "max_tokens": int(max_tokens), "sampler": sampler,
         "limit": limit, "item_seed": item_seed, "timeout_s": timeout, "jobs": int(jobs), "backend": backend,
-        "engines": {}, "machine": machine_info(), "seconds": 0.0,
+        "engines": {}, **provenance(), "seconds": 0.0,
     }
     if meta_path.is_file():
         _resume_audit(meta, json.loads(meta_path.read_text(encoding="utf-8")), out)
@@ -539,6 +539,7 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
         meta["seconds"] = round(meta["seconds"] + time.perf_counter() - t0, 3)
         write_meta(meta_path, meta)
     meta["finished"] = _stamp()
+    finish_provenance(meta)
     write_meta(meta_path, meta)
     wanted = {(n, i.name) for i in items for n in engines}
     return pd.DataFrame([r for r in load_records(path)[0] if (r["engine"], r["item"]) in wanted])

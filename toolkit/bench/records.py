@@ -46,7 +46,8 @@ __all__ = [
     "records_file",
     "load_records",
     "read_records",
-    "done_pairs",
+    "done_tasks",
+    "repeat_of",
     "repair_tail",
     "append_record",
     "write_meta",
@@ -124,10 +125,16 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     return load_records(path)[0]
 
 
-def done_pairs(path: str | Path, cell: Mapping[str, str] | None = None) -> set[tuple[str, str]]:
-    """The ``(engine, item)`` pairs recorded in ``path`` (of the sweep cell ``cell``, or
-    outside every cell: None): what a resumed run does not do again."""
-    return {(r["engine"], r["item"]) for r in read_records(path) if r.get("axes") == cell}
+def repeat_of(rec: Mapping[str, Any]) -> int:
+    """The repeat a record measured (``bench --repeat``; 1-based; 1 for a record of a run
+    without repeats)."""
+    return int(rec.get("repeat") or 1)
+
+
+def done_tasks(path: str | Path, cell: Mapping[str, str] | None = None) -> set[tuple[str, str, int]]:
+    """The ``(engine, item, repeat)`` triples recorded in ``path`` (of the sweep cell
+    ``cell``, or outside every cell: None): what a resumed run does not do again."""
+    return {(r["engine"], r["item"], repeat_of(r)) for r in read_records(path) if r.get("axes") == cell}
 
 
 # -------------------------------------------------------------- writing --

@@ -41,7 +41,7 @@ from toolkit.bench.pool import SINGLE_THREAD_ENV, Pool, Task, Worker
 from toolkit.bench.records import (
     append_record,
     check_resume,
-    done_pairs,
+    done_tasks,
     failed_record,
     now,
     read_records,
@@ -53,7 +53,7 @@ from toolkit.core.errors import HarnessError
 from toolkit.core.version import masklab_version
 from toolkit.core.vocab import load_vocab
 from toolkit.data.datasets import Item, select_items
-from toolkit.data.provenance import machine_info
+from toolkit.data.provenance import finish_provenance, provenance
 
 __all__ = ["run_bench", "requested_engines", "DEFAULT_TIMEOUT", "QUICK_TIMEOUT"]
 
@@ -70,7 +70,7 @@ def run_bench(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
               memory_limit_gb: float | None = None, progress: bool = True, command: str | None = None,
               direct_check: bool = False, drafts: Sequence[int] = (), walks: int = 1, backend: str = "local",
               address: str | None = None, axes: Mapping[str, str] | None = None, meta_file: str = "run.json",
-              skip_bad_items: bool = False) -> Any:
+              skip_bad_items: bool = False, repeat: int = 1) -> Any:
     """Run ``engines`` on the items of ``data``; returns a DataFrame of the records.
 
     ``data``: a MaskBench-format file or folder (searched recursively; default the
@@ -86,7 +86,11 @@ def run_bench(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
     (:mod:`toolkit.report.direct`).  ``drafts``: draft lengths whose masks are timed
     against sequential steps (:func:`~toolkit.bench.measure.measure_draft`).  ``walks``: the valid instances
     walked this many times on each compile, the later walks on a warm grammar (a server's
-    later requests), recorded apart (:func:`~toolkit.bench.measure.measure_item`).  ``backend``: ``"local"`` (worker
+    later requests), recorded apart (:func:`~toolkit.bench.measure.measure_item`).  ``repeat``: every
+    (engine, item) measured this many times, in as many passes over all engines and items (a
+    task's repeats a whole pass apart, never back to back), each record with its ``repeat``
+    (1-based); the report gives the median over repeats with bootstrap intervals
+    (:mod:`toolkit.report.stats`), and a resume finishes the repeats missing.  ``backend``: ``"local"`` (worker
     processes on this machine) or ``"ray"`` (Ray actors, :mod:`toolkit.bench.cluster`;
     ``address`` joins a running cluster, None starts a local instance of ``jobs`` CPUs):
     the same records either way.  ``axes`` (a sweep's grid cell, :mod:`toolkit.bench.sweep`):
@@ -100,7 +104,7 @@ def run_bench(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
     :class:`~toolkit.data.datasets.DatasetError` before anything runs, unless
     ``skip_bad_items`` leaves such items out (:func:`~toolkit.data.datasets.select_items`).
     """
-    _check_settings(source, backend, address, jobs, timeout, limit, walks)
+    _check_settings(source, backend, address, jobs, timeout, limit, walks, repeat)
     engines, options = requested_engines(engines, options, known=True)
     voc = load_vocab(vocab)
     items = select_items(data, limit, seed, voc.name, tests=True, schemas=True, skip_bad=skip_bad_items,
@@ -115,19 +119,21 @@ def run_bench(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
     meta = _run_meta(engines, data, voc, vocab, items, command=command, limit=limit, seed=seed, timeout=timeout,
                      jobs=jobs, quick=quick, source=source, direct_check=direct_check, drafts=drafts, walks=walks,
                      backend=backend, address=address, cell=cell, skip_bad_items=skip_bad_items,
-                     memory_limit_gb=memory_limit_gb)
+                     memory_limit_gb=memory_limit_gb, repeat=repeat)
     if run_path.exists():
         _resume(meta, json.loads(run_path.read_text(encoding="utf-8")), options)
     repair_tail(records_path)
-    done = done_pairs(records_path, cell)
-    tasks = [(name, item) for item in items for name in engines if (name, item.name) not in done]
+    done = done_tasks(records_path, cell)
+    passes = [(r, [(name, item) for item in items for name in engines if (name, item.name, r) not in done])
+              for r in range(1, meta["repeat"] + 1)]
     write_meta(run_path, meta)
     make = functools.partial(Worker, options=options, source=source, quick=quick, direct=direct_check,
                              drafts=tuple(meta["drafts"]), walks=meta["walks"])
     pool = open_pool(backend, jobs, vocab, items, make, float(timeout), memory_limit_gb * 2**30, failed=failed_record,
                      address=address, env=SINGLE_THREAD_ENV)
-    _write_records(pool, tasks, records_path, run_path, meta, options, cell, progress)
+    _write_records(pool, passes, records_path, run_path, meta, options, cell, progress)
     meta["finished"] = now()
+    finish_provenance(meta)
     write_meta(run_path, meta)
     wanted = {(n, i.name) for i in items for n in engines}
     recs = [r for r in read_records(records_path) if (r["engine"], r["item"]) in wanted and r.get("axes") == cell]
@@ -135,7 +141,7 @@ def run_bench(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
 
 
 def _check_settings(source: str, backend: str, address: str | None, jobs: int, timeout: float, limit: int | None,
-                    walks: int) -> None:
+                    walks: int, repeat: int = 1) -> None:
     """A :class:`HarnessError` naming the first setting of :func:`run_bench` it cannot run with."""
     if source not in ("native", "grammar"):
         raise HarnessError(f"source must be 'native' or 'grammar', not {source!r}")
@@ -148,6 +154,8 @@ def _check_settings(source: str, backend: str, address: str | None, jobs: int, t
         raise HarnessError(f"limit must be at least 1, got {limit}")
     if int(walks) < 1:
         raise HarnessError(f"walks must be at least 1, got {walks}")
+    if int(repeat) < 1:
+        raise HarnessError(f"repeat must be at least 1, got {repeat}")
 
 
 def requested_engines(engines: Sequence[str], options: Mapping[str, Mapping[str, Any]] | None, *,
@@ -173,7 +181,8 @@ def requested_engines(engines: Sequence[str], options: Mapping[str, Mapping[str,
 def _run_meta(engines: list[str], data: str | Path | None, voc: Any, vocab: str, items: list[Item], *,
               command: str | None, limit: int | None, seed: int | None, timeout: float, jobs: int, quick: bool,
               source: str, direct_check: bool, drafts: Sequence[int], walks: int, backend: str, address: str | None,
-              cell: dict[str, str] | None, skip_bad_items: bool, memory_limit_gb: float | None) -> dict[str, Any]:
+              cell: dict[str, str] | None, skip_bad_items: bool, memory_limit_gb: float | None,
+              repeat: int = 1) -> dict[str, Any]:
     """A run's ``run.json`` as it starts (no engine built yet)."""
     return {
         "masklab_version": masklab_version(),
@@ -192,13 +201,14 @@ def _run_meta(engines: list[str], data: str | Path | None, voc: Any, vocab: str,
         "direct_check": bool(direct_check),
         "drafts": sorted(set(int(k) for k in drafts)),
         "walks": int(walks),
+        "repeat": int(repeat),
         "backend": backend,
         "address": address,
         "axes": cell,
         "skip_bad_items": bool(skip_bad_items),
         "memory_limit_gb": None if memory_limit_gb is None else round(memory_limit_gb, 2),
         "engines": {},
-        "machine": machine_info(),
+        **provenance(),
     }
 
 
@@ -209,18 +219,23 @@ def _resume(meta: dict[str, Any], old: dict[str, Any], options: Mapping[str, Map
     meta["engines"] = dict(old.get("engines") or {})
     meta["started"] = old.get("started", meta["started"])
     meta["resumed"] = [*old.get("resumed", []), now()]
+    meta["repeat"] = max(int(meta.get("repeat") or 1), int(old.get("repeat") or 1))  # a resume may add repeats
 
 
-def _write_records(pool: Pool, tasks: list[Task], records_path: Path, run_path: Path, meta: dict[str, Any],
-                   options: Mapping[str, Mapping[str, Any]], cell: dict[str, str] | None, progress: bool) -> None:
-    """Run ``tasks`` in ``pool``, each record appended to ``records_path`` as it comes
-    (with the sweep cell's ``axes``), each engine's description into ``run.json`` once
-    known; the pool is closed at the end, whatever happens."""
-    bar = tqdm(total=len(tasks), unit="run", desc="bench", dynamic_ncols=True, smoothing=0.05) if progress else None
+def _write_records(pool: Pool, passes: list[tuple[int, list[Task]]], records_path: Path, run_path: Path,
+                   meta: dict[str, Any], options: Mapping[str, Mapping[str, Any]], cell: dict[str, str] | None,
+                   progress: bool) -> None:
+    """Run each pass's tasks in ``pool``, one pass (one repeat) after another, each record
+    appended to ``records_path`` as it comes (with its ``repeat`` and the sweep cell's
+    ``axes``), each engine's description into ``run.json`` once known; the pool is
+    closed at the end, whatever happens."""
+    total = sum(len(tasks) for _, tasks in passes)
+    bar = tqdm(total=total, unit="run", desc="bench", dynamic_ncols=True, smoothing=0.05) if progress else None
     errors = 0
     try:
         with records_path.open("a", encoding="utf-8") as f:
-            for rec in pool.run(tasks):
+            for repeat, rec in ((r, rec) for r, tasks in passes for rec in pool.run(tasks)):
+                rec["repeat"] = repeat
                 if cell is not None:
                     rec["axes"] = cell
                 append_record(f, rec)

@@ -109,6 +109,10 @@ def _bench_args(p: argparse.ArgumentParser) -> None:
                    help="walk each item's valid instances W times on one compile (default 1): the later walks "
                         "meet a warm grammar, as a server's later requests do; the report shows first and "
                         "later walks apart")
+    p.add_argument("--repeat", type=positive_int, default=1, metavar="R",
+                   help="measure every engine on every item R times (default 1), in R passes over all of "
+                        "them, so a task's repeats are a pass apart; the report gives medians over the repeats "
+                        "with bootstrap 95%% intervals")
     p.add_argument("--skip-bad-items", action="store_true", help=SKIP_BAD_HELP)
     p.add_argument("--report", action="store_true", help="write the report into the run folder when done")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -121,7 +125,8 @@ def _bench(args: argparse.Namespace) -> int:
                    jobs=args.jobs, seed=args.seed, quick=args.quick, options=checked_options(args.option, engines),
                    source=args.source, memory_limit_gb=args.memory_limit, progress=not args.quiet,
                    command=command_line(args), direct_check=args.direct_check, drafts=args.draft, walks=args.walks,
-                   backend=args.backend, address=args.address, skip_bad_items=args.skip_bad_items)
+                   backend=args.backend, address=args.address, skip_bad_items=args.skip_bad_items,
+                   repeat=args.repeat)
     print(f"records in {Path(args.out) / 'records.jsonl'}")
     if args.direct_check and len(df):
         wanted = set(zip(df["engine"], df["item"], strict=True))

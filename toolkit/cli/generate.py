@@ -22,7 +22,7 @@ from toolkit.core.bitmask import APPLY_KERNELS
 from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT
 from toolkit.core.vocab import load_vocab
 from toolkit.data.datasets import embedded_dir, select_items
-from toolkit.data.provenance import machine_info, versions
+from toolkit.data.provenance import provenance
 from toolkit.decode.generate import DEFAULT_PROMPT, LOOPS, SPEC_PROMPT
 from toolkit.decode.model import CACHES, COMPILE_MODES, ModelError, load_chat_template, load_model
 from toolkit.decode.runs import (
@@ -176,7 +176,7 @@ def _generate(args: argparse.Namespace) -> int:
     meta = {"command": command_line(args), "model": lm.describe(), "vocab": {"spec": args.vocab, "size": vocab.size},
             "data": str(args.data or embedded_dir()), "items": [i.name for i in items], "shuffle": args.shuffle,
             "max_tokens": args.max_tokens, "prompt": prompt, "chat": None if chat is None else chat.source,
-            "temperature": args.temperature, "seed": args.seed, "machine": machine_info(), "versions": versions()}
+            "temperature": args.temperature, "seed": args.seed, **provenance(args.threads)}
     for note in lm.notes:
         print(f"note: {note}")
     table = run_generate(engines, lm, vocab, items, args.out, batches=args.batch, jump_forward=args.jump_forward,

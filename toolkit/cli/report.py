@@ -12,6 +12,7 @@ import pandas as pd
 from toolkit.bench.records import AXES, is_sweep, records_file
 from toolkit.core.errors import MasklabError
 from toolkit.report.bench import comparability_warnings, comparable, engine_table, load_runs
+from toolkit.report.stats import DEFAULT_BOOT
 from toolkit.report.sweep import write_sweep_report
 from toolkit.report.write import write_report
 
@@ -35,6 +36,11 @@ def configure(name: str, p: argparse.ArgumentParser) -> None:
                    help="a sweep folder: the grid axis the figures run along (default vocab: against the "
                         "vocabulary size)")
     p.add_argument("--pdf", action="store_true", help="also write every figure as PDF (default: PNG only)")
+    p.add_argument("--tidy", action="store_true",
+                   help="also write items.parquet and masks.parquet (and CSV) of every record: one row per item "
+                        "and per mask step, the columns in docs/benchmarks.md")
+    p.add_argument("--boot", type=int, default=DEFAULT_BOOT, metavar="B",
+                   help=f"bootstrap draws of the timing tables' 95%% intervals (default {DEFAULT_BOOT}; 0: none)")
     p.add_argument("--full", action="store_true", help="print the whole report.md (default: a short summary)")
     p.set_defaults(func=_report)
 
@@ -47,8 +53,8 @@ def timing_summary(dirs: Sequence[str]) -> str:
     if not bench:
         return ""
     runs = load_runs(bench)
-    table = engine_table(runs)[["items", "passing"]]
-    timed = engine_table(comparable(runs))
+    table = engine_table(runs, boot=0)[["items", "passing"]]
+    timed = engine_table(comparable(runs), boot=0)
     for col in SUMMARY_COLUMNS[2:]:
         table[col] = timed[col] if col in timed else float("nan")
     with pd.option_context("display.width", 200):
@@ -73,7 +79,8 @@ def _report(args: argparse.Namespace) -> int:
     else:
         if args.axis != AXES[0]:
             raise MasklabError("--axis is for a sweep folder (masklab sweep)")
-        path = write_report(args.dirs, out=args.out, all_items=args.all_items, sizes=args.sizes, pdf=args.pdf)
+        path = write_report(args.dirs, out=args.out, all_items=args.all_items, sizes=args.sizes, pdf=args.pdf,
+                            boot=args.boot, tidy=args.tidy)
     if args.full:
         print(path.read_text(encoding="utf-8"))
     else:

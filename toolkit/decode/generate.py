@@ -56,6 +56,7 @@ from toolkit.core.batch import default_threads
 from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT, time_limit
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import Item
+from toolkit.data.provenance import finish_provenance
 from toolkit.decode.loop import Seq, Stepper, pipelined_loop
 from toolkit.decode.model import CHUNK_ROOM, ChatTemplate, LoadedModel, ModelError
 from toolkit.decode.outputs import sequence_row
@@ -577,6 +578,7 @@ def write_run(run: GenerateRun, out: str | Path, meta: dict[str, Any]) -> Path:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     record = {**meta, "summary": run.summary}
+    finish_provenance(record)
     if run.kernels:
         record["apply_kernels"] = run.kernels
     (out / "run.json").write_text(json.dumps(record, indent=2) + "\n")

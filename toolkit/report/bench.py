@@ -57,9 +57,10 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from toolkit.bench.records import STATUSES, load_records, records_file
+from toolkit.bench.records import STATUSES, load_records, records_file, repeat_of
 from toolkit.core.errors import MasklabError
 from toolkit.data.datasets import embedded_dir, iter_items
+from toolkit.report.stats import DEFAULT_BOOT, estimates
 from toolkit.report.style import (
     RC,
     engine_styles,
@@ -146,7 +147,7 @@ class Runs:
     #: what the timing tables are over, when not every record (see :func:`common_items`)
     scope: str = ""
     later: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(
-        {"engine_label": [], "run": [], "item": [], "walk": [], "step": [], "tbm_s": []}))
+        {"engine_label": [], "run": [], "item": [], "repeat": [], "walk": [], "step": [], "tbm_s": []}))
 
     def __post_init__(self) -> None:
         if not self.engines and "engine_label" in self.records:
@@ -262,14 +263,15 @@ def load_runs(dirs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]]) -
     columns = _MaskColumns()
     for i, (meta, recs) in enumerate(zip(metas, raw, strict=True)):
         vocab = meta.get("vocab") if isinstance(meta.get("vocab"), dict) else {}
-        latest: dict[tuple[str, str], dict[str, Any]] = {}  # a resumed run may repeat a pair: the last wins
+        latest: dict[tuple[str, str, int], dict[str, Any]] = {}  # a resumed run may redo a task: the last wins
         for rec in recs:
-            latest[(str(rec["engine"]), str(rec["item"]))] = rec
-        for (engine, item), rec in latest.items():
+            latest[(str(rec["engine"]), str(rec["item"]), repeat_of(rec))] = rec
+        for (engine, item, _), rec in sorted(latest.items(), key=lambda kv: kv[0][2]):
             label = labels[i][engine]
             cases = rec.get("cases") if isinstance(rec.get("cases"), list) else []
-            digests[(label, item)] = [c.get("digests") for c in cases
-                                      if isinstance(c, dict) and isinstance(c.get("digests"), list)]
+            if (label, item) not in digests:  # the first repeat's (every repeat walks the same masks)
+                digests[(label, item)] = [c.get("digests") for c in cases
+                                          if isinstance(c, dict) and isinstance(c.get("digests"), list)]
             row = _record_row(rec, i, paths[i], engine, label, item, cases, vocab.get("size"))
             rows.append(row)
             columns.add(rec, row)
@@ -322,7 +324,7 @@ def _record_row(rec: dict[str, Any], run: int, run_dir: Path, engine: str, label
                 cases: list[Any], run_vocab: Any) -> dict[str, Any]:
     """A record's row of :attr:`Runs.records` (its list fields left out)."""
     row = {k: v for k, v in rec.items() if k not in _LIST_FIELDS}
-    row.update(run=run, run_dir=str(run_dir), engine=engine, engine_label=label, item=item,
+    row.update(run=run, run_dir=str(run_dir), engine=engine, engine_label=label, item=item, repeat=repeat_of(rec),
                status=str(rec.get("status") or "unknown"), masks=len(_mask_arrays(rec)[0]), cases=len(cases),
                cases_ok=sum(1 for c in cases if isinstance(c, dict) and c.get("ok")),
                has_direct=isinstance(rec.get("direct"), dict))
@@ -339,8 +341,8 @@ class _MaskColumns:
     """The per-mask columns of :attr:`Runs.masks` and :attr:`Runs.later`, gathered record
     by record."""
 
-    _MASKS = ("engine_label", "run", "item", "step", "tbm_s", "glue_s", "allowed", "sliced", "vocab")
-    _LATER = ("engine_label", "run", "item", "walk", "step", "tbm_s")
+    _MASKS = ("engine_label", "run", "item", "repeat", "step", "tbm_s", "glue_s", "allowed", "sliced", "vocab")
+    _LATER = ("engine_label", "run", "item", "repeat", "walk", "step", "tbm_s")
 
     def __init__(self) -> None:
         self.masks: dict[str, list[np.ndarray]] = {k: [] for k in self._MASKS}
@@ -348,14 +350,15 @@ class _MaskColumns:
 
     def add(self, rec: dict[str, Any], row: dict[str, Any]) -> None:
         """The masks of ``rec`` (its first walk) and of its later walks."""
-        label, item, run = row["engine_label"], row["item"], row["run"]
+        label, item, run, repeat = row["engine_label"], row["item"], row["run"], row["repeat"]
         tbm, allowed, sliced = _mask_arrays(rec)
         n = len(tbm)
         if n:
             glue = rec.get("glue_s")
             vs = row["vocab_size"]
             for key, value in (("engine_label", np.full(n, label, dtype=object)), ("run", np.full(n, run)),
-                               ("item", np.full(n, item, dtype=object)), ("step", np.arange(n)), ("tbm_s", tbm),
+                               ("item", np.full(n, item, dtype=object)), ("repeat", np.full(n, repeat)),
+                               ("step", np.arange(n)), ("tbm_s", tbm),
                                ("glue_s", np.array(glue, dtype=float) if isinstance(glue, list) and len(glue) == n
                                 else np.full(n, np.nan)),
                                ("allowed", allowed), ("sliced", sliced),
@@ -368,7 +371,8 @@ class _MaskColumns:
                 continue
             k = len(times)
             for key, value in (("engine_label", np.full(k, label, dtype=object)), ("run", np.full(k, run)),
-                               ("item", np.full(k, item, dtype=object)), ("walk", np.full(k, w)),
+                               ("item", np.full(k, item, dtype=object)), ("repeat", np.full(k, repeat)),
+                               ("walk", np.full(k, w)),
                                ("step", np.arange(k)),
                                ("tbm_s", np.array([np.nan if x is None else x for x in times], dtype=float))):
                 self.later[key].append(value)
@@ -381,11 +385,13 @@ class _MaskColumns:
             density = allowed / _cat(m["vocab"], float)
         masks = pd.DataFrame({
             "engine_label": pd.Categorical(_cat(m["engine_label"], object), categories=engine_order),
-            "run": _cat(m["run"], int), "item": _cat(m["item"], object), "step": _cat(m["step"], int),
+            "run": _cat(m["run"], int), "item": _cat(m["item"], object), "repeat": _cat(m["repeat"], int),
+            "step": _cat(m["step"], int),
             "tbm_s": _cat(m["tbm_s"], float), "glue_s": _cat(m["glue_s"], float), "allowed": allowed,
             "density": density, "sliced": _cat(m["sliced"], bool),
         })
-        later = pd.DataFrame({k: _cat(v, float if k == "tbm_s" else int if k in ("run", "walk", "step") else object)
+        later = pd.DataFrame({k: _cat(v, float if k == "tbm_s" else int if k in ("run", "repeat", "walk", "step")
+                                      else object)
                               for k, v in self.later.items()})
         later["engine_label"] = pd.Categorical(later["engine_label"], categories=engine_order)
         return masks, later
@@ -395,12 +401,13 @@ class _MaskColumns:
 
 
 def common_items(runs: Runs) -> list[str]:
-    """The items every engine label of ``runs`` passed (in record order)."""
+    """The items every engine label of ``runs`` passed, in every repeat (in record order)."""
     recs = runs.records
     if not len(recs) or not runs.engines:
         return []
-    passing = recs[recs["status"] == "passing"]
-    per = passing.groupby("item", sort=False)["engine_label"].nunique()
+    ok = recs.assign(ok=recs["status"] == "passing").groupby(["item", "engine_label"], sort=False,
+                                                             observed=True)["ok"].all()
+    per = ok[ok].reset_index().groupby("item", sort=False)["engine_label"].nunique()
     want = len({str(e) for e in recs["engine_label"].dropna().unique()})
     return [str(i) for i, n in per.items() if n == want]
 
@@ -509,68 +516,99 @@ def _pct_name(p: float) -> str:
     return f"p{p:g}"
 
 
-def engine_table(runs: Runs) -> pd.DataFrame:
+def _estimate_columns(row: dict[str, Any], prefix: str, unit: str, values: np.ndarray, items: np.ndarray,
+                      repeats: np.ndarray, percentiles: Sequence[float], boot: int, seed: int) -> None:
+    """``row``'s columns of one timing: ``{prefix} avg/pNN ({unit})`` (the median over
+    repeats) with ``{prefix} avg/pNN low/high ({unit})`` (the bootstrap interval,
+    :mod:`toolkit.report.stats`; only when ``boot`` > 0)."""
+    est = estimates(values, items, repeats, percentiles, mean=True, n_boot=boot, seed=seed)
+    for name, e in est.items():
+        row[f"{prefix} {name} ({unit})"] = e.value
+        if boot:
+            row[f"{prefix} {name} low ({unit})"] = e.low
+            row[f"{prefix} {name} high ({unit})"] = e.high
+
+
+def _repeat_max(values: np.ndarray, repeats: np.ndarray) -> float:
+    """The median over repeats of each repeat's maximum (NaN without a value)."""
+    ok = ~np.isnan(values)
+    maxima = [float(values[ok & (repeats == r)].max()) for r in np.unique(repeats[ok])]
+    return float(np.median(maxima)) if maxima else math.nan
+
+
+def engine_table(runs: Runs, *, boot: int = DEFAULT_BOOT, seed: int = 0) -> pd.DataFrame:
     """MaskBench-style table, one row per engine label (index ``engine``).
 
     Columns: ``TBM avg/p25/p50/p75/p90/p95/p99/p99.9/max (µs)`` over every mask step
     (and ``TBM glue avg/p50`` where an adapter timed the engine apart from its own work);
-    ``TTFM avg/p50/p75/p90/p99 (ms)`` over the items that reached a first mask;
-    ``masks``, ``items``, one count per status in :data:`STATUSES` (plus ``other``
-    when a record has another status) and ``passing %``; ``unenforced`` (runs that
-    record it: ``rec["unenforced"]``, issue 44): the items whose compile said it left
-    some keyword unenforced (a peer's warnings or documented omissions; always 0 for
-    masklab's strategies).  Engines without masks or TTFM have NaN there.
+    ``TTFM avg/p50/p75/p90/p99 (ms)`` over the items that reached a first mask.  Each
+    is the median over the run's repeats (``bench --repeat``) of the figure of each
+    repeat, and, with ``boot`` bootstrap draws (0: none), has ``low`` and ``high``
+    columns beside it (``TBM p50 low (µs)``...): its 95 % interval, items and repeats
+    resampled (:mod:`toolkit.report.stats`; the max has none).
+    Then ``masks`` (every repeat's), ``items``, ``repeats``, one count per status in
+    :data:`STATUSES` (plus ``other`` when a record has another status) and
+    ``passing %``, over each item's first repeat, and with repeats ``unstable``: the items
+    whose status differs between repeats; ``unenforced`` (runs that record it:
+    ``rec["unenforced"]``, issue 44): the items whose compile said it left some keyword
+    unenforced (a peer's warnings or documented omissions; always 0 for masklab's
+    strategies).  Engines without masks or TTFM have NaN there.
     """
     recs, masks = runs.records, runs.masks
-    tbm_groups = {
-        str(k): g.to_numpy(dtype=float) * 1e6
-        for k, g in masks.groupby("engine_label", observed=True)["tbm_s"]
-    }
+    by_label = {str(k): g for k, g in masks.groupby("engine_label", observed=True)}
     rec_groups = {str(k): g for k, g in recs.groupby("engine_label", observed=True)}
     has_glue = "glue_s" in masks and bool(masks["glue_s"].notna().any())
-    glue_groups = {
-        str(k): g.to_numpy(dtype=float) * 1e6
-        for k, g in masks.groupby("engine_label", observed=True)["glue_s"]
-    } if has_glue else {}
     known = set(STATUSES)
     has_other = bool((~recs["status"].isin(known)).any()) if len(recs) else False
     has_unenforced = "unenforced" in recs
+    has_repeats = "repeat" in recs and bool((recs["repeat"] > 1).any())
+    empty = masks.iloc[0:0]
     rows = []
     for label in runs.engines:
-        tbm = tbm_groups.get(label, np.empty(0))
+        m = by_label.get(label, empty)
+        items, reps = m["item"].to_numpy(dtype=object), m["repeat"].to_numpy(dtype=np.int64)
+        tbm = m["tbm_s"].to_numpy(dtype=float) * 1e6
         g = rec_groups.get(label, recs.iloc[0:0])
-        ttfm = g["ttfm_s"].to_numpy(dtype=float) * 1e3
         row: dict[str, Any] = {"engine": label}
-        tbm_stats = _stats(tbm, TBM_PERCENTILES)
-        row["TBM avg (µs)"] = tbm_stats[0]
-        for p, v in zip(TBM_PERCENTILES, tbm_stats[1:], strict=True):
-            row[f"TBM {_pct_name(p)} (µs)"] = v
-        row["TBM max (µs)"] = float(np.nanmax(tbm)) if np.any(~np.isnan(tbm)) else math.nan
+        _estimate_columns(row, "TBM", "µs", tbm, items, reps, TBM_PERCENTILES, boot, seed)
+        row["TBM max (µs)"] = _repeat_max(tbm, reps)
         if has_glue:
-            glue = glue_groups.get(label, np.empty(0))
-            glue = glue[~np.isnan(glue)]
-            row["TBM glue avg (µs)"] = float(glue.mean()) if len(glue) else math.nan
-            row["TBM glue p50 (µs)"] = float(np.median(glue)) if len(glue) else math.nan
-        ttfm_stats = _stats(ttfm, TTFM_PERCENTILES)
-        row["TTFM avg (ms)"] = ttfm_stats[0]
-        for p, v in zip(TTFM_PERCENTILES, ttfm_stats[1:], strict=True):
-            row[f"TTFM {_pct_name(p)} (ms)"] = v
+            glue = m["glue_s"].to_numpy(dtype=float) * 1e6
+            _estimate_columns(row, "TBM glue", "µs", glue, items, reps, (50,), boot, seed)
+        _estimate_columns(row, "TTFM", "ms", g["ttfm_s"].to_numpy(dtype=float) * 1e3,
+                          g["item"].to_numpy(dtype=object), g["repeat"].to_numpy(dtype=np.int64),
+                          TTFM_PERCENTILES, boot, seed)
+        row.update(_outcome_counts(g, has_other, has_unenforced, has_repeats))
         row["masks"] = len(tbm)
-        row["items"] = len(g)
-        counts = g["status"].value_counts()
-        for s in STATUSES:
-            row[s] = int(counts.get(s, 0))
-        if has_other:
-            row["other"] = int(len(g) - sum(row[s] for s in STATUSES))
-        row["passing %"] = 100.0 * row["passing"] / len(g) if len(g) else math.nan
-        if has_unenforced:
-            row["unenforced"] = int(g["unenforced"].map(lambda v: isinstance(v, list) and len(v) > 0).sum())
         rows.append(row)
     table = pd.DataFrame(rows).set_index("engine")
-    int_cols = ["masks", "items", *STATUSES] + (["other"] if has_other else []) + (
-        ["unenforced"] if has_unenforced else [])
+    first = ["masks", "items", *(["repeats", "unstable"] if has_repeats else [])]
+    order = [c for c in table.columns if c.startswith(("TBM", "TTFM"))] + first + [
+        c for c in table.columns if not c.startswith(("TBM", "TTFM")) and c not in first]
+    table = table[order]
+    int_cols = [c for c in ("masks", "items", "repeats", "unstable", *STATUSES, "other", "unenforced")
+                if c in table]
     table[int_cols] = table[int_cols].astype("int64")
     return table
+
+
+def _outcome_counts(g: pd.DataFrame, has_other: bool, has_unenforced: bool, has_repeats: bool) -> dict[str, Any]:
+    """An engine's counts of items per status (over each item's first repeat), the
+    items whose status differs between repeats, and those with unenforced keywords."""
+    first = g[g["repeat"] == g.groupby("item")["repeat"].transform("min")] if len(g) else g
+    out: dict[str, Any] = {"items": len(first)}
+    if has_repeats:
+        out["repeats"] = int(g["repeat"].max()) if len(g) else 0
+        out["unstable"] = int((g.groupby("item")["status"].nunique() > 1).sum()) if len(g) else 0
+    counts = first["status"].value_counts()
+    for s in STATUSES:
+        out[s] = int(counts.get(s, 0))
+    if has_other:
+        out["other"] = int(len(first) - sum(out[s] for s in STATUSES))
+    out["passing %"] = 100.0 * out["passing"] / len(first) if len(first) else math.nan
+    if has_unenforced:
+        out["unenforced"] = int(first["unenforced"].map(lambda v: isinstance(v, list) and len(v) > 0).sum())
+    return out
 
 
 WALK_STATS: tuple[str, ...] = ("avg", "p50", "p99", "max")

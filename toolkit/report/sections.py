@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from toolkit.bench.records import load_records
+from toolkit.data.provenance import differences
 from toolkit.report.bench import (
     Runs,
     comparability_warnings,
@@ -38,9 +39,11 @@ from toolkit.report.bench import (
     work_table,
 )
 from toolkit.report.direct import direct_markdown, direct_table
+from toolkit.report.stats import DEFAULT_BOOT, with_intervals
 from toolkit.report.style import pdf_link, to_markdown
+from toolkit.report.tidy import write_tidy
 
-__all__ = ["Context", "SECTIONS", "Section", "context"]
+__all__ = ["Context", "SECTIONS", "Section", "context", "provenance_differences"]
 
 
 @dataclass
@@ -54,6 +57,7 @@ class Context:
     bench: list[Path]
     pdf: bool = False
     sizes: bool = False
+    tidy: bool = False
     engines: pd.DataFrame = field(default_factory=pd.DataFrame)  # timings over the compared items
     outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)  # statuses over every record
     walks: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -71,11 +75,12 @@ Section = Callable[[Context], list[str]]
 
 
 def context(everything: Runs, out: Path, bench: list[Path], *, all_items: bool = False, sizes: bool = False,
-            pdf: bool = False) -> Context:
-    """The context of a report over the bench runs ``everything``."""
+            pdf: bool = False, boot: int = DEFAULT_BOOT, tidy: bool = False) -> Context:
+    """The context of a report over the bench runs ``everything`` (``boot``: bootstrap draws of
+    the timing tables' intervals, 0 for none)."""
     runs = comparable(everything, all_items)
-    return Context(everything, runs, out, bench, pdf=pdf, sizes=sizes, engines=engine_table(runs),
-                   outcomes=engine_table(everything), walks=walks_table(runs))
+    return Context(everything, runs, out, bench, pdf=pdf, sizes=sizes, tidy=tidy, engines=engine_table(runs, boot=boot),
+                   outcomes=engine_table(everything, boot=0), walks=walks_table(runs))
 
 
 def _fmt_meta_value(v: Any) -> str:
@@ -129,6 +134,7 @@ def _run_section(i: int, meta: dict[str, Any]) -> list[str]:
             parts.append(f"Python {m['python']}")
         parts.append(f"GPU {m['gpu']}" if m.get("gpu") else "no GPU")
         lines.append("- machine: " + ", ".join(parts))
+    lines += _provenance_lines(meta)
     engines = meta.get("engines") if isinstance(meta.get("engines"), dict) else {}
     labels = meta.get("labels", {})
     if labels:
@@ -227,8 +233,50 @@ def _warnings(ctx: Context) -> list[str]:
     return ["## Warnings: not like for like", ""] + [f"* {w}" for w in warnings] + [""] if warnings else []
 
 
+def _provenance_lines(meta: dict[str, Any]) -> list[str]:
+    """What a run's ``run.json`` says of its software, threads and load (runs written
+    before masklab recorded them have none of these lines)."""
+    m = meta.get("machine") if isinstance(meta.get("machine"), dict) else {}
+    lines = []
+    cpu = [f"{m['cpus_usable']} of them usable" if m.get("cpus_usable") not in (None, m.get("cpu_count")) else "",
+           f"{m['cpu_mhz']:g} MHz at the start" if m.get("cpu_mhz") else "",
+           f"governor {m['governor']}" if m.get("governor") else ""]
+    if any(cpu):
+        lines.append("- CPU: " + ", ".join(c for c in cpu if c))
+    git = meta.get("git")
+    soft = []
+    if isinstance(git, dict) and git.get("commit"):
+        soft.append(f"git {str(git['commit'])[:10]}" + (" (with uncommitted changes)" if git.get("dirty") else ""))
+    versions = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
+    soft += [f"{k} {v}" for k, v in versions.items() if v]
+    if soft:
+        lines.append("- software: " + ", ".join(soft))
+    threads = meta.get("threads") if isinstance(meta.get("threads"), dict) else {}
+    if threads:
+        env = ", ".join(f"{k}={v}" for k, v in (threads.get("environment") or {}).items())
+        lines.append(f"- threads: torch {_fmt_meta_value(threads.get('torch'))}, mask threads "
+                     f"{_fmt_meta_value(threads.get('masks'))}" + (f", {env}" if env else ""))
+    load = meta.get("load_1m") if isinstance(meta.get("load_1m"), dict) else {}
+    if load:
+        lines.append(f"- machine load (1 min): {_fmt_meta_value(load.get('start'))} at the start, "
+                     f"{_fmt_meta_value(load.get('end'))} at the end")
+    return lines
+
+
+def provenance_differences(metas: list[dict[str, Any]]) -> list[str]:
+    """Markdown bullets naming each provenance field that differs between the runs, with
+    every run's value (nothing for one run, or runs alike)."""
+    if len(metas) < 2:
+        return []
+    diff = differences(metas)
+    return [f"- `{key}`: " + " | ".join(_fmt_meta_value(v) for v in values) for key, values in diff.items()]
+
+
 def _runs(ctx: Context) -> list[str]:
     lines = ["## Runs", ""]
+    diff = provenance_differences(ctx.runs.meta)
+    if diff:
+        lines += ["The runs differ in their provenance (run 1 | run 2 | ...):", "", *diff, ""]
     for i, meta in enumerate(ctx.runs.meta):
         lines += _run_section(i, meta)
     return lines
@@ -244,7 +292,7 @@ def _engines_csv(ctx: Context) -> list[str]:
 
 def _tbm(ctx: Context) -> list[str]:
     cols = [c for c in ctx.engines.columns if c.startswith("TBM")] + ["masks"]
-    tbm = ctx.engines[cols].rename(columns=lambda c: c.replace("TBM ", "").replace(" (µs)", ""))
+    tbm = with_intervals(ctx.engines[cols]).rename(columns=lambda c: c.replace("TBM ", "").replace(" (µs)", ""))
     note = ([f"The first walk of the valid instances on each compile (a grammar's first request); the later "
              f"walks (`--walks {ctx.n_walks}`) are below.", ""] if len(ctx.walks) else [])
     return ["## Time between masks (TBM, µs)", "", *note, to_markdown(tbm, ".1f", intfmt=","), ""]
@@ -252,8 +300,9 @@ def _tbm(ctx: Context) -> list[str]:
 
 def _ttfm(ctx: Context) -> list[str]:
     cols = [c for c in ctx.engines.columns if c.startswith("TTFM")]
-    ttfm = ctx.engines[cols].rename(columns=lambda c: c.replace("TTFM ", "").replace(" (ms)", ""))
-    counts = ctx.runs.records.groupby("engine_label", observed=False)["ttfm_s"].count()
+    ttfm = with_intervals(ctx.engines[cols]).rename(columns=lambda c: c.replace("TTFM ", "").replace(" (ms)", ""))
+    timed = ctx.runs.records[ctx.runs.records["ttfm_s"].notna()]
+    counts = timed.groupby("engine_label", observed=False)["item"].nunique()  # items, not repeats
     ttfm.insert(len(ttfm.columns), "items with TTFM", counts.reindex(ctx.engines.index).to_numpy())
     return ["## Time to first mask (TTFM = compile + first mask, ms)", "", to_markdown(ttfm, ".1f", intfmt=","), ""]
 
@@ -349,10 +398,21 @@ def _direct(ctx: Context) -> list[str]:
             direct_markdown(table), ""]
 
 
+def _tidy(ctx: Context) -> list[str]:
+    """``items.parquet`` and ``masks.parquet`` (and CSV) of every record, when asked."""
+    if not ctx.tidy:
+        return []
+    paths = write_tidy(ctx.everything, ctx.out)
+    return ["## Tidy tables", "",
+            "Every record, whatever its status, one row per item and one per mask step "
+            "(their columns: masklab's `docs/benchmarks.md`, \"Tidy tables\"): "
+            + ", ".join(f"`{p.name}`" for p in paths) + ".", ""]
+
+
 def _non_passing(ctx: Context) -> list[str]:
     return _failures(ctx.everything)
 
 
 SECTIONS: list[Section] = [_header, _warnings, _runs, _engines_csv, _tbm, _ttfm, _outcomes, _density, _walks, _work,
-                           _drafts, _figures, _how_to_read, _direct, _non_passing]
+                           _drafts, _figures, _tidy, _how_to_read, _direct, _non_passing]
 """The sections of a bench report, in order."""

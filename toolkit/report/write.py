@@ -12,6 +12,7 @@ from toolkit.bench.records import records_file
 from toolkit.report.bench import ReportError, as_dirs, load_runs
 from toolkit.report.e2e import e2e_sections, find_generate_runs
 from toolkit.report.sections import SECTIONS, context
+from toolkit.report.stats import DEFAULT_BOOT
 
 __all__ = ["write_report"]
 
@@ -23,6 +24,8 @@ def write_report(
     all_items: bool = False,
     sizes: bool = False,
     pdf: bool = False,
+    boot: int = DEFAULT_BOOT,
+    tidy: bool = False,
 ) -> Path:
     """Load ``dirs`` and write the report into ``out`` (default: the first directory).
 
@@ -40,7 +43,9 @@ def write_report(
     passed (:func:`comparable`; ``all_items``: each engine's own), the outcome table over
     every record; the report opens with :func:`comparability_warnings`.  ``sizes`` adds
     ``size.png``, TTFM and memory against grammar size (:func:`plot_size`; it reads
-    every item's grammar again, so it is asked for).
+    every item's grammar again, so it is asked for).  ``boot``: bootstrap draws of the
+    timing tables' 95 % intervals (:mod:`toolkit.report.stats`; 0: figures alone).  ``tidy``:
+    also ``items.parquet`` and ``masks.parquet`` with CSV twins (:mod:`toolkit.report.tidy`).
     """
     paths = as_dirs(dirs)
     if not paths:
@@ -66,7 +71,10 @@ def write_report(
         report = out_dir / "report.md"
         report.write_text("\n".join(lines + e2e_lines).rstrip() + "\n", encoding="utf-8")
         return report
-    ctx = context(load_runs(bench), out_dir, bench, all_items=all_items, sizes=sizes, pdf=pdf)
+    if boot < 0:
+        raise ReportError(f"boot must be 0 (no intervals) or more draws, got {boot}")
+    ctx = context(load_runs(bench), out_dir, bench, all_items=all_items, sizes=sizes, pdf=pdf, boot=boot,
+                  tidy=tidy)
     lines = [line for section in SECTIONS for line in section(ctx)]
     report = out_dir / "report.md"
     report.write_text("\n".join([*lines, "", *e2e_lines]).rstrip() + "\n", encoding="utf-8")
