@@ -9,6 +9,7 @@ must pass its check; the figures of the summary must be there and consistent.
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -875,3 +876,49 @@ def test_a_replaying_model_reads_the_fed_ids_before_it_launches_the_step(tekken,
     logits = dec.forward(torch.tensor([tekken.encode("{")[0]]))
     assert calls == ["read", "launch"]
     assert int(logits.argmax()) == dec.replay.next_tokens()[0]  # the bonus is on the target's next token
+
+
+def test_repeats_of_a_grid_are_passes_and_the_report_gives_medians_spreads_and_noise(tmp_path, capsys) -> None:
+    """``--repeat 2``: the grid twice, pass after pass (``OUT/ENGINE/batch-B/repeat-r``),
+    every summary row with its repeat; the report's end-to-end table has one row per engine
+    and batch, the median over the repeats with its interval, and the counts of the first."""
+    from toolkit.report.e2e import e2e_table, load_generate_runs
+
+    out = tmp_path / "gen"
+    rc = main(["generate", "--engine", "outlines", "llguidance", "--model", "sim:1:5", "--max-tokens", "6",
+               "--limit", "2", "--batch", "2", "1", "--repeat", "2", "--unconstrained-baseline", "--quiet",
+               "--no-compare-kernels", "--out", str(out), "-o", "outlines.whitespace=compact",
+               "-o", "llguidance.whitespace=compact"])
+    assert rc == 0, capsys.readouterr().err
+    table = pd.read_csv(out / "summary.csv")
+    assert table[["engine", "batch", "repeat"]].values.tolist() == [
+        [e, b, r] for r in (1, 2) for b in (2, 1) for e in ("outlines", "llguidance")]
+    for e in ("outlines", "llguidance"):
+        for b in (1, 2):
+            for r in (1, 2):
+                assert json.loads((out / e / f"batch-{b}" / f"repeat-{r}" / "run.json").read_text())["repeat"] == r
+    runs, _ = load_generate_runs([out])
+    assert len(runs) == 8
+    e2e = e2e_table(runs, boot=200)
+    assert len(e2e) == 4 and (e2e["repeats"] == 2).all()
+    for (label, batch), row in e2e.iterrows():
+        mine = runs[(runs["label"] == label) & (runs["batch"] == batch)]
+        assert row["tokens/s"] == pytest.approx(mine["tokens_per_s"].median())
+        assert mine["tokens_per_s"].min() <= row["tokens/s low"] <= row["tokens/s high"] <= mine["tokens_per_s"].max()
+        assert row["valid"] == mine.sort_values("repeat")["valid"].iloc[0]
+    report = write_report([out], out=tmp_path / "report", boot=100).read_text(encoding="utf-8")
+    assert re.search(r"\| \d[\d,]*\.\d\d \[\d[\d,]*\.\d\d, \d[\d,]*\.\d\d\] \|", report), "intervals in the table"
+
+
+def test_a_figure_whose_repeats_spread_past_it_is_called_noise() -> None:
+    from toolkit.report.e2e import noise_warnings
+
+    base = {"engine": "llguidance", "version": "0.1.0", "setup": "", "tokens_per_s": 100.0, "sequences": 2,
+            "valid": 2, "unconstrained_tokens_per_s": 100.0, "step_ms": 10.0, "apply_ms": 1.0}
+    rows = [{**base, "label": "ours", "batch": 1, "repeat": 1, "overhead_pct": 0.5, "host_overhead_ms": 0.02},
+            {**base, "label": "ours", "batch": 1, "repeat": 2, "overhead_pct": -1.5, "host_overhead_ms": 0.021},
+            {**base, "label": "ours", "batch": 4, "repeat": 1, "overhead_pct": 10.0, "host_overhead_ms": 1.0},
+            {**base, "label": "ours", "batch": 4, "repeat": 2, "overhead_pct": 11.0, "host_overhead_ms": 1.1}]
+    got = noise_warnings(pd.DataFrame(rows))
+    assert len(got) == 1 and got[0].startswith("ours batch 1: overhead % is -0.5") and "-1.5 to 0.5" in got[0]
+    assert noise_warnings(pd.DataFrame(rows[:1])) == []

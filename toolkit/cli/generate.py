@@ -77,6 +77,9 @@ def _data_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--shuffle", type=int, default=None, metavar="SEED",
                    help="shuffle the items with this seed before --limit (a sample across the dataset)")
     p.add_argument("--batch", type=positive_int, nargs="+", default=[1], help="batch sizes, one run each (default: 1)")
+    p.add_argument("--repeat", type=positive_int, default=1, metavar="R",
+                   help="the whole grid R times, pass after pass (OUT/ENGINE/batch-B/repeat-r); the report gives "
+                        "medians over the repeats and warns where their spread exceeds a difference it shows")
     p.add_argument("--max-tokens", type=positive_int, default=256, help="tokens per sequence at most (default 256)")
     p.add_argument("--temperature", type=non_negative_float, default=0.0, help="0: greedy (default)")
     p.add_argument("--seed", type=int, default=0)
@@ -184,7 +187,7 @@ def _generate(args: argparse.Namespace) -> int:
                          options=options, meta=meta, progress=not args.quiet, max_tokens=args.max_tokens,
                          temperature=args.temperature, seed=args.seed, prompt=prompt, chat=chat, apply=args.apply,
                          compare_kernels=args.compare_kernels, compile_timeout=args.compile_timeout or None,
-                         loop=args.loop, threads=args.threads)
+                         loop=args.loop, threads=args.threads, repeat=args.repeat)
     cols = [*SUMMARY_COLUMNS, *(JUMP_COLUMNS if args.jump_forward != "off" else ())]
     print(table.reindex(columns=cols).round(3).to_string(index=False))
     print(f"written to {args.out} (summary.csv; a folder per engine and batch size)")

@@ -56,7 +56,8 @@ def run_generate(engines: Mapping[str, Any], lm: LoadedModel, vocab: Vocabulary,
                  out: str | Path, *, batches: Sequence[int] = (1,), jump_forward: str = "off",
                  baseline: str = "interleaved", baseline_groups: int | None = None, compile_once: bool = False,
                  options: Mapping[str, Mapping[str, Any]] | None = None, meta: Mapping[str, Any] | None = None,
-                 log: Callable[[str], None] | None = print, progress: bool = False, **decode: Any) -> pd.DataFrame:
+                 log: Callable[[str], None] | None = print, progress: bool = False, repeat: int = 1,
+                 **decode: Any) -> pd.DataFrame:
     """Decode ``items`` with each of ``engines`` (name -> engine) at each batch size of
     ``batches``, in that order; returns the summary table (a row per run).
 
@@ -69,17 +70,22 @@ def run_generate(engines: Mapping[str, Any], lm: LoadedModel, vocab: Vocabulary,
     :func:`~toolkit.decode.generate.generate` (``max_tokens``, ``temperature``, ``seed``,
     ``prompt``, ``chat``, ``apply``, ``loop``, ``threads``, ``compare_kernels``,
     ``compile_timeout``).  ``log``: where each run's line goes (None: nowhere);
-    ``progress``: a bar of the sequences decoded, over the whole grid."""
+    ``progress``: a bar of the sequences decoded, over the whole grid.  ``repeat``: the
+    whole grid R times, one pass after another (an engine's repeats are a pass apart, never
+    back to back), each run in ``.../batch-B/repeat-r`` with ``repeat`` in its metadata and
+    its summary row; the report gives medians over the repeats and their spread."""
     check_grid(baseline, jump_forward, decode.get("loop", "pipelined"))
+    if int(repeat) < 1:
+        raise ValueError(f"repeat must be at least 1, got {repeat}")
     say = log or (lambda _line: None)
     out_root, options = Path(out), options or {}
     summaries: list[dict[str, Any]] = []
     compiled: dict[str, dict[str, Any]] = {name: {} for name in engines}
     runs = len(engines) * len(JUMP_MODES[jump_forward])
-    bar = tqdm(total=sum(runs * batch * -(-len(items) // batch) for batch in batches), unit="seq", desc="generate",
-               dynamic_ncols=True, disable=not progress)
+    bar = tqdm(total=repeat * sum(runs * batch * -(-len(items) // batch) for batch in batches), unit="seq",
+               desc="generate", dynamic_ncols=True, disable=not progress)
     settings = {"compile_once": compile_once, "baseline_groups": baseline_groups if baseline == "shared" else None}
-    for batch in batches:
+    for rep, batch in itertools.product(range(1, repeat + 1), batches):
         shared = None
         if baseline == "shared":
             shared = unconstrained(lm, vocab, items, batch=batch, max_groups=baseline_groups,
@@ -89,11 +95,12 @@ def run_generate(engines: Mapping[str, Any], lm: LoadedModel, vocab: Vocabulary,
             run = generate(engine, lm, vocab, items, batch=batch, jump_forward=jump,
                            baseline=shared if shared is not None else baseline == "interleaved",
                            compiled=compiled[name] if compile_once else None, on_batch=bar.update, **decode)
-            folder = name.replace(":", "-") + ("+jump" if jump else "")
-            path = write_run(run, out_root / folder / f"batch-{batch}",
+            folder = out_root / (name.replace(":", "-") + ("+jump" if jump else "")) / f"batch-{batch}"
+            path = write_run(run, folder / f"repeat-{rep}" if repeat > 1 else folder,
                              {**(meta or {}), "engine": name, "engine_info": engine_info(engine, options.get(name, {})),
-                              "batch": batch, "jump_forward": jump, **settings})
-            summaries.append({"engine": name + (" +jump" if jump else ""), **run.summary})
+                              "batch": batch, "jump_forward": jump, "repeat": rep, **settings})
+            summaries.append({"engine": name + (" +jump" if jump else ""), **run.summary,
+                              **({"repeat": rep} if repeat > 1 else {})})
             pd.DataFrame(summaries).to_csv(out_root / "summary.csv", index=False)
             bar.clear()
             _log_run(say, summaries[-1], run, path, jump_forward != "off")

@@ -40,6 +40,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from toolkit.core.errors import MasklabError
 from toolkit.decode.generate import DEFAULT_PROMPT, SPEC_PROMPT
+from toolkit.report.stats import DEFAULT_BOOT, estimates, with_intervals
 from toolkit.report.style import (
     HATCHES,
     PALETTE,
@@ -58,6 +59,9 @@ __all__ = [
     "load_generate_runs",
     "unconstrained_references",
     "e2e_table",
+    "noise_warnings",
+    "INTERVAL_COLUMNS",
+    "NOISY_COLUMNS",
     "kernel_table",
     "plot_overhead",
     "plot_step_parts",
@@ -154,6 +158,7 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
             **summary,
         }
         row["batch"] = int(summary.get("batch", meta.get("batch", 0)))
+        row["repeat"] = int(meta.get("repeat") or 1)
         row["loop"] = f"{summary.get('loop') or 'serial'} loop"  # runs from before the pipelined loop: serial
         row["prompt"] = _prompt_text(summary.get("prompt"))  # the template itself is in run.json
         if summary.get("chat"):
@@ -169,7 +174,7 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
     base = [b + (" +jump" if j else "") for b, j in zip(base, jump, strict=True)]  # the two modes, side by side
     runs["setup"] = [", ".join(str(r[s]) for s in differing) for _, r in runs.iterrows()]
     runs["label"] = [b + (f" ({s})" if s else "") for b, s in zip(base, runs["setup"], strict=True)]
-    runs = runs.sort_values(["label", "batch"], kind="stable").reset_index(drop=True)
+    runs = runs.sort_values(["label", "batch", "repeat"], kind="stable").reset_index(drop=True)
     kernels = pd.DataFrame(krows, columns=["dir", "device", "dtype", "batch", "kernel", "available", "ms_p50",
                                            "equal", "error"])
     return runs, kernels
@@ -189,10 +194,69 @@ def unconstrained_references(runs: pd.DataFrame) -> dict[str, pd.Series]:
     return refs
 
 
-def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
+#: the figures of the end-to-end table that get an interval across repeats
+INTERVAL_COLUMNS = ("tokens/s", "unconstrained tokens/s", "overhead %", "step ms", "host overhead ms",
+                    "host overhead %")
+#: the figures whose spread across repeats the report holds against their size (:func:`noise_warnings`)
+NOISY_COLUMNS = ("overhead %", "host overhead ms", "apply ms")
+
+
+def _over_repeats(table: pd.DataFrame, ints: list[str], boot: int, seed: int) -> pd.DataFrame:
+    """One row per engine x batch of a table with a row per repeat: the median over the
+    repeats of each figure, the first repeat's counts, ``repeats``, and for
+    :data:`INTERVAL_COLUMNS` the bootstrap 95 % interval of the median over repeats
+    (``... low`` / ``... high``; :mod:`toolkit.report.stats`)."""
+    rows = []
+    for key, g in table.groupby(level=["engine", "batch"], sort=False):
+        row: dict[str, Any] = {"engine": key[0], "batch": key[1], "repeats": len(g)}
+        for col in table.columns:
+            if col in ints:
+                row[col] = g[col].iloc[0]
+                continue
+            values = pd.to_numeric(g[col], errors="coerce").to_numpy(dtype=float)
+            est = estimates(values, np.arange(len(values)), percentiles=(50,), n_boot=boot if len(g) > 1 else 0,
+                            seed=seed)["p50"]
+            row[col] = est.value
+            if col in INTERVAL_COLUMNS and boot and len(g) > 1:
+                row[f"{col} low"], row[f"{col} high"] = est.low, est.high
+        rows.append(row)
+    out = pd.DataFrame(rows).set_index(["engine", "batch"])
+    return out[[c for c in out.columns if c != "repeats"] + ["repeats"]]
+
+
+def noise_warnings(runs: pd.DataFrame) -> list[str]:
+    """Where the repeats of a run disagree more than the figure says: for each engine x
+    batch with repeats and each of :data:`NOISY_COLUMNS` (overhead against the
+    unconstrained baseline, host overhead, the apply step), a line when the spread of
+    its repeats (max - min) exceeds its distance from zero, the difference the table
+    shows; such a figure cannot be told from noise."""
+    if "repeat" not in runs or not (runs["repeat"] > 1).any():
+        return []
+    table = e2e_table(runs, boot=0, per_repeat=True)
+    out = []
+    for (label, batch), g in table.groupby(level=["engine", "batch"], sort=False):
+        if len(g) < 2:
+            continue
+        for col in NOISY_COLUMNS:
+            if col not in g:
+                continue
+            v = pd.to_numeric(g[col], errors="coerce").dropna()
+            if len(v) > 1 and v.max() - v.min() > abs(v.median()):
+                out.append(f"{label} batch {batch}: {col} is {v.median():.3g} (median of {len(v)} repeats) but "
+                           f"its repeats spread from {v.min():.3g} to {v.max():.3g}: not told apart from noise")
+    return out
+
+
+def e2e_table(runs: pd.DataFrame, *, boot: int = DEFAULT_BOOT, seed: int = 0,
+              per_repeat: bool = False) -> pd.DataFrame:
     """One row per engine label x batch size (the index): throughput, overhead, the
     mean parts of a step (ms), mask times per sequence, TTFM, the mean prompt length
-    (tokens; longer prompts make every forward pass slower) and the outputs' statuses."""
+    (tokens; longer prompts make every forward pass slower) and the outputs' statuses.
+
+    Runs with repeats (``generate --repeat R``): each figure is the median over the
+    repeats, :data:`INTERVAL_COLUMNS` with their bootstrap interval across repeats (``boot``
+    draws; ``... low`` and ``... high`` columns), the counts those of the first repeat, and
+    ``repeats`` says how many; ``per_repeat`` keeps a row per repeat instead."""
     cols = {
         "tokens_per_s": "tokens/s",
         "unconstrained_tokens_per_s": "unconstrained tokens/s",
@@ -229,7 +293,9 @@ def e2e_table(runs: pd.DataFrame) -> pd.DataFrame:
                 "vs unconstrained %"):
         if table[col].isna().all():  # runs from before it was recorded
             table = table.drop(columns=col)
-    return table
+    if per_repeat or not table.index.duplicated().any():
+        return table
+    return _over_repeats(table, ints, boot, seed)
 
 
 def kernel_table(kernels: pd.DataFrame) -> pd.DataFrame:
@@ -267,7 +333,8 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str], *,
                   pdf: bool = False) -> tuple[Path, Path | None]:
     """Overhead % (constrained step time over unconstrained, minus 1) and tokens/s
     against the batch size (log 2 axis), one line per engine, and a dotted line of the
-    unconstrained tokens/s per setup (:func:`unconstrained_references`); the tokens/s
+    unconstrained tokens/s per setup (:func:`unconstrained_references`); with repeats each
+    point is their median and a bar spans them; the tokens/s
     axis is logarithmic when its values span more than 20x (runs of two models); PNG,
     and PDF when ``pdf`` is true (returns ``(png, pdf)``, ``pdf`` None when not written)."""
 
@@ -280,13 +347,16 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str], *,
         ax_o, ax_t = fig.subplots(1, 2)
         handles = []
         for lab in labels:
-            g = runs[runs["label"] == lab].sort_values("batch")
+            by_batch = runs[runs["label"] == lab].groupby("batch")
             st = styles[lab]
-            (h,) = ax_o.plot(g["batch"], g["overhead_pct"], color=st["color"], linestyle=st["linestyle"],
-                             marker=st["marker"])
-            handles.append(h)
-            ax_t.plot(g["batch"], g["tokens_per_s"], color=st["color"], linestyle=st["linestyle"],
-                      marker=st["marker"])
+            for ax, col in ((ax_o, "overhead_pct"), (ax_t, "tokens_per_s")):
+                med = by_batch[col].median()  # over repeats; the bars span them
+                spread = ([med - by_batch[col].min(), by_batch[col].max() - med]
+                          if (by_batch.size() > 1).any() else None)
+                h = ax.errorbar(med.index, med.to_numpy(), yerr=spread, color=st["color"],
+                                linestyle=st["linestyle"], marker=st["marker"], capsize=3)
+                if ax is ax_o:
+                    handles.append(h)
         names = list(labels)
         refs = unconstrained_references(runs)
         for k, (setup, unc) in enumerate(refs.items()):
@@ -319,10 +389,12 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str], *,
     """Stacked bars of a mean constrained step (forward, wait for masks, apply, sample,
     accept: they add up to the step) per engine and batch size, next to the
     unconstrained step, each annotated with its host overhead (ms and % of the
-    unconstrained forward pass); PNG, and PDF when ``pdf`` is true."""
+    unconstrained forward pass), each the median over a run's repeats; PNG, and PDF when
+    ``pdf`` is true."""
 
 
-    rows = runs.sort_values(["batch", "label"])
+    rows = runs.groupby(["label", "batch"], as_index=False, sort=False).median(numeric_only=True)  # over repeats
+    rows = rows.sort_values(["batch", "label"])
     names = [f"{lab} · B={b}" for lab, b in zip(rows["label"], rows["batch"], strict=True)]
     with mpl.rc_context(RC):
         fig = new_figure(9.0, 1.2 + 0.42 * len(rows))
@@ -389,13 +461,13 @@ schema compiler (the peers), whose outputs may leave masklab's grammar legitimat
 
 
 def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path, *,
-                 pdf: bool = False) -> tuple[list[str], int]:
+                 pdf: bool = False, boot: int = DEFAULT_BOOT) -> tuple[list[str], int]:
     """Write ``e2e.csv``, ``apply_kernels.csv``, ``e2e_overhead`` and ``e2e_steps``
     (PNG; with ``pdf`` a PDF of each too) into ``out_dir`` for the generate runs under
     ``dirs``; return the report's markdown lines and the number of runs."""
 
     runs, kernels = load_generate_runs(dirs)
-    table = e2e_table(runs)
+    table = e2e_table(runs, boot=boot)
     ktable = kernel_table(kernels)
     table.to_csv(out_dir / "e2e.csv")
     ktable.to_csv(out_dir / "apply_kernels.csv")
@@ -411,6 +483,9 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path, *,
                   "short Python calls (they need the GIL, as a framework's kernel launches do) and then a wait "
                   "that holds neither the GIL nor a core. Apply and sample run on this machine's CPU, where a "
                   "GPU would take microseconds: read *host overhead*, not *overhead %*.", ""]
+    noise = noise_warnings(runs)
+    if noise:
+        lines += ["**Warning: within noise.** " + "; ".join(noise) + ".", ""]
     if "compiles_in_loop" in runs and (runs["compiles_in_loop"].fillna(0) > 0).any():
         bad = runs[runs["compiles_in_loop"].fillna(0) > 0]
         lines += ["**Warning**: torch.compile compiled inside the timed loop of "
@@ -428,9 +503,10 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path, *,
              "wait ms", "apply ms", "sample ms", "accept ms", "TTFM p50 ms", "prompt tokens"]
     speed = [c for c in speed if c in table.columns]
     lines += ["", "### Speed (means per step, ms; prompt tokens: mean per sequence)", "",
-              to_markdown(table[speed], ".2f", intfmt=","), "",
-              "### Outputs", "", to_markdown(table[[c for c in table.columns if c not in speed]], ".2f",
-                                                  intfmt=","), ""]
+              to_markdown(with_intervals(table[[c for c in table.columns if c.startswith(tuple(speed))]], ".2f"),
+                          ".2f", intfmt=","), "",
+              "### Outputs", "", to_markdown(table[[c for c in table.columns if not c.startswith(tuple(speed))]],
+                                                  ".2f", intfmt=","), ""]
     lines += ["### Apply kernels", ""]
     if len(ktable):
         lines += ["The same real masks applied to the same logits by each kernel: median time of one call "

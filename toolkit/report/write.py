@@ -64,7 +64,7 @@ def write_report(
             if not find_generate_runs([d]):
                 raise ReportError(f"{d}: no records.jsonl (a masklab bench run) and no masklab generate "
                                   "run (run.json with a summary, steps.csv) in it or below it")
-        e2e_lines, n_gen = e2e_sections(others, out_dir, pdf=pdf)
+        e2e_lines, n_gen = e2e_sections(others, out_dir, pdf=pdf, boot=boot)
     if not bench:
         lines = ["# masklab end-to-end report", "",
                  f"{n_gen} generate run{'s' if n_gen != 1 else ''} from {', '.join(f'`{d}`' for d in others)}", ""]
