@@ -202,27 +202,27 @@ def test_engine_table_numbers(run_a: Path) -> None:
 
 def test_density_table(run_a: Path) -> None:
     d = density_table(load_runs(run_a))
-    cats = list(DENSITY_CATEGORIES) + ["<85% sliced"]  # xgrammar has a sliced 100/V mask
+    cats = [*DENSITY_CATEGORIES[:2], "under 85%, from slices", *DENSITY_CATEGORIES[2:]]  # xgrammar has a sliced 100/V mask
     llg, xgr = f"{LLG} 1.9.1", f"{XGR} 0.2.8"
     assert list(d.loc[llg].index) == cats
     assert f"{BROKEN} 0.1.0" not in d.index.get_level_values(0)
     for engine in (llg, xgr):
         assert d.loc[engine, "% of masks"].sum() == pytest.approx(100.0)
         assert d.loc[engine, "% of mask time"].sum() == pytest.approx(100.0)
-    # llguidance: 0-2% holds the 1 µs and the 10 µs masks (2 of 5 masks, 11 of 20 µs)
-    row = d.loc[(llg, "0-2% !sliced")]
+    # llguidance: sparse holds the 1 µs and the 10 µs masks (2 of 5 masks, 11 of 20 µs)
+    row = d.loc[(llg, "sparse: under 2%")]
     assert row["masks"] == 2
     assert row["% of masks"] == pytest.approx(40.0)
     assert row["% of mask time"] == pytest.approx(55.0)
     assert row["µs per mask"] == pytest.approx(5.5)
-    assert d.loc[(llg, "2-85% !sliced"), "masks"] == 1
-    assert d.loc[(llg, "85%+ !sliced"), "masks"] == 1
-    assert d.loc[(llg, "85%+ sliced"), "µs per mask"] == pytest.approx(4.0)
-    assert d.loc[(llg, "<85% sliced"), "masks"] == 0
-    assert math.isnan(d.loc[(llg, "<85% sliced"), "µs per mask"])
-    assert d.loc[(xgr, "<85% sliced"), "masks"] == 1
-    assert d.loc[(xgr, "85%+ sliced"), "masks"] == 1
-    assert d.loc[(xgr, "85%+ !sliced"), "masks"] == 1  # s03's unsliced full mask
+    assert d.loc[(llg, "medium: 2 to 85%"), "masks"] == 1
+    assert d.loc[(llg, "dense: 85% or more"), "masks"] == 1
+    assert d.loc[(llg, "dense, from slices"), "µs per mask"] == pytest.approx(4.0)
+    assert d.loc[(llg, "under 85%, from slices"), "masks"] == 0
+    assert math.isnan(d.loc[(llg, "under 85%, from slices"), "µs per mask"])
+    assert d.loc[(xgr, "under 85%, from slices"), "masks"] == 1
+    assert d.loc[(xgr, "dense, from slices"), "masks"] == 1
+    assert d.loc[(xgr, "dense: 85% or more"), "masks"] == 1  # s03's unsliced full mask
 
 
 def test_density_table_without_sliced_low(tmp_path: Path) -> None:
@@ -320,7 +320,7 @@ def test_to_markdown_multiindex(run_a: Path) -> None:
     assert all(line.count("|") == 7 for line in lines)
     assert [c.strip() for c in lines[2].strip("|").split("|")][:3] == [
         f"{LLG} 1.9.1",
-        "0-2% !sliced",
+        "sparse: under 2%",
         "40.0",
     ]
 

@@ -31,9 +31,11 @@ Conventions:
   tell the runs apart, else the run directory's name, else ``"(run2)"`` (the run's
   1-based position in ``dirs``).  Masks from different runs are never pooled.
 * Density = allowed / vocab_size (the record's ``vocab_size``, else run.json's).
-  Categories: ``0-2% !sliced`` (d < 0.02), ``2-85% !sliced`` (0.02 <= d < 0.85),
-  ``85%+ !sliced`` (d >= 0.85), ``85%+ sliced``; a sliced mask with d < 0.85 goes to
-  ``<85% sliced``, a category shown only when such masks exist.
+  Categories, in words and by density: ``sparse: under 2%`` (d < 0.02), ``medium: 2 to 85%``
+  (0.02 <= d < 0.85) and ``dense: 85% or more`` (d >= 0.85), computed token by token, and
+  ``dense, from slices`` (d >= 0.85, computed from vocabulary slices); a mask computed from
+  slices with d < 0.85 goes to ``under 85%, from slices``, a category shown (after the medium
+  one) only when such masks exist.
 
 Lines of ``records.jsonl`` that are not JSON objects (a truncated last line from a
 killed run) are skipped and counted in ``meta[i]["skipped_lines"]``.  Figures are
@@ -99,14 +101,15 @@ __all__ = [
 ]
 
 DENSITY_CATEGORIES: tuple[str, ...] = (
-    "0-2% !sliced",
-    "2-85% !sliced",
-    "85%+ !sliced",
-    "85%+ sliced",
+    "sparse: under 2%",
+    "medium: 2 to 85%",
+    "dense: 85% or more",
+    "dense, from slices",
 )
-"""The density categories always shown; ``<85% sliced`` is added when it occurs."""
+"""The density categories always shown, by the share of the vocabulary a mask allows;
+:data:`SLICED_LOW` is added, before the dense ones, when it occurs."""
 
-SLICED_LOW = "<85% sliced"
+SLICED_LOW = "under 85%, from slices"
 LOW_DENSITY = 0.02
 HIGH_DENSITY = 0.85
 
@@ -437,7 +440,8 @@ def comparable(runs: Runs, all_items: bool = False) -> Runs:
     if not common:
         return restrict(runs, runs.records["item"].unique(),
                         f"no item passed for every engine: each engine's own items ({n_items:,} items)")
-    return restrict(runs, common, f"the {len(common):,} items (of {n_items:,}) that every engine passed")
+    noun = "item" if len(common) == 1 else "items"
+    return restrict(runs, common, f"the {len(common):,} {noun} (of {n_items:,}) that every engine passed")
 
 
 def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple[int, int, int]:
@@ -786,7 +790,7 @@ def density_table(runs: Runs) -> pd.DataFrame:
 
     Columns: ``% of masks``, ``% of mask time`` (both sum to 100 per engine),
     ``µs per mask`` (mean TBM of the category, NaN when empty) and ``masks``.  Every
-    engine with masks gets all of :data:`DENSITY_CATEGORIES`, plus ``<85% sliced``
+    engine with masks gets all of :data:`DENSITY_CATEGORIES`, plus :data:`SLICED_LOW`
     when any engine has such masks.  Engines without masks are left out; masks with
     no known density (no ``allowed`` or vocabulary size) are left out too.
     """
@@ -794,7 +798,7 @@ def density_table(runs: Runs) -> pd.DataFrame:
     masks = masks[masks["category"].notna()]
     cats = list(DENSITY_CATEGORIES)
     if (masks["category"] == SLICED_LOW).any():
-        cats.append(SLICED_LOW)
+        cats.insert(2, SLICED_LOW)  # by density: after the medium masks, before the dense ones
     rows = []
     groups = {str(k): g for k, g in masks.groupby("engine_label", observed=True)}
     for label in runs.engines:

@@ -177,9 +177,9 @@ instance rejected) and *invalidation_error* (an invalid instance accepted: the
 engine is looser than the spec).
 
 The density table sorts masks by the share of the vocabulary they allow
-(allowed / vocabulary size): `0-2% !sliced` (< 2%), `2-85% !sliced`, `85%+ !sliced`
-(≥ 85%), computed without slices, and `85%+ sliced`, where the engine used its
-vocabulary slices (`<85% sliced` collects sliced masks below 85% when there are
+(allowed / vocabulary size): *sparse: under 2%*, *medium: 2 to 85%* and *dense: 85% or more*, computed token by token,
+and *dense, from slices*, where the engine computed a dense mask from its vocabulary slices
+(*under 85%, from slices* collects the masks computed from slices below 85% when there are
 any).  *% of masks* and *% of mask time* each sum to 100 per engine; *µs per mask*
 is the mean TBM of the category.  Engines with no mask at all (every item failed to
 compile) keep their row in the engine table with empty timings and are absent from
