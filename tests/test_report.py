@@ -12,6 +12,7 @@ import matplotlib.image as mpimg
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.figure import Figure
 
 from toolkit.core.errors import MasklabError
 from toolkit.report.bench import (
@@ -154,10 +155,10 @@ def test_load_runs_skips_truncated_line(run_a: Path) -> None:
     assert runs.meta[0]["skipped_lines"] == 1
     assert runs.meta[0]["records"] == 9
     assert len(runs.records) == 9
-    assert runs.engines == [f"{BROKEN} 0.1.0", f"{LLG} 1.9.1", f"{XGR} 0.2.8"]
+    assert runs.engines == [f"{BROKEN} 0.1.0", "llguidance 1.9.1", "xgrammar 0.2.8"]
     assert set(runs.records["engine_label"].astype(str)) == set(runs.engines)
     assert len(runs.masks) == 5 + 4
-    m = runs.masks[(runs.masks["engine_label"] == f"{LLG} 1.9.1") & (runs.masks["item"] == "s01")]
+    m = runs.masks[(runs.masks["engine_label"] == "llguidance 1.9.1") & (runs.masks["item"] == "s01")]
     assert m["density"].to_numpy() == pytest.approx([1310 / V, 0.5, 1.0, 130000 / V])
     assert list(m["sliced"]) == [False, False, False, True]
     assert list(m["step"]) == [0, 1, 2, 3]
@@ -165,7 +166,7 @@ def test_load_runs_skips_truncated_line(run_a: Path) -> None:
 
 def test_engine_table_numbers(run_a: Path) -> None:
     t = engine_table(load_runs(run_a))
-    llg = t.loc[f"{LLG} 1.9.1"]
+    llg = t.loc["llguidance 1.9.1"]
     tbm = np.array([1, 2, 3, 4, 10.0])
     assert llg["TBM avg (µs)"] == pytest.approx(4.0)
     assert llg["TBM p50 (µs)"] == pytest.approx(3.0)
@@ -179,7 +180,7 @@ def test_engine_table_numbers(run_a: Path) -> None:
     assert (llg["passing"], llg["validation_error"], llg["timeout"], llg["crash"]) == (1, 1, 1, 0)
     assert llg["passing %"] == pytest.approx(100 / 3)
 
-    xgr = t.loc[f"{XGR} 0.2.8"]
+    xgr = t.loc["xgrammar 0.2.8"]
     assert xgr["TBM avg (µs)"] == pytest.approx(9.0)
     assert (xgr["passing"], xgr["crash"], xgr["items"]) == (2, 1, 3)
 
@@ -203,7 +204,7 @@ def test_engine_table_numbers(run_a: Path) -> None:
 def test_density_table(run_a: Path) -> None:
     d = density_table(load_runs(run_a))
     cats = [*DENSITY_CATEGORIES[:2], "under 85%, from slices", *DENSITY_CATEGORIES[2:]]  # xgrammar has a sliced 100/V mask
-    llg, xgr = f"{LLG} 1.9.1", f"{XGR} 0.2.8"
+    llg, xgr = "llguidance 1.9.1", "xgrammar 0.2.8"
     assert list(d.loc[llg].index) == cats
     assert f"{BROKEN} 0.1.0" not in d.index.get_level_values(0)
     for engine in (llg, xgr):
@@ -234,12 +235,12 @@ def test_density_table_without_sliced_low(tmp_path: Path) -> None:
 def test_labels_apart_by_options(run_a: Path, run_b: Path) -> None:
     runs = load_runs([run_a, run_b])
     labels = set(runs.engines)
-    assert f"{LLG} 1.9.1 (forcing=false)" in labels
-    assert f"{LLG} 1.9.1 (forcing=true)" in labels
-    assert f"{XGR} 0.2.8" in labels  # only in one run: no suffix
+    assert "llguidance 1.9.1 (forcing=false)" in labels
+    assert "llguidance 1.9.1 (forcing=true)" in labels
+    assert "xgrammar 0.2.8" in labels  # only in one run: no suffix
     t = engine_table(runs)
-    assert t.loc[f"{LLG} 1.9.1 (forcing=true)", "masks"] == 1
-    assert t.loc[f"{LLG} 1.9.1 (forcing=false)", "masks"] == 5
+    assert t.loc["llguidance 1.9.1 (forcing=true)", "masks"] == 1
+    assert t.loc["llguidance 1.9.1 (forcing=false)", "masks"] == 5
     assert (
         list(runs.records.groupby("engine_label", observed=True)["run"].unique().map(len))
         == [1] * 4
@@ -250,13 +251,13 @@ def test_labels_apart_by_run_dir(tmp_path: Path, run_a: Path) -> None:
     # same engine, version and options on another machine: told apart by directory name
     other = _write_run(tmp_path / "h200", _meta(ENGINES_A, processor="cpu-b"), LLG_RECORDS[:1])
     runs = load_runs([run_a, other])
-    assert f"{LLG} 1.9.1 (runA)" in runs.engines and f"{LLG} 1.9.1 (h200)" in runs.engines
+    assert "llguidance 1.9.1 (runA)" in runs.engines and "llguidance 1.9.1 (h200)" in runs.engines
     # same directory names in two places: by position
     twin = _write_run(tmp_path / "x" / "runA", _meta(ENGINES_A), LLG_RECORDS[:1])
     runs = load_runs([run_a, twin])
-    assert f"{LLG} 1.9.1 (run1)" in runs.engines and f"{LLG} 1.9.1 (run2)" in runs.engines
+    assert "llguidance 1.9.1 (run1)" in runs.engines and "llguidance 1.9.1 (run2)" in runs.engines
     t = engine_table(runs)
-    assert t.loc[f"{LLG} 1.9.1 (run2)", "masks"] == 4
+    assert t.loc["llguidance 1.9.1 (run2)", "masks"] == 4
 
 
 def test_engine_colours_are_the_same_in_every_figure(run_a: Path, run_b: Path) -> None:
@@ -271,15 +272,15 @@ def test_engine_colours_are_the_same_in_every_figure(run_a: Path, run_b: Path) -
     colours = [many[k]["color"] for k in ("x", "peer:llguidance 1.9.1", "outlines 0.1.0 (run1)", "mine", "yours")]
     assert len(set(colours)) == 5
     one, two = _styles(load_runs(run_a)), _styles(load_runs([run_a, run_b]))
-    assert one[f"{XGR} 0.2.8"]["color"] == two[f"{XGR} 0.2.8"]["color"]
-    assert {st["color"] for k, st in two.items() if k.startswith(LLG)} == {one[f"{LLG} 1.9.1"]["color"]}
+    assert one["xgrammar 0.2.8"]["color"] == two["xgrammar 0.2.8"]["color"]
+    assert {st["color"] for k, st in two.items() if k.startswith("llguidance 1.9.1")} == {one["llguidance 1.9.1"]["color"]}
 
 
 def test_engine_missing_from_run_json(tmp_path: Path) -> None:
     run = _write_run(tmp_path / "r", _meta({}), [_rec("naive", "s01", "passing", [3], [V])])
     runs = load_runs(run)
-    assert runs.engines == ["naive"]
-    assert engine_table(runs).loc["naive", "TBM avg (µs)"] == pytest.approx(3.0)
+    assert runs.engines == ["ours: naive"]  # masklab's own, without a version to show
+    assert engine_table(runs).loc["ours: naive", "TBM avg (µs)"] == pytest.approx(3.0)
 
 
 def test_zero_records_is_a_clear_error(tmp_path: Path) -> None:
@@ -319,7 +320,7 @@ def test_to_markdown_multiindex(run_a: Path) -> None:
     assert len(lines) == 2 + 2 * 5  # two engines with masks, five categories
     assert all(line.count("|") == 7 for line in lines)
     assert [c.strip() for c in lines[2].strip("|").split("|")][:3] == [
-        f"{LLG} 1.9.1",
+        "llguidance 1.9.1",
         "sparse: under 2%",
         "40.0",
     ]
@@ -329,20 +330,10 @@ def test_figures(run_a: Path, tmp_path: Path) -> None:
     runs = load_runs(run_a)
     before = dict(mpl.rcParams)
     out = tmp_path / "figs"
-    written = [
-        *plot_tbm_cdf(runs, out / "tbm"),
-        *plot_ttfm_cdf(runs, out / "ttfm.png", pdf=True),
-        *plot_density(runs, out / "density"),
-    ]
-    assert [p.name if p else None for p in written] == [
-        "tbm.png",
-        None,
-        "ttfm.png",
-        "ttfm.pdf",
-        "density.png",
-        None,
-    ]
-    for p in filter(None, written):
+    figures = [plot_tbm_cdf(runs, out / "tbm"), plot_ttfm_cdf(runs, out / "ttfm.png", pdf=True),
+               plot_density(runs, out / "density")]
+    assert all(isinstance(f, Figure) for f in figures)
+    for p in out.iterdir():
         assert p.is_file() and p.stat().st_size > 1000
     assert sorted(p.name for p in out.iterdir()) == ["density.png", "tbm.png", "ttfm.pdf", "ttfm.png"]
     img = mpimg.imread(out / "tbm.png")
@@ -380,9 +371,12 @@ def test_figures_are_png_only_unless_pdf_is_asked(run_a: Path, tmp_path: Path) -
     from toolkit.report.sweep import plot_sweep
 
     table = pd.DataFrame({"engine": ["a", "a"], "vocab": ["v1", "v2"], "vocab_size": [10, 20],
-                          "tbm_p50_us": [1.0, 2.0], "ttfm_p50_ms": [3.0, 4.0]})
-    assert plot_sweep(table, "vocab", tmp_path / "sweep")[1] is None and not (tmp_path / "sweep.pdf").exists()
-    assert plot_sweep(table, "vocab", tmp_path / "sweep", pdf=True)[1] == tmp_path / "sweep.pdf"
+                          "tbm_p50_us": [1.0, 2.0], "tbm_p99_us": [5.0, 9.0], "ttfm_p50_ms": [3.0, 4.0],
+                          "ttfm_p90_ms": [6.0, 8.0]})
+    plot_sweep(table, "vocab", tmp_path / "sweep")
+    assert (tmp_path / "sweep.png").is_file() and not (tmp_path / "sweep.pdf").exists()
+    plot_sweep(table, "vocab", tmp_path / "sweep", pdf=True)
+    assert (tmp_path / "sweep.pdf").is_file()
 
 
 def test_write_report(run_a: Path, run_b: Path, tmp_path: Path) -> None:
@@ -404,12 +398,12 @@ def test_write_report(run_a: Path, run_b: Path, tmp_path: Path) -> None:
         "TTFM cumulative distribution",
         "## How to read",
         "1 line(s) of records.jsonl skipped",
-        f"{LLG} 1.9.1 (forcing=true)",
+        "llguidance 1.9.1 (forcing=true)",
         "rejected \\| valid line",
     ):
         assert text in md, text
     engines = pd.read_csv(out / "engines.csv", index_col=0)
-    assert engines.loc[f"{LLG} 1.9.1 (forcing=false)", "TBM max (µs)"] == pytest.approx(10.0)
+    assert engines.loc["llguidance 1.9.1 (forcing=false)", "TBM max (µs)"] == pytest.approx(10.0)
     density = pd.read_csv(out / "density.csv")
     assert list(density.columns[:2]) == ["engine", "category"]
 
@@ -445,10 +439,10 @@ def test_unconstrained_references_never_mix_models(tmp_path: Path) -> None:
     }
     one, _ = load_generate_runs([tmp_path / "random-tiny"])
     assert set(one["setup"]) == {""} and unconstrained_references(one)[""].to_dict() == {1: 500.0, 8: 4000.0}
-    png, pdf = plot_overhead(runs, tmp_path / "e2e_overhead")
-    assert png.stat().st_size > 0 and pdf is None
-    png, pdf = plot_overhead(runs, tmp_path / "e2e_overhead", pdf=True)
-    assert pdf is not None and pdf.stat().st_size > 0
+    plot_overhead(runs, tmp_path / "e2e_overhead")
+    assert (tmp_path / "e2e_overhead.png").stat().st_size > 0 and not (tmp_path / "e2e_overhead.pdf").exists()
+    plot_overhead(runs, tmp_path / "e2e_overhead", pdf=True)
+    assert (tmp_path / "e2e_overhead.pdf").stat().st_size > 0
 
 
 # ------------------------------------------------------------------ like with like
@@ -479,7 +473,7 @@ def test_common_items_and_the_mask_warning(tmp_path: Path) -> None:
     assert common_items(runs) == ["a", "b"]
     warnings = comparability_warnings(runs)
     assert len(warnings) == 1
-    assert f"{LLG} 1 and {XGR} 2 computed different masks on 1 of 4 common steps (1 of 2 items" in warnings[0]
+    assert "llguidance 1 and xgrammar 2 computed different masks on 1 of 4 common steps (1 of 2 items" in warnings[0]
 
 
 def test_report_times_the_common_items_and_says_so(tmp_path: Path) -> None:
@@ -489,15 +483,15 @@ def test_report_times_the_common_items_and_says_so(tmp_path: Path) -> None:
     assert "## Warnings: not like for like" in md and "1 of 4 common steps" in md
     eng = pd.read_csv(run / "engines.csv", index_col=0)
     # timings over a and b only: 4 steps each, the slow lone items left out
-    assert eng.loc[f"{LLG} 1", "masks"] == 4 and eng.loc[f"{LLG} 1", "TBM max (µs)"] == pytest.approx(1)
-    assert eng.loc[f"{XGR} 2", "TBM max (µs)"] == pytest.approx(5)
+    assert eng.loc["llguidance 1", "masks"] == 4 and eng.loc["llguidance 1", "TBM max (µs)"] == pytest.approx(1)
+    assert eng.loc["xgrammar 2", "TBM max (µs)"] == pytest.approx(5)
     # ... while the outcome counts are over every record
-    assert eng.loc[f"{LLG} 1", "timeout"] == 1 and eng.loc[f"{XGR} 2", "compile_error"] == 1
+    assert eng.loc["llguidance 1", "timeout"] == 1 and eng.loc["xgrammar 2", "compile_error"] == 1
     out = tmp_path / "all"
     md_all = write_report(run, out=out, all_items=True).read_text(encoding="utf-8")
     assert "each engine's own items (--all-items): 4 items" in md_all
     eng_all = pd.read_csv(out / "engines.csv", index_col=0)
-    assert eng_all.loc[f"{LLG} 1", "masks"] == 5 and eng_all.loc[f"{XGR} 2", "TBM max (µs)"] == pytest.approx(500)
+    assert eng_all.loc["llguidance 1", "masks"] == 5 and eng_all.loc["xgrammar 2", "TBM max (µs)"] == pytest.approx(500)
 
 
 def test_runs_on_different_vocabularies_or_data_warn(tmp_path: Path, run_a: Path) -> None:

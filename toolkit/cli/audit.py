@@ -94,7 +94,7 @@ def _audit(args: argparse.Namespace) -> int:
     out = Path(args.out)
     table.to_csv(out / "audit.csv")
     dataset_table(df).to_csv(out / "datasets.csv")
-    png, _ = plot_audit(df, out / "audit", title=f"Soundness audit: {args.samples} walks per schema, "
+    plot_audit(df, out / "audit", title=f"Soundness audit: {args.samples} walks per schema, "
                                                  f"{args.sampler} sampler, {short_vocab(args.vocab)}", pdf=args.pdf)
     found = list(counterexamples(df))
     with (out / "counterexamples.csv").open("w", newline="", encoding="utf-8") as f:
@@ -102,7 +102,7 @@ def _audit(args: argparse.Namespace) -> int:
         w.writeheader()
         w.writerows(found)
     print(f"records in {out / 'audit.jsonl'}; per engine in audit.csv, per dataset in datasets.csv, "
-          f"counterexamples in counterexamples.csv, figure {png}\n")
+          f"counterexamples in counterexamples.csv, figure {out / 'audit.png'}\n")
     print(table.to_string(float_format=lambda v: f"{v:.1f}"))
     if found:
         print("\nshortest counterexample per loosened item (first 20):")

@@ -14,7 +14,7 @@ from toolkit.core.errors import MasklabError
 from toolkit.report.bench import comparability_warnings, comparable, engine_table, load_runs
 from toolkit.report.stats import DEFAULT_BOOT
 from toolkit.report.sweep import write_sweep_report
-from toolkit.report.write import write_report
+from toolkit.report.write import STYLES, write_report
 
 __all__ = ["SUMMARY_COLUMNS", "configure", "timing_summary", "warn_comparability"]
 
@@ -36,6 +36,9 @@ def configure(name: str, p: argparse.ArgumentParser) -> None:
                    help="a sweep folder: the grid axis the figures run along (default vocab: against the "
                         "vocabulary size)")
     p.add_argument("--pdf", action="store_true", help="also write every figure as PDF (default: PNG only)")
+    p.add_argument("--style", choices=STYLES, default=STYLES[0],
+                   help="paper: every figure also as STEM-column.pdf (3.3 in, one column) and STEM-page.pdf "
+                        "(6.9 in, both columns), 8 pt text, no titles, fonts embedded (default: screen only)")
     p.add_argument("--tidy", action="store_true",
                    help="also write items.parquet and masks.parquet (and CSV) of every record: one row per item "
                         "and per mask step, the columns in docs/benchmarks.md")
@@ -75,12 +78,12 @@ def _report(args: argparse.Namespace) -> int:
     if sweeps:
         if len(args.dirs) > 1:
             raise MasklabError("a sweep folder is reported alone: masklab report SWEEP [--axis AXIS]")
-        path = write_sweep_report(sweeps[0], out=args.out, axis=args.axis, pdf=args.pdf)
+        path = write_sweep_report(sweeps[0], out=args.out, axis=args.axis, pdf=args.pdf, style=args.style)
     else:
         if args.axis != AXES[0]:
             raise MasklabError("--axis is for a sweep folder (masklab sweep)")
         path = write_report(args.dirs, out=args.out, all_items=args.all_items, sizes=args.sizes, pdf=args.pdf,
-                            boot=args.boot, tidy=args.tidy)
+                            boot=args.boot, tidy=args.tidy, style=args.style)
     if args.full:
         print(path.read_text(encoding="utf-8"))
     else:

@@ -25,8 +25,9 @@ Conventions:
   whatever the item's status (an item that failed validation still timed the masks
   it computed).  They are of the first walk (``tbm_s``); a run with ``--walks W``
   has its later walks in ``Runs.later``, reported apart (:func:`walks_table`).  TTFM statistics are over the items that reached a first mask.
-* Engine labels are ``"<engine> <version>"`` (just the engine name when run.json
-  has no version).  When one label occurs in several runs, each occurrence gets a
+* Engine labels are :func:`~toolkit.report.style.engine_label`'s: ``"ours: llguidance"``
+  for masklab's strategies, ``"llguidance 1.9.1"`` for ``peer:llguidance`` (the package and
+  its version), ``"<engine> <version>"`` for any other.  When one label occurs in several runs, each occurrence gets a
   suffix naming its run: the options that differ (``"(forcing=true)"``) when those
   tell the runs apart, else the run directory's name, else ``"(run2)"`` (the run's
   1-based position in ``dirs``).  Masks from different runs are never pooled.
@@ -64,12 +65,15 @@ from toolkit.core.errors import MasklabError
 from toolkit.data.datasets import embedded_dir, iter_items
 from toolkit.report.stats import DEFAULT_BOOT, estimates
 from toolkit.report.style import (
-    RC,
+    Look,
+    engine_label,
     engine_styles,
     figure_legend,
-    new_figure,
-    save_figure,
+    finish_figure,
+    get_look,
     short_vocab,
+    start_figure,
+    tick_label,
     unique,
 )
 
@@ -186,7 +190,7 @@ def _read_records(path: Path) -> tuple[list[dict[str, Any]], int]:
 
 def _base_label(engine: str, info: Any) -> str:
     version = info.get("version") if isinstance(info, dict) else None
-    return f"{engine} {version}" if version else engine
+    return engine_label(engine, version)
 
 
 def _options(info: Any) -> dict[str, Any]:
@@ -736,15 +740,16 @@ def draft_table(runs: Runs) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["engine", "k"])
 
 
-def plot_draft(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
-    """The cost of draft masks against the draft length k, one line per engine: the
-    ratio to k sequential steps (left) and µs per mask (right), log-2 k axis.  Writes
-    PNG (and PDF) like :func:`plot_tbm_cdf`."""
+def plot_draft(runs: Runs, path: str | os.PathLike[str] | None = None, *, ax: Any = None,
+               look: str | Look = "screen", pdf: bool = False) -> Any:
+    """The cost of draft masks against the draft length k, one line per engine: (a) the
+    ratio to k sequential steps, (b) µs per mask, log-2 k axis.  Draws and saves like
+    :func:`plot_tbm_cdf` (``ax``: two Axes)."""
     table = draft_table(runs)
     styles = _styles(runs)
-    with mpl.rc_context(RC):
-        fig = new_figure(10.0, 4.6)
-        left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    lk = get_look(look)
+    with mpl.rc_context(lk.rc):
+        fig, (left, right) = start_figure(ax, lk, (10.0, 4.6), panels=2)
         handles, labels = [], []
         for label in runs.engines:
             if label not in table.index.get_level_values(0):
@@ -755,22 +760,22 @@ def plot_draft(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -
             right.plot(t.index, t["µs per mask"], marker="o", color=st["color"], linestyle=st["linestyle"])
             handles.append(h)
             labels.append(label)
-        for ax in (left, right):
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
-            ax.set_xlabel("draft length k (tokens)")
-            ax.grid(True, which="major")
+        for a in (left, right):
+            a.set_xscale("log", base=2)
+            a.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:g}"))
+            a.set_xlabel("draft length k (tokens)")
+            a.grid(True, which="major")
         left.axhline(1.0, color="0.5", linewidth=0.8)
         left.set_ylabel("draft call / sequential steps")
         right.set_yscale("log")
         right.set_ylabel("µs per mask (log scale)")
         if not handles:
             left.text(0.5, 0.5, "no draft masks timed", ha="center", va="center", transform=left.transAxes)
-        left.set_title("cost against k sequential steps (median)")
-        right.set_title("per mask of the draft (median)")
-        fig.suptitle(f"Speculative draft masks · {_subtitle(runs)}")
+        _panel_titles((left, right), lk, ["cost against k sequential steps (median)", "per mask of the draft (median)"])
+        if lk.titles:
+            fig.suptitle(f"Speculative draft masks · {_subtitle(runs)}")
         figure_legend(fig, handles, labels)
-        return save_figure(fig, path, pdf=pdf)
+        return finish_figure(fig, path, lk, pdf=pdf)
 
 
 def _categories(masks: pd.DataFrame) -> pd.Series:
@@ -889,35 +894,22 @@ def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([[x[0]], x]), np.concatenate([[0.0], y])
 
 
-def _tick_label(v: float, _pos: Any = None) -> str:
-    if v <= 0:
-        return ""
-    if 1e-3 <= v < 1e6:
-        return f"{v:g}"
-    exp = int(round(math.log10(v)))
-    return f"$10^{{{exp}}}$"
 
-
-
-def _plot_cdf(
-    runs: Runs,
-    path: str | os.PathLike[str],
-    series: dict[str, np.ndarray],
-    title: str,
-    xlabel: str,
-    ylabel: str,
-    pdf: bool = False,
-) -> tuple[Path, Path | None]:
-
-    with mpl.rc_context(RC):
-        fig = new_figure(6.4, 4.6)
-        ax = fig.add_subplot()
-        handles, labels = _draw_cdf(ax, runs, series)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.set_title(f"{title}\n{_subtitle(runs)}")
-        figure_legend(fig, handles, labels)
-        return save_figure(fig, path, pdf=pdf)
+def _plot_cdf(runs: Runs, path: str | os.PathLike[str] | None, series: dict[str, np.ndarray], title: str,
+              xlabel: str, ylabel: str, *, ax: Any = None, look: str | Look = "screen", pdf: bool = False) -> Any:
+    lk = get_look(look)
+    with mpl.rc_context(lk.rc):
+        fig, (axis,) = start_figure(ax, lk, (6.4, 4.6))
+        handles, labels = _draw_cdf(axis, runs, series)
+        axis.set_xlabel(xlabel)
+        axis.set_ylabel(ylabel)
+        if lk.titles:
+            axis.set_title(f"{title}\n{_subtitle(runs)}")
+        if ax is None:
+            figure_legend(fig, handles, labels)
+        elif handles:
+            axis.legend(handles, labels)
+        return finish_figure(fig, path, lk, pdf=pdf)
 
 
 def _draw_cdf(ax: Any, runs: Runs, series: dict[str, np.ndarray]) -> tuple[list[Any], list[str]]:
@@ -940,7 +932,7 @@ def _draw_cdf(ax: Any, runs: Runs, series: dict[str, np.ndarray]) -> tuple[list[
     if handles:
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(base=10))
-        ax.xaxis.set_major_formatter(FuncFormatter(_tick_label))
+        ax.xaxis.set_major_formatter(FuncFormatter(tick_label))
         ax.xaxis.set_minor_formatter(NullFormatter())
     else:
         ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
@@ -950,126 +942,122 @@ def _draw_cdf(ax: Any, runs: Runs, series: dict[str, np.ndarray]) -> tuple[list[
     return handles, labels
 
 
-def plot_walks_cdf(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
-    """Two TBM CDFs side by side (log x, µs): (a) the first walk of each engine that
-    walked again, (b) its later walks (``bench --walks W``, on a warm grammar), on one
-    x range.  Writes PNG (and PDF) like :func:`plot_tbm_cdf`."""
+def plot_walks_cdf(runs: Runs, path: str | os.PathLike[str] | None = None, *, ax: Any = None,
+                   look: str | Look = "screen", pdf: bool = False) -> Any:
+    """Two TBM CDFs (log x, µs): (a) the first walk of each engine that walked again, (b)
+    its later walks (``bench --walks W``, on a warm grammar), on one x range.  Draws and
+    saves like :func:`plot_tbm_cdf` (``ax``: two Axes)."""
     again = {str(k): g.to_numpy(dtype=float) * 1e6
              for k, g in runs.later.groupby("engine_label", observed=True)["tbm_s"]}
     first = {str(k): g.to_numpy(dtype=float) * 1e6
              for k, g in runs.masks.groupby("engine_label", observed=True)["tbm_s"] if str(k) in again}
-    with mpl.rc_context(RC):
-        fig = new_figure(10.0, 4.4)
-        axes = fig.subplots(1, 2, sharex=True, sharey=True)
+    lk = get_look(look)
+    with mpl.rc_context(lk.rc):
+        fig, axes = start_figure(ax, lk, (10.0, 4.4), panels=2)
         handles, labels = _draw_cdf(axes[0], runs, first)
         _draw_cdf(axes[1], runs, again)
-        axes[0].set_title("(a) first walk (cold grammar)")
-        axes[1].set_title("(b) later walks (warm grammar)")
-        for ax in axes:
-            ax.set_xlabel("time per mask step (µs, log scale)")
-        axes[0].set_ylabel("fraction of masks")
-        fig.suptitle(f"Time between masks, first and later walks on one compile\n{_subtitle(runs)}")
+        axes[1].sharex(axes[0])
+        _panel_titles(axes, lk, ["first walk (cold grammar)", "later walks (warm grammar)"])
+        for a in axes:
+            a.set_xlabel("time per mask step (µs, log scale)")
+            a.set_ylabel("fraction of masks")
+        if lk.titles:
+            fig.suptitle(f"Time between masks, first and later walks on one compile\n{_subtitle(runs)}")
         figure_legend(fig, handles, [lab.split(" (n=")[0] for lab in labels])
-        return save_figure(fig, path, pdf=pdf)
+        return finish_figure(fig, path, lk, pdf=pdf)
 
 
-def plot_tbm_cdf(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
-    """Empirical CDF of the time per mask step, one line per engine (log x, µs).
+def _panel_titles(axes: Sequence[Any], look: Look, titles: Sequence[str]) -> None:
+    """``(a) title``, ``(b) title``... on the screen; a paper look keeps only the letters
+    (its caption says what each panel is)."""
+    for k, (a, title) in enumerate(zip(axes, titles, strict=True)):
+        letter = f"({chr(ord('a') + k)})"
+        a.set_title(f"{letter} {title}" if look.titles else letter, loc="center" if look.titles else "left")
 
-    ``path`` is the stem (a ``.png``/``.pdf`` suffix is dropped); writes the PNG, and
-    the PDF when ``pdf`` is true, and returns ``(png, pdf)`` (``pdf`` None when not
-    written).  Engines without masks are left out.
+
+def plot_tbm_cdf(runs: Runs, path: str | os.PathLike[str] | None = None, *, ax: Any = None,
+                 look: str | Look = "screen", pdf: bool = False) -> Any:
+    """Empirical CDF of the time per mask step, one line per engine (log x, µs); engines
+    without masks are left out.  Returns the figure.
+
+    ``ax``: draw on this Axes (of the caller's figure; its legend on the Axes) instead of a
+    new figure.  ``look``: ``"screen"`` (the report's), or a paper look, ``"column"``
+    (3.3 in wide) or ``"page"`` (6.9 in), without titles (:data:`~toolkit.report.style.LOOKS`).
+    ``path``: the stem to save to (a ``.png``/``.pdf`` suffix is dropped): the PNG, and the
+    PDF when ``pdf`` is true or the look is a paper one; None saves nothing.
     """
     series = {
         str(k): g.to_numpy(dtype=float) * 1e6
         for k, g in runs.masks.groupby("engine_label", observed=True)["tbm_s"]
     }
-    return _plot_cdf(
-        runs,
-        path,
-        series,
-        "Time between masks (TBM)",
-        "time per mask step (µs, log scale)",
-        "fraction of masks",
-        pdf,
-    )
+    return _plot_cdf(runs, path, series, "Time between masks (TBM)", "time per mask step (µs, log scale)",
+                     "fraction of masks", ax=ax, look=look, pdf=pdf)
 
 
-def plot_ttfm_cdf(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
-    """Empirical CDF of the time to first mask (compile + first mask) per engine (log x, ms).
-
-    Only items that reached a first mask count; writes PNG (and PDF) like :func:`plot_tbm_cdf`.
-    """
+def plot_ttfm_cdf(runs: Runs, path: str | os.PathLike[str] | None = None, *, ax: Any = None,
+                  look: str | Look = "screen", pdf: bool = False) -> Any:
+    """Empirical CDF of the time to first mask (compile + first mask) per engine (log x,
+    ms), over the items that reached a first mask; draws and saves like :func:`plot_tbm_cdf`."""
     series = {
         str(k): g.dropna().to_numpy(dtype=float) * 1e3
         for k, g in runs.records.groupby("engine_label", observed=True)["ttfm_s"]
     }
-    return _plot_cdf(
-        runs,
-        path,
-        series,
-        "Time to first mask (TTFM = compile + first mask)",
-        "time to first mask (ms, log scale)",
-        "fraction of items",
-        pdf,
-    )
+    return _plot_cdf(runs, path, series, "Time to first mask (TTFM = compile + first mask)",
+                     "time to first mask (ms, log scale)", "fraction of items", ax=ax, look=look, pdf=pdf)
 
 
-def plot_density(runs: Runs, path: str | os.PathLike[str], *, pdf: bool = False) -> tuple[Path, Path | None]:
-    """Grouped bars per density category: % of masks (left) and % of mask time (right).
-
-    Writes PNG (and PDF) like :func:`plot_tbm_cdf`; engines without masks are left out.
-    """
+def plot_density(runs: Runs, path: str | os.PathLike[str] | None = None, *, ax: Any = None,
+                 look: str | Look = "screen", pdf: bool = False) -> Any:
+    """Grouped bars per density category: (a) % of masks, (b) % of mask time; engines
+    without masks are left out.  Draws and saves like :func:`plot_tbm_cdf` (``ax``: two Axes)."""
 
     table = density_table(runs)
     styles = _styles(runs)
     engines = [e for e in runs.engines if e in table.index.get_level_values(0)]
     cats = list(dict.fromkeys(table.index.get_level_values(1))) or list(DENSITY_CATEGORIES)
-    with mpl.rc_context(RC):
-        fig = new_figure(11.0, 4.6)
-        axes = fig.subplots(1, 2, sharey=True)
+    lk = get_look(look)
+    with mpl.rc_context(lk.rc):
+        fig, axes = start_figure(ax, lk, (11.0, 4.6), panels=2)
         x = np.arange(len(cats))
         width = 0.8 / max(1, len(engines))
         handles = []
-        for ax, column, title in zip(
-            axes,
-            ["% of masks", "% of mask time"],
-            ["(a) share of masks", "(b) share of mask time"],
-            strict=True,
-        ):
+        for a, column in zip(axes, ["% of masks", "% of mask time"], strict=True):
             for j, label in enumerate(engines):
-                values = [
-                    table.loc[(label, c), column] if (label, c) in table.index else 0 for c in cats
-                ]
+                values = [table.loc[(label, c), column] if (label, c) in table.index else 0 for c in cats]
                 st = styles[label]
-                bars = ax.bar(
-                    x - 0.4 + width * (j + 0.5),
-                    np.nan_to_num(np.asarray(values, dtype=float)),
-                    width,
-                    color=st["color"],
-                    hatch=st["hatch"],
-                    edgecolor="white",
-                    linewidth=0.6,
-                    label=label,
-                )
-                if ax is axes[0]:
+                bars = a.bar(x - 0.4 + width * (j + 0.5), np.nan_to_num(np.asarray(values, dtype=float)), width,
+                             color=st["color"], hatch=st["hatch"], edgecolor="white", linewidth=0.6, label=label)
+                if a is axes[0]:
                     handles.append(bars)
-            ax.set_xticks(x, [c.replace(" ", "\n", 1) for c in cats])
-            ax.set_xlabel("mask density (allowed / vocabulary) and slicing")
-            ax.set_title(title)
-            ax.set_ylim(0, 100)
-            ax.grid(True, axis="y")
-            ax.grid(False, axis="x")
+            a.set_xticks(x, [_wrap_category(c) if lk.titles else _SHORT_CATEGORIES.get(c, c) for c in cats])
+            if lk.titles:
+                a.set_xlabel("mask density (allowed / vocabulary) and slicing")
+            a.set_ylim(0, 100)
+            a.grid(True, axis="y")
+            a.grid(False, axis="x")
             if not engines:
-                ax.text(0.5, 0.5, "no masks", ha="center", va="center", transform=ax.transAxes)
-        axes[0].set_ylabel("% of the engine's masks")
-        axes[1].set_ylabel("% of the engine's mask time")
-        axes[1].tick_params(labelleft=True)
-        fig.suptitle(f"Masks by density\n{_subtitle(runs)}")
+                a.text(0.5, 0.5, "no masks", ha="center", va="center", transform=a.transAxes)
+        _panel_titles(axes, lk, ["share of masks", "share of mask time"])
+        axes[0].set_ylabel("% of the engine's masks" if lk.titles else "% of masks")
+        axes[1].set_ylabel("% of the engine's mask time" if lk.titles else "% of mask time")
+        if lk.titles:
+            fig.suptitle(f"Masks by density\n{_subtitle(runs)}")
         figure_legend(fig, handles, engines)
-        return save_figure(fig, path, pdf=pdf)
+        return finish_figure(fig, path, lk, pdf=pdf)
 
 
+_SHORT_CATEGORIES = {DENSITY_CATEGORIES[0]: "sparse\n<2%", DENSITY_CATEGORIES[1]: "medium\n2-85%", SLICED_LOW: "<85%\nsliced",
+                     DENSITY_CATEGORIES[2]: "dense\n≥85%", DENSITY_CATEGORIES[3]: "dense\nsliced"}
+"""The categories in a paper's narrow panels (its caption names them in full)."""
+
+
+def _wrap_category(category: str) -> str:
+    """A density category on two lines (``sparse:`` over ``under 2%``)."""
+    head, sep, tail = category.partition(": ")
+    if sep:
+        return f"{head}:\n{tail}"
+    head, sep, tail = category.partition(", ")
+    return f"{head},\n{tail}" if sep else category
 
 
 # ------------------------------------------------------------------------ size figure
@@ -1097,24 +1085,24 @@ def grammar_sizes(runs: Runs) -> pd.Series:
     return pd.Series(out, name="productions", dtype=float)
 
 
-def plot_size(runs: Runs, path: str | os.PathLike[str], sizes: pd.Series | None = None, *,
-              pdf: bool = False) -> tuple[Path, Path | None]:
-    """TTFM (left) and the compiled grammar's memory (right) against the grammar's size
+def plot_size(runs: Runs, path: str | os.PathLike[str] | None = None, sizes: pd.Series | None = None, *,
+              ax: Any = None, look: str | Look = "screen", pdf: bool = False) -> Any:
+    """(a) TTFM and (b) the compiled grammar's memory against the grammar's size
     (:func:`grammar_sizes`: productions of masklab's Grammar), one point per item and
     engine, log-log, with each engine's median per size decade drawn through (an engine
-    that reports no memory, a peer, is absent from the right panel).  Writes PNG (and
-    PDF) like :func:`plot_tbm_cdf`."""
+    that reports no memory, a peer, is absent from (b)).  Draws and saves like
+    :func:`plot_tbm_cdf` (``ax``: two Axes)."""
     sizes = grammar_sizes(runs) if sizes is None else sizes
     rec = runs.records.copy()
     rec["productions"] = rec["item"].astype(str).map(sizes)
     styles = _styles(runs)
-    with mpl.rc_context(RC):
-        fig = new_figure(11.0, 4.6)
-        axes = fig.subplots(1, 2)
+    lk = get_look(look)
+    with mpl.rc_context(lk.rc):
+        fig, axes = start_figure(ax, lk, (11.0, 4.6), panels=2)
         handles = []
-        for ax, column, scale, ylabel, title in (
-            (axes[0], "ttfm_s", 1e3, "time to first mask (ms, log scale)", "(a) TTFM"),
-            (axes[1], "memory_bytes", 1e-6, "compiled grammar (MB, log scale)", "(b) memory"),
+        for a, column, scale, ylabel in (
+            (axes[0], "ttfm_s", 1e3, "time to first mask (ms, log scale)"),
+            (axes[1], "memory_bytes", 1e-6, "compiled grammar (MB, log scale)"),
         ):
             for label in runs.engines:
                 part = rec[(rec["engine_label"].astype(str) == label)].dropna(subset=["productions", column])
@@ -1124,24 +1112,25 @@ def plot_size(runs: Runs, path: str | os.PathLike[str], sizes: pd.Series | None 
                 st = styles[label]
                 x = part["productions"].to_numpy(dtype=float)
                 y = part[column].to_numpy(dtype=float) * scale
-                ax.scatter(x, y, s=6, alpha=0.35, color=st["color"], linewidths=0)
+                a.scatter(x, y, s=6, alpha=0.35, color=st["color"], linewidths=0)
                 decade = np.floor(np.log10(np.maximum(x, 1)))
                 xs, ys = [], []
                 for d in np.unique(decade):
                     sel = decade == d
                     xs.append(float(np.median(x[sel])))
                     ys.append(float(np.median(y[sel])))
-                (line,) = ax.plot(xs, ys, color=st["color"], linestyle=st.get("linestyle", "-"), linewidth=1.6,
-                                  marker="o", markersize=3.5, label=label)
-                if ax is axes[0]:
+                (line,) = a.plot(xs, ys, color=st["color"], linestyle=st.get("linestyle", "-"),
+                                 marker="o", markersize=3.5, label=label)
+                if a is axes[0]:
                     handles.append(line)
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("grammar size (productions of masklab's Grammar, log scale)")
-            ax.set_ylabel(ylabel)
-            ax.set_title(title)
-            if not ax.has_data():
-                ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
-        fig.suptitle(f"Startup and memory against grammar size\n{_subtitle(runs)}")
+            a.set_xscale("log")
+            a.set_yscale("log")
+            a.set_xlabel("grammar size (productions, log scale)")
+            a.set_ylabel(ylabel)
+            if not a.has_data():
+                a.text(0.5, 0.5, "no data", ha="center", va="center", transform=a.transAxes)
+        _panel_titles(axes, lk, ["TTFM", "memory"])
+        if lk.titles:
+            fig.suptitle(f"Startup and memory against grammar size\n{_subtitle(runs)}")
         figure_legend(fig, handles, [h.get_label() for h in handles])
-        return save_figure(fig, path, pdf=pdf)
+        return finish_figure(fig, path, lk, pdf=pdf)

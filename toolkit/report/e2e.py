@@ -18,7 +18,8 @@ the ``apply_kernels`` comparison), ``steps.csv`` and ``sequences.jsonl``.
   (:func:`unconstrained_references`); :func:`plot_step_parts` where a step's time goes;
 * :func:`e2e_sections` writes all of it and returns the report's markdown.
 
-Labels are ``"<engine> <version>"``; when the runs differ in model, device, dtype,
+Labels are :func:`~toolkit.report.style.engine_label`'s (``ours: llguidance``,
+``llguidance 1.9.1``); when the runs differ in model, device, dtype,
 apply kernel, forward pass or prompt, the differing settings are added
 (``"llguidance (cuda, bfloat16)"``) and are the run's ``setup``.
 A model with random weights is said so in every table title and figure.
@@ -44,12 +45,17 @@ from toolkit.report.stats import DEFAULT_BOOT, estimates, with_intervals
 from toolkit.report.style import (
     HATCHES,
     PALETTE,
-    RC,
+    PAPER_LOOKS,
+    Look,
+    engine_label,
     engine_styles,
+    figure_legend,
+    finish_figure,
+    get_look,
     new_figure,
     pdf_link,
-    save_figure,
     short_vocab,
+    start_figure,
     to_markdown,
 )
 
@@ -169,7 +175,8 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
                           **{key: k.get(key) for key in ("kernel", "available", "ms_p50", "equal", "error")}})
     runs = pd.DataFrame(rows)
     differing = [s for s in _SETTINGS if runs[s].nunique() > 1]
-    base = [f"{e} {v}" if isinstance(v, str) and v else e for e, v in zip(runs["engine"], runs["version"], strict=True)]
+    base = [engine_label(e, v if isinstance(v, str) and v else None)
+            for e, v in zip(runs["engine"], runs["version"], strict=True)]
     jump = runs["jump_forward"].fillna(False).astype(bool) if "jump_forward" in runs else pd.Series(False, index=runs.index)
     base = [b + (" +jump" if j else "") for b, j in zip(base, jump, strict=True)]  # the two modes, side by side
     runs["setup"] = [", ".join(str(r[s]) for s in differing) for _, r in runs.iterrows()]
@@ -329,33 +336,34 @@ def _subtitle(runs: pd.DataFrame) -> str:
     return " · ".join(parts)
 
 
-def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str], *,
-                  pdf: bool = False) -> tuple[Path, Path | None]:
+def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str] | None = None, *, ax: Any = None,
+                  look: str | Look = "screen", pdf: bool = False) -> Any:
     """Overhead % (constrained step time over unconstrained, minus 1) and tokens/s
     against the batch size (log 2 axis), one line per engine, and a dotted line of the
     unconstrained tokens/s per setup (:func:`unconstrained_references`); with repeats each
     point is their median and a bar spans them; the tokens/s
-    axis is logarithmic when its values span more than 20x (runs of two models); PNG,
-    and PDF when ``pdf`` is true (returns ``(png, pdf)``, ``pdf`` None when not written)."""
+    axis is logarithmic when its values span more than 20x (runs of two models).  Returns
+    the figure; ``ax``, ``look``, ``path`` and ``pdf`` as for
+    :func:`toolkit.report.bench.plot_tbm_cdf` (``ax``: two Axes)."""
 
 
     labels = list(dict.fromkeys(runs["label"]))
     styles = engine_styles({lab: str(runs.loc[runs["label"] == lab, "engine"].iloc[0]) for lab in labels})
     batches = sorted(runs["batch"].unique())
-    with mpl.rc_context(RC):
-        fig = new_figure(10.0, 4.4)
-        ax_o, ax_t = fig.subplots(1, 2)
+    lk = get_look(look)
+    with mpl.rc_context(lk.rc):
+        fig, (ax_o, ax_t) = start_figure(ax, lk, (10.0, 4.4), panels=2)
         handles = []
         for lab in labels:
             by_batch = runs[runs["label"] == lab].groupby("batch")
             st = styles[lab]
-            for ax, col in ((ax_o, "overhead_pct"), (ax_t, "tokens_per_s")):
+            for a, col in ((ax_o, "overhead_pct"), (ax_t, "tokens_per_s")):
                 med = by_batch[col].median()  # over repeats; the bars span them
                 spread = ([med - by_batch[col].min(), by_batch[col].max() - med]
                           if (by_batch.size() > 1).any() else None)
-                h = ax.errorbar(med.index, med.to_numpy(), yerr=spread, color=st["color"],
-                                linestyle=st["linestyle"], marker=st["marker"], capsize=3)
-                if ax is ax_o:
+                h = a.errorbar(med.index, med.to_numpy(), yerr=spread, color=st["color"],
+                               linestyle=st["linestyle"], marker=st["marker"], capsize=3)
+                if a is ax_o:
                     handles.append(h)
         names = list(labels)
         refs = unconstrained_references(runs)
@@ -369,36 +377,41 @@ def plot_overhead(runs: pd.DataFrame, path: str | os.PathLike[str], *,
         if len(shown) and shown.max() > 20 * shown.min():  # e.g. two models: a linear axis flattens one
             ax_t.set_yscale("log")
         ax_o.axhline(0.0, color="0.3", linewidth=0.8)
-        for ax in (ax_o, ax_t):
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_locator(FixedLocator(batches))
-            ax.xaxis.set_minor_locator(NullLocator())
-            ax.set_xticklabels([str(b) for b in batches])
-            ax.set_xlabel("batch size (sequences decoded together)")
+        for a in (ax_o, ax_t):
+            a.set_xscale("log", base=2)
+            a.xaxis.set_major_locator(FixedLocator(batches))
+            a.xaxis.set_minor_locator(NullLocator())
+            a.set_xticklabels([str(b) for b in batches])
+            a.set_xlabel("batch size (sequences decoded together)" if lk.titles else "batch size")
         ax_o.set_ylabel("overhead vs unconstrained (%)")
-        ax_o.set_title("Cost of the masks per step")
         ax_t.set_ylabel("tokens/s (live sequences)")
-        ax_t.set_title("Throughput")
-        fig.suptitle(f"End-to-end decoding\n{_subtitle(runs)}")
-        fig.legend(handles, names, loc="outside lower center", ncols=min(len(names), 3))
-        return save_figure(fig, path, pdf=pdf)
+        for a, letter, title in ((ax_o, "(a)", "Cost of the masks per step"), (ax_t, "(b)", "Throughput")):
+            a.set_title(title if lk.titles else letter, loc="center" if lk.titles else "left")
+        if lk.titles:
+            fig.suptitle(f"End-to-end decoding\n{_subtitle(runs)}")
+        figure_legend(fig, handles, names)
+        return finish_figure(fig, path, lk, pdf=pdf)
 
 
-def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str], *,
-                    pdf: bool = False) -> tuple[Path, Path | None]:
+def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str] | None = None, *, ax: Any = None,
+                    look: str | Look = "screen", pdf: bool = False) -> Any:
     """Stacked bars of a mean constrained step (forward, wait for masks, apply, sample,
     accept: they add up to the step) per engine and batch size, next to the
     unconstrained step, each annotated with its host overhead (ms and % of the
-    unconstrained forward pass), each the median over a run's repeats; PNG, and PDF when
-    ``pdf`` is true."""
+    unconstrained forward pass), each the median over a run's repeats.  Returns the figure;
+    ``ax`` (one Axes), ``look``, ``path`` and ``pdf`` as for
+    :func:`toolkit.report.bench.plot_tbm_cdf`."""
 
 
     rows = runs.groupby(["label", "batch"], as_index=False, sort=False).median(numeric_only=True)  # over repeats
     rows = rows.sort_values(["batch", "label"])
     names = [f"{lab} · B={b}" for lab, b in zip(rows["label"], rows["batch"], strict=True)]
-    with mpl.rc_context(RC):
-        fig = new_figure(9.0, 1.2 + 0.42 * len(rows))
-        ax = fig.add_subplot()
+    lk = get_look(look)
+    with mpl.rc_context(lk.rc):
+        if ax is None:
+            fig = new_figure(lk.width or 9.0, (1.2 + 0.42 * len(rows)) * (1.0 if lk.titles else 0.75))
+            ax = fig.add_subplot()
+        fig = ax.figure
         y = np.arange(len(rows))
         left = np.zeros(len(rows))
         handles, labels = [], []
@@ -417,7 +430,8 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str], *,
         for k in np.flatnonzero(np.isfinite(host)):  # what the host adds besides the apply kernel
             pct = rows["host_overhead_pct"].iloc[k] if "host_overhead_pct" in rows else math.nan
             ax.annotate(f"host {host[k]:+.2f} ms" + (f" ({pct:+.1f}%)" if np.isfinite(pct) else ""),
-                        (left[k], y[k]), xytext=(4, 0), textcoords="offset points", va="center", fontsize=7)
+                        (left[k], y[k]), xytext=(4, 0), textcoords="offset points", va="center",
+                        fontsize="x-small")
         if np.isfinite(host).any():
             ax.set_xlim(right=max(np.nanmax(left), np.nanmax(unc) if np.isfinite(unc).any() else 0) * 1.3)
         ax.set_yticks(y, names)
@@ -425,9 +439,10 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str], *,
         ax.set_xlabel("mean time per step (ms)")
         ax.grid(True, axis="x")
         ax.grid(False, axis="y")
-        fig.suptitle(f"Where a decoding step's time goes\n{_subtitle(runs)}")
-        fig.legend(handles, labels, loc="outside lower center", ncols=3)
-        return save_figure(fig, path, pdf=pdf)
+        if lk.titles:
+            fig.suptitle(f"Where a decoding step's time goes\n{_subtitle(runs)}")
+        figure_legend(fig, handles, labels)
+        return finish_figure(fig, path, lk, pdf=pdf)
 
 
 _HOW_TO_READ = """\
@@ -461,7 +476,7 @@ schema compiler (the peers), whose outputs may leave masklab's grammar legitimat
 
 
 def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path, *,
-                 pdf: bool = False, boot: int = DEFAULT_BOOT) -> tuple[list[str], int]:
+                 pdf: bool = False, boot: int = DEFAULT_BOOT, style: str = "screen") -> tuple[list[str], int]:
     """Write ``e2e.csv``, ``apply_kernels.csv``, ``e2e_overhead`` and ``e2e_steps``
     (PNG; with ``pdf`` a PDF of each too) into ``out_dir`` for the generate runs under
     ``dirs``; return the report's markdown lines and the number of runs."""
@@ -471,8 +486,10 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path, *,
     ktable = kernel_table(kernels)
     table.to_csv(out_dir / "e2e.csv")
     ktable.to_csv(out_dir / "apply_kernels.csv")
-    plot_overhead(runs, out_dir / "e2e_overhead", pdf=pdf)
-    plot_step_parts(runs, out_dir / "e2e_steps", pdf=pdf)
+    for plot, stem in ((plot_overhead, "e2e_overhead"), (plot_step_parts, "e2e_steps")):
+        plot(runs, out_dir / stem, pdf=pdf)
+        for look in PAPER_LOOKS if style == "paper" else ():
+            plot(runs, out_dir / f"{stem}-{look}", look=look)
     lines = ["## End to end: decoding with a model", "", _subtitle(runs), ""]
     if runs["random_weights"].any():
         lines += ["**Random weights**: no checkpoint could be downloaded; step times are the real "

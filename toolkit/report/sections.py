@@ -40,7 +40,7 @@ from toolkit.report.bench import (
 )
 from toolkit.report.direct import direct_markdown, direct_table
 from toolkit.report.stats import DEFAULT_BOOT, with_intervals
-from toolkit.report.style import pdf_link, to_markdown
+from toolkit.report.style import PAPER_LOOKS, pdf_link, to_markdown
 from toolkit.report.tidy import write_tidy
 
 __all__ = ["Context", "SECTIONS", "Section", "context", "provenance_differences"]
@@ -58,6 +58,7 @@ class Context:
     pdf: bool = False
     sizes: bool = False
     tidy: bool = False
+    style: str = "screen"  # "paper": every figure also in a paper's column and page widths
     engines: pd.DataFrame = field(default_factory=pd.DataFrame)  # timings over the compared items
     outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)  # statuses over every record
     walks: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -66,20 +67,31 @@ class Context:
     def n_walks(self) -> int:
         return max((int(m.get("walks") or 1) for m in self.runs.meta), default=1)
 
+    def draw(self, plot: Callable[..., Any], stem: str, *args: Any) -> None:
+        """``plot(*args)`` saved as ``stem.png`` (and PDF with ``pdf``), and with the paper
+        style also as ``stem-column`` and ``stem-page`` (PDF and PNG, paper looks)."""
+        plot(*args, self.out / stem, pdf=self.pdf)
+        if self.style == "paper":
+            for look in PAPER_LOOKS:
+                plot(*args, self.out / f"{stem}-{look}", look=look)
+
     def figure(self, stem: str, caption: str, alt: str | None = None) -> list[str]:
-        """The Markdown of a figure written as ``stem.png`` (and its PDF link)."""
-        return [f"![{alt or caption}]({stem}.png)", "", caption + pdf_link(stem, self.pdf), ""]
+        """The Markdown of a figure written as ``stem.png`` (and its PDF and paper links)."""
+        paper = (" Paper: " + ", ".join(f"[{look} PDF]({stem}-{look}.pdf)" for look in PAPER_LOOKS) + "."
+                 if self.style == "paper" else "")
+        return [f"![{alt or caption}]({stem}.png)", "", caption + pdf_link(stem, self.pdf) + paper, ""]
 
 
 Section = Callable[[Context], list[str]]
 
 
 def context(everything: Runs, out: Path, bench: list[Path], *, all_items: bool = False, sizes: bool = False,
-            pdf: bool = False, boot: int = DEFAULT_BOOT, tidy: bool = False) -> Context:
+            pdf: bool = False, boot: int = DEFAULT_BOOT, tidy: bool = False, style: str = "screen") -> Context:
     """The context of a report over the bench runs ``everything`` (``boot``: bootstrap draws of
     the timing tables' intervals, 0 for none)."""
     runs = comparable(everything, all_items)
-    return Context(everything, runs, out, bench, pdf=pdf, sizes=sizes, tidy=tidy, engines=engine_table(runs, boot=boot),
+    return Context(everything, runs, out, bench, pdf=pdf, sizes=sizes, tidy=tidy, style=style,
+                   engines=engine_table(runs, boot=boot),
                    outcomes=engine_table(everything, boot=0), walks=walks_table(runs))
 
 
@@ -323,7 +335,7 @@ def _walks(ctx: Context) -> list[str]:
     if not len(ctx.walks):
         return []
     ctx.walks.to_csv(ctx.out / "walks.csv")
-    plot_walks_cdf(ctx.runs, ctx.out / "walks_cdf", pdf=ctx.pdf)
+    ctx.draw(plot_walks_cdf, "walks_cdf", ctx.runs)
     n = ctx.n_walks
     return ["## Warm grammars: the first walk against the later ones", "",
             f"`bench --walks {n}`: each item's valid instances walked {n} times on one compile, each "
@@ -354,7 +366,7 @@ def _drafts(ctx: Context) -> list[str]:
     if not len(drafts):
         return []
     drafts.to_csv(ctx.out / "draft.csv")
-    plot_draft(ctx.runs, ctx.out / "draft", pdf=ctx.pdf)
+    ctx.draw(plot_draft, "draft", ctx.runs)
     return ["## Speculative draft masks", "",
             "`bench --draft`: at every 4th step of each valid instance, the masks of a draft of the next k "
             "tokens (`fill_draft_bitmasks`, the engine's own draft call where it has one) against a fill, "
@@ -366,15 +378,15 @@ def _drafts(ctx: Context) -> list[str]:
 
 
 def _figures(ctx: Context) -> list[str]:
-    plot_tbm_cdf(ctx.runs, ctx.out / "tbm_cdf", pdf=ctx.pdf)
-    plot_ttfm_cdf(ctx.runs, ctx.out / "ttfm_cdf", pdf=ctx.pdf)
-    plot_density(ctx.runs, ctx.out / "density", pdf=ctx.pdf)
+    ctx.draw(plot_tbm_cdf, "tbm_cdf", ctx.runs)
+    ctx.draw(plot_ttfm_cdf, "ttfm_cdf", ctx.runs)
+    ctx.draw(plot_density, "density", ctx.runs)
     lines = ["## Figures", "",
              *ctx.figure("tbm_cdf", "TBM cumulative distribution", "TBM CDF"),
              *ctx.figure("ttfm_cdf", "TTFM cumulative distribution", "TTFM CDF"),
              *ctx.figure("density", "Share of masks and of mask time by density category", "Masks by density")]
     if ctx.sizes:
-        plot_size(ctx.runs, ctx.out / "size", pdf=ctx.pdf)
+        ctx.draw(plot_size, "size", ctx.runs)
         lines += ctx.figure("size", "TTFM and compiled-grammar memory against the grammar's size, productions of "
                             "masklab's Grammar", "TTFM and memory against grammar size")
     return lines

@@ -10,17 +10,22 @@ import io
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import matplotlib as mpl
+import matplotlib.font_manager
+import matplotlib.text
 import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from PIL import Image
 
-__all__ = ["PALETTE", "LINESTYLES", "HATCHES", "RC", "DPI", "to_markdown", "engine_styles", "short_vocab",
-           "unique", "save_figure", "pdf_link", "new_figure", "figure_legend"]
+__all__ = ["PALETTE", "LINESTYLES", "HATCHES", "RC", "PAPER_RC", "DPI", "LOOKS", "PAPER_LOOKS", "Look", "get_look",
+           "to_markdown", "engine_styles", "short_vocab", "unique", "save_figure", "pdf_link", "new_figure",
+           "figure_legend", "start_figure", "finish_figure", "overlapping_texts", "engine_label", "OURS", "tick_label"]
 
 
 # Okabe & Ito (2008) colour-blind-safe palette; yellow last (weak on white).
@@ -148,17 +153,34 @@ def to_markdown(
 
 
 # Each known engine keeps its colour in every figure of every report, so figures of
-# different runs (or papers) compare at a glance; a strategy and its production
-# engine share a hue family (blue, red-orange), ours drawn solid, the peers dashed.
+# different runs (or papers) compare at a glance; a strategy and the production engine
+# it reimplements share a hue, ours drawn solid, the peer dashed (and hatched).
 _ENGINE_COLOURS = {
     "llguidance": 0,  # blue
-    "peer:llguidance": 5,  # sky blue
+    "peer:llguidance": 0,
     "outlines": 1,  # vermillion
-    "peer:outlines-core": 4,  # orange
-    "peer:xgrammar": 3,  # reddish purple
+    "peer:outlines-core": 1,
     "xgrammar": 2,  # bluish green
+    "peer:xgrammar": 2,
+    "glr": 3,  # reddish purple
+    "peer:glrmask": 3,
+    "peer:llama.cpp": 4,  # orange
+    "peer:lm-format-enforcer": 5,  # sky blue
     "naive": 6,  # black
 }
+#: masklab's own strategies: their labels say ``ours:``
+OURS = ("naive", "outlines", "xgrammar", "llguidance", "glr")
+
+
+def engine_label(engine: str, version: str | None = None) -> str:
+    """How tables and figures name an engine: ``ours: llguidance`` for masklab's own
+    strategies (their version is masklab's, read easily as the engine's), the package and
+    its version for a production engine (``peer:llguidance`` -> ``llguidance 1.9.1``), the
+    name and version for any other."""
+    if engine in OURS:
+        return f"ours: {engine}"
+    name = engine.removeprefix("peer:")
+    return f"{name} {version}" if version else name
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
@@ -188,6 +210,16 @@ def engine_styles(engines: dict[str, str]) -> dict[str, dict[str, Any]]:
             "marker": _MARKERS[slot],
         }
     return out
+
+
+def tick_label(v: float, _pos: Any = None) -> str:
+    """A log axis's tick as a reader writes it: ``1``, ``10``, ``0.5``; ``10^6`` past a million."""
+    if v <= 0:
+        return ""
+    if 1e-3 <= v < 1e6:
+        return f"{v:g}"
+    exp = int(round(math.log10(v)))
+    return f"$10^{{{exp}}}$"
 
 
 def unique(values: Iterable[Any]) -> list[Any]:
@@ -251,8 +283,144 @@ def new_figure(width: float, height: float) -> Any:
     return fig
 
 
+def _legend_columns(labels: Sequence[str], width_in: float, fontsize: float) -> int:
+    """As many legend columns as the figure's width holds (a label's width estimated
+    from its characters, a handle and padding beside it)."""
+    widest = max(len(s) for s in labels) * 0.55 * fontsize / 72 + 0.55
+    return max(1, min(len(labels), int(width_in // widest)))
+
+
 def figure_legend(fig: Any, handles: list[Any], labels: list[str]) -> None:
+    """The figure's legend below its axes, in as many columns as its width holds."""
     if not handles:
         return
-    ncols = 1 if max(len(s) for s in labels) > 40 else min(len(labels), 2)
-    fig.legend(handles, labels, loc="outside lower center", ncols=ncols)
+    size = mpl.rcParams["legend.fontsize"]
+    points = mpl.font_manager.FontProperties(size=size).get_size_in_points()
+    fig.legend(handles, labels, loc="outside lower center",
+               ncols=_legend_columns(labels, fig.get_figwidth(), points))
+
+
+# --------------------------------------------------------------- looks: screen and paper
+
+PAPER_RC: dict[str, Any] = {
+    **RC,
+    "font.size": 8,
+    "axes.titlesize": 8,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "legend.fontsize": 8,
+    "figure.titlesize": 8,
+    "lines.linewidth": 1.2,
+    "lines.markersize": 4,
+    "legend.handlelength": 1.6,
+    "legend.columnspacing": 1.0,
+    "savefig.bbox": "standard",  # the page is the figure's size exactly: a column is 3.3 in
+    "savefig.pad_inches": 0.0,
+}
+"""matplotlib settings of the paper looks: 8 pt text, thinner lines, exact figure sizes."""
+
+
+@dataclass(frozen=True)
+class Look:
+    """How a figure is drawn: its matplotlib settings, its width in inches (None: the
+    figure's own) and whether it carries titles (a paper's caption says it instead)."""
+
+    name: str
+    rc: Mapping[str, Any]
+    width: float | None
+    titles: bool
+    aspect: float = 0.62  # height / width of one panel in a paper look
+
+    @property
+    def paper(self) -> bool:
+        return self.width is not None
+
+
+LOOKS: dict[str, Look] = {
+    "screen": Look("screen", RC, None, True),
+    "column": Look("column", PAPER_RC, 3.3, False, aspect=0.72),
+    "page": Look("page", PAPER_RC, 6.9, False, aspect=0.42),
+}
+"""``screen`` (the report's figures), ``column`` (a single paper column, 3.3 in) and
+``page`` (both columns, 6.9 in)."""
+PAPER_LOOKS: tuple[str, ...] = ("column", "page")
+"""The looks ``masklab report --style paper`` writes, each as ``STEM-LOOK.pdf`` and ``.png``."""
+
+
+def get_look(look: str | Look) -> Look:
+    """The :class:`Look` named ``look`` (a ValueError naming the valid ones otherwise)."""
+    if isinstance(look, Look):
+        return look
+    if look not in LOOKS:
+        raise ValueError(f"look must be one of {', '.join(LOOKS)}, not {look!r}")
+    return LOOKS[look]
+
+
+def start_figure(ax: Any, look: Look, screen: tuple[float, float], panels: int = 1) -> tuple[Any, list[Any]]:
+    """The figure and axes a plot function draws on: ``ax`` (one Axes, or a sequence of
+    ``panels``) and its figure when the caller gives them, else a new figure of the
+    look's width (``screen``, width x height in inches, on screen) with ``panels`` axes
+    side by side (stacked in a single column)."""
+    if ax is not None:
+        axes = list(ax) if isinstance(ax, Sequence | np.ndarray) else [ax]
+        if len(axes) != panels:
+            raise ValueError(f"this figure draws {panels} panel(s): give ax= {panels} Axes")
+        return axes[0].figure, axes
+    stacked = look.name == "column" and panels > 1
+    if look.width is None:
+        fig = new_figure(*screen)
+    else:
+        rows = panels if stacked else 1
+        fig = new_figure(look.width, look.width * look.aspect * rows + 0.5)  # 0.5 in: the legend below
+    grid = fig.subplots(panels if stacked else 1, 1 if stacked else panels, squeeze=False)
+    return fig, list(grid.ravel())
+
+
+def finish_figure(fig: Any, path: str | os.PathLike[str] | None, look: Look, *, pdf: bool = False) -> Any:
+    """Save ``fig`` when ``path`` is given (a paper look: PDF and PNG always; the screen:
+    PNG, and PDF with ``pdf``) and return it."""
+    if path is not None:
+        save_figure(fig, path, pdf=pdf or look.paper)
+    return fig
+
+
+def _drawn_texts(fig: Any) -> list[Any]:
+    """The texts of ``fig`` a reader sees: visible and not empty, and of the tick labels
+    only those whose tick lies inside its axis's view (matplotlib keeps the others, not drawn)."""
+    ticks: dict[int, bool] = {}
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            span = (hi - lo) * 1e-9
+            for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+                inside = lo - span <= tick.get_loc() <= hi + span if tick.get_loc() is not None else False
+                for label in (tick.label1, tick.label2):
+                    ticks[id(label)] = inside
+    out = []
+    for t in fig.findobj(mpl.text.Text):
+        if not t.get_visible() or not t.get_text().strip() or t.get_alpha() == 0 or not ticks.get(id(t), True):
+            continue
+        out.append(t)
+    return out
+
+
+def overlapping_texts(fig: Any, *, tolerance: float = 1.0) -> list[tuple[str, str]]:
+    """The pairs of drawn texts of ``fig`` whose boxes overlap by more than ``tolerance``
+    pixels each way (at the figure's size): what a reader could not read.  Empty for a
+    figure whose labels, ticks, legend and notes all stand apart."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    boxes = []
+    for t in _drawn_texts(fig):
+        box = t.get_window_extent(renderer)
+        if box.width > 0 and box.height > 0:
+            boxes.append((t.get_text(), box))
+    out = []
+    for i, (ta, a) in enumerate(boxes):
+        for tb, b in boxes[i + 1:]:
+            w = min(a.x1, b.x1) - max(a.x0, b.x0)
+            h = min(a.y1, b.y1) - max(a.y0, b.y0)
+            if w > tolerance and h > tolerance:
+                out.append((ta, tb))
+    return out

@@ -20,15 +20,21 @@ from typing import Any
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from toolkit.bench.records import AXES, read_records, sweep_cells
 from toolkit.report.bench import ReportError
 from toolkit.report.style import (
-    RC,
+    PAPER_LOOKS,
+    Look,
+    engine_label,
     engine_styles,
     figure_legend,
-    new_figure,
-    save_figure,
+    finish_figure,
+    get_look,
+    start_figure,
+    tick_label,
     to_markdown,
 )
 
@@ -71,52 +77,68 @@ def sweep_table(folder: str | os.PathLike[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plot_sweep(table: pd.DataFrame, axis: str, path: str | os.PathLike[str],
-               hold: Sequence[str] = (), *, pdf: bool = False) -> tuple[Path, Path | None]:
-    """TBM p50 and TTFM p50 per engine against ``axis`` (two panels, log y); a
-    figure per value of the other axes is not drawn: ``table`` must vary in ``axis``
-    only (the caller selects the rows, ``hold`` names what it held fixed, for the title).
-    Writes the PNG, and the PDF when ``pdf`` is true; returns ``(png, pdf)``."""
+def plot_sweep(table: pd.DataFrame, axis: str, path: str | os.PathLike[str] | None = None,
+               hold: Sequence[str] = (), *, ax: Any = None, look: str | Look = "screen", pdf: bool = False) -> Any:
+    """Per engine against ``axis`` (categories, side by side; vocabularies in the order of
+    their sizes): (a) TBM and (b) TTFM, each a filled marker at p50 and a hollow one at
+    p99 (TTFM: p90) joined by a bar, log y.  ``table`` must vary in ``axis`` only (the
+    caller selects the rows; ``hold`` names what it held fixed, for the title).  Draws
+    and saves like :func:`toolkit.report.bench.plot_tbm_cdf` (``ax``: two Axes)."""
     if axis not in AXES:
         raise ReportError(f"axis must be one of {', '.join(AXES)}, got {axis!r}")
     engines = list(dict.fromkeys(table["engine"]))
     styles = engine_styles({e: e for e in engines})
-    with mpl.rc_context(RC):
-        fig = new_figure(9.0, 3.8)
-        axs = fig.subplots(1, 2)
+    order = (table.drop_duplicates("vocab").sort_values("vocab_size", kind="stable")["vocab"].tolist()
+             if axis == "vocab" else list(dict.fromkeys(table[axis])))
+    ticks = ([f"{v}\n{n / 1e3:.1f}k ids" for v, n in
+              table.drop_duplicates("vocab").set_index("vocab").loc[order, "vocab_size"].items()]
+             if axis == "vocab" else [str(v) for v in order])
+    lk = get_look(look)
+    with mpl.rc_context(lk.rc):
+        fig, axs = start_figure(ax, lk, (9.0, 3.8), panels=2)
         handles, labels = [], []
-        for ax, col, title, unit in ((axs[0], "tbm_p50_us", "Time between masks, p50", "µs"),
-                                     (axs[1], "ttfm_p50_ms", "Time to first mask, p50", "ms")):
-            for e in engines:
-                rows = table[table["engine"] == e]
-                if axis == "vocab":  # in the order of their sizes, which the ticks give
-                    rows = rows.sort_values("vocab_size", kind="stable")
-                x = np.arange(len(rows))
+        step = 0.7 / max(1, len(engines))
+        for a, (low, high), unit in ((axs[0], ("tbm_p50_us", "tbm_p99_us"), "µs"),
+                                     (axs[1], ("ttfm_p50_ms", "ttfm_p90_ms"), "ms")):
+            for k, e in enumerate(engines):
+                rows = table[table["engine"] == e].set_index(axis).reindex(order)
+                x = np.arange(len(order)) - 0.35 + step * (k + 0.5)
                 st = styles[e]
-                (line,) = ax.plot(x, rows[col].to_numpy(dtype=float), color=st["color"], linestyle=st["linestyle"],
-                                  marker=st["marker"])
-                if ax is axs[0]:
-                    handles.append(line)
-                    labels.append(e)
-                ticks = ([f"{v}\n{n / 1e3:.1f}k ids" for v, n in zip(rows["vocab"], rows["vocab_size"], strict=True)]
-                         if axis == "vocab" else rows[axis].tolist())
-                ax.set_xticks(x, ticks)
-            ax.set_yscale("log")
-            ax.set_title(title)
-            ax.set_ylabel(unit + " (log scale)")
-            ax.set_xlabel("vocabulary, by size" if axis == "vocab" else axis)
-            ax.margins(x=0.08)
-        suffix = f" ({', '.join(hold)})" if hold else ""
-        fig.suptitle(f"Each engine against {axis}{suffix}")
+                p50, top = rows[low].to_numpy(dtype=float), rows[high].to_numpy(dtype=float)
+                a.vlines(x, p50, top, color=st["color"], linestyle=st["linestyle"], linewidth=1.0)
+                a.scatter(x, p50, color=st["color"], marker=st["marker"], zorder=3)
+                a.scatter(x, top, facecolors="white", edgecolors=st["color"], marker=st["marker"], zorder=3)
+                if a is axs[0]:  # the legend shows the line style too: a strategy and its peer share a hue
+                    handles.append(Line2D([], [], color=st["color"], linestyle=st["linestyle"], marker=st["marker"]))
+                    labels.append(engine_label(e))
+            a.set_xticks(np.arange(len(order)), ticks)
+            a.set_xlim(-0.6, len(order) - 0.4)
+            a.set_yscale("log")
+            a.yaxis.set_major_formatter(FuncFormatter(tick_label))
+            a.yaxis.set_minor_formatter(NullFormatter())
+            a.set_ylabel(unit + " (log scale)")
+            if lk.titles:
+                a.set_xlabel("vocabulary, by size" if axis == "vocab" else axis)
+            a.grid(False, axis="x")
+        _sweep_titles(axs, lk)
+        if lk.titles:
+            suffix = f" ({', '.join(hold)})" if hold else ""
+            fig.suptitle(f"Each engine against {axis}{suffix}: filled p50, hollow p99 (TTFM: p90)")
         figure_legend(fig, handles, labels)
-        return save_figure(fig, path, pdf=pdf)
+        return finish_figure(fig, path, lk, pdf=pdf)
+
+
+def _sweep_titles(axs: Sequence[Any], look: Look) -> None:
+    for a, letter, title in ((axs[0], "(a)", "time between masks"), (axs[1], "(b)", "time to first mask")):
+        a.set_title(f"{letter} {title}" if look.titles else letter, loc="center" if look.titles else "left")
 
 
 def write_sweep_report(folder: str | os.PathLike[str], out: str | os.PathLike[str] | None = None,
-                       axis: str = "vocab", *, pdf: bool = False) -> Path:
+                       axis: str = "vocab", *, pdf: bool = False, style: str = "screen") -> Path:
     """``sweep.csv``, one figure per value of the axes held fixed (``sweep_AXIS*.png``;
-    with ``pdf`` a ``.pdf`` of each too) and ``report.md`` into ``out`` (default: the
-    sweep folder); returns the report's path."""
+    with ``pdf`` a ``.pdf`` of each too; ``style="paper"``: ``...-column`` and ``...-page``
+    PDFs too) and ``report.md`` into ``out`` (default: the sweep folder); returns the
+    report's path."""
     table = sweep_table(folder)
     out_dir = Path(out) if out is not None else Path(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -129,7 +151,10 @@ def write_sweep_report(folder: str | os.PathLike[str], out: str | os.PathLike[st
     for key, group in table.groupby(others, sort=False):
         held = [f"{a}={v}" for a, v in zip(others, key if isinstance(key, tuple) else (key,), strict=True)]
         stem = "sweep_" + axis + "".join(f"_{v}" for v in (key if isinstance(key, tuple) else (key,)))
-        png, pdf_path = plot_sweep(group, axis, out_dir / stem, held, pdf=pdf)
+        plot_sweep(group, axis, out_dir / stem, held, pdf=pdf)
+        for look in PAPER_LOOKS if style == "paper" else ():
+            plot_sweep(group, axis, out_dir / f"{stem}-{look}", held, look=look)
+        png, pdf_path = out_dir / f"{stem}.png", (out_dir / f"{stem}.pdf" if pdf else None)
         cols = [axis, "vocab_size", "engine", "items", "passing", "tbm_p50_us", "tbm_p99_us", "ttfm_p50_ms",
                 "ttfm_p90_ms"]
         cols = list(dict.fromkeys(cols))

@@ -14,7 +14,10 @@ from toolkit.report.e2e import e2e_sections, find_generate_runs
 from toolkit.report.sections import SECTIONS, context
 from toolkit.report.stats import DEFAULT_BOOT
 
-__all__ = ["write_report"]
+#: the report's figure styles: the screen's alone, or the paper looks too
+STYLES: tuple[str, ...] = ("screen", "paper")
+
+__all__ = ["STYLES", "write_report"]
 
 
 def write_report(
@@ -26,6 +29,7 @@ def write_report(
     pdf: bool = False,
     boot: int = DEFAULT_BOOT,
     tidy: bool = False,
+    style: str = "screen",
 ) -> Path:
     """Load ``dirs`` and write the report into ``out`` (default: the first directory).
 
@@ -46,6 +50,8 @@ def write_report(
     every item's grammar again, so it is asked for).  ``boot``: bootstrap draws of the
     timing tables' 95 % intervals (:mod:`toolkit.report.stats`; 0: figures alone).  ``tidy``:
     also ``items.parquet`` and ``masks.parquet`` with CSV twins (:mod:`toolkit.report.tidy`).
+    ``style``: ``"screen"``, or ``"paper"``: every figure also as ``STEM-column`` (3.3 in)
+    and ``STEM-page`` (6.9 in), PDF and PNG, 8 pt text, no titles (:data:`~toolkit.report.style.LOOKS`).
     """
     paths = as_dirs(dirs)
     if not paths:
@@ -64,17 +70,19 @@ def write_report(
             if not find_generate_runs([d]):
                 raise ReportError(f"{d}: no records.jsonl (a masklab bench run) and no masklab generate "
                                   "run (run.json with a summary, steps.csv) in it or below it")
-        e2e_lines, n_gen = e2e_sections(others, out_dir, pdf=pdf, boot=boot)
+        e2e_lines, n_gen = e2e_sections(others, out_dir, pdf=pdf, boot=boot, style=style)
     if not bench:
         lines = ["# masklab end-to-end report", "",
                  f"{n_gen} generate run{'s' if n_gen != 1 else ''} from {', '.join(f'`{d}`' for d in others)}", ""]
         report = out_dir / "report.md"
         report.write_text("\n".join(lines + e2e_lines).rstrip() + "\n", encoding="utf-8")
         return report
+    if style not in STYLES:
+        raise ReportError(f"style must be one of {', '.join(STYLES)}, not {style!r}")
     if boot < 0:
         raise ReportError(f"boot must be 0 (no intervals) or more draws, got {boot}")
     ctx = context(load_runs(bench), out_dir, bench, all_items=all_items, sizes=sizes, pdf=pdf, boot=boot,
-                  tidy=tidy)
+                  tidy=tidy, style=style)
     lines = [line for section in SECTIONS for line in section(ctx)]
     report = out_dir / "report.md"
     report.write_text("\n".join([*lines, "", *e2e_lines]).rstrip() + "\n", encoding="utf-8")
