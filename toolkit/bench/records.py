@@ -235,10 +235,11 @@ def summary_lines(records: Iterable[Mapping[str, Any]], engines: Sequence[str] |
     any: ``rec["unenforced"]``); then, for each of :data:`REASON_STATUSES`, the first
     ``reasons`` distinct reasons
     (the first line of the detail, one line of at most ``width`` characters with the
-    item's name) and how many more there are."""
+    item's name) and how many more there are.  Only a run's first repeat counts."""
     by_engine: dict[str, list[Mapping[str, Any]]] = {}
     for r in records:
-        by_engine.setdefault(str(r["engine"]), []).append(r)
+        if repeat_of(r) == 1:  # each item once (bench --repeat measures it again, the report compares them)
+            by_engine.setdefault(str(r["engine"]), []).append(r)
     order = [e for e in dict.fromkeys(engines or ()) if e in by_engine]
     order += sorted(set(by_engine) - set(order))
     lines: list[str] = []
