@@ -171,7 +171,7 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
     assert not list(out.glob("*.pdf")) and ".pdf" not in report  # PDFs only when asked
     table = pd.read_csv(out / "e2e.csv")
     assert len(table) == 4 and set(table["batch"]) == {1, 2}
-    assert table["engine"].str.startswith(("llguidance", "outlines")).all()
+    assert table["engine"].str.startswith(("ours: llguidance", "ours: outlines")).all()
     assert (table["invalid"] == 0).all() and table["overhead %"].notna().all()
     assert (table["unconstrained forward ms"] > 0).all() and "unconstrained forward ms" in report
     assert (table["prompt tokens"] > len(SPEC_PROMPT) // 8).all()  # the spec is in the prompt

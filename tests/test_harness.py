@@ -292,7 +292,7 @@ def test_repeats_run_in_passes_resume_and_the_report_gives_medians_with_interval
     runs = load_runs(out)
     assert sorted(runs.masks["repeat"].unique()) == [1, 2, 3] and len(runs.records) == 12
     t = engine_table(runs, boot=200)
-    row = t.loc[next(label for label in t.index if label.startswith("llguidance"))]
+    row = t.loc["ours: llguidance"]
     assert (row["items"], row["passing"], row["repeats"], row["unstable"]) == (2, 2, 3, 0)
     m = runs.masks[runs.masks["engine_label"] == row.name]
     per_repeat = [np.percentile(g["tbm_s"] * 1e6, 50) for _, g in m.groupby("repeat")]
