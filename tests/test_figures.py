@@ -60,6 +60,22 @@ def _audit_records() -> list[dict[str, Any]]:
     return out
 
 
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
+    """Two engines decoding two items at batch 1 and 2 on the simulated device, twice:
+    the end-to-end figures' runs."""
+    pytest.importorskip("transformers", reason="masklab generate needs the [model] extra")
+    from toolkit.cli import main
+    from toolkit.report.e2e import load_generate_runs
+
+    out = tmp_path_factory.mktemp("figures") / "gen"
+    assert main(["generate", "--engine", "outlines", "llguidance", "--model", "sim:1:5", "--max-tokens", "6",
+                 "--limit", "2", "--batch", "1", "2", "--repeat", "2", "--unconstrained-baseline", "--quiet",
+                 "--no-compare-kernels", "--out", str(out), "-o", "outlines.whitespace=compact",
+                 "-o", "llguidance.whitespace=compact"]) == 0
+    return load_generate_runs([out])[0]
+
+
 def _figures(runs: Any) -> dict[str, Callable[..., Any]]:
     sizes = pd.Series({item: 10 ** (1 + k) for k, item in enumerate(sorted(runs.records["item"].unique()))})
     return {
@@ -74,7 +90,9 @@ def _figures(runs: Any) -> dict[str, Callable[..., Any]]:
     }
 
 
-FIGURES = ["tbm_cdf", "ttfm_cdf", "density", "walks_cdf", "draft", "size", "sweep", "audit"]
+FIGURES = ["tbm_cdf", "ttfm_cdf", "density", "walks_cdf", "draft", "size", "sweep", "audit", "e2e_overhead",
+           "e2e_steps"]
+_PANELS = {"tbm_cdf": 1, "ttfm_cdf": 1, "e2e_steps": 1}
 
 
 def _pdf_width_pt(path: Path) -> float:
@@ -83,11 +101,20 @@ def _pdf_width_pt(path: Path) -> float:
     return float(box.group(3)) - float(box.group(1))
 
 
+def _draw(name: str, request: pytest.FixtureRequest, **kw: Any) -> Any:
+    if name.startswith("e2e_"):
+        from toolkit.report.e2e import plot_overhead, plot_step_parts
+
+        runs = request.getfixturevalue("generated")
+        return (plot_overhead if name == "e2e_overhead" else plot_step_parts)(runs, **kw)
+    return _figures(load_runs(request.getfixturevalue("run")))[name](**kw)
+
+
 @pytest.mark.parametrize("look", list(LOOKS))
 @pytest.mark.parametrize("name", FIGURES)
-def test_every_figure_in_every_look(run: Path, tmp_path: Path, name: str, look: str) -> None:
+def test_every_figure_in_every_look(request: pytest.FixtureRequest, tmp_path: Path, name: str, look: str) -> None:
     lk = LOOKS[look]
-    fig = _figures(load_runs(run))[name](look=look, path=tmp_path / name)
+    fig = _draw(name, request, look=look, path=tmp_path / name)
     overlaps = overlapping_texts(fig)
     assert not overlaps, f"{name} ({look}): texts on top of each other: {overlaps[:5]}"
     titles = [a.get_title(loc) for a in fig.axes for loc in ("center", "left", "right") if a.get_title(loc)]
@@ -103,11 +130,11 @@ def test_every_figure_in_every_look(run: Path, tmp_path: Path, name: str, look: 
 
 
 @pytest.mark.parametrize("name", FIGURES)
-def test_every_figure_draws_on_the_callers_axes(run: Path, name: str) -> None:
-    panels = 1 if name in ("tbm_cdf", "ttfm_cdf") else 2
+def test_every_figure_draws_on_the_callers_axes(request: pytest.FixtureRequest, name: str) -> None:
+    panels = _PANELS.get(name, 2)
     fig = new_figure(8, 3)
     axes = fig.subplots(1, panels)
-    got = _figures(load_runs(run))[name](ax=axes if panels > 1 else axes)
+    got = _draw(name, request, ax=axes)
     assert got is fig and all(a.has_data() or a.images or a.patches for a in fig.axes[:panels])
 
 

@@ -431,7 +431,7 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str] | None = No
             pct = rows["host_overhead_pct"].iloc[k] if "host_overhead_pct" in rows else math.nan
             ax.annotate(f"host {host[k]:+.2f} ms" + (f" ({pct:+.1f}%)" if np.isfinite(pct) else ""),
                         (left[k], y[k]), xytext=(4, 0), textcoords="offset points", va="center",
-                        fontsize="x-small")
+                        fontsize="small")
         if np.isfinite(host).any():
             ax.set_xlim(right=max(np.nanmax(left), np.nanmax(unc) if np.isfinite(unc).any() else 0) * 1.3)
         ax.set_yticks(y, names)
