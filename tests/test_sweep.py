@@ -104,6 +104,8 @@ def test_a_sweep_runs_its_grid_into_one_folder_and_resumes(tmp_path, hf_vocab, c
     ({"engines": ["llguidance"], "vocabs": {"t": "tekken"}, "data": {"d": "embedded"}, "memory_limit_gb": -1},
      "memory_limit_gb must be > 0"),
     ({"engines": ["llguidanse"], "vocabs": {"t": "tekken"}, "data": {"d": "embedded"}}, "unknown engine"),
+    ({"engines": ["llguidance"], "vocabs": {"t": "tekken"}, "data": {"d": "embedded"}, "repeat": 0},
+     "limit, jobs and repeat must be >= 1"),
 ])
 def test_a_bad_spec_says_what_and_where(doc, says) -> None:
     with pytest.raises(SweepError, match=None) as e:
@@ -135,3 +137,24 @@ def test_the_spec_format_in_the_help_is_a_spec_that_loads(tmp_path, capsys) -> N
     spec.write_text(SPEC_EXAMPLE)
     sweep = load_sweep(spec)
     assert sweep.memory_limit_gb == 8 and sweep.source == "native" and len(list(sweep.cells())) == 3 * 2
+
+
+def test_a_sweep_with_repeats_runs_each_cell_in_passes_and_reports_medians(tmp_path) -> None:
+    """``repeat = 2``: every cell's (engine, item) twice, the records with their repeat; the
+    sweep table's figures are the median over the repeats of each repeat's percentile."""
+    import numpy as np
+
+    from toolkit.bench.sweep import run_sweep
+    from toolkit.report.sweep import sweep_table
+
+    sweep = sweep_from_dict({"engines": ["llguidance", "xgrammar"], "vocabs": {"tekken": "tekken"},
+                             "data": {"embedded": "embedded"}, "limit": 2, "seed": 5, "quick": True, "repeat": 2})
+    out = tmp_path / "grid"
+    run_sweep(sweep, out, progress=False)
+    recs = read_records(out / "records.jsonl")
+    assert sorted(r["repeat"] for r in recs) == [1] * 4 + [2] * 4
+    row = sweep_table(out).set_index("engine").loc["llguidance"]
+    common = {r["item"] for r in recs if r["engine"] == "xgrammar" and r["status"] == "passing"}
+    mine = [r for r in recs if r["engine"] == "llguidance" and r["item"] in common]
+    per = [np.percentile([t * 1e6 for r in mine if r["repeat"] == k for t in r["tbm_s"]], 50) for k in (1, 2)]
+    assert common and row["items"] == len(common) and row["tbm_p50_us"] == pytest.approx(np.median(per))

@@ -50,6 +50,7 @@ backend = "local"    # or "ray" (address = "HEAD:6379" joins a cluster)
 skip_bad_items = true  # leave out items without tests or with an invalid schema (bench --skip-bad-items)
 source = "native"    # or "grammar": every engine gets masklab's reading of the schema (bench --source)
 memory_limit_gb = 8  # resident memory per worker before it is killed (bench --memory-limit)
+repeat = 1           # every cell R times, in passes (bench --repeat): the report's medians and intervals
 
 [vocabs]             # name = load_vocab spec; $MASKLAB_SHARED is expanded
 mistral = "hf:$MASKLAB_SHARED/tokenizers/mistral-7b-v0.3/tokenizer.json"
@@ -66,7 +67,7 @@ llguidance = { slices = "none" }
 """A sweep spec with every key, commented (``masklab sweep --help`` prints it; a test loads it)."""
 
 _KEYS = {"engines", "vocabs", "data", "options", "limit", "seed", "quick", "timeout", "jobs", "backend", "address",
-         "source", "memory_limit_gb", "skip_bad_items"}
+         "source", "memory_limit_gb", "skip_bad_items", "repeat"}
 _NAME = re.compile(r"[A-Za-z0-9_.+-]+")
 
 
@@ -92,6 +93,7 @@ class Sweep:
     source: str = "native"
     memory_limit_gb: float | None = None
     skip_bad_items: bool = False
+    repeat: int = 1
 
     def cells(self) -> list[dict[str, str]]:
         """The grid's cells, vocabulary outermost (a cell's workers load one vocabulary)."""
@@ -184,9 +186,11 @@ def sweep_from_dict(doc: Mapping[str, Any]) -> Sweep:
         raise SweepError(f"sweep spec: backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     limit = _typed(doc, "limit", int, None)
     jobs = _typed(doc, "jobs", int, 1)
+    repeat = _typed(doc, "repeat", int, 1)
     timeout = float(_typed(doc, "timeout", (int, float), DEFAULT_TIMEOUT))
-    if (limit is not None and limit < 1) or jobs < 1 or timeout <= 0:
-        raise SweepError(f"sweep spec: limit and jobs must be >= 1 and timeout > 0, got {limit}, {jobs}, {timeout}")
+    if (limit is not None and limit < 1) or jobs < 1 or repeat < 1 or timeout <= 0:
+        raise SweepError(f"sweep spec: limit, jobs and repeat must be >= 1 and timeout > 0, got {limit}, {jobs}, "
+                         f"{repeat}, {timeout}")
     mem = _typed(doc, "memory_limit_gb", (int, float), None)
     if mem is not None and mem <= 0:
         raise SweepError(f"sweep spec: memory_limit_gb must be > 0, got {mem}")
@@ -198,7 +202,7 @@ def sweep_from_dict(doc: Mapping[str, Any]) -> Sweep:
                  limit=limit, seed=_typed(doc, "seed", int, None), quick=_typed(doc, "quick", bool, False),
                  timeout=timeout, jobs=jobs, backend=backend, address=_typed(doc, "address", str, None),
                  source=source, memory_limit_gb=None if mem is None else float(mem),
-                 skip_bad_items=_typed(doc, "skip_bad_items", bool, False))
+                 skip_bad_items=_typed(doc, "skip_bad_items", bool, False), repeat=repeat)
 
 
 @locks_run_folder("out")
@@ -212,7 +216,7 @@ def run_sweep(sweep: Sweep, out: str | os.PathLike[str], *, progress: bool = Tru
     path = out / "sweep.json"
     if path.is_file():
         old = json.loads(path.read_text(encoding="utf-8"))
-        old_spec = {"skip_bad_items": False, **(old.get("spec") or {})}  # (a sweep from before the key)
+        old_spec = {"skip_bad_items": False, "repeat": 1, **(old.get("spec") or {})}  # (sweeps from before the keys)
         if old_spec != json.loads(json.dumps(grid["spec"])):
             raise SweepError(f"{str(out)!r} holds a sweep of another spec; rerun the same spec to resume, or "
                              "choose another folder")
@@ -227,7 +231,7 @@ def run_sweep(sweep: Sweep, out: str | os.PathLike[str], *, progress: bool = Tru
                       limit=sweep.limit, timeout=sweep.timeout, jobs=sweep.jobs, seed=sweep.seed, quick=sweep.quick,
                       options=opts, source=sweep.source, memory_limit_gb=sweep.memory_limit_gb, progress=progress,
                       command=command, backend=sweep.backend, address=sweep.address, axes=cell,
-                      meta_file=cell_file(cell), skip_bad_items=sweep.skip_bad_items)
+                      meta_file=cell_file(cell), skip_bad_items=sweep.skip_bad_items, repeat=sweep.repeat)
         except HarnessError as e:
             raise SweepError(f"cell {cell}: {e}") from e
     return out

@@ -23,7 +23,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from toolkit.bench.records import AXES, read_records, sweep_cells
+from toolkit.bench.records import AXES, read_records, repeat_of, sweep_cells
 from toolkit.report.bench import ReportError
 from toolkit.report.style import (
     PAPER_LOOKS,
@@ -45,10 +45,30 @@ def _tbm(rec: dict[str, Any]) -> list[float]:
     return [float(x) for x in rec.get("tbm_s") or [] if x is not None]
 
 
+def _passed(recs: list[dict[str, Any]], engine: str) -> set[str]:
+    """The items ``engine`` passed in every repeat."""
+    statuses: dict[str, set[str]] = {}
+    for r in recs:
+        if r["engine"] == engine:
+            statuses.setdefault(r["item"], set()).add(r["status"])
+    return {item for item, seen in statuses.items() if seen == {"passing"}}
+
+
+def _over_repeats(recs: list[dict[str, Any]], values: Any, p: float) -> float:
+    """The median over the repeats of the ``p``-th percentile of ``values(records)`` in each
+    repeat (``bench --repeat``; one repeat: its percentile); NaN without values."""
+    per = []
+    for r in sorted({repeat_of(x) for x in recs}):
+        v = np.array(values([x for x in recs if repeat_of(x) == r]), dtype=float)
+        if len(v):
+            per.append(float(np.percentile(v, p)))
+    return float(np.median(per)) if per else np.nan
+
+
 def sweep_table(folder: str | os.PathLike[str]) -> pd.DataFrame:
     """One row per (cell, engine): the axes, ``vocab_size``, items passed by every
-    engine (``items``), this engine's passing items, TBM p50/p90/p99 (µs) and TTFM
-    p50/p90 (ms) over the common items."""
+    engine in every repeat (``items``), this engine's passing items, TBM p50/p90/p99 (µs)
+    and TTFM p50/p90 (ms) over the common items (with repeats: the median over them)."""
     cells = sweep_cells(folder)
     if not cells:
         raise ReportError(f"{str(folder)!r}: no cell of the sweep has run yet")
@@ -61,18 +81,17 @@ def sweep_table(folder: str | os.PathLike[str]) -> pd.DataFrame:
     rows = []
     for axes, meta in cells:
         recs = by_cell.get(tuple(axes[a] for a in AXES), [])
-        passing = {e: {r["item"] for r in recs if r["engine"] == e and r["status"] == "passing"} for e in engines}
+        passing = {e: _passed(recs, e) for e in engines}
         common = set.intersection(*passing.values()) if passing else set()
         for e in engines:
             mine = [r for r in recs if r["engine"] == e and r["item"] in common]
-            tbm = np.array([t for r in mine for t in _tbm(r)], dtype=float) * 1e6
-            ttfm = np.array([r["ttfm_s"] for r in mine if r.get("ttfm_s") is not None], dtype=float) * 1e3
             row = {**axes, "engine": e, "vocab_size": meta["vocab"]["size"], "items": len(common),
                    "passing": len(passing[e]), "records": sum(r["engine"] == e for r in recs)}
             for p in (50, 90, 99):
-                row[f"tbm_p{p}_us"] = float(np.percentile(tbm, p)) if len(tbm) else np.nan
+                row[f"tbm_p{p}_us"] = _over_repeats(mine, lambda rs, p=p: [t * 1e6 for r in rs for t in _tbm(r)], p)
             for p in (50, 90):
-                row[f"ttfm_p{p}_ms"] = float(np.percentile(ttfm, p)) if len(ttfm) else np.nan
+                row[f"ttfm_p{p}_ms"] = _over_repeats(
+                    mine, lambda rs: [r["ttfm_s"] * 1e3 for r in rs if r.get("ttfm_s") is not None], p)
             rows.append(row)
     return pd.DataFrame(rows)
 
