@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from toolkit.report.bench import Runs
+from toolkit.report.style import OURS
 
 __all__ = ["ITEM_COLUMNS", "MASK_COLUMNS", "tidy_items", "tidy_masks", "write_tidy"]
 
@@ -33,7 +34,7 @@ ITEM_COLUMNS: dict[str, str] = {
     "engine": "the engine's registered name (`llguidance`, `peer:llguidance`...)",
     "engine_label": "the report's label of the engine (its name and version, and what tells apart two runs of it)",
     "engine_version": "the version the engine reported (masklab's for masklab's strategies, the package's for a peer)",
-    "ours": "whether the engine is one of masklab's strategies (false for a `peer:` engine or a plug-in)",
+    "ours": "whether the engine is one of masklab's own strategies (false for a `peer:` engine or a plug-in)",
     "item": "the dataset item (file name without `.json`)",
     "kind": "what the item is: `schema`, `lark`, `gbnf` or `regex`",
     "repeat": "which repeat of `bench --repeat R` measured it (1-based)",
@@ -90,7 +91,7 @@ def tidy_items(runs: Runs) -> pd.DataFrame:
         "engine": r["engine"].astype(str),
         "engine_label": r["engine_label"].astype(str),
         "engine_version": pd.Series(versions, dtype=object, index=r.index),
-        "ours": ~r["engine"].astype(str).str.contains(":"),
+        "ours": r["engine"].astype(str).isin(OURS),
         "item": r["item"].astype(str),
         "kind": r["kind"].astype(str) if "kind" in r else "",
         "repeat": r["repeat"].astype("int64"),
