@@ -286,7 +286,7 @@ def test_leading_ignored_text_needs_allow_initial_skip(hand) -> None:
 
 def test_outlines_core_differs_tokens_leaving_an_accepting_state(hand) -> None:
     """outlines-core 0.2.14 drops token ``t`` at a prefix ``p`` when ``p + t[:-1]`` is a
-    complete match and ``p + t`` is not.  Its ``Index`` walks regex-automata's DFA, which
+    complete match, whether ``p + t`` is one or not.  Its ``Index`` walks regex-automata's DFA, which
     reports a match one byte late: the state after ``t`` is a *match state* (for
     ``p + t[:-1]``), and the index keeps a token only when its end state is not a
     match state or is one at end of input.  So after ``true`` in
@@ -306,6 +306,12 @@ def test_outlines_core_differs_tokens_leaving_an_accepting_state(hand) -> None:
         assert x.accept_tokens(HAND.encode("a=1")) == 3
     assert _ids(n) - _ids(m) == {TOK[b","]}
     assert {TOK[b", "], TOK[b" "], TOK[b"1"]} <= _ids(m)
+    # The whole token may end in a match too: ``abc`` in ``ab|abc`` passes the match
+    # ``ab`` one byte before its end, and is dropped.
+    ab = Grammar.from_regex("ab|abc")
+    m, n = oc.matcher(oc.compile(ab)), naive.matcher(naive.compile(ab))
+    assert {TOK[b"ab"], TOK[b"abc"]} <= _ids(n)
+    assert TOK[b"ab"] in _ids(m) and TOK[b"abc"] not in _ids(m)
     # Walks where no token leaves an accepting state agree (the PEERS rows above).
 
 

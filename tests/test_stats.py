@@ -5,11 +5,17 @@ and intervals that widen when the repeats of a run disagree."""
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from toolkit.report.stats import Estimate, _per_repeat, estimates, interval_text
+from toolkit.core.errors import LimitExceeded
+from toolkit.report.stats import MAX_BOOT, Estimate, _per_repeat, estimates, interval_text
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_each_draw_is_numpys_statistic_of_the_resampled_values() -> None:
@@ -80,6 +86,19 @@ def test_empty_nan_and_bad_arguments() -> None:
         estimates([1.0, 2.0], ["a"])
     with pytest.raises(ValueError, match="level"):
         estimates([1.0], ["a"], level=1.5)
+
+
+def test_the_draws_are_bounded_before_they_are_drawn() -> None:
+    """A huge ``--boot`` is a typed error naming the limit, not gigabytes of draws."""
+    with pytest.raises(LimitExceeded, match="'boot'.*> 20000"):
+        estimates([1.0, 2.0], ["a", "b"], n_boot=MAX_BOOT + 1)
+    with pytest.raises(LimitExceeded, match="'boot'"):
+        estimates([1.0, 2.0], ["a", "b"], n_boot=-1)
+    assert estimates([1.0, 2.0], ["a", "b"], n_boot=MAX_BOOT)["p50"].value == 1.5
+    r = subprocess.run([sys.executable, "-m", "toolkit", "report", "no-such-run", "--boot", "1000000000"],
+                       cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert r.returncode == 2 and "--boot: must be from 0 to 20,000, got 1,000,000,000" in r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_interval_text() -> None:

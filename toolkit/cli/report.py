@@ -10,9 +10,17 @@ from collections.abc import Sequence
 import pandas as pd
 
 from toolkit.bench.records import AXES, is_sweep, records_file
+from toolkit.cli.common import non_negative_float
 from toolkit.core.errors import MasklabError
-from toolkit.report.bench import comparability_warnings, comparable, engine_table, load_runs
-from toolkit.report.stats import DEFAULT_BOOT
+from toolkit.report.bench import (
+    DEFAULT_EXPLAIN_BUDGET,
+    comparability_warnings,
+    comparable,
+    difference_causes,
+    engine_table,
+    load_runs,
+)
+from toolkit.report.stats import DEFAULT_BOOT, MAX_BOOT
 from toolkit.report.sweep import write_sweep_report
 from toolkit.report.write import STYLES, write_report
 
@@ -42,8 +50,12 @@ def configure(name: str, p: argparse.ArgumentParser) -> None:
     p.add_argument("--tidy", action="store_true",
                    help="also write items.parquet and masks.parquet (and CSV) of every record: one row per item "
                         "and per mask step, the columns in docs/benchmarks.md")
-    p.add_argument("--boot", type=int, default=DEFAULT_BOOT, metavar="B",
-                   help=f"bootstrap draws of the timing tables' 95%% intervals (default {DEFAULT_BOOT}; 0: none)")
+    p.add_argument("--boot", type=_boot_count, default=DEFAULT_BOOT, metavar="B",
+                   help=f"bootstrap draws of the timing tables' 95%% intervals (default {DEFAULT_BOOT}; "
+                        f"0: none; at most {MAX_BOOT:,})")
+    p.add_argument("--explain-budget", type=non_negative_float, default=DEFAULT_EXPLAIN_BUDGET, metavar="S",
+                   help="seconds to re-run the engines whose masks differ and name why, documented or not "
+                        f"(default {DEFAULT_EXPLAIN_BUDGET:g}; 0: only causes cached in the run folder)")
     p.add_argument("--full", action="store_true", help="print the whole report.md (default: a short summary)")
     p.set_defaults(func=_report)
 
@@ -65,12 +77,22 @@ def timing_summary(dirs: Sequence[str]) -> str:
 
 
 def warn_comparability(dirs: Sequence[str]) -> None:
-    """Say on stderr what makes the engines of these bench runs not like for like."""
+    """Say on stderr what makes the engines of these bench runs not like for like (with
+    the causes the report cached, if it named them)."""
     bench = [d for d in dirs if records_file(d).is_file()]
     if not bench:
         return
-    for w in comparability_warnings(load_runs(bench), limit=3):
+    runs = load_runs(bench)
+    for w in comparability_warnings(runs, limit=3, causes=difference_causes(runs, 0)):
         print(f"warning: {w}", file=sys.stderr)
+
+
+def _boot_count(text: str) -> int:
+    """``--boot``: an integer from 0 to :data:`MAX_BOOT`."""
+    value = int(text)
+    if not 0 <= value <= MAX_BOOT:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_BOOT:,}, got {value:,}")
+    return value
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -83,7 +105,8 @@ def _report(args: argparse.Namespace) -> int:
         if args.axis != AXES[0]:
             raise MasklabError("--axis is for a sweep folder (masklab sweep)")
         path = write_report(args.dirs, out=args.out, all_items=args.all_items, sizes=args.sizes, pdf=args.pdf,
-                            boot=args.boot, tidy=args.tidy, style=args.style)
+                            boot=args.boot, tidy=args.tidy, style=args.style,
+                            explain_budget=args.explain_budget)
     if args.full:
         print(path.read_text(encoding="utf-8"))
     else:

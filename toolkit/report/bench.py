@@ -60,6 +60,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from toolkit.bench.differences import cached_causes, explain_pairs
 from toolkit.bench.records import STATUSES, load_records, records_file, repeat_of
 from toolkit.core.errors import MasklabError
 from toolkit.data.datasets import embedded_dir, iter_items
@@ -98,6 +99,9 @@ __all__ = [
     "restrict",
     "comparable",
     "comparability_warnings",
+    "difference_causes",
+    "DEFAULT_EXPLAIN_BUDGET",
+    "differing_pairs",
     "as_dirs",
     "option_text",
     "vocab_text",
@@ -448,10 +452,11 @@ def comparable(runs: Runs, all_items: bool = False) -> Runs:
     return restrict(runs, common, f"the {len(common):,} {noun} (of {n_items:,}) that every engine passed")
 
 
-def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple[int, int, int]:
-    """(differing steps, compared steps, items with a difference) of engines ``a`` and
-    ``b`` over ``items``: each valid instance's digests, step by step, as far as both went."""
-    diff = total = n_items = 0
+def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple[int, int, list[str]]:
+    """(differing steps, compared steps, the items with a difference) of engines ``a``
+    and ``b`` over ``items``: each valid instance's digests, step by step, as far as both went."""
+    diff = total = 0
+    differing: list[str] = []
     for item in items:
         da, db = runs.digests.get((a, item)), runs.digests.get((b, item))
         if not da or not db or len(da) != len(db):
@@ -462,16 +467,70 @@ def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple
             total += n
             item_diff += sum(1 for x, y in zip(ca[:n], cb[:n], strict=True) if x != y)
         diff += item_diff
-        n_items += item_diff > 0
-    return diff, total, n_items
+        if item_diff:
+            differing.append(item)
+    return diff, total, differing
 
 
-def comparability_warnings(runs: Runs, limit: int | None = None) -> list[str]:
+def differing_pairs(runs: Runs) -> list[tuple[str, str, int, int, list[str], int]]:
+    """Every pair of engine labels whose recorded masks differ on the items both passed:
+    ``(a, b, differing steps, compared steps, differing items, items both passed)``."""
+    recs = runs.records
+    passing = recs[recs["status"] == "passing"]
+    items_of = {str(k): set(g["item"]) for k, g in passing.groupby("engine_label", observed=True)}
+    labels = [e for e in runs.engines if e in items_of]
+    out = []
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            shared = sorted(items_of[a] & items_of[b])
+            diff, total, items = _mask_differences(runs, a, b, shared)
+            if diff:
+                out.append((a, b, diff, total, items, len(shared)))
+    return out
+
+
+DEFAULT_EXPLAIN_BUDGET = 120.0
+"""Seconds ``masklab report`` spends naming why engines' masks differ (``--explain-budget``)."""
+
+
+def difference_causes(runs: Runs, budget_s: float) -> dict[tuple[str, str], str]:
+    """Why each pair of :func:`differing_pairs` differs, in a sentence
+    (:func:`toolkit.bench.differences.explain_pairs`: the first differing items re-run,
+    each token judged against the grammar and the documented deviations), within
+    ``budget_s`` seconds in all; cached causes in a run folder cost nothing, and with
+    ``budget_s`` 0 only they are given.  A pair whose engines come from different runs
+    is not re-run."""
+    by_run: dict[int, list[tuple[str, str, Sequence[str]]]] = {}
+    names: dict[tuple[int, str], str] = {}
+    out: dict[tuple[str, str], str] = {}
+    for a, b, _, _, items, _ in differing_pairs(runs):
+        where = [(i, {v: k for k, v in (m.get("labels") or {}).items()}) for i, m in enumerate(runs.meta)]
+        both = [(i, lab[a], lab[b]) for i, lab in where if a in lab and b in lab]
+        if not both:
+            out[(a, b)] = "cause not examined (the two engines come from different runs)"
+            continue
+        i, ea, eb = both[0]
+        by_run.setdefault(i, []).append((ea, eb, items))
+        names[(i, ea + "\t" + eb)] = a + "\t" + b
+    for i, pairs in by_run.items():
+        run = Path(runs.meta[i]["dir"])
+        found = explain_pairs(run, pairs, budget_s=budget_s / len(by_run)) if budget_s > 0 else cached_causes(run)
+        for ea, eb, _ in pairs:
+            a, b = names[(i, ea + "\t" + eb)].split("\t")
+            cause = found.get((ea, eb))
+            out[(a, b)] = cause.text() if cause is not None else "cause not examined (report --explain-budget)"
+    return out
+
+
+def comparability_warnings(runs: Runs, limit: int | None = None,
+                           causes: Mapping[tuple[str, str], str] | None = None) -> list[str]:
     """What makes the engines of one table not like for like: runs on different
     vocabularies or data, and engines that computed different masks on the steps they
     share (from the recorded digests, on the items both passed).  ``limit``: at most
     that many pairs of engines, those with the most differing steps first, and a last
-    line counting the rest (the terminal's summary; the report lists every pair)."""
+    line counting the rest (the terminal's summary; the report lists every pair).
+    ``causes``: (label a, label b) -> why they differ (:func:`difference_causes`),
+    added to that pair's line."""
     out: list[str] = []
     vocabs = unique(_vocab_key(m) for m in runs.meta)
     if len(vocabs) > 1:
@@ -482,19 +541,12 @@ def comparability_warnings(runs: Runs, limit: int | None = None) -> list[str]:
         out.append(f"the runs used different data ({' / '.join(datas)}): their items differ")
     if len(vocabs) > 1:
         return out
-    recs = runs.records
-    passing = recs[recs["status"] == "passing"]
-    items_of = {str(k): set(g["item"]) for k, g in passing.groupby("engine_label", observed=True)}
-    labels = [e for e in runs.engines if e in items_of]
     pairs: list[tuple[int, str]] = []
-    for i, a in enumerate(labels):
-        for b in labels[i + 1:]:
-            shared = sorted(items_of[a] & items_of[b])
-            diff, total, n_items = _mask_differences(runs, a, b, shared)
-            if diff:
-                pairs.append((diff, f"{a} and {b} computed different masks on {diff:,} of {total:,} common "
-                                    f"steps ({n_items:,} of {len(shared):,} items both passed): their times "
-                                    "are not of the same work"))
+    for a, b, diff, total, items, shared in differing_pairs(runs):
+        cause = (causes or {}).get((a, b))
+        pairs.append((diff, f"{a} and {b} computed different masks on {diff:,} of {total:,} common "
+                            f"steps ({len(items):,} of {shared:,} items both passed): their times "
+                            "are not of the same work" + (f". Why: {cause}" if cause else "")))
     if limit is not None and len(pairs) > limit:
         pairs.sort(key=lambda p: -p[0])
         rest = len(pairs) - limit

@@ -25,6 +25,7 @@ from toolkit.report.bench import (
     comparable,
     data_text,
     density_table,
+    difference_causes,
     draft_table,
     engine_table,
     option_text,
@@ -59,6 +60,7 @@ class Context:
     sizes: bool = False
     tidy: bool = False
     style: str = "screen"  # "paper": every figure also in a paper's column and page widths
+    explain_budget: float = 0.0  # seconds to re-run differing pairs and name why they differ
     engines: pd.DataFrame = field(default_factory=pd.DataFrame)  # timings over the compared items
     outcomes: pd.DataFrame = field(default_factory=pd.DataFrame)  # statuses over every record
     walks: pd.DataFrame = field(default_factory=pd.DataFrame)
@@ -86,11 +88,14 @@ Section = Callable[[Context], list[str]]
 
 
 def context(everything: Runs, out: Path, bench: list[Path], *, all_items: bool = False, sizes: bool = False,
-            pdf: bool = False, boot: int = DEFAULT_BOOT, tidy: bool = False, style: str = "screen") -> Context:
+            pdf: bool = False, boot: int = DEFAULT_BOOT, tidy: bool = False, style: str = "screen",
+            explain_budget: float = 0.0) -> Context:
     """The context of a report over the bench runs ``everything`` (``boot``: bootstrap draws of
-    the timing tables' intervals, 0 for none)."""
+    the timing tables' intervals, 0 for none; ``explain_budget``: seconds to name why
+    engines' masks differ, :func:`~toolkit.report.bench.difference_causes`)."""
     runs = comparable(everything, all_items)
     return Context(everything, runs, out, bench, pdf=pdf, sizes=sizes, tidy=tidy, style=style,
+                   explain_budget=explain_budget,
                    engines=engine_table(runs, boot=boot),
                    outcomes=engine_table(everything, boot=0), walks=walks_table(runs))
 
@@ -241,7 +246,7 @@ def _header(ctx: Context) -> list[str]:
 
 
 def _warnings(ctx: Context) -> list[str]:
-    warnings = comparability_warnings(ctx.everything)
+    warnings = comparability_warnings(ctx.everything, causes=difference_causes(ctx.everything, ctx.explain_budget))
     return ["## Warnings: not like for like", ""] + [f"* {w}" for w in warnings] + [""] if warnings else []
 
 

@@ -30,6 +30,7 @@ def write_report(
     boot: int = DEFAULT_BOOT,
     tidy: bool = False,
     style: str = "screen",
+    explain_budget: float = 0.0,
 ) -> Path:
     """Load ``dirs`` and write the report into ``out`` (default: the first directory).
 
@@ -52,6 +53,9 @@ def write_report(
     also ``items.parquet`` and ``masks.parquet`` with CSV twins (:mod:`toolkit.report.tidy`).
     ``style``: ``"screen"``, or ``"paper"``: every figure also as ``STEM-column`` (3.3 in)
     and ``STEM-page`` (6.9 in), PDF and PNG, 8 pt text, no titles (:data:`~toolkit.report.style.LOOKS`).
+    ``explain_budget``: seconds to re-run the pairs of engines whose masks differ and name
+    why, documented or not (:func:`~toolkit.report.bench.difference_causes`; 0: only
+    causes cached in the run folders).
     """
     paths = as_dirs(dirs)
     if not paths:
@@ -81,8 +85,10 @@ def write_report(
         raise ReportError(f"style must be one of {', '.join(STYLES)}, not {style!r}")
     if boot < 0:
         raise ReportError(f"boot must be 0 (no intervals) or more draws, got {boot}")
+    if not explain_budget >= 0:
+        raise ReportError(f"explain_budget must be 0 (cached causes only) or more seconds, got {explain_budget}")
     ctx = context(load_runs(bench), out_dir, bench, all_items=all_items, sizes=sizes, pdf=pdf, boot=boot,
-                  tidy=tidy, style=style)
+                  tidy=tidy, style=style, explain_budget=explain_budget)
     lines = [line for section in SECTIONS for line in section(ctx)]
     report = out_dir / "report.md"
     report.write_text("\n".join([*lines, "", *e2e_lines]).rstrip() + "\n", encoding="utf-8")
