@@ -27,7 +27,8 @@ too; llguidance and xgrammar refuse that by default, so the adapters switch on t
 ``allow_initial_skip`` grammar option (Lark ``%llguidance {...}`` and
 ``%grammar_options {...}``).  What still differs from the Grammar's language is the
 engines' own and is documented in ``tests/test_peers.py`` (llguidance lexes greedily
-and allows ignored text only where another lexeme may follow).
+and allows ignored text only where another lexeme may follow; its own JSON Schema
+compiler leaves U+007F, DEL, out of a string's unescaped characters, which JSON allows).
 
 EOS, special and padding ids follow the protocol, not the engine: each adapter
 clears every non-text bit the engine set and lets :class:`~strategies._base.BaseMatcher`

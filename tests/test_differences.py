@@ -119,3 +119,18 @@ def test_partial_characters_are_read_from_the_end() -> None:
     assert _partial_tail(b" \xc3") == (b"\xc3", 1) and _partial_tail(b"a\xe2\x80") == (b"\xe2\x80", 1)
     assert _partial_tail(b"\xf0\x9f") == (b"\xf0\x9f", 2) and _partial_tail("é".encode()) == (b"", 0)
     assert _partial_tail(b"abc") == (b"", 0) and _partial_tail(b"\x80") == (b"", 0)
+
+
+def test_a_peer_s_own_schema_compiler_differs_in_documented_ways(tmp_path: Path) -> None:
+    """With each engine's native input, xgrammar 0.2.8 compiles the schemas itself: its
+    whitespace and its one spelling of keys are the documented differences."""
+    pytest.importorskip("xgrammar", reason="compares peer:xgrammar's own schema compiler (install .[peers])")
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("s01_flat_person", "s02_flat_product"):
+        shutil.copy(next((PROJECT_ROOT / "datasets").rglob(f"{name}.json")), data)
+    run_bench([SCANNERLESS, "peer:xgrammar"], data, out=tmp_path / "run", quick=True, progress=False)
+    runs = load_runs([tmp_path / "run"])
+    (text,) = difference_causes(runs, 60).values()
+    assert text.startswith("documented difference"), text
+    assert "peer:xgrammar: its own JSON Schema compiler: JSON whitespace elsewhere" in text

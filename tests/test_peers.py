@@ -229,6 +229,24 @@ def test_llguidance_differs_no_ignored_text_after_the_last_lexeme(hand) -> None:
     assert EOS in _ids(m)
 
 
+def test_llguidance_differs_its_json_strings_refuse_del() -> None:
+    """llguidance's own JSON Schema compiler leaves U+007F (DEL) out of a string's
+    unescaped characters; JSON (RFC 8259) and masklab's schema compiler take it."""
+    _require(LLG)
+    v = Vocabulary.from_tokens([b"", b'"', b"a", b"\x7f", b"\x1f"], eos_ids=(0,), special_tokens={0: "</s>"},
+                               name="del")
+    llg, naive = get_engine(LLG, v), get_engine("naive", v)
+    schema = {"type": "string"}
+    m, n = llg.matcher(llg.compile(JsonSchemaText(json.dumps(schema)))), naive.matcher(
+        naive.compile(Grammar.from_json_schema(schema)))
+    assert m.accept_token(1) and n.accept_token(1)
+    row = bm.allocate(v.size)
+    n.fill_bitmask(row)
+    assert set(bm.allowed_ids(row[0], v.size).tolist()) == {1, 2, 3}  # ", a and DEL; not U+001F
+    m.fill_bitmask(row)
+    assert set(bm.allowed_ids(row[0], v.size).tolist()) == {1, 2}
+
+
 def test_llguidance_differs_it_lexes_greedily(hand) -> None:
     """llguidance's lexer ends a lexeme only where the next byte cannot extend it, so
     two adjacent terminals never split where the first could go on."""

@@ -19,12 +19,13 @@ any other is a real difference of language that no page names (a reader should l
 ``masklab agree RUN --engines A,B --explain N``).  The work is bounded by a time budget
 and a number of items and steps; what was not examined is said.  Results are cached
 per pair in the run folder (``differences.json``, keyed by the records file's size and
-time), so a second report costs nothing.
+time and by the list of deviations), so a second report costs nothing.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -62,6 +63,9 @@ class _Probe:
     verdicts: dict[str, bool]  # engine name -> whether it allows the token here
     naive: Any  # naive's matcher at this step
     lexer: Any  # the reference lexer's matcher at this step (None when it left the walk)
+    matcher: Any = None  # the departing engine's matcher at this step
+    native_schema: bool = False  # a JSON schema the engine compiled itself (bench --source native)
+    formats: bool = False  # the schema names a "format"
 
 
 def _not_utf8_alone(p: _Probe) -> bool:
@@ -122,6 +126,50 @@ def _excluded_completion(p: _Probe) -> bool:
     if missing == 2:
         conts = [a + bytes([b]) for a in conts for b in range(0x80, 0xC0)]
     return any(not _feeds(p.naive, p.vocab, p.data + c)[0] for c in conts)
+
+
+_JSON_WS = frozenset(b" \t\n\r")
+
+
+def _json_whitespace(side: str) -> Callable[[_Probe], bool]:
+    """A peer's own JSON Schema compiler writes its own whitespace rules: the token
+    differs only in whitespace when, its whitespace bytes removed, what is left is empty
+    or taken by the side that refused the whole token."""
+    def fits(p: _Probe) -> bool:
+        if not p.native_schema:
+            return False
+        bare = bytes(x for x in p.data if x not in _JSON_WS)
+        if bare == p.data or not p.data:
+            return False
+        if not bare:
+            return True
+        judge = p.matcher if side == "refuses" else p.naive
+        return judge is not None and _feeds(judge, p.vocab, bare)[0]
+    return fits
+
+
+_IN_KEY = re.compile(rb'[{,]\s*"(?:[^"\\]|\\.)*$')
+
+
+def _in_key(text: bytes) -> bool:
+    """``text`` ends inside what can be an object key (after ``{"`` or ``, "``; a
+    string in an array looks the same, so this is a heuristic)."""
+    return bool(_IN_KEY.search(text[-400:]))
+
+
+def _escape_in_key(p: _Probe) -> bool:
+    """The token writes an escape inside an object key."""
+    cut = p.data.find(b"\\")
+    return cut >= 0 and _in_key(p.before + p.data[:cut])
+
+
+def _closed_object(p: _Probe) -> bool:
+    """A refusal of strict mode's closed objects: the token goes into a key, or the
+    engine takes it up to a comma that would start another member."""
+    if _in_key(p.before) or _in_key(p.before + p.data):
+        return True
+    cut = p.data.find(b",")
+    return cut >= 0 and p.matcher is not None and _feeds(p.matcher, p.vocab, p.data[:cut])[0]
 
 
 def _late_match(p: _Probe) -> bool:
@@ -197,6 +245,36 @@ DEVIATIONS: tuple[Deviation, ...] = (
               "strategies/peer_llamacpp.py (4), tests/test_peer_llamacpp.py"),
     Deviation("tokens that are not UTF-8 alone are never allowed", _refuses_partial, "refuses",
               lambda n: _not_utf8_alone, "docs/extending.md (partial_utf8)"),
+    Deviation("its own JSON Schema compiler: JSON whitespace elsewhere", lambda n: n.startswith("peer:"), "allows",
+              lambda n: _json_whitespace("allows"), "README.md (--source native), docs/benchmarks.md"),
+    Deviation("its own JSON Schema compiler: JSON whitespace elsewhere", lambda n: n.startswith("peer:"), "refuses",
+              lambda n: _json_whitespace("refuses"), "README.md (--source native), docs/benchmarks.md"),
+    Deviation("its own JSON Schema compiler: keys and constants in one spelling, no escapes",
+              lambda n: n.startswith("peer:"), "refuses", lambda n: lambda p: p.native_schema and b"\\" in p.data,
+              "docs/concepts.md (spelling), docs/decoding.md"),
+    Deviation("strict mode (its default): an object without additionalProperties is closed",
+              lambda n: n == "peer:xgrammar", "refuses", lambda n: lambda p: p.native_schema and _closed_object(p),
+              "strategies/peers.py (strict_mode)"),
+    Deviation("masklab's schema compiler writes additional keys without escapes (tighter than the schema)",
+              lambda n: n.startswith("peer:"), "allows",
+              lambda n: lambda p: p.native_schema and _escape_in_key(p),
+              "toolkit/jsonschema/compiler.py"),
+    Deviation("masklab's schema compiler: formats tighter than their RFCs where named (no leap second...)",
+              lambda n: n.startswith("peer:"), "allows",
+              lambda n: lambda p: p.native_schema and p.formats and not _in_key(p.before), "toolkit/jsonschema/formats.py"),
+    Deviation("its own JSON Schema compiler: DEL (U+007F) is no string character", lambda n: n == "peer:llguidance",
+              "refuses", lambda n: lambda p: p.native_schema and b"\x7f" in p.data,
+              "strategies/peers.py, tests/test_peers.py"),
+    Deviation("its own JSON Schema compiler: raw control characters in strings (a loosening: JSON forbids them)",
+              lambda n: n in ("peer:xgrammar", "peer:llama.cpp", "peer:lm-format-enforcer"), "allows",
+              lambda n: lambda p: p.native_schema and any(x < 0x20 for x in p.data), "results/audit/README.md"),
+    Deviation("its own JSON Schema compiler: UTF-16 surrogates written as UTF-8 (a loosening: ill-formed UTF-8)",
+              lambda n: n == "peer:xgrammar", "allows",
+              lambda n: lambda p: p.native_schema and any(a == 0xED and b >= 0xA0 for a, b in zip(
+                  p.data, p.data[1:], strict=False)), "results/audit/README.md"),
+    Deviation("a regular engine: JSON nested deeper than max_depth (default 3) is refused", lambda n: n == "outlines",
+              "refuses", lambda n: lambda p: p.native_schema and any(x in b"[{" for x in p.data),
+              "docs/strategies.md (max_depth)"),
     Deviation("late match: a token passing a complete match one byte before its end is dropped",
               lambda n: n == "peer:outlines-core", "refuses", lambda n: _late_match, "toolkit/bench/diagnose.py, tests/test_peers.py"),
 )
@@ -310,6 +388,8 @@ def _walk_item(s: _Session, item: str, a: str, b: str, cause: PairCause, max_ste
     vocab = s.vocab
     ref_source = "grammar"
     ra, rb = bm.allocate(vocab.size), bm.allocate(vocab.size)
+    native_schema = it.kind == "schema" and source == "native"
+    formats = native_schema and '"format"' in json.dumps(it.spec)
     seen = 0
     for k, case in enumerate(c for c in it.cases if c.valid):
         tokens = encode_case(vocab, it, case.text) + [vocab.eos_ids[0]]
@@ -328,7 +408,8 @@ def _walk_item(s: _Session, item: str, a: str, b: str, cause: PairCause, max_ste
                 for wide, narrow, ids in ((a, b, bm.allowed_ids(xa & ~xb, vocab.size)),
                                           (b, a, bm.allowed_ids(xb & ~xa, vocab.size))):
                     for i in ids.tolist():
-                        _judge(cause, vocab, int(i), wide, narrow, naive, lexer, item, step, before)
+                        _judge(cause, vocab, int(i), wide, narrow, naive, lexer, item, step, before,
+                               {a: ma, b: mb}, native_schema, formats)
                 if seen >= max_steps:
                     return
             ok = ma.accept_token(t) and mb.accept_token(t)
@@ -341,11 +422,12 @@ def _walk_item(s: _Session, item: str, a: str, b: str, cause: PairCause, max_ste
 
 
 def _judge(cause: PairCause, vocab: Any, i: int, wide: str, narrow: str, naive: Any, lexer: Any, item: str,
-           step: int, before: bytes) -> None:
+           step: int, before: bytes, matchers: dict[str, Any], native_schema: bool, formats: bool) -> None:
     data = b"" if i in vocab.special_tokens else vocab.token_bytes[i]
     in_grammar = _allows(naive, i)
     engine, side = (narrow, "refuses") if in_grammar else (wide, "allows")
-    probe = _Probe(vocab, i, data, before, {wide: True, narrow: False}, naive, lexer)
+    probe = _Probe(vocab, i, data, before, {wide: True, narrow: False}, naive, lexer, matchers[engine], native_schema,
+                   formats)
     cause.tokens += 1
     d = _deviation(engine, side, probe)
     if d is not None:
@@ -395,12 +477,17 @@ def _fingerprint(run: Path) -> list[int]:
     return [st.st_size, st.st_mtime_ns]
 
 
+def _deviation_names() -> list[str]:
+    """What the cached causes were judged against: a list that changes, a cache that is stale."""
+    return [f"{d.side} {d.name}" for d in DEVIATIONS]
+
+
 def cached_causes(run: str | Path) -> dict[tuple[str, str], PairCause]:
     """The causes :func:`explain_pairs` saved for ``run`` while its records are unchanged."""
     path = Path(run) / CACHE
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
-        if saved.get("records") != _fingerprint(Path(run)):
+        if saved.get("records") != _fingerprint(Path(run)) or saved.get("deviations") != _deviation_names():
             return {}
         return {(p["a"], p["b"]): PairCause(**p) for p in saved.get("pairs", [])}
     except (OSError, ValueError, TypeError, KeyError):
@@ -429,8 +516,9 @@ def explain_pairs(run: str | Path, pairs: Iterable[tuple[str, str, Sequence[str]
             done[(a, b)] = explain_pair(run, a, b, items=items, budget_s=share, session=session)
         complete = [c for c in done.values() if not c.stopped.startswith("the time budget")]
         try:
-            (run / CACHE).write_text(json.dumps({"records": _fingerprint(run), "pairs": [asdict(c) for c in complete]},
-                                                indent=1) + "\n", encoding="utf-8")
+            (run / CACHE).write_text(json.dumps({"records": _fingerprint(run), "deviations": _deviation_names(),
+                                                 "pairs": [asdict(c) for c in complete]}, indent=1) + "\n",
+                                     encoding="utf-8")
         except OSError:
             pass
     return done

@@ -1098,8 +1098,9 @@ def plot_density(runs: Runs, path: str | os.PathLike[str] | None = None, *, ax: 
         return finish_figure(fig, path, lk, pdf=pdf)
 
 
-_SHORT_CATEGORIES = {DENSITY_CATEGORIES[0]: "sparse\n<2%", DENSITY_CATEGORIES[1]: "medium\n2-85%", SLICED_LOW: "<85%\nsliced",
-                     DENSITY_CATEGORIES[2]: "dense\n≥85%", DENSITY_CATEGORIES[3]: "dense\nsliced"}
+_SHORT_CATEGORIES = {DENSITY_CATEGORIES[0]: "sparse\nunder 2%", DENSITY_CATEGORIES[1]: "medium\n2-85%",
+                     SLICED_LOW: "sliced,\n<85%", DENSITY_CATEGORIES[2]: "dense\n85%+",
+                     DENSITY_CATEGORIES[3]: "dense,\nsliced"}
 """The categories in a paper's narrow panels (its caption names them in full)."""
 
 
