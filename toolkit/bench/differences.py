@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +48,7 @@ __all__ = ["DEVIATIONS", "Deviation", "PairCause", "cached_causes", "explain_pai
 
 CACHE = "differences.json"
 MAX_ROWS = 4096  # a slow engine's mask rows kept across pairs (16 KB each on a 131k vocabulary)
+MIN_SHARE = 10.0  # seconds of the budget each pair gets at least, while it lasts
 REFERENCE = "naive"
 LEXER_REFERENCE = "llguidance"
 
@@ -443,15 +444,18 @@ def _judge(cause: PairCause, vocab: Any, i: int, wide: str, narrow: str, naive: 
                                    "side": side, "token": shown})
 
 
-def explain_pair(run: str | Path, a: str, b: str, *, items: Sequence[str] | None = None, budget_s: float = 30.0,
-                 max_items: int = 2, max_steps: int = 10, session: Any = None) -> PairCause:
+def explain_pair(run: str | Path, a: str, b: str, *, items: Sequence[str] | Mapping[str, int] | None = None,
+                 budget_s: float = 30.0, max_items: int = 2, max_steps: int = 10, session: Any = None) -> PairCause:
     """Examine why ``a`` and ``b`` (engine names of bench run ``run``) computed different
     masks: the first ``max_items`` differing items (default: those :func:`agreement`
-    finds), at most ``max_steps`` differing steps each, within ``budget_s`` seconds."""
+    finds; a mapping gives each item's count of differing steps, where the walk may
+    stop), at most ``max_steps`` differing steps each, within ``budget_s`` seconds."""
     run = Path(run)
     if items is None:
         table = agreement(run, a, b)
-        items = table.loc[table["differ"] > 0, "item"].tolist()
+        items = dict(zip(table["item"], table["differ"], strict=True))
+        items = {k: int(v) for k, v in items.items() if v > 0}
+    counts = dict(items) if isinstance(items, Mapping) else {}
     cause = PairCause(a, b, items_differing=len(items))
     s = session if session is not None else _Session(run)
     end = time.monotonic() + budget_s
@@ -460,7 +464,7 @@ def explain_pair(run: str | Path, a: str, b: str, *, items: Sequence[str] | None
             continue
         try:
             with time_limit(max(end - time.monotonic(), 1e-3), "difference budget"):
-                _walk_item(s, item, a, b, cause, max_steps, end)
+                _walk_item(s, item, a, b, cause, min(max_steps, counts.get(item, max_steps)), end)
         except TimeLimitExceeded:
             cause.stopped = "the time budget ran out"
         except MasklabError as e:  # a peer interrupted by the budget's alarm says so in its own words
@@ -494,10 +498,12 @@ def cached_causes(run: str | Path) -> dict[tuple[str, str], PairCause]:
         return {}
 
 
-def explain_pairs(run: str | Path, pairs: Iterable[tuple[str, str, Sequence[str]]], *, budget_s: float = 60.0,
-                  ) -> dict[tuple[str, str], PairCause]:
+def explain_pairs(run: str | Path, pairs: Iterable[tuple[str, str, Sequence[str] | Mapping[str, int]]], *,
+                  budget_s: float = 60.0) -> dict[tuple[str, str], PairCause]:
     """:func:`explain_pair` for each ``(a, b, differing items)`` of ``run`` within one
-    budget of ``budget_s`` seconds (shared out as the pairs go), cached in the run folder."""
+    budget of ``budget_s`` seconds, cached in the run folder.  The budget is shared out
+    as the pairs go, each pair getting at least :data:`MIN_SHARE` seconds while they
+    last (the first pair of a slow engine fills the mask rows the later ones reuse)."""
     run = Path(run)
     done = cached_causes(run)
     todo = [(a, b, items) for a, b, items in pairs if (a, b) not in done]
@@ -512,7 +518,7 @@ def explain_pairs(run: str | Path, pairs: Iterable[tuple[str, str, Sequence[str]
             left = end - time.monotonic()
             if left <= 0:
                 break
-            share = left / (len(todo) - k)
+            share = max(left / (len(todo) - k), min(left, MIN_SHARE))
             done[(a, b)] = explain_pair(run, a, b, items=items, budget_s=share, session=session)
         complete = [c for c in done.values() if not c.stopped.startswith("the time budget")]
         try:

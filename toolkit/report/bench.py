@@ -452,11 +452,12 @@ def comparable(runs: Runs, all_items: bool = False) -> Runs:
     return restrict(runs, common, f"the {len(common):,} {noun} (of {n_items:,}) that every engine passed")
 
 
-def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple[int, int, list[str]]:
-    """(differing steps, compared steps, the items with a difference) of engines ``a``
-    and ``b`` over ``items``: each valid instance's digests, step by step, as far as both went."""
+def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple[int, int, dict[str, int]]:
+    """(differing steps, compared steps, each item with a difference -> its differing
+    steps) of engines ``a`` and ``b`` over ``items``: each valid instance's digests,
+    step by step, as far as both went."""
     diff = total = 0
-    differing: list[str] = []
+    differing: dict[str, int] = {}
     for item in items:
         da, db = runs.digests.get((a, item)), runs.digests.get((b, item))
         if not da or not db or len(da) != len(db):
@@ -468,13 +469,14 @@ def _mask_differences(runs: Runs, a: str, b: str, items: Iterable[str]) -> tuple
             item_diff += sum(1 for x, y in zip(ca[:n], cb[:n], strict=True) if x != y)
         diff += item_diff
         if item_diff:
-            differing.append(item)
+            differing[item] = item_diff
     return diff, total, differing
 
 
-def differing_pairs(runs: Runs) -> list[tuple[str, str, int, int, list[str], int]]:
+def differing_pairs(runs: Runs) -> list[tuple[str, str, int, int, dict[str, int], int]]:
     """Every pair of engine labels whose recorded masks differ on the items both passed:
-    ``(a, b, differing steps, compared steps, differing items, items both passed)``."""
+    ``(a, b, differing steps, compared steps, {differing item: its differing steps},
+    items both passed)``."""
     recs = runs.records
     passing = recs[recs["status"] == "passing"]
     items_of = {str(k): set(g["item"]) for k, g in passing.groupby("engine_label", observed=True)}
@@ -500,7 +502,7 @@ def difference_causes(runs: Runs, budget_s: float) -> dict[tuple[str, str], str]
     ``budget_s`` seconds in all; cached causes in a run folder cost nothing, and with
     ``budget_s`` 0 only they are given.  A pair whose engines come from different runs
     is not re-run."""
-    by_run: dict[int, list[tuple[str, str, Sequence[str]]]] = {}
+    by_run: dict[int, list[tuple[str, str, Mapping[str, int]]]] = {}
     names: dict[tuple[int, str], str] = {}
     out: dict[tuple[str, str], str] = {}
     for a, b, _, _, items, _ in differing_pairs(runs):
