@@ -9,12 +9,14 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from strategies import get_engine
 from tests._support.faulty import FaultyEngine
 from toolkit import cli
 from toolkit.bench.audit import (
+    ITEMS_FILE,
     UNDECIDED,
     Sampler,
     _judge,
@@ -23,7 +25,7 @@ from toolkit.bench.audit import (
     run_audit,
     schema_validator,
 )
-from toolkit.bench.audit_tables import audit_table, counterexamples, dataset_table
+from toolkit.bench.audit_tables import ITEM_COLUMNS, audit_table, counterexamples, dataset_table
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import HarnessError
 from toolkit.core.vocab import load_vocab
@@ -143,6 +145,38 @@ def test_audit_runs_resume_and_the_cli_prints_the_table(tmp_path: Path, capsys) 
     assert rc == 0 and "loosened" in printed and "loose" in printed
     assert (out / "audit.csv").is_file() and "loose" in (out / "counterexamples.csv").read_text()
     assert (out / "audit.png").is_file() and (out / "datasets.csv").is_file()
+    # the tidy items.csv is enough to resume where the records are gone (a fresh clone
+    # of a committed run folder): nothing redone, the same tables
+    items = pd.read_csv(out / ITEMS_FILE, keep_default_na=False)
+    assert list(items.columns) == list(ITEM_COLUMNS) and len(items) == 4
+    assert items.set_index(["engine", "item"]).loc[("tests._support.faulty:FaultyEngine", "loose"), "counterexample"]
+    tables = {f: (out / f).read_text() for f in ("audit.csv", "datasets.csv", "counterexamples.csv")}
+    (out / "audit.jsonl").unlink()
+    assert cli.main(["audit", "--engines", ",".join(engines), "--data", str(data), "--samples", "8", "--out",
+                     str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    assert (out / "audit.jsonl").read_text() == ""  # nothing audited again
+    assert {f: (out / f).read_text() for f in tables} == tables, "the tables from items.csv alone differ"
+
+
+def test_an_interrupted_audit_writes_the_tables_of_what_it_did(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Ctrl-C (SIGINT) mid-run: exit 130 with items.csv and the tables over the records so
+    far, so a run stopped at the end of a session leaves what it found."""
+    data = tmp_path / "data"
+    _item(data, "exact", SCHEMA)
+    out = tmp_path / "run"
+    args = ["audit", "--engines", "llguidance", "--data", str(data), "--samples", "4", "--out", str(out), "--quiet"]
+    assert cli.main(args) == 0
+    for f in ("items.csv", "audit.csv", "counterexamples.csv"):
+        (out / f).unlink()
+
+    def interrupted(*a: object, **k: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("toolkit.cli.audit.run_audit", interrupted)
+    assert cli.main(args) == 130
+    assert "interrupted" in capsys.readouterr().err
+    assert len(pd.read_csv(out / ITEMS_FILE)) == 1 and (out / "audit.csv").is_file()
     (tmp_path / "nothing").mkdir()  # a regex only (an empty folder is a DatasetError: test_bad_input_harness)
     (tmp_path / "nothing" / "r.json").write_text(json.dumps({"regex": "a", "tests": [{"text": "a", "valid": True}]}))
     with pytest.raises(HarnessError, match="no JSON-schema items"):

@@ -63,7 +63,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from strategies import get_engine
-from toolkit.bench.audit_tables import dataset_of
+from toolkit.bench.audit_tables import ITEM_COLUMNS, audit_items, dataset_of
 from toolkit.bench.backends import check_backend, default_memory_limit_gb, open_pool
 from toolkit.bench.measure import (
     clear_toolkit_caches,
@@ -85,7 +85,8 @@ from toolkit.data.datasets import Item, select_items, usable_items
 from toolkit.data.provenance import engine_info, finish_provenance, provenance
 from toolkit.jsonschema.meta import schema_validator as _draft_validator
 
-__all__ = ["Sampler", "AuditWorker", "schema_validator", "audit_item", "run_audit", "SAMPLERS", "DEFAULT_SAMPLES",
+__all__ = ["Sampler", "AuditWorker", "schema_validator", "audit_item", "run_audit", "ITEMS_FILE", "saved_items",
+           "merged_items", "SAMPLERS", "DEFAULT_SAMPLES",
            "DEFAULT_MAX_TOKENS", "DEFAULT_TIMEOUT", "UNDECIDED"]
 
 DEFAULT_SAMPLES = 32
@@ -524,6 +525,8 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
     if meta_path.is_file():
         _resume_audit(meta, json.loads(meta_path.read_text(encoding="utf-8")), out)
     done = {(r["engine"], r["item"]) for r in load_records(path)[0]} if path.is_file() else set()
+    saved = saved_items(out)  # a committed items.csv: a run whose records stayed on another machine
+    done |= set(zip(saved["engine"], saved["item"], strict=True))
     todo = [(n, it) for it in items for n in engines if (n, it.name) not in done]
     make = functools.partial(AuditWorker, samples=samples, seed=seed, max_tokens=max_tokens, sampler=sampler,
                              timeout=timeout, options=options)
@@ -543,6 +546,33 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
     write_meta(meta_path, meta)
     wanted = {(n, i.name) for i in items for n in engines}
     return pd.DataFrame([r for r in load_records(path)[0] if (r["engine"], r["item"]) in wanted])
+
+
+ITEMS_FILE = "items.csv"
+"""The audit's tidy per-item table in its folder (:data:`~toolkit.bench.audit_tables.ITEM_COLUMNS`)."""
+
+
+def saved_items(out: str | Path) -> pd.DataFrame:
+    """``OUT/items.csv`` (empty when there is none): what an earlier run of this folder
+    audited, kept in the tidy form that is committed where the raw records are not."""
+    path = Path(out) / ITEMS_FILE
+    if not path.is_file():
+        return audit_items([])
+    df = pd.read_csv(path, keep_default_na=False, na_values={"wall_s": [""]})
+    missing = set(ITEM_COLUMNS) - set(df.columns)
+    if missing:
+        raise HarnessError(f"{path}: not an audit's items table (no {', '.join(sorted(missing))})")
+    return df[list(ITEM_COLUMNS)]
+
+
+def merged_items(out: str | Path, records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """The tidy table of ``records`` with the rows of ``OUT/items.csv`` they do not
+    cover: every item of a run resumed across machines, once."""
+    new = audit_items(records)
+    saved = saved_items(out)
+    keys = set(zip(new["engine"], new["item"], strict=True))
+    keep = [(e, i) not in keys for e, i in zip(saved["engine"], saved["item"], strict=True)]
+    return pd.concat([saved[keep], new], ignore_index=True) if len(saved) else new
 
 
 def _stamp() -> str:

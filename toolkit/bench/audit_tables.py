@@ -12,10 +12,55 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["AUDIT_STATUSES", "audit_table", "dataset_table", "dataset_of", "counterexamples"]
+__all__ = ["AUDIT_STATUSES", "ITEM_COLUMNS", "audit_items", "audit_table", "dataset_table", "dataset_of",
+           "counterexamples"]
 
 AUDIT_STATUSES = ("sound", "loosened", "compile_error", "crash", "timeout", "bad_schema")
 """The statuses of an audit record (:mod:`toolkit.bench.audit`), in table order."""
+
+ITEM_COLUMNS: dict[str, str] = {
+    "engine": "the engine's registered name",
+    "item": "the MaskBench item (file name without `.json`)",
+    "status": "sound, loosened, compile_error, crash, timeout or bad_schema",
+    "detail": "what went wrong (empty for sound and loosened items)",
+    "finished": "walks that ended (the engine allowed EOS and the walk took it)",
+    "budget": "walks still going at the length budget",
+    "dead": "walks where the engine allowed no token",
+    "error": "walks that stopped with an engine's error",
+    "undecided": "finished outputs the judge could not decide (a format or pattern it cannot check)",
+    "invalid_accepted": "invalid test instances the engine accepted",
+    "wall_s": "seconds the item took (compile, walks and invalid instances)",
+    "counterexample": "the item's shortest counterexample: an output the schema rejects, else an accepted invalid instance",
+    "message": "the validator's message about the counterexample",
+    "pointer": "the JSON pointer the message is about",
+}
+"""``items.csv`` of an audit, one row per engine and item (:func:`audit_items`): the
+tidy form of the records, enough for every table and the figure, and for a resume."""
+
+
+def audit_items(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """The audit's records as the tidy per-item table (:data:`ITEM_COLUMNS`); a table
+    already in that form is returned as it is."""
+    df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
+    if "counterexample" in df or df.empty:
+        return df.reindex(columns=list(ITEM_COLUMNS)) if df.empty else df
+    rows = []
+    for rec in df.to_dict("records"):
+        rejected = rec.get("rejected") if isinstance(rec.get("rejected"), list) else []
+        accepted = rec.get("invalid_accepted") if isinstance(rec.get("invalid_accepted"), list) else []
+        ex = (rejected + accepted)[:1] if rec.get("status") == "loosened" else []
+        row = {k: rec.get(k) for k in ("engine", "item", "status", "detail")}
+        row["detail"] = row["detail"] or ""
+        for k in ("finished", "budget", "dead", "error", "undecided"):
+            v = rec.get(k)
+            row[k] = int(v) if isinstance(v, (int, float)) and v == v else 0
+        row["invalid_accepted"] = len(accepted)
+        row["wall_s"] = rec.get("wall_s")
+        row["counterexample"] = ex[0]["text"] if ex else ""
+        row["message"] = ex[0].get("message", "") if ex else ""
+        row["pointer"] = ex[0].get("pointer", "") if ex else ""
+        rows.append(row)
+    return pd.DataFrame(rows, columns=list(ITEM_COLUMNS))
 
 
 def audit_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFrame:
@@ -23,7 +68,7 @@ def audit_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFram
     ``loosened %`` (of the items it compiled), the walks ``finished`` / ``budget`` / ``error`` /
     ``dead``, the finished outputs left ``undecided``, the ``invalid accepted`` instances
     and the ``seconds`` the audit took."""
-    df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
+    df = audit_items(records)
     rows = []
     for engine, g in df.groupby("engine", sort=False):
         counts = g["status"].value_counts()
@@ -34,7 +79,7 @@ def audit_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFram
         row["loosened %"] = 100.0 * row["loosened"] / compiled if compiled else float("nan")
         for k in ("finished", "budget", "dead", "error", "undecided"):
             row[k] = int(g[k].fillna(0).sum()) if k in g else 0
-        row["invalid accepted"] = int(sum(len(v) for v in g.get("invalid_accepted", []) if isinstance(v, list)))
+        row["invalid accepted"] = int(g["invalid_accepted"].fillna(0).sum())
         row["seconds"] = float(g["wall_s"].fillna(0).sum()) if "wall_s" in g else float("nan")
         rows.append(row)
     return pd.DataFrame(rows).set_index("engine") if rows else pd.DataFrame()
@@ -81,9 +126,12 @@ def dataset_table(records: pd.DataFrame | Sequence[dict[str, Any]]) -> pd.DataFr
 def counterexamples(records: pd.DataFrame | Sequence[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Per loosened record: engine, item, and its shortest counterexample (an output the
     schema rejects, else an invalid instance the engine accepted) with the message."""
-    df = pd.DataFrame(records) if not isinstance(records, pd.DataFrame) else records
+    df = audit_items(records)
     for rec in df[df["status"] == "loosened"].to_dict("records"):
-        ex = (rec.get("rejected") or []) + (rec.get("invalid_accepted") or [])
-        if ex:
-            yield {"engine": rec["engine"], "item": rec["item"], "text": ex[0]["text"],
-                   "message": ex[0].get("message", ""), "pointer": ex[0].get("pointer", "")}
+        if isinstance(rec["counterexample"], str) and rec["counterexample"]:
+            yield {"engine": rec["engine"], "item": rec["item"], "text": rec["counterexample"],
+                   "message": _text(rec["message"]), "pointer": _text(rec["pointer"])}
+
+
+def _text(v: Any) -> str:
+    return v if isinstance(v, str) else ""

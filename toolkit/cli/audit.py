@@ -5,19 +5,26 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from toolkit.bench.audit import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_SAMPLES,
     DEFAULT_TIMEOUT,
+    ITEMS_FILE,
     SAMPLERS,
+    merged_items,
     run_audit,
 )
 from toolkit.bench.audit_tables import audit_table, counterexamples, dataset_table
 from toolkit.bench.backends import BACKENDS
 from toolkit.bench.coverage import schema_coverage, summarize
+from toolkit.bench.records import read_records
 from toolkit.cli.common import (
     SKIP_BAD_HELP,
     add_option_arg,
@@ -85,13 +92,34 @@ def _audit_args(p: argparse.ArgumentParser) -> None:
 
 def _audit(args: argparse.Namespace) -> int:
     engines = engine_list(args.engines)
-    df = run_audit(engines, args.data, vocab=args.vocab, out=args.out, samples=args.samples, seed=args.seed,
+    try:
+        df = _run(args, engines)
+    except KeyboardInterrupt:  # the tables of what is done, then the same command resumes
+        print("\ninterrupted: the tables below are over the items audited so far; the same command resumes",
+              file=sys.stderr)
+        path = Path(args.out) / "audit.jsonl"
+        _write_tables(args, list(read_records(path)) if path.is_file() else [])
+        return 130
+    _write_tables(args, df)
+    return 0
+
+
+def _run(args: argparse.Namespace, engines: list[str]) -> pd.DataFrame:
+    return run_audit(engines, args.data, vocab=args.vocab, out=args.out, samples=args.samples, seed=args.seed,
                    max_tokens=args.max_tokens, sampler=args.sampler, limit=args.limit, item_seed=args.item_seed,
                    timeout=args.timeout, jobs=args.jobs, backend=args.backend, address=args.address,
                    memory_limit_gb=args.memory_limit, options=checked_options(args.option, engines),
                    progress=not args.quiet, command=command_line(args), skip_bad_items=args.skip_bad_items)
-    table = audit_table(df)
+
+
+def _write_tables(args: argparse.Namespace, records: pd.DataFrame | list[dict[str, Any]]) -> None:
+    """items.csv, audit.csv, datasets.csv, counterexamples.csv and the figure of the
+    folder's audit (with what an earlier run left in items.csv), and the table printed."""
     out = Path(args.out)
+    df = records
+    df = merged_items(out, df)  # with the items an earlier run left in items.csv only
+    df.to_csv(out / ITEMS_FILE, index=False)
+    table = audit_table(df)
     table.to_csv(out / "audit.csv")
     dataset_table(df).to_csv(out / "datasets.csv")
     plot_audit(df, out / "audit", title=f"Soundness audit: {args.samples} walks per schema, "
@@ -101,7 +129,8 @@ def _audit(args: argparse.Namespace) -> int:
         w = csv.DictWriter(f, fieldnames=["engine", "item", "text", "message", "pointer"])
         w.writeheader()
         w.writerows(found)
-    print(f"records in {out / 'audit.jsonl'}; per engine in audit.csv, per dataset in datasets.csv, "
+    print(f"records in {out / 'audit.jsonl'}, one row per engine and item in {ITEMS_FILE}; per engine in audit.csv, "
+          f"per dataset in datasets.csv, "
           f"counterexamples in counterexamples.csv, figure {out / 'audit.png'}\n")
     print(table.to_string(float_format=lambda v: f"{v:.1f}"))
     if found:
@@ -110,7 +139,6 @@ def _audit(args: argparse.Namespace) -> int:
             text = c["text"] if len(c["text"]) <= 80 else c["text"][:77] + "..."
             print(f"  {c['engine']} {c['item']}: {text!r}: {c['message'][:120]}"
                   + (f" (at {c['pointer']})" if c["pointer"] else ""))
-    return 0
 
 
 def _schema_coverage(args: argparse.Namespace) -> int:
