@@ -41,15 +41,21 @@ _FD2 = threading.Lock()  # file descriptor 2 is the process's: one capture at a 
 _NATIVE_WARNING = re.compile(r"^\[[0-9:. ]+\] [^ ]+:\d+: Warning: (.*)$")
 
 
+#: warnings that leave the meaning whole: xgrammar's regex reader on an identity escape
+#: (``\,`` is ``,`` in its regexes as in ECMA-262 and Python), which is no loss
+_SAME_MEANING = re.compile(r"Escape sequence '\\.' is not recognized\. The character itself will be matched")
+
+
 def from_messages(messages: Iterable[str], schema: Any = None) -> list[dict[str, Any]]:
     """One entry per keyword each message names (the keywords ``schema`` holds, when it
     holds some of them: ``"ignoring minLength/maxLength"`` beside a ``maxLength`` alone
-    is ``maxLength``); a message naming none is one entry with ``keyword`` None."""
+    is ``maxLength``); a message naming none is one entry with ``keyword`` None.  A
+    warning that says the meaning is kept (:data:`_SAME_MEANING`) is no entry."""
     out: list[dict[str, Any]] = []
     seen: set[tuple[str | None, str]] = set()
     for message in messages:
         message = str(message).strip()
-        if not message:
+        if not message or _SAME_MEANING.search(message):
             continue
         named = keywords_named(message)
         if named and isinstance(schema, dict):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from strategies import get_engine
+from strategies._unenforced import from_messages
 from tests._support.fixtures import small_vocab
 from toolkit.bench.audit import schema_validator
 from toolkit.bench.coverage import schema_coverage
@@ -27,7 +28,7 @@ from toolkit.cli import main
 from toolkit.core.errors import HarnessError
 from toolkit.core.vocab import load_vocab
 from toolkit.data.datasets import DatasetError, item_problem, iter_items, load_item
-from toolkit.grammar import GbnfText
+from toolkit.grammar import GbnfText, Grammar
 from toolkit.grammar.inputs import read
 from toolkit.jsonschema.meta import KEYWORDS, keywords_named
 
@@ -240,6 +241,10 @@ def test_xgrammars_compile_warnings_are_captured_per_compile(xgr, capfd) -> None
     assert [e["keyword"] for e in beside] == ["maxLength"] and "ignoring minLength/maxLength" in beside[0]["message"]
     assert xgr.compile({"type": "integer"}).unenforced == []
     assert "Warning" not in capfd.readouterr().err  # taken off fd 2, nothing else lost
+    # an identity escape keeps its meaning (xgrammar's warning says so): nothing left out
+    assert xgr.compile(Grammar.from_lark('start: /[^",]+/\n')).unenforced == []  # written [^\"\,]
+    assert from_messages(["Regex parsing warning at position 5: Escape sequence '\\,' is not recognized. "
+                          "The character itself will be matched"]) == []
 
 
 def test_llguidances_warnings_come_from_its_matcher() -> None:
