@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import random
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -177,6 +180,17 @@ def test_an_interrupted_audit_writes_the_tables_of_what_it_did(tmp_path: Path, m
     assert cli.main(args) == 130
     assert "interrupted" in capsys.readouterr().err
     assert len(pd.read_csv(out / ITEMS_FILE)) == 1 and (out / "audit.csv").is_file()
+    # SIGTERM too (a background run, whose shell ignores SIGINT for it), and the handler is put back
+    (out / ITEMS_FILE).unlink()
+
+    def terminated(*a: object, **k: object) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises before this ends
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr("toolkit.cli.audit.run_audit", terminated)
+    assert cli.main(args) == 130 and (out / ITEMS_FILE).is_file()
+    assert signal.getsignal(signal.SIGTERM) is before
     (tmp_path / "nothing").mkdir()  # a regex only (an empty folder is a DatasetError: test_bad_input_harness)
     (tmp_path / "nothing" / "r.json").write_text(json.dumps({"regex": "a", "tests": [{"text": "a", "valid": True}]}))
     with pytest.raises(HarnessError, match="no JSON-schema items"):

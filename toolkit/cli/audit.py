@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import signal
 import sys
 import time
 from pathlib import Path
@@ -90,8 +91,14 @@ def _audit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def _stop(signum: int, frame: object) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
 def _audit(args: argparse.Namespace) -> int:
     engines = engine_list(args.engines)
+    # SIGTERM as Ctrl-C: a run in the background (where a shell ignores SIGINT for it) stops the same way
+    old = signal.signal(signal.SIGTERM, _stop)
     try:
         df = _run(args, engines)
     except KeyboardInterrupt:  # the tables of what is done, then the same command resumes
@@ -100,6 +107,8 @@ def _audit(args: argparse.Namespace) -> int:
         path = Path(args.out) / "audit.jsonl"
         _write_tables(args, list(read_records(path)) if path.is_file() else [])
         return 130
+    finally:
+        signal.signal(signal.SIGTERM, old)
     _write_tables(args, df)
     return 0
 
