@@ -43,6 +43,7 @@ extensions = [
     _extension("toolkit.automata._dfabuild"),
     _extension("toolkit.grammar.cfg"),
     _extension("toolkit.core.session"),
+    _extension("toolkit.decode._simdraw"),
     _extension("strategies.outlines._index"),
     _extension("strategies.llguidance.parser"),
     _extension("strategies.glr._core"),

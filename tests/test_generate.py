@@ -568,7 +568,7 @@ def test_cli_generate_batch_by_batch_with_one_compile_and_a_table(tmp_path, caps
     every run."""
     out = tmp_path / "gen"
     argv = ["generate", "--engine", "outlines", "llguidance", "--data", str(embedded_dir() / "regex"),
-            "--limit", "3", "--batch", "2", "1", "--max-tokens", "6", "--temperature", "1",
+            "--limit", "3", "--batch", "2", "1", "--max-tokens", "6", "--temperature", "1", "--schedule", "static",
             "--no-compare-kernels", "--out", str(out)]
     assert main([*argv, "--baseline-groups", "1"]) == 2
     assert "--baseline-groups is for --shared-baseline" in capsys.readouterr().err

@@ -23,7 +23,7 @@ from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT
 from toolkit.core.vocab import load_vocab
 from toolkit.data.datasets import embedded_dir, select_items
 from toolkit.data.provenance import provenance
-from toolkit.decode.generate import DEFAULT_PROMPT, LOOPS, SPEC_PROMPT
+from toolkit.decode.generate import DEFAULT_PROMPT, LOOPS, SCHEDULES, SPEC_PROMPT
 from toolkit.decode.model import CACHES, COMPILE_MODES, ModelError, load_chat_template, load_model
 from toolkit.decode.runs import (
     JUMP_COLUMNS,
@@ -121,6 +121,11 @@ def _loop_args(p: argparse.ArgumentParser) -> None:
                         "sampling), kept for comparison")
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="mask threads of a batch (default: the cores there are, at most the batch size)")
+    p.add_argument("--schedule", nargs="+", default=["auto"], choices=(*SCHEDULES, "auto"), metavar="SCHEDULE",
+                   help="how the batch's slots are filled: static (a batch of items until its longest sequence "
+                        "ends), continuous (a slot takes the next item as soon as its sequence ends, as a server "
+                        "does), auto (default: continuous when there are more items than slots); several: each "
+                        "batch size under each, in OUT/ENGINE/batch-B-SCHEDULE")
     p.add_argument("--jump-forward", nargs="?", const="on", default="off", choices=tuple(JUMP_MODES),
                    help="jump-forward decoding: the tokens a grammar forces after each sampled token are fed "
                         "without sampling, with it, in one multi-token forward pass; 'both' runs each engine "
@@ -187,7 +192,8 @@ def _generate(args: argparse.Namespace) -> int:
                          options=options, meta=meta, progress=not args.quiet, max_tokens=args.max_tokens,
                          temperature=args.temperature, seed=args.seed, prompt=prompt, chat=chat, apply=args.apply,
                          compare_kernels=args.compare_kernels, compile_timeout=args.compile_timeout or None,
-                         loop=args.loop, threads=args.threads, repeat=args.repeat)
+                         loop=args.loop, threads=args.threads, repeat=args.repeat,
+                         schedules=list(dict.fromkeys(args.schedule)))
     cols = [*SUMMARY_COLUMNS, *(JUMP_COLUMNS if args.jump_forward != "off" else ())]
     print(table.reindex(columns=cols).round(3).to_string(index=False))
     print(f"written to {args.out} (summary.csv; a folder per engine and batch size)")

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -57,14 +58,14 @@ from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT, time_limit
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import Item
 from toolkit.data.provenance import finish_provenance
-from toolkit.decode.loop import Seq, Stepper, pipelined_loop
+from toolkit.decode.loop import Refill, Seq, Stepper, pipelined_loop
 from toolkit.decode.model import CHUNK_ROOM, ChatTemplate, LoadedModel, ModelError
 from toolkit.decode.outputs import sequence_row
 from toolkit.decode.serial import Masker, decode_loop
 from toolkit.grammar.inputs import engine_input
 
 __all__ = ["GenerateRun", "Baseline", "generate", "unconstrained", "summarize", "render_prompt", "write_run",
-           "DEFAULT_PROMPT", "SPEC_PROMPT", "LOOPS"]
+           "resolve_schedule", "DEFAULT_PROMPT", "SPEC_PROMPT", "LOOPS", "SCHEDULES"]
 
 DEFAULT_PROMPT = "Answer in the requested format.\n"
 """The prompt of every sequence unless told otherwise: short, the same for every item."""
@@ -74,6 +75,11 @@ SPEC_PROMPT = "Reply with only the output, nothing else. It must match this {kin
 
 LOOPS = ("pipelined", "serial")
 """The decode loops :func:`generate` runs (see the module doc)."""
+
+SCHEDULES = ("static", "continuous")
+"""How :func:`generate` fills its batch's slots: ``static``, a batch of items at a time
+until its longest sequence ends (the next batch waits); ``continuous``, a slot takes the
+next item as soon as its sequence ends, as a server does (:func:`resolve_schedule`)."""
 
 WARM_CHUNK_WIDTH = 16
 """Jump-forward runs warm up chunk steps of 2, 4, ... up to this many tokens (a compiled
@@ -176,10 +182,11 @@ def _replay_target(item: Item) -> bytes | None:
 
 
 def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, kernel: Any,
-             vocab: Vocabulary, chunks: bool = False) -> tuple[float, Any]:
+             vocab: Vocabulary, chunks: bool = False, refills: bool = False) -> tuple[float, Any]:
     """Untimed: for every batch shape of the run (``groups``: the prompts of each batch),
     the prompts' pass and three one-token steps (``chunks``, jump-forward runs: then a
-    chunk step of each width up to :data:`WARM_CHUNK_WIDTH`), so no measured batch pays for the
+    chunk step of each width up to :data:`WARM_CHUNK_WIDTH`; ``refills``, continuous runs:
+    a slot's refill too), so no measured batch pays for the
     device's first calls, a compiled model's compilation or CUDA-graph capture, or the
     allocator growing to a new shape (this runs in every mode, the shared baseline's
     too); then the kernel's first call on its logits (compilation, for the
@@ -194,7 +201,7 @@ def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, ke
     kernel_s, dtype = 0.0, None
     with torch.inference_mode():
         for prompts in groups:
-            dec = lm.start(prompts, max_tokens, chunks=chunks)
+            dec = lm.start(prompts, max_tokens, chunks=chunks, refills=refills)
             key = (dec.shape, dec.prompt_len)
             if key in shapes:
                 continue
@@ -209,6 +216,9 @@ def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, ke
                 logits = dec.forward_chunks([[int(t)] * width for t in torch.argmax(logits, dim=-1).tolist()])
                 room -= width
                 width *= 2
+            if refills:
+                dec.refill(0, prompts[0], None, logits)
+                logits = dec.forward(torch.argmax(logits, dim=-1))
             lm.synchronize()
             if dtype is None:
                 t0 = time.perf_counter()
@@ -252,31 +262,49 @@ class Baseline:
     prompt: str = DEFAULT_PROMPT
     chat: str | None = None
     loop: str = "pipelined"
+    schedule: str = "static"
 
 def _unconstrained_rows(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
-                        seed: int, loop: str, steps: int | None = None,
-                        items: Sequence[Item | None] = ()) -> tuple[list[dict[str, Any]], float]:
+                        seed: int, loop: str, steps: int | None = None, items: Sequence[Item | None] = (),
+                        eos: Sequence[int] = ()) -> tuple[list[dict[str, Any]], float]:
     """The unconstrained baseline of one batch, in the same loop as the masked runs:
     its step rows and wall time.  ``items``: the batch's items, whose texts a replaying
-    model replays here too (the same host work per step as the masked runs)."""
+    model replays here too (the same host work per step as the masked runs); in the
+    pipelined loop a sequence ends at an ``eos`` id, as a masked one does."""
     if loop == "serial":
         rows, _, wall = decode_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps)
         return rows, wall
     targets = [_replay_target(i) if i is not None else None for i in items] if lm.replay and items else None
-    return pipelined_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps, targets=targets)
+    return pipelined_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps, targets=targets, eos=eos)
+
+
+def _continuous_unconstrained(lm: LoadedModel, prompts: _Prompts, items: Sequence[Item | None], batch: int,
+                              max_tokens: int, temperature: float, seed: int, vocab: Vocabulary
+                              ) -> tuple[list[dict[str, Any]], float]:
+    """The unconstrained baseline of a continuous run: every item once in ``batch``
+    slots, a slot refilled as its sequence ends (EOS or ``max_tokens``)."""
+    fits = [i for i in items if not prompts.too_long(i, max_tokens)]
+    queue = deque(Refill(prompts(i), _replay_target(i) if lm.replay and i is not None else None) for i in fits)
+    firsts = [queue.popleft() if queue else None for _ in range(batch)]
+    dummy = next((f.prompt for f in firsts if f is not None), prompts(None) if not items else [0])
+    targets = [f.target if f is not None else None for f in firsts] if lm.replay else None
+    return pipelined_loop(lm, [f.prompt if f is not None else dummy for f in firsts], max_tokens, temperature, seed,
+                          None, targets=targets, feeder=lambda: queue.popleft() if queue else None,
+                          eos=vocab.eos_ids)
 
 
 def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | int, *, batch: int = 1,
                   max_tokens: int = 256, temperature: float = 0.0, seed: int = 0,
                   prompt: str = DEFAULT_PROMPT, chat: ChatTemplate | None = None,
-                  max_groups: int | None = None, loop: str = "pipelined") -> Baseline:
+                  max_groups: int | None = None, loop: str = "pipelined", schedule: str = "static") -> Baseline:
     """Decode ``items`` (or that many copies of a prompt without placeholders) in
     batches of ``batch``, ``max_tokens`` steps each, without masks: the baseline of
     every engine decoding those items with the same prompt and ``chat`` template (``generate(baseline=...)``),
     so a sweep over engines pays for it once per batch size.  ``max_groups``: decode
     only the first that many batches (the steps of an unconstrained batch do not depend
     on what it samples, so a few batches measure the step time of all of them).
-    ``loop``: the loop the engines' runs will use (:func:`generate`)."""
+    ``loop`` and ``schedule``: those the engines' runs will use (:func:`generate`; a
+    continuous baseline decodes the first ``max_groups * batch`` items, or all)."""
     if loop not in LOOPS:
         raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
     seqs: Sequence[Item | None] = [None] * items if isinstance(items, int) else list(items)
@@ -284,20 +312,40 @@ def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | in
         raise ValueError(f"need items, batch >= 1 and max_tokens >= 1, got {len(seqs)}, {batch}, {max_tokens}")
     if max_groups is not None and max_groups < 1:
         raise ValueError(f"max_groups must be >= 1, got {max_groups}")
+    schedule = resolve_schedule(schedule, len(seqs), batch, loop)
     prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
     item_groups = _groups(seqs, batch)[:max_groups]
     groups = [[prompts.slot(i, max_tokens) for i in g] for g in item_groups]
-    _warm_up(lm, groups, max_tokens, bm.apply_kernel("torch"), vocab)
+    _warm_up(lm, groups, max_tokens, bm.apply_kernel("torch"), vocab, refills=schedule == "continuous")
     steps: list[dict[str, Any]] = []
     wall = 0.0
-    for b, group in enumerate(groups):
-        rows, w = _unconstrained_rows(lm, group, max_tokens, temperature, seed + b, loop, items=item_groups[b])
+    if schedule == "continuous":
+        chosen = seqs[: max_groups * batch] if max_groups else seqs
+        steps, wall = _continuous_unconstrained(lm, prompts, chosen, batch, max_tokens, temperature, seed, vocab)
+        for r in steps:
+            r.update(batch_index=0, mode="unconstrained")
+    for b, group in enumerate(groups if schedule == "static" else []):
+        rows, w = _unconstrained_rows(lm, group, max_tokens, temperature, seed + b, loop, items=item_groups[b],
+                                      eos=vocab.eos_ids)
         for r in rows:
             r.update(batch_index=b, mode="unconstrained")
         steps.extend(rows)
         wall += w
     return Baseline(steps, wall, sum(r["active"] for r in steps), batch, prompt,
-                    None if chat is None else chat.source, loop)
+                    None if chat is None else chat.source, loop, schedule)
+
+
+def resolve_schedule(schedule: str, items: int, batch: int, loop: str = "pipelined") -> str:
+    """``schedule`` for a run of ``items`` in ``batch`` slots: ``auto`` is continuous
+    when there are more items than slots (in the pipelined loop), else static; a
+    ``ValueError`` for a schedule not in :data:`SCHEDULES` or continuous in the serial loop."""
+    if schedule not in (*SCHEDULES, "auto"):
+        raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)} or auto, got {schedule!r}")
+    if schedule == "auto":
+        return "continuous" if items > batch and loop == "pipelined" else "static"
+    if schedule == "continuous" and loop != "pipelined":
+        raise ValueError("the continuous schedule runs in the pipelined loop (loop='pipelined')")
+    return schedule
 
 
 
@@ -307,7 +355,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
              threads: int | None = None, prompt: str = DEFAULT_PROMPT, apply: str = "torch",
              compare_kernels: bool = False, compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
              chat: ChatTemplate | None = None, compiled: dict[str, Any] | None = None,
-             loop: str = "pipelined", jump_forward: bool = False,
+             loop: str = "pipelined", jump_forward: bool = False, schedule: str = "static",
              on_batch: Callable[[int], None] | None = None) -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
@@ -339,25 +387,34 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     sampling and fed with it in one multi-token forward pass (the pipelined loop only);
     the run records the forced tokens per sequence (``jumped``) and the steps saved.
 
+    ``schedule`` (:data:`SCHEDULES`, :func:`resolve_schedule`): ``static`` decodes the
+    items a batch at a time (cycled to fill the last batch); ``continuous`` decodes each
+    item once, a slot taking the next item as soon as its sequence ends (EOS, a refusal,
+    or ``max_tokens`` tokens), with the items compiled before the loop and each new
+    sequence's matcher, first mask and prompt pass inside it (``refill_ms``); ``auto``:
+    continuous when there are more items than ``batch`` (``masklab generate``'s default;
+    this function's is static).  Its unconstrained baseline runs the same schedule.
+
     ``on_batch``: called with the number of sequences after each batch is decoded (a
     progress bar's ``update``)."""
     _check_generate(items, batch=batch, max_tokens=max_tokens, temperature=temperature, threads=threads,
                     baseline=baseline, prompt=prompt, chat=chat, loop=loop, jump_forward=jump_forward)
+    schedule = resolve_schedule(schedule, len(items), batch, loop)
+    if isinstance(baseline, Baseline) and baseline.schedule != schedule:
+        raise ValueError(f"the baseline ran the {baseline.schedule} schedule, this run the {schedule} schedule")
     kernel = bm.apply_kernel(apply)
     items = list(items)
     prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
     groups = _groups(items, batch)
     warmup_s, logits_dtype = _warm_up(lm, [[prompts.slot(i, max_tokens) for i in g] for g in groups], max_tokens,
-                                      kernel, vocab, chunks=jump_forward)
+                                      kernel, vocab, chunks=jump_forward, refills=schedule == "continuous")
     graphs_before = _compiled_graphs()
     run = _Generation(engine, lm, vocab, prompts, kernel, loop=loop, threads=threads, batch=batch,
                       max_tokens=max_tokens, temperature=temperature, seed=seed, jump_forward=jump_forward,
-                      compile_timeout=compile_timeout, compiled=compiled, interleaved=baseline is True)
+                      compile_timeout=compile_timeout, compiled=compiled, interleaved=baseline is True,
+                      schedule=schedule)
     try:
-        for b, group in enumerate(groups):
-            run.decode(b, group)
-            if on_batch is not None:
-                on_batch(len(group))
+        run.decode_all(items, groups, on_batch)
     finally:
         run.close()
     if isinstance(baseline, Baseline):
@@ -365,7 +422,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
         run.walls["unconstrained"], run.tokens["unconstrained"] = baseline.wall_s, baseline.tokens
     summary = summarize(run.steps, run.sequences, run.walls, run.tokens, batch, run.seq_times)
     summary["compiles_in_loop"] = _compiled_graphs() - graphs_before  # >0: a timing paid for compilation
-    summary.update(loop=loop, jump_forward=jump_forward, threads=threads or default_threads(batch),
+    summary.update(loop=loop, schedule=schedule, jump_forward=jump_forward, threads=threads or default_threads(batch),
                    apply=apply, apply_warmup_ms=1e3 * warmup_s, prompt=prompt,
                    chat=None if chat is None else chat.source,
                    baseline="shared" if isinstance(baseline, Baseline) else "interleaved" if baseline else "none")
@@ -408,7 +465,7 @@ class _Generation:
     def __init__(self, engine: Any, lm: LoadedModel, vocab: Vocabulary, prompts: _Prompts, kernel: Any, *,
                  loop: str, threads: int | None, batch: int, max_tokens: int, temperature: float, seed: int,
                  jump_forward: bool, compile_timeout: float | None, compiled: dict[str, Any] | None,
-                 interleaved: bool) -> None:
+                 interleaved: bool, schedule: str = "static") -> None:
         self.engine, self.lm, self.vocab, self.prompts, self.kernel = engine, lm, vocab, prompts, kernel
         self.loop, self.threads, self.max_tokens, self.temperature, self.seed = loop, threads, max_tokens, temperature, seed
         self.jump_forward, self.compile_timeout, self.compiled = jump_forward, compile_timeout, compiled
@@ -420,6 +477,8 @@ class _Generation:
         self.tokens = {"constrained": 0, "unconstrained": 0}
         self.seq_times: list[float] = []
         self.grammars: dict[str, Any] = {}  # for the prefix checks
+        self.schedule, self.batch = schedule, batch
+        self.ahead: dict[str, _Compiled] = {}  # items compiled by this run ahead of their sequence
         self.sample_mask: np.ndarray | None = None  # the first step's masks, for the kernel comparison
 
     def close(self) -> None:
@@ -435,21 +494,32 @@ class _Generation:
         group_prompts = [self.prompts.slot(i, max_tokens) for i in group]
         rows, wall = self._run_loop(b, seqs, masker, group_prompts)
         self.seq_times.extend(masker.seq_times)
-        for r in rows:
-            r.update(batch_index=b, mode="constrained")
-        self.steps.extend(rows)
-        self.walls["constrained"] += wall
-        self.tokens["constrained"] += sum(r.get("tokens", r["active"]) for r in rows)
+        self._add_steps(b, rows, wall, "constrained")
         for k, s in enumerate(seqs):
             self.sequences.append(sequence_row(self.engine, vocab, s, b, k, len(group_prompts[k]), self.grammars))
         if self.interleaved:
             rows, wall = _unconstrained_rows(self.lm, group_prompts, max_tokens, self.temperature, self.seed + b,
-                                             self.loop, max(1, len(rows)), items=group)
-            for r in rows:
-                r.update(batch_index=b, mode="unconstrained")
-            self.steps.extend(rows)
-            self.walls["unconstrained"] += wall
-            self.tokens["unconstrained"] += sum(r["active"] for r in rows)
+                                             self.loop, max(1, len(rows)), items=group, eos=vocab.eos_ids)
+            self._add_steps(b, rows, wall, "unconstrained")
+
+    def _compile(self, item: Item) -> None:
+        """Compile ``item`` ahead of its sequence (continuous batching) into this run's
+        compiled items; :meth:`_sequence` then takes it (``compile_reused`` only when an
+        earlier run compiled it)."""
+        if self.prompts.too_long(item, self.max_tokens) or item.name in self.ahead:
+            return
+        if self.compiled is not None and item.name in self.compiled:
+            return
+        t0 = time.perf_counter()
+        try:
+            with time_limit(self.compile_timeout, "compile seconds"):
+                c = self.engine.compile(engine_input(self.engine, item.source()))
+            kept = _Compiled(c, time.perf_counter() - t0)
+        except Exception as e:  # noqa: BLE001 - the engine refuses this item: recorded, run goes on
+            kept = _Compiled(None, 0.0, f"{type(e).__name__}: {e}"[:2000])
+        self.ahead[item.name] = kept
+        if self.compiled is not None:
+            self.compiled[item.name] = kept
 
     def _sequence(self, item: Item) -> Seq:
         """The item's sequence: compiled (or taken from ``compiled``) and its matcher, or
@@ -458,8 +528,9 @@ class _Generation:
         too_long = self.prompts.too_long(item, self.max_tokens)
         if too_long:  # not compiled: its slot idles
             return Seq(item, None, [], 0.0, done=True, status="prompt_too_long", error=too_long)
-        kept = compiled.get(item.name) if compiled is not None else None
-        reused = kept is not None
+        ahead = self.ahead.get(item.name)
+        kept = ahead if ahead is not None else compiled.get(item.name) if compiled is not None else None
+        reused = kept is not None and ahead is None
         t0 = time.perf_counter()
         try:
             if kept is None:
@@ -481,11 +552,78 @@ class _Generation:
             return seq
         return Seq(item, m, [], kept.seconds + time.perf_counter() - t1, reused=reused)
 
+    def decode_all(self, items: list[Item], groups: list[list[Item]], on_batch: Callable[[int], None] | None) -> None:
+        """Every item in the run's schedule; ``on_batch`` after each batch (continuous: once)."""
+        if self.schedule == "continuous":
+            self.decode_continuous(items)
+            if on_batch is not None:
+                on_batch(len(items))
+            return
+        for b, group in enumerate(groups):
+            self.decode(b, group)
+            if on_batch is not None:
+                on_batch(len(group))
+
+    def decode_continuous(self, items: list[Item]) -> None:
+        """Every item once, continuous batching: the batch's slots start with the first
+        items, and a slot whose sequence ended takes the next item at once (its matcher
+        made, its first mask filled, its prompt's pass run: in the loop's time); the
+        items are compiled before the loop (a server's grammar cache), as the static
+        schedule compiles a batch before decoding it.  Then (interleaved) the same items
+        without masks, in the same schedule."""
+        vocab, max_tokens, lm = self.vocab, self.max_tokens, self.lm
+        for item in items:  # compiled ahead: refused ones are rows at once, never slots
+            self._compile(item)
+        queue = deque(items)
+        order: dict[int, int] = {}
+
+        def take() -> Refill | None:
+            while queue:
+                item = queue.popleft()
+                seq = self._sequence(item)
+                order[id(seq)] = len(order)
+                if seq.matcher is not None:
+                    return Refill(self.prompts(item), _replay_target(item) if lm.replay else None, seq)
+                self.sequences.append(sequence_row(self.engine, vocab, seq, 0, order[id(seq)],
+                                                   len(self.prompts.slot(item, max_tokens)), self.grammars))
+            return None
+
+        firsts = [take() for _ in range(self.batch)]
+        dummy = next((f.prompt for f in firsts if f is not None), [0])
+        seqs = [f.seq if f is not None and f.seq is not None else Seq(None, None, [], 0.0, done=True, status="vacant")
+                for f in firsts]
+        masker = self._first_masks(seqs)
+        assert isinstance(masker, Stepper)
+        targets = [f.target if f is not None else None for f in firsts] if lm.replay else None
+        try:
+            rows, wall = pipelined_loop(lm, [f.prompt if f is not None else dummy for f in firsts], max_tokens,
+                                        self.temperature, self.seed, masker, self.kernel, targets=targets,
+                                        feeder=take, eos=vocab.eos_ids)
+        finally:
+            masker.finish()
+        self.seq_times.extend(masker.seq_times)
+        self._add_steps(0, rows, wall, "constrained")
+        for s in masker.retired + [s for s in masker.seqs if s.item is not None]:
+            self.sequences.append(sequence_row(self.engine, vocab, s, 0, order[id(s)],
+                                               len(self.prompts(s.item)), self.grammars))
+        self.sequences.sort(key=lambda r: r["slot"])
+        if self.interleaved:
+            rows, wall = _continuous_unconstrained(lm, self.prompts, items, self.batch, max_tokens,
+                                                   self.temperature, self.seed, vocab)
+            self._add_steps(0, rows, wall, "unconstrained")
+
+    def _add_steps(self, b: int, rows: list[dict[str, Any]], wall: float, mode: str) -> None:
+        for r in rows:
+            r.update(batch_index=b, mode=mode)
+        self.steps.extend(rows)
+        self.walls[mode] += wall
+        self.tokens[mode] += sum(r["active"] if r.get("tokens") is None else r["tokens"] for r in rows)
+
     def _first_masks(self, seqs: list[Seq]) -> Masker | Stepper:
         """The batch's masker, its first masks filled: TTFM = compile + first mask."""
         masker = (Masker(seqs, self.vocab, self.pool, self.lm.device) if self.loop == "serial"
                   else Stepper(seqs, self.vocab, self.engine, self.threads, self.lm.device, self.max_tokens,
-                               jump=self.jump_forward))
+                               jump=self.jump_forward, continuous=self.schedule == "continuous"))
         for k, s in enumerate(seqs):
             t0 = time.perf_counter()
             masker.fill(k)  # a refused item's slot gets its EOS-only row here too
@@ -533,6 +671,7 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
                                          if walls["unconstrained"] else float("nan"))
     for key in ("forward_s", "mask_s", "mask_max_s", "wait_s", "apply_s", "sample_s", "accept_s", "step_s"):
         out[f"{key[:-2]}_ms"] = 1e3 * mean(con, key)
+    out["refill_ms"] = 1e3 * mean(con, "refill_s") if con and "refill_s" in con[0] else 0.0
     times = np.asarray(seq_times, dtype=float)
     out["masks"] = len(times)
     for name, value in (("mean", np.mean), ("p50", np.median), ("p99", lambda a: np.percentile(a, 99))):

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +43,7 @@ from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import Item
 from toolkit.decode.model import LoadedModel
 
-__all__ = ["Seq", "MaskRows", "StepFigures", "Stepper", "pipelined_loop"]
+__all__ = ["Seq", "MaskRows", "StepFigures", "Stepper", "Refill", "pipelined_loop"]
 
 
 @dataclass
@@ -50,7 +51,7 @@ class Seq:
     """One sequence of a batch: its item, its matcher (None: its slot idles), the tokens
     it decoded, its TTFM, and how it ended."""
 
-    item: Item
+    item: Item | None  # None: a continuous batch's vacant slot
     matcher: Any
     tokens: list[int]
     ttfm_s: float
@@ -191,27 +192,79 @@ class Stepper(MaskRows):
     (``engine``'s own, or the threaded fallback) on a job thread, while the device runs
     the next forward pass: accept the sampled ids, fill the next masks.  The
     bookkeeping (tokens, statuses, forced steps) is on arrays; only a sequence that
-    ends takes a Python step of its own."""
+    ends takes a Python step of its own.
+
+    ``continuous``: a slot whose sequence ended takes another (:meth:`retire`,
+    :meth:`start`, then :meth:`arrange`: the batch call is made again over the live
+    matchers), and a sequence that wrote ``max_tokens`` ends there (``unfinished``)."""
 
     def __init__(self, seqs: list[Seq], vocab: Vocabulary, engine: Any, threads: int | None, device: str,
-                 max_tokens: int, jump: bool = False) -> None:
+                 max_tokens: int, jump: bool = False, continuous: bool = False) -> None:
         super().__init__(seqs, vocab, device)
+        self.engine, self.threads = engine, threads
         self.max_tokens = max_tokens
         self.jump_forward = jump
-        self.rows = np.asarray([i for i, s in enumerate(seqs) if s.matcher is not None], dtype=np.int64)
-        self.batch = make_batch(engine, [seqs[i].matcher for i in self.rows], threads)
-        # a compact mask when some slot has no matcher (copied into its rows each step)
-        self.compact = (self.mask if len(self.rows) == len(seqs)
-                        else np.zeros((len(self.rows), self.mask.shape[1]), dtype=np.int32))
-        self.live = np.asarray([not seqs[i].done for i in self.rows], dtype=bool)
+        self.continuous = continuous
         self.is_eos = np.zeros(vocab.size, dtype=bool)
         self.is_eos[list(vocab.eos_ids)] = True
-        self.out = np.zeros((len(self.rows), max_tokens + 1), dtype=np.int32)
-        self.n_out = np.zeros(len(self.rows), dtype=np.int64)
-        self.forced = np.zeros(len(self.rows), dtype=np.int64)
-        self.jumped = np.zeros(len(self.rows), dtype=np.int64)  # forced tokens fed without sampling
-        self.tok = np.full(len(self.rows), SKIP, dtype=np.int32)
+        self.batch: Any = None
+        self.retired: list[Seq] = []  # sequences whose slot took another (continuous)
+        self.arrange()
         self.job = _JobThread(self._fill_step if jump else self._step)
+
+    def arrange(self) -> None:
+        """(Re)make the rows: the slots whose sequence is live, their arrays (tokens so
+        far copied in), their compact mask rows and the batch call over their matchers.
+        Call :meth:`harvest` first when rows hold tokens."""
+        seqs = self.seqs
+        self.rows = np.asarray([i for i, s in enumerate(seqs) if s.matcher is not None and not s.done], dtype=np.int64)
+        if self.batch is not None:
+            self.batch.close()
+        n = len(self.rows)
+        self.batch = make_batch(self.engine, [seqs[i].matcher for i in self.rows], self.threads) if n else None
+        # a compact mask when some slot has no live matcher (copied into its rows each step)
+        self.compact = self.mask if n == len(seqs) else np.zeros((n, self.mask.shape[1]), dtype=np.int32)
+        if self.compact is not self.mask:
+            self.compact[:] = self.mask[self.rows]
+        self.live = np.ones(n, dtype=bool)
+        self.out = np.zeros((n, self.max_tokens + 1), dtype=np.int32)
+        self.n_out = np.zeros(n, dtype=np.int64)
+        for j, i in enumerate(self.rows.tolist()):
+            toks = seqs[i].tokens
+            self.out[j, : len(toks)] = toks
+            self.n_out[j] = len(toks)
+        self.forced = np.zeros(n, dtype=np.int64)
+        self.jumped = np.zeros(n, dtype=np.int64)  # forced tokens fed without sampling
+        self.tok = np.full(n, SKIP, dtype=np.int32)
+
+    def harvest(self) -> None:
+        """Hand the rows' tokens and forced counts to their sequences."""
+        for j, i in enumerate(self.rows.tolist()):
+            s = self.seqs[i]
+            s.tokens = self.out[j, : self.n_out[j]].tolist()
+            s.forced += int(self.forced[j])
+            s.jumped += int(self.jumped[j])
+        self.forced[:] = 0
+        self.jumped[:] = 0
+
+    def ended(self) -> list[int]:
+        """The slots whose sequence ended and still holds the slot (continuous)."""
+        return [i for i, s in enumerate(self.seqs) if s.done and s.item is not None]
+
+    def retire(self, slot: int) -> Seq:
+        """Take the ended sequence out of ``slot`` (after :meth:`harvest`); the slot is
+        vacant until :meth:`start`."""
+        s = self.seqs[slot]
+        self.retired.append(s)
+        self.seqs[slot] = Seq(None, None, [], 0.0, done=True, status="vacant")
+        return s
+
+    def start(self, slot: int, seq: Seq) -> None:
+        """``seq`` takes the vacant ``slot``: its first mask is filled (in its TTFM)."""
+        self.seqs[slot] = seq
+        t0 = time.perf_counter()
+        self.fill(slot)
+        seq.ttfm_s += time.perf_counter() - t0
 
     def live_count(self) -> int:
         return int(self.live.sum())
@@ -241,6 +294,8 @@ class Stepper(MaskRows):
 
     def _step(self, ids: np.ndarray, last: bool = False) -> StepFigures:
         """Accept ``ids`` and fill the next masks."""
+        if self.batch is None:
+            return StepFigures.none(0)
         live = self.live
         tok = self.tok
         tok[:] = SKIP
@@ -255,11 +310,14 @@ class Stepper(MaskRows):
             self.n_out[j] += 1
         ended = acc & self.is_eos[np.where(acc, tok, 0)]
         refused = go & (res.accepted == 0)
-        for j in np.flatnonzero(nothing | ended | refused).tolist():
+        full = acc & ~ended & (self.n_out >= self.max_tokens) if self.continuous else np.zeros_like(acc)
+        for j in np.flatnonzero(nothing | ended | refused | full).tolist():
             if nothing[j]:
                 self._end(j, "rejected", "the mask allowed no token")
             elif ended[j]:
                 self._end(j, "finished")
+            elif full[j]:
+                self._end(j, "unfinished")
             else:
                 m = self.seqs[int(self.rows[j])].matcher
                 self._end(j, "error" if m.error else "rejected")
@@ -267,6 +325,8 @@ class Stepper(MaskRows):
 
     def _fill_step(self, ids: Any, last: bool = False) -> StepFigures:
         """:meth:`_step` without the accepts: the masks of the live sequences."""
+        if self.batch is None:
+            return StepFigures.none(0)
         tok = self.tok
         tok[:] = SKIP
         tok[self.live] = NO_TOKEN
@@ -333,30 +393,46 @@ class Stepper(MaskRows):
 
     def finish(self) -> None:
         """Hand the tokens and forced counts back to the sequences; stop the threads."""
-        for j, i in enumerate(self.rows.tolist()):
-            s = self.seqs[i]
-            s.tokens = self.out[j, : self.n_out[j]].tolist()
-            s.forced += int(self.forced[j])
-            s.jumped += int(self.jumped[j])
-        self.batch.close()
+        self.harvest()
+        if self.batch is not None:
+            self.batch.close()
         self.job.close()
+
+
+@dataclass
+class Refill:
+    """What a continuous batch's vacant slot takes next: the prompt's ids, the text a
+    replaying model replays (None: its own), and the sequence with its matcher (None in
+    the unconstrained loop)."""
+
+    prompt: list[int]
+    target: bytes | None = None
+    seq: Seq | None = None
 
 
 def pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
                    seed: int, stepper: Stepper | None, kernel: Any = None, steps: int | None = None,
-                   targets: list[bytes | None] | None = None) -> tuple[list[dict[str, Any]], float]:
+                   targets: list[bytes | None] | None = None, feeder: Callable[[], Refill | None] | None = None,
+                   eos: Sequence[int] = ()) -> tuple[list[dict[str, Any]], float]:
     """One batch as a serving engine runs it (see the module doc): the logits of step
     ``t`` are masked and sampled on the device, the ids copied to (pinned) host memory
     behind an event, the forward pass of ``t + 1`` launched, and only then are the ids
     accepted and the masks of ``t + 1`` filled, on the stepper's threads while the
     device runs.  No stepper: the same loop without mask work (the unconstrained
-    baseline).  ``steps`` stops it earlier with a ``max_tokens`` run's shapes.  The
-    forward pass launched in the last step is never waited for inside the timing
-    (both modes launch it, as a server would).  ``targets``: what a replaying model
-    replays per slot.
+    baseline; a sequence ends at an ``eos`` id).  ``steps`` stops it earlier with a
+    ``max_tokens`` run's shapes.  The forward pass launched in the last step is never
+    waited for inside the timing (both modes launch it, as a server would).
+    ``targets``: what a replaying model replays per slot.
+
+    ``feeder`` (continuous batching): at the start of a step each slot whose sequence
+    ended takes the next :class:`Refill` (None: the queue is empty, the slot stays
+    vacant): its prompt's pass into the slot's rows of the cache and logits, its first
+    mask, the batch call made again; the step's ``refill_s`` is that work.  The loop
+    runs until every slot is vacant, each sequence at most ``max_tokens`` tokens.
 
     Returns the step rows and the wall time of the steps."""
-    return _Pipeline(lm, prompts, max_tokens, temperature, seed, stepper, kernel, steps, targets).run()
+    return _Pipeline(lm, prompts, max_tokens, temperature, seed, stepper, kernel, steps, targets, feeder,
+                     eos).run()
 
 
 class _Pipeline:
@@ -365,26 +441,36 @@ class _Pipeline:
     a batch call in flight, the sequences live)."""
 
     def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float, seed: int,
-                 stepper: Stepper | None, kernel: Any, steps: int | None, targets: list[bytes | None] | None) -> None:
+                 stepper: Stepper | None, kernel: Any, steps: int | None, targets: list[bytes | None] | None,
+                 feeder: Callable[[], Refill | None] | None, eos: Sequence[int]) -> None:
         import torch
 
         self.lm, self.stepper, self.kernel, self.temperature, self.max_tokens = lm, stepper, kernel, temperature, max_tokens
         self.cuda = lm.device.startswith("cuda")
+        self.sim = bool(getattr(lm, "simulated", False))  # the stand-in's device operations (toolkit.decode.sim)
         self.gen = torch.Generator(device=lm.device).manual_seed(seed)
         self.jump = stepper is not None and stepper.jump_forward
-        self.dec = lm.start(prompts, max_tokens, chunks=self.jump, targets=targets)
-        self.n = max_tokens if steps is None else min(steps, max_tokens)
+        self.feeder = feeder
+        self.dec = lm.start(prompts, max_tokens, chunks=self.jump, targets=targets, lazy=self.sim,
+                            refills=feeder is not None)
+        # continuous: until every slot is vacant (each sequence ends within max_tokens steps)
+        self.n = (max_tokens if steps is None else min(steps, max_tokens)) if feeder is None else 1 << 62
         try:
             self.host_ids = torch.empty(len(prompts), dtype=torch.long, pin_memory=self.cuda)
         except RuntimeError:  # no page-locked memory: an ordinary copy, still correct
             self.host_ids = torch.empty(len(prompts), dtype=torch.long)
         self.ids_np = self.host_ids.numpy()
-        self.event = torch.cuda.Event() if self.cuda else None
+        self.event = torch.cuda.Event() if self.cuda else lm.event() if self.sim else None
         self.mask_dev = None
-        if stepper is not None:
+        if stepper is not None and not self.sim:
             self.mask_dev = (torch.empty(stepper.tensor.shape, dtype=torch.int32, device=lm.device) if self.cuda
                              else stepper.tensor)
         self.pending = False  # a step submitted to the stepper and not waited for
+        # the unconstrained loop's sequences: live, tokens written, holding their slot
+        self.is_eos = np.zeros(max(lm.vocab_size, 1), dtype=bool)
+        self.is_eos[[t for t in eos if 0 <= t < lm.vocab_size]] = True
+        self.plain_live = np.ones(len(prompts), dtype=bool)
+        self.plain_n = np.zeros(len(prompts), dtype=np.int64)
         self.live = stepper.live_count() if stepper is not None else len(prompts)
         self.logits: Any = None
 
@@ -404,28 +490,33 @@ class _Pipeline:
                 lm.synchronize()
                 t1 = perf()
                 info: StepFigures | None = None
+                if stepper is not None and self.pending:
+                    info = stepper.wait()
+                    self.pending = False
+                    self.live = info.live
+                tw = tr = perf()
+                if self.feeder is not None:
+                    self._refill()
+                    tr = perf()
+                if not self.live:  # the forward pass just waited for is not needed
+                    wall = t0 - t_start
+                    break
                 if stepper is not None:
-                    if self.pending:
-                        info = stepper.wait()
-                        self.pending = False
-                        self.live = info.live
-                    if not self.live:  # the forward pass just waited for is not needed
-                        wall = t0 - t_start
-                        break
-                    t2 = perf()
-                    if self.cuda:
-                        self.mask_dev.copy_(stepper.tensor, non_blocking=True)
-                    self.kernel(self.logits, self.mask_dev, stepper.vocab.size)
-                else:
-                    t2 = t1
+                    if self.sim:
+                        lm.apply(self.logits, stepper.mask)
+                    else:
+                        if self.cuda:
+                            self.mask_dev.copy_(stepper.tensor, non_blocking=True)
+                        self.kernel(self.logits, self.mask_dev, stepper.vocab.size)
                 t3 = perf()
                 nxt = self._sample()
                 t4 = perf()
+                active = self.live
                 written, accept_s, forward_s, t6 = self._advance(step, nxt, t4)
-                rows.append({"step": step, "active": self.live, "tokens": written,
+                rows.append({"step": step, "active": active, "tokens": written,
                              "forward_s": launch + (t1 - t0) + forward_s, "launch_s": launch + forward_s,
-                             "wait_s": t2 - t1, "apply_s": t3 - t2, "sample_s": t4 - t3, "accept_s": accept_s,
-                             "step_s": launch + t6 - t0})
+                             "wait_s": tw - t1, "refill_s": tr - tw, "apply_s": t3 - tr, "sample_s": t4 - t3,
+                             "accept_s": accept_s, "step_s": launch + t6 - t0})
                 if info is None:  # step 0's masks are the first ones (in TTFM), or no masks
                     info = StepFigures.none(self.live)
                 else:  # the figures of the masks this step waited for (bookkeeping, after the step)
@@ -440,40 +531,92 @@ class _Pipeline:
             lm.synchronize()  # the forward pass launched last, outside the timing
         return rows, wall
 
+    def _refill(self) -> None:
+        """Continuous batching: each slot whose sequence ended takes the feeder's next one."""
+        stepper, dec = self.stepper, self.dec
+        if stepper is not None:
+            ended = stepper.ended()
+            if not ended:
+                return
+            stepper.harvest()
+            for slot in ended:
+                stepper.retire(slot)
+                nxt = self.feeder()  # type: ignore[misc]
+                if nxt is None or nxt.seq is None:
+                    dec.release(slot)
+                    continue
+                stepper.start(slot, nxt.seq)
+                dec.refill(slot, nxt.prompt, nxt.target, self.logits)
+            stepper.arrange()
+            self.live = stepper.live_count()
+            return
+        for slot in np.flatnonzero(~self.plain_live & (self.plain_n >= 0)).tolist():
+            nxt = self.feeder()  # type: ignore[misc]
+            if nxt is None:
+                self.plain_n[slot] = -1  # vacant
+                dec.release(slot)
+                continue
+            dec.refill(slot, nxt.prompt, nxt.target, self.logits)
+            self.plain_live[slot], self.plain_n[slot] = True, 0
+        self.live = int(self.plain_live.sum())
+
     def _sample(self) -> Any:
         """Draw the step's ids on the device and start their copy to the host (behind
         the event); the ids the next forward pass is fed (-1, nothing to draw, as 0:
         its matcher ends that row)."""
-        drawn = _sample_on_device(self.logits, self.temperature, self.gen)
+        if self.sim and self.temperature <= 0:
+            drawn = self.lm.greedy(self.logits)
+        elif self.sim:
+            drawn = _sample_on_device(self.logits.tensor(), self.temperature, self.gen)
+            self.lm.sampled()
+        else:
+            drawn = _sample_on_device(self.logits, self.temperature, self.gen)
         self.host_ids.copy_(drawn, non_blocking=True)
         if self.event is not None:
             self.event.record()
         return drawn.clamp(min=0)
+
+    def _plain_accept(self) -> int:
+        """The unconstrained loop's bookkeeping of the ids drawn: the tokens written; a
+        sequence ends at EOS (and, continuous, at ``max_tokens``)."""
+        live = self.plain_live
+        written = int(live.sum())
+        self.plain_n[live] += 1
+        end = live & self.is_eos[np.clip(self.ids_np, 0, len(self.is_eos) - 1)]
+        if self.feeder is not None:
+            end |= live & (self.plain_n >= self.max_tokens)
+        live &= ~end
+        self.live = int(live.sum())
+        return written
 
     def _advance(self, step: int, nxt: Any, t4: float) -> tuple[int, float, float, float]:
         """Launch the next forward pass and submit the next masks: ``(tokens written,
         the accept seconds on the critical path, the launch seconds, when it ended)``.
         Jump-forward accepts (and takes the forced tokens) first: the pass feeds them."""
         perf, stepper, event, last = time.perf_counter, self.stepper, self.event, step + 1 >= self.n
+        more = self.feeder is not None or step + 1 < self.max_tokens
         if self.jump:
             if event is not None:
                 event.synchronize()
             runs, written = stepper.jump(self.ids_np)  # type: ignore[union-attr]
             tj = perf()
-            if step + 1 < self.max_tokens and stepper.live_count():  # type: ignore[union-attr]
+            if more and (stepper.live_count() or self.feeder is not None):  # type: ignore[union-attr]
                 self.logits = self.dec.forward_chunks(runs)
             t5 = perf()
             stepper.submit_fill(last=last)  # type: ignore[union-attr]
             self.pending = True
             t6 = perf()
             return written, (tj - t4) + (t6 - t5), t5 - tj, t6
-        if step + 1 < self.max_tokens:
+        if more:
             self.logits = self.dec.forward(nxt)
         t5 = perf()
         if event is not None:
             event.synchronize()
+        written = self.live
         if stepper is not None:
             stepper.submit(self.ids_np, last=last)
             self.pending = True
+        else:
+            written = self._plain_accept()
         t6 = perf()
-        return self.live, t6 - t5, t5 - t4, t6
+        return written, t6 - t5, t5 - t4, t6

@@ -45,15 +45,14 @@ from __future__ import annotations
 
 import inspect
 import json
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.core.errors import MasklabError
-from toolkit.core.forced import canonical_tokens
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import shared_dir
+from toolkit.decode.replay import REPLAY_NOTE, ModelError, Replay
+from toolkit.decode.sim import SIM_NOTE, SimModel, sim_model
 
 __all__ = ["ModelError", "LoadedModel", "Decoding", "load_model", "RANDOM_ARCHS", "RANDOM_NOTE", "CACHES", "COMPILE_MODES",
            "CACHE_BLOCK", "CHUNK_ROOM", "ChatTemplate", "load_chat_template", "SimModel", "SIM_NOTE", "Replay",
@@ -92,16 +91,6 @@ RANDOM_ARCHS: dict[str, dict[str, Any] | str] = {
 """Architectures ``random:NAME`` builds: a config dict, or a config file under the shared folder."""
 
 
-REPLAY_NOTE = ("replay: each sequence's logits favour its item's valid instance (+REPLAY_BONUS on the "
-               "canonical next token), so outputs are dataset texts; step times are the model's")
-
-SIM_NOTE = ("simulated device (sim:FORWARD_MS:LAUNCHES): no model runs; a forward pass is LAUNCHES Python calls "
-            "and a wait, its logits seeded noise: step times are the stand-in's, text is noise")
-
-
-class ModelError(MasklabError):
-    """A model that cannot be loaded, or whose logits do not match the vocabulary."""
-
 
 @dataclass
 class LoadedModel:
@@ -127,12 +116,16 @@ class LoadedModel:
     vocab: Any = field(default=None, repr=False)
 
     def start(self, prompts: list[list[int]], max_tokens: int, chunks: bool = False,
-              targets: list[bytes | None] | None = None) -> Decoding:
+              targets: list[bytes | None] | None = None, lazy: bool = False, refills: bool = False) -> Decoding:
         """A batch's decoding: one prompt (token ids) per sequence, ``max_tokens`` steps
         at most (see :class:`Decoding`); ``chunks``: steps may feed several tokens per
         sequence (:meth:`Decoding.forward_chunks`, jump-forward decoding).  ``targets``
-        (``replay`` only): each sequence's text to replay, None for the model's own."""
-        return Decoding(self, prompts, max_tokens, chunks, targets if self.replay else None)
+        (``replay`` only): each sequence's text to replay, None for the model's own.
+        ``refills``: slots take new sequences (:meth:`Decoding.refill`, continuous
+        batching).  ``lazy`` is the stand-in's (:class:`~toolkit.decode.sim.SimModel`);
+        a model's logits are tensors."""
+        del lazy
+        return Decoding(self, prompts, max_tokens, chunks, targets if self.replay else None, refills)
 
     @property
     def _keep(self) -> bool:
@@ -243,16 +236,17 @@ class Decoding:
     """
 
     def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, chunks: bool = False,
-                 targets: list[bytes | None] | None = None) -> None:
+                 targets: list[bytes | None] | None = None, refills: bool = False) -> None:
         import torch
 
         if not prompts or not all(prompts):
             raise ModelError("every sequence needs a prompt of at least one token")
         self.replay = Replay(lm.vocab, targets, len(prompts)) if targets is not None else None
         with torch.inference_mode():  # whatever the caller's mode: a compiled step guards on it
-            self._setup(lm, prompts, max_tokens, chunks)
+            self._setup(lm, prompts, max_tokens, chunks, refills)
 
-    def _setup(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, chunks: bool) -> None:
+    def _setup(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, chunks: bool,
+               refills: bool) -> None:
         import torch
 
         self.lm = lm
@@ -261,7 +255,8 @@ class Decoding:
         dev = lm.device
         self.ids = torch.tensor([[0] * (n - len(p)) + p for p in prompts], dtype=torch.long, device=dev)
         # chunks of different lengths are left-padded inside the step: the mask has holes
-        padded = chunks or any(len(p) != n for p in prompts)
+        # (and a continuous batch's refilled rows start at other columns than the rest)
+        padded = chunks or refills or any(len(p) != n for p in prompts)
         # a chunk step takes as many positions as its longest chunk, for every row: room
         # for CHUNK_ROOM times the tokens (a run that outgrows it is a ModelError)
         room = max_tokens * (CHUNK_ROOM if chunks else 1)
@@ -276,6 +271,104 @@ class Decoding:
         self.past = lm._static_cache(self.batch, self.cache_len) if self.cache_len else None
         self.seen = 0  # positions in the cache
         self.shape = (self.batch, self.cache_len, padded)  # what a compiled step specializes on
+        self.refills = refills
+
+    def refill(self, row: int, prompt: list[int], target: bytes | None, logits: Any) -> None:
+        """Slot ``row`` starts a new sequence (continuous batching; needs
+        ``start(..., refills=True)``): its prompt's pass, alone and eager, its keys and
+        values written into row ``row`` of the batch's cache so that they end at the
+        batch's current column, the row's attention mask opened on them only and its
+        positions restarted; its first logits go into row ``row`` of the step's
+        ``logits``.  Columns no live row attends to any more are dropped first (a
+        dynamic cache) or when a static cache runs out of room."""
+        import torch
+
+        if not self.refills or self.attn is None:
+            raise ModelError("this decoding was started without refills (start(..., refills=True))")
+        if not prompt:
+            raise ModelError("every sequence needs a prompt of at least one token")
+        lm, n = self.lm, len(prompt)
+        with torch.inference_mode():
+            self.release(row)
+            if not self.cache_len:
+                self._compact()
+            if n > self.seen:  # room on the left for a prompt longer than the batch's columns
+                if self.cache_len and self.seen + (n - self.seen) > self.cache_len:
+                    self._compact()
+                self._shift(n - self.seen)
+            extra: dict[str, Any] = {"logits_to_keep": 1} if lm._keep else {}
+            from transformers import DynamicCache
+
+            out = lm.model(input_ids=torch.tensor([prompt], dtype=torch.long, device=lm.device),
+                           past_key_values=DynamicCache(config=lm.model.config), use_cache=True, **extra)
+            w = self.seen
+            for mine, new in zip(self.past.layers, out.past_key_values.layers, strict=True):
+                mine.keys[row, :, w - n: w] = new.keys[0]
+                mine.values[row, :, w - n: w] = new.values[0]
+            self.attn[row, w - n: w] = 1
+            self.pos = self.pos[:, -1:].clone()
+            self.pos[row, 0] = n - 1
+            if self.replay is not None:
+                self.replay.reset(row, target)
+            logits[row] = out.logits[0, -1, :]
+            if self.replay is not None:
+                self.replay.favour(logits[row: row + 1], [row])
+
+    def release(self, row: int) -> None:
+        """Slot ``row`` has no sequence any more: nothing attends to its columns (it is
+        still fed, an ignored token per step, until it takes a new sequence)."""
+        if self.attn is not None:
+            self.attn[row, : self.seen] = 0
+
+    def _compact(self) -> None:
+        """Drop the leading columns that no row attends to."""
+        import torch
+
+        used = self.attn[:, : self.seen].any(dim=0)
+        if not bool(used.any()):
+            return
+        cut = int(torch.argmax(used.to(torch.int8)))
+        if cut:
+            self._shift(-cut)
+
+    def _shift(self, delta: int) -> None:
+        """Move every row's cached columns ``delta`` to the right (left when negative),
+        the attention mask with them: a static cache in place (its tensors keep their
+        addresses for captured graphs), a dynamic one by padding or slicing."""
+        import torch
+
+        w, layers = self.seen, self.past.layers
+        if self.cache_len:
+            if w + delta > self.cache_len:
+                raise ModelError(f"the static cache holds {self.cache_len} positions; its live rows and a new "
+                                 f"prompt need {w + delta}")
+            for layer in layers:
+                for t in (layer.keys, layer.values):
+                    if delta > 0:
+                        t[:, :, delta: w + delta] = t[:, :, :w].clone()
+                        t[:, :, :delta] = 0
+                    else:
+                        t[:, :, : w + delta] = t[:, :, -delta: w].clone()
+                        t[:, :, w + delta: w] = 0
+                layer.cumulative_length.add_(delta)
+            if delta > 0:
+                self.attn[:, delta: w + delta] = self.attn[:, :w].clone()
+                self.attn[:, :delta] = 0
+            else:
+                self.attn[:, : w + delta] = self.attn[:, -delta: w].clone()
+                self.attn[:, w + delta: w] = 1  # free columns, as a new cache has them
+        else:
+            for layer in layers:
+                if delta > 0:
+                    pad = layer.keys.new_zeros((*layer.keys.shape[:2], delta, layer.keys.shape[3]))
+                    layer.keys = torch.cat([pad, layer.keys], dim=-2)
+                    pad = layer.values.new_zeros((*layer.values.shape[:2], delta, layer.values.shape[3]))
+                    layer.values = torch.cat([pad, layer.values], dim=-2)
+                else:
+                    layer.keys, layer.values = layer.keys[:, :, -delta:], layer.values[:, :, -delta:]
+            self.attn = (torch.cat([self.attn.new_zeros((self.batch, delta)), self.attn], dim=1) if delta > 0
+                         else self.attn[:, -delta:])
+        self.seen += delta
 
     def forward(self, tokens: Any = None) -> Any:
         """The prompts' pass (``tokens`` None, first call only), or one step feeding
@@ -329,6 +422,8 @@ class Decoding:
         pos = self.pos[:, -1:] + real.cumsum(-1)  # pads repeat the last position (masked anyway)
         self.pos = pos
         if self.cache_len:
+            if self.refills and self.seen + width > self.cache_len:
+                self._compact()
             if self.seen + width > self.cache_len:
                 raise ModelError(f"the static cache holds {self.cache_len} positions; this chunk step needs "
                                  f"{self.seen + width} (jump-forward runs pad the shorter runs of a batch)")
@@ -390,6 +485,8 @@ class Decoding:
         if self.attn is not None:
             extra.update(attention_mask=self.attn, position_ids=pos)
         if self.cache_len:
+            if self.refills and self.seen + n > self.cache_len:
+                self._compact()
             if self.seen + n > self.cache_len:
                 raise ModelError(f"the static cache holds {self.cache_len} positions; step {self.seen + n} "
                                  "is past it")
@@ -400,216 +497,6 @@ class Decoding:
         logits = out.logits[:, -1, :]
         # a CUDA graph's output is overwritten by its next replay: the caller gets a copy
         return logits.clone() if fn is not lm.model else logits.contiguous()
-
-
-REPLAY_BONUS = 40.0
-"""``sim:...:replay``: added to the logit of the token that continues a sequence's target
-(the pool's noise has a standard deviation of 4): greedy and sampled decoding write the
-target wherever the mask allows it."""
-
-_SIM_POOL = 32
-"""Distinct logits rows a simulated model draws from (a row is 4 bytes per vocabulary id)."""
-
-
-class Replay:
-    """A model that replays texts: each sequence's logits favour the canonical first
-    token of what is left of its target (:data:`REPLAY_BONUS` added; EOS at its end),
-    so its outputs are a dataset's valid instances rather than noise, while the step
-    times stay the model's.  A sequence that leaves its target (a mask refused the
-    favoured token) goes on from the model's own logits.  ``sim:...:replay`` and
-    ``random:NAME:replay`` use it; jump-forward decoding needs text a grammar can
-    force, which noise rarely is."""
-
-    def __init__(self, vocab: Vocabulary, targets: list[bytes | None], batch: int) -> None:
-        if len(targets) != batch:
-            raise ModelError(f"{len(targets)} replay targets for {batch} sequences")
-        self.vocab = vocab
-        self.targets = list(targets)
-        self.written = [b""] * batch  # the bytes each sequence wrote so far
-
-    def write(self, runs: list[list[int]]) -> None:
-        """Record the tokens each sequence was fed this step."""
-        tb = self.vocab.token_bytes
-        self.written = [w + b"".join(tb[t] for t in r) for w, r in zip(self.written, runs, strict=True)]
-
-    def next_tokens(self) -> list[int | None]:
-        """Per sequence, the token favoured next; None once it left its target."""
-        out: list[int | None] = []
-        vocab = self.vocab
-        for target, written in zip(self.targets, self.written, strict=True):
-            if target is None or not target.startswith(written):
-                out.append(None)
-            elif len(written) == len(target):
-                out.append(vocab.eos_ids[0] if vocab.eos_ids else None)
-            else:
-                toks = canonical_tokens(vocab, target[len(written): len(written) + 64])
-                out.append(toks[0] if toks else None)
-        return out
-
-    def favour(self, logits: Any) -> None:
-        """Add the bonus to ``logits`` (``(B, V)``, any device) in place."""
-        import torch
-
-        pairs = [(i, t) for i, t in enumerate(self.next_tokens()) if t is not None]
-        if pairs:
-            idx = torch.tensor(pairs, dtype=torch.long).to(logits.device, non_blocking=True)
-            logits.index_put_((idx[:, 0], idx[:, 1]), torch.tensor(REPLAY_BONUS, dtype=logits.dtype,
-                                                                     device=logits.device), accumulate=True)
-
-
-def _launch(k: int) -> int:
-    """One simulated kernel launch: a short Python-level call (about 1 us on this
-    project's machines), which like a framework's dispatch needs the GIL."""
-    x = k
-    for i in range(24):
-        x = (x * 31 + i) & 0xFFFF
-    return x
-
-
-@dataclass
-class SimModel:
-    """``sim:FORWARD_MS[:LAUNCHES]``: the stand-in device (see the module doc).  It has
-    the surface of :class:`LoadedModel` that the decoding harness uses."""
-
-    spec: str
-    forward_ms: float
-    launches: int
-    vocab_size: int
-    seed: int = 0
-    bos_id: int | None = None
-    max_positions: int | None = None
-    device: str = "cpu"
-    dtype: str = "float32"
-    random: bool = False
-    simulated: bool = True
-    parameters: int = 0
-    cache: str = "dynamic"
-    compile: str | None = None
-    notes: list[str] = field(default_factory=lambda: [SIM_NOTE])
-    #: ``sim:...:replay``: the logits favour each sequence's target text (see :class:`SimDecoding`)
-    replay: bool = False
-    vocab: Any = field(default=None, repr=False)
-    _pool: Any = field(default=None, repr=False)
-    _deadline: float = field(default=0.0, repr=False)
-
-    def __post_init__(self) -> None:
-        import torch
-
-        gen = torch.Generator().manual_seed(self.seed)
-        self._pool = torch.randn((_SIM_POOL, self.vocab_size), generator=gen) * 4.0
-
-    def start(self, prompts: list[list[int]], max_tokens: int, chunks: bool = False,
-              targets: list[bytes | None] | None = None) -> SimDecoding:
-        """A batch's decoding (:class:`SimDecoding`; it always takes chunks).  ``targets``
-        (``replay`` only): each sequence's text to replay, None for noise."""
-        return SimDecoding(self, prompts, max_tokens, targets if self.replay else None)
-
-    def synchronize(self) -> None:
-        """Wait, without the GIL or a core, until the last forward pass's FORWARD_MS
-        have passed since it started."""
-
-        left = self._deadline - time.perf_counter()
-        if left > 0:
-            time.sleep(left)
-
-    def describe(self) -> dict[str, Any]:
-        return {"spec": self.spec, "random_weights": False, "simulated": True, "vocab_size": self.vocab_size,
-                "device": "sim", "dtype": self.dtype, "parameters": 0, "forward_ms": self.forward_ms,
-                "launches": self.launches, "cache": self.cache, "compile": None, "notes": list(self.notes)}
-
-
-class SimDecoding:
-    """One batch on the simulated device: :meth:`forward` as :meth:`Decoding.forward`,
-    returning before the forward pass is over (``lm.synchronize()`` waits for it)."""
-
-    def __init__(self, lm: SimModel, prompts: list[list[int]], max_tokens: int,
-                 targets: list[bytes | None] | None = None) -> None:
-        import torch
-
-        if not prompts or not all(prompts):
-            raise ModelError("every sequence needs a prompt of at least one token")
-        self.lm = lm
-        self.replay = Replay(lm.vocab, targets, len(prompts)) if lm.replay and targets is not None else None
-        self.batch = len(prompts)
-        self.prompt_len = max(len(p) for p in prompts)
-        self.cache_len = 0
-        self.shape = (self.batch, 0, any(len(p) != self.prompt_len for p in prompts))
-        self.seen = 0
-        # a salt per sequence from its prompt: equal prompts decode alike, as on a model
-        self._salt = torch.tensor([hash(tuple(p)) % 1_000_003 for p in prompts], dtype=torch.long)
-        self._tokens = torch.zeros(self.batch, dtype=torch.long)
-
-    def forward(self, tokens: Any = None) -> Any:
-        """Launch a forward pass: the prompts' (``tokens`` None, first call only) or one
-        step feeding ``tokens`` (``(B,)`` ids); its logits ``(B, V)`` are ready when
-        ``lm.synchronize()`` returns."""
-
-        t0 = time.perf_counter()
-        if tokens is None:
-            if self.seen:
-                raise ModelError("the prompts were already run: feed the sampled tokens")
-            fed, n = self._tokens, self.prompt_len
-        else:
-            if not self.seen:
-                raise ModelError("run the prompts first: forward() without tokens")
-            fed, n = tokens.reshape(self.batch).long(), 1
-            if self.replay is not None:
-                self.replay.write([[int(t)] for t in fed.tolist()])
-        return self._launch(t0, fed, n)
-
-    def forward_chunks(self, chunks: list[list[int]]) -> Any:
-        """One step feeding a run of tokens per sequence (:meth:`Decoding.forward_chunks`).
-        It costs one forward pass, FORWARD_MS, whatever the runs' lengths: a decode step
-        of a batch is bound by reading the weights, and a few more tokens per sequence
-        read them once (on a GPU a chunk of up to a few dozen tokens costs about one step)."""
-        import torch
-
-        if len(chunks) != self.batch or not all(chunks):
-            raise ModelError(f"need a run of at least one token for each of the {self.batch} sequences")
-        if not self.seen:
-            raise ModelError("run the prompts first: forward() without tokens")
-        t0 = time.perf_counter()
-        fed = torch.tensor([c[-1] for c in chunks], dtype=torch.long)
-        if self.replay is not None:
-            self.replay.write(chunks)
-        return self._launch(t0, fed, max(len(c) for c in chunks))
-
-    def _launch(self, t0: float, fed: Any, n: int) -> Any:
-        lm = self.lm
-        for k in range(lm.launches):
-            _launch(k)
-        self.seen += n
-        rows = (self._salt + fed * 7919 + self.seen * 104729 + lm.seed) % _SIM_POOL
-        logits = lm._pool.index_select(0, rows)
-        if self.replay is not None:
-            self.replay.favour(logits)
-        lm._deadline = t0 + lm.forward_ms / 1e3
-        return logits
-
-
-def _sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, cache: str, compile: str | None) -> SimModel:
-    parts = spec.split(":")[1:]
-    replay = bool(parts) and parts[-1] == "replay"
-    if replay:
-        parts = parts[:-1]
-    try:
-        if not 1 <= len(parts) <= 2:
-            raise ValueError
-        forward_ms = float(parts[0])
-        launches = int(parts[1]) if len(parts) == 2 else 0
-        if not forward_ms > 0 or forward_ms > 10_000 or launches < 0 or launches > 1_000_000:
-            raise ValueError
-    except ValueError:
-        raise ModelError(f"model {spec!r}: the stand-in device is sim:FORWARD_MS[:LAUNCHES][:replay] with 0 < "
-                         "FORWARD_MS <= 10000 and 0 <= LAUNCHES <= 1000000 (e.g. sim:8:300)") from None
-    if dtype not in ("auto", "float32"):
-        raise ModelError(f"the simulated device {spec} makes float32 logits: --dtype {dtype} does not apply")
-    if device != "cpu":
-        raise ModelError(f"the simulated device {spec} runs on the host: --device {device} does not apply (use cpu)")
-    if compile is not None or cache != "dynamic":
-        raise ModelError(f"the simulated device {spec} has no KV cache or graphs: --cache and --compile do not apply")
-    return SimModel(spec, forward_ms, launches, vocab.size, seed, bos_id=None, max_positions=None, replay=replay,
-                    vocab=vocab)
 
 
 def _random_config(name: str, vocab: Vocabulary) -> Any:
@@ -656,7 +543,7 @@ def load_model(spec: str, vocab: Vocabulary, *, device: str = "cpu", dtype: str 
     if cache not in CACHES:
         raise ModelError(f"unknown cache {cache!r} (dynamic or static)")
     if spec.startswith("sim:"):
-        return _sim_model(spec, vocab, device, dtype, seed, cache, compile)
+        return sim_model(spec, vocab, device, dtype, seed, cache, compile)
     if compile is not None:
         if compile not in COMPILE_MODES:
             raise ModelError(f"unknown compile mode {compile!r} ({', '.join(COMPILE_MODES)})")

@@ -20,7 +20,13 @@ from tqdm.auto import tqdm
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import Item
 from toolkit.data.provenance import engine_info
-from toolkit.decode.generate import GenerateRun, generate, unconstrained, write_run
+from toolkit.decode.generate import (
+    GenerateRun,
+    generate,
+    resolve_schedule,
+    unconstrained,
+    write_run,
+)
 from toolkit.decode.model import LoadedModel
 
 __all__ = ["BASELINES", "JUMP_COLUMNS", "JUMP_MODES", "SUMMARY_COLUMNS", "check_grid", "run_generate"]
@@ -33,7 +39,7 @@ batch size, shared by the engines (:func:`~toolkit.decode.generate.unconstrained
 JUMP_MODES: dict[str, tuple[bool, ...]] = {"off": (False,), "on": (True,), "both": (False, True)}
 """``jump_forward``: the runs of each engine without and/or with jump-forward decoding."""
 
-SUMMARY_COLUMNS = ("engine", "batch", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
+SUMMARY_COLUMNS = ("engine", "batch", "schedule", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
                    "forward_ms", "unconstrained_forward_ms", "host_overhead_ms", "mask_max_ms", "wait_ms", "apply_ms",
                    "ttfm_ms_p50", "valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar",
                    "compile_error", "prompt_too_long", "forced_tokens")
@@ -57,7 +63,7 @@ def run_generate(engines: Mapping[str, Any], lm: LoadedModel, vocab: Vocabulary,
                  baseline: str = "interleaved", baseline_groups: int | None = None, compile_once: bool = False,
                  options: Mapping[str, Mapping[str, Any]] | None = None, meta: Mapping[str, Any] | None = None,
                  log: Callable[[str], None] | None = print, progress: bool = False, repeat: int = 1,
-                 **decode: Any) -> pd.DataFrame:
+                 schedules: Sequence[str] = ("auto",), **decode: Any) -> pd.DataFrame:
     """Decode ``items`` with each of ``engines`` (name -> engine) at each batch size of
     ``batches``, in that order; returns the summary table (a row per run).
 
@@ -73,7 +79,10 @@ def run_generate(engines: Mapping[str, Any], lm: LoadedModel, vocab: Vocabulary,
     ``progress``: a bar of the sequences decoded, over the whole grid.  ``repeat``: the
     whole grid R times, one pass after another (an engine's repeats are a pass apart, never
     back to back), each run in ``.../batch-B/repeat-r`` with ``repeat`` in its metadata and
-    its summary row; the report gives medians over the repeats and their spread."""
+    its summary row; the report gives medians over the repeats and their spread.
+    ``schedules``: each batch size's runs under each schedule
+    (:func:`~toolkit.decode.generate.resolve_schedule`; several: ``batch-B-SCHEDULE``
+    folders), the baseline in the same schedule."""
     check_grid(baseline, jump_forward, decode.get("loop", "pipelined"))
     if int(repeat) < 1:
         raise ValueError(f"repeat must be at least 1, got {repeat}")
@@ -82,24 +91,29 @@ def run_generate(engines: Mapping[str, Any], lm: LoadedModel, vocab: Vocabulary,
     summaries: list[dict[str, Any]] = []
     compiled: dict[str, dict[str, Any]] = {name: {} for name in engines}
     runs = len(engines) * len(JUMP_MODES[jump_forward])
-    bar = tqdm(total=repeat * sum(runs * batch * -(-len(items) // batch) for batch in batches), unit="seq",
+    bar = tqdm(total=repeat * len(schedules) * sum(runs * batch * -(-len(items) // batch) for batch in batches),
+               unit="seq",
                desc="generate", dynamic_ncols=True, disable=not progress)
     settings = {"compile_once": compile_once, "baseline_groups": baseline_groups if baseline == "shared" else None}
-    for rep, batch in itertools.product(range(1, repeat + 1), batches):
+    loop = decode.get("loop", "pipelined")
+    for rep, batch, sched in itertools.product(range(1, repeat + 1), batches, schedules):
+        schedule = resolve_schedule(sched, len(items), batch, loop)
         shared = None
         if baseline == "shared":
-            shared = unconstrained(lm, vocab, items, batch=batch, max_groups=baseline_groups,
+            shared = unconstrained(lm, vocab, items, batch=batch, max_groups=baseline_groups, schedule=schedule,
                                    **{k: v for k, v in decode.items() if k in _BASELINE_KEYS})
-            say(f"unconstrained batch {batch}: {shared.tokens / shared.wall_s:.1f} tokens/s")
+            say(f"unconstrained batch {batch} ({schedule}): {shared.tokens / shared.wall_s:.1f} tokens/s")
         for (name, engine), jump in itertools.product(engines.items(), JUMP_MODES[jump_forward]):
-            run = generate(engine, lm, vocab, items, batch=batch, jump_forward=jump,
+            run = generate(engine, lm, vocab, items, batch=batch, jump_forward=jump, schedule=schedule,
                            baseline=shared if shared is not None else baseline == "interleaved",
                            compiled=compiled[name] if compile_once else None, on_batch=bar.update, **decode)
-            folder = out_root / (name.replace(":", "-") + ("+jump" if jump else "")) / f"batch-{batch}"
+            # several schedules: each its own folder (one schedule keeps the plain batch-B)
+            folder = (out_root / (name.replace(":", "-") + ("+jump" if jump else ""))
+                      / (f"batch-{batch}" + (f"-{schedule}" if len(schedules) > 1 else "")))
             path = write_run(run, folder / f"repeat-{rep}" if repeat > 1 else folder,
                              {**(meta or {}), "engine": name, "engine_info": engine_info(engine, options.get(name, {})),
                               "batch": batch, "jump_forward": jump, "repeat": rep, **settings})
-            summaries.append({"engine": name + (" +jump" if jump else ""), **run.summary,
+            summaries.append({"engine": name + (" +jump" if jump else ""), **run.summary, "schedule": schedule,
                               **({"repeat": rep} if repeat > 1 else {})})
             pd.DataFrame(summaries).to_csv(out_root / "summary.csv", index=False)
             bar.clear()

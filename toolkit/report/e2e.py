@@ -76,7 +76,7 @@ __all__ = [
 
 _STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outside_grammar", "rejected", "error",
              "compile_error", "prompt_too_long")
-_SETTINGS = ("model", "device", "dtype", "apply", "forward", "prompt", "loop")
+_SETTINGS = ("model", "device", "dtype", "apply", "forward", "prompt", "loop", "schedule")
 _REF_GREYS = ("0.45", "0.15", "0.65", "0.3")  # one per setup's unconstrained line
 _PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
           ("sample_ms", "sample"), ("accept_ms", "accept tokens"))
@@ -166,6 +166,7 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
         row["batch"] = int(summary.get("batch", meta.get("batch", 0)))
         row["repeat"] = int(meta.get("repeat") or 1)
         row["loop"] = f"{summary.get('loop') or 'serial'} loop"  # runs from before the pipelined loop: serial
+        row["schedule"] = f"{summary.get('schedule') or 'static'} schedule"  # runs from before continuous batching
         row["prompt"] = _prompt_text(summary.get("prompt"))  # the template itself is in run.json
         if summary.get("chat"):
             row["prompt"] += ", chat template"
