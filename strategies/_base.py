@@ -23,6 +23,7 @@ import numpy as np
 
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT, LimitExceeded, UnsupportedGrammar, deadline
+from toolkit.core.forced import forced_tokens as tokens_for_forced
 from toolkit.core.memo import MemoScope
 from toolkit.core.protocol import (
     FORCED_LIMIT,
@@ -343,6 +344,14 @@ class NativeMatcher(MatcherBase):
     def allows_bytes(self, data: bytes) -> bool:
         """Whether the core takes ``data`` next (raw bytes, in C; the state unchanged)."""
         return self.session.allows_bytes(data)
+
+    def forced_tokens(self) -> list[int]:
+        """The protocol's forced tokens, the chop's trie walks in C (the session pushes
+        each extension byte once, without the GIL): the same tokens as the Python rule."""
+        forced = self.forced_bytes()
+        if not forced:
+            return []
+        return tokens_for_forced(self.vocab, self.last_token(), forced, self.allows_bytes, self.session.chop_start)
 
     def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:
         """The draft's masks in one C call: fill, accept, fill... then undo (see the protocol)."""

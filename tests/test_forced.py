@@ -14,6 +14,7 @@ from strategies import get_engine
 from tests._support.fixtures import JSON_LARK, small_vocab
 from tests.conformance.test_forced import GRAMMARS, TEXTS, VOCAB
 from toolkit.core import bitmask as bm
+from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.forced import TokenExtensions, canonical_tokens, forced_tokens
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import embedded_dir, iter_items
@@ -154,3 +155,35 @@ def test_draft_and_forced_calls_refuse_bad_arguments() -> None:
     engine = get_engine("llguidance", vocab)
     with pytest.raises(ValueError, match="limit"):
         engine.matcher(engine.compile(Grammar.from_lark(JSON_LARK))).forced_bytes(1 << 40)
+
+
+@pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines", "glr"])
+def test_forced_tokens_from_c_are_the_python_rules(name: str) -> None:
+    """Our strategies' chop runs in C (``Session.chop_start``); on every step of the
+    conformance walks, and of a JSON schema's on Llama 3, it gives the tokens of the
+    Python rule (``forced_tokens`` with the matcher's ``allows_bytes``)."""
+    from tests._support.shared import SHARED
+    from toolkit.core.vocab import load_vocab
+
+    walks = [(VOCAB, Grammar.from_lark(GRAMMARS[g]), TEXTS[g]) for g in sorted(GRAMMARS)]
+    shared = SHARED / "tokenizers/llama-3/tokenizer.model"
+    if shared.is_file():  # without the shared tokenizers: the small vocabulary's walks only
+        llama = load_vocab(f"llama3:{shared}")
+        schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"}},
+                  "required": ["name", "tags"], "additionalProperties": False}
+        walks.append((llama, schema, b'{"name": "Ada", "tags": ["x", 1]}'))
+    checked = 0
+    for vocab, spec, text in walks:
+        engine = get_engine(name, vocab, **({"spelling": "llguidance"} if isinstance(spec, dict) else {}))
+        try:
+            m = engine.matcher(engine.compile(spec))
+        except UnsupportedGrammar:  # outlines: regular grammars only
+            continue
+        for t in canonical_tokens(vocab, text):
+            forced = m.forced_bytes()
+            want = forced_tokens(vocab, m.last_token(), forced, m.allows_bytes) if forced else []
+            assert m.forced_tokens() == want, (name, text, forced)
+            checked += bool(forced)
+            if not m.accept_token(t):
+                break
+    assert checked >= 5

@@ -168,32 +168,40 @@ def _text_tokens(vocab: Vocabulary, data: bytes) -> list[int]:
     return out
 
 
-def chop_count(vocab: Vocabulary, tokens: list[int], extends: Callable[[bytes], bool]) -> int:
+def chop_count(vocab: Vocabulary, tokens: list[int], extends: Callable[[bytes], bool],
+               chop_start: Callable[[bytes], int] | None = None) -> int:
     """How many trailing ``tokens`` to drop: the fewest that cover the longest byte suffix
     (of the last :data:`MAX_LOOKBACK` tokens) that a vocabulary token strictly extends
     with bytes ``extends`` allows (the grammar, after every forced byte; it is asked
-    about each prefix of an extension before the extension)."""
+    about each prefix of an extension before the extension).  ``chop_start(tail)``, where
+    given, finds where that suffix starts in one call (-1: none; masklab's strategies do
+    it in C, :meth:`toolkit.core.session.Session.chop_start`) instead of the walks here."""
     ext = TokenExtensions.of(vocab)
     tail = b"".join(vocab.token_bytes[t] for t in tokens[-MAX_LOOKBACK:])
     tail = tail[max(0, len(tail) - ext.max_len):]
-    for start in range(len(tail)):
-        suffix = tail[start:]
-        if ext.extended_by(suffix, extends):
-            covered = 0
-            for k in range(1, len(tokens) + 1):
-                covered += len(vocab.token_bytes[tokens[-k]])
-                if covered >= len(suffix):
-                    return k
+    if chop_start is not None:
+        start = chop_start(tail) if tail else -1
+        starts = [start] if start >= 0 else []
+    else:
+        starts = (s for s in range(len(tail)) if ext.extended_by(tail[s:], extends))
+    for start in starts:
+        covered = 0
+        for k in range(1, len(tokens) + 1):
+            covered += len(vocab.token_bytes[tokens[-k]])
+            if covered >= len(tail) - start:
+                return k
     return 0
 
 
-def forced_tokens(vocab: Vocabulary, last: int | None, forced: bytes, allows: Callable[[bytes], bool]) -> list[int]:
+def forced_tokens(vocab: Vocabulary, last: int | None, forced: bytes, allows: Callable[[bytes], bool],
+                  chop_start: Callable[[bytes, bytes], int] | None = None) -> list[int]:
     """The tokens to feed for ``forced`` bytes (see the module doc).
 
     ``last``: the last text token consumed (None: none, or not a text token);
     ``allows(data)``: whether ``forced + data`` can follow the matcher's state (the
     grammar's check; memoized here per prefix, so a trie of candidates costs one check
-    per node)."""
+    per node); ``chop_start(forced, tail)``: the chop's walks in one call (see
+    :func:`chop_count`)."""
     if not forced:
         return []
     seen: dict[bytes, bool] = {}
@@ -212,5 +220,6 @@ def forced_tokens(vocab: Vocabulary, last: int | None, forced: bytes, allows: Ca
     if tokens[: len(existing)] != existing:  # the last token would be rewritten: the forced bytes alone
         (tokens, fixed), existing = marked_tokens(vocab, forced), []
     fixed = max(fixed, len(existing))
-    chop = chop_count(vocab, tokens[fixed:], extends)
+    chop = chop_count(vocab, tokens[fixed:], extends,
+                      None if chop_start is None else (lambda tail: chop_start(forced, tail)))
     return tokens[len(existing): len(tokens) - chop]

@@ -87,6 +87,12 @@ cdef class VocabTable:
     cdef readonly int32_t size     # ids, padding included
     cdef readonly int32_t n_words  # words of a bitmask row
     cdef object _keep              # the numpy arrays behind the pointers
+    cdef const int32_t* by_bytes   # the text tokens sorted by their bytes (made when first needed)
+    cdef int32_t n_by_bytes
+    cdef readonly int32_t max_len  # the longest token's bytes (with by_bytes)
+    cdef object _by_bytes_keep
+    cdef object _vocab
+    cdef int sort_by_bytes(self) except -1
 
 
 cdef class Session:
@@ -114,6 +120,12 @@ cdef class Session:
     cdef void c_rollback(self, int64_t n) noexcept nogil
     cdef int c_try_bytes(self, const uint8_t* data, int32_t n) noexcept nogil
     cdef int64_t c_forced_bytes(self, uint8_t* out, int64_t limit) noexcept nogil
+    cdef int _key_cmp(self, int32_t j, const uint8_t* p, int64_t n) noexcept nogil
+    cdef int32_t _first_at_least(self, const uint8_t* p, int64_t n, int32_t lo, int32_t hi,
+                                 bint past) noexcept nogil
+    cdef int c_extended(self, const uint8_t* s, int64_t ns, uint8_t* path) noexcept nogil
+    cdef int64_t c_chop_start(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt,
+                              uint8_t* path) noexcept nogil
     cdef int32_t c_fill_draft(self, const int32_t* draft, int32_t k, word_t* rows) noexcept nogil
     cdef void c_fill_tree(self, const int32_t* tokens, const int32_t* parents, int32_t n, word_t* rows,
                           uint8_t* ok, int32_t* path) noexcept nogil

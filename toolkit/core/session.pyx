@@ -22,7 +22,7 @@ from cpython.ref cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free, malloc
 from libc.math cimport NAN
-from libc.string cimport memcpy, memset
+from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 import time
@@ -169,6 +169,22 @@ cdef class VocabTable:
         self.n_eos = <int32_t>len(eos)
         self.size = vocab.size
         self.n_words = (vocab.size + 31) // 32
+        self._vocab = vocab
+
+    cdef int sort_by_bytes(self) except -1:
+        """Make :attr:`by_bytes` (once): the text tokens in byte order, for the chop's walks."""
+        if self._by_bytes_keep is not None:
+            return 0
+        vocab = self._vocab
+        tb = vocab.token_bytes
+        ids = sorted(vocab.text_token_ids().tolist(), key=lambda t: tb[t])
+        arr = np.asarray(ids if ids else [0], dtype=np.int32)
+        cdef const int32_t[::1] a = arr
+        self._by_bytes_keep = arr
+        self.by_bytes = &a[0]
+        self.n_by_bytes = <int32_t>len(ids)
+        self.max_len = <int32_t>max((len(tb[t]) for t in ids), default=0)
+        return 0
 
 
 cdef class Session:
@@ -286,6 +302,100 @@ cdef class Session:
         for b in range(n):
             self.ops.undo(self.cp)
         return n
+
+    cdef int _key_cmp(self, int32_t j, const uint8_t* p, int64_t n) noexcept nogil:
+        """The sorted token ``j``'s first ``n`` bytes against ``p``: < 0, 0 (it starts with
+        ``p``), > 0; a token shorter than ``p`` that ``p`` starts with is below it."""
+        cdef int32_t t = self.V.by_bytes[j]
+        cdef int64_t off = self.V.offsets[t], m = self.V.offsets[t + 1] - off
+        cdef int c = memcmp(self.V.blob + off, p, <size_t>(m if m < n else n))
+        if c != 0:
+            return c
+        return -1 if m < n else 0
+
+    cdef int32_t _first_at_least(self, const uint8_t* p, int64_t n, int32_t lo, int32_t hi,
+                                 bint past) noexcept nogil:
+        """The first sorted index in ``[lo, hi)`` whose token's prefix compares >= ``p``
+        (``past``: > ``p``, i.e. the first token after those that start with ``p``)."""
+        cdef int32_t mid
+        cdef int c
+        while lo < hi:
+            mid = lo + (hi - lo) // 2
+            c = self._key_cmp(mid, p, n)
+            if c < 0 or (past and c == 0):
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    cdef int c_extended(self, const uint8_t* s, int64_t ns, uint8_t* path) noexcept nogil:
+        """Does a text token strictly extend ``s`` with bytes the core takes from its
+        state (each prefix in turn)?  1 / 0, < 0 a failure.  ``path`` (the longest
+        token's length) is scratch: the extension bytes taken now, all undone at the end."""
+        cdef int32_t lo = self._first_at_least(s, ns, 0, self.V.n_by_bytes, False)
+        cdef int32_t hi = self._first_at_least(s, ns, lo, self.V.n_by_bytes, True)
+        cdef int32_t j = lo, t, depth = 0, c
+        cdef int64_t off, m, ne
+        cdef const uint8_t* key
+        cdef int r, found = 0
+        while j < hi:
+            t = self.V.by_bytes[j]
+            off = self.V.offsets[t]
+            m = self.V.offsets[t + 1] - off
+            ne = m - ns
+            if ne <= 0:
+                j += 1
+                continue
+            key = self.V.blob + off
+            c = 0
+            while c < depth and c < ne and path[c] == key[ns + c]:
+                c += 1
+            while depth > c:
+                self.ops.undo(self.cp)
+                depth -= 1
+            while depth < ne:
+                r = self.ops.advance(self.cp, <token_t>-1, key + ns + depth, 1)
+                if r != 1:
+                    break
+                path[depth] = key[ns + depth]
+                depth += 1
+            if depth == ne:
+                found = 1
+                break
+            if r < 0:
+                found = r
+                break
+            # every token under the refused byte is skipped
+            j = self._first_at_least(key, ns + depth + 1, j, hi, True)
+        while depth > 0:
+            self.ops.undo(self.cp)
+            depth -= 1
+        return found
+
+    cdef int64_t c_chop_start(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt,
+                              uint8_t* path) noexcept nogil:
+        """Where the longest suffix of ``tail`` starts that a text token strictly extends
+        with bytes the core takes after ``forced``; -1 for none (or a failure, which
+        fails the session)."""
+        cdef int64_t start, out = -1
+        cdef int r
+        if self.failed or self.n_eos > 0 or nf <= 0:
+            return -1
+        r = self.ops.advance(self.cp, <token_t>-1, forced, <int32_t>nf)
+        if r != 1:
+            if r < 0:
+                self._fail()
+            return -1
+        for start in range(nt):
+            r = self.c_extended(tail + start, nt - start, path)
+            if r < 0:
+                self._fail()
+                break
+            if r == 1:
+                out = start
+                break
+        self.ops.undo(self.cp)
+        return out
 
     cdef int32_t c_fill_draft(self, const int32_t* draft, int32_t k, word_t* rows) noexcept nogil:
         """The draft masks into ``rows`` (k + 1 rows); the tokens accepted, undone."""
@@ -441,6 +551,24 @@ cdef class Session:
             with nogil:
                 n = self.c_forced_bytes(buf, limit)
         return bytes(out[:n])
+
+    def chop_start(self, const uint8_t[::1] forced, const uint8_t[::1] tail) -> int:
+        """The chop of :func:`toolkit.core.forced.chop_count` in C: where the longest
+        suffix of ``tail`` starts that a text token strictly extends with bytes the
+        grammar allows after ``forced`` (-1: none).  The state is unchanged."""
+        cdef int64_t nf = forced.shape[0], nt = tail.shape[0], out
+        if nf == 0 or nt == 0:
+            return -1
+        self.V.sort_by_bytes()
+        cdef uint8_t* path = <uint8_t*>malloc(<size_t>self.V.max_len + 1)
+        if path == NULL:
+            raise MemoryError()
+        try:
+            with nogil:
+                out = self.c_chop_start(&forced[0], nf, &tail[0], nt, path)
+        finally:
+            free(path)
+        return out
 
     def fill_draft_bitmasks(self, draft, bitmask, int64_t row=0):
         """The draft masks of ``draft`` into rows ``row .. row + k`` of a 2-D int32

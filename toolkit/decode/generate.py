@@ -266,23 +266,26 @@ class Baseline:
 
 def _unconstrained_rows(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
                         seed: int, loop: str, steps: int | None = None, items: Sequence[Item | None] = (),
-                        eos: Sequence[int] = ()) -> tuple[list[dict[str, Any]], float]:
+                        eos: Sequence[int] = (), idle: Sequence[bool] = ()) -> tuple[list[dict[str, Any]], float]:
     """The unconstrained baseline of one batch, in the same loop as the masked runs:
     its step rows and wall time.  ``items``: the batch's items, whose texts a replaying
     model replays here too (the same host work per step as the masked runs); in the
-    pipelined loop a sequence ends at an ``eos`` id, as a masked one does."""
+    pipelined loop a sequence ends at an ``eos`` id, as a masked one does, and the
+    ``idle`` slots (the items the engine refused) write nothing."""
     if loop == "serial":
         rows, _, wall = decode_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps)
         return rows, wall
     targets = [_replay_target(i) if i is not None else None for i in items] if lm.replay and items else None
-    return pipelined_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps, targets=targets, eos=eos)
+    return pipelined_loop(lm, prompts, max_tokens, temperature, seed, None, steps=steps, targets=targets, eos=eos,
+                          idle=idle)
 
 
 def _continuous_unconstrained(lm: LoadedModel, prompts: _Prompts, items: Sequence[Item | None], batch: int,
                               max_tokens: int, temperature: float, seed: int, vocab: Vocabulary
                               ) -> tuple[list[dict[str, Any]], float]:
     """The unconstrained baseline of a continuous run: every item once in ``batch``
-    slots, a slot refilled as its sequence ends (EOS or ``max_tokens``)."""
+    slots, a slot refilled as its sequence ends (EOS or ``max_tokens``); a masked run's
+    baseline gets the items its engine decoded (not those it refused)."""
     fits = [i for i in items if not prompts.too_long(i, max_tokens)]
     queue = deque(Refill(prompts(i), _replay_target(i) if lm.replay and i is not None else None) for i in fits)
     firsts = [queue.popleft() if queue else None for _ in range(batch)]
@@ -499,7 +502,8 @@ class _Generation:
             self.sequences.append(sequence_row(self.engine, vocab, s, b, k, len(group_prompts[k]), self.grammars))
         if self.interleaved:
             rows, wall = _unconstrained_rows(self.lm, group_prompts, max_tokens, self.temperature, self.seed + b,
-                                             self.loop, max(1, len(rows)), items=group, eos=vocab.eos_ids)
+                                             self.loop, max(1, len(rows)), items=group, eos=vocab.eos_ids,
+                                             idle=[s.matcher is None for s in seqs])
             self._add_steps(b, rows, wall, "unconstrained")
 
     def _compile(self, item: Item) -> None:
@@ -608,8 +612,9 @@ class _Generation:
                                                len(self.prompts(s.item)), self.grammars))
         self.sequences.sort(key=lambda r: r["slot"])
         if self.interleaved:
-            rows, wall = _continuous_unconstrained(lm, self.prompts, items, self.batch, max_tokens,
-                                                   self.temperature, self.seed, vocab)
+            started = {s.item.name for s in masker.retired + masker.seqs if s.item is not None and s.matcher}
+            rows, wall = _continuous_unconstrained(lm, self.prompts, [i for i in items if i.name in started],
+                                                   self.batch, max_tokens, self.temperature, self.seed, vocab)
             self._add_steps(0, rows, wall, "unconstrained")
 
     def _add_steps(self, b: int, rows: list[dict[str, Any]], wall: float, mode: str) -> None:

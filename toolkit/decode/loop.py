@@ -413,13 +413,14 @@ class Refill:
 def pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
                    seed: int, stepper: Stepper | None, kernel: Any = None, steps: int | None = None,
                    targets: list[bytes | None] | None = None, feeder: Callable[[], Refill | None] | None = None,
-                   eos: Sequence[int] = ()) -> tuple[list[dict[str, Any]], float]:
+                   eos: Sequence[int] = (), idle: Sequence[bool] = ()) -> tuple[list[dict[str, Any]], float]:
     """One batch as a serving engine runs it (see the module doc): the logits of step
     ``t`` are masked and sampled on the device, the ids copied to (pinned) host memory
     behind an event, the forward pass of ``t + 1`` launched, and only then are the ids
     accepted and the masks of ``t + 1`` filled, on the stepper's threads while the
     device runs.  No stepper: the same loop without mask work (the unconstrained
-    baseline; a sequence ends at an ``eos`` id).  ``steps`` stops it earlier with a
+    baseline; a sequence ends at an ``eos`` id, and the slots ``idle`` marks never
+    start, as a masked run's refused items do).  ``steps`` stops it earlier with a
     ``max_tokens`` run's shapes.  The forward pass launched in the last step is never
     waited for inside the timing (both modes launch it, as a server would).
     ``targets``: what a replaying model replays per slot.
@@ -431,8 +432,11 @@ def pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, t
     runs until every slot is vacant, each sequence at most ``max_tokens`` tokens.
 
     Returns the step rows and the wall time of the steps."""
-    return _Pipeline(lm, prompts, max_tokens, temperature, seed, stepper, kernel, steps, targets, feeder,
-                     eos).run()
+    pipe = _Pipeline(lm, prompts, max_tokens, temperature, seed, stepper, kernel, steps, targets, feeder, eos)
+    if stepper is None and len(idle):
+        pipe.plain_live &= ~np.asarray(idle, dtype=bool)
+        pipe.live = int(pipe.plain_live.sum())
+    return pipe.run()
 
 
 class _Pipeline:
@@ -549,16 +553,18 @@ class _Pipeline:
                 dec.refill(slot, nxt.prompt, nxt.target, self.logits)
             stepper.arrange()
             self.live = stepper.live_count()
-            return
-        for slot in np.flatnonzero(~self.plain_live & (self.plain_n >= 0)).tolist():
-            nxt = self.feeder()  # type: ignore[misc]
-            if nxt is None:
-                self.plain_n[slot] = -1  # vacant
-                dec.release(slot)
-                continue
-            dec.refill(slot, nxt.prompt, nxt.target, self.logits)
-            self.plain_live[slot], self.plain_n[slot] = True, 0
-        self.live = int(self.plain_live.sum())
+        else:
+            for slot in np.flatnonzero(~self.plain_live & (self.plain_n >= 0)).tolist():
+                nxt = self.feeder()  # type: ignore[misc]
+                if nxt is None:
+                    self.plain_n[slot] = -1  # vacant
+                    dec.release(slot)
+                    continue
+                dec.refill(slot, nxt.prompt, nxt.target, self.logits)
+                self.plain_live[slot], self.plain_n[slot] = True, 0
+            self.live = int(self.plain_live.sum())
+        # the prompts' passes are device work of this step's refills, not of its sampling
+        self.lm.synchronize()
 
     def _sample(self) -> Any:
         """Draw the step's ids on the device and start their copy to the host (behind

@@ -244,6 +244,7 @@ class SimDecoding:
         # a salt per sequence from its prompt: equal prompts decode alike, as on a model
         self._salt = np.asarray([_salt(p) for p in prompts], dtype=np.int64)
         self._pos = np.asarray([len(p) for p in prompts], dtype=np.int64)  # each sequence's own positions
+        self._refilled_at = -1  # the step (``seen``) of the last refill
 
     def forward(self, tokens: Any = None) -> Any:
         """Launch a forward pass: the prompts' (``tokens`` None, first call only) or one
@@ -278,14 +279,17 @@ class SimDecoding:
         return self._launch(t0, fed, max(len(c) for c in chunks), np.asarray([len(c) for c in chunks]))
 
     def refill(self, row: int, prompt: list[int], target: bytes | None, logits: Any) -> None:
-        """Slot ``row`` starts a new sequence: its prompt's pass (one forward pass of
-        device time, queued) and its first logits written into row ``row`` of the
-        step's ``logits``; ``target``: what it replays."""
+        """Slot ``row`` starts a new sequence: its prompt's pass and its first logits
+        written into row ``row`` of the step's ``logits``; ``target``: what it replays.
+        The prompts of one step's refills are one pass (launches and FORWARD_MS of device
+        time, queued once), as a server batches the prefills it schedules together."""
         if not prompt:
             raise ModelError("every sequence needs a prompt of at least one token")
         lm = self.lm
         t0 = time.perf_counter()
-        for k in range(lm.launches):
+        first = self._refilled_at != self.seen  # the step's first refill launches the pass
+        self._refilled_at = self.seen
+        for k in range(lm.launches if first else 0):
             _launch(k)
         self._salt[row], self._pos[row] = _salt(prompt), len(prompt)
         if self.replay is not None:
@@ -293,7 +297,8 @@ class SimDecoding:
         pool_row = int((self._salt[row] + self._pos[row] * 104729 + lm.seed) % _SIM_POOL)
         nxt = self.replay.next_token(row) if self.replay is not None else None
         bonus = -1 if nxt is None else nxt
-        lm.queue(lm.forward_ms, t0)
+        if first:
+            lm.queue(lm.forward_ms, t0)
         if isinstance(logits, SimLogits):
             logits.pool_rows[row], logits.bonus[row] = pool_row, bonus
         else:
