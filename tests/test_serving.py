@@ -170,3 +170,37 @@ def test_a_schema_decodes_once_per_item_when_it_ends_early(tekken) -> None:
                    schedule="continuous", baseline=False)
     assert [s["text"] for s in run.sequences] == ["7"] * 3
     assert run.summary["steps"] == sum(s["tokens"] for s in run.sequences)
+
+
+def test_a_jump_runs_one_token_steps_attend_over_a_plain_runs_cache(tekken, monkeypatch) -> None:
+    """Chunk room without a slower step: a jump run's static cache is as long as a plain
+    run's (the stand-in's step is FORWARD_MS either way); when chunk pads fill it they
+    are squeezed out (every row's attended columns moved together), and the next step's
+    logits are those without the squeeze."""
+    import torch
+
+    lm = load_model("random:tiny", tekken, cache="static")
+    for n in (10, 100, 200):  # (within CHUNK_ROOM of a block the jump run takes one more block)
+        assert lm.start([[1, 2, 3]], n, chunks=True).cache_len == lm.start([[1, 2, 3]], n).cache_len
+
+    def run(squeeze: bool):
+        dec = lm.start([[1, 2, 3], [4, 5]], 40, chunks=True)
+        with torch.inference_mode():
+            dec.forward()
+            dec.forward_chunks([[6, 7, 8, 9], [10]])
+            dec.forward_chunks([[11], [12, 13, 14, 15, 16]])
+            if squeeze:
+                dec._defrag()
+            return dec.seen, dec.forward(torch.tensor([17, 18])).clone()
+
+    (seen_a, a), (seen_b, b) = run(False), run(True)
+    assert seen_b < seen_a and torch.allclose(a, b, atol=1e-5)
+    monkeypatch.setattr(model_mod, "CACHE_BLOCK", 1)  # no rounding: the squeeze is needed at once
+    monkeypatch.setattr(model_mod, "CHUNK_ROOM", 0)
+    dec = lm.start([[1, 2, 3], [4, 5]], 10, chunks=True)
+    with torch.inference_mode():
+        dec.forward()
+        dec.forward_chunks([[6, 7, 8, 9], [10]])  # 4 columns, 3 of them pads in row 1
+        dec.forward_chunks([[11], [12, 13, 14, 15]])
+        dec.forward_chunks([[16, 17], [18]])  # 13 + 2 > 3 + 10: squeezed first
+    assert dec.seen <= dec.cache_len == 13

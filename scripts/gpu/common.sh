@@ -1,5 +1,5 @@
 #!/bin/bash
-# What the device calls share (sourced by run.sh, run2.sh, run3.sh and run4.sh in this
+# What the device calls share (sourced by run.sh ... run6.sh in this
 # folder): settings, the deadline helpers, the install of the carried wheels and the
 # in-place build.  Run a call (e.g. `bash scripts/gpu/run4.sh`) on a copy of the
 # repository that holds the ignored `.whl/` (wheels) and `.gpu/` (tokenizer, schemas);

@@ -97,7 +97,7 @@ def _data_args(p: argparse.ArgumentParser) -> None:
 
 def _baseline_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unconstrained-baseline", action="store_true",
-                   help="also decode without masks after each batch, as many steps (per engine, interleaved "
+                   help="also decode without masks after each batch, its items to their end (per engine, interleaved "
                         "so drift hits both alike), for tokens/s and the overhead")
     p.add_argument("--shared-baseline", action="store_true",
                    help="instead, decode without masks once per batch size (max-tokens steps per batch) and "

@@ -211,7 +211,7 @@ def _warm_up(lm: LoadedModel, groups: list[list[list[int]]], max_tokens: int, ke
             for _ in range(steps):
                 logits = dec.forward(torch.argmax(logits, dim=-1))
             width = 2
-            room = (dec.cache_len or dec.prompt_len + max_tokens * CHUNK_ROOM) - dec.prompt_len - steps
+            room = (dec.cache_len or dec.prompt_len + max_tokens + CHUNK_ROOM) - dec.prompt_len - steps
             while chunks and width <= WARM_CHUNK_WIDTH and width <= room:
                 logits = dec.forward_chunks([[int(t)] * width for t in torch.argmax(logits, dim=-1).tolist()])
                 room -= width
@@ -363,7 +363,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
     for what is measured.  ``baseline``: True runs the unconstrained loop after each
-    batch, as many steps as the batch took (interleaved, so drift hits both alike); a
+    batch on its items (interleaved, so drift hits both alike): to the batch's end in the
+    pipelined loop, as many steps as the batch took in the serial one; a
     :class:`Baseline` from :func:`unconstrained` is used as it is; False: none.
     ``compare_kernels`` also times every apply kernel on a real mask of the run
     (``GenerateRun.kernels``).  ``compile_timeout``: seconds an engine may take to
@@ -501,8 +502,11 @@ class _Generation:
         for k, s in enumerate(seqs):
             self.sequences.append(sequence_row(self.engine, vocab, s, b, k, len(group_prompts[k]), self.grammars))
         if self.interleaved:
+            # the pipelined baseline decodes the batch to its end (its sequences end at EOS, as
+            # the masked ones do); the serial loop's, which never ends a sequence, as many steps
+            steps = None if self.loop == "pipelined" else max(1, len(rows))
             rows, wall = _unconstrained_rows(self.lm, group_prompts, max_tokens, self.temperature, self.seed + b,
-                                             self.loop, max(1, len(rows)), items=group, eos=vocab.eos_ids,
+                                             self.loop, steps, items=group, eos=vocab.eos_ids,
                                              idle=[s.matcher is None for s in seqs])
             self._add_steps(b, rows, wall, "unconstrained")
 

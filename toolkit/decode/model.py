@@ -65,9 +65,13 @@ RECOMPILE_LIMIT = 64
 """Graphs dynamo may make of a compiled forward pass (its default of 8 is one sweep's
 batch shapes with jump-forward's chunk steps)."""
 
-CHUNK_ROOM = 4
-"""With chunked steps (jump-forward) a static cache has room for this many times
-``max_tokens``: a step takes its longest run's positions in every row."""
+CHUNK_ROOM = 16
+"""With chunked steps (jump-forward) a static cache has this many columns beyond the
+prompt and ``max_tokens`` (then rounded up to :data:`CACHE_BLOCK`, as a plain run's):
+a chunk step takes its longest run's columns in every row, and when the cache is full
+the columns no row attends to (the shorter runs' pads) are squeezed out
+(:meth:`Decoding._make_room`), so a jump run's one-token steps attend over the same
+length as a plain run's."""
 
 CACHES = ("dynamic", "static")
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -257,9 +261,9 @@ class Decoding:
         # chunks of different lengths are left-padded inside the step: the mask has holes
         # (and a continuous batch's refilled rows start at other columns than the rest)
         padded = chunks or refills or any(len(p) != n for p in prompts)
-        # a chunk step takes as many positions as its longest chunk, for every row: room
-        # for CHUNK_ROOM times the tokens (a run that outgrows it is a ModelError)
-        room = max_tokens * (CHUNK_ROOM if chunks else 1)
+        # a chunk step takes as many positions as its longest chunk, for every row: a little
+        # room beyond, and the pads squeezed out when it fills (_make_room)
+        room = max_tokens + (CHUNK_ROOM if chunks else 0)
         self.cache_len = -(-(n + room) // CACHE_BLOCK) * CACHE_BLOCK if lm.cache == "static" else 0
         width = self.cache_len or n  # a dynamic cache's mask grows by a column per step
         self.attn = self.pos = None
@@ -319,6 +323,39 @@ class Decoding:
         still fed, an ignored token per step, until it takes a new sequence)."""
         if self.attn is not None:
             self.attn[row, : self.seen] = 0
+
+    def _make_room(self, want: int, need: int) -> None:
+        """A static cache about to take ``want`` columns (at least ``need``) that it has
+        no room for: the leading columns no row attends to dropped, then, if that is not
+        enough, every row's unattended columns squeezed out (:meth:`_defrag`)."""
+        if self.seen + want <= self.cache_len or self.attn is None:
+            return
+        self._compact()
+        if self.seen + need > self.cache_len or (self.seen + want > self.cache_len and want > need):
+            self._defrag()
+
+    def _defrag(self) -> None:
+        """Every row's attended columns moved together, in order and right-aligned, the
+        rest of the row masked: the width becomes the longest row's attended columns.
+        The keys carry their positions (rotary), so moving them changes nothing."""
+        import torch
+
+        w = self.seen
+        live = self.attn[:, :w] != 0
+        width = int(live.sum(dim=1).max())
+        if width >= w:
+            return
+        # per row: its unattended columns first, then its attended ones in order; keep the last `width`
+        idx = torch.argsort(live.to(torch.int8), dim=1, stable=True)[:, w - width:]
+        for layer in self.past.layers:
+            for t in (layer.keys, layer.values):
+                moved = torch.gather(t[:, :, :w], 2, idx[:, None, :, None].expand(-1, t.shape[1], -1, t.shape[3]))
+                t[:, :, :width] = moved
+                t[:, :, width:w] = 0
+            layer.cumulative_length.add_(width - w)
+        self.attn[:, :width] = torch.gather(self.attn[:, :w], 1, idx)
+        self.attn[:, width:w] = 1  # free columns, as a new cache has them
+        self.seen = width
 
     def _compact(self) -> None:
         """Drop the leading columns that no row attends to."""
@@ -415,15 +452,15 @@ class Decoding:
         if not self.seen:
             raise ModelError("run the prompts first: forward() without tokens")
         fn = lm._chunk_fn()
-        if fn is not lm.model and self.seen + chunk_width(width) <= self.cache_len:
+        if self.cache_len:
+            self._make_room(chunk_width(width) if fn is not lm.model else width, width)
+        if fn is not lm.model and (not self.cache_len or self.seen + chunk_width(width) <= self.cache_len):
             width = chunk_width(width)  # more left pads, masked: one of a few compiled widths
         ids = torch.tensor([[0] * (width - len(c)) + list(c) for c in chunks], dtype=torch.long, device=dev)
         real = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in chunks], dtype=torch.long, device=dev)
         pos = self.pos[:, -1:] + real.cumsum(-1)  # pads repeat the last position (masked anyway)
         self.pos = pos
         if self.cache_len:
-            if self.refills and self.seen + width > self.cache_len:
-                self._compact()
             if self.seen + width > self.cache_len:
                 raise ModelError(f"the static cache holds {self.cache_len} positions; this chunk step needs "
                                  f"{self.seen + width} (jump-forward runs pad the shorter runs of a batch)")
@@ -485,8 +522,7 @@ class Decoding:
         if self.attn is not None:
             extra.update(attention_mask=self.attn, position_ids=pos)
         if self.cache_len:
-            if self.refills and self.seen + n > self.cache_len:
-                self._compact()
+            self._make_room(n, n)
             if self.seen + n > self.cache_len:
                 raise ModelError(f"the static cache holds {self.cache_len} positions; step {self.seen + n} "
                                  "is past it")

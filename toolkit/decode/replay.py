@@ -32,25 +32,56 @@ class Replay:
     times stay the model's.  A sequence that leaves its target (a mask refused the
     favoured token) goes on from the model's own logits.  ``sim:...:replay`` and
     ``random:NAME:replay`` use it; jump-forward decoding needs text a grammar can
-    force, which noise rarely is."""
+    force, which noise rarely is.
+
+    Its host work per step is small, as a model's is: each target is tokenized once;
+    while a sequence stands at one of that tokenization's boundaries its next token is
+    the next one of it, and only elsewhere (after forced tokens that split the text
+    differently) is the rest of the target tokenized again."""
 
     def __init__(self, vocab: Vocabulary, targets: list[bytes | None], batch: int) -> None:
         if len(targets) != batch:
             raise ModelError(f"{len(targets)} replay targets for {batch} sequences")
         self.vocab = vocab
-        self.targets = list(targets)
-        self.written = [b""] * batch  # the bytes each sequence wrote so far
+        self.targets: list[bytes | None] = [None] * batch
+        self.at = [0] * batch  # bytes written so far, while on the target (-1: it left it)
+        self._canon: list[list[int]] = [[] for _ in range(batch)]  # the target's tokens
+        self._ends: list[list[int]] = [[] for _ in range(batch)]  # where each of them ends
+        self._k = [0] * batch  # the first of them not yet written
+        for row, target in enumerate(targets):
+            self.reset(row, target)
 
     def reset(self, row: int, target: bytes | None) -> None:
         """Row ``row`` starts a new sequence replaying ``target`` (a continuous batch's
         slot taking its next item)."""
-        self.targets[row] = target
-        self.written[row] = b""
+        self.targets[row], self.at[row], self._k[row] = target, 0, 0
+        toks = canonical_tokens(self.vocab, target) if target else []
+        tb, ends, n = self.vocab.token_bytes, [], 0
+        for t in toks:
+            n += len(tb[t])
+            ends.append(n)
+        self._canon[row], self._ends[row] = toks, ends
 
     def write(self, runs: list[list[int]]) -> None:
         """Record the tokens each sequence was fed this step."""
         tb = self.vocab.token_bytes
-        self.written = [w + b"".join(tb[t] for t in r) for w, r in zip(self.written, runs, strict=True)]
+        for row, run in enumerate(runs):
+            target, at = self.targets[row], self.at[row]
+            if target is None or at < 0:
+                continue
+            for t in run:
+                b = tb[t]
+                if target[at: at + len(b)] != b:
+                    at = -1
+                    break
+                at += len(b)
+            self.at[row] = at
+
+    @property
+    def written(self) -> list[bytes]:
+        """The bytes each sequence wrote so far while on its target (b"" once it left it
+        or has none)."""
+        return [t[:a] if t is not None and a >= 0 else b"" for t, a in zip(self.targets, self.at, strict=True)]
 
     def next_tokens(self) -> list[int | None]:
         """Per sequence, the token favoured next; None once it left its target."""
@@ -58,12 +89,18 @@ class Replay:
 
     def next_token(self, row: int) -> int | None:
         """The token row ``row`` favours next; None once it left its target."""
-        target, written = self.targets[row], self.written[row]
-        if target is None or not target.startswith(written):
+        target, at = self.targets[row], self.at[row]
+        if target is None or at < 0:
             return None
-        if len(written) == len(target):
+        if at == len(target):
             return self.vocab.eos_ids[0] if self.vocab.eos_ids else None
-        toks = canonical_tokens(self.vocab, target[len(written): len(written) + 64])
+        ends, k = self._ends[row], self._k[row]
+        while k < len(ends) and ends[k] <= at:
+            k += 1
+        self._k[row] = k
+        if (ends[k - 1] if k else 0) == at:  # on a boundary of the target's tokens
+            return self._canon[row][k]
+        toks = canonical_tokens(self.vocab, target[at: at + 64])
         return toks[0] if toks else None
 
     def favour(self, logits: Any, rows: list[int] | None = None) -> None:

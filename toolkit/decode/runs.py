@@ -33,7 +33,7 @@ __all__ = ["BASELINES", "JUMP_COLUMNS", "JUMP_MODES", "SUMMARY_COLUMNS", "check_
 
 BASELINES = ("none", "interleaved", "shared")
 """How a grid measures the unconstrained decode: not at all; after each batch of each
-engine, as many steps (``generate(baseline=True)``, drift hits both alike); or once per
+engine, on its items (``generate(baseline=True)``, drift hits both alike); or once per
 batch size, shared by the engines (:func:`~toolkit.decode.generate.unconstrained`)."""
 
 JUMP_MODES: dict[str, tuple[bool, ...]] = {"off": (False,), "on": (True,), "both": (False, True)}
