@@ -204,3 +204,21 @@ def test_a_jump_runs_one_token_steps_attend_over_a_plain_runs_cache(tekken, monk
         dec.forward_chunks([[11], [12, 13, 14, 15]])
         dec.forward_chunks([[16, 17], [18]])  # 13 + 2 > 3 + 10: squeezed first
     assert dec.seen <= dec.cache_len == 13
+
+
+def test_an_unfinished_outputs_prefix_is_checked_against_the_grammar_the_engine_read(tekken) -> None:
+    """A run's engine with options (``spelling=llguidance`` lets an additional key hold an
+    escape, the default spelling does not) is judged by its own reading of the schema, so
+    ``bad_prefix`` counts wrong masks, not spelling options (found on an H200 run)."""
+    from toolkit.decode.loop import Seq
+    from toolkit.decode.outputs import sequence_row
+
+    schema = Item("keys", "schema", {"type": "object", "additionalProperties": {"type": "object"}}, ())
+    tokens = tekken.encode('{"a\\')
+    rows = {}
+    for spelling in ("json", "llguidance"):
+        engine = get_engine("llguidance", tekken, spelling=spelling)
+        seq = Seq(schema, engine.matcher(engine.compile(schema.source())), tokens, 0.0)
+        rows[spelling] = sequence_row(engine, tekken, seq, 0, 0, 1, {})
+    assert rows["llguidance"]["prefix_ok"] is True and rows["llguidance"]["status"] == "unfinished"
+    assert rows["json"]["prefix_ok"] is False  # the default spelling has no escapes in additional keys
