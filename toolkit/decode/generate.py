@@ -8,8 +8,11 @@ baseline runs the same loop as the masked runs, without mask work.
 
 Measured per step: forward (in the pipelined loop the launch plus the host's wait
 for the device), mask (total over the batch, the slowest sequence, and every
-sequence's own time), wait, apply, sample and accept (the part of accepting the
-sampled tokens on the critical path) times; per run: constrained tokens/s,
+sequence's own time), wait, refill (continuous batching), apply, sample (with
+jump-forward also the wait for the sampled ids, which the host needs before it can
+feed the forced tokens) and accept (the part of accepting the sampled tokens, and
+with jump-forward of finding the forced tokens, on the critical path) times; per run:
+constrained tokens/s,
 ``host_overhead_ms`` (wait + accept + the forward pass's slowdown against the
 unconstrained one: what the host adds besides the apply kernel),
 and with ``baseline=True`` the same loop without masks (unconstrained tokens/s) and

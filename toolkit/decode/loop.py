@@ -516,11 +516,11 @@ class _Pipeline:
                 nxt = self._sample()
                 t4 = perf()
                 active = self.live
-                written, accept_s, forward_s, t6 = self._advance(step, nxt, t4)
+                written, accept_s, forward_s, t6, ids_s = self._advance(step, nxt, t4)
                 rows.append({"step": step, "active": active, "tokens": written,
                              "forward_s": launch + (t1 - t0) + forward_s, "launch_s": launch + forward_s,
-                             "wait_s": tw - t1, "refill_s": tr - tw, "apply_s": t3 - tr, "sample_s": t4 - t3,
-                             "accept_s": accept_s, "step_s": launch + t6 - t0})
+                             "wait_s": tw - t1, "refill_s": tr - tw, "apply_s": t3 - tr,
+                             "sample_s": t4 - t3 + ids_s, "accept_s": accept_s, "step_s": launch + t6 - t0})
                 if info is None:  # step 0's masks are the first ones (in TTFM), or no masks
                     info = StepFigures.none(self.live)
                 else:  # the figures of the masks this step waited for (bookkeeping, after the step)
@@ -595,15 +595,18 @@ class _Pipeline:
         self.live = int(live.sum())
         return written
 
-    def _advance(self, step: int, nxt: Any, t4: float) -> tuple[int, float, float, float]:
+    def _advance(self, step: int, nxt: Any, t4: float) -> tuple[int, float, float, float, float]:
         """Launch the next forward pass and submit the next masks: ``(tokens written,
-        the accept seconds on the critical path, the launch seconds, when it ended)``.
-        Jump-forward accepts (and takes the forced tokens) first: the pass feeds them."""
+        the accept seconds on the critical path, the launch seconds, when it ended, the
+        seconds waited for the sampled ids first)``.  Jump-forward accepts (and takes
+        the forced tokens) first: the pass feeds them, so the host waits for the sampler
+        (device time, counted with the sample) before its own work (the accept)."""
         perf, stepper, event, last = time.perf_counter, self.stepper, self.event, step + 1 >= self.n
         more = self.feeder is not None or step + 1 < self.max_tokens
         if self.jump:
             if event is not None:
                 event.synchronize()
+            te = perf()
             runs, written = stepper.jump(self.ids_np)  # type: ignore[union-attr]
             tj = perf()
             if more and (stepper.live_count() or self.feeder is not None):  # type: ignore[union-attr]
@@ -612,7 +615,7 @@ class _Pipeline:
             stepper.submit_fill(last=last)  # type: ignore[union-attr]
             self.pending = True
             t6 = perf()
-            return written, (tj - t4) + (t6 - t5), t5 - tj, t6
+            return written, (tj - te) + (t6 - t5), t5 - tj, t6, te - t4
         if more:
             self.logits = self.dec.forward(nxt)
         t5 = perf()
@@ -625,4 +628,4 @@ class _Pipeline:
         else:
             written = self._plain_accept()
         t6 = perf()
-        return written, t6 - t5, t5 - t4, t6
+        return written, t6 - t5, t5 - t4, t6, 0.0
