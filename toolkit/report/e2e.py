@@ -163,6 +163,7 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
             "dir": str(p),
             **summary,
         }
+        row["sim_apply_ms"] = model.get("apply_ms")  # the stand-in queues apply and sample as device time
         row["batch"] = int(summary.get("batch", meta.get("batch", 0)))
         row["repeat"] = int(meta.get("repeat") or 1)
         row["loop"] = f"{summary.get('loop') or 'serial'} loop"  # runs from before the pipelined loop: serial
@@ -496,11 +497,17 @@ def e2e_sections(dirs: Iterable[str | os.PathLike[str]], out_dir: Path, *,
         lines += ["**Random weights**: no checkpoint could be downloaded; step times are the real "
                   "architecture's, the text is noise (sequences wander until `--max-tokens` more often "
                   "than a trained model's would).", ""]
-    if runs["model"].astype(str).str.startswith("sim:").any():
+    sim = runs["model"].astype(str).str.startswith("sim:")
+    if sim.any():
+        queued = "sim_apply_ms" in runs and runs.loc[sim, "sim_apply_ms"].notna().all()
         lines += ["**Simulated device** (`sim:FORWARD_MS:LAUNCHES`): no model runs; a forward pass is LAUNCHES "
                   "short Python calls (they need the GIL, as a framework's kernel launches do) and then a wait "
-                  "that holds neither the GIL nor a core. Apply and sample run on this machine's CPU, where a "
-                  "GPU would take microseconds: read *host overhead*, not *overhead %*.", ""]
+                  "that holds neither the GIL nor a core. "
+                  + ("The apply kernel and the sampler are device time too (queued waits; the logits are lazy), "
+                     "so the host pays for launches as on a GPU and *overhead %* reads as a GPU's."
+                     if queued else
+                     "Apply and sample run on this machine's CPU, where a GPU would take microseconds: read "
+                     "*host overhead*, not *overhead %*."), ""]
     noise = noise_warnings(runs)
     if noise:
         lines += ["**Warning: within noise.** " + "; ".join(noise) + ".", ""]
