@@ -187,3 +187,21 @@ def test_forced_tokens_from_c_are_the_python_rules(name: str) -> None:
             if not m.accept_token(t):
                 break
     assert checked >= 5
+
+
+@pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines"])
+def test_accept_and_forced_tokens_in_one_call(name: str) -> None:
+    """``accept_forced_tokens`` (jump-forward's per-sequence call) is ``accept_allowed``
+    then ``forced_tokens``; a refused token gives None and leaves the state as it was."""
+    g = Grammar.from_lark(GRAMMARS["object"])
+    engine = get_engine(name, VOCAB)
+    try:
+        one, two = engine.matcher(engine.compile(g)), engine.matcher(engine.compile(g))
+    except UnsupportedGrammar:
+        pytest.skip(f"{name} does not compile this grammar")
+    for t in canonical_tokens(VOCAB, TEXTS["object"]):
+        bad = next(u for u in range(1, VOCAB.size) if not two.fork().accept_token(u))  # refused here
+        assert one.accept_forced_tokens(bad) is None and one.num_tokens == two.num_tokens
+        got = one.accept_forced_tokens(t)
+        assert two.accept_allowed(t)
+        assert got == two.forced_tokens() and one.num_tokens == two.num_tokens

@@ -366,7 +366,10 @@ class Stepper(MaskRows):
             if t < 0:
                 self._end(j, "rejected", "the mask allowed no token")
                 continue
-            if not m.accept_allowed(t):
+            # masklab's strategies accept and find the forced bytes in one C call
+            both = getattr(m, "accept_forced_tokens", None)
+            forced = both(t) if both is not None else ([] if m.accept_allowed(t) else None)
+            if forced is None:
                 self._end(j, "error" if m.error else "rejected")
                 continue
             self.out[j, self.n_out[j]] = t
@@ -376,7 +379,9 @@ class Stepper(MaskRows):
                 self._end(j, "finished")
                 continue
             room = self.max_tokens - int(self.n_out[j])
-            forced = m.forced_tokens()[:room] if room > 0 else []
+            if both is None and room > 0:
+                forced = m.forced_tokens()
+            forced = forced[:room] if room > 0 else []
             if forced:
                 took = m.accept_tokens(forced)
                 forced = forced[:took]
