@@ -71,6 +71,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     out = tmp_path_factory.mktemp("figures") / "gen"
     assert main(["generate", "--engine", "outlines", "llguidance", "--model", "sim:1:5", "--max-tokens", "6",
                  "--limit", "2", "--batch", "1", "2", "--repeat", "2", "--unconstrained-baseline", "--quiet",
+                 "--schedule", "static",  # one setup: the looks are tested, not the schedules
                  "--no-compare-kernels", "--out", str(out), "-o", "outlines.whitespace=compact",
                  "-o", "llguidance.whitespace=compact"]) == 0
     return load_generate_runs([out])[0]

@@ -78,8 +78,8 @@ _STATUSES = ("valid", "invalid", "unchecked", "unfinished", "bad_prefix", "outsi
              "compile_error", "prompt_too_long")
 _SETTINGS = ("model", "device", "dtype", "apply", "forward", "prompt", "loop", "schedule")
 _REF_GREYS = ("0.45", "0.15", "0.65", "0.3")  # one per setup's unconstrained line
-_PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("apply_ms", "apply mask"),
-          ("sample_ms", "sample"), ("accept_ms", "accept tokens"))
+_PARTS = (("forward_ms", "forward"), ("wait_ms", "wait for masks"), ("refill_ms", "refill slots"),
+          ("apply_ms", "apply mask"), ("sample_ms", "sample"), ("accept_ms", "accept tokens"))
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -418,6 +418,8 @@ def plot_step_parts(runs: pd.DataFrame, path: str | os.PathLike[str] | None = No
         left = np.zeros(len(rows))
         handles, labels = [], []
         for i, (col, name) in enumerate(_PARTS):
+            if col not in rows or not rows[col].fillna(0.0).any():  # no refills: static batches, older runs
+                continue
             vals = rows[col].fillna(0.0).to_numpy(dtype=float)
             h = ax.barh(y, vals, left=left, color=PALETTE[i], hatch=HATCHES[i], edgecolor="white", height=0.7)
             left += vals
