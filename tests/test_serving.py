@@ -67,6 +67,10 @@ def test_the_unconstrained_baseline_runs_the_same_schedule_and_ends_at_eos(tekke
         assert all(s["status"] == "valid" for s in run.sequences)
         assert sum(r["tokens"] for r in con) == sum(r["tokens"] for r in unc) > 0
         assert (sum(r["refill_s"] for r in con) > 0) == (schedule == "continuous")  # the refills' own time
+    # more slots than items: the vacant slots write nothing without masks either
+    run = generate(engine, lm, tekken, items, batch=8, max_tokens=64, schedule="continuous")
+    assert (sum(r["tokens"] for r in run.steps if r["mode"] == "constrained")
+            == sum(r["tokens"] for r in run.steps if r["mode"] == "unconstrained"))
     shared = unconstrained(lm, tekken, items, batch=2, max_tokens=64, schedule="continuous")
     assert shared.schedule == "continuous"
     with pytest.raises(ValueError, match="the static schedule, this run the continuous"):

@@ -296,7 +296,7 @@ def _continuous_unconstrained(lm: LoadedModel, prompts: _Prompts, items: Sequenc
     targets = [f.target if f is not None else None for f in firsts] if lm.replay else None
     return pipelined_loop(lm, [f.prompt if f is not None else dummy for f in firsts], max_tokens, temperature, seed,
                           None, targets=targets, feeder=lambda: queue.popleft() if queue else None,
-                          eos=vocab.eos_ids)
+                          eos=vocab.eos_ids, idle=[f is None for f in firsts])  # fewer items than slots: vacant
 
 
 def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | int, *, batch: int = 1,
