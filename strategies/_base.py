@@ -352,15 +352,24 @@ class NativeMatcher(MatcherBase):
         forced = self.session.accept_then_forced(check_token_id(token_id), FORCED_LIMIT)
         if not forced:
             return forced if forced is None else []
-        return tokens_for_forced(self.vocab, self.last_token(), forced, self.allows_bytes, self.session.chop_start)
+        return self.tokens_of_forced(forced)
+
+    def prepare_forced(self) -> None:
+        """The protocol's, and the session's tokens sorted for the chop in C."""
+        super().prepare_forced()
+        self.session.V.prepare_chop()
 
     def forced_tokens(self) -> list[int]:
-        """The protocol's forced tokens, the chop's trie walks in C (the session pushes
+        """The protocol's forced tokens, the chop's trie walks in C (the session tries
         each extension byte once, without the GIL): the same tokens as the Python rule."""
         forced = self.forced_bytes()
         if not forced:
             return []
-        return tokens_for_forced(self.vocab, self.last_token(), forced, self.allows_bytes, self.session.chop_start)
+        return self.tokens_of_forced(forced)
+
+    def tokens_of_forced(self, forced: bytes) -> list[int]:
+        """The protocol's, with the chop in one C call (:meth:`Session.chop_tokens`)."""
+        return tokens_for_forced(self.vocab, self.last_token(), forced, self.allows_bytes, self.session.chop_tokens)
 
     def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:
         """The draft's masks in one C call: fill, accept, fill... then undo (see the protocol)."""

@@ -159,12 +159,15 @@ def test_draft_and_forced_calls_refuse_bad_arguments() -> None:
 
 @pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines", "glr"])
 def test_forced_tokens_from_c_are_the_python_rules(name: str) -> None:
-    """Our strategies' chop runs in C (``Session.chop_start``); on every step of the
+    """Our strategies' chop runs in C (``Session.chop_tokens``); on every step of the
     conformance walks, and of a JSON schema's on Llama 3, it gives the tokens of the
     Python rule (``forced_tokens`` with the matcher's ``allows_bytes``)."""
     from tests._support.shared import SHARED
     from toolkit.core.vocab import load_vocab
 
+    from toolkit.core.forced import MAX_LOOKBACK
+
+    assert MAX_LOOKBACK == 4  # what Session.chop_tokens reads
     walks = [(VOCAB, Grammar.from_lark(GRAMMARS[g]), TEXTS[g]) for g in sorted(GRAMMARS)]
     shared = SHARED / "tokenizers/llama-3/tokenizer.model"
     if shared.is_file():  # without the shared tokenizers: the small vocabulary's walks only
@@ -205,3 +208,43 @@ def test_accept_and_forced_tokens_in_one_call(name: str) -> None:
         got = one.accept_forced_tokens(t)
         assert two.accept_allowed(t)
         assert got == two.forced_tokens() and one.num_tokens == two.num_tokens
+
+
+@pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines", "glr"])
+def test_next_bytes_hold_every_byte_the_core_takes(name: str) -> None:
+    """The core's ``next_bytes`` (what the forced bytes and the chop's walk try) holds
+    every byte the state takes, after every byte of the conformance walks and of a JSON
+    schema's walk on Llama 3 (fed as single-byte tokens, so inside lexemes and forced
+    runs too), and exactly those where it says so: always for outlines' DFA and
+    xgrammar's terms, inside a lexeme that cannot end for llguidance's lexer."""
+    from tests._support.shared import SHARED
+    from toolkit.core.vocab import load_vocab
+
+    walks = [(VOCAB, Grammar.from_lark(GRAMMARS[g]), TEXTS[g]) for g in sorted(GRAMMARS)]
+    shared = SHARED / "tokenizers/llama-3/tokenizer.model"
+    if shared.is_file():
+        llama = load_vocab(f"llama3:{shared}")
+        schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"}},
+                  "required": ["name", "tags"], "additionalProperties": False}
+        walks.append((llama, schema, b'{"name": "Ada", "tags": ["x", 1]}'))
+    exact = name in ("outlines", "xgrammar")
+    checked = exact_seen = 0
+    for vocab, spec, text in walks:
+        engine = get_engine(name, vocab, **({"spelling": "llguidance"} if isinstance(spec, dict) else {}))
+        try:
+            m = engine.matcher(engine.compile(spec))
+        except UnsupportedGrammar:
+            continue
+        single = TokenExtensions.of(vocab).single
+        for byte in text:  # a byte at a time: every state inside each lexeme and forced run
+            given, told = m.session.next_bytes()
+            takes = [b for b in range(256) if m.allows_bytes(bytes([b]))]
+            assert told in (1, 2) and byte in takes, (name, text)
+            assert all(given[b] for b in takes), (name, text, byte, [b for b in takes if not given[b]])
+            if told == 2:  # exactly those
+                assert given.nonzero()[0].tolist() == takes, (name, text, byte)
+            assert told == 2 or not exact, (name, text, byte)
+            checked += 1
+            exact_seen += told == 2
+            assert m.accept_token(single[bytes([byte])])
+    assert checked >= 50 and exact_seen >= 10

@@ -2,7 +2,7 @@
 # lexer, the Earley parser, the trie walk and the slicer): the lexer's sentinels, the
 # slicer's marks, an Earley item, and the fields and C methods of its three classes.
 
-from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from toolkit.core.cutil cimport Arena, I64Map, WorkCounters
 from toolkit.core.ids cimport state_t, symbol_t, token_t, word_t
@@ -89,6 +89,7 @@ cdef class ParserTables:
     cdef int32_t* g_lex              # per global state: its lexeme
     cdef uint8_t* g_acc              # per global state: accepting (never a dead state)
     cdef uint8_t* g_ext              # per global state: some byte leads to a live state
+    cdef uint64_t first_any[4]       # the bytes some lexeme starts with (256 bits: jump-forward's probes)
     cdef object _keep                # the lexemes' numpy tables, then their class arrays
     # lexer states (hash-consed sets of global states; filled lazily)
     cdef readonly int32_t n_ls       # lexer states interned
@@ -165,6 +166,8 @@ cdef class ParserTables:
     cdef state_t intern(self, const state_t* gs, int32_t n) noexcept nogil
     cdef int _grow_ls(self, int64_t need) noexcept nogil
     cdef state_t step(self, state_t x, uint8_t b) noexcept nogil
+    cdef void live_bytes(self, state_t x, uint64_t* out) noexcept nogil
+    cdef void live_bytes_of(self, state_t g, uint64_t* out) noexcept nogil
     cdef state_t start_state(self, const int32_t* lexemes, int32_t n) noexcept nogil
     cdef state_t allowed_start(self, int32_t n) noexcept nogil
     cdef int contained(self, state_t g, int32_t k, const state_t* strans, int32_t sn,
@@ -251,6 +254,7 @@ cdef class EarleyParser:
     cdef int _fill_c(self, word_t* mask, int32_t n_words) noexcept nogil
     cdef int c_push(self, const uint8_t* data, int32_t n) noexcept nogil
     cdef int _consume(self, const uint8_t* data, Py_ssize_t n, state_t* x_out, bint* fresh_out) noexcept nogil
+    cdef int c_next_bytes(self, uint64_t* out) noexcept nogil
     cdef void c_undo(self) noexcept nogil
     cdef int c_accepting(self) noexcept nogil
     cdef void take_error(self, int32_t* code, int64_t* value) noexcept nogil

@@ -287,6 +287,20 @@ cdef class ParserTables:
                         if tr[<int64_t>s * k + col] != DEAD:
                             self.g_ext[g] = 1
                             break
+        self.first_any[0] = self.first_any[1] = self.first_any[2] = self.first_any[3] = 0
+        for l in range(self.n_lex):
+            g = self.lex_off[l] + self.lex_start[l]
+            if self.lex_start[l] != DEAD:
+                self.live_bytes_of(g, self.first_any)
+
+    cdef void live_bytes_of(self, state_t g, uint64_t* out) noexcept nogil:
+        """OR into ``out`` the bytes on which global state ``g`` does not die."""
+        cdef int32_t l = self.g_lex[g], b
+        cdef const state_t* row = self.lex_trans[l] + <int64_t>(g - self.lex_off[l]) * self.lex_k[l]
+        cdef const uint8_t* cls = self.lex_cls[l]
+        for b in range(BYTES):
+            if row[cls[b]] != DEAD:
+                out[b >> 6] |= (<uint64_t>1) << (b & 63)
 
     cdef void _init_caches(self) except *:
         """The lazy lexer-state tables (empty), the scratch and the slicer's caches."""
@@ -440,6 +454,14 @@ cdef class ParserTables:
                 return y
         self.ls_trans[<int64_t>x * BYTES + b] = y
         return y
+
+    cdef void live_bytes(self, state_t x, uint64_t* out) noexcept nogil:
+        """OR into ``out`` the bytes after which lexer state x keeps a live pair (the
+        bytes that extend the lexeme)."""
+        cdef int32_t i, n = self.sets.len[x]
+        cdef const state_t* members = self.sets.pool + self.sets.off[x]
+        for i in range(n):
+            self.live_bytes_of(members[i], out)
 
     cdef state_t start_state(self, const int32_t* lexemes, int32_t n) noexcept nogil:
         """The lexer state at the start of one of lexemes[0..n) (sorted), skip added when n > 0."""
@@ -1430,6 +1452,26 @@ cdef class EarleyParser:
         self.fresh = fresh
         return 1
 
+    cdef int c_next_bytes(self, uint64_t* out) noexcept nogil:
+        """The ops' ``next_bytes``: the bytes that extend the current lexeme (each is
+        taken: the lexer state holds only lexemes the parser allows), exactly those
+        while no lexeme may end here; where one may, also the bytes the next may start
+        with, a superset: after a skip lexeme the row's own lexemes' (known), after
+        another every lexeme's (the parser would have to scan it to know which follow)."""
+        cdef state_t x = self.ls
+        out[0] = out[1] = out[2] = out[3] = 0
+        self.T.live_bytes(x, out)
+        if self.T.ls_flags[x] & F_SKIP_ACC:
+            self.T.live_bytes(self.row_ls[self.n_rows - 1], out)
+        elif self.T.ls_acc_len[x] > 0:
+            out[0] |= self.T.first_any[0]
+            out[1] |= self.T.first_any[1]
+            out[2] |= self.T.first_any[2]
+            out[3] |= self.T.first_any[3]
+        else:
+            return 2
+        return 1
+
     cdef void c_undo(self) noexcept nogil:
         self.fresh = undo_pop(&self.undo_stack)
         self._truncate(undo_pop(&self.undo_stack))
@@ -1655,7 +1697,12 @@ cdef void _ops_work(void* core, WorkCounters* out) noexcept nogil:
     add_work(out, &(<EarleyParser>core).work)
 
 
-cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error, _ops_work)
+cdef int _ops_next_bytes(void* core, uint64_t* out) noexcept nogil:
+    return (<EarleyParser>core).c_next_bytes(out)
+
+
+cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error, _ops_work,
+                                    _ops_next_bytes)
 
 
 def ops_capsule():

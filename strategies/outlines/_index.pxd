@@ -1,6 +1,6 @@
 # The Outlines token index and its cursor (the code and the layout are in _index.pyx).
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 
 from toolkit.core.cutil cimport WorkCounters
 from toolkit.core.ids cimport state_t, token_t, word_t
@@ -52,5 +52,6 @@ cdef class Cursor:
 
     cdef int c_advance(self, token_t token) noexcept nogil
     cdef int c_advance_bytes(self, const uint8_t* data, int32_t n) noexcept nogil
+    cdef int c_next_bytes(self, uint64_t* out) noexcept nogil
     cdef void c_undo(self) noexcept nogil
     cdef int c_fill(self, word_t* row, int64_t* count) noexcept nogil

@@ -22,7 +22,7 @@ Special and padding ids are not in the trie, so no row ever allows them; EOS is 
 matcher's business (allowed in accepting states).
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memcpy, memset
 
@@ -30,7 +30,7 @@ import numpy as np
 
 cimport numpy as cnp
 
-from toolkit.core.cutil cimport ERR_MEMORY, WorkCounters, grow, resize
+from toolkit.core.cutil cimport BYTES, ERR_MEMORY, WorkCounters, grow, resize
 from toolkit.core.ids cimport DEAD, state_t, token_t, word_t
 from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 from toolkit.core.trie cimport TokenTrie, trie_walk_dfa
@@ -334,6 +334,17 @@ cdef class Cursor:
         self.state = s
         return 1
 
+    cdef int c_next_bytes(self, uint64_t* out) noexcept nogil:
+        """The ops' ``next_bytes``, exact: the bytes the DFA does not die on."""
+        cdef const state_t* row = self.index.trans + <int64_t>self.state * self.index.n_classes
+        cdef const uint8_t* cls = self.index.cls
+        cdef int32_t b
+        out[0] = out[1] = out[2] = out[3] = 0
+        for b in range(BYTES):
+            if row[cls[b]] != DEAD:
+                out[b >> 6] |= (<uint64_t>1) << (b & 63)
+        return 2
+
     cdef void c_undo(self) noexcept nogil:
         self.state = undo_pop(&self.undo_stack)
 
@@ -383,7 +394,12 @@ cdef void _cur_work(void* core, WorkCounters* out) noexcept nogil:
     add_work(out, &(<Cursor>core).work)
 
 
-cdef StrategyOps _OPS = StrategyOps(_cur_advance, _cur_undo, _cur_fill, _cur_accepting, _cur_take_error, _cur_work)
+cdef int _cur_next_bytes(void* core, uint64_t* out) noexcept nogil:
+    return (<Cursor>core).c_next_bytes(out)
+
+
+cdef StrategyOps _OPS = StrategyOps(_cur_advance, _cur_undo, _cur_fill, _cur_accepting, _cur_take_error, _cur_work,
+                                    _cur_next_bytes)
 
 
 def ops_capsule():

@@ -2,7 +2,7 @@
 # sequence (a Charts) that fill masks from the tables' adaptive cache, and the
 # StrategyOps a toolkit.core.session.Session drives it through.
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
 from strategies.xgrammar._charts cimport Charts
 from strategies.xgrammar._tables cimport Tables
@@ -32,5 +32,6 @@ cdef class Parser(Charts):
     cdef int64_t _candidates(self, const word_t* row) noexcept nogil
     cdef int _check(self, word_t* row, int64_t n_cand, int64_t* nodes) noexcept nogil
     cdef int c_advance(self, const uint8_t* data, int32_t n) noexcept nogil
+    cdef int c_next_bytes(self, uint64_t* out) noexcept nogil
     cdef void c_undo(self) noexcept nogil
     cdef int c_fill(self, word_t* row, int32_t n_words) noexcept nogil

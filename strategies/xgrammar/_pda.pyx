@@ -22,14 +22,14 @@ The parser counts its work (``MaskStats``, through the session's ``work`` op):
   ``tokens_cached + tokens_checked`` is the vocabulary's text tokens).
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort
 from libc.string cimport memcpy, memset
 
 from strategies.xgrammar._charts cimport Charts
 from strategies.xgrammar._tables cimport K_ACCEPTED, K_BITSET, Inner, Pos, Tables
-from toolkit.core.cutil cimport ERR_MEMORY, ERR_NO_CACHE, WorkCounters
-from toolkit.core.ids cimport symbol_t, token_t, word_t
+from toolkit.core.cutil cimport BYTES, ERR_MEMORY, ERR_NO_CACHE, WorkCounters
+from toolkit.core.ids cimport DEAD, state_t, symbol_t, token_t, word_t
 from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 
 __all__ = ["Parser", "ops_capsule"]
@@ -271,6 +271,22 @@ cdef class Parser(Charts):
         self.undo_stack.n += 1
         return 1
 
+    cdef int c_next_bytes(self, uint64_t* out) noexcept nogil:
+        """The ops' ``next_bytes``, exact: the bytes some term of the last chart does not
+        die on (a byte is read when a term lives after it)."""
+        cdef int64_t i
+        cdef int32_t b
+        cdef symbol_t ti
+        cdef state_t s
+        out[0] = out[1] = out[2] = out[3] = 0
+        for i in range(self.ch_terms[self.n_charts - 1], self.n_terms):
+            ti = self.terms[i].t - self.G.n_nt
+            s = self.terms[i].s
+            for b in range(BYTES):
+                if self.G.step(ti, s, <uint8_t>b) != DEAD:
+                    out[b >> 6] |= (<uint64_t>1) << (b & 63)
+        return 2
+
     cdef void c_undo(self) noexcept nogil:
         self.pop(undo_pop(&self.undo_stack))
 
@@ -315,7 +331,12 @@ cdef void _ops_work(void* core, WorkCounters* out) noexcept nogil:
     add_work(out, &(<Parser>core).work)
 
 
-cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error, _ops_work)
+cdef int _ops_next_bytes(void* core, uint64_t* out) noexcept nogil:
+    return (<Parser>core).c_next_bytes(out)
+
+
+cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error, _ops_work,
+                                    _ops_next_bytes)
 
 
 def ops_capsule():

@@ -17,7 +17,9 @@ Its results and the matchers' states afterwards are exactly those of the one-at-
 calls in that order (tested on real walks).  An engine provides its own batch by a
 ``batch_matcher(matchers, threads)`` method (masklab's strategies, the peers through
 their batch APIs); any other engine (``naive``, a plug-in) gets :class:`ThreadedBatch`,
-the same calls made from ``threads`` Python threads.  Matchers that share mutable
+the same calls made from ``threads`` Python threads.  Jump-forward's step (accept the
+sampled ids, find the forced bytes) is one more call of the native batch,
+:meth:`NativeBatchMatcher.accept_forced`.  Matchers that share mutable
 state (the lazily built lexer of one compiled grammar in ``llguidance``) are stepped by
 one thread, in row order: :func:`lanes`.
 """
@@ -35,7 +37,7 @@ import numpy as np
 from toolkit.core.protocol import BatchMatcher, BatchStep, Matcher
 from toolkit.core.session import NativeBatch, Session
 
-__all__ = ["NO_TOKEN", "SKIP", "make_batch", "ThreadedBatch", "NativeBatchMatcher", "default_threads", "lanes", "new_step",
+__all__ = ["NO_TOKEN", "SKIP", "FORCED_ROW", "make_batch", "ThreadedBatch", "NativeBatchMatcher", "default_threads", "lanes", "new_step",
            "check_step_args"]
 
 NO_TOKEN = -1
@@ -43,6 +45,9 @@ NO_TOKEN = -1
 
 SKIP = -2
 """``tokens[i]``: leave this row alone (a finished sequence)."""
+
+FORCED_ROW = 256
+"""Forced bytes :meth:`NativeBatchMatcher.accept_forced` finds per row in its call."""
 
 
 def default_threads(batch: int) -> int:
@@ -106,6 +111,9 @@ class NativeBatchMatcher:
         self._native = NativeBatch([m.session for m in self.matchers], lanes(self.matchers), threads)
         self.threads = self._native.threads
         self._out = new_step(len(self.matchers))
+        n = len(self.matchers)
+        self._n_forced = np.zeros(n, dtype=np.int32)
+        self._forced = np.zeros((n, FORCED_ROW), dtype=np.uint8)
 
     def step(self, tokens: Any, bitmask: np.ndarray) -> BatchStep:
         tok = check_step_args(len(self.matchers), tokens, bitmask)
@@ -116,6 +124,19 @@ class NativeBatchMatcher:
         self._native.step(tok, bitmask, out.accepted, out.allowed, out.seconds)
         out.wall_s = time.perf_counter() - t0
         return out
+
+    def accept_forced(self, ids: np.ndarray, rows: np.ndarray, live: np.ndarray, n_out: np.ndarray,
+                      max_tokens: int, tokens: np.ndarray, accepted: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+        """Jump-forward's part of a step in one C call without the GIL
+        (:meth:`toolkit.core.session.NativeBatch.accept_forced`): row ``i`` accepts the id
+        its slot drew, ``ids[rows[i]]``, and finds the bytes its grammar forces next;
+        ``live`` (bool), ``tokens`` (int32) and ``accepted`` (int8) are updated in place.
+        Returns the tokens accepted, ``n_forced`` and ``forced`` (row ``i``'s bytes are
+        ``forced[i, :n_forced[i]]``; a row that fills all :data:`FORCED_ROW` columns may
+        have more: ask its matcher's ``forced_bytes()``), reused by the next call."""
+        written = self._native.accept_forced(ids, rows, live.view(np.uint8), n_out, max_tokens, tokens, accepted,
+                                             self._n_forced, self._forced)
+        return written, self._n_forced, self._forced
 
     def close(self) -> None:
         self._native.close()

@@ -16,6 +16,13 @@ cdef enum:
     BYTES = 256         # the byte alphabet: every byte-level table has this many columns
 
 
+cdef extern from *:
+    # the index of the lowest set bit (x != 0): a byte set's bits in order
+    int ctz64 "__builtin_ctzll"(unsigned long long x) nogil
+    # the set bits of x
+    int popcount64 "__builtin_popcountll"(unsigned long long x) nogil
+
+
 cdef enum ErrCode:
     # What a C function of masklab failed with.  Zero is success; every code is
     # negative, so ``rc < 0`` tests any of them and a code is a valid return value.

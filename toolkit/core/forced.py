@@ -33,10 +33,14 @@ from collections.abc import Callable, Iterator
 from toolkit.core.errors import VocabError
 from toolkit.core.vocab import Vocabulary
 
-__all__ = ["TokenExtensions", "canonical_tokens", "marked_tokens", "chop_count", "forced_tokens", "MAX_LOOKBACK"]
+__all__ = ["TokenExtensions", "canonical_tokens", "marked_tokens", "chop_count", "forced_tokens", "MAX_LOOKBACK",
+           "TOKENIZED_CACHE"]
 
 MAX_LOOKBACK = 4
 """Tokens at the end of a forced run that the chop looks at (llguidance's ``max_token_lookback``)."""
+
+TOKENIZED_CACHE = 1 << 14
+"""Forced texts whose canonical tokens :func:`marked_tokens` remembers per vocabulary."""
 
 
 class TokenExtensions:
@@ -56,6 +60,8 @@ class TokenExtensions:
         #: each byte's single-byte token, where the vocabulary has one
         self.single = {k: t for k, t in pairs.items() if len(k) == 1}
         self.vocab = vocab
+        #: :func:`marked_tokens`' memory: text -> (tokens, fixed)
+        self.tokenized: dict[bytes, tuple[tuple[int, ...], int]] = {}
 
     @classmethod
     def of(cls, vocab: Vocabulary) -> TokenExtensions:
@@ -132,7 +138,20 @@ def marked_tokens(vocab: Vocabulary, data: bytes) -> tuple[list[int], int]:
     """:func:`canonical_tokens` of text with special-token marks (``b"\\xff128008\\xff"``,
     :func:`toolkit.grammar.special.mark_bytes`: a grammar can force a special token):
     each mark is its token; returns the tokens and how many of them are fixed (up to the
-    last mark: never re-tokenized or cut, as llguidance's ``tokenize_bytes_marker``)."""
+    last mark: never re-tokenized or cut, as llguidance's ``tokenize_bytes_marker``).
+
+    Remembered per vocabulary (:data:`TOKENIZED_CACHE` texts, then forgotten all at
+    once): a grammar forces the same keys and punctuation again and again."""
+    memo = TokenExtensions.of(vocab).tokenized
+    hit = memo.get(data)
+    if hit is None:
+        if len(memo) >= TOKENIZED_CACHE:
+            memo.clear()
+        hit = memo[data] = _marked_tokens(vocab, data)
+    return list(hit[0]), hit[1]
+
+
+def _marked_tokens(vocab: Vocabulary, data: bytes) -> tuple[tuple[int, ...], int]:
     out: list[int] = []
     fixed = 0
     while b"\xff" in data:
@@ -141,11 +160,11 @@ def marked_tokens(vocab: Vocabulary, data: bytes) -> tuple[list[int], int]:
         out += _text_tokens(vocab, data[:i])
         body = data[i + 1: j] if j > 0 else b""
         if j < 0 or not body.isdigit() or int(body) >= vocab.size:
-            return out, fixed  # a mark not complete yet: the tokens before it
+            return tuple(out), fixed  # a mark not complete yet: the tokens before it
         out.append(int(body))
         fixed = len(out)
         data = data[j + 1:]
-    return out + _text_tokens(vocab, data), fixed
+    return tuple(out + _text_tokens(vocab, data)), fixed
 
 
 def _text_tokens(vocab: Vocabulary, data: bytes) -> list[int]:
@@ -168,23 +187,18 @@ def _text_tokens(vocab: Vocabulary, data: bytes) -> list[int]:
     return out
 
 
-def chop_count(vocab: Vocabulary, tokens: list[int], extends: Callable[[bytes], bool],
-               chop_start: Callable[[bytes], int] | None = None) -> int:
+def chop_count(vocab: Vocabulary, tokens: list[int], extends: Callable[[bytes], bool]) -> int:
     """How many trailing ``tokens`` to drop: the fewest that cover the longest byte suffix
     (of the last :data:`MAX_LOOKBACK` tokens) that a vocabulary token strictly extends
     with bytes ``extends`` allows (the grammar, after every forced byte; it is asked
-    about each prefix of an extension before the extension).  ``chop_start(tail)``, where
-    given, finds where that suffix starts in one call (-1: none; masklab's strategies do
-    it in C, :meth:`toolkit.core.session.Session.chop_start`) instead of the walks here."""
+    about each prefix of an extension before the extension).  masklab's strategies do
+    the same in one C call (:meth:`toolkit.core.session.Session.chop_tokens`)."""
     ext = TokenExtensions.of(vocab)
     tail = b"".join(vocab.token_bytes[t] for t in tokens[-MAX_LOOKBACK:])
     tail = tail[max(0, len(tail) - ext.max_len):]
-    if chop_start is not None:
-        start = chop_start(tail) if tail else -1
-        starts = [start] if start >= 0 else []
-    else:
-        starts = (s for s in range(len(tail)) if ext.extended_by(tail[s:], extends))
-    for start in starts:
+    for start in range(len(tail)):
+        if not ext.extended_by(tail[start:], extends):
+            continue
         covered = 0
         for k in range(1, len(tokens) + 1):
             covered += len(vocab.token_bytes[tokens[-k]])
@@ -194,24 +208,16 @@ def chop_count(vocab: Vocabulary, tokens: list[int], extends: Callable[[bytes], 
 
 
 def forced_tokens(vocab: Vocabulary, last: int | None, forced: bytes, allows: Callable[[bytes], bool],
-                  chop_start: Callable[[bytes, bytes], int] | None = None) -> list[int]:
+                  chop: Callable[[bytes, list[int]], int] | None = None) -> list[int]:
     """The tokens to feed for ``forced`` bytes (see the module doc).
 
     ``last``: the last text token consumed (None: none, or not a text token);
     ``allows(data)``: whether ``forced + data`` can follow the matcher's state (the
     grammar's check; memoized here per prefix, so a trie of candidates costs one check
-    per node); ``chop_start(forced, tail)``: the chop's walks in one call (see
-    :func:`chop_count`)."""
+    per node); ``chop(forced, tokens)``: :func:`chop_count` of the text tokens after the
+    last mark in one call (masklab's strategies: in C, without the GIL)."""
     if not forced:
         return []
-    seen: dict[bytes, bool] = {}
-
-    def extends(extra: bytes) -> bool:  # the trie walk asks for each prefix in turn: cache them
-        ok = seen.get(extra)
-        if ok is None:
-            ok = seen[extra] = allows(forced + extra)
-        return ok
-
     existing: list[int] = []
     prefix = b""
     if last is not None and 0 <= last < vocab.size and vocab.token_bytes[last] and not vocab.is_special(last):
@@ -220,6 +226,14 @@ def forced_tokens(vocab: Vocabulary, last: int | None, forced: bytes, allows: Ca
     if tokens[: len(existing)] != existing:  # the last token would be rewritten: the forced bytes alone
         (tokens, fixed), existing = marked_tokens(vocab, forced), []
     fixed = max(fixed, len(existing))
-    chop = chop_count(vocab, tokens[fixed:], extends,
-                      None if chop_start is None else (lambda tail: chop_start(forced, tail)))
-    return tokens[len(existing): len(tokens) - chop]
+    if chop is not None:
+        return tokens[len(existing): len(tokens) - chop(forced, tokens[fixed:])]
+    seen: dict[bytes, bool] = {}
+
+    def extends(extra: bytes) -> bool:  # the trie walk asks for each prefix in turn: cache them
+        ok = seen.get(extra)
+        if ok is None:
+            ok = seen[extra] = allows(forced + extra)
+        return ok
+
+    return tokens[len(existing): len(tokens) - chop_count(vocab, tokens[fixed:], extends)]

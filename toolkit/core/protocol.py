@@ -241,6 +241,8 @@ class Matcher(Protocol):
     def mask_stats(self) -> MaskStats: ...
     def forced_bytes(self, limit: int = FORCED_LIMIT) -> bytes: ...
     def forced_tokens(self) -> list[int]: ...
+    def prepare_forced(self) -> None: ...
+    def tokens_of_forced(self, forced: bytes) -> list[int]: ...
     def allows_bytes(self, data: bytes) -> bool: ...
     def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int: ...
     def fill_draft_tree(self, tokens: Sequence[int], parents: Sequence[int], bitmask: np.ndarray,
@@ -328,6 +330,12 @@ class MatcherBase:
             self.rollback(len(out))
         return bytes(out)
 
+    def prepare_forced(self) -> None:
+        """Build what :meth:`forced_tokens` reads once per vocabulary (the tokens sorted by
+        their bytes) now: a decoding loop calls it before its first step, so no step pays
+        for it."""
+        TokenExtensions.of(self.vocab)
+
     def allows_bytes(self, data: bytes) -> bool:
         """Whether ``data`` can follow what was consumed (the grammar's prefix check,
         byte by byte); the state is unchanged.  This default consumes single-byte tokens
@@ -351,6 +359,11 @@ class MatcherBase:
         forced = self.forced_bytes()
         if not forced:
             return []
+        return self.tokens_of_forced(forced)
+
+    def tokens_of_forced(self, forced: bytes) -> list[int]:
+        """The tokens to feed for ``forced``, the bytes :meth:`forced_bytes` gives in the
+        current state (:func:`toolkit.core.forced.forced_tokens`)."""
         return tokens_for_forced(self.vocab, self.last_token(), forced, self.allows_bytes)
 
     # ------------------------------------------------------------ draft masks --

@@ -7,7 +7,7 @@
 # counts) over any core in C, so the single calls and the batch step are one code path.
 
 from cpython.pycapsule cimport PyCapsule_New
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc
 from libc.string cimport memcpy
 
@@ -32,6 +32,12 @@ cdef struct StrategyOps:
     void (*take_error)(void* core, int32_t* code, int64_t* value) noexcept nogil
     # add the core's work counters (since the core was made; a copy starts at zero) to *out
     void (*work)(void* core, WorkCounters* out) noexcept nogil
+    # the bytes ``advance`` may take next (token -1, one byte), as 256 bits in out[0..3]
+    # (byte b: bit b % 64 of out[b / 64]): 2 = exactly those, 1 = a superset, 0 = the
+    # core cannot tell (the session tries all 256), < 0 = failure.  NULL: never given.
+    # Jump-forward's probes (forced bytes, the chop's trie walk) try only these bytes;
+    # an exact set of two or more bytes is no forced byte without a try.
+    int (*next_bytes)(void* core, uint64_t* out) noexcept nogil
 
 
 cdef struct UndoStack:
@@ -95,6 +101,17 @@ cdef class VocabTable:
     cdef int sort_by_bytes(self) except -1
 
 
+cdef struct ChopScratch:
+    # The chop's trie walk (Session.c_extended): per depth of the extension, the byte
+    # set of the state there, the range of sorted tokens under the prefix, the next byte
+    # to try; and the prefix itself (the tail's suffix, then the extension).
+    uint8_t* prefix      # 2 * max_len + 1 bytes
+    uint64_t* sets       # 4 words per depth (max_len + 1 depths)
+    int32_t* lo
+    int32_t* hi
+    int32_t* next_byte
+
+
 cdef class Session:
     cdef readonly object core      # the strategy's core object (kept alive here)
     cdef void* cp                  # the same object, borrowed, for the nogil calls
@@ -119,13 +136,15 @@ cdef class Session:
     cdef int32_t c_fill(self, word_t* row) noexcept nogil
     cdef void c_rollback(self, int64_t n) noexcept nogil
     cdef int c_try_bytes(self, const uint8_t* data, int32_t n) noexcept nogil
+    cdef int c_next_bytes(self, uint64_t* out) noexcept nogil
     cdef int64_t c_forced_bytes(self, uint8_t* out, int64_t limit) noexcept nogil
     cdef int _key_cmp(self, int32_t j, const uint8_t* p, int64_t n) noexcept nogil
     cdef int32_t _first_at_least(self, const uint8_t* p, int64_t n, int32_t lo, int32_t hi,
                                  bint past) noexcept nogil
-    cdef int c_extended(self, const uint8_t* s, int64_t ns, uint8_t* path) noexcept nogil
+    cdef int c_extended(self, const uint8_t* s, int64_t ns, ChopScratch* w) noexcept nogil
     cdef int64_t c_chop_start(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt,
-                              uint8_t* path) noexcept nogil
+                              ChopScratch* w) noexcept nogil
+    cdef int64_t _chop(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt) except -2
     cdef int32_t c_fill_draft(self, const int32_t* draft, int32_t k, word_t* rows) noexcept nogil
     cdef void c_fill_tree(self, const int32_t* tokens, const int32_t* parents, int32_t n, word_t* rows,
                           uint8_t* ok, int32_t* path) noexcept nogil

@@ -19,7 +19,7 @@ The probes of toolkit/core/cutil.pxd's inline C that its tests run are test code
 
 from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
 from cpython.ref cimport PyObject
-from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.math cimport NAN
 from libc.string cimport memcmp, memcpy, memset
@@ -36,7 +36,9 @@ from toolkit.core.cutil cimport (
     BYTES,
     ERR_MEMORY,
     WorkCounters,
+    ctz64,
     grow,
+    popcount64,
 )
 from toolkit.core.ids cimport token_t, word_t
 
@@ -171,6 +173,11 @@ cdef class VocabTable:
         self.n_words = (vocab.size + 31) // 32
         self._vocab = vocab
 
+    def prepare_chop(self) -> None:
+        """Sort the tokens for the chop's walks now (:meth:`sort_by_bytes`), not in the
+        first jump-forward step."""
+        self.sort_by_bytes()
+
     cdef int sort_by_bytes(self) except -1:
         """Make :attr:`by_bytes` (once): the text tokens in byte order, for the chop's walks."""
         if self._by_bytes_keep is not None:
@@ -269,31 +276,67 @@ cdef class Session:
             self._fail()
         return r
 
+    cdef int c_next_bytes(self, uint64_t* out) noexcept nogil:
+        """The bytes the core may take next into ``out[0..3]`` (its ``next_bytes``; all 256
+        where it gives none): 2 exactly those, 1 a superset, 0 all, < 0 a failure (the
+        session fails)."""
+        cdef int r = 0
+        if self.ops.next_bytes != NULL:
+            r = self.ops.next_bytes(self.cp, out)
+            if r < 0:
+                self._fail()
+                return r
+        if r == 0:
+            out[0] = out[1] = out[2] = out[3] = ~(<uint64_t>0)
+        return r
+
     cdef int64_t c_forced_bytes(self, uint8_t* out, int64_t limit) noexcept nogil:
         """The forced bytes into ``out`` (at most ``limit``): while the state does not
-        accept, the one byte of the 256 the core takes, taken; then all undone."""
+        accept, the one byte the core takes, taken; then all undone.  Only the bytes of
+        the core's ``next_bytes`` are tried, until two are taken; an exact set is read
+        without a try."""
         cdef int64_t n = 0
-        cdef int32_t b, only, count
+        cdef int32_t b, only, count, w
+        cdef uint64_t cand[4]
+        cdef uint64_t bits
         cdef uint8_t byte
-        cdef int r
+        cdef int r, given
         if self.failed or self.n_eos > 0:
             return 0
-        while n < limit and not self._accepting() and not self.failed:
+        while n < limit and not self.failed:
+            given = self.c_next_bytes(cand)
+            if given < 0:
+                break
             count = 0
             only = -1
-            for b in range(BYTES):
-                byte = <uint8_t>b
-                r = self.c_try_bytes(&byte, 1)
-                if r < 0:
-                    count = 0
+            if given == 2:  # exact: forced when it holds one byte (and the state does not accept)
+                count = popcount64(cand[0]) + popcount64(cand[1]) + popcount64(cand[2]) + popcount64(cand[3])
+                if count != 1 or self._accepting():
                     break
-                if r == 1:
-                    count += 1
-                    only = b
-                    if count > 1:
+                for w in range(4):
+                    if cand[w] != 0:
+                        only = w * 64 + ctz64(cand[w])
+            else:
+                if self._accepting():
+                    break
+                r = 0
+                for w in range(4):
+                    bits = cand[w]
+                    while bits != 0 and count < 2:
+                        b = w * 64 + ctz64(bits)
+                        bits &= bits - 1
+                        byte = <uint8_t>b
+                        r = self.c_try_bytes(&byte, 1)
+                        if r < 0:
+                            count = 0
+                            break
+                        if r == 1:
+                            count += 1
+                            only = b
+                    if r < 0 or count > 1:
                         break
-            if count != 1:
-                break
+                if count != 1:
+                    break
             byte = <uint8_t>only
             if self.ops.advance(self.cp, <token_t>-1, &byte, 1) != 1:
                 break
@@ -328,52 +371,71 @@ cdef class Session:
                 hi = mid
         return lo
 
-    cdef int c_extended(self, const uint8_t* s, int64_t ns, uint8_t* path) noexcept nogil:
+    cdef int c_extended(self, const uint8_t* s, int64_t ns, ChopScratch* w) noexcept nogil:
         """Does a text token strictly extend ``s`` with bytes the core takes from its
-        state (each prefix in turn)?  1 / 0, < 0 a failure.  ``path`` (the longest
-        token's length) is scratch: the extension bytes taken now, all undone at the end."""
-        cdef int32_t lo = self._first_at_least(s, ns, 0, self.V.n_by_bytes, False)
-        cdef int32_t hi = self._first_at_least(s, ns, lo, self.V.n_by_bytes, True)
-        cdef int32_t j = lo, t, depth = 0, c
-        cdef int64_t off, m, ne
-        cdef const uint8_t* key
+        state (each prefix in turn)?  1 / 0, < 0 a failure.  A depth-first walk of the
+        sorted tokens under ``s``: at each depth only the bytes of the core's
+        ``next_bytes`` that some token has there are tried, each taken byte undone at
+        the end (``w`` holds the walk, see :c:type:`ChopScratch`)."""
+        cdef int32_t n_keys = self.V.n_by_bytes, d = 0, b, lo, hi, t
+        cdef uint64_t bits
+        cdef uint64_t* cand
         cdef int r, found = 0
-        while j < hi:
-            t = self.V.by_bytes[j]
-            off = self.V.offsets[t]
-            m = self.V.offsets[t + 1] - off
-            ne = m - ns
-            if ne <= 0:
-                j += 1
-                continue
-            key = self.V.blob + off
-            c = 0
-            while c < depth and c < ne and path[c] == key[ns + c]:
-                c += 1
-            while depth > c:
-                self.ops.undo(self.cp)
-                depth -= 1
-            while depth < ne:
-                r = self.ops.advance(self.cp, <token_t>-1, key + ns + depth, 1)
-                if r != 1:
+        if ns >= self.V.max_len:  # no token is longer
+            return 0
+        memcpy(w.prefix, s, <size_t>ns)
+        lo = self._first_at_least(s, ns, 0, n_keys, False)
+        hi = self._first_at_least(s, ns, lo, n_keys, True)
+        if lo == hi:
+            return 0
+        w.lo[0], w.hi[0], w.next_byte[0] = lo, hi, 0
+        if self.c_next_bytes(w.sets) < 0:
+            return -1
+        while d >= 0:
+            # the next byte to try at depth d: in the core's set, from next_byte on
+            cand = w.sets + 4 * d
+            b = w.next_byte[d]
+            bits = 0
+            while b < BYTES:
+                bits = cand[b >> 6] >> (b & 63)
+                if bits != 0:
+                    b += ctz64(bits)
                     break
-                path[depth] = key[ns + depth]
-                depth += 1
-            if depth == ne:
-                found = 1
-                break
+                b = (b | 63) + 1
+            if b >= BYTES:  # this depth is done: back up one byte
+                if d > 0:
+                    self.ops.undo(self.cp)
+                d -= 1
+                continue
+            w.next_byte[d] = b + 1
+            w.prefix[ns + d] = <uint8_t>b
+            lo = self._first_at_least(w.prefix, ns + d + 1, w.lo[d], w.hi[d], False)
+            if lo == w.hi[d] or self._key_cmp(lo, w.prefix, ns + d + 1) != 0:
+                continue  # no token has this byte here
+            r = self.ops.advance(self.cp, <token_t>-1, w.prefix + ns + d, 1)
             if r < 0:
                 found = r
                 break
-            # every token under the refused byte is skipped
-            j = self._first_at_least(key, ns + depth + 1, j, hi, True)
-        while depth > 0:
+            if r == 0:
+                continue
+            t = self.V.by_bytes[lo]
+            if self.V.offsets[t + 1] - self.V.offsets[t] == ns + d + 1:  # a token ends here: found
+                d += 1
+                found = 1
+                break
+            hi = self._first_at_least(w.prefix, ns + d + 1, lo, w.hi[d], True)
+            d += 1
+            w.lo[d], w.hi[d], w.next_byte[d] = lo, hi, 0
+            if self.c_next_bytes(w.sets + 4 * d) < 0:
+                found = -1
+                break
+        while d > 0:
             self.ops.undo(self.cp)
-            depth -= 1
+            d -= 1
         return found
 
     cdef int64_t c_chop_start(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt,
-                              uint8_t* path) noexcept nogil:
+                              ChopScratch* w) noexcept nogil:
         """Where the longest suffix of ``tail`` starts that a text token strictly extends
         with bytes the core takes after ``forced``; -1 for none (or a failure, which
         fails the session)."""
@@ -387,7 +449,7 @@ cdef class Session:
                 self._fail()
             return -1
         for start in range(nt):
-            r = self.c_extended(tail + start, nt - start, path)
+            r = self.c_extended(tail + start, nt - start, w)
             if r < 0:
                 self._fail()
                 break
@@ -575,23 +637,83 @@ cdef class Session:
             return self.forced_bytes(limit)
         return bytes(buf[:n])
 
-    def chop_start(self, const uint8_t[::1] forced, const uint8_t[::1] tail) -> int:
-        """The chop of :func:`toolkit.core.forced.chop_count` in C: where the longest
-        suffix of ``tail`` starts that a text token strictly extends with bytes the
-        grammar allows after ``forced`` (-1: none).  The state is unchanged."""
-        cdef int64_t nf = forced.shape[0], nt = tail.shape[0], out
-        if nf == 0 or nt == 0:
-            return -1
+    def chop_tokens(self, const uint8_t[::1] forced, tokens) -> int:
+        """:func:`toolkit.core.forced.chop_count` of ``tokens`` (text token ids, the
+        canonical tokens of ``forced`` after its last mark) in one C call, the state
+        unchanged: how many trailing tokens to drop, the fewest that cover the longest
+        suffix of the last :data:`~toolkit.core.forced.MAX_LOOKBACK` (4) tokens' bytes
+        that a text token strictly extends with bytes the grammar allows after
+        ``forced`` (:meth:`c_chop_start`)."""
+        cdef int64_t n = len(tokens), k, j, t, nt = 0, start, covered = 0
+        cdef int32_t ids[4]
+        cdef uint8_t* tail
+        cdef int64_t lo = n - 4 if n > 4 else 0
+        if forced.shape[0] == 0 or n == 0:
+            return 0
         self.V.sort_by_bytes()
-        cdef uint8_t* path = <uint8_t*>malloc(<size_t>self.V.max_len + 1)
-        if path == NULL:
+        for j in range(lo, n):
+            t = tokens[j]
+            if not 0 <= t < self.V.size:
+                raise ValueError(f"chop_tokens: {t} is no token id")
+            ids[j - lo] = <int32_t>t
+            nt += self.V.offsets[t + 1] - self.V.offsets[t]
+        tail = <uint8_t*>malloc(<size_t>max(nt, 1))
+        if tail == NULL:
             raise MemoryError()
         try:
-            with nogil:
-                out = self.c_chop_start(&forced[0], nf, &tail[0], nt, path)
+            k = 0
+            for j in range(n - lo):
+                t = ids[j]
+                memcpy(tail + k, self.V.blob + self.V.offsets[t], <size_t>(self.V.offsets[t + 1] - self.V.offsets[t]))
+                k += self.V.offsets[t + 1] - self.V.offsets[t]
+            j = nt - self.V.max_len if nt > self.V.max_len else 0  # the longest token's bytes at most
+            start = self._chop(&forced[0], forced.shape[0], tail + j, nt - j) if nt > j else -1
         finally:
-            free(path)
+            free(tail)
+        if start < 0:
+            return 0
+        for k in range(1, n + 1):
+            t = tokens[n - k]
+            covered += self.V.offsets[t + 1] - self.V.offsets[t]
+            if covered >= nt - j - start:
+                return k
+        return 0
+
+    cdef int64_t _chop(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt) except -2:
+        """:meth:`c_chop_start` with its scratch, without the GIL."""
+        cdef int64_t out, m
+        cdef ChopScratch w
+        self.V.sort_by_bytes()
+        m = <int64_t>self.V.max_len + 1
+        w.prefix = <uint8_t*>malloc(<size_t>m)
+        w.sets = <uint64_t*>malloc(<size_t>m * 4 * sizeof(uint64_t))
+        w.lo = <int32_t*>malloc(<size_t>m * 3 * sizeof(int32_t))
+        if w.prefix == NULL or w.sets == NULL or w.lo == NULL:
+            free(w.prefix)
+            free(w.sets)
+            free(w.lo)
+            raise MemoryError()
+        w.hi = w.lo + m
+        w.next_byte = w.lo + 2 * m
+        with nogil:
+            out = self.c_chop_start(forced, nf, tail, nt, &w)
+        free(w.prefix)
+        free(w.sets)
+        free(w.lo)
         return out
+
+    def next_bytes(self):
+        """The bytes the core may take next (its ``next_bytes``; all 256 where the core
+        gives none), as 256 booleans, and what they are: 2 exactly those, 1 a superset,
+        0 all bytes (the core gives none)."""
+        cdef uint64_t out[4]
+        cdef int r
+        with nogil:
+            r = self.c_next_bytes(out)
+        if r < 0:
+            raise RuntimeError(self.error)
+        words = np.asarray([out[0], out[1], out[2], out[3]], dtype=np.uint64)
+        return np.unpackbits(words.view(np.uint8), bitorder="little").astype(bool), r
 
     def fill_draft_bitmasks(self, draft, bitmask, int64_t row=0):
         """The draft masks of ``draft`` into rows ``row .. row + k`` of a 2-D int32
@@ -775,6 +897,56 @@ cdef class NativeBatch:
             self._work()
         for f in helpers:
             f.result()
+
+    def accept_forced(self, const int64_t[::1] ids, const int64_t[::1] rows, uint8_t[::1] live,
+                      const int64_t[::1] n_out, int64_t max_tokens, int32_t[::1] tokens,
+                      signed char[::1] accepted, int32_t[::1] n_forced, uint8_t[:, ::1] forced) -> int:
+        """Jump-forward's step, on the calling thread without the GIL.  Row ``i`` (live
+        when ``live[i]``) takes the id its slot ``rows[i]`` drew, ``ids[rows[i]]``, into
+        ``tokens[i]`` (SKIP when not live or nothing was drawn) and accepts it
+        (``accepted[i]``: 1, 0 refused, -1 not live, -2 nothing drawn: an empty mask).
+        A row that accepted a text token with room left (``n_out[i] + 1 < max_tokens``)
+        finds the bytes its grammar forces next (:meth:`Session.forced_bytes`, at most
+        ``forced.shape[1]``) into its row of ``forced`` (``n_forced[i]`` of them).  A row
+        that ends here (nothing drawn, refused, EOS, out of room) is no longer ``live``.
+        Returns the tokens accepted."""
+        cdef int32_t i, acc, written = 0
+        cdef int64_t t, cap = forced.shape[1]
+        if rows.shape[0] < self.n or live.shape[0] < self.n or n_out.shape[0] < self.n \
+                or tokens.shape[0] < self.n or accepted.shape[0] < self.n or n_forced.shape[0] < self.n \
+                or forced.shape[0] < self.n:
+            raise ValueError(f"accept_forced: every array needs {self.n} rows")
+        for i in range(self.n):
+            if not 0 <= rows[i] < ids.shape[0]:
+                raise ValueError(f"accept_forced: row {i} names slot {rows[i]}, there are {ids.shape[0]}")
+        if cap < 1:
+            raise ValueError("accept_forced: forced needs at least one column")
+        with nogil:
+            for i in range(self.n):
+                n_forced[i] = 0
+                tokens[i] = T_SKIP
+                if not live[i]:
+                    accepted[i] = -1
+                    continue
+                t = ids[rows[i]]
+                if t < 0:
+                    accepted[i] = -2
+                    live[i] = 0
+                    continue
+                if t > 0x7fffffff:  # no id: refused, as an id past the vocabulary is
+                    t = 0x7fffffff
+                tokens[i] = <int32_t>t
+                acc = (<Session>self.ptrs[i]).c_accept(<int32_t>t)
+                accepted[i] = <signed char>acc
+                if acc != 1:
+                    live[i] = 0
+                    continue
+                written += 1
+                if (<Session>self.ptrs[i]).n_eos > 0 or n_out[i] + 1 >= max_tokens:
+                    live[i] = 0
+                    continue
+                n_forced[i] = <int32_t>(<Session>self.ptrs[i]).c_forced_bytes(&forced[i, 0], cap)
+        return written
 
     def close(self):
         if self.pool is not None:
