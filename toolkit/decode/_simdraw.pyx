@@ -4,6 +4,7 @@ in C without the GIL: what a GPU's sampler does in microseconds must not cost th
 milliseconds, or the stand-in's step times would not predict a GPU's."""
 
 from libc.stdint cimport int32_t, int64_t, uint32_t
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 
 cdef extern from *:
@@ -56,3 +57,14 @@ def masked_greedy(const float[:, ::1] pool, const int32_t[:, ::1] order, const i
                 if best < 0 or v > bestv or (v == bestv and b < best):
                     best = b
             out[i] = best
+
+
+def spin_until(double deadline) -> None:
+    """Spin without the GIL until ``time.perf_counter()`` (the monotonic clock on Linux)
+    reaches ``deadline``."""
+    cdef timespec ts
+    with nogil:
+        while True:
+            clock_gettime(CLOCK_MONOTONIC, &ts)
+            if ts.tv_sec + ts.tv_nsec * 1e-9 >= deadline:
+                break

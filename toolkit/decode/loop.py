@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.core import bitmask as bm
-from toolkit.core.batch import NO_TOKEN, SKIP, make_batch
+from toolkit.core.batch import FORCED_ROW, NO_TOKEN, SKIP, make_batch
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import Item
 from toolkit.decode.model import LoadedModel
@@ -140,11 +140,14 @@ def _sample_on_device(logits: Any, temperature: float, generator: Any) -> Any:
 class _JobThread:
     """One worker thread running ``fn(*args)`` on request: :meth:`submit` starts it,
     :meth:`wait` returns its result (re-raising its exception).  Lighter than a
-    ``concurrent.futures`` pool on the critical path: a finished job is one flag read."""
+    ``concurrent.futures`` pool on the critical path: the hand-over is one lock
+    released (a ``threading.Event`` is a condition over a lock, several times the
+    work), and a finished job is one flag read."""
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
-        self._go = threading.Event()
+        self._go = threading.Lock()
+        self._go.acquire()  # released by submit
         self._done = threading.Event()
         self._done.set()
         self._args: tuple[Any, ...] = ()
@@ -156,8 +159,7 @@ class _JobThread:
 
     def _run(self) -> None:
         while True:
-            self._go.wait()
-            self._go.clear()
+            self._go.acquire()
             if self._stop:
                 return
             try:
@@ -169,7 +171,7 @@ class _JobThread:
     def submit(self, *args: Any) -> None:
         self._done.clear()
         self._args = args
-        self._go.set()
+        self._go.release()
 
     def wait(self) -> Any:
         if not self._done.is_set():
@@ -183,7 +185,7 @@ class _JobThread:
         to take from :meth:`wait`, and is not raised again here)."""
         self._done.wait()
         self._stop = True
-        self._go.set()
+        self._go.release()
         self._thread.join()
 
 
@@ -209,6 +211,9 @@ class Stepper(MaskRows):
         self.is_eos[list(vocab.eos_ids)] = True
         self.batch: Any = None
         self.retired: list[Seq] = []  # sequences whose slot took another (continuous)
+        self._pending: Any = None  # what jump() left to _settle()
+        for s in seqs:
+            self._prepare(s)
         self.arrange()
         self.job = _JobThread(self._fill_step if jump else self._step)
 
@@ -218,6 +223,7 @@ class Stepper(MaskRows):
         Call :meth:`harvest` first when rows hold tokens."""
         seqs = self.seqs
         self.rows = np.asarray([i for i, s in enumerate(seqs) if s.matcher is not None and not s.done], dtype=np.int64)
+        self.row_list: list[int] = self.rows.tolist()
         if self.batch is not None:
             self.batch.close()
         n = len(self.rows)
@@ -236,9 +242,11 @@ class Stepper(MaskRows):
         self.forced = np.zeros(n, dtype=np.int64)
         self.jumped = np.zeros(n, dtype=np.int64)  # forced tokens fed without sampling
         self.tok = np.full(n, SKIP, dtype=np.int32)
+        self.accepted = np.full(n, -1, dtype=np.int8)  # jump(): 1, 0 refused, -1 not live, -2 nothing drawn
 
     def harvest(self) -> None:
         """Hand the rows' tokens and forced counts to their sequences."""
+        self._settle()
         for j, i in enumerate(self.rows.tolist()):
             s = self.seqs[i]
             s.tokens = self.out[j, : self.n_out[j]].tolist()
@@ -259,8 +267,15 @@ class Stepper(MaskRows):
         self.seqs[slot] = Seq(None, None, [], 0.0, done=True, status="vacant")
         return s
 
+    def _prepare(self, seq: Seq) -> None:
+        """Jump-forward: what the forced tokens read once per vocabulary, built before
+        the loop (a server has it from its first request)."""
+        if self.jump_forward and seq.matcher is not None:
+            seq.matcher.prepare_forced()
+
     def start(self, slot: int, seq: Seq) -> None:
         """``seq`` takes the vacant ``slot``: its first mask is filled (in its TTFM)."""
+        self._prepare(seq)
         self.seqs[slot] = seq
         t0 = time.perf_counter()
         self.fill(slot)
@@ -327,6 +342,7 @@ class Stepper(MaskRows):
         """:meth:`_step` without the accepts: the masks of the live sequences."""
         if self.batch is None:
             return StepFigures.none(0)
+        self._settle()
         tok = self.tok
         tok[:] = SKIP
         tok[self.live] = NO_TOKEN
@@ -354,47 +370,106 @@ class Stepper(MaskRows):
         """Jump-forward's part of a step, on the critical path (the next forward pass
         feeds what it gives): each live sequence accepts its sampled id, then the tokens
         its grammar forces after it (:meth:`~toolkit.core.protocol.Matcher.forced_tokens`,
-        as many as ``max_tokens`` leaves room for), all accepted.  Returns each slot's run
-        to feed (the sampled id and the forced tokens; the sampled id alone, or 0, for a
-        slot that is done) and the tokens written."""
-        runs = [[max(int(t), 0)] for t in ids.tolist()]
-        written = 0
-        for j in np.flatnonzero(self.live).tolist():
-            slot = int(self.rows[j])
+        as many as ``max_tokens`` leaves room for).  Returns each slot's run to feed (the
+        sampled id and the forced tokens; the sampled id alone, or 0, for a slot that is
+        done) and the tokens written.
+
+        masklab's strategies accept and find the forced bytes of the whole batch in one
+        C call (:meth:`~toolkit.core.batch.NativeBatchMatcher.accept_forced`); only the
+        sequences with forced bytes then take a Python step (their tokens).  Other
+        engines take one per sequence (:meth:`_accept_each`).  What the launch does not
+        need (the tokens written down, the statuses of the sequences that ended, the
+        forced tokens accepted) is left to the mask thread, before the fill
+        (:meth:`_settle`)."""
+        runs = [[max(t, 0)] for t in ids.tolist()]
+        if self.batch is None:
+            return runs, 0
+        native = getattr(self.batch, "accept_forced", None)
+        if native is not None:
+            written, n_forced, forced_bytes = native(ids, self.rows, self.live, self.n_out, self.max_tokens,
+                                                     self.tok, self.accepted)
+        else:
+            written, n_forced, forced_bytes = self._accept_each(ids)
+        feed: dict[int, list[int]] = {}
+        rows = self.row_list
+        for k in np.flatnonzero(n_forced).tolist():
+            slot = rows[k]
             m = self.seqs[slot].matcher
-            t = int(ids[slot])
-            if t < 0:
-                self._end(j, "rejected", "the mask allowed no token")
-                continue
-            # masklab's strategies accept and find the forced bytes in one C call
-            both = getattr(m, "accept_forced_tokens", None)
-            forced = both(t) if both is not None else ([] if m.accept_allowed(t) else None)
-            if forced is None:
-                self._end(j, "error" if m.error else "rejected")
-                continue
-            self.out[j, self.n_out[j]] = t
-            self.n_out[j] += 1
-            written += 1
-            if self.is_eos[t]:
-                self._end(j, "finished")
-                continue
-            room = self.max_tokens - int(self.n_out[j])
-            if both is None and room > 0:
-                forced = m.forced_tokens()
-            forced = forced[:room] if room > 0 else []
-            if forced:
-                took = m.accept_tokens(forced)
-                forced = forced[:took]
-                self.out[j, self.n_out[j]: self.n_out[j] + took] = forced
-                self.n_out[j] += took
-                self.jumped[j] += took
-                written += took
-                runs[slot] = [t, *forced]
-            if self.n_out[j] >= self.max_tokens:  # out of room: the loop would stop it the same way
-                s = self.seqs[slot]
-                self.live[j] = False
-                s.done = True
+            if native is not None:
+                forced = forced_bytes[k].tobytes()[: n_forced[k]]
+                if len(forced) == FORCED_ROW:  # the batch call's row is full: the whole run
+                    forced = m.forced_bytes()
+                forced = m.tokens_of_forced(forced)
+            else:
+                forced = forced_bytes[k]
+            room = self.max_tokens - 1 - self.n_out[k]
+            if forced and room > 0:
+                forced = forced[:room]
+                feed[k] = forced
+                runs[slot] = [runs[slot][0], *forced]
+                written += len(forced)
+                if len(forced) == room:
+                    self.live[k] = False
+        self._pending = feed
         return runs, written
+
+    def _accept_each(self, ids: np.ndarray) -> tuple[int, np.ndarray, list[list[int]]]:
+        """:meth:`jump`'s batch call made one matcher at a time (engines without a native
+        batch), with the same effects on ``tok``, ``accepted`` and ``live``; each row's
+        forced tokens stand in for its bytes (``n_forced`` counts them)."""
+        n = len(self.rows)
+        n_forced = np.zeros(n, dtype=np.int64)
+        forced: list[list[int]] = [[] for _ in range(n)]
+        self.tok[:] = SKIP
+        self.accepted[:] = -1
+        written = 0
+        for k in np.flatnonzero(self.live).tolist():
+            t = int(ids[int(self.rows[k])])
+            if t < 0:
+                self.accepted[k], self.live[k] = -2, False
+                continue
+            self.tok[k] = t
+            m = self.seqs[int(self.rows[k])].matcher
+            self.accepted[k] = ok = m.accept_allowed(t)
+            written += ok
+            if not ok or self.is_eos[t] or self.n_out[k] + 1 >= self.max_tokens:
+                self.live[k] = False
+                continue
+            forced[k] = m.forced_tokens()
+            n_forced[k] = len(forced[k])
+        return written, n_forced, forced
+
+    def _settle(self) -> None:
+        """The rest of :meth:`jump` (on the mask thread, before the fill): the sampled
+        ids and the forced tokens written down and accepted, the statuses of the
+        sequences that ended."""
+        feed = self._pending
+        if feed is None:
+            return
+        self._pending = None
+        acc = self.accepted == 1
+        j = np.flatnonzero(acc)
+        self.out[j, self.n_out[j]] = self.tok[j]
+        self.n_out[j] += 1
+        ended = acc & self.is_eos[np.where(acc, self.tok, 0)]
+        for k in np.flatnonzero((self.accepted == 0) | (self.accepted == -2) | ended).tolist():
+            m = self.seqs[int(self.rows[k])].matcher
+            if self.accepted[k] == -2:
+                self._end(k, "rejected", "the mask allowed no token")
+            elif ended[k]:
+                self._end(k, "finished")
+            else:
+                self._end(k, "error" if m.error else "rejected")
+        for k, forced in feed.items():
+            m = self.seqs[int(self.rows[k])].matcher
+            took = m.accept_tokens(forced)
+            self.out[k, self.n_out[k]: self.n_out[k] + took] = forced[:took]
+            self.n_out[k] += took
+            self.jumped[k] += took
+            if took < len(forced):  # the forward pass was fed them: the sequence cannot go on
+                self._end(k, "error", m.error or f"a forced token was refused: {forced[took]}")
+        for k in np.flatnonzero(~self.live & (self.n_out >= self.max_tokens)).tolist():
+            self.seqs[int(self.rows[k])].done = True  # out of room: the loop would stop it the same way
 
     def finish(self) -> None:
         """Hand the tokens and forced counts back to the sequences; stop the threads."""

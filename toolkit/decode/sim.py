@@ -30,7 +30,7 @@ import numpy as np
 
 from toolkit.core import bitmask as bm
 from toolkit.core.vocab import Vocabulary
-from toolkit.decode._simdraw import masked_greedy
+from toolkit.decode._simdraw import masked_greedy, spin_until
 from toolkit.decode.replay import REPLAY_BONUS, ModelError, Replay
 
 __all__ = ["SimModel", "SimDecoding", "SimLogits", "SimEvent", "sim_model", "SIM_NOTE", "SIM_APPLY_MS",
@@ -52,6 +52,22 @@ little less than :data:`SIM_APPLY_MS`."""
 
 _SIM_POOL = 32
 """Distinct logits rows a simulated model draws from (a row is 4 bytes per vocabulary id)."""
+
+
+SIM_SPIN_MS = 0.3
+"""The last milliseconds of a device wait that the host spins (:func:`wait_until`)."""
+
+
+def wait_until(deadline: float) -> None:
+    """Wait without the GIL until ``time.perf_counter()`` reaches ``deadline``: asleep,
+    holding no core, then spinning for the last :data:`SIM_SPIN_MS`.  A sleep ends late
+    by the kernel's timer slack (tens of microseconds, more in a virtual machine); a
+    CUDA host thread's synchronize spins (PyTorch's default schedule with fewer
+    contexts than cores) and returns when the device is done."""
+    left = deadline - time.perf_counter() - SIM_SPIN_MS / 1e3
+    if left > 0:
+        time.sleep(left)
+    spin_until(deadline)
 
 
 def _launch(k: int) -> int:
@@ -119,10 +135,8 @@ class SimModel:
         self._free = max(now, self._free) + ms / 1e3
 
     def synchronize(self) -> None:
-        """Wait, without the GIL or a core, until the device's queued work is done."""
-        left = self._free - time.perf_counter()
-        if left > 0:
-            time.sleep(left)
+        """Wait, without the GIL, until the device's queued work is done (:func:`wait_until`)."""
+        wait_until(self._free)
 
     def apply(self, logits: SimLogits, mask: np.ndarray) -> None:
         """The apply kernel: ``mask`` (``(B, words)``, kept by reference: the sampler must
@@ -165,9 +179,7 @@ class SimEvent:
         self.at = self.lm._free
 
     def synchronize(self) -> None:
-        left = self.at - time.perf_counter()
-        if left > 0:
-            time.sleep(left)
+        wait_until(self.at)
 
 
 @dataclass
