@@ -15,7 +15,7 @@ from tests._support.fixtures import JSON_LARK, small_vocab
 from tests.conformance.test_forced import GRAMMARS, TEXTS, VOCAB
 from toolkit.core import bitmask as bm
 from toolkit.core.errors import UnsupportedGrammar
-from toolkit.core.forced import TokenExtensions, canonical_tokens, forced_tokens
+from toolkit.core.forced import MAX_LOOKBACK, TokenExtensions, canonical_tokens, forced_tokens
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import embedded_dir, iter_items
 from toolkit.grammar.ir import Grammar
@@ -164,8 +164,6 @@ def test_forced_tokens_from_c_are_the_python_rules(name: str) -> None:
     Python rule (``forced_tokens`` with the matcher's ``allows_bytes``)."""
     from tests._support.shared import SHARED
     from toolkit.core.vocab import load_vocab
-
-    from toolkit.core.forced import MAX_LOOKBACK
 
     assert MAX_LOOKBACK == 4  # what Session.chop_tokens reads
     walks = [(VOCAB, Grammar.from_lark(GRAMMARS[g]), TEXTS[g]) for g in sorted(GRAMMARS)]

@@ -5,9 +5,10 @@ with a clock (:class:`SimModel`): a forward pass makes LAUNCHES short Python-lev
 (a framework launching kernels: each needs the GIL, so a thread that holds it delays
 the step as it would on a GPU) and queues FORWARD_MS of device time; the apply kernel
 queues :data:`SIM_APPLY_MS` and the sampler :data:`SIM_SAMPLE_MS`, as a GPU runs them
-after the forward pass.  :meth:`SimModel.synchronize` waits, holding neither the GIL nor
-a core, until the queue is done; a :class:`SimEvent` recorded after the sampler waits
-for the ids only.  So the host pays for launching, as on a GPU, and never for the
+after the forward pass.  :meth:`SimModel.synchronize` waits without the GIL until the
+queue is done (asleep, then spinning its last :data:`SIM_SPIN_MS`, as CUDA's
+synchronize spins, so it returns on time instead of a timer slack late); a
+:class:`SimEvent` recorded after the sampler waits for the ids only.  So the host pays for launching, as on a GPU, and never for the
 arithmetic a GPU does: the logits are lazy (:class:`SimLogits`, a seeded pseudo-random
 row per sequence picked from its prompt, the token fed and its position), the mask is
 kept by reference, and a greedy draw reads the few logits it needs, so the stand-in's
@@ -33,8 +34,8 @@ from toolkit.core.vocab import Vocabulary
 from toolkit.decode._simdraw import masked_greedy, spin_until
 from toolkit.decode.replay import REPLAY_BONUS, ModelError, Replay
 
-__all__ = ["SimModel", "SimDecoding", "SimLogits", "SimEvent", "sim_model", "SIM_NOTE", "SIM_APPLY_MS",
-           "SIM_SAMPLE_MS"]
+__all__ = ["SimModel", "SimDecoding", "SimLogits", "SimEvent", "sim_model", "wait_until", "SIM_NOTE", "SIM_APPLY_MS",
+           "SIM_SAMPLE_MS", "SIM_SPIN_MS"]
 
 SIM_NOTE = ("simulated device (sim:FORWARD_MS:LAUNCHES): no model runs; a forward pass is LAUNCHES Python calls "
             "and a wait, the apply kernel and the sampler waits of their own, the logits seeded noise: step times "
