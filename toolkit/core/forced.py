@@ -152,6 +152,8 @@ def marked_tokens(vocab: Vocabulary, data: bytes) -> tuple[list[int], int]:
 
 
 def _marked_tokens(vocab: Vocabulary, data: bytes) -> tuple[tuple[int, ...], int]:
+    if b"\xff" not in data:  # no marks (the common case)
+        return tuple(_text_tokens(vocab, data)), 0
     out: list[int] = []
     fixed = 0
     while b"\xff" in data:
@@ -168,7 +170,6 @@ def _marked_tokens(vocab: Vocabulary, data: bytes) -> tuple[tuple[int, ...], int
 
 
 def _text_tokens(vocab: Vocabulary, data: bytes) -> list[int]:
-    ext = TokenExtensions.of(vocab)
     out: list[int] = []
     while data:
         try:
@@ -181,9 +182,9 @@ def _text_tokens(vocab: Vocabulary, data: bytes) -> list[int]:
             try:
                 out += vocab.encode(valid)
             except VocabError:  # a tokenizer that cannot reproduce the text: longest match
-                out += ext.greedy(valid.encode("utf-8"))
+                out += TokenExtensions.of(vocab).greedy(valid.encode("utf-8"))
         if bad:
-            out += ext.greedy(bad)
+            out += TokenExtensions.of(vocab).greedy(bad)
     return out
 
 

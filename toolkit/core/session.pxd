@@ -129,6 +129,8 @@ cdef class Session:
     cdef int32_t* hist             # the text tokens consumed, in order (n_text of them)
     cdef int64_t hist_cap          # hist's room
     cdef int32_t last_eos          # the EOS id accepted last (while n_eos > 0)
+    cdef ChopScratch chop_w        # the chop's scratch (made by its first call, kept: one thread
+    cdef uint8_t* chop_tail        # uses a session at a time), and its tail bytes
 
     cdef void _fail(self) noexcept nogil
     cdef bint _accepting(self) noexcept nogil
@@ -144,6 +146,8 @@ cdef class Session:
     cdef int c_extended(self, const uint8_t* s, int64_t ns, ChopScratch* w) noexcept nogil
     cdef int64_t c_chop_start(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt,
                               ChopScratch* w) noexcept nogil
+    cdef int _chop_scratch(self) except -1
+    cdef void _free_chop(self) noexcept
     cdef int64_t _chop(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt) except -2
     cdef int32_t c_fill_draft(self, const int32_t* draft, int32_t k, word_t* rows) noexcept nogil
     cdef void c_fill_tree(self, const int32_t* tokens, const int32_t* parents, int32_t n, word_t* rows,

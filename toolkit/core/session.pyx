@@ -644,32 +644,24 @@ cdef class Session:
         suffix of the last :data:`~toolkit.core.forced.MAX_LOOKBACK` (4) tokens' bytes
         that a text token strictly extends with bytes the grammar allows after
         ``forced`` (:meth:`c_chop_start`)."""
-        cdef int64_t n = len(tokens), k, j, t, nt = 0, start, covered = 0
+        cdef int64_t n = len(tokens), k = 0, j, t, nt = 0, start, covered = 0, m
         cdef int32_t ids[4]
-        cdef uint8_t* tail
         cdef int64_t lo = n - 4 if n > 4 else 0
         if forced.shape[0] == 0 or n == 0:
             return 0
-        self.V.sort_by_bytes()
+        self._chop_scratch()
         for j in range(lo, n):
             t = tokens[j]
             if not 0 <= t < self.V.size:
                 raise ValueError(f"chop_tokens: {t} is no token id")
             ids[j - lo] = <int32_t>t
-            nt += self.V.offsets[t + 1] - self.V.offsets[t]
-        tail = <uint8_t*>malloc(<size_t>max(nt, 1))
-        if tail == NULL:
-            raise MemoryError()
-        try:
-            k = 0
-            for j in range(n - lo):
-                t = ids[j]
-                memcpy(tail + k, self.V.blob + self.V.offsets[t], <size_t>(self.V.offsets[t + 1] - self.V.offsets[t]))
-                k += self.V.offsets[t + 1] - self.V.offsets[t]
-            j = nt - self.V.max_len if nt > self.V.max_len else 0  # the longest token's bytes at most
-            start = self._chop(&forced[0], forced.shape[0], tail + j, nt - j) if nt > j else -1
-        finally:
-            free(tail)
+        for j in range(n - lo):  # the tail: the last tokens' bytes, at most the longest token's
+            t = ids[j]
+            m = self.V.offsets[t + 1] - self.V.offsets[t]
+            memcpy(self.chop_tail + nt, self.V.blob + self.V.offsets[t], <size_t>m)
+            nt += m
+        j = nt - self.V.max_len if nt > self.V.max_len else 0
+        start = self._chop(&forced[0], forced.shape[0], self.chop_tail + j, nt - j) if nt > j else -1
         if start < 0:
             return 0
         for k in range(1, n + 1):
@@ -679,27 +671,33 @@ cdef class Session:
                 return k
         return 0
 
-    cdef int64_t _chop(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt) except -2:
-        """:meth:`c_chop_start` with its scratch, without the GIL."""
-        cdef int64_t out, m
-        cdef ChopScratch w
+    cdef int _chop_scratch(self) except -1:
+        """The chop's scratch, made once (for the vocabulary's longest token)."""
+        cdef int64_t m
+        cdef uint8_t* tail
+        if self.chop_tail != NULL:
+            return 0
         self.V.sort_by_bytes()
         m = <int64_t>self.V.max_len + 1
-        w.prefix = <uint8_t*>malloc(<size_t>m)
-        w.sets = <uint64_t*>malloc(<size_t>m * 4 * sizeof(uint64_t))
-        w.lo = <int32_t*>malloc(<size_t>m * 3 * sizeof(int32_t))
-        if w.prefix == NULL or w.sets == NULL or w.lo == NULL:
-            free(w.prefix)
-            free(w.sets)
-            free(w.lo)
+        self.chop_w.prefix = <uint8_t*>malloc(<size_t>m)
+        self.chop_w.sets = <uint64_t*>malloc(<size_t>m * 4 * sizeof(uint64_t))
+        self.chop_w.lo = <int32_t*>malloc(<size_t>m * 3 * sizeof(int32_t))
+        tail = <uint8_t*>malloc(<size_t>m * 4)
+        if self.chop_w.prefix == NULL or self.chop_w.sets == NULL or self.chop_w.lo == NULL or tail == NULL:
+            free(tail)
+            self._free_chop()
             raise MemoryError()
-        w.hi = w.lo + m
-        w.next_byte = w.lo + 2 * m
+        self.chop_w.hi = self.chop_w.lo + m
+        self.chop_w.next_byte = self.chop_w.lo + 2 * m
+        self.chop_tail = tail
+        return 0
+
+    cdef int64_t _chop(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt) except -2:
+        """:meth:`c_chop_start` with the session's scratch, without the GIL."""
+        cdef int64_t out
+        self._chop_scratch()
         with nogil:
-            out = self.c_chop_start(forced, nf, tail, nt, &w)
-        free(w.prefix)
-        free(w.sets)
-        free(w.lo)
+            out = self.c_chop_start(forced, nf, tail, nt, &self.chop_w)
         return out
 
     def next_bytes(self):
@@ -789,6 +787,17 @@ cdef class Session:
 
     def __dealloc__(self):
         free(self.hist)
+        self._free_chop()
+
+    cdef void _free_chop(self) noexcept:
+        free(self.chop_w.prefix)
+        free(self.chop_w.sets)
+        free(self.chop_w.lo)
+        free(self.chop_tail)
+        self.chop_w.prefix = NULL
+        self.chop_w.sets = NULL
+        self.chop_w.lo = NULL
+        self.chop_tail = NULL
 
 
 cdef class NativeBatch:

@@ -253,8 +253,8 @@ class Vocabulary:
         :class:`VocabError` instead of returning a lossy tokenization.
         """
         ids = self._encoder(text)
-        if b"".join(self.token_bytes[i] for i in ids) != text.encode("utf-8") or any(
-            i in self.special_tokens for i in ids
+        if b"".join(map(self.token_bytes.__getitem__, ids)) != text.encode("utf-8") or not (
+            self.special_tokens.keys().isdisjoint(ids)
         ):
             raise VocabError(
                 f"{self.name}: the tokenizer does not reproduce {_clip(text)} exactly "
