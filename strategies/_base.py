@@ -345,15 +345,6 @@ class NativeMatcher(MatcherBase):
         """Whether the core takes ``data`` next (raw bytes, in C; the state unchanged)."""
         return self.session.allows_bytes(data)
 
-    def accept_forced_tokens(self, token_id: int) -> list[int] | None:
-        """``accept_allowed(token_id)`` and then :meth:`forced_tokens`, the accept and the
-        forced bytes in one C call (jump-forward's per-sequence work on the critical
-        path): None when the token is refused (the state unchanged)."""
-        forced = self.session.accept_then_forced(check_token_id(token_id), FORCED_LIMIT)
-        if not forced:
-            return forced if forced is None else []
-        return self.tokens_of_forced(forced)
-
     def prepare_forced(self) -> None:
         """The protocol's, and the session's tokens sorted for the chop in C."""
         super().prepare_forced()

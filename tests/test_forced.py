@@ -8,12 +8,14 @@ not accepting), checked here against brute force; forced tokens follow llguidanc
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from strategies import get_engine
 from tests._support.fixtures import JSON_LARK, small_vocab
 from tests.conformance.test_forced import GRAMMARS, TEXTS, VOCAB
 from toolkit.core import bitmask as bm
+from toolkit.core.batch import NativeBatchMatcher
 from toolkit.core.errors import UnsupportedGrammar
 from toolkit.core.forced import MAX_LOOKBACK, TokenExtensions, canonical_tokens, forced_tokens
 from toolkit.core.vocab import Vocabulary
@@ -191,21 +193,53 @@ def test_forced_tokens_from_c_are_the_python_rules(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines"])
-def test_accept_and_forced_tokens_in_one_call(name: str) -> None:
-    """``accept_forced_tokens`` (jump-forward's per-sequence call) is ``accept_allowed``
-    then ``forced_tokens``; a refused token gives None and leaves the state as it was."""
+def test_the_batch_accepts_and_finds_the_forced_bytes_as_single_calls_do(name: str) -> None:
+    """``NativeBatchMatcher.accept_forced`` (jump-forward's step, one C call) does what
+    ``accept_allowed`` then ``forced_bytes`` do per row: along a walk, row 0 takes the
+    walk's tokens, row 1 a refused token (it ends, its state unchanged), row 2 is not
+    live, row 3 draws nothing (an empty mask), row 4 has room for one token only (it
+    ends, with no forced bytes)."""
     g = Grammar.from_lark(GRAMMARS["object"])
     engine = get_engine(name, VOCAB)
     try:
-        one, two = engine.matcher(engine.compile(g)), engine.matcher(engine.compile(g))
+        compiled = engine.compile(g)
     except UnsupportedGrammar:
         pytest.skip(f"{name} does not compile this grammar")
-    for t in canonical_tokens(VOCAB, TEXTS["object"]):
-        bad = next(u for u in range(1, VOCAB.size) if not two.fork().accept_token(u))  # refused here
-        assert one.accept_forced_tokens(bad) is None and one.num_tokens == two.num_tokens
-        got = one.accept_forced_tokens(t)
-        assert two.accept_allowed(t)
-        assert got == two.forced_tokens() and one.num_tokens == two.num_tokens
+    rows = [engine.matcher(compiled) for _ in range(5)]
+    twins = [engine.matcher(compiled) for _ in range(5)]
+    batch = NativeBatchMatcher(rows, 1)
+    n = len(rows)
+    live = np.ones(n, dtype=bool)
+    live[2] = False
+    n_out = np.zeros(n, dtype=np.int64)
+    n_out[4] = 9
+    tok, accepted = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8)
+    forced_seen = 0
+    for step, t in enumerate(canonical_tokens(VOCAB, TEXTS["object"])):
+        bad = next(u for u in range(1, VOCAB.size) if not twins[1].fork().accept_token(u))
+        ids = np.asarray([t, bad, t, -1, t], dtype=np.int64)
+        was_live = live.copy()
+        written, n_forced, forced = batch.accept_forced(ids, np.arange(n), live, n_out, 10, tok, accepted)
+        want_acc = [twins[k].accept_allowed(int(ids[k])) if was_live[k] and ids[k] >= 0 else None for k in range(n)]
+        assert written == sum(1 for a in want_acc if a)
+        for k in range(n):
+            if not was_live[k]:
+                assert accepted[k] == -1 and n_forced[k] == 0
+                continue
+            if ids[k] < 0:
+                assert accepted[k] == -2 and not live[k]
+                continue
+            assert accepted[k] == int(want_acc[k]), (name, step, k)
+            assert rows[k].num_tokens == twins[k].num_tokens
+            if k == 0:
+                want = twins[0].forced_bytes(256)
+                assert forced[0, : n_forced[0]].tobytes() == want and live[0]
+                forced_seen += bool(want)
+            else:  # refused, or out of room: ends, no forced bytes
+                assert not live[k] and n_forced[k] == 0
+        n_out[0] += 1
+    assert forced_seen >= 1
+    batch.close()
 
 
 @pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines", "glr"])

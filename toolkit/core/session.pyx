@@ -614,29 +614,6 @@ cdef class Session:
                 n = self.c_forced_bytes(buf, limit)
         return bytes(out[:n])
 
-    def accept_then_forced(self, token_id, int64_t limit):
-        """``accept_token(token_id)``, then, where it was accepted, the bytes the grammar
-        forces next (:meth:`forced_bytes`, at most ``limit``), in one call without the
-        GIL: None when refused, else the forced bytes (b"" for none, and after EOS)."""
-        cdef uint8_t buf[256]
-        cdef int acc = 0
-        cdef int64_t n = 0, cap = min(limit, 256)
-        cdef int64_t t
-        if not 0 <= limit <= 1 << 20:
-            raise ValueError(f"accept_then_forced: limit must be in [0, {1 << 20}], got {limit}")
-        t = int(token_id)
-        if t < 0 or t >= self.V.size:
-            return None
-        with nogil:
-            acc = self.c_accept(<int32_t>t)
-            if acc == 1 and cap > 0:
-                n = self.c_forced_bytes(buf, cap)
-        if acc != 1:
-            return None
-        if n == cap and limit > cap:  # a longer run: the whole of it
-            return self.forced_bytes(limit)
-        return bytes(buf[:n])
-
     def chop_tokens(self, const uint8_t[::1] forced, tokens) -> int:
         """:func:`toolkit.core.forced.chop_count` of ``tokens`` (text token ids, the
         canonical tokens of ``forced`` after its last mark) in one C call, the state
