@@ -16,7 +16,7 @@ the sticky error state, the history that ``rollback`` undoes, ``accept_tokens`` 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import numpy as np
@@ -113,6 +113,19 @@ def read_input(engine: str, spec: Any, options: Mapping[str, Any], **reader: Any
         grammar = read(spec, engine=engine, **reader)
     kind = "grammar" if fmt is None or fmt.name not in ("regex", "json_schema") else fmt.name
     return grammar, kind
+
+
+def early_ir(engine: str, spec: Any, options: Mapping[str, Any]) -> Any:
+    """``spec`` read to the IR now when its format can name special tokens or limit a
+    rule's tokens (any registered format but a JSON schema and a regex: Lark, GBNF,
+    structural tags), so those reach :func:`special_compile` and
+    :func:`refuse_token_limits` as a :class:`Grammar` does; any other spec as it is.
+    (Compiled in its text form, such a grammar's token ranges over text tokens were
+    read as text: wrong masks.)"""
+    fmt = format_of(spec)
+    if isinstance(spec, Grammar) or fmt is None or fmt.name in ("json_schema", "regex"):
+        return spec
+    return read_input(engine, spec, options)[0]
 
 
 class BaseMatcher(MatcherBase):
@@ -415,14 +428,18 @@ class StrategyEngine(EngineBase):
     def compile(self, spec: Any) -> Any:
         """Compile ``spec`` (what the engine accepts: see its ``_compile``).  A grammar
         with special tokens is compiled by this engine's sibling over the vocabulary
-        view of those tokens (:func:`special_compile`).  The whole compile runs under the
+        view of those tokens (:func:`special_compile`), whatever form it came in
+        (:func:`early_ir`).  The whole compile runs under the
         engine's ``compile_timeout`` (:func:`toolkit.core.errors.deadline`)."""
+        memo = self.options.get("memo", True)
         with deadline(self.options.get("compile_timeout", DEFAULT_COMPILE_TIMEOUT)):
+            with self.memo.active() if memo else nullcontext():
+                spec = early_ir(self.name, spec, self.options)
             refuse_token_limits(self.name, spec)
             special = special_compile(self, spec)
             if special is not None:
                 return special
-            if not self.options.get("memo", True):
+            if not memo:
                 return self._compile(spec)
             with self.memo.active():
                 return self._compile(spec)

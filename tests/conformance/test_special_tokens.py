@@ -222,6 +222,34 @@ def test_token_ranges_over_text_tokens_mask_by_their_definition_in_every_strateg
     assert dual_steps >= 10
 
 
+@pytest.mark.parametrize("key", sorted(DUALS))
+@pytest.mark.parametrize("name", SPECIAL_ENGINES)
+def test_a_grammar_given_as_lark_text_masks_as_its_ir_does(name: str, key: str) -> None:
+    """The same grammar handed over as Lark text (``LarkText``, as ``--lark`` and the
+    datasets give it) reaches the engine's special-token path as its IR does: the first
+    mask, and the masks along a seeded walk, by the definition.  (Its token ranges over
+    text tokens were once compiled as text, wrong masks.)"""
+    from toolkit.grammar.lark_dialect import LarkText
+
+    g = Grammar.from_lark(DUALS[key])
+    bound = g.bind(SMALL)
+    engine = make(name, SMALL)
+    _compile(engine, g, repr(key))  # (skips where the engine refuses this grammar, as its IR)
+    m = engine.matcher(engine.compile(LarkText(DUALS[key])))
+    rng = random.Random(key)
+    history: list[int] = []
+    for step in range(6):
+        want = _by_definition(bound, history)
+        assert _mask(m) == want, (name, key, step, history)
+        if not want or want == [EOS]:
+            break
+        t = rng.choice([u for u in want if u != EOS] or want)
+        assert m.accept_token(t)
+        if t == EOS:
+            break
+        history.append(t)
+
+
 @pytest.mark.parametrize("name", SPECIAL_ENGINES)
 def test_a_text_token_is_the_range_where_the_grammar_can_take_it(name: str) -> None:
     g = Grammar.from_lark(DUALS["after-lexeme"])
