@@ -163,11 +163,13 @@ def format_for_key(key: str) -> InputFormat:
 
 
 def format_for_path(path: str | Path) -> InputFormat:
-    """The format of a grammar file, by its suffix."""
+    """The format of a grammar file, by its suffix (the longest that a format names:
+    ``.stag.json`` is a structural tag, ``.json`` a JSON schema)."""
+    name = Path(path).name.lower()
     suffix = Path(path).suffix.lower()
-    for f in formats():
-        if suffix in f.suffixes:
-            return f
+    ends = sorted(((s, f) for f in formats() for s in f.suffixes if name.endswith(s)), key=lambda p: -len(p[0]))
+    if ends:
+        return ends[0][1]
     known = ", ".join(f"{s} ({f.name})" for f in formats() for s in f.suffixes)
     raise MasklabError(f"{path}: no input format reads files ending in {suffix or '(no suffix)'!r}; known: {known}")
 

@@ -1,0 +1,209 @@
+"""xgrammar's structural tags as an input format (issue 48, :mod:`toolkit.grammar.structural_tag`):
+each element's language is xgrammar's (its own ``Grammar.from_structural_tag`` judging the
+same strings, where xgrammar is installed; the verdicts written here otherwise), and our
+strategies' masks over it equal ``naive``'s on a small byte-level vocabulary."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import toolkit.jsonschema  # noqa: F401 - a %json body needs the schema compiler
+from strategies import get_engine
+from toolkit.core import bitmask as bm
+from toolkit.core.errors import GrammarError, UnsupportedGrammar
+from toolkit.core.forced import TokenExtensions
+from toolkit.core.vocab import Vocabulary
+from toolkit.grammar import StructuralTagText, format_of
+from toolkit.grammar.inputs import format_for_path
+from toolkit.grammar.structural_tag import ELEMENTS, read_structural_tag, to_lark
+
+_INT = {"type": "json_schema", "json_schema": {"type": "integer"}}
+_OBJ = {"type": "json_schema", "json_schema": {"type": "object", "properties": {"x": {"type": "integer"}},
+                                               "required": ["x"], "additionalProperties": False}}
+
+# name -> (format, [(text, valid)]); token ids refer to VOCAB below (256 is <|call|>, 257 <|end|>)
+CASES: dict[str, tuple[dict, list[tuple[str, bool]]]] = {
+    "const_string": ({"type": "const_string", "value": "hi!"}, [("hi!", True), ("hi", False), ("hi!!", False)]),
+    "regex": ({"type": "regex", "pattern": "[a-c]+x?"}, [("abc", True), ("cx", True), ("x", False), ("", False)]),
+    "json_schema": (_OBJ, [('{"x": 1}', True), ('{"x":-2}', True), ('{"x": "a"}', False), ("{}", False)]),
+    "sequence": ({"type": "sequence", "elements": [{"type": "const_string", "value": "A"},
+                                                   {"type": "optional", "content": {"type": "regex", "pattern": "[0-9]+"}},
+                                                   {"type": "repeat", "min": 1, "max": 2,
+                                                    "content": {"type": "const_string", "value": "b"}}]},
+                 [("Ab", True), ("A12bb", True), ("A12bbb", False), ("A", False)]),
+    "or": ({"type": "or", "elements": [{"type": "const_string", "value": "yes"}, _INT]},
+           [("yes", True), ("42", True), ("no", False)]),
+    "plus_star": ({"type": "sequence", "elements": [
+        {"type": "plus", "content": {"type": "const_string", "value": "a"}},
+        {"type": "star", "content": {"type": "const_string", "value": "b"}}]},
+        [("a", True), ("aabbb", True), ("b", False), ("aba", False)]),
+    "repeat_unbounded": ({"type": "repeat", "min": 2, "max": -1, "content": {"type": "const_string", "value": "ab"}},
+                         [("abab", True), ("ababab", True), ("ab", False)]),
+    "tag": ({"type": "tag", "begin": "<a>", "content": _INT, "end": ["</a>", "</b>"]},
+            [("<a>12</a>", True), ("<a>-1</b>", True), ("<a>1", False), ("<a>x</a>", False)]),
+    "tag_text": ({"type": "tag", "begin": "<t>", "content": {"type": "any_text", "excludes": ["zz"]}, "end": "</t>"},
+                 [("<t>a b</t>", True), ("<t></t>", True), ("<t>a</t>b</t>", False), ("<t>azzb</t>", False)]),
+    "any_text": ({"type": "any_text", "excludes": ["zz"]}, [("", True), ("abc", True), ("azzb", False)]),
+    "tags_with_separator": ({"type": "tags_with_separator", "separator": ",", "tags": [
+        {"type": "tag", "begin": "<a>", "content": _INT, "end": "</a>"}]},
+        [("", True), ("<a>1</a>", True), ("<a>1</a>,<a>2</a>", True), ("<a>1</a>,", False)]),
+    "tags_with_separator_first": ({"type": "tags_with_separator", "separator": ",", "at_least_one": True,
+                                   "stop_after_first": True, "tags": [
+                                       {"type": "tag", "begin": "<a>", "content": _INT, "end": "</a>"}]},
+                                  [("<a>1</a>", True), ("", False), ("<a>1</a>,<a>2</a>", False)]),
+    "triggered_tags": ({"type": "triggered_tags", "triggers": ["<f="], "tags": [
+        {"type": "tag", "begin": "<f=a>", "content": _OBJ, "end": "</f>"},
+        {"type": "tag", "begin": "<f=b>", "content": _INT, "end": "</f>"}]},
+        [("hello", True), ("hi <f=a>{\"x\": 1}</f> bye", True), ("<f=b>7</f><f=a>{\"x\":2}</f>", True),
+         ("hi <f=a>{\"x\": \"no\"}</f>", False), ("hi <f=c>", False), ("a<f", True)]),
+    "triggered_tags_once": ({"type": "triggered_tags", "triggers": ["<f="], "at_least_one": True,
+                             "stop_after_first": True, "excludes": ["BAD"], "tags": [
+                                 {"type": "tag", "begin": "<f=b>", "content": _INT, "end": "</f>"}]},
+                            [("<f=b>1</f>", True), ("go <f=b>1</f>", False), ("go", False),
+                             ("<f=b>1</f><f=b>2</f>", False), ("<f=b>1</f> after", False)]),
+    "triggered_tags_first": ({"type": "triggered_tags", "triggers": ["<f="], "at_least_one": True, "excludes": ["BAD"],
+                              "tags": [{"type": "tag", "begin": "<f=b>", "content": _INT, "end": "</f>"}]},
+                             [("<f=b>1</f> after <f=b>2</f>", True), ("<f=b>1</f>", True), ("go <f=b>1</f>", False),
+                              ("<f=b>1</f> BAD", False)]),
+    "dispatch": ({"type": "dispatch", "rules": [["<x>", {"type": "const_string", "value": "X!"}]],
+                  "excludes": ["BAD"]},
+                 [("hi", True), ("hi<x>X! there<x>X!", True), ("hi<x>Y", False), ("BAD", False)]),
+    "dispatch_once": ({"type": "dispatch", "rules": [["<x>", {"type": "const_string", "value": "X!"}]],
+                       "loop": False},
+                      [("hi<x>X!", True), ("hi", True), ("hi<x>X!<x>X!", False)]),
+}
+
+# token-level elements (xgrammar's own check reads text, not tokens: the verdicts are ours)
+TOKEN_CASES: dict[str, tuple[dict, list[tuple[list[int], bool]]]] = {
+    "token": ({"type": "sequence", "elements": [{"type": "token", "token": 256}, _INT, {"type": "token",
+                                                                                         "token": "<|end|>"}]},
+              [([256, ord("4"), 257], True), ([ord("4"), 257], False)]),
+    "exclude_token": ({"type": "exclude_token", "exclude_tokens": [ord("a")]}, [([ord("b")], True),
+                                                                                ([ord("a")], False)]),
+    "any_tokens": ({"type": "any_tokens", "exclude_tokens": [256], "max_tokens": 3},
+                   [([], True), ([ord("a"), ord("b"), ord("c")], True), ([ord("a")] * 4, False), ([256], False)]),
+    "token_triggered_tags": ({"type": "token_triggered_tags", "trigger_tokens": [256], "tags": [
+        {"type": "tag", "begin": {"type": "token", "token": 256}, "content": _INT, "end": {"type": "token",
+                                                                                             "token": 257}}]},
+        [([ord("h"), ord("i")], True), ([ord("h"), 256, ord("7"), 257, ord("!")], True),
+         ([256, ord("x"), 257], False)]),
+    "token_dispatch": ({"type": "token_dispatch", "rules": [[256, {"type": "const_string", "value": "ok"}]]},
+                       [([ord("a"), 256, ord("o"), ord("k")], True), ([256, ord("n")], False)]),
+}
+
+VOCAB = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"", b"", b"", b"<f=", b"</f>", b'{"', b"ab"],
+                               eos_ids=(258,), special_tokens={256: "<|call|>", 257: "<|end|>", 258: "</s>"},
+                               name="bytes+")
+
+
+def _xgrammar_verdicts(fmt: dict, texts: list[str]) -> list[bool] | None:
+    try:
+        import xgrammar as xgr
+        from xgrammar.testing import _is_grammar_accept_string
+    except ImportError:
+        return None
+    g = xgr.Grammar.from_structural_tag({"type": "structural_tag", "format": fmt})
+    return [_is_grammar_accept_string(g, t) for t in texts]
+
+
+def test_every_element_of_xgrammar_is_named() -> None:
+    assert len(ELEMENTS) == 20
+    covered = {k for fmt, _ in [*CASES.values(), *TOKEN_CASES.values()] for k in _types(fmt)}
+    assert covered >= set(ELEMENTS) - {"grammar"}
+
+
+def _types(fmt: object) -> set[str]:
+    if isinstance(fmt, dict):
+        return ({fmt["type"]} if isinstance(fmt.get("type"), str) else set()) | {
+            t for v in fmt.values() for t in _types(v)}
+    if isinstance(fmt, list):
+        return {t for v in fmt for t in _types(v)}
+    return set()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_an_elements_language_is_xgrammars(name: str) -> None:
+    fmt, cases = CASES[name]
+    g = read_structural_tag({"type": "structural_tag", "format": fmt})
+    got = [g.accepts(t.encode()) for t, _ in cases]
+    assert got == [v for _, v in cases], (name, to_lark(fmt))
+    theirs = _xgrammar_verdicts(fmt, [t for t, _ in cases])
+    if theirs is not None:
+        assert got == theirs, (name, to_lark(fmt))
+
+
+def _walk_equal_naive(fmt: dict, tokens: list[int], valid: bool) -> int:
+    """Every strategy's masks along ``tokens`` equal naive's; returns the engines compared."""
+    spec = StructuralTagText({"type": "structural_tag", "format": fmt})
+    naive = get_engine("naive", VOCAB)
+    ref = naive.matcher(naive.compile(spec))
+    others = []
+    for name in ("llguidance", "xgrammar", "outlines"):
+        engine = get_engine(name, VOCAB)
+        try:
+            others.append((name, engine.matcher(engine.compile(spec))))
+        except UnsupportedGrammar:  # outlines: regular languages only
+            continue
+    want, got = bm.allocate(VOCAB.size), bm.allocate(VOCAB.size)
+    accepted = True
+    for t in [*tokens, None]:
+        ref.fill_bitmask(want)
+        for name, m in others:
+            m.fill_bitmask(got)
+            assert np.array_equal(want, got), (name, tokens, t)
+        if t is None:
+            break
+        ok = ref.accept_token(t)
+        for name, m in others:
+            assert m.accept_token(t) == ok, (name, t)
+        if not ok:
+            accepted = False
+            break
+    assert (accepted and ref.is_accepting()) == valid or not valid
+    return len(others)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_our_strategies_masks_equal_naives(name: str) -> None:
+    fmt, cases = CASES[name]
+    greedy = TokenExtensions.of(VOCAB).greedy
+    for text, valid in cases:
+        assert _walk_equal_naive(fmt, greedy(text.encode()), valid) >= 2
+
+
+@pytest.mark.parametrize("name", sorted(TOKEN_CASES))
+def test_token_elements(name: str) -> None:
+    fmt, cases = TOKEN_CASES[name]
+    for tokens, valid in cases:
+        _walk_equal_naive(fmt, tokens, valid)
+        naive = get_engine("naive", VOCAB)
+        m = naive.matcher(naive.compile(StructuralTagText({"type": "structural_tag", "format": fmt})))
+        took = m.accept_tokens(tokens)
+        assert (took == len(tokens) and m.is_accepting()) == valid, (name, tokens)
+
+
+def test_the_format_is_registered_and_refuses_what_it_does_not_read() -> None:
+    spec = StructuralTagText({"type": "structural_tag", "format": CASES["tag"][0]})
+    assert format_of(spec).name == "structural_tag"
+    assert format_for_path("tools.stag.json").name == "structural_tag"
+    assert format_for_path("schema.json").name == "json_schema"
+    assert json.loads(spec.text)["format"]["type"] == "tag"
+    with pytest.raises(UnsupportedGrammar, match="/format/style.*qwen_xml"):
+        to_lark({"type": "structural_tag", "format": {**_OBJ, "style": "qwen_xml"}})
+    with pytest.raises(UnsupportedGrammar, match="'grammar' element is not read yet"):
+        to_lark({"type": "grammar", "grammar": "root ::= \"a\""})
+    with pytest.raises(UnsupportedGrammar, match="any_text is read as a tag's content"):
+        to_lark({"type": "sequence", "elements": [{"type": "any_text"}, {"type": "const_string", "value": "x"}]})
+    with pytest.raises(UnsupportedGrammar, match="max_chars"):
+        to_lark({"type": "any_text", "max_chars": 3})
+    with pytest.raises(UnsupportedGrammar, match="not one of xgrammar's"):
+        to_lark({"type": "bogus"})
+    with pytest.raises(GrammarError, match="/format/elements/1: an element is an object"):
+        to_lark({"type": "structural_tag", "format": {"type": "sequence", "elements": [_INT, 3]}})
+    with pytest.raises(GrammarError, match="repeat needs"):
+        to_lark({"type": "repeat", "min": 3, "max": 1, "content": _INT})
+    with pytest.raises(GrammarError, match="no tag begins with"):
+        to_lark({"type": "triggered_tags", "triggers": ["<q"], "tags": [CASES["tag"][0]]})

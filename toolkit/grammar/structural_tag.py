@@ -1,0 +1,418 @@
+"""xgrammar's structural tags (``xgrammar/structural_tag.py``, 0.2.8) read into the IR.
+
+A structural tag is a JSON description of what a tool-calling model may write: free
+text, triggers that open a tagged region, the region's content (a JSON schema, a regex,
+a constant, a token), its end.  :func:`to_lark` writes one in llguidance's Lark dialect
+(:mod:`toolkit.grammar.lark_dialect`), so the same language has a form llguidance reads
+and the IR is that text's (:func:`read_structural_tag`).  The elements:
+
+* ``const_string``, ``regex``, ``json_schema`` (its default ``style="json"``, as
+  ``%json``), ``token`` (an id, or a special token's name ``<...>``), ``exclude_token``
+  and ``any_tokens`` (ids), ``sequence``, ``or``, ``optional``, ``plus``, ``star``,
+  ``repeat``, ``tag`` (its ``end`` a string, a list or a token) and
+  ``tags_with_separator``;
+* text that ends at a string (``any_text`` as a tag's content: up to the tag's end;
+  ``triggered_tags`` and ``dispatch``: up to a trigger) is a lazy lexeme with that
+  suffix (llguidance's ``[suffix=...]``): it ends where the string first appears, as
+  xgrammar's text does; ``excludes`` take the strings out of the text (``& ~``);
+* ``token_triggered_tags`` and ``token_dispatch``: token-level text (``<[^ids]>*``)
+  until a trigger token.
+
+Refused with :class:`~toolkit.core.errors.UnsupportedGrammar` naming the element and its
+JSON pointer: the ``grammar`` element (xgrammar's EBNF inside a tag), ``json_schema``
+styles other than ``json`` (each an XML argument syntax of one model family) and its
+``any_order`` (which loosens required keys by design), ``max_whitespace_cnt`` and
+``excludes`` of a schema, ``max_tokens`` and ``max_chars`` of text, token names that are
+not written ``<...>`` and names where ids are needed, ``any_text`` anywhere but a tag's
+content or the end of the format.  A malformed tag is a
+:class:`~toolkit.core.errors.GrammarError` with its pointer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from toolkit.core.errors import GrammarError, UnsupportedGrammar
+from toolkit.grammar.inputs import InputFormat, register_format
+from toolkit.grammar.ir import Grammar
+
+__all__ = ["StructuralTagText", "to_lark", "read_structural_tag", "ELEMENTS"]
+
+ELEMENTS = ("const_string", "regex", "json_schema", "grammar", "any_text", "token", "exclude_token", "any_tokens",
+            "sequence", "or", "optional", "plus", "star", "repeat", "tag", "triggered_tags",
+            "token_triggered_tags", "tags_with_separator", "dispatch", "token_dispatch")
+"""The element types of xgrammar 0.2.8's structural tags."""
+
+_ANY = "/(.|\\n)*/"
+_SPECIAL_NAME = re.compile(r"<[^<>\s]+>")
+
+
+@dataclass(frozen=True)
+class StructuralTagText:
+    """A structural tag (the JSON object ``{"type": "structural_tag", "format": ...}``,
+    or its format alone) for an engine that reads it itself (``peer:xgrammar``);
+    masklab's strategies are given :func:`read_structural_tag`'s IR."""
+
+    #: the input format's name (:mod:`toolkit.grammar.inputs`)
+    input_format: ClassVar[str] = "structural_tag"
+    value: Any
+
+    @property
+    def text(self) -> str:
+        return json.dumps(self.value)
+
+
+def read_structural_tag(spec: Any) -> Grammar:
+    """The IR of a structural tag (:class:`StructuralTagText`, a dict or its JSON text)."""
+    return Grammar.from_lark(to_lark(spec))
+
+
+def to_lark(spec: Any) -> str:
+    """The structural tag ``spec`` in llguidance's Lark dialect (see the module doc)."""
+    if isinstance(spec, StructuralTagText):
+        spec = spec.value
+    if isinstance(spec, str):
+        try:
+            spec = json.loads(spec)
+        except json.JSONDecodeError as e:
+            raise GrammarError(f"a structural tag must be JSON: {e.msg}", e.lineno, e.colno) from None
+    if not isinstance(spec, Mapping):
+        raise GrammarError(f"a structural tag is a JSON object, not {type(spec).__name__}")
+    fmt, where = spec, ""
+    if spec.get("type") == "structural_tag":
+        fmt, where = spec.get("format"), "/format"
+    w = _Writer()
+    top = w.element(fmt, where, last=True)
+    return "\n".join([f"start: {top}", *w.lines]) + "\n"
+
+
+def _lit(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _rx_lit(s: str) -> str:
+    """``s`` as a regex body inside ``/.../``."""
+    return re.escape(s).replace("/", "\\/")
+
+
+class _Writer:
+    """The rules and terminals of one structural tag, named ``st_N`` / ``ST_N``."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.n = 0
+
+    def name(self, upper: bool = False) -> str:
+        self.n += 1
+        return f"{'ST' if upper else 'st'}_{self.n}"
+
+    def rule(self, body: str, attrs: str = "") -> str:
+        name = self.name()
+        self.lines.append(f"{name}{attrs}: {body}")
+        return name
+
+    def terminal(self, body: str) -> str:
+        name = self.name(upper=True)
+        self.lines.append(f"{name}: {body}")
+        return name
+
+    # ------------------------------------------------------------------ elements --
+
+    def element(self, fmt: Any, where: str, last: bool = False) -> str:
+        """A rule for ``fmt`` (at JSON pointer ``where``); ``last``: nothing follows it
+        (free text may run to the end)."""
+        if not isinstance(fmt, Mapping) or not isinstance(fmt.get("type"), str):
+            raise GrammarError(f"structural tag at {where or '/'}: an element is an object with a 'type'")
+        kind = fmt["type"]
+        method = getattr(self, f"_{kind}", None)
+        if kind not in ELEMENTS or method is None:
+            raise UnsupportedGrammar(f"structural tag at {where or '/'}: the element type {kind!r} is not one of "
+                                     f"xgrammar's ({', '.join(ELEMENTS)})" if kind not in ELEMENTS else
+                                     f"structural tag at {where or '/'}: the {kind!r} element is not read yet")
+        return method(fmt, where, last)
+
+    def _const_string(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        value = _field(fmt, "value", str, where)
+        return self.rule(_lit(value) if value else "")
+
+    def _regex(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        pattern = _field(fmt, "pattern", str, where)
+        return self.rule("/" + pattern.replace("/", "\\/") + "/")
+
+    def _json_schema(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        schema = fmt.get("json_schema")
+        if not isinstance(schema, (bool, Mapping)):
+            raise GrammarError(f"structural tag at {where}/json_schema: a JSON schema (an object or a boolean)")
+        style = fmt.get("style", "json")
+        if style != "json":
+            raise UnsupportedGrammar(f"structural tag at {where}/style: the json_schema style {style!r} (an XML "
+                                     "argument syntax) is not read yet; 'json' is")
+        for key, default in (("any_order", False), ("max_whitespace_cnt", None), ("excludes", [])):
+            if fmt.get(key, default) != default:
+                raise UnsupportedGrammar(f"structural tag at {where}/{key}: a json_schema's {key!r} is not read yet")
+        return self.rule("%json " + json.dumps(schema))
+
+    def _any_text(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        self._no_limits(fmt, where)
+        if not last:
+            raise UnsupportedGrammar(f"structural tag at {where}: any_text is read as a tag's content or at the end "
+                                     "of the format only (elsewhere nothing says where it ends)")
+        return self.rule(self._text(_strings(fmt, "excludes", where), ()))
+
+    def _token(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        return self.rule(_token(fmt.get("token"), f"{where}/token"))
+
+    def _exclude_token(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        return self.rule(_not_tokens(fmt.get("exclude_tokens", []), f"{where}/exclude_tokens"))
+
+    def _any_tokens(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        one = _not_tokens(fmt.get("exclude_tokens", []), f"{where}/exclude_tokens")
+        cap = fmt.get("max_tokens")
+        if cap is None:
+            return self.rule(f"({one})*")
+        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 0:
+            raise GrammarError(f"structural tag at {where}/max_tokens: a count >= 0, got {cap!r}")
+        return self.rule(f"({one}){{0,{cap}}}" if cap else "")
+
+    def _sequence(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        elems = _list(fmt, "elements", where)
+        parts = [self.element(e, f"{where}/elements/{i}", last and i == len(elems) - 1) for i, e in enumerate(elems)]
+        return self.rule(" ".join(parts))
+
+    def _or(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        elems = _list(fmt, "elements", where)
+        if not elems:
+            raise GrammarError(f"structural tag at {where}/elements: an 'or' needs at least one element")
+        return self.rule(" | ".join(self.element(e, f"{where}/elements/{i}", last) for i, e in enumerate(elems)))
+
+    def _optional(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        return self.rule(f"[{self.element(fmt.get('content'), f'{where}/content', last)}]")
+
+    def _plus(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        return self.rule(f"{self.element(fmt.get('content'), f'{where}/content')}+")
+
+    def _star(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        return self.rule(f"{self.element(fmt.get('content'), f'{where}/content')}*")
+
+    def _repeat(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        lo, hi = fmt.get("min"), fmt.get("max")
+        if not isinstance(lo, int) or not isinstance(hi, int) or lo < 0 or (hi != -1 and hi < lo):
+            raise GrammarError(f"structural tag at {where}: repeat needs 0 <= min <= max (max -1: unbounded), "
+                               f"got min={lo!r} max={hi!r}")
+        inner = self.element(fmt.get("content"), f"{where}/content", last and hi == 1)
+        if hi == 0:
+            return self.rule("")
+        return self.rule(f"{inner}{{{lo},}}" if hi == -1 else f"{inner}{{{lo},{hi}}}")
+
+    def _tag(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        begin = self._edge(fmt.get("begin"), f"{where}/begin")
+        ends = fmt.get("end")
+        content = fmt.get("content")
+        if isinstance(content, Mapping) and content.get("type") == "any_text":
+            # the text runs to the first end string, which it takes (a lazy lexeme)
+            self._no_limits(content, f"{where}/content")
+            end_strings = _end_strings(ends, f"{where}/end")
+            text = self._text(_strings(content, "excludes", f"{where}/content"), ())
+            suffix = self.terminal(" | ".join(_lit(e) for e in end_strings))
+            return self.rule(f"{begin} {self.rule(text, f'[suffix={suffix}]')}")
+        body = self.element(content, f"{where}/content")
+        return self.rule(f"{begin} {body} {self._ends(ends, f'{where}/end')}")
+
+    def _tags_with_separator(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        tags = self._tags(fmt, where)
+        sep = _lit(_field(fmt, "separator", str, where))
+        at_least_one, first_only = _flag(fmt, "at_least_one", where), _flag(fmt, "stop_after_first", where)
+        if first_only:
+            return self.rule(tags if at_least_one else f"[{tags}]")
+        many = f"{tags} ({sep} {tags})*" if sep != '""' else f"{tags}+"
+        return self.rule(many if at_least_one else f"[{many}]")
+
+    def _triggered_tags(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        triggers = _strings(fmt, "triggers", where)
+        if not triggers:
+            raise GrammarError(f"structural tag at {where}/triggers: at least one trigger")
+        tags = _list(fmt, "tags", where)
+        excludes = _strings(fmt, "excludes", where)
+        turns = []
+        for k, trig in enumerate(triggers):
+            rests = []
+            for i, tag in enumerate(tags):
+                begin = tag.get("begin") if isinstance(tag, Mapping) else None
+                if isinstance(begin, str) and begin.startswith(trig):
+                    rests.append(self._tag_after(tag, len(trig), f"{where}/tags/{i}"))
+            if not rests:
+                raise GrammarError(f"structural tag at {where}/triggers/{k}: no tag begins with {trig!r}")
+            turns.append((trig, self.rule(" | ".join(rests))))
+        return self._turns(turns, triggers, excludes, where, _flag(fmt, "at_least_one", where),
+                           loop=not _flag(fmt, "stop_after_first", where))
+
+    def _dispatch(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        rules = _list(fmt, "rules", where)
+        turns = []
+        for i, pair in enumerate(rules):
+            if not (isinstance(pair, Sequence) and len(pair) == 2 and isinstance(pair[0], str) and pair[0]):
+                raise GrammarError(f"structural tag at {where}/rules/{i}: a [pattern, format] pair")
+            turns.append((pair[0], self.element(pair[1], f"{where}/rules/{i}/1")))
+        return self._turns(turns, [p for p, _ in turns], _strings(fmt, "excludes", where), where, False,
+                           loop=fmt.get("loop", True) is not False)
+
+    def _token_triggered_tags(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        triggers = _ids(fmt.get("trigger_tokens", []), f"{where}/trigger_tokens")
+        tags = self.rule(" | ".join(self.element(t, f"{where}/tags/{i}") for i, t in enumerate(_list(fmt, "tags", where))))
+        text = self.rule(f"({_not_ids(triggers + _ids(fmt.get('exclude_tokens', []), where))})*")
+        return self._repeat_turns(self.rule(f"{text} {tags}"), text, tags, _flag(fmt, "at_least_one", where),
+                                  not _flag(fmt, "stop_after_first", where))
+
+    def _token_dispatch(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        pairs = _list(fmt, "rules", where)
+        triggers, alts = [], []
+        for i, pair in enumerate(pairs):
+            if not (isinstance(pair, Sequence) and len(pair) == 2):
+                raise GrammarError(f"structural tag at {where}/rules/{i}: a [token, format] pair")
+            (tid,) = _ids([pair[0]], f"{where}/rules/{i}/0")
+            triggers.append(tid)
+            alts.append(f"<[{tid}]> {self.element(pair[1], f'{where}/rules/{i}/1')}")
+        text = self.rule(f"({_not_ids(triggers + _ids(fmt.get('exclude_tokens', []), where))})*")
+        turn = self.rule(f"{text} ({' | '.join(alts)})")
+        return self._repeat_turns(turn, text, "", False, fmt.get("loop", True) is not False)
+
+    # ------------------------------------------------------------------- helpers --
+
+    def _turns(self, turns: list[tuple[str, str]], triggers: list[str], excludes: list[str], where: str,
+               at_least_one: bool, loop: bool) -> str:
+        """Free text up to a trigger (a lazy lexeme taking it), then what the trigger
+        opens; the text before the end holds no trigger.  ``at_least_one``: the output
+        begins with a trigger, no text before it (xgrammar's reading); ``loop``: again
+        and again, else the format ends after the first."""
+        direct = self.rule(" | ".join(f"{_lit(trig)} {after}" for trig, after in turns))
+        if at_least_one and not loop:  # one tag, nothing before or after it
+            return direct
+        body = self._text(excludes, triggers)
+        alts = [f"{self.rule(body, f'[suffix={_lit(trig)}]')} {after}" for trig, after in turns]
+        return self._repeat_turns(self.rule(" | ".join(alts)), self.rule(body), direct, at_least_one, loop)
+
+    def _repeat_turns(self, turn: str, tail: str, direct: str, at_least_one: bool, loop: bool) -> str:
+        """``turn``s (text then a tag) and the ``tail`` text; ``at_least_one``: the first
+        is ``direct`` (a tag, no text before); not ``loop``: one turn at most."""
+        if at_least_one:
+            return self.rule(f"{direct} {turn}* {tail}" if loop else direct)
+        return self.rule(f"{turn}* {tail}" if loop else f"{turn} | {tail}")
+
+    def _text(self, excludes: Sequence[str], triggers: Sequence[str]) -> str:
+        """One terminal: any text holding none of ``excludes`` and ``triggers`` (a
+        terminal of its own when some are given: ``&`` stands in terminals only)."""
+        banned = [s for s in (*excludes, *triggers) if s]
+        if not banned:
+            return _ANY
+        alts = "|".join(_rx_lit(s) for s in dict.fromkeys(banned))
+        return self.terminal(f"{_ANY} & ~/(.|\\n)*({alts})(.|\\n)*/")
+
+    def _tags(self, fmt: Mapping[str, Any], where: str) -> str:
+        tags = _list(fmt, "tags", where)
+        if not tags:
+            raise GrammarError(f"structural tag at {where}/tags: at least one tag")
+        return self.rule(" | ".join(self.element(t, f"{where}/tags/{i}") for i, t in enumerate(tags)))
+
+    def _tag_after(self, tag: Mapping[str, Any], skip: int, where: str) -> str:
+        """A tag whose begin's first ``skip`` characters were read already (a trigger)."""
+        if tag.get("type") != "tag":
+            raise GrammarError(f"structural tag at {where}: a triggered tag is a 'tag' element")
+        rest = dict(tag)
+        rest["begin"] = tag["begin"][skip:]
+        return self._tag(rest, where, False)
+
+    def _edge(self, value: Any, where: str) -> str:
+        if isinstance(value, str):
+            return _lit(value) if value else ""
+        if isinstance(value, Mapping) and value.get("type") == "token":
+            return _token(value.get("token"), f"{where}/token")
+        raise GrammarError(f"structural tag at {where}: a string or a token element")
+
+    def _ends(self, value: Any, where: str) -> str:
+        if isinstance(value, list):
+            return "(" + " | ".join(_lit(e) if e else '""' for e in _end_strings(value, where)) + ")"
+        return self._edge(value, where)
+
+    def _no_limits(self, fmt: Mapping[str, Any], where: str) -> None:
+        for key in ("max_tokens", "max_chars"):
+            if fmt.get(key) is not None:
+                raise UnsupportedGrammar(f"structural tag at {where}/{key}: text limited to a count of "
+                                         f"{'tokens' if key == 'max_tokens' else 'characters'} is not read yet")
+
+
+def _field(fmt: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    value = fmt.get(key)
+    if not isinstance(value, kind):
+        raise GrammarError(f"structural tag at {where}/{key}: a {kind.__name__} is needed, got {value!r}")
+    return value
+
+
+def _list(fmt: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    return list(_field(fmt, key, list, where))
+
+
+def _flag(fmt: Mapping[str, Any], key: str, where: str) -> bool:
+    value = fmt.get(key, False)
+    if not isinstance(value, bool):
+        raise GrammarError(f"structural tag at {where}/{key}: true or false, got {value!r}")
+    return value
+
+
+def _strings(fmt: Mapping[str, Any], key: str, where: str) -> list[str]:
+    values = fmt.get(key, [])
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise GrammarError(f"structural tag at {where}/{key}: a list of strings, got {values!r}")
+    return values
+
+
+def _end_strings(value: Any, where: str) -> list[str]:
+    ends = [value] if isinstance(value, str) else value
+    if not isinstance(ends, list) or not ends or not all(isinstance(e, str) for e in ends):
+        raise UnsupportedGrammar(f"structural tag at {where}: text content ends at end strings (a string or a "
+                                 f"list of them), not {value!r}")
+    if "" in ends:
+        raise UnsupportedGrammar(f"structural tag at {where}: text content with an empty end string never ends")
+    return ends
+
+
+def _token(token: Any, where: str) -> str:
+    if isinstance(token, int) and not isinstance(token, bool) and token >= 0:
+        return f"<[{token}]>"
+    if isinstance(token, str) and _SPECIAL_NAME.fullmatch(token):
+        return token
+    raise UnsupportedGrammar(f"structural tag at {where}: the token {token!r} (an id, or a special token's name "
+                             "written <...>, is read)")
+
+
+def _ids(tokens: Any, where: str) -> list[int]:
+    if not isinstance(tokens, list):
+        raise GrammarError(f"structural tag at {where}: a list of token ids")
+    out = []
+    for i, t in enumerate(tokens):
+        if not isinstance(t, int) or isinstance(t, bool) or t < 0:
+            raise UnsupportedGrammar(f"structural tag at {where}/{i}: the token {t!r} (token ids are read here, "
+                                     "not names)")
+        out.append(t)
+    return out
+
+
+def _not_ids(ids: Sequence[int]) -> str:
+    return f"<[^{','.join(str(i) for i in sorted(set(ids)))}]>" if ids else "<[*]>"
+
+
+def _not_tokens(tokens: Any, where: str) -> str:
+    return _not_ids(_ids(tokens, where))
+
+
+def _read_spec(spec: Any) -> Grammar:
+    return read_structural_tag(spec)
+
+
+register_format(InputFormat(
+    "structural_tag", StructuralTagText, _read_spec, key="structural_tag", flag="--structural-tag",
+    suffixes=(".stag.json",), help="an xgrammar structural tag (a JSON file)", title="a structural tag "
+    "(StructuralTagText)", wrap=StructuralTagText), replace=True)
