@@ -78,6 +78,7 @@ from toolkit.core.protocol import (
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.inputs import format_of, read
 from toolkit.grammar.ir import Grammar
+from toolkit.grammar.structural_tag import read_structural_tag
 from toolkit.jsonschema.compiler import JsonSchemaText
 
 __all__ = [
@@ -814,6 +815,37 @@ class XGrammarEngine(PeerEngine):
         return PeerCompiled(c, text, "json_schema", int(c.memory_size_bytes), spent,
                             unenforced=from_messages(warned, json.loads(text) if warned else None))
 
+    #: JSON schemas and structural tags go to xgrammar's own compilers
+    native_inputs = frozenset({"json_schema", "structural_tag"})
+
+    def _compile_native(self, fmt: str, text: str) -> PeerCompiled:
+        """A structural tag (:class:`toolkit.grammar.StructuralTagText`), compiled by
+        xgrammar's ``compile_structural_tag``; its masks keep the special tokens masklab's
+        reading of it names."""
+        if fmt != "structural_tag":
+            return super()._compile_native(fmt, text)
+        source = self._native_source(fmt, text)
+        try:
+            special = read_structural_tag(text).special_ids(self.vocab)
+        except MasklabError:  # a tag masklab does not read: xgrammar's bits alone decide
+            special = frozenset(self.vocab.special_tokens) - frozenset(self.vocab.eos_ids)
+
+        def timed() -> tuple[Any, float]:
+            t0 = perf_counter()
+            c = self.compiler.compile_structural_tag(source)
+            return c, perf_counter() - t0
+
+        (c, spent), warned = native_warnings(timed)
+        return self._with_special(PeerCompiled(c, source, "structural_tag", int(c.memory_size_bytes), spent,
+                                               unenforced=from_messages(warned)), special)
+
+    def _native_source(self, fmt: str, text: str) -> str:
+        if fmt != "structural_tag":
+            return text
+        value = json.loads(text)  # a format alone: in the structural tag object xgrammar takes
+        return text if isinstance(value, dict) and value.get("type") == "structural_tag" else \
+            json.dumps({"type": "structural_tag", "format": value})
+
     def _grammar_source(self, grammar: Grammar) -> tuple[str, str]:
         lark = grammar.to_lark(boolean="regex")
         if grammar.ignore:
@@ -835,6 +867,8 @@ class XGrammarEngine(PeerEngine):
         if kind == "json_schema":
             return self.compiler.compile_json_schema(source, any_whitespace=self.any_whitespace,
                                                      strict_mode=self.strict_mode)
+        if kind == "structural_tag":
+            return self.compiler.compile_structural_tag(source)
         return self.compiler.compile_grammar(self._xg.Grammar.from_lark(source))
 
     def _direct_calls(self, handle: Any) -> tuple[Any, Any]:

@@ -5,6 +5,7 @@ strategies' masks over it equal ``naive``'s on a small byte-level vocabulary."""
 
 from __future__ import annotations
 
+import codecs
 import json
 
 import numpy as np
@@ -97,6 +98,15 @@ TOKEN_CASES: dict[str, tuple[dict, list[tuple[list[int], bool]]]] = {
 VOCAB = Vocabulary.from_tokens([bytes([b]) for b in range(256)] + [b"", b"", b"", b"<f=", b"</f>", b'{"', b"ab"],
                                eos_ids=(258,), special_tokens={256: "<|call|>", 257: "<|end|>", 258: "</s>"},
                                name="bytes+")
+
+
+def _utf8_prefix(raw: bytes) -> bool:
+    """Whether ``raw`` can begin UTF-8 text (an unfinished character at its end allowed)."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(raw, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _xgrammar_verdicts(fmt: dict, texts: list[str]) -> list[bool] | None:
@@ -207,3 +217,41 @@ def test_the_format_is_registered_and_refuses_what_it_does_not_read() -> None:
         to_lark({"type": "repeat", "min": 3, "max": 1, "content": _INT})
     with pytest.raises(GrammarError, match="no tag begins with"):
         to_lark({"type": "triggered_tags", "triggers": ["<q"], "tags": [CASES["tag"][0]]})
+
+
+def test_on_llama3_our_reading_is_inside_xgrammars() -> None:
+    """``peer:xgrammar`` given the structural tag itself (``--source native``) and our
+    ``llguidance`` given its IR, along a tool-calling transcript on Llama 3: every mask of
+    ours is inside xgrammar's, and where they differ it is for the two known reasons
+    (the module doc): xgrammar's free text also takes tokens that are no UTF-8 (a lone
+    continuation byte), and its JSON strings spell more escapes (``\\/``, ``\\u``) and DEL."""
+    from tests._support.shared import SHARED
+    from tests.conformance import missing
+    from toolkit.core.forced import canonical_tokens
+    from toolkit.core.vocab import load_vocab
+    from toolkit.grammar.inputs import engine_input
+
+    path = SHARED / "tokenizers/llama-3/tokenizer.model"
+    if not path.is_file() or missing("peer:xgrammar"):
+        pytest.skip("needs the shared Llama-3 tokenizer and xgrammar (the [peers] extra)")
+    vocab = load_vocab(f"llama3:{path}")
+    call = {"type": "object", "properties": {"name": {"const": "get_weather"}, "arguments": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+        "additionalProperties": False}}, "required": ["name", "arguments"], "additionalProperties": False}
+    spec = StructuralTagText({"type": "structural_tag", "format": {"type": "triggered_tags", "triggers": ["<tool_call>"],
+                              "tags": [{"type": "tag", "begin": "<tool_call>", "content": {
+                                  "type": "json_schema", "json_schema": call}, "end": "</tool_call>"}]}})
+    theirs, ours = get_engine("peer:xgrammar", vocab), get_engine("llguidance", vocab)
+    a = theirs.matcher(theirs.compile(engine_input(theirs, spec, "native")))
+    b = ours.matcher(ours.compile(spec))
+    text = 'Sure. <tool_call>{"name": "get_weather", "arguments": {"city": "Oslo"}}</tool_call> Done.'
+    ra, rb = bm.allocate(vocab.size), bm.allocate(vocab.size)
+    for t in canonical_tokens(vocab, text.encode()):
+        a.fill_bitmask(ra)
+        b.fill_bitmask(rb)
+        mine, more = set(bm.allowed_ids(rb[0], vocab.size).tolist()), set(bm.allowed_ids(ra[0], vocab.size).tolist())
+        assert mine <= more, [vocab.token_bytes[u] for u in sorted(mine - more)[:5]]
+        for u in more - mine:
+            raw = vocab.token_bytes[u]
+            assert not _utf8_prefix(raw) or b"\\" in raw or b"\x7f" in raw, raw
+        assert a.accept_token(t) and b.accept_token(t)

@@ -1,4 +1,4 @@
-"""xgrammar's structural tags (``xgrammar/structural_tag.py``, 0.2.8) read into the IR.
+r"""xgrammar's structural tags (``xgrammar/structural_tag.py``, 0.2.8) read into the IR.
 
 A structural tag is a JSON description of what a tool-calling model may write: free
 text, triggers that open a tagged region, the region's content (a JSON schema, a regex,
@@ -26,6 +26,16 @@ styles other than ``json`` (each an XML argument syntax of one model family) and
 not written ``<...>`` and names where ids are needed, ``any_text`` anywhere but a tag's
 content or the end of the format.  A malformed tag is a
 :class:`~toolkit.core.errors.GrammarError` with its pointer.
+
+Where the reading differs from xgrammar 0.2.8's (``peer:xgrammar`` compiles the tag
+itself; ``tests/test_structural_tag.py`` checks the IR's masks inside its masks on
+Llama 3, and every element's verdicts equal to its own):
+
+* free text is UTF-8 text here; xgrammar's also takes byte strings that are not UTF-8
+  (on Llama 3, 284 tokens such as a lone continuation byte);
+* a ``json_schema`` is ``%json``, its strings spelled as llguidance spells them (no
+  ``\/``, ``\u`` escapes of controls only, no DEL); xgrammar's JSON strings take those
+  too.
 """
 
 from __future__ import annotations
