@@ -255,3 +255,47 @@ def test_on_llama3_our_reading_is_inside_xgrammars() -> None:
             raw = vocab.token_bytes[u]
             assert not _utf8_prefix(raw) or b"\\" in raw or b"\x7f" in raw, raw
         assert a.accept_token(t) and b.accept_token(t)
+
+
+READ_BUILTINS = ("deepseek_r1", "deepseek_v3_1", "exaone", "harmony", "kimi", "llama", "qwen_3")
+
+
+def test_xgrammars_builtin_model_formats_read_or_are_refused_by_their_style() -> None:
+    """xgrammar's per-model structural tags (``get_model_structural_tag``) for two tools:
+    the seven whose arguments are JSON read, and each reading judges a call of its own
+    format as xgrammar does; the others (XML argument styles) are refused naming it."""
+    try:
+        import xgrammar as xgr
+        from xgrammar.builtin_structural_tag import _structural_tag_registry, get_model_structural_tag
+        from xgrammar.testing import _is_grammar_accept_string
+    except ImportError:
+        pytest.skip("needs xgrammar (the [peers] extra)")
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": False}}}]
+    read = set()
+    for model in sorted(_structural_tag_registry):
+        tag = json.loads(get_model_structural_tag(model, tools=tools).model_dump_json())
+        try:
+            g = read_structural_tag(tag)
+        except UnsupportedGrammar as e:
+            assert "style" in str(e) and "_xml" in str(e), (model, str(e))
+            continue
+        read.add(model)
+        xg = xgr.Grammar.from_structural_tag(tag)
+        for text in ("", "plain words", '{"a": 1}', "<tool_call>", *CALLS.get(model, ())):
+            assert g.accepts(text.encode()) == _is_grammar_accept_string(xg, text), (model, text)
+    assert read == set(READ_BUILTINS)
+    assert all(xgr.Grammar.from_structural_tag(json.loads(get_model_structural_tag(m, tools=tools).model_dump_json()))
+               and read_structural_tag(json.loads(get_model_structural_tag(m, tools=tools).model_dump_json()))
+               .accepts(CALLS[m][0].encode()) for m in CALLS)
+
+
+# a call of each format, and one broken (for "add" with {"a": integer})
+CALLS = {
+    "llama": ('{"name": "add", "parameters": {"a": 1}}', 'text then {"name": "add", "parameters": {"a": 1}}',
+              '{"name": "add", "parameters": {"a": "x"}}'),
+    "exaone": ('</think>\n\n<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>',
+               '</think>\n\n<tool_call>{"name": "sub", "arguments": {"a": 1}}</tool_call>'),
+    "harmony": ('<|channel|>commentary to=functions.add<|constrain|>json<|message|>{"a": 1}<|call|>',
+                '<|channel|>commentary to=functions.add<|constrain|>json<|message|>{"b": 1}<|call|>'),
+}
