@@ -266,7 +266,10 @@ def test_xgrammars_builtin_model_formats_read_or_are_refused_by_their_style() ->
     format as xgrammar does; the others (XML argument styles) are refused naming it."""
     try:
         import xgrammar as xgr
-        from xgrammar.builtin_structural_tag import _structural_tag_registry, get_model_structural_tag
+        from xgrammar.builtin_structural_tag import (
+            _structural_tag_registry,
+            get_model_structural_tag,
+        )
         from xgrammar.testing import _is_grammar_accept_string
     except ImportError:
         pytest.skip("needs xgrammar (the [peers] extra)")
