@@ -302,3 +302,23 @@ CALLS = {
     "harmony": ('<|channel|>commentary to=functions.add<|constrain|>json<|message|>{"a": 1}<|call|>',
                 '<|channel|>commentary to=functions.add<|constrain|>json<|message|>{"b": 1}<|call|>'),
 }
+
+
+@pytest.mark.parametrize("s", ["new\nline", "tab\t", "\x01ctl", "/s/", 'a"b', "back\\slash", "ünï€", "<|x|>",
+                               "{}[]()*+?.^$|", " sp ace"])
+def test_strings_with_regex_and_lark_characters_are_written_exactly(s: str) -> None:
+    """A trigger, a tag's begin and end, an excluded string and a constant holding
+    characters that regexes, Lark strings or a Lark line treat specially: the reading
+    judges as xgrammar does."""
+    fmts = [{"type": "triggered_tags", "triggers": [s], "tags": [
+        {"type": "tag", "begin": s + "1", "content": {"type": "const_string", "value": s}, "end": s}]},
+        {"type": "any_text", "excludes": [s]},
+        {"type": "tag", "begin": s, "content": {"type": "any_text"}, "end": s + "E"}]
+    texts = [f"hi {s}1{s}{s}", f"hi {s}2", "plain", s, f"{s}abc{s}E", f"{s}{s}E"]
+    for fmt in fmts:
+        g = read_structural_tag(fmt)
+        got = [g.accepts(t.encode()) for t in texts]
+        theirs = _xgrammar_verdicts(fmt, texts)
+        if theirs is None:
+            pytest.skip("needs xgrammar (the [peers] extra) to judge")
+        assert got == theirs, (fmt["type"], to_lark(fmt))

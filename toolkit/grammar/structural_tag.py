@@ -105,8 +105,15 @@ def _lit(s: str) -> str:
 
 
 def _rx_lit(s: str) -> str:
-    """``s`` as a regex body inside ``/.../``."""
-    return re.escape(s).replace("/", "\\/")
+    """``s`` as a regex body inside ``/.../``, on one line (control characters as ``\\xHH``)."""
+    return "".join(f"\\x{ord(c):02x}" if ord(c) < 0x20 or c == "\x7f" else "\\/" if c == "/" else re.escape(c)
+                   for c in s)
+
+
+def _one_line(rx: str) -> str:
+    """A regex with its control characters written as ``\\xHH`` (a raw newline would end
+    the Lark line it stands on)."""
+    return re.sub(r"[\x00-\x1f\x7f]", lambda m: f"\\x{ord(m.group()):02x}", rx)
 
 
 class _Writer:
@@ -151,7 +158,7 @@ class _Writer:
 
     def _regex(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
         pattern = _field(fmt, "pattern", str, where)
-        return self.rule("/" + pattern.replace("/", "\\/") + "/")
+        return self.rule("/" + _one_line(pattern.replace("/", "\\/")) + "/")
 
     def _json_schema(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
         schema = fmt.get("json_schema")
@@ -211,7 +218,7 @@ class _Writer:
     def _repeat(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
         lo, hi = fmt.get("min"), fmt.get("max")
         if not isinstance(lo, int) or not isinstance(hi, int) or lo < 0 or (hi != -1 and hi < lo):
-            raise GrammarError(f"structural tag at {where}: repeat needs 0 <= min <= max (max -1: unbounded), "
+            raise GrammarError(f"structural tag at {where or '/'}: repeat needs 0 <= min <= max (max -1: unbounded), "
                                f"got min={lo!r} max={hi!r}")
         inner = self.element(fmt.get("content"), f"{where}/content", last and hi == 1)
         if hi == 0:
