@@ -322,3 +322,25 @@ def test_strings_with_regex_and_lark_characters_are_written_exactly(s: str) -> N
         if theirs is None:
             pytest.skip("needs xgrammar (the [peers] extra) to judge")
         assert got == theirs, (fmt["type"], to_lark(fmt))
+
+
+@pytest.mark.parametrize("schema, texts", [
+    ({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}, ['{"a": 1}', '{"a": 1, "b": 2}']),
+    ({"type": "object"}, ["{}", '{"a": 1}']),
+    ({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "integer"}}}}},
+     ['{"a": {"b": 1}}', '{"a": {"b": 1, "c": 2}}']),
+    ({"anyOf": [{"type": "object", "properties": {"b": {"type": "integer"}}}]}, ['{"b": 1}', '{"b": 1, "c": 2}']),
+    ({"type": "array", "prefixItems": [{"type": "integer"}]}, ["[1]", "[1, 2]"]),
+    ({"$defs": {"p": {"properties": {"b": {"type": "integer"}}}}, "$ref": "#/$defs/p"}, ['{"b": 1}', '{"c": 1}']),
+])
+def test_a_json_schema_is_closed_as_xgrammar_closes_it(schema: dict, texts: list[str]) -> None:
+    """xgrammar reads a structural tag's schema in its strict mode: an object with
+    ``properties`` and no ``additionalProperties`` takes no other member (a tool's
+    arguments), a ``prefixItems`` no other item; so does the reading here."""
+    fmt = {"type": "json_schema", "json_schema": schema}
+    g = read_structural_tag(fmt)
+    got = [g.accepts(t.encode()) for t in texts]
+    theirs = _xgrammar_verdicts(fmt, texts)
+    if theirs is None:
+        pytest.skip("needs xgrammar (the [peers] extra) to judge")
+    assert got == theirs

@@ -7,7 +7,7 @@ a constant, a token), its end.  :func:`to_lark` writes one in llguidance's Lark 
 and the IR is that text's (:func:`read_structural_tag`).  The elements:
 
 * ``const_string``, ``regex``, ``json_schema`` (its default ``style="json"``, as
-  ``%json``), ``token`` (an id, or a special token's name ``<...>``), ``exclude_token``
+  ``%json``, closed as xgrammar closes it: :func:`strict_schema`), ``token`` (an id, or a special token's name ``<...>``), ``exclude_token``
   and ``any_tokens`` (ids), ``sequence``, ``or``, ``optional``, ``plus``, ``star``,
   ``repeat``, ``tag`` (its ``end`` a string, a list or a token) and
   ``tags_with_separator``;
@@ -33,6 +33,8 @@ Llama 3, and every element's verdicts equal to its own):
 
 * free text is UTF-8 text here; xgrammar's also takes byte strings that are not UTF-8
   (on Llama 3, 284 tokens such as a lone continuation byte);
+* a ``patternProperties`` object is read by JSON Schema here; xgrammar closes it
+  (it refuses ``{"x1": 1}`` for ``{"patternProperties": {"^x": ...}}``);
 * a ``json_schema`` is ``%json``, its strings spelled as llguidance spells them (no
   ``\/``, ``\u`` escapes of controls only, no DEL); xgrammar's JSON strings take those
   too.
@@ -50,7 +52,7 @@ from toolkit.core.errors import GrammarError, UnsupportedGrammar
 from toolkit.grammar.inputs import InputFormat, register_format
 from toolkit.grammar.ir import Grammar
 
-__all__ = ["StructuralTagText", "to_lark", "read_structural_tag", "ELEMENTS"]
+__all__ = ["StructuralTagText", "to_lark", "read_structural_tag", "strict_schema", "ELEMENTS"]
 
 ELEMENTS = ("const_string", "regex", "json_schema", "grammar", "any_text", "token", "exclude_token", "any_tokens",
             "sequence", "or", "optional", "plus", "star", "repeat", "tag", "triggered_tags",
@@ -171,7 +173,7 @@ class _Writer:
         for key, default in (("any_order", False), ("max_whitespace_cnt", None), ("excludes", [])):
             if fmt.get(key, default) != default:
                 raise UnsupportedGrammar(f"structural tag at {where}/{key}: a json_schema's {key!r} is not read yet")
-        return self.rule("%json " + json.dumps(schema))
+        return self.rule("%json " + json.dumps(strict_schema(schema)))
 
     def _any_text(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
         self._no_limits(fmt, where)
@@ -359,6 +361,36 @@ class _Writer:
             if fmt.get(key) is not None:
                 raise UnsupportedGrammar(f"structural tag at {where}/{key}: text limited to a count of "
                                          f"{'tokens' if key == 'max_tokens' else 'characters'} is not read yet")
+
+
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_VALUES = ("additionalProperties", "items", "additionalItems", "contains", "not", "if", "then", "else",
+                  "propertyNames", "unevaluatedProperties", "unevaluatedItems", "anyOf", "oneOf", "allOf", "prefixItems")
+
+
+def strict_schema(schema: Any) -> Any:
+    """``schema`` as xgrammar reads a structural tag's (its ``strict_mode``): an object
+    schema with ``properties`` and no ``additionalProperties`` (nor pattern or unevaluated
+    ones) is closed, a ``prefixItems`` without ``items`` takes no more items; every
+    subschema alike.  (xgrammar leaves ``{"type": "object"}`` without properties open.)"""
+    if isinstance(schema, list):
+        return [strict_schema(v) for v in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in _SCHEMA_MAPS and isinstance(v, Mapping):
+            out[k] = {n: strict_schema(sub) for n, sub in v.items()}
+        elif k in _SCHEMA_VALUES:
+            out[k] = strict_schema(v)
+        else:
+            out[k] = v
+    if "properties" in schema and not any(k in schema for k in ("additionalProperties", "patternProperties",
+                                                                 "unevaluatedProperties")):
+        out["additionalProperties"] = False
+    if "prefixItems" in schema and not any(k in schema for k in ("items", "additionalItems", "unevaluatedItems")):
+        out["items"] = False
+    return out
 
 
 def _field(fmt: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
