@@ -35,6 +35,19 @@ CASES: dict[str, tuple[dict, list[tuple[str, bool]]]] = {
                                                    {"type": "repeat", "min": 1, "max": 2,
                                                     "content": {"type": "const_string", "value": "b"}}]},
                  [("Ab", True), ("A12bb", True), ("A12bbb", False), ("A", False)]),
+    "qwen_xml": ({"type": "json_schema", "style": "qwen_xml", "json_schema": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "s": {"type": "string"},
+                                         "e": {"type": "string", "enum": ["x", "y z"]},
+                                         "o": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+        "required": ["a", "s"]}},
+        [("<parameter=a>1</parameter><parameter=s>hi there</parameter>", True),
+         ("\n<parameter=a>\n1\n</parameter>\n<parameter=s>\nhi\n</parameter>\n", True),
+         ('<parameter=a>1</parameter><parameter=s>x</parameter><parameter=o>{"x": 2}</parameter>', True),
+         ("<parameter=a>1</parameter><parameter=s>x</parameter><parameter=e> y z </parameter>", True),
+         ("<parameter=s>x</parameter><parameter=a>1</parameter>", False), ("<parameter=a>1</parameter>", False),
+         ("<parameter=a>1</parameter><parameter=s>a</parameter>b</parameter>", False),
+         ('<parameter=a>1</parameter><parameter=s>x</parameter><parameter=e>"x"</parameter>', False),
+         ('<parameter=a>1</parameter><parameter=s>x</parameter><parameter=o>{"x": 2, "q": 1}</parameter>', False)]),
     "or": ({"type": "or", "elements": [{"type": "const_string", "value": "yes"}, _INT]},
            [("yes", True), ("42", True), ("no", False)]),
     "plus_star": ({"type": "sequence", "elements": [
@@ -201,8 +214,11 @@ def test_the_format_is_registered_and_refuses_what_it_does_not_read() -> None:
     assert format_for_path("tools.stag.json").name == "structural_tag"
     assert format_for_path("schema.json").name == "json_schema"
     assert json.loads(spec.text)["format"]["type"] == "tag"
-    with pytest.raises(UnsupportedGrammar, match="/format/style.*qwen_xml"):
-        to_lark({"type": "structural_tag", "format": {**_OBJ, "style": "qwen_xml"}})
+    with pytest.raises(UnsupportedGrammar, match="/format/style.*glm_xml"):
+        to_lark({"type": "structural_tag", "format": {**_OBJ, "style": "glm_xml"}})
+    with pytest.raises(UnsupportedGrammar, match="qwen_xml value of this schema.*pattern"):
+        to_lark({"type": "json_schema", "style": "qwen_xml", "json_schema": {
+            "type": "object", "properties": {"s": {"type": "string", "pattern": "^a$"}}}})
     with pytest.raises(UnsupportedGrammar, match="'grammar' element is not read yet"):
         to_lark({"type": "grammar", "grammar": "root ::= \"a\""})
     with pytest.raises(UnsupportedGrammar, match="any_text is read as a tag's content"):
@@ -257,13 +273,15 @@ def test_on_llama3_our_reading_is_inside_xgrammars() -> None:
         assert a.accept_token(t) and b.accept_token(t)
 
 
-READ_BUILTINS = ("deepseek_r1", "deepseek_v3_1", "exaone", "harmony", "kimi", "llama", "qwen_3")
+READ_BUILTINS = ("deepseek_r1", "deepseek_v3_1", "exaone", "harmony", "kimi", "llama", "mimo", "qwen_3", "qwen_3_5",
+                 "qwen_3_coder")
 
 
 def test_xgrammars_builtin_model_formats_read_or_are_refused_by_their_style() -> None:
-    """xgrammar's per-model structural tags (``get_model_structural_tag``) for two tools:
-    the seven whose arguments are JSON read, and each reading judges a call of its own
-    format as xgrammar does; the others (XML argument styles) are refused naming it."""
+    """xgrammar's per-model structural tags (``get_model_structural_tag``) for one tool:
+    the ten whose arguments are JSON or Qwen's XML read, and each reading judges calls of
+    its own format as xgrammar does; the others (other XML argument styles) are refused
+    naming the style."""
     try:
         import xgrammar as xgr
         from xgrammar.builtin_structural_tag import (
@@ -299,6 +317,8 @@ CALLS = {
               '{"name": "add", "parameters": {"a": "x"}}'),
     "exaone": ('</think>\n\n<tool_call>{"name": "add", "arguments": {"a": 1}}</tool_call>',
                '</think>\n\n<tool_call>{"name": "sub", "arguments": {"a": 1}}</tool_call>'),
+    "qwen_3_coder": ('</think>\n\n<tool_call>\n<function=add>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>',
+                     '</think>\n\n<tool_call>\n<function=add>\n<parameter=a>\nx\n</parameter>\n</function>\n</tool_call>'),
     "harmony": ('<|channel|>commentary to=functions.add<|constrain|>json<|message|>{"a": 1}<|call|>',
                 '<|channel|>commentary to=functions.add<|constrain|>json<|message|>{"b": 1}<|call|>'),
 }
