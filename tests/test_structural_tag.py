@@ -19,7 +19,7 @@ from toolkit.core.forced import TokenExtensions
 from toolkit.core.vocab import Vocabulary
 from toolkit.grammar import StructuralTagText, format_of
 from toolkit.grammar.inputs import format_for_path
-from toolkit.grammar.structural_tag import ELEMENTS, read_structural_tag, to_lark
+from toolkit.grammar.structural_tag import ELEMENTS, XML_STYLES, read_structural_tag, to_lark
 
 _INT = {"type": "json_schema", "json_schema": {"type": "integer"}}
 _OBJ = {"type": "json_schema", "json_schema": {"type": "object", "properties": {"x": {"type": "integer"}},
@@ -214,8 +214,8 @@ def test_the_format_is_registered_and_refuses_what_it_does_not_read() -> None:
     assert format_for_path("tools.stag.json").name == "structural_tag"
     assert format_for_path("schema.json").name == "json_schema"
     assert json.loads(spec.text)["format"]["type"] == "tag"
-    with pytest.raises(UnsupportedGrammar, match="/format/style.*glm_xml"):
-        to_lark({"type": "structural_tag", "format": {**_OBJ, "style": "glm_xml"}})
+    with pytest.raises(UnsupportedGrammar, match="/format/style.*cohere_xml"):
+        to_lark({"type": "structural_tag", "format": {**_OBJ, "style": "cohere_xml"}})
     with pytest.raises(UnsupportedGrammar, match="qwen_xml value of this schema.*pattern"):
         to_lark({"type": "json_schema", "style": "qwen_xml", "json_schema": {
             "type": "object", "properties": {"s": {"type": "string", "pattern": "^a$"}}}})
@@ -273,15 +273,15 @@ def test_on_llama3_our_reading_is_inside_xgrammars() -> None:
         assert a.accept_token(t) and b.accept_token(t)
 
 
-READ_BUILTINS = ("deepseek_r1", "deepseek_v3_1", "exaone", "harmony", "kimi", "llama", "mimo", "qwen_3", "qwen_3_5",
-                 "qwen_3_coder")
+READ_BUILTINS = ("deepseek_r1", "deepseek_v3_1", "deepseek_v3_2", "deepseek_v4", "deepseek_v4_1", "exaone", "glm_4_7",
+                 "harmony", "kimi", "llama", "mimo", "minimax", "qwen_3", "qwen_3_5", "qwen_3_coder")
 
 
 def test_xgrammars_builtin_model_formats_read_or_are_refused_by_their_style() -> None:
     """xgrammar's per-model structural tags (``get_model_structural_tag``) for one tool:
-    the ten whose arguments are JSON or Qwen's XML read, and each reading judges calls of
-    its own format as xgrammar does; the others (other XML argument styles) are refused
-    naming the style."""
+    the fifteen whose arguments are JSON or an XML style of :data:`XML_STYLES` read, and
+    each reading judges calls of its own format as xgrammar does; the three others (XML
+    styles not read yet) are refused naming the style."""
     try:
         import xgrammar as xgr
         from xgrammar.builtin_structural_tag import (
@@ -364,3 +364,37 @@ def test_a_json_schema_is_closed_as_xgrammar_closes_it(schema: dict, texts: list
     if theirs is None:
         pytest.skip("needs xgrammar (the [peers] extra) to judge")
     assert got == theirs
+
+
+def _xml(style: str, key: str, value: str, string: bool) -> str:
+    """One argument written in ``style``."""
+    if style == "qwen_xml":
+        return f"<parameter={key}>{value}</parameter>"
+    if style == "minimax_xml":
+        return f'<parameter name="{key}">{value}</parameter>'
+    if style == "glm_xml":
+        return f"<arg_key>{key}</arg_key>\n<arg_value>{value}</arg_value>"
+    sp = " " if style == "deepseek_v4_1_xml" else ""
+    return f'<\uff5cDSML\uff5c{sp}parameter name="{key}" string="{str(string).lower()}">{value}</\uff5cDSML\uff5c{sp}parameter>'
+
+
+@pytest.mark.parametrize("style", sorted(XML_STYLES))
+def test_each_xml_argument_style_reads_as_xgrammar_writes_it(style: str) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "s": {"type": "string"},
+                                               "e": {"type": "string", "enum": ["x", "y z"]},
+                                               "o": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+              "required": ["a", "s"]}
+    a, s = _xml(style, "a", "1", False), _xml(style, "s", "x", True)
+    texts = [a + _xml(style, "s", "hi there", True), "\n" + _xml(style, "a", "\n1\n", False) + "\n" + s + "\n",
+             a + s + _xml(style, "o", '{"x": 2}', False), a + s + _xml(style, "e", " y z ", True),
+             a + s + _xml(style, "e", "y z", True), s + a, a, a + s + _xml(style, "e", '"x"', True),
+             a + s + _xml(style, "o", '{"x": 2, "q": 1}', False), _xml(style, "a", "1", True) + s,
+             a + _xml(style, "s", "x", False), a + _xml(style, "s", "a</x>b", True)]
+    fmt = {"type": "json_schema", "json_schema": schema, "style": style}
+    g = read_structural_tag(fmt)
+    got = [g.accepts(t.encode()) for t in texts]
+    assert got[0] and got[2] and not got[5] and not got[6]
+    theirs = _xgrammar_verdicts(fmt, texts)
+    if theirs is None:
+        pytest.skip("needs xgrammar (the [peers] extra) to judge")
+    assert got == theirs, [t for t, x, y in zip(texts, got, theirs, strict=True) if x != y]

@@ -7,8 +7,8 @@ a constant, a token), its end.  :func:`to_lark` writes one in llguidance's Lark 
 and the IR is that text's (:func:`read_structural_tag`).  The elements:
 
 * ``const_string``, ``regex``, ``json_schema`` (its default ``style="json"``, as
-  ``%json``, closed as xgrammar closes it: :func:`strict_schema`; ``style="qwen_xml"``
-  for an object of plain, enum and JSON-typed properties), ``token`` (an id, or a special token's name ``<...>``), ``exclude_token``
+  ``%json``, closed as xgrammar closes it: :func:`strict_schema`; the XML styles of
+  :data:`XML_STYLES` for an object of plain, enum and JSON-typed properties), ``token`` (an id, or a special token's name ``<...>``), ``exclude_token``
   and ``any_tokens`` (ids), ``sequence``, ``or``, ``optional``, ``plus``, ``star``,
   ``repeat``, ``tag`` (its ``end`` a string, a list or a token) and
   ``tags_with_separator``;
@@ -21,8 +21,8 @@ and the IR is that text's (:func:`read_structural_tag`).  The elements:
 
 Refused with :class:`~toolkit.core.errors.UnsupportedGrammar` naming the element and its
 JSON pointer: the ``grammar`` element (xgrammar's EBNF inside a tag), ``json_schema``
-styles other than ``json`` and ``qwen_xml`` (each an XML argument syntax of one model
-family), a ``qwen_xml`` string with other keywords than ``enum``, and a schema's
+styles other than ``json`` and :data:`XML_STYLES` (each an XML argument syntax of one
+model family), an XML style's string with other keywords than ``enum``, and a schema's
 ``any_order`` (which loosens required keys by design), ``max_whitespace_cnt`` and
 ``excludes`` of a schema, ``max_tokens`` and ``max_chars`` of text, token names that are
 not written ``<...>`` and names where ids are needed, ``any_text`` anywhere but a tag's
@@ -54,7 +54,7 @@ from toolkit.core.errors import GrammarError, UnsupportedGrammar
 from toolkit.grammar.inputs import InputFormat, register_format
 from toolkit.grammar.ir import Grammar
 
-__all__ = ["StructuralTagText", "to_lark", "read_structural_tag", "strict_schema", "ELEMENTS"]
+__all__ = ["StructuralTagText", "to_lark", "read_structural_tag", "strict_schema", "ELEMENTS", "XML_STYLES"]
 
 ELEMENTS = ("const_string", "regex", "json_schema", "grammar", "any_text", "token", "exclude_token", "any_tokens",
             "sequence", "or", "optional", "plus", "star", "repeat", "tag", "triggered_tags",
@@ -169,47 +169,49 @@ class _Writer:
         if not isinstance(schema, (bool, Mapping)):
             raise GrammarError(f"structural tag at {where}/json_schema: a JSON schema (an object or a boolean)")
         style = fmt.get("style", "json")
-        if style not in ("json", "qwen_xml"):
+        if style != "json" and style not in XML_STYLES:
             raise UnsupportedGrammar(f"structural tag at {where}/style: the json_schema style {style!r} (an XML "
-                                     "argument syntax) is not read yet; 'json' and 'qwen_xml' are")
+                                     f"argument syntax) is not read yet; json and {', '.join(XML_STYLES)} are")
         for key, default in (("any_order", False), ("max_whitespace_cnt", None), ("excludes", [])):
             if fmt.get(key, default) != default:
                 raise UnsupportedGrammar(f"structural tag at {where}/{key}: a json_schema's {key!r} is not read yet")
-        if style == "qwen_xml":
-            return self._qwen_xml(strict_schema(schema), f"{where}/json_schema")
+        if style != "json":
+            return self._xml_args(strict_schema(schema), style, f"{where}/json_schema")
         return self.rule("%json " + json.dumps(strict_schema(schema)))
 
-    def _qwen_xml(self, schema: Any, where: str) -> str:
-        """Qwen's XML arguments, as xgrammar writes them: per property in the schema's
-        order (an optional one may be left out), ``<parameter=NAME>``, the value, then
-        ``</parameter>``, whitespace around.  A plain string's value is raw text up to
-        ``</parameter>``; an ``enum`` of strings is one of them, raw; any other type is
-        JSON.  Read for a closed object of such properties only."""
+    def _xml_args(self, schema: Any, style: str, where: str) -> str:
+        """A model family's XML arguments (:data:`XML_STYLES`), as xgrammar writes them:
+        per property in the schema's order (an optional one may be left out), its open
+        tag, the value, the close tag, whitespace around.  A plain string's value is raw
+        text up to the close tag; an ``enum`` of strings is one of them, raw; any other
+        type is JSON.  Read for a closed object of such properties only."""
         bad = sorted(k for k in schema if k not in _XML_OBJECT) if isinstance(schema, Mapping) else ["(not an object)"]
         if bad or schema.get("type", "object") != "object" or schema.get("additionalProperties", False) is not False:
-            raise UnsupportedGrammar(f"structural tag at {where}: qwen_xml is read for a closed object schema of "
+            raise UnsupportedGrammar(f"structural tag at {where}: {style} is read for a closed object schema of "
                                      f"properties ({', '.join(bad) or 'additionalProperties'} is not)")
         ws = self.terminal("/[ \\n\\r\\t]+/")
         required = set(schema.get("required", []))
         items = []
         for key, sub in schema.get("properties", {}).items():
-            value = self._xml_value(sub, ws, f"{where}/properties/{key}")
-            item = f"[{ws}] {_lit('<parameter=' + key + '>')} {value}"
+            item = f"[{ws}] {self._xml_value(key, sub, style, ws, f'{where}/properties/{key}')}"
             items.append(item if key in required else f"[{self.rule(item)}]")
         return self.rule(" ".join([*items, f"[{ws}]"]))
 
-    def _xml_value(self, sub: Any, ws: str, where: str) -> str:
-        end = _lit("</parameter>")
+    def _xml_value(self, key: str, sub: Any, style: str, ws: str, where: str) -> str:
+        """One property of :meth:`_xml_args`: its open tag, value and close tag."""
         if not isinstance(sub, Mapping):
-            raise UnsupportedGrammar(f"structural tag at {where}: a qwen_xml value's schema is an object")
+            raise UnsupportedGrammar(f"structural tag at {where}: a {style} value's schema is an object")
+        opener, close, enum_ws = XML_STYLES[style]
         keys = set(sub) - {"description", "title"}
-        if sub.get("type") == "string" and keys == {"type"}:  # raw text up to the end tag
-            return self.rule(_ANY, f"[suffix={end}]")
+        end = _lit(close)
+        if sub.get("type") == "string" and keys == {"type"}:  # raw text up to the close tag
+            return f"{opener(key, True, ws)} {self.rule(_ANY, f'[suffix={end}]')}"
         if sub.get("type") == "string" and keys == {"type", "enum"} and all(isinstance(v, str) for v in sub["enum"]):
-            return f"[{ws}] ({' | '.join(_lit(v) for v in sub['enum'])}) [{ws}] {end}"
+            pad = f"[{ws}]" if enum_ws else ""
+            return f"{opener(key, True, ws)} {pad} ({' | '.join(_lit(v) for v in sub['enum'])}) {pad} {end}"
         if sub.get("type") in ("integer", "number", "boolean", "null", "object", "array"):
-            return f"[{ws}] {self.rule('%json ' + json.dumps(sub))} [{ws}] {end}"
-        raise UnsupportedGrammar(f"structural tag at {where}: a qwen_xml value of this schema (a string with "
+            return f"{opener(key, False, ws)} [{ws}] {self.rule('%json ' + json.dumps(sub))} [{ws}] {end}"
+        raise UnsupportedGrammar(f"structural tag at {where}: a {style} value of this schema (a string with "
                                  f"{', '.join(sorted(keys - {'type'})) or 'no type'}) is not read yet")
 
     def _any_text(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
@@ -401,6 +403,24 @@ class _Writer:
 
 
 _XML_OBJECT = {"type", "properties", "required", "additionalProperties", "description", "title"}
+
+
+def _dsml(space: str) -> tuple[Any, str, bool]:
+    return (lambda k, string, ws: _lit(f'<\uff5cDSML\uff5c{space}parameter name="{k}" string="{str(string).lower()}">'),
+            f"</\uff5cDSML\uff5c{space}parameter>", False)
+
+
+XML_STYLES: dict[str, tuple[Any, str, bool]] = {
+    "qwen_xml": (lambda k, string, ws: _lit(f"<parameter={k}>"), "</parameter>", True),
+    "minimax_xml": (lambda k, string, ws: _lit(f'<parameter name="{k}">'), "</parameter>", True),
+    "glm_xml": (lambda k, string, ws: f"{_lit(f'<arg_key>{k}</arg_key>')} [{ws}] {_lit('<arg_value>')}",
+                "</arg_value>", True),
+    "deepseek_xml": _dsml(""),
+    "deepseek_v4_1_xml": _dsml(" "),
+}
+"""The XML argument styles of ``json_schema`` read (xgrammar's names): per style, the open
+tag of a property (its name, whether its value is a string, the whitespace terminal),
+the close tag, and whether an ``enum`` value may have whitespace around it."""
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_VALUES = ("additionalProperties", "items", "additionalItems", "contains", "not", "if", "then", "else",
                   "propertyNames", "unevaluatedProperties", "unevaluatedItems", "anyOf", "oneOf", "allOf", "prefixItems")
