@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import json
 import sys
 import time
 import traceback
@@ -147,8 +148,9 @@ def encode_case(vocab: Any, item: Item, text: str) -> list[int]:
     whose grammar names special tokens, those tokens written as the grammar writes
     them (``<|eom_id|>``), or as ``<[ID]>``, are the tokens themselves
     (:func:`toolkit.grammar.special.encode_with_specials`)."""
-    if item.kind != "schema" and "<" in text:
-        specials = _special_marks(item.kind, item.spec)
+    if item.kind != "schema" and "<" in text:  # (a structural tag is a JSON object: its text is the key)
+        spec = item.spec if isinstance(item.spec, str) else json.dumps(item.spec, sort_keys=True)
+        specials = _special_marks(item.kind, spec)
         if specials:
             return encode_with_specials(vocab, text, specials)
     return vocab.encode(text)

@@ -39,7 +39,7 @@ from toolkit.grammar.inputs import InputFormat, format_for_key, formats
 from toolkit.grammar.ir import Grammar
 from toolkit.jsonschema.meta import meta_schema_problem
 
-__all__ = ["Item", "Case", "load_item", "iter_items", "item_problem", "usable_items", "select_items", "embedded_dir",
+__all__ = ["Item", "Case", "load_item", "iter_items", "item_problem", "usable_items", "select_items", "embedded_dir", "EMBEDDED_APART",
            "shared_dir", "project_root", "DatasetError"]
 
 
@@ -239,8 +239,14 @@ def project_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+EMBEDDED_APART = "tools"
+"""The folder of :func:`embedded_dir` that the embedded default leaves out: the
+tool-calling setups (1 to 512 tools each), run with ``--data datasets/tools``."""
+
+
 def embedded_dir() -> Path:
-    """The project's own ``datasets/`` folder."""
+    """The project's own ``datasets/`` folder (as the default data: without
+    :data:`EMBEDDED_APART`)."""
     return project_root() / "datasets"
 
 
@@ -254,7 +260,8 @@ def shared_dir() -> Path:
 def select_items(data: str | Path | None, limit: int | None = None, seed: int | None = None,
                  vocab: str | None = None, *, tests: bool = False, schemas: bool = False, skip_bad: bool = False,
                  command: str = "this command") -> list[Item]:
-    """The items of ``data`` (default: the embedded datasets), shuffled with ``seed``
+    """The items of ``data`` (default: the embedded datasets, but their
+    :data:`EMBEDDED_APART` folder), shuffled with ``seed``
     when given, then the first ``limit``; item names must be unique.  ``vocab`` (a
     vocabulary's name): items written for another vocabulary (:meth:`Item.fits`) are
     left out, and a note says which.  ``tests`` / ``schemas``: an item without test
@@ -263,6 +270,9 @@ def select_items(data: str | Path | None, limit: int | None = None, seed: int | 
     items fill the ``limit``): :func:`usable_items`."""
     source = Path(data) if data is not None else embedded_dir()
     items = list(iter_items(source))
+    if source.resolve() == embedded_dir().resolve():  # the tool-calling setups are a workload of their own
+        tools = embedded_dir() / EMBEDDED_APART
+        items = [i for i in items if i.path is None or not i.path.resolve().is_relative_to(tools.resolve())]
     if vocab is not None:
         other = [i.name for i in items if not i.fits(vocab)]
         if other:

@@ -77,7 +77,10 @@ class StructuralTagText:
 
     @property
     def text(self) -> str:
-        return json.dumps(self.value)
+        return json.dumps(self.value) if not isinstance(self.value, str) else self.value
+
+    def __hash__(self) -> int:  # (its value is a dict: hashed by its text)
+        return hash(self.text)
 
 
 def read_structural_tag(spec: Any) -> Grammar:
