@@ -24,6 +24,7 @@ time and by the list of deviations), so a second report costs nothing.
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 import time
@@ -74,6 +75,15 @@ def _not_utf8_alone(p: _Probe) -> bool:
         p.data.decode("utf-8")
     except UnicodeDecodeError:
         return bool(p.data)
+    return False
+
+
+def _leaves_utf8(p: _Probe) -> bool:
+    """The text read so far, then the token's bytes, can begin no UTF-8 text."""
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(p.before + p.data, final=False)
+    except UnicodeDecodeError:
+        return True
     return False
 
 
@@ -273,6 +283,8 @@ DEVIATIONS: tuple[Deviation, ...] = (
               lambda n: n == "peer:xgrammar", "allows",
               lambda n: lambda p: p.native_schema and any(a == 0xED and b >= 0xA0 for a, b in zip(
                   p.data, p.data[1:], strict=False)), "results/audit/README.md"),
+    Deviation("structural tags: its text takes byte strings that are not UTF-8", lambda n: n == "peer:xgrammar",
+              "allows", lambda n: _leaves_utf8, "toolkit/grammar/structural_tag.py, tests/test_structural_tag.py"),
     Deviation("a regular engine: JSON nested deeper than max_depth (default 3) is refused", lambda n: n == "outlines",
               "refuses", lambda n: lambda p: p.native_schema and any(x in b"[{" for x in p.data),
               "docs/strategies.md (max_depth)"),
