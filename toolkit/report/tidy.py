@@ -36,7 +36,7 @@ ITEM_COLUMNS: dict[str, str] = {
     "engine_version": "the version the engine reported (masklab's for masklab's strategies, the package's for a peer)",
     "ours": "whether the engine is one of masklab's own strategies (false for a `peer:` engine or a plug-in)",
     "item": "the dataset item (file name without `.json`)",
-    "kind": "what the item is: `schema`, `lark`, `gbnf` or `regex`",
+    "kind": "what the item is: `schema`, `lark`, `gbnf`, `regex` or `structural_tag`",
     "repeat": "which repeat of `bench --repeat R` measured it (1-based)",
     "status": "passing, compile_error, timeout, crash, validation_error or invalidation_error",
     "detail": "the first line of what went wrong (empty when passing)",
