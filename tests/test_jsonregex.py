@@ -703,6 +703,8 @@ def judge_email(s: str) -> bool:
     atext = set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-/=?^_`{|}~")
     if not at or not all(part and set(part) <= atext for part in local.split(".")):
         return False
+    if domain.startswith("[") and domain.endswith("]"):  # an RFC 5321 IPv4 address literal
+        return schema_ok("ipv4", domain[1:-1])
     return all(judge_hostname(label) for label in domain.split("."))
 
 
@@ -752,7 +754,7 @@ VALID = {
     "date": ["2024-02-29", "2000-02-29", "1999-12-31", "0001-01-01", "2023-04-30"],
     "date-time": ["2024-02-29T12:34:56Z", "1985-04-12t23:20:50.52z", "1996-12-19T16:39:57-08:00"],
     "time": ["12:34:56Z", "23:59:59.999+05:30", "00:00:00-00:00"],
-    "email": ["joe@example.com", "a.b+c@x-y.org", "o'brien@ex.co.uk", "x@localhost"],
+    "email": ["joe@example.com", "a.b+c@x-y.org", "o'brien@ex.co.uk", "x@localhost", "test@[192.168.1.1]"],
     "uuid": ["123e4567-e89b-12d3-a456-426614174000", "00000000-0000-0000-0000-000000000000",
              "ABCDEF01-2345-6789-abcd-ef0123456789"],
     "uri": ["https://example.com/a/b?c=d#e", "mailto:joe@example.com", "urn:isbn:0451450523",
@@ -771,7 +773,7 @@ INVALID = {
     "date": ["2023-02-29", "1900-02-29", "2024-04-31", "2024-13-01", "0000-01-01", "2024-1-01"],
     "date-time": ["2024-02-29 12:34:56Z", "2024-02-29T12:34:56", "2024-02-29T24:00:00Z"],
     "time": ["12:34:56", "12:60:00Z", "1:00:00Z"],
-    "email": ["joe", "@x.com", "a..b@x.com", "a@-x.com"],
+    "email": ["joe", "@x.com", "a..b@x.com", "a@-x.com", "a@[1.2.3]", "a@[256.1.1.1]", "a@1.2.3.4]"],
     "uuid": ["123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400g"],
     "uri": ["/a/b", "http://a b", "x:%zz", "1http://x", "a:b#c#d"],
     "uri-reference": ["a:b:c d", "%", "#a#b"],

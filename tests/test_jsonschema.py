@@ -277,11 +277,34 @@ def test_non_strict_drops_with_a_warning_that_says_looser() -> None:
 
 
 def test_all_of_with_patterns_and_additional_properties_is_unsupported() -> None:
+    # a name part 0 lists matches part 1's pattern: it escapes part 0's additionalProperties, other ^x keys do not
     schema = {"allOf": [{"properties": {"a": {}}, "additionalProperties": False},
                         {"patternProperties": {"^x": {}}}]}
     with pytest.raises(UnsupportedSchema) as e:
         Grammar.from_json_schema(schema)
     assert e.value.keyword == "allOf"
+
+
+_OBJECTS = [{}, {"foo": 0}, {"foo": 3}, {"fox": 9}, {"foo": 3, "fox": 6}, {"foo": 3, "fox": 5}, {"foo": -3},
+            {"foo": "x"}, {"bar": "x"}, {"bar": 1}, {"foo": 1, "bar": "x"}, {"qux": True}, {"qux": 1}, {"f": 0.5}]
+
+
+@pytest.mark.parametrize("schema", [
+    # the patterns of the parts together: a key takes the schema of every pattern it matches
+    {"allOf": [{"patternProperties": {"^f": {"type": "integer", "minimum": 0}}},
+               {"patternProperties": {"^f": {"type": "integer", "multipleOf": 3}}}]},
+    {"allOf": [{"patternProperties": {"^f": {"type": "integer"}}}, {"patternProperties": {"^b": {"type": "string"}}}]},
+    {"allOf": [{"patternProperties": {"^fo": {"type": "integer"}}}, {"patternProperties": {"^f": {"minimum": 1}}}]},
+    # a part that lists no key: every key is additional to it
+    {"allOf": [{"additionalProperties": False}, {"patternProperties": {"^f": {"type": "integer"}}}]},
+    {"allOf": [{"additionalProperties": {"type": "integer"}}, {"patternProperties": {"^f": {"minimum": 3}}},
+               {"properties": {"bar": {}}}]},
+])
+def test_all_of_patterns_are_merged_exactly(schema) -> None:
+    g = Grammar.from_json_schema(schema)
+    judge = _judge(schema)
+    for v in _OBJECTS:
+        assert g.accepts(json.dumps(v)) == judge.is_valid(v), (schema, v)
 
 
 def test_to_lark_of_a_compiled_schema_is_accepted_by_llguidance() -> None:

@@ -56,6 +56,30 @@ CASES = {
     # JSON whitespace between the schema's tokens, none before or after (llguidance's reading)
     "json_array": ('start: "a" x "b"\nx: %json {"type": "array", "items": {"type": "integer"}, "maxItems": 3}\n',
                    ["a[]b", "a[ ]b", "a[1, 2]b", "a[\n1 ,2]b"], ["a []b", "a[] b", "a[1,2,3,4]b", "a[1.5]b"]),
+    # llguidance's precedence (its parser.rs): | loosest, then &, then concatenation; ~ takes one atom
+    "bar_beside_and": ("start: A\nA: /[ab]+/ | /[cd]+/ & /[def]+/\n", ["ab", "d", "ddd", "ba"], ["c", "cd", "e", "abd"]),
+    "not_binds_one_atom": ("start: A\nA: ~/a/ /b/\n", ["b", "bb", "xb", "aab"], ["ab", "a", ""]),
+    "and_of_sequences": ("start: A\nA: /a/ /b+/ & /ab/\n", ["ab"], ["abb", "a", "b"]),
+    "nested_and": ('start: A\nA: "<" (/[a-z]+/ & ~/x.*/) ">"\n', ["<ab>", "<a>", "<yx>"], ["<xa>", "<x>", "<>", "<A>"]),
+    "nested_lark": ('start: /[ab]+/ x\nx: %lark {\n  start: "foo" | B\n  B: "Bar"\n}\n',
+                    ["afoo", "abBar", "bbfoo"], ["afooa", "foo", "aBarfoo"]),
+    # parametric rules (llguidance's docs/parametric.md): a permutation, and bounded counts in any order
+    "parametric_perm": ('start: perm::0x0 "!"\nperm::_ : "" %if is_ones([0:3])\n'
+                        '  | "a" perm::set_bit(0) %if bit_clear(0)\n  | "b" perm::set_bit(1) %if bit_clear(1)\n'
+                        '  | "c" perm::set_bit(2) %if bit_clear(2)\n',
+                        ["abc!", "cab!", "bca!"], ["ab!", "aab!", "abca!", "!"]),
+    "parametric_counts": ('start: n::0\nn::_ : "a" n::incr([0:3]) %if lt([0:3], 4)\n'
+                          '  | "b" n::incr([3:5]) %if lt([3:5], 2)\n  | ";"\n',
+                          [";", "abab;", "aaaabb;", "baaaab;"], ["aaaaa;", "bbb;", "ab"]),
+    "parametric_pick": ('start: p::0\np::_ : "." %if and(bit_count_ge(_, 1), not(bit_set(3)))\n'
+                        '  | "x" p::set_bit(0) %if and(bit_clear(0), bit_count_lt(_, 2))\n'
+                        '  | "y" p::set_bit(1) %if and(bit_clear(1), bit_count_lt(_, 2))\n'
+                        '  | "z" p::bit_or(0x04) %if and(bit_clear(2), bit_count_lt(_, 2))\n',
+                        ["x.", "yx.", "xz.", "z."], [".", "xyz.", "xx.", "zz."]),
+    # "z" leads to an instance (bits 2 and 3 set) whose alternatives all fail: the IR drops it
+    "parametric_dead_end": ('start: p::0\np::_ : "." %if and(bit_count_ge(_, 1), not(bit_set(3)))\n'
+                            '  | "x" p::set_bit(0) %if bit_clear(0)\n  | "z" p::bit_or(0x0c)\n',
+                            ["x."], ["z.", "z", ".", "xz."]),
 }
 
 
@@ -91,16 +115,11 @@ def test_plain_lark_is_unchanged_by_the_reader() -> None:
     ('start: A\nA: "a" <|eom_id|>', "stands in terminal A", 2, 8),
     ('start: x\nx[capture, stop="\\n"]: /.*/', "'stop' of x hides the stop string", 2, 12),
     ("start: @fcall", "another grammar", 1, 8),
-    ('start: x\nx: "a"\n%lark { }', "nested %lark", 3, 1),
+    ('start: x\nx: %lark {\nstart: "a"\n}\n%ignore " "', "%ignore in the nested or the outer grammar", 2, 1),
     ('%llguidance {"no_forcing": false}\nstart: "a"', "option 'no_forcing'=false", 1, 1),
     ('%llguidance {"allow_invalid_utf8": true}\nstart: "a"', "option 'allow_invalid_utf8'", 1, 1),
     ('start: B\nA: /a/ & /[ab]/\nB: A "x"', "uses A", 3, 4),
     ('start: x\nx{p}: "a"', "parametric", 2, 2),
-    # how & and ~ bind against | and concatenation is not written down: not guessed
-    ("start: A\nA: /a/ | /b/ & /c/\n", "'|' beside '&'", 2, 1),
-    ("start: A\nA: ~/a/ /b/\n", "not one atom", 2, 1),
-    ("start: A\nA: /a/ /b/ & /ab/\n", "not one atom", 2, 1),
-    ("start: A\nA: (/a/ & /b/)\n", "only at the top", 2, 1),
 ])
 def test_unsupported_constructs_name_themselves_and_where(text: str, what: str, line: int, column: int) -> None:
     with pytest.raises(UnsupportedGrammar, match=what) as e:
@@ -126,6 +145,14 @@ def test_unsupported_constructs_name_themselves_and_where(text: str, what: str, 
     ('start: x\nx[colour=1]: "a"', "unknown attribute 'colour'", 2),
     ('start: x\nx[temperature="hot"]: "a"', "a number >= 0", 2),
     ('start: x\nx[capture: "a"', "not closed", 2),
+    # parametric rules: llguidance's own refusals, in its words
+    ('start: foo\nfoo::_: bar\nbar: "a"', "body doesn't need parameters", 2),
+    ('start: foo\nfoo: bar\nbar::_: "a" bar::_ %if lt(_, 3)', "is parametric, but no parameter is given", 2),
+    ('start: foo::_\nfoo::_: "a" %if lt(_, 3)', "foo::_ outside a parametric rule", 1),
+    ('start: foo::0\nfoo::_: "a" %if lt(_, 3) | "b" foo::frob(1)', "unexpected expression 'frob'", 2),
+    ('start: foo::0\nfoo::_: "a" %if lt([3:2], 3)', "end bit index 2 must be > start bit index 3", 2),
+    ('start: foo::0\nfoo::_: "a" %if bit_set(64)', "must be <= 63", 2),
+    ('start: foo::0\nfoo::_: "a" %if odd(_)', "unknown condition 'odd'", 2),
 ])
 def test_malformed_constructs_say_what_is_wrong(text: str, what: str, line: int) -> None:
     with pytest.raises(GrammarError, match=what) as e:
@@ -135,7 +162,9 @@ def test_malformed_constructs_say_what_is_wrong(text: str, what: str, line: int)
 
 # --------------------------------------------------------- every strategy --
 
-SMALL = ["and_not", "not_alone", "repeat", "dash_and_hash", "substring", "chunks_in_rule", "json_array"]
+SMALL = ["and_not", "not_alone", "repeat", "dash_and_hash", "substring", "chunks_in_rule", "json_array",
+         "bar_beside_and", "not_binds_one_atom", "and_of_sequences", "nested_and", "nested_lark", "parametric_perm",
+         "parametric_counts", "parametric_pick", "parametric_dead_end"]
 
 
 def _walk_like_naive(engine: str, name: str, walks: int, steps: int) -> None:
@@ -177,9 +206,10 @@ def llama3() -> Vocabulary:
     return load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
 
 
-# not_alone: llguidance's `~` also takes byte strings that are not UTF-8 (b"\x80"); ours
-# takes text only (the IR's languages are UTF-8), so a lone `~` differs there
-@pytest.mark.parametrize("name", [n for n in SMALL if n != "not_alone"])
+# not_alone, not_binds_one_atom: llguidance's `~` also takes byte strings that are not UTF-8
+# (b"\x80"); ours takes text only (the IR's languages are UTF-8), so a free `~` differs there
+@pytest.mark.parametrize("name", [n for n in SMALL if n not in ("not_alone", "not_binds_one_atom",
+                                                                  "parametric_dead_end")])
 def test_llama3_masks_equal_llguidance_reading_the_same_text(llama3: Vocabulary, name: str) -> None:
     pytest.importorskip("llguidance", reason="peer:llguidance needs llguidance (the [peers] extra)")
     text, yes, no = CASES[name]
@@ -197,6 +227,36 @@ def test_llama3_masks_equal_llguidance_reading_the_same_text(llama3: Vocabulary,
                 accepted = False
                 break
         assert accepted == valid, (name, s)
+
+
+def test_llguidance_allows_a_token_into_a_parametric_dead_end_and_masklab_does_not() -> None:
+    """llguidance instantiates parametric rules lazily: it allows "z", after which the
+    text can never end (every instance after it derives nothing); masklab drops them."""
+    from tests._support.fixtures import llguidance_byte_tokenizer
+
+    llguidance, tok = llguidance_byte_tokenizer()
+    text = CASES["parametric_dead_end"][0]
+    m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", text), log_level=0)
+    assert m.validate_tokens([ord("z")]) == 1
+    assert m.consume_tokens([ord("z")])
+    for _ in range(3):  # the text goes on, "." and EOS never come
+        allowed = [b for b in range(257) if m.validate_tokens([b])]
+        assert allowed and ord(".") not in allowed and 256 not in allowed
+        assert m.consume_tokens(allowed[:1])
+    g = Grammar.from_lark(text)
+    naive = get_engine("naive", LEX)
+    row, _ = _row(naive.matcher(naive.compile(g)))
+    assert all(b"z" not in LEX.token_bytes[t] for t in _as_ids(row))
+
+
+def test_parametric_instances_are_limited() -> None:
+    from toolkit.core.errors import LimitExceeded
+    from toolkit.grammar import parametric
+
+    text = 'start: n::0\nn::_ : "a" n::incr([0:20]) %if lt([0:20], 100000) | ";"\n'
+    with pytest.raises(LimitExceeded, match="max_parametric_instances"):
+        Grammar.from_lark(text)
+    assert parametric.MAX_INSTANCES == 10_000
 
 
 def test_regex_shorthands_are_unicode_as_lark_and_llguidance_read_them() -> None:
@@ -347,6 +407,45 @@ X_GUIDANCE = {
     "pattern": ({"whitespace_pattern": "[ ]{0,2}"}, [True, True, True, True, False]),
     "lenient": ({"lenient": True}, [True] * 5),
 }
+# json_allowed_escapes and json_allow_general_unicode_escapes: how strings are spelled
+_XG_STRING_SCHEMA = {"type": "object", "properties": {"s": {"type": "string", "maxLength": 2},
+                                                      "p": {"type": "string", "pattern": "^.$"},
+                                                      "c": {"const": "\n"}}}
+_XG_SPELLED = ['{"s":"\\n"}', '{"s":"\\u000a"}', '{"s":"\\u00e9"}', '{"s":"\\uD83D\\uDE00x"}', '{"s":"\\t"}',
+               '{"s":"\\""}', '{"p":"\\u00e9"}', '{"p":"\\u0009"}', '{"c":"\\n"}', '{"c":"\\u000a"}', '{"\\u00e9":1}']
+X_GUIDANCE_SPELLING = {  # verdicts probed on llguidance 1.9.1 (the test below checks them against it)
+    "escapes_nu": ({"json_allowed_escapes": "nu"}, [True, True, False, False, False, False, False, True, True, True,
+                                                    True]),
+    "escapes_none": ({"json_allowed_escapes": ""}, [False] * 11),
+    "general": ({"json_allow_general_unicode_escapes": True}, [True] * 6 + [False] + [True] * 4),
+    "general_u_only": ({"json_allow_general_unicode_escapes": True, "json_allowed_escapes": "u"},
+                       [False, True, True, True, False, False, False, True, False, True, True]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(X_GUIDANCE_SPELLING))
+def test_json_x_guidance_spelling_options_are_honoured(name: str) -> None:
+    import json
+
+    options, verdicts = X_GUIDANCE_SPELLING[name]
+    g = Grammar.from_lark("start: %json " + json.dumps({**_XG_STRING_SCHEMA, "x-guidance": options}) + "\n")
+    assert [g.accepts(s) for s in _XG_SPELLED] == verdicts
+
+
+@pytest.mark.parametrize("name", sorted(X_GUIDANCE_SPELLING))
+def test_json_x_guidance_spelling_matches_llguidance_byte_by_byte(name: str) -> None:
+    """llguidance 1.9.1's verdicts on the strings, fed byte by byte, equal ours."""
+    import json
+
+    from tests._support.fixtures import llguidance_byte_tokenizer
+
+    llguidance, tok = llguidance_byte_tokenizer()
+    options, verdicts = X_GUIDANCE_SPELLING[name]
+    text = "start: %json " + json.dumps({**_XG_STRING_SCHEMA, "x-guidance": options}) + "\n"
+    for s, want in zip(_XG_SPELLED, verdicts, strict=True):
+        m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", text), log_level=0)
+        got = bool(m.consume_tokens(list(s.encode()))) and not m.is_error() and m.is_accepting()
+        assert got == want, (name, s)
 
 
 def _xg_text(options: dict) -> str:
@@ -377,6 +476,8 @@ def test_llama3_json_x_guidance_equals_llguidance(llama3: Vocabulary, name: str)
     ({"coerce_one_of": True}, UnsupportedGrammar, "'coerce_one_of' is not read"),
     ({"whitespace_flexible": "no"}, GrammarError, "must be a bool"),
     ({"whitespace_pattern": "[ "}, GrammarError, "whitespace_pattern"),
+    ({"json_allowed_escapes": "nx"}, GrammarError, "'x' is not an escape letter"),
+    ({"json_allow_general_unicode_escapes": 1}, GrammarError, "must be a bool"),
 ])
 def test_json_x_guidance_errors_say_what(options: dict, error: type, what: str) -> None:
     with pytest.raises(error, match=what):

@@ -56,8 +56,15 @@ __all__ = [
     "json_string_dfa",
     "encode_codepoints",
     "SPELLINGS",
+    "LLGUIDANCE_ESCAPES",
+    "llguidance_spelling",
+    "free_spelling",
+    "key_spelling",
+    "char_of",
+    "any_chars",
+    "check_spelling",
+    "spelled_literal",
     "LLGUIDANCE_CHAR",
-    "LLGUIDANCE_KEY_CHAR",
     "spelling",
     "SPELLING_VAR",
     "Ranges",
@@ -65,7 +72,6 @@ __all__ = [
     "MAX_REPEAT",
     "MAX_BOUND_DIGITS",
     "DEC",
-    "ANY_CHARS",
     "group",
     "atom",
     "atom_if_alt",
@@ -376,13 +382,111 @@ _SPELLING_RULES: dict[str, tuple[Ranges, frozenset[int], Ranges, bool]] = {
 }
 
 
+LLGUIDANCE_ESCAPES = 'nrbtf"\\u'
+"""The letters llguidance allows after a backslash by default (its ``json_allowed_escapes``)."""
+_LETTER_CP = {'"': 0x22, "\\": 0x5C, "b": 0x08, "f": 0x0C, "n": 0x0A, "r": 0x0D, "t": 0x09}
+
+
+def llguidance_spelling(escapes: str | None = None, general: bool = False) -> str:
+    """The spelling name of llguidance's ``%json`` with its ``x-guidance`` options
+    ``json_allowed_escapes`` (``escapes``: letters of ``nrbtf"\\u``; None: all) and
+    ``json_allow_general_unicode_escapes`` (``general``).  ``"llguidance"`` for the defaults.
+
+    llguidance writes each character of a string's text raw (not ``"``, ``\\``, a control
+    or DEL), with a short escape whose letter ``escapes`` holds (never ``\\/``), or (``u``
+    in ``escapes``) with ``\\u``: for controls and DEL only, or, in strings without a
+    ``pattern`` and in keys when ``general``, for every character (surrogate pairs for
+    astral ones).  A character with none of these cannot be written."""
+    if escapes is not None:
+        bad = sorted(set(escapes) - set(LLGUIDANCE_ESCAPES))
+        if bad:
+            raise ValueError(f"json_allowed_escapes: {bad[0]!r} is not an escape letter (letters: "
+                             f"{LLGUIDANCE_ESCAPES})")
+    letters = "".join(c for c in LLGUIDANCE_ESCAPES if escapes is None or c in escapes)
+    if letters == LLGUIDANCE_ESCAPES and not general:
+        return "llguidance"
+    return f"llguidance;{letters};{'g' if general else ''}"
+
+
+def _parse_spelling(name: str) -> tuple[str, str, bool]:
+    """``(base, escape letters, general)`` of a spelling name (:func:`llguidance_spelling`)."""
+    if name in ("json", "llguidance", "llguidance-key"):
+        return name, LLGUIDANCE_ESCAPES, False
+    base, sep, rest = name.partition(";")
+    letters, sep2, g = rest.partition(";")
+    if base not in ("llguidance", "llguidance-key") or not sep or not sep2 or g not in ("", "g") \
+            or set(letters) - set(LLGUIDANCE_ESCAPES):
+        raise ValueError(f"spelling must be one of {', '.join(map(repr, SPELLINGS))}, not {name!r}")
+    return base, letters, g == "g"
+
+
+def _rules_of(name: str) -> tuple[Ranges, frozenset[int], Ranges, bool]:
+    rules = _SPELLING_RULES.get(name)
+    if rules is None:
+        base, letters, _ = _parse_spelling(name)
+        no_short = frozenset({0x2F} | {cp for letter, cp in _LETTER_CP.items() if letter not in letters})
+        u = "u" in letters
+        every = base == "llguidance-key"
+        u_escaped: Ranges = (((0, 0xFFFF),) if every else ((0x00, 0x1F), (0x7F, 0x7F))) if u else ()
+        rules = _SPELLING_RULES[name] = (_RAW_LLG, no_short, u_escaped, every and u)
+    return rules
+
+
+def free_spelling(name: str) -> str:
+    """The spelling of strings without a ``pattern`` (and keys of free objects) under
+    ``name``: every ``\\u`` escape where llguidance's ``general`` option is on."""
+    if name in ("json", "llguidance"):
+        return name
+    base, letters, general = _parse_spelling(name)
+    return f"llguidance-key;{letters};" if general else name
+
+
+def key_spelling(name: str) -> str:
+    """The spelling of the keys llguidance's additional properties take under ``name``
+    (every ``\\u`` escape its letters allow); ``name`` itself for ``"json"``."""
+    if name in ("json", "llguidance"):
+        return "llguidance-key" if name == "llguidance" else name
+    return f"llguidance-key;{_parse_spelling(name)[1]};"
+
+
+@memo(maxsize=256)
+def char_of(name: str) -> str:
+    """One character of a JSON string's text in the spelling ``name`` (one atom)."""
+    return encode_ranges(_ALL, name)
+
+
+@memo(maxsize=256)
+def any_chars(name: str) -> str:
+    """Any run of characters in the spelling ``name``."""
+    return quant(char_of(name), 0, None)
+
+
+def check_spelling(name: str) -> str:
+    """``name`` when it is a spelling (:data:`SPELLINGS` or :func:`llguidance_spelling`), else ValueError."""
+    if name not in SPELLINGS:
+        _parse_spelling(name)
+    return name
+
+
+def spelled_literal(value: str, name: str) -> str:
+    """Regex of the texts of the string ``value`` in the spelling ``name`` (every
+    spelling of each character it allows); :data:`NOTHING` when a character cannot be written."""
+    out = ['"']
+    for ch in value:
+        part = encode_codepoints(((ord(ch), ord(ch)),), name)
+        if part == NOTHING:
+            return NOTHING
+        out.append(part)
+    out.append('"')
+    return "".join(out)
+
+
 @contextlib.contextmanager
 def spelling(name: str) -> Iterator[None]:
     """Within the block, the JSON string regexes of this module (:func:`json_string`,
     :func:`encode_codepoints`, :func:`ecma_pattern`...) use the spelling ``name``
-    (:data:`SPELLINGS`)."""
-    if name not in SPELLINGS:
-        raise ValueError(f"spelling must be one of {', '.join(map(repr, SPELLINGS))}, not {name!r}")
+    (:data:`SPELLINGS`, or an llguidance spelling with options, :func:`llguidance_spelling`)."""
+    check_spelling(name)
     token = SPELLING_VAR.set(name)
     try:
         yield
@@ -404,7 +508,7 @@ def encode_codepoints(ranges: Iterable[tuple[int, int]], how: str | None = None)
     Surrogate code points in ``ranges`` are ignored (see the module doc).  ``how``: a
     :data:`SPELLINGS` name (default: the one in force, :func:`spelling`).
     """
-    raw_ok, no_short, u_escaped, pairs = _SPELLING_RULES[SPELLING_VAR.get() if how is None else how]
+    raw_ok, no_short, u_escaped, pairs = _rules_of(SPELLING_VAR.get() if how is None else how)
     rs = normalize_ranges(ranges)
     if not rs:
         return NOTHING
@@ -468,12 +572,6 @@ point, or a surrogate pair for an astral one.  Lone surrogates are not matched."
 LLGUIDANCE_CHAR: str = encode_ranges(_ALL, "llguidance")
 """One character of a JSON string as llguidance spells it (:data:`SPELLINGS`)."""
 
-LLGUIDANCE_KEY_CHAR: str = encode_ranges(_ALL, "llguidance-key")
-"""One character of an object key that no property lists, as llguidance spells it:
-every ``\\u`` escape, but no ``\\/`` and no raw DEL."""
-
-ANY_CHARS = {"json": quant(JSON_CHAR, 0, None), "llguidance": quant(LLGUIDANCE_CHAR, 0, None)}
-
 
 def json_string(min_length: int = 0, max_length: int | None = None, *, pointer: str = "") -> str:
     """Regex of a JSON string literal (with quotes) of ``min_length..max_length`` code points.
@@ -501,8 +599,9 @@ def json_string(min_length: int = 0, max_length: int | None = None, *, pointer: 
         return NOTHING
     if max_length == 0:
         return '""'
-    if SPELLING_VAR.get() != "json":
-        return '"' + quant(LLGUIDANCE_CHAR, min_length, max_length) + '"'
+    name = SPELLING_VAR.get()
+    if name != "json":
+        return '"' + quant(char_of(free_spelling(name)), min_length, max_length) + '"'
     if (min_length, max_length) == (1, 1):
         return '"' + JSON_CHAR + '"'
     # quant(JSON_CHAR, ...), with the character's atom scanned once, not per string

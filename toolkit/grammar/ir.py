@@ -16,6 +16,7 @@ that every engine runs the very same language).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -24,7 +25,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from toolkit.automata.dfaops import Form, compile_boolean, dfa_regex, shortest_matches
-from toolkit.automata.jsontext import json_literal_dfa, json_string_literal
+from toolkit.automata.jsontext import json_literal_dfa, json_string_literal, llguidance_spelling
 from toolkit.automata.nfa import strip_anchors
 from toolkit.automata.regex import (
     DEFAULT_MAX_STATES,
@@ -564,11 +565,8 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
     rules = {k: list(v) for k, v in g.rules.items()}
     for name, text in side.special.items():
         terminals[name] = Terminal(name, ANY_MARK_REGEX, special=text)
-    for name, (pos, neg) in side.boolean.items():
-        first = terminals[pos[0]].regex if pos else "[\\d\\D]*"
-        terminals[name] = Terminal(name, first, also=tuple(terminals[h].regex for h in pos[1:]),
-                                   excluding=tuple(terminals[h].regex for h in neg),
-                                   forms=tuple(dict.fromkeys(f for h in (*pos, *neg) for f in terminals[h].forms)))
+    for name, tree in side.boolean.items():
+        terminals[name] = _terminal_of_tree(name, tree, terminals)
     for rule, attrs in side.attributes.items():
         if attrs.get("lazy") or "suffix" in attrs:
             _make_lazy(rule, attrs, rules, terminals)
@@ -576,7 +574,7 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
     for name, schema in side.json.items():
         check_deadline(f"reading the Lark grammar, %json of {name}")
         schema, opts = _x_guidance(schema, ws_ignored)
-        sub = schema_compiler()(schema, whitespace="compact", spelling="llguidance", strict=not opts["lenient"])
+        sub = schema_compiler()(schema, whitespace="compact", spelling=opts["spelling"], strict=not opts["lenient"])
         prefix = f"{name}__"
         ren = {s: prefix + s for s in (*sub.rules, *sub.terminals)}
         separators = {} if opts["whitespace_flexible"] else {",": opts["item_separator"], ":": opts["key_separator"]}
@@ -596,6 +594,8 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
         for r, alts in sub.rules.items():
             rules[ren[r]] = [tuple(wrap.get(s, ren[s]) for s in alt) for alt in alts]
         rules[name] = [(_json_lead(sub, sub.start, ren, wrap, rules, prefix),)] if wrap else [(ren[sub.start],)]
+    for name, (text, line) in side.lark.items():
+        _splice_lark(name, text, line, g, rules, terminals)
     used = {s for alts in rules.values() for alt in alts for s in alt} | set(g.ignore)
     for h in side.helpers:
         rules.pop(h, None)
@@ -604,17 +604,79 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
                    ignore=g.ignore)
 
 
+_ANY_TEXT = "[\\d\\D]*"
+
+
+def _splice_lark(name: str, text: str, line: int, g: Grammar, rules: dict[str, list], terminals: dict) -> None:
+    """A nested ``%lark { ... }`` grammar read on its own and spliced in as the rule
+    ``name``: its rules and terminals renamed under ``name``'s prefix.  llguidance lexes
+    a nested grammar apart from the outer one, which one lexer over both matches
+    unless either ignores text: such a grammar is refused."""
+    sub = _from_lark(text, "start")  # its errors' lines count from the nested grammar's brace
+    if sub.ignore or g.ignore:
+        raise UnsupportedGrammar(f"%lark at line {line}: %ignore in the nested or the outer grammar (llguidance "
+                                 "ignores text apart in each)", line, 1)
+    prefix = f"{name}__"
+    ren = {s: prefix + s for s in (*sub.rules, *sub.terminals)}
+    for t, term in sub.terminals.items():
+        terminals[ren[t]] = dataclasses.replace(term, name=ren[t])
+    for r, alts in sub.rules.items():
+        rules[ren[r]] = [tuple(ren[s] for s in alt) for alt in alts]
+    rules[name] = [(ren[sub.start],)]
+
+
+def _terminal_of_tree(name: str, tree: tuple, terminals: Mapping[str, Terminal]) -> Terminal:
+    """The terminal of a body with ``&`` and ``~`` (:data:`toolkit.grammar.lark_dialect.BoolTree`).
+
+    Intersections of parts and complemented parts at its top are the terminal's
+    ``also`` and ``excluding`` (one DFA product, no regex written); a ``&`` or ``~``
+    deeper down is built as its own DFA and written back as a regex
+    (:func:`~toolkit.automata.dfaops.dfa_regex`) into the body around it."""
+    conjuncts = tree[1] if tree[0] == "and" else (tree,)
+    pos = [c[1] for c in conjuncts if c[0] == "part"]
+    neg = [c[1][1] for c in conjuncts if c[0] == "not" and c[1][0] == "part"]
+    if len(pos) + len(neg) == len(conjuncts):
+        forms = tuple(dict.fromkeys(f for h in (*pos, *neg) for f in terminals[h].forms))
+        return Terminal(name, terminals[pos[0]].regex if pos else _ANY_TEXT,
+                        also=tuple(terminals[h].regex for h in pos[1:]),
+                        excluding=tuple(terminals[h].regex for h in neg), forms=forms)
+    return Terminal(name, _bool_regex(tree, terminals))
+
+
+def _bool_regex(tree: tuple, terminals: Mapping[str, Terminal]) -> str:
+    """A regex of a :data:`~toolkit.grammar.lark_dialect.BoolTree`'s language."""
+    kind = tree[0]
+    if kind == "part":
+        t = terminals[tree[1]]
+        return _embeddable(t.regex if t.is_plain else dfa_regex(t.dfa()))
+    if kind == "alt":
+        return "|".join(f"(?:{_bool_regex(c, terminals)})" for c in tree[1])
+    if kind == "seq":
+        return "".join(f"(?:{_bool_regex(c, terminals)})" for c in tree[1])
+    if kind == "repeat":
+        return f"(?:{_bool_regex(tree[1], terminals)}){tree[2]}"
+    if kind == "not":
+        return _embeddable(dfa_regex(compile_boolean(_ANY_TEXT, (), (_bool_regex(tree[1], terminals),))))
+    parts = [_bool_regex(c, terminals) for c in tree[1]]  # "and"
+    return _embeddable(dfa_regex(compile_boolean(parts[0], tuple(parts[1:]))))
+
+
 X_GUIDANCE = {"whitespace_flexible": True, "whitespace_pattern": "[ \\t\\n\\r]+", "item_separator": ",",
-              "key_separator": ":", "lenient": False}
+              "key_separator": ":", "lenient": False, "json_allowed_escapes": 'nrbtf"\\u',
+              "json_allow_general_unicode_escapes": False}
 """``x-guidance`` options of a ``%json`` schema read (with llguidance's defaults): JSON
 whitespace between the schema's tokens (``whitespace_pattern``) or, not flexible, the
 separators alone; ``lenient`` drops the keywords masklab cannot express (a grammar
-looser than the schema, as asked).  Others (``coerce_one_of``) are refused by name."""
+looser than the schema, as asked); ``json_allowed_escapes`` (the letters a string may
+escape) and ``json_allow_general_unicode_escapes`` (``\\u`` for every character of
+strings without a ``pattern`` and of keys) choose how strings are spelled
+(:func:`toolkit.automata.jsontext.llguidance_spelling`).  Others (``coerce_one_of``)
+are refused by name."""
 
 
 def _x_guidance(schema: Any, ws_ignored: bool) -> tuple[Any, dict[str, Any]]:
     """``schema`` without its ``x-guidance``, and the options (:data:`X_GUIDANCE`)."""
-    opts = dict(X_GUIDANCE)
+    opts = dict(X_GUIDANCE, spelling="llguidance")
     if not isinstance(schema, dict) or "x-guidance" not in schema:
         return schema, opts
     given = schema["x-guidance"]
@@ -628,7 +690,7 @@ def _x_guidance(schema: Any, ws_ignored: bool) -> tuple[Any, dict[str, Any]]:
             raise GrammarError(f"%json: x-guidance {key} must be a {type(X_GUIDANCE[key]).__name__}, not "
                                f"{json.dumps(value)[:40]}")
         opts[key] = value
-    if ws_ignored and given:
+    if ws_ignored and set(given) & {"whitespace_flexible", "whitespace_pattern", "item_separator", "key_separator"}:
         raise UnsupportedGrammar("%json: x-guidance whitespace options in a grammar with %ignore (the ignored "
                                  "text stands between the schema's tokens too)")
     if opts["whitespace_pattern"] != X_GUIDANCE["whitespace_pattern"]:
@@ -637,6 +699,10 @@ def _x_guidance(schema: Any, ws_ignored: bool) -> tuple[Any, dict[str, Any]]:
         except RegexError as e:
             raise GrammarError(f"%json: x-guidance whitespace_pattern: {e}") from e
         opts["whitespace_pattern"] = canonical_regex(opts["whitespace_pattern"], unicode=True)
+    try:
+        opts["spelling"] = llguidance_spelling(opts["json_allowed_escapes"], opts["json_allow_general_unicode_escapes"])
+    except ValueError as e:
+        raise GrammarError(f"%json: x-guidance {e}") from e
     return {k: v for k, v in schema.items() if k != "x-guidance"}, opts
 
 

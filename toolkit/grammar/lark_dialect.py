@@ -9,10 +9,13 @@ table of what the IR adds afterwards:
   ``{m,}`` / ``{,n}`` repetition (Lark's ``~ m..n``);
 * ``%json { schema }`` as a nonterminal: the schema compiled by
   :mod:`toolkit.jsonschema` and spliced in (:class:`Dialect` ``json``), its
-  ``x-guidance`` whitespace, separator and ``lenient`` options honoured
+  ``x-guidance`` whitespace, separator, ``lenient`` and string-escape options honoured
   (:data:`toolkit.grammar.X_GUIDANCE`);
-* terminals combined with ``&`` (intersection) and a leading ``~`` (complement), as
-  :class:`~toolkit.grammar.Terminal` ``also``/``excluding``;
+* terminals combined with ``&`` (intersection) and ``~`` (complement) with llguidance's
+  precedence, at any depth (:func:`_finish_terminal`); at the top of a terminal they are
+  :class:`~toolkit.grammar.Terminal` ``also``/``excluding``, deeper down a DFA written back as a regex;
+* a nested ``%lark { grammar }``, read on its own and spliced in as a rule;
+* parametric rules (``name::_``, ``%if``), expanded by :mod:`toolkit.grammar.parametric`;
 * ``%regex {"substring_chunks" | "substring_words" | "substring_chars": ...}``;
 * ``%llguidance {}`` with the options masklab's engines follow anyway (:data:`LLGUIDANCE_OPTIONS`);
 * rule attributes ``capture``, ``temperature``, ``lazy``, ``suffix`` and ``max_tokens`` (see below);
@@ -41,7 +44,7 @@ interface servers call: its ``consume_tokens`` fails on "unexpected backtracking
 its docs list ``stop`` among the features to avoid).  Special tokens (``<|eom_id|>``, ``<[128010]>``,
 ``<[128000-128255]>``, ``<[^...]>``, ``<[*]>``) are token-level terminals
 (:mod:`toolkit.grammar.special`, :class:`Dialect` ``special``).  References to other grammars
-(``@name``), ``%lark`` and parametric rules are refused
+(``@name``) and parametric rules are refused
 with :class:`~toolkit.core.errors.UnsupportedGrammar` naming the construct, its line and
 column; a malformed construct is a :class:`~toolkit.core.errors.GrammarError` saying what
 is wrong in the grammar's own terms.
@@ -56,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from toolkit.core.errors import GrammarError, UnsupportedGrammar, check_deadline
+from toolkit.grammar import parametric
 from toolkit.grammar.special import parse_spec
 
 __all__ = ["Dialect", "LarkText", "translate", "substring_regex", "MAX_SUBSTRING_CHUNKS"]
@@ -73,7 +77,7 @@ _TOKEN = re.compile(
   | (?P<special><\|[^|\n]*\|>|<\[[^\]\n]*\]>|</?[A-Za-z_][^>\s]*>)
   | (?P<directive>%[A-Za-z_]+)
   | (?P<name>[A-Za-z_](?:[A-Za-z0-9_]|-(?!>))*)
-  | (?P<number>[0-9]+)
+  | (?P<number>0x[0-9a-fA-F]+|[0-9]+)
   | (?P<punct>->|\.\.|::|[:|()\[\]?*+{},~&!.=@^-])
     """,
     re.VERBOSE,
@@ -110,7 +114,8 @@ class Dialect:
     """What :func:`translate` found beyond plain Lark, for the IR to add."""
 
     json: dict[str, Any] = field(default_factory=dict)  # rule name -> JSON schema
-    boolean: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+    lark: dict[str, tuple[str, int]] = field(default_factory=dict)  # rule name -> nested grammar, its line
+    boolean: dict[str, BoolTree] = field(default_factory=dict)
     # terminal -> (helper terminals intersected, helper terminals subtracted)
     helpers: set[str] = field(default_factory=set)  # helper terminals and rules to drop
     renamed: dict[str, str] = field(default_factory=dict)  # a-b -> a_dash_b
@@ -120,7 +125,7 @@ class Dialect:
     @property
     def plain(self) -> bool:
         lazy = any(a.get("lazy") or "suffix" in a for a in self.attributes.values())
-        return not (self.json or self.boolean or self.special or lazy)
+        return not (self.json or self.lark or self.boolean or self.special or lazy)
 
 
 def _scan(text: str) -> list[_Tok]:
@@ -155,14 +160,21 @@ def _scan(text: str) -> list[_Tok]:
 
 
 def _json_end(text: str, start: int, at: _Tok) -> int:
-    """The end of the balanced ``{...}`` JSON block at ``start`` (strings skipped)."""
+    """The end of the balanced ``{...}`` JSON block at ``start`` (strings skipped); for a
+    nested ``%lark`` grammar, its braces (strings, regexes and comments skipped)."""
     depth, i = 0, start
+    lark = at.text == "%lark"
     while i < len(text):
         c = text[i]
-        if c == '"':
+        if c == '"' or (lark and c == "/" and text[i + 1 : i + 2] != "/"):
             i += 1
-            while i < len(text) and text[i] != '"':
+            while i < len(text) and text[i] != c:
                 i += 2 if text[i] == "\\" else 1
+        elif lark and (c == "#" or c == "/"):  # a comment, to the end of its line
+            while i < len(text) and text[i] != "\n":
+                i += 1
+        elif lark and c in "[]":
+            pass
         elif c in "{[":
             depth += 1
         elif c in "}]":
@@ -220,7 +232,7 @@ def _substring_chunks(spec: Any, at: _Tok) -> list[str]:
 
 def translate(text: str) -> tuple[str, Dialect]:
     """Plain Lark text for ``text``, and what the IR must add (see the module doc)."""
-    toks = _scan(text)
+    toks = parametric.expand(_scan(text), _Tok)
     side = Dialect()
     taken = {t.text for t in toks if t.kind == "name"}
     out: list[str] = []
@@ -320,7 +332,19 @@ def translate(text: str) -> tuple[str, Dialect]:
                 i += 2
                 continue
             if t.text == "%lark":
-                refuse("a nested %lark grammar", t)
+                blk = toks[i + 1] if i + 1 < len(toks) and toks[i + 1].kind == "json" else None
+                if blk is None:
+                    raise GrammarError("%lark must be followed by a grammar in braces", t.line, t.column)
+                if in_terminal is not None:
+                    raise GrammarError(f"%lark is a nonterminal: it cannot stand in a terminal ({in_terminal})",
+                                       t.line, t.column)
+                name = _fresh("lark", taken)
+                side.lark[name] = (blk.text[1:-1], blk.line)
+                extra.append(f'{name}: "\\u0000{name}"')
+                out.append(f" {name} ")
+                pending_nl += blk.text.count("\n")
+                i += 2
+                continue
             if t.text == "%if":
                 refuse("%if (parametric grammars)", t)
             if t.text == "%import":  # a dotted path: written back without spaces
@@ -332,6 +356,10 @@ def translate(text: str) -> tuple[str, Dialect]:
                 i = j
                 continue
             out.append(t.text + " ")
+            i += 1
+            continue
+        if t.text == '""' and in_terminal is None:  # the empty string, which Lark has no terminal for
+            out.append("() ")
             i += 1
             continue
         if t.text == "@":
@@ -526,9 +554,11 @@ def _fresh(base: str, taken: set[str]) -> str:
 
 
 def _negation(toks: list[_Tok], i: int) -> bool:
-    """A ``~`` that complements (it opens an operand) rather than repeats (``x ~ 3``)."""
+    """A ``~`` that complements the atom after it rather than repeats (``x ~ 3``): as
+    llguidance reads it, a repetition's ``~`` follows an atom and comes before a number."""
     prev = toks[i - 1] if i else None
-    return prev is None or prev.text in (":", "&", "|", "(", "~") or prev.kind == "nl"
+    opens = prev is None or prev.text in (":", "&", "|", "(", "[", "~") or prev.kind == "nl"
+    return opens or not (i + 1 < len(toks) and toks[i + 1].kind == "number")
 
 
 def _repeat(toks: list[_Tok], i: int, out: list[str], body_start: int) -> int:
@@ -576,70 +606,106 @@ def _repeat(toks: list[_Tok], i: int, out: list[str], body_start: int) -> int:
 
 def _finish_terminal(name: str, where: _Tok, out: list[str], body_start: int, side: Dialect, extra: list[str],
                      taken: set[str]) -> None:
-    """A terminal whose body has top-level ``&`` or a leading ``~``: each operand becomes
-    a helper terminal, and the terminal their intersection minus the negated ones.
-
-    Each operand must be one atom (a name, string, regex, or a group in parentheses),
-    and the body must have no top-level ``|``: how ``&`` and ``~`` bind against
-    concatenation and ``|`` is not written down, so a reading that might differ from
-    llguidance's is refused rather than guessed."""
-    body = out[body_start:]
-    depth = 0
-    operands: list[list[str]] = [[]]
-    top_bar = False
-    for piece in body:
-        s = piece.strip()
-        if s in ("(", "["):
-            depth += 1
-        elif s in (")", "]"):
-            depth -= 1
-        if depth == 0 and s == "&":
-            operands.append([])
-            continue
-        top_bar |= depth == 0 and s == "|"
-        operands[-1].append(piece)
-    negated = [bool(op) and op[0].strip() == "~" for op in operands]
-    if len(operands) == 1 and not negated[0]:
-        if any(p.strip() == "&" for p in body) or any(p.strip() == "~" and _is_neg_piece(body, n)
-                                                      for n, p in enumerate(body)):
-            raise UnsupportedGrammar(f"terminal {name}: '&' and '~' only at the top of a terminal's definition",
-                                     where.line, where.column)
+    """A terminal whose body uses ``&`` or ``~``: read with llguidance's precedence
+    (its ``parser.rs``: ``|`` binds loosest, then ``&``, then concatenation, then the
+    postfix operators; ``~`` complements the one atom after it), each part without
+    ``&`` or ``~`` becomes a helper terminal, and the body a tree over them
+    (:data:`BoolTree`, kept in :attr:`Dialect.boolean`) that the IR evaluates into the
+    terminal's language."""
+    body = [p for p in out[body_start:] if p.strip()]
+    if not any(_is_boolean_piece(p) for p in body):
         return
-    if top_bar:
-        raise UnsupportedGrammar(f"terminal {name}: '|' beside '&' or '~' (put the alternatives in parentheses)",
-                                 where.line, where.column)
-    pos: list[str] = []
-    neg: list[str] = []
-    for n, (op, is_neg) in enumerate(zip(operands, negated, strict=True)):
-        atom = [p for p in (op[1:] if is_neg else op) if p.strip()]
-        if not atom:
-            raise GrammarError(f"terminal {name}: an empty operand of '&' or '~'", where.line, where.column)
-        if not _one_atom(atom):
-            raise UnsupportedGrammar(f"terminal {name}: an operand of '&' or '~' that is not one atom "
-                                     f"({''.join(atom).strip()!r}: put it in parentheses)", where.line, where.column)
-        helper = _fresh(f"{name}__{'NOT' if is_neg else 'AND'}{n}", taken)
-        extra.append(f"{helper}: {''.join(atom).strip()}")
-        side.helpers.add(helper)
-        (neg if is_neg else pos).append(helper)
-    side.boolean[name] = (pos, neg)
+    counter = [0]
+    pos = 0
+
+    def helper(lo: int, hi: int) -> BoolTree:
+        h = _fresh(f"{name}__PART{counter[0]}", taken)
+        counter[0] += 1
+        extra.append(f"{h}: {''.join(body[lo:hi]).strip()}")
+        side.helpers.add(h)
+        return ("part", h)
+
+    def peek() -> str | None:
+        return body[pos].strip() if pos < len(body) else None
+
+    def plain(lo: int) -> bool:
+        return not any(_is_boolean_piece(p) for p in body[lo:pos])
+
+    def alt() -> BoolTree:
+        nonlocal pos
+        lo, items = pos, [alias()]
+        while peek() == "|":
+            pos += 1
+            items.append(alias())
+        if plain(lo):
+            return helper(lo, pos)
+        return items[0] if len(items) == 1 else ("alt", tuple(items))
+
+    def alias() -> BoolTree:
+        nonlocal pos
+        lo, items = pos, [seq()]
+        while peek() == "&":
+            pos += 1
+            items.append(seq())
+        if plain(lo):
+            return helper(lo, pos)
+        return items[0] if len(items) == 1 else ("and", tuple(items))
+
+    def seq() -> BoolTree:
+        lo, items = pos, []
+        while peek() not in (None, "|", "&", ")", "]"):
+            items.append(expr())
+        if not items:
+            raise GrammarError(f"terminal {name}: an empty operand of '&' or '|'", where.line, where.column)
+        if plain(lo):
+            return helper(lo, pos)
+        return items[0] if len(items) == 1 else ("seq", tuple(items))
+
+    def expr() -> BoolTree:
+        nonlocal pos
+        lo, a = pos, atom()
+        if peek() in ("*", "+", "?"):
+            op = peek()
+            pos += 1
+            return helper(lo, pos) if plain(lo) else ("repeat", a, op)
+        return a
+
+    def atom() -> BoolTree:
+        nonlocal pos
+        t = peek()
+        if _is_boolean_piece(body[pos]):  # a complement (a '&' cannot start an atom: seq stops there)
+            pos += 1
+            if peek() in (None, "|", "&", ")", "]"):
+                raise GrammarError(f"terminal {name}: '~' with nothing after it to complement", where.line,
+                                   where.column)
+            return ("not", atom())
+        lo = pos
+        pos += 1
+        if t in ("(", "["):
+            inner = alt()
+            if peek() != {"(": ")", "[": "]"}[t]:
+                raise GrammarError(f"terminal {name}: {t!r} is not closed", where.line, where.column)
+            pos += 1
+            if plain(lo):
+                return helper(lo, pos)
+            return inner if t == "(" else ("repeat", inner, "?")
+        return helper(lo, pos)
+
+    tree = alt()
+    if pos != len(body):
+        raise GrammarError(f"terminal {name}: unexpected {body[pos].strip()!r}", where.line, where.column)
+    side.boolean[name] = tree
     del out[body_start:]
     out.append('"\\u0000placeholder"')
 
 
-def _one_atom(pieces: list[str]) -> bool:
-    """One name, string or regex, or one group in parentheses spanning all of ``pieces``."""
-    if len(pieces) == 1:
-        return pieces[0].strip() not in ("(", ")", "[", "]", "~", "*", "+", "?")
-    if pieces[0].strip() != "(" or pieces[-1].strip() != ")":
-        return False
-    depth = 0
-    for n, p in enumerate(pieces):
-        depth += p.strip() == "("
-        depth -= p.strip() == ")"
-        if depth == 0 and n < len(pieces) - 1:
-            return False
-    return True
+def _is_boolean_piece(piece: str) -> bool:
+    """An output piece that is ``&`` or a complementing ``~`` (written ``" ~ "``; a
+    repetition's ``~`` is written ``"~ "``)."""
+    return piece == " & " or piece == " ~ "
 
 
-def _is_neg_piece(body: list[str], n: int) -> bool:
-    return n == 0 or body[n - 1].strip() in ("&", "|", "(")
+BoolTree = tuple
+"""A terminal's body with ``&`` or ``~`` (:func:`_finish_terminal`): ``("part", helper
+terminal)``, ``("alt" | "and" | "seq", children)``, ``("not", child)`` or ``("repeat",
+child, "*" | "+" | "?")``."""

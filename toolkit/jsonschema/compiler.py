@@ -299,9 +299,7 @@ class _Compiler:
                  max_depth: int = DEFAULT_MAX_DEPTH, property_order: str = "schema",
                  spelling: str = "json", max_enum: int = DEFAULT_MAX_ENUM,
                  max_enum_bytes: int = DEFAULT_MAX_ENUM_BYTES) -> None:
-        if spelling not in SPELLINGS:
-            raise ValueError(f"spelling must be one of {', '.join(map(repr, SPELLINGS))}, not {spelling!r}")
-        self.spelling = spelling
+        self.spelling = jsontext.check_spelling(spelling)
         if whitespace not in WHITESPACES:
             raise ValueError(f"whitespace must be 'flexible' or 'compact', not {whitespace!r}")
         if property_order not in PROPERTY_ORDERS:
@@ -383,17 +381,19 @@ class _Compiler:
 
     def string_text(self, lo: int = 0, hi: int | None = None, pointer: str = "") -> str:
         """:func:`~toolkit.automata.jsontext.json_string` of the bounds, their data kept."""
-        char = jsontext.JSON_CHAR if jsontext.SPELLING_VAR.get() == "json" else jsontext.LLGUIDANCE_CHAR
+        char = jsontext.char_of(jsontext.free_spelling(jsontext.SPELLING_VAR.get()))
         return self.formed(json_string(lo, hi, pointer=pointer), JsonStringForm(lo, hi, char))
 
     def value_text(self, value: str) -> str:
         """:func:`~toolkit.automata.jsontext.json_string_literal` of ``value``, the value kept."""
         return self.formed(json_string_literal(value), JsonKeysForm((value,)))
 
-    def string_term(self, value: str, hint: str) -> str:
-        """:meth:`term` for the JSON texts of the string ``value`` (a key, a string
-        ``const``): the same terminal, with its DFA written down directly."""
-        if self.spelling == "llguidance":  # the one text llguidance's compiler writes
+    def string_term(self, value: str, hint: str, *, key: bool = True) -> str:
+        """:meth:`term` for the JSON texts of the string ``value`` (a key, or with
+        ``key=False`` a string ``const``): the same terminal, with its DFA written down directly."""
+        if not key and self.spelling not in ("json", "llguidance"):  # llguidance with x-guidance escapes
+            return self.term(jsontext.spelled_literal(value, self.spelling), hint)
+        if self.spelling != "json":  # the one text llguidance's compiler writes
             text = json.dumps(value, ensure_ascii=False)
             return self._term_by_regex.get(re.escape(text)) or self._literal(self._term_name(hint), text)
         regex = json_string_literal(value)
@@ -968,9 +968,15 @@ class _Compiler:
         restrictive = [(i, p) for i, p in enumerate(flat) if p.get("additionalProperties", True) is not True]
         same_patterns = all(x == pats[0] for x in pats)
         for i, part in restrictive:
-            if pats and (not same_patterns or part.get("patternProperties") != pats[0]) and not outline:
+            if not pats or (same_patterns and part.get("patternProperties") == pats[0]) or outline:
+                continue
+            if part.get("patternProperties") or part.get("properties"):
                 raise UnsupportedSchema("allOf", f"{pointer}/{i}/additionalProperties",
                                         "additionalProperties next to patternProperties of another subschema")
+            # a part that lists no key: every key is additional to it, so every pattern's value takes its
+            # additionalProperties too (the names of other parts take it below)
+            extra = part["additionalProperties"]
+            out["patternProperties"] = {p: {"allOf": [s, extra]} for p, s in out["patternProperties"].items()}
         if restrictive and isinstance(out.get("properties", {}), dict):
             props = dict(out.get("properties", {}))
             for i, part in restrictive:
@@ -1018,7 +1024,8 @@ class _Compiler:
             return [t for t in _TYPES if t in both]
         if k == "required":
             return list(dict.fromkeys(list(a) + list(b)))
-        if k == "properties":
+        if k in ("properties", "patternProperties") and isinstance(a, dict) and isinstance(b, dict):
+            # a key (matching a pattern) takes the schema of every part that lists it (every pattern it matches)
             merged = dict(a)
             for name, s in b.items():
                 merged[name] = {"allOf": [merged[name], s]} if name in merged else s
@@ -1410,7 +1417,7 @@ class _Compiler:
                 raise UnsupportedSchema("enum", "", "NaN is not JSON")
             return self.term(re.escape(json.dumps(v)), "NUM")
         if isinstance(v, str):
-            return self.string_term(v, "STR")
+            return self.string_term(v, "STR", key=False)
         name = self.new_rule("literal")
         if isinstance(v, list):
             seq: list[str] = [self.punct["["]]
@@ -1741,8 +1748,8 @@ class _Compiler:
             excl = tuple(pat_rx[p] for p in pats) + spec_excl
             if names:
                 excl = (self._raw_keys(names), *excl)
-            if self.spelling == "llguidance":  # its keys take escapes: the listed ones out in every spelling
-                key = self.term(f'"{jsontext.LLGUIDANCE_KEY_CHAR}*"', "AKEY", spec_also,
+            if self.spelling != "json":  # its keys take escapes: the listed ones out in every spelling
+                key = self.term(f'"{jsontext.any_chars(jsontext.key_spelling(self.spelling))}"', "AKEY", spec_also,
                                 (*listed, *excl[1 if names else 0 :]))
             else:
                 key = self.term(f'"{_RAW}*"', "AKEY", spec_also, excl)

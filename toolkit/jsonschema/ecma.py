@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from toolkit.automata.jsontext import (
-    ANY_CHARS,
     MAX_CP,
     MAX_REPEAT,
     SPELLING_VAR,
     Ranges,
+    any_chars,
     atom_if_alt,
     complement_ranges,
     encode_ranges,
@@ -531,8 +531,8 @@ def _ecma_pattern(pattern: str, pointer: str) -> str:
     for (start, end), nodes in _forms(tree, parser).items():
         body = atom_if_alt(_render_node(_merged(nodes)))
         if not start and not end and not body:
-            parts.append(ANY_CHARS[SPELLING_VAR.get()])
+            parts.append(any_chars(SPELLING_VAR.get()))
         else:
-            anys = ANY_CHARS[SPELLING_VAR.get()]
+            anys = any_chars(SPELLING_VAR.get())
             parts.append(("" if start else anys) + body + ("" if end else anys))
     return '"' + group(parts) + '"'

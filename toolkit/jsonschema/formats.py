@@ -92,8 +92,8 @@ _RELATIVE_REF = (
 
 _ATEXT = f"[A-Za-z0-9!#$%&'*+\\-{_SL}=?^_`{{|}}~]"
 _EMAIL = (
-    f"{_ATEXT}+(?:\\.{_ATEXT}+)*@{_ALNUM}(?:{_LDH}{{0,61}}{_ALNUM})?"
-    f"(?:\\.{_ALNUM}(?:{_LDH}{{0,61}}{_ALNUM})?)*"
+    f"{_ATEXT}+(?:\\.{_ATEXT}+)*@(?:{_ALNUM}(?:{_LDH}{{0,61}}{_ALNUM})?"
+    f"(?:\\.{_ALNUM}(?:{_LDH}{{0,61}}{_ALNUM})?)*|\\[{_IPV4}\\])"
 )
 
 # RFC 3339 appendix A: P then a date part (with an optional time part), a time part, or weeks
@@ -133,7 +133,8 @@ Per format, tighter than the RFC where noted:
   either case, optional fraction, offset ``Z`` or ``+hh:mm``; the leap second
   ``:60`` is not accepted (it is valid only at 23:59 UTC, which depends on the offset).
 * ``email``: RFC 5322 ``dot-atom "@" domain`` where the domain is dot-separated
-  RFC 1123 labels (no quoted local parts, no IP-literal domains).
+  RFC 1123 labels or an RFC 5321 IPv4 address literal ``[192.168.1.1]`` (no quoted
+  local parts, no IPv6 literals).
 * ``uuid``: 8-4-4-4-12 hex digits, either case.
 * ``uri`` / ``uri-reference``: the RFC 3986 grammar (``URI`` and ``URI-reference``)
   over ASCII, IP-literals included: exact.
