@@ -11,7 +11,8 @@ and the IR is that text's (:func:`read_structural_tag`).  The elements:
   :data:`XML_STYLES` for an object of plain, enum and JSON-typed properties), ``token`` (an id, or a special token's name ``<...>``), ``exclude_token``
   and ``any_tokens`` (ids), ``sequence``, ``or``, ``optional``, ``plus``, ``star``,
   ``repeat``, ``tag`` (its ``end`` a string, a list or a token) and
-  ``tags_with_separator``;
+  ``tags_with_separator``; ``grammar`` (xgrammar's EBNF, read as GBNF by
+  :mod:`toolkit.grammar.gbnf` and nested as ``%lark { ... }``);
 * text that ends at a string (``any_text`` as a tag's content: up to the tag's end;
   ``triggered_tags`` and ``dispatch``: up to a trigger) is a lazy lexeme with that
   suffix (llguidance's ``[suffix=...]``): it ends where the string first appears, as
@@ -19,12 +20,17 @@ and the IR is that text's (:func:`read_structural_tag`).  The elements:
 * ``token_triggered_tags`` and ``token_dispatch``: token-level text (``<[^ids]>*``)
   until a trigger token.
 
+A ``json_schema``'s ``excludes`` are read where they can be exactly: out of an XML
+style's plain string text (and its ``enum`` values), and over JSON values that hold no
+free string (only checked there).
+
 Refused with :class:`~toolkit.core.errors.UnsupportedGrammar` naming the element and its
-JSON pointer: the ``grammar`` element (xgrammar's EBNF inside a tag), ``json_schema``
+JSON pointer: ``json_schema``
 styles other than ``json`` and :data:`XML_STYLES` (each an XML argument syntax of one
-model family), an XML style's string with other keywords than ``enum``, and a schema's
+model family: ``cohere_xml`` and ``minimax_m3_xml`` nest objects and lists as elements),
+an XML style's string with other keywords than ``enum``, and a schema's
 ``any_order`` (which loosens required keys by design), ``max_whitespace_cnt`` and
-``excludes`` of a schema, ``max_tokens`` and ``max_chars`` of text, token names that are
+``excludes`` over free JSON strings, ``max_tokens`` and ``max_chars`` of text, token names that are
 not written ``<...>`` and names where ids are needed, ``any_text`` anywhere but a tag's
 content or the end of the format.  A malformed tag is a
 :class:`~toolkit.core.errors.GrammarError` with its pointer.
@@ -54,7 +60,8 @@ from toolkit.core.errors import GrammarError, UnsupportedGrammar
 from toolkit.grammar.inputs import InputFormat, register_format
 from toolkit.grammar.ir import Grammar
 
-__all__ = ["StructuralTagText", "to_lark", "read_structural_tag", "strict_schema", "ELEMENTS", "XML_STYLES"]
+__all__ = ["StructuralTagText", "to_lark", "read_structural_tag", "strict_schema", "ELEMENTS", "XML_STYLES",
+           "NESTED_XML_STYLES"]
 
 ELEMENTS = ("const_string", "regex", "json_schema", "grammar", "any_text", "token", "exclude_token", "any_tokens",
             "sequence", "or", "optional", "plus", "star", "repeat", "tag", "triggered_tags",
@@ -172,17 +179,25 @@ class _Writer:
         if not isinstance(schema, (bool, Mapping)):
             raise GrammarError(f"structural tag at {where}/json_schema: a JSON schema (an object or a boolean)")
         style = fmt.get("style", "json")
-        if style != "json" and style not in XML_STYLES:
+        if style != "json" and style not in XML_STYLES and style not in NESTED_XML_STYLES:
             raise UnsupportedGrammar(f"structural tag at {where}/style: the json_schema style {style!r} (an XML "
-                                     f"argument syntax) is not read yet; json and {', '.join(XML_STYLES)} are")
-        for key, default in (("any_order", False), ("max_whitespace_cnt", None), ("excludes", [])):
+                                     f"argument syntax) is not read; json, {', '.join(XML_STYLES)} and "
+                                     f"{', '.join(NESTED_XML_STYLES)} are")
+        for key, default in (("any_order", False), ("max_whitespace_cnt", None)):
             if fmt.get(key, default) != default:
                 raise UnsupportedGrammar(f"structural tag at {where}/{key}: a json_schema's {key!r} is not read yet")
+        excludes = _strings(fmt, "excludes", where)
+        if style in NESTED_XML_STYLES:
+            if excludes:
+                raise UnsupportedGrammar(f"structural tag at {where}/excludes: {style} takes no excludes (xgrammar "
+                                         "refuses them)")
+            return self._nested_object(strict_schema(schema), style, f"{where}/json_schema")
         if style != "json":
-            return self._xml_args(strict_schema(schema), style, f"{where}/json_schema")
+            return self._xml_args(strict_schema(schema), style, f"{where}/json_schema", excludes)
+        _no_string_to_exclude(strict_schema(schema), excludes, f"{where}/json_schema")
         return self.rule("%json " + json.dumps(strict_schema(schema)))
 
-    def _xml_args(self, schema: Any, style: str, where: str) -> str:
+    def _xml_args(self, schema: Any, style: str, where: str, excludes: Sequence[str] = ()) -> str:
         """A model family's XML arguments (:data:`XML_STYLES`), as xgrammar writes them:
         per property in the schema's order (an optional one may be left out), its open
         tag, the value, the close tag, whitespace around.  A plain string's value is raw
@@ -196,26 +211,130 @@ class _Writer:
         required = set(schema.get("required", []))
         items = []
         for key, sub in schema.get("properties", {}).items():
-            item = f"[{ws}] {self._xml_value(key, sub, style, ws, f'{where}/properties/{key}')}"
+            item = f"[{ws}] {self._xml_value(key, sub, style, ws, f'{where}/properties/{key}', excludes)}"
             items.append(item if key in required else f"[{self.rule(item)}]")
         return self.rule(" ".join([*items, f"[{ws}]"]))
 
-    def _xml_value(self, key: str, sub: Any, style: str, ws: str, where: str) -> str:
-        """One property of :meth:`_xml_args`: its open tag, value and close tag."""
+    def _xml_value(self, key: str, sub: Any, style: str, ws: str, where: str, excludes: Sequence[str] = ()) -> str:
+        """One property of :meth:`_xml_args`: its open tag, value and close tag.
+        ``excludes``: substrings a plain string's text may not hold (an ``enum`` keeps the
+        values without them, as xgrammar does)."""
         if not isinstance(sub, Mapping):
             raise UnsupportedGrammar(f"structural tag at {where}: a {style} value's schema is an object")
+        if any(e in key for e in excludes):
+            raise UnsupportedGrammar(f"structural tag at {where}: the property name {key!r} holds an excluded string")
         opener, close, enum_ws = XML_STYLES[style]
         keys = set(sub) - {"description", "title"}
         end = _lit(close)
         if sub.get("type") == "string" and keys == {"type"}:  # raw text up to the close tag
-            return f"{opener(key, True, ws)} {self.rule(_ANY, f'[suffix={end}]')}"
+            return f"{opener(key, sub, ws)} {self.rule(self._text(excludes, ()), f'[suffix={end}]')}"
         if sub.get("type") == "string" and keys == {"type", "enum"} and all(isinstance(v, str) for v in sub["enum"]):
             pad = f"[{ws}]" if enum_ws else ""
-            return f"{opener(key, True, ws)} {pad} ({' | '.join(_lit(v) for v in sub['enum'])}) {pad} {end}"
+            values = [v for v in sub["enum"] if not any(e in v for e in excludes)]
+            if not values:
+                raise GrammarError(f"structural tag at {where}/enum: every value holds an excluded string")
+            return f"{opener(key, sub, ws)} {pad} ({' | '.join(_lit(v) for v in values)}) {pad} {end}"
         if sub.get("type") in ("integer", "number", "boolean", "null", "object", "array"):
-            return f"{opener(key, False, ws)} [{ws}] {self.rule('%json ' + json.dumps(sub))} [{ws}] {end}"
+            _no_string_to_exclude(sub, excludes, where)
+            return f"{opener(key, sub, ws)} [{ws}] {self.rule('%json ' + json.dumps(sub))} [{ws}] {end}"
         raise UnsupportedGrammar(f"structural tag at {where}: a {style} value of this schema (a string with "
                                  f"{', '.join(sorted(keys - {'type'})) or 'no type'}) is not read yet")
+
+    # cohere_xml and minimax_m3_xml write objects and lists as nested elements, a value's
+    # JSON type in cohere's open tag; read from the grammars xgrammar 0.2.8 builds for them
+
+    def _nested_object(self, schema: Any, style: str, where: str) -> str:
+        """The properties of a closed object, in the schema's order (an optional one may be
+        left out), whitespace between and after, each as :meth:`_nested_value` writes it."""
+        bad = sorted(k for k in schema if k not in _XML_OBJECT) if isinstance(schema, Mapping) else ["(not an object)"]
+        if bad or schema.get("type", "object") != "object" or schema.get("additionalProperties", False) is not False:
+            raise UnsupportedGrammar(f"structural tag at {where}: {style} is read for a closed object schema of "
+                                     f"properties ({', '.join(bad) or 'additionalProperties'} is not)")
+        ws = self.terminal("/[ \\n\\r\\t]+/")
+        required = set(schema.get("required", []))
+        items = []
+        for key, sub in schema.get("properties", {}).items():
+            at = f"{where}/properties/{key}"
+            if style == "cohere_xml":
+                if any(c in key for c in '"&<>'):
+                    raise UnsupportedGrammar(f"structural tag at {at}: a cohere_xml name with a character XML escapes")
+                opener = _lit('<cofl:value name="' + key + '"')
+                item = f"[{ws}] {opener} {self._cohere_typed(sub, ws, at)}"
+            else:
+                mark = "]<]minimax[>["
+                item = f"[{ws}] {_lit(f'{mark}<{key}>')} {self._m3_value(sub, ws, key, at)}"
+            items.append(item if key in required else f"[{self.rule(item)}]")
+        return self.rule(" ".join([*items, f"[{ws}]"]))
+
+    def _cohere_typed(self, sub: Any, ws: str, where: str) -> str:
+        """cohere_xml after ``<cofl:value[ name="..."]``: the type attribute, the value and
+        the close tag: ``raw`` text (or an ``enum`` of strings), ``json`` scalars, ``dict``
+        objects and ``list`` arrays (their items unnamed elements)."""
+        close = _lit("</cofl:value>")
+        kind = self._value_kind(sub, "cohere_xml", where)
+        if kind == "text":
+            return f"{_COHERE['raw']} {self.rule(_ANY, f'[suffix={close}]')}"
+        if kind == "enum":
+            return f"{_COHERE['raw']} [{ws}] ({' | '.join(_lit(v) for v in sub['enum'])}) [{ws}] {close}"
+        if kind == "object":
+            inner = self._nested_object(sub, "cohere_xml", where)
+            return f"{_COHERE['dict']} [{ws}] {inner} [{ws}] {close}"
+        if kind == "array":
+            one = f"{_lit('<cofl:value')} {self._cohere_typed(sub.get('items', {}), ws, f'{where}/items')}"
+            return f"{_COHERE['list']} [{ws}] [({self.rule(one)})+ [{ws}]] {close}"
+        return f"{_COHERE['json']} [{ws}] {self.rule('%json ' + json.dumps(sub))} [{ws}] {close}"
+
+    def _m3_value(self, sub: Any, ws: str, key: str, where: str) -> str:
+        """minimax_m3_xml after ``]<]minimax[>[<key>``: the value and the close tag: text
+        up to the mark, an ``enum`` of strings, JSON scalars (no whitespace), objects as
+        nested properties, arrays as ``<item>`` elements."""
+        mark = "]<]minimax[>["
+        close = _lit(f"{mark}</{key}>")
+        kind = self._value_kind(sub, "minimax_m3_xml", where)
+        if kind == "text":
+            return f"{self.rule(_ANY, f'[suffix={_lit(mark)}]')} {_lit(f'</{key}>')}"
+        if kind == "enum":
+            return f"({' | '.join(_lit(v) for v in sub['enum'])}) {close}"
+        if kind == "object":
+            return f"{self._nested_object(sub, 'minimax_m3_xml', where)} {close}"
+        if kind == "array":
+            one = f"[{ws}] {_lit(f'{mark}<item>')} {self._m3_value(sub.get('items', {}), ws, 'item', f'{where}/items')}"
+            return f"[{self.rule(f'{one} ({one})* [{ws}]')}] {close}"
+        return f"{self.rule('%json ' + json.dumps(sub))} {close}"
+
+    @staticmethod
+    def _value_kind(sub: Any, style: str, where: str) -> str:
+        """How a nested style writes a value of ``sub``: ``text``, ``enum``, ``object``,
+        ``array`` or ``json`` (a scalar); other schemas refused."""
+        if not isinstance(sub, Mapping):
+            raise UnsupportedGrammar(f"structural tag at {where}: a {style} value's schema is an object")
+        keys = set(sub) - {"description", "title"}
+        kind = sub.get("type")
+        if kind == "string" and keys == {"type"}:
+            return "text"
+        if kind == "string" and keys == {"type", "enum"} and all(isinstance(v, str) for v in sub["enum"]):
+            return "enum"
+        if kind == "object" and isinstance(sub.get("properties"), Mapping):
+            return "object"
+        if kind == "array" and keys <= {"type", "items"} and isinstance(sub.get("items", {}), Mapping):
+            return "array"
+        if kind in ("integer", "number", "boolean", "null"):
+            return "json"
+        raise UnsupportedGrammar(f"structural tag at {where}: a {style} value of this schema ({kind or 'no type'} "
+                                 f"with {', '.join(sorted(keys - {'type'})) or 'nothing else'}) is not read yet")
+
+    def _grammar(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
+        """xgrammar's EBNF (GBNF with ``root``), read by :meth:`Grammar.from_gbnf
+        <toolkit.grammar.Grammar.from_gbnf>` and nested as ``%lark { ... }``: its own lexing,
+        as llguidance reads a nested grammar."""
+        text = _field(fmt, "grammar", str, where)
+        try:
+            sub = Grammar.from_gbnf(text)
+        except UnsupportedGrammar as e:
+            raise UnsupportedGrammar(f"structural tag at {where}/grammar: {e}") from e
+        except GrammarError as e:
+            raise GrammarError(f"structural tag at {where}/grammar: {e}") from e
+        return self.rule("%lark {\n" + sub.to_lark() + "\n}")
 
     def _any_text(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
         self._no_limits(fmt, where)
@@ -405,25 +524,72 @@ class _Writer:
                                          f"{'tokens' if key == 'max_tokens' else 'characters'} is not read yet")
 
 
+def _no_string_to_exclude(schema: Any, excludes: Sequence[str], where: str) -> None:
+    """``excludes`` of a JSON value are read where they change nothing: a schema with
+    no free string (no ``string`` type, no untyped value, no open object) whose keys
+    and constant strings hold none of them; elsewhere refused."""
+    if not excludes:
+        return
+
+    def walk(node: Any, at: str) -> None:
+        if isinstance(node, list):
+            for i, x in enumerate(node):
+                walk(x, f"{at}/{i}")
+            return
+        if not isinstance(node, Mapping):
+            raise UnsupportedGrammar(f"structural tag at {at}: excludes over a value of any type (a free string) "
+                                     "is not read yet")
+        types = node.get("type")
+        types = types if isinstance(types, list) else [types]
+        if None in types and not any(k in node for k in ("const", "enum")) or "string" in types:
+            raise UnsupportedGrammar(f"structural tag at {at}: excludes over a JSON string value is not read yet")
+        if "object" in types and node.get("additionalProperties", True) is not False:
+            raise UnsupportedGrammar(f"structural tag at {at}: excludes over an open object's keys is not read yet")
+        for k, v in node.get("properties", {}).items():
+            if any(e in k for e in excludes):
+                raise UnsupportedGrammar(f"structural tag at {at}/properties: the name {k!r} holds an excluded string")
+            walk(v, f"{at}/properties/{k}")
+        for k in ("items", "prefixItems", "anyOf", "oneOf", "allOf"):
+            if k in node and node[k] is not False:
+                walk(node[k], f"{at}/{k}")
+        for v in [node.get("const"), *node.get("enum", [])]:
+            if any(e in json.dumps(v, ensure_ascii=False) for e in excludes):
+                raise UnsupportedGrammar(f"structural tag at {at}: a constant holds an excluded string")
+
+    walk(schema, where)
+
+
 _XML_OBJECT = {"type", "properties", "required", "additionalProperties", "description", "title"}
 
 
 def _dsml(space: str) -> tuple[Any, str, bool]:
-    return (lambda k, string, ws: _lit(f'<\uff5cDSML\uff5c{space}parameter name="{k}" string="{str(string).lower()}">'),
+    return (lambda k, sub, ws: _lit(f'<\uff5cDSML\uff5c{space}parameter name="{k}" '
+                                    f'string="{str(sub.get("type") == "string").lower()}">'),
             f"</\uff5cDSML\uff5c{space}parameter>", False)
 
 
+# Kimi K3 names a value's JSON type in its open tag, integers as "number"
+_KIMI_TYPES = {"integer": "number", "number": "number", "string": "string", "boolean": "boolean", "null": "null",
+               "object": "object", "array": "array"}
+
 XML_STYLES: dict[str, tuple[Any, str, bool]] = {
-    "qwen_xml": (lambda k, string, ws: _lit(f"<parameter={k}>"), "</parameter>", True),
-    "minimax_xml": (lambda k, string, ws: _lit(f'<parameter name="{k}">'), "</parameter>", True),
-    "glm_xml": (lambda k, string, ws: f"{_lit(f'<arg_key>{k}</arg_key>')} [{ws}] {_lit('<arg_value>')}",
+    "qwen_xml": (lambda k, sub, ws: _lit(f"<parameter={k}>"), "</parameter>", True),
+    "minimax_xml": (lambda k, sub, ws: _lit(f'<parameter name="{k}">'), "</parameter>", True),
+    "glm_xml": (lambda k, sub, ws: f"{_lit(f'<arg_key>{k}</arg_key>')} [{ws}] {_lit('<arg_value>')}",
                 "</arg_value>", True),
     "deepseek_xml": _dsml(""),
     "deepseek_v4_1_xml": _dsml(" "),
+    "kimi_k3_xml": (lambda k, sub, ws: _lit(f'<|open|>argument key="{k}" type="{_KIMI_TYPES[sub["type"]]}"<|sep|>'),
+                    "<|close|>argument<|sep|>", True),
 }
 """The XML argument styles of ``json_schema`` read (xgrammar's names): per style, the open
-tag of a property (its name, whether its value is a string, the whitespace terminal),
-the close tag, and whether an ``enum`` value may have whitespace around it."""
+tag of a property (its name, its schema, the whitespace terminal), the close tag, and
+whether an ``enum`` value may have whitespace around it."""
+
+NESTED_XML_STYLES = ("cohere_xml", "minimax_m3_xml")
+_COHERE = {t: _lit(' type="' + t + '">') for t in ("raw", "json", "dict", "list")}  # cohere's type attributes
+"""The XML argument styles that nest objects and arrays as elements, a value's type in
+cohere's open tag (``_Writer._nested_object``)."""
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_VALUES = ("additionalProperties", "items", "additionalItems", "contains", "not", "if", "then", "else",
                   "propertyNames", "unevaluatedProperties", "unevaluatedItems", "anyOf", "oneOf", "allOf", "prefixItems")
