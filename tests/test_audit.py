@@ -326,3 +326,17 @@ def test_the_judge_reads_multiple_of_in_exact_decimal_arithmetic() -> None:
     assert "not a multiple of 0.01" in _judge(v, b"0.075")[0]
     v = schema_validator({"type": "integer", "multipleOf": 3})
     assert _judge(v, b"9") is None and "not a multiple" in _judge(v, b"10")[0]
+
+
+def test_one_job_runs_peers_in_a_worker_under_the_memory_limit(monkeypatch) -> None:
+    """``--jobs 1`` audits masklab's strategies in this process, but a peer engine in a
+    worker process that the memory limit can stop (one grew to 23 GB here in-process)."""
+    import toolkit.bench.audit as audit_mod
+    from toolkit.bench.pool import InlinePool
+
+    opened = []
+    monkeypatch.setattr(audit_mod, "open_pool", lambda *a, **k: opened.append((a, k)) or "pool")
+    make = lambda voc: object()  # noqa: E731 - a stand-in worker
+    assert isinstance(audit_mod._audit_pool(make, None, "tekken", [], 1, "local", None, 30.0, 2.0), InlinePool)
+    assert audit_mod._audit_pool(make, None, "tekken", [], 1, "local", None, 30.0, 2.0, inline_ok=False) == "pool"
+    assert opened[0][0][6] == 2.0 * 2**30  # the worker's resident limit, in bytes

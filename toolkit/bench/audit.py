@@ -534,7 +534,8 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
     write_meta(meta_path, meta)
     bar = tqdm(total=len(todo), unit="item", desc="audit", dynamic_ncols=True) if progress else None
     try:
-        pool = _audit_pool(make, voc, vocab, items, jobs, backend, address, timeout, memory_limit_gb)
+        pool = _audit_pool(make, voc, vocab, items, jobs, backend, address, timeout, memory_limit_gb,
+                           inline_ok=not any(n.startswith("peer:") for n, _ in todo))
         _write_audit(pool, todo, path, meta_path, meta, bar)
     finally:
         if bar is not None:
@@ -612,10 +613,14 @@ def _resume_audit(meta: dict[str, Any], old: dict[str, Any], out: Path) -> None:
 
 
 def _audit_pool(make: Any, voc: Any, vocab_spec: str, items: list[Item], jobs: int, backend: str,
-                address: str | None, timeout: float | None, memory_limit_gb: float | None) -> Pool:
-    """Where the audit's tasks run: this process (one job on the local backend), else
-    worker processes or Ray actors (:func:`~toolkit.bench.backends.open_pool`)."""
-    if jobs == 1 and backend == "local":
+                address: str | None, timeout: float | None, memory_limit_gb: float | None, *,
+                inline_ok: bool = True) -> Pool:
+    """Where the audit's tasks run: this process (one job on the local backend, masklab's
+    own strategies only: they keep their limits themselves), else worker processes or Ray
+    actors (:func:`~toolkit.bench.backends.open_pool`).  A peer engine always runs in a
+    worker, under ``memory_limit_gb`` and the timeout: its memory is its own library's
+    (one took 23 GB on a MaskBench schema when run in this process)."""
+    if jobs == 1 and backend == "local" and inline_ok:
         return InlinePool(make(voc))
     if memory_limit_gb is None:
         memory_limit_gb = default_memory_limit_gb(jobs)
