@@ -89,6 +89,13 @@ CASES: dict[str, tuple[dict, list[tuple[str, bool]]]] = {
     "tag_text": ({"type": "tag", "begin": "<t>", "content": {"type": "any_text", "excludes": ["zz"]}, "end": "</t>"},
                  [("<t>a b</t>", True), ("<t></t>", True), ("<t>a</t>b</t>", False), ("<t>azzb</t>", False)]),
     "any_text": ({"type": "any_text", "excludes": ["zz"]}, [("", True), ("abc", True), ("azzb", False)]),
+    "tag_text_chars": ({"type": "tag", "begin": "<t>", "content": {"type": "any_text", "max_chars": 3, "excludes": ["zz"]},
+                        "end": "</t>"},
+                       [("<t></t>", True), ("<t>abc</t>", True), ("<t>é€😀</t>", True), ("<t>abcd</t>", False),
+                        ("<t>ab</</t>", False), ("<t>zz</t>", False)]),
+    "any_text_chars": ({"type": "sequence", "elements": [{"type": "const_string", "value": "A"},
+                                                         {"type": "any_text", "max_chars": 2}]},
+                       [("A", True), ("Aab", True), ("A\n\n", True), ("Aabc", False)]),
     "tags_with_separator": ({"type": "tags_with_separator", "separator": ",", "tags": [
         {"type": "tag", "begin": "<a>", "content": _INT, "end": "</a>"}]},
         [("", True), ("<a>1</a>", True), ("<a>1</a>,<a>2</a>", True), ("<a>1</a>,", False)]),
@@ -259,8 +266,16 @@ def test_the_format_is_registered_and_refuses_what_it_does_not_read() -> None:
         to_lark({"type": "grammar", "grammar": "root ::= \"a"})
     with pytest.raises(UnsupportedGrammar, match="any_text is read as a tag's content"):
         to_lark({"type": "sequence", "elements": [{"type": "any_text"}, {"type": "const_string", "value": "x"}]})
-    with pytest.raises(UnsupportedGrammar, match="max_chars"):
-        to_lark({"type": "any_text", "max_chars": 3})
+    with pytest.raises(GrammarError, match="/max_chars: a count >= 0"):
+        to_lark({"type": "any_text", "max_chars": -1})
+    with pytest.raises(UnsupportedGrammar, match="max_chars: 5000 is over 4,096"):
+        to_lark({"type": "any_text", "max_chars": 5000})
+    # a count of tokens is llguidance's max_tokens attribute: peer:llguidance honours it, ours refuse it
+    counted = read_structural_tag({"type": "tag", "begin": "<t>", "content": {"type": "any_text", "max_tokens": 3},
+                                   "end": "</t>"})
+    assert [a.get("max_tokens") for a in counted.attributes.values()] == [3]
+    with pytest.raises(UnsupportedGrammar, match="does not count a lexeme's tokens"):
+        get_engine("llguidance", VOCAB).compile(counted)
     with pytest.raises(UnsupportedGrammar, match="not one of xgrammar's"):
         to_lark({"type": "bogus"})
     with pytest.raises(GrammarError, match="/format/elements/1: an element is an object"):

@@ -20,7 +20,9 @@ and the IR is that text's (:func:`read_structural_tag`).  The elements:
 * ``token_triggered_tags`` and ``token_dispatch``: token-level text (``<[^ids]>*``)
   until a trigger token.
 
-A ``json_schema``'s ``excludes`` are read where they can be exactly: out of an XML
+``any_text``'s ``max_chars`` bounds the text's code points; its ``max_tokens`` is written
+as llguidance's ``max_tokens`` attribute (``peer:llguidance`` honours it; masklab's
+strategies, which follow bytes, refuse it).  A ``json_schema``'s ``excludes`` are read where they can be exactly: out of an XML
 style's plain string text (and its ``enum`` values), and over JSON values that hold no
 free string (only checked there).
 
@@ -30,7 +32,7 @@ styles other than ``json`` and :data:`XML_STYLES` (each an XML argument syntax o
 model family: ``cohere_xml`` and ``minimax_m3_xml`` nest objects and lists as elements),
 an XML style's string with other keywords than ``enum``, and a schema's
 ``any_order`` (which loosens required keys by design), ``max_whitespace_cnt`` and
-``excludes`` over free JSON strings, ``max_tokens`` and ``max_chars`` of text, token names that are
+``excludes`` over free JSON strings, token names that are
 not written ``<...>`` and names where ids are needed, ``any_text`` anywhere but a tag's
 content or the end of the format.  A malformed tag is a
 :class:`~toolkit.core.errors.GrammarError` with its pointer.
@@ -69,6 +71,7 @@ ELEMENTS = ("const_string", "regex", "json_schema", "grammar", "any_text", "toke
 """The element types of xgrammar 0.2.8's structural tags."""
 
 _ANY = "/(.|\\n)*/"
+_MAX_CHARS = 4096  # any_text's max_chars read (a DFA state per character)
 _SPECIAL_NAME = re.compile(r"<[^<>\s]+>")
 
 
@@ -337,11 +340,12 @@ class _Writer:
         return self.rule("%lark {\n" + sub.to_lark() + "\n}")
 
     def _any_text(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
-        self._no_limits(fmt, where)
+        chars, tokens = self._limits(fmt, where)
         if not last:
             raise UnsupportedGrammar(f"structural tag at {where}: any_text is read as a tag's content or at the end "
                                      "of the format only (elsewhere nothing says where it ends)")
-        return self.rule(self._text(_strings(fmt, "excludes", where), ()))
+        attrs = f"[max_tokens={tokens}]" if tokens is not None else ""
+        return self.rule(self._text(_strings(fmt, "excludes", where), (), chars), attrs)
 
     def _token(self, fmt: Mapping[str, Any], where: str, last: bool) -> str:
         return self.rule(_token(fmt.get("token"), f"{where}/token"))
@@ -394,11 +398,12 @@ class _Writer:
         content = fmt.get("content")
         if isinstance(content, Mapping) and content.get("type") == "any_text":
             # the text runs to the first end string, which it takes (a lazy lexeme)
-            self._no_limits(content, f"{where}/content")
+            chars, tokens = self._limits(content, f"{where}/content")
             end_strings = _end_strings(ends, f"{where}/end")
-            text = self._text(_strings(content, "excludes", f"{where}/content"), ())
+            text = self._text(_strings(content, "excludes", f"{where}/content"), (), chars)
             suffix = self.terminal(" | ".join(_lit(e) for e in end_strings))
-            return self.rule(f"{begin} {self.rule(text, f'[suffix={suffix}]')}")
+            count = f", max_tokens={tokens}" if tokens is not None else ""
+            return self.rule(f"{begin} {self.rule(text, f'[suffix={suffix}{count}]')}")
         body = self.element(content, f"{where}/content")
         return self.rule(f"{begin} {body} {self._ends(ends, f'{where}/end')}")
 
@@ -482,14 +487,16 @@ class _Writer:
             return self.rule(f"{direct} {turn}* {tail}" if loop else direct)
         return self.rule(f"{turn}* {tail}" if loop else f"{turn} | {tail}")
 
-    def _text(self, excludes: Sequence[str], triggers: Sequence[str]) -> str:
-        """One terminal: any text holding none of ``excludes`` and ``triggers`` (a
-        terminal of its own when some are given: ``&`` stands in terminals only)."""
+    def _text(self, excludes: Sequence[str], triggers: Sequence[str], max_chars: int | None = None) -> str:
+        """One terminal: any text (of at most ``max_chars`` characters) holding none of
+        ``excludes`` and ``triggers`` (a terminal of its own when some are given: ``&``
+        stands in terminals only)."""
         banned = [s for s in (*excludes, *triggers) if s]
+        text = _ANY if max_chars is None else f"/(.|\\n){{0,{max_chars}}}/"
         if not banned:
-            return _ANY
+            return text
         alts = "|".join(_rx_lit(s) for s in dict.fromkeys(banned))
-        return self.terminal(f"{_ANY} & ~/(.|\\n)*({alts})(.|\\n)*/")
+        return self.terminal(f"{text} & ~/(.|\\n)*({alts})(.|\\n)*/")
 
     def _tags(self, fmt: Mapping[str, Any], where: str) -> str:
         tags = _list(fmt, "tags", where)
@@ -517,11 +524,21 @@ class _Writer:
             return "(" + " | ".join(_lit(e) if e else '""' for e in _end_strings(value, where)) + ")"
         return self._edge(value, where)
 
-    def _no_limits(self, fmt: Mapping[str, Any], where: str) -> None:
-        for key in ("max_tokens", "max_chars"):
-            if fmt.get(key) is not None:
-                raise UnsupportedGrammar(f"structural tag at {where}/{key}: text limited to a count of "
-                                         f"{'tokens' if key == 'max_tokens' else 'characters'} is not read yet")
+    @staticmethod
+    def _limits(fmt: Mapping[str, Any], where: str) -> tuple[int | None, int | None]:
+        """``any_text``'s ``max_chars`` (code points: part of the language) and
+        ``max_tokens`` (written as llguidance's ``max_tokens`` attribute, which
+        ``peer:llguidance`` honours and engines that cannot count a lexeme's tokens refuse)."""
+        out = []
+        for key in ("max_chars", "max_tokens"):
+            value = fmt.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise GrammarError(f"structural tag at {where}/{key}: a count >= 0, got {value!r}")
+            if key == "max_chars" and value is not None and value > _MAX_CHARS:
+                raise UnsupportedGrammar(f"structural tag at {where}/max_chars: {value} is over {_MAX_CHARS:,} (one "
+                                         "DFA state per character)")
+            out.append(value)
+        return out[0], out[1]
 
 
 def _no_string_to_exclude(schema: Any, excludes: Sequence[str], where: str) -> None:
