@@ -472,8 +472,33 @@ def test_llama3_json_x_guidance_equals_llguidance(llama3: Vocabulary, name: str)
         del CASES["xg"]
 
 
+def test_json_coerce_one_of_reads_one_of_as_any_of_as_llguidance_does() -> None:
+    """llguidance refuses ``oneOf`` unless ``coerce_one_of`` (then it is ``anyOf``: 1
+    matches both branches and is taken); masklab reads ``oneOf`` exactly without it."""
+    import json
+
+    from tests._support.fixtures import llguidance_byte_tokenizer
+
+    llguidance, tok = llguidance_byte_tokenizer()
+    schema = {"type": "object", "properties": {"n": {"oneOf": [{"type": "integer"}, {"type": "number", "minimum": 0}]}},
+              "required": ["n"]}
+    texts = ['{"n":1}', '{"n":-1}', '{"n":1.5}', '{"n":-1.5}']
+    coerced = "start: %json " + json.dumps({**schema, "x-guidance": {"coerce_one_of": True}})
+    g = Grammar.from_lark(coerced)
+    ours = [g.accepts(t) for t in texts]
+    assert ours == [True, True, True, False]
+    theirs = []
+    for t in texts:
+        m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", coerced), log_level=0)
+        theirs.append(bool(m.consume_tokens(list(t.encode()))) and not m.is_error() and m.is_accepting())
+    assert ours == theirs
+    exact = Grammar.from_lark("start: %json " + json.dumps(schema))
+    assert [exact.accepts(t) for t in texts] == [False, True, True, False]
+
+
 @pytest.mark.parametrize("options, error, what", [
-    ({"coerce_one_of": True}, UnsupportedGrammar, "'coerce_one_of' is not read"),
+    ({"frobnicate": True}, UnsupportedGrammar, "'frobnicate' is not read"),
+    ({"coerce_one_of": "yes"}, GrammarError, "must be a bool"),
     ({"whitespace_flexible": "no"}, GrammarError, "must be a bool"),
     ({"whitespace_pattern": "[ "}, GrammarError, "whitespace_pattern"),
     ({"json_allowed_escapes": "nx"}, GrammarError, "'x' is not an escape letter"),

@@ -10,12 +10,37 @@ only ``toolkit.grammar`` gets :class:`~toolkit.core.errors.MasklabError` saying 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolkit.core.errors import MasklabError
 
-__all__ = ["register_schema_compiler", "schema_compiler"]
+__all__ = ["register_schema_compiler", "schema_compiler", "map_subschemas", "SCHEMA_MAPS", "SCHEMA_VALUES"]
+
+SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+"""Keywords whose value maps names to subschemas."""
+SCHEMA_VALUES = ("additionalProperties", "items", "additionalItems", "contains", "not", "if", "then", "else",
+                 "propertyNames", "unevaluatedProperties", "unevaluatedItems", "anyOf", "oneOf", "allOf", "prefixItems")
+"""Keywords whose value is a subschema or a list of them."""
+
+
+def map_subschemas(schema: Any, node: Callable[[dict[str, Any]], dict[str, Any]]) -> Any:
+    """``schema`` with ``node`` applied to every schema object in it, innermost first
+    (the subschemas under :data:`SCHEMA_MAPS` and :data:`SCHEMA_VALUES`); other values,
+    ``const`` and ``enum`` included, are left as they are."""
+    if isinstance(schema, list):
+        return [map_subschemas(v, node) for v in schema]
+    if not isinstance(schema, Mapping):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in SCHEMA_MAPS and isinstance(v, Mapping):
+            out[k] = {n: map_subschemas(sub, node) for n, sub in v.items()}
+        elif k in SCHEMA_VALUES:
+            out[k] = map_subschemas(v, node)
+        else:
+            out[k] = v
+    return node(out)
 
 _COMPILER: list[Callable[..., Any]] = []
 

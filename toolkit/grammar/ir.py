@@ -46,7 +46,7 @@ from toolkit.core.errors import (
     time_limit,
 )
 from toolkit.grammar.earley import ByteRecognizer, compile_cfg, derives
-from toolkit.grammar.embed import schema_compiler
+from toolkit.grammar.embed import map_subschemas, schema_compiler
 from toolkit.grammar.lark_dialect import translate
 from toolkit.grammar.special import ANY_MARK_REGEX, mark_regex, parse_spec, resolve
 
@@ -663,15 +663,16 @@ def _bool_regex(tree: tuple, terminals: Mapping[str, Terminal]) -> str:
 
 X_GUIDANCE = {"whitespace_flexible": True, "whitespace_pattern": "[ \\t\\n\\r]+", "item_separator": ",",
               "key_separator": ":", "lenient": False, "json_allowed_escapes": 'nrbtf"\\u',
-              "json_allow_general_unicode_escapes": False}
+              "json_allow_general_unicode_escapes": False, "coerce_one_of": False}
 """``x-guidance`` options of a ``%json`` schema read (with llguidance's defaults): JSON
 whitespace between the schema's tokens (``whitespace_pattern``) or, not flexible, the
 separators alone; ``lenient`` drops the keywords masklab cannot express (a grammar
 looser than the schema, as asked); ``json_allowed_escapes`` (the letters a string may
 escape) and ``json_allow_general_unicode_escapes`` (``\\u`` for every character of
 strings without a ``pattern`` and of keys) choose how strings are spelled
-(:func:`toolkit.automata.jsontext.llguidance_spelling`).  Others (``coerce_one_of``)
-are refused by name."""
+(:func:`toolkit.automata.jsontext.llguidance_spelling`); ``coerce_one_of`` reads every
+``oneOf`` as ``anyOf`` (looser than the schema, as asked: a value may match two
+branches).  Others are refused by name."""
 
 
 def _x_guidance(schema: Any, ws_ignored: bool) -> tuple[Any, dict[str, Any]]:
@@ -703,7 +704,22 @@ def _x_guidance(schema: Any, ws_ignored: bool) -> tuple[Any, dict[str, Any]]:
         opts["spelling"] = llguidance_spelling(opts["json_allowed_escapes"], opts["json_allow_general_unicode_escapes"])
     except ValueError as e:
         raise GrammarError(f"%json: x-guidance {e}") from e
-    return {k: v for k, v in schema.items() if k != "x-guidance"}, opts
+    schema = {k: v for k, v in schema.items() if k != "x-guidance"}
+    if opts["coerce_one_of"]:
+        schema = map_subschemas(schema, _one_of_as_any_of)
+    return schema, opts
+
+
+def _one_of_as_any_of(node: dict[str, Any]) -> dict[str, Any]:
+    """``oneOf`` read as ``anyOf`` (beside an ``anyOf``: both, in an ``allOf``)."""
+    if "oneOf" not in node:
+        return node
+    branches = node.pop("oneOf")
+    if "anyOf" not in node:
+        node["anyOf"] = branches
+    else:
+        node["allOf"] = [*node.get("allOf", []), {"anyOf": branches}]
+    return node
 
 
 def _make_lazy(rule: str, attrs: Mapping[str, Any], rules: dict[str, list[tuple[str, ...]]],

@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from toolkit.core.errors import GrammarError, UnsupportedGrammar
+from toolkit.grammar.embed import map_subschemas
 from toolkit.grammar.inputs import InputFormat, register_format
 from toolkit.grammar.ir import Grammar
 
@@ -607,34 +608,22 @@ NESTED_XML_STYLES = ("cohere_xml", "minimax_m3_xml")
 _COHERE = {t: _lit(' type="' + t + '">') for t in ("raw", "json", "dict", "list")}  # cohere's type attributes
 """The XML argument styles that nest objects and arrays as elements, a value's type in
 cohere's open tag (``_Writer._nested_object``)."""
-_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
-_SCHEMA_VALUES = ("additionalProperties", "items", "additionalItems", "contains", "not", "if", "then", "else",
-                  "propertyNames", "unevaluatedProperties", "unevaluatedItems", "anyOf", "oneOf", "allOf", "prefixItems")
-
 
 def strict_schema(schema: Any) -> Any:
     """``schema`` as xgrammar reads a structural tag's (its ``strict_mode``): an object
     schema with ``properties`` and no ``additionalProperties`` (nor pattern or unevaluated
     ones) is closed, a ``prefixItems`` without ``items`` takes no more items; every
     subschema alike.  (xgrammar leaves ``{"type": "object"}`` without properties open.)"""
-    if isinstance(schema, list):
-        return [strict_schema(v) for v in schema]
-    if not isinstance(schema, Mapping):
-        return schema
-    out: dict[str, Any] = {}
-    for k, v in schema.items():
-        if k in _SCHEMA_MAPS and isinstance(v, Mapping):
-            out[k] = {n: strict_schema(sub) for n, sub in v.items()}
-        elif k in _SCHEMA_VALUES:
-            out[k] = strict_schema(v)
-        else:
-            out[k] = v
-    if "properties" in schema and not any(k in schema for k in ("additionalProperties", "patternProperties",
+
+    def close(node: dict[str, Any]) -> dict[str, Any]:
+        if "properties" in node and not any(k in node for k in ("additionalProperties", "patternProperties",
                                                                  "unevaluatedProperties")):
-        out["additionalProperties"] = False
-    if "prefixItems" in schema and not any(k in schema for k in ("items", "additionalItems", "unevaluatedItems")):
-        out["items"] = False
-    return out
+            node["additionalProperties"] = False
+        if "prefixItems" in node and not any(k in node for k in ("items", "additionalItems", "unevaluatedItems")):
+            node["items"] = False
+        return node
+
+    return map_subschemas(schema, close)
 
 
 def _field(fmt: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
