@@ -61,6 +61,9 @@ CASES = {
     "not_binds_one_atom": ("start: A\nA: ~/a/ /b/\n", ["b", "bb", "xb", "aab"], ["ab", "a", ""]),
     "and_of_sequences": ("start: A\nA: /a/ /b+/ & /ab/\n", ["ab"], ["abb", "a", "b"]),
     "nested_and": ('start: A\nA: "<" (/[a-z]+/ & ~/x.*/) ">"\n', ["<ab>", "<a>", "<yx>"], ["<xa>", "<x>", "<>", "<A>"]),
+    "repeat_of_and": ('start: A\nA: ("x" & /x/){2} ~/y/\n', ["xx", "xxa", "xxab"], ["xxy", "x", "y"]),
+    "bounded_repeat_of_and": ('start: A\nA: (/[a-z]/ & ~"q"){1,3}\n', ["a", "abc"], ["abcd", "q", "aq", ""]),
+    "lark_repeat_beside_and": ("start: A\nA: /[ab]/ ~ 2..3 & /a.*/\n", ["ab", "aab"], ["b", "abab", "ba"]),
     "nested_lark": ('start: /[ab]+/ x\nx: %lark {\n  start: "foo" | B\n  B: "Bar"\n}\n',
                     ["afoo", "abBar", "bbfoo"], ["afooa", "foo", "aBarfoo"]),
     # parametric rules (llguidance's docs/parametric.md): a permutation, and bounded counts in any order
@@ -120,6 +123,7 @@ def test_plain_lark_is_unchanged_by_the_reader() -> None:
     ('%llguidance {"allow_invalid_utf8": true}\nstart: "a"', "option 'allow_invalid_utf8'", 1, 1),
     ('start: B\nA: /a/ & /[ab]/\nB: A "x"', "uses A", 3, 4),
     ('start: x\nx{p}: "a"', "parametric", 2, 2),
+    ('start: A\nA: ("x" & /x/){65}\n', "at most 64 copies", 2, 15),
 ])
 def test_unsupported_constructs_name_themselves_and_where(text: str, what: str, line: int, column: int) -> None:
     with pytest.raises(UnsupportedGrammar, match=what) as e:
@@ -163,7 +167,8 @@ def test_malformed_constructs_say_what_is_wrong(text: str, what: str, line: int)
 # --------------------------------------------------------- every strategy --
 
 SMALL = ["and_not", "not_alone", "repeat", "dash_and_hash", "substring", "chunks_in_rule", "json_array",
-         "bar_beside_and", "not_binds_one_atom", "and_of_sequences", "nested_and", "nested_lark", "parametric_perm",
+         "bar_beside_and", "not_binds_one_atom", "and_of_sequences", "nested_and", "repeat_of_and",
+         "bounded_repeat_of_and", "lark_repeat_beside_and", "nested_lark", "parametric_perm",
          "parametric_counts", "parametric_pick", "parametric_dead_end"]
 
 
@@ -206,9 +211,9 @@ def llama3() -> Vocabulary:
     return load_vocab("llama3:" + str(require_shared("tokenizers/llama-3/tokenizer.model")))
 
 
-# not_alone, not_binds_one_atom: llguidance's `~` also takes byte strings that are not UTF-8
+# not_alone, not_binds_one_atom, repeat_of_and: llguidance's `~` also takes byte strings that are not UTF-8
 # (b"\x80"); ours takes text only (the IR's languages are UTF-8), so a free `~` differs there
-@pytest.mark.parametrize("name", [n for n in SMALL if n not in ("not_alone", "not_binds_one_atom",
+@pytest.mark.parametrize("name", [n for n in SMALL if n not in ("not_alone", "not_binds_one_atom", "repeat_of_and",
                                                                   "parametric_dead_end")])
 def test_llama3_masks_equal_llguidance_reading_the_same_text(llama3: Vocabulary, name: str) -> None:
     pytest.importorskip("llguidance", reason="peer:llguidance needs llguidance (the [peers] extra)")

@@ -561,6 +561,10 @@ def _negation(toks: list[_Tok], i: int) -> bool:
     return opens or not (i + 1 < len(toks) and toks[i + 1].kind == "number")
 
 
+_MAX_BOOLEAN_COPIES = 64
+"""Most copies a ``{m,n}`` repetition of an operand with ``&`` or ``~`` is written as."""
+
+
 def _repeat(toks: list[_Tok], i: int, out: list[str], body_start: int) -> int:
     """``{m,n}`` / ``{n}`` / ``{m,}`` / ``{,n}`` after an atom, as Lark's ``~``; returns
     the index after the closing brace."""
@@ -591,8 +595,23 @@ def _repeat(toks: list[_Tok], i: int, out: list[str], body_start: int) -> int:
             if depth == 0:
                 break
             k -= 1
-    atom = "".join(out[k:])
+    pieces = out[k:]
+    atom = "".join(pieces)
     del out[k:]
+    if any(_is_boolean_piece(p) for p in pieces):  # copies, so the boolean terminal's reader sees the & and ~
+        lo_n, hi_n = int(lo), (int(hi) if hi else None) if comma else int(lo)
+        if max(lo_n, hi_n or 0) > _MAX_BOOLEAN_COPIES:
+            raise UnsupportedGrammar(f"repetition {{{spec}}} of an operand with '&' or '~': at most "
+                                     f"{_MAX_BOOLEAN_COPIES} copies are written", t.line, t.column)
+        if hi_n is not None and hi_n < lo_n:
+            raise GrammarError(f"repetition {{{spec}}}: {hi} is less than {lo}", t.line, t.column)
+        group = ["( ", *pieces, ") "]
+        out.extend(group * lo_n)
+        if hi_n is None:
+            out.extend([*group, "* "])
+        else:
+            out.extend([*group, "? "] * (hi_n - lo_n))
+        return j + 1
     if not comma:
         out.append(f"({atom} ~ {lo}) ")
     elif hi:
@@ -668,6 +687,14 @@ def _finish_terminal(name: str, where: _Tok, out: list[str], body_start: int, si
             op = peek()
             pos += 1
             return helper(lo, pos) if plain(lo) else ("repeat", a, op)
+        if peek() == "~" and not _is_boolean_piece(body[pos]):  # Lark's own repetition, x ~ n or x ~ m..n
+            pos += 1
+            while pos < len(body) and (body[pos].strip().isdigit() or body[pos].strip() == ".."):
+                pos += 1
+            if not plain(lo):
+                raise UnsupportedGrammar(f"terminal {name}: Lark's '~ n' repetition of an operand with '&' or '~' "
+                                         "(write it {n})", where.line, where.column)
+            return helper(lo, pos)
         return a
 
     def atom() -> BoolTree:
