@@ -18,7 +18,7 @@ import pytest
 from strategies import get_engine
 from tests._support.shared import require_shared
 from tests.test_llguidance import LEX, _as_ids, _row, _show
-from toolkit.core.errors import GrammarError, UnsupportedGrammar
+from toolkit.core.errors import GrammarError, Unsatisfiable, UnsupportedGrammar
 from toolkit.core.vocab import Vocabulary, load_vocab
 from toolkit.grammar.ir import Grammar
 from toolkit.grammar.lark_dialect import LarkText, substring_regex, translate
@@ -512,3 +512,52 @@ def test_json_coerce_one_of_reads_one_of_as_any_of_as_llguidance_does() -> None:
 def test_json_x_guidance_errors_say_what(options: dict, error: type, what: str) -> None:
     with pytest.raises(error, match=what):
         Grammar.from_lark(_xg_text(options))
+
+
+_ATOMS = ['"a"', '"b"', "/[ab]/", "/a+/", '"ab"', "/b*/"]
+
+
+def _random_terminal(r: random.Random, depth: int) -> str:
+    """A terminal body over a few atoms with groups, ~, concatenation, &, | and repeats."""
+    k = r.random()
+    if depth <= 0 or k < 0.3:
+        a = r.choice(_ATOMS)
+    elif k < 0.45:
+        a = "(" + _random_terminal(r, depth - 1) + ")"
+    elif k < 0.6:
+        a = "~" + ("(" + _random_terminal(r, depth - 1) + ")" if r.random() < 0.5 else r.choice(_ATOMS))
+    elif k < 0.75:
+        a = _random_terminal(r, depth - 1) + " " + _random_terminal(r, depth - 1)
+    elif k < 0.88:
+        a = _random_terminal(r, depth - 1) + " & " + _random_terminal(r, depth - 1)
+    else:
+        a = _random_terminal(r, depth - 1) + " | " + _random_terminal(r, depth - 1)
+    if r.random() < 0.15 and (a in _ATOMS or (a.startswith("(") and a.endswith(")"))):
+        a += r.choice(["*", "+", "?", "{2}", "{0,2}"])
+    return a
+
+
+def test_random_boolean_terminals_read_as_llguidance_reads_them() -> None:
+    """Terminals mixing |, &, ~, concatenation and repeats at random: every string over
+    {a, b} up to 4 long gets llguidance's verdict (fed byte by byte)."""
+    import itertools
+
+    from tests._support.fixtures import llguidance_byte_tokenizer
+
+    llguidance, tok = llguidance_byte_tokenizer()
+    strings = ["".join(p) for n in range(5) for p in itertools.product("ab", repeat=n)]
+    r = random.Random(7)
+    for _ in range(40):
+        text = f"start: T\nT: {_random_terminal(r, 3)}\n"
+        if llguidance.LLMatcher(tok, llguidance.grammar_from("lark", text), log_level=0).is_error():
+            continue
+        theirs = []
+        for s in strings:
+            m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", text), log_level=0)
+            theirs.append(bool(m.consume_tokens(list(s.encode()))) and not m.is_error() and m.is_accepting())
+        try:
+            g = Grammar.from_lark(text)
+        except Unsatisfiable:  # an empty language, which llguidance compiles and never accepts
+            assert not any(theirs), text
+            continue
+        assert [g.accepts(s) for s in strings] == theirs, text
