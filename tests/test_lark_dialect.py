@@ -477,6 +477,28 @@ def test_llama3_json_x_guidance_equals_llguidance(llama3: Vocabulary, name: str)
         del CASES["xg"]
 
 
+def test_json_constants_are_spelled_as_llguidance_quotes_them() -> None:
+    """A string ``const``/``enum`` value takes every spelling llguidance's JSON quoting
+    gives it (a control character's short escape and its ``\\u`` form, DEL only as
+    ``\\u007f``, never ``\\/``); a key stays the one text ``json.dumps`` writes."""
+    import json
+
+    from tests._support.fixtures import llguidance_byte_tokenizer
+
+    llguidance, tok = llguidance_byte_tokenizer()
+    schema = {"type": "object", "properties": {"c": {"const": "a\nb"}, "e": {"enum": ["\x7f", "x/y", "\t"]},
+                                               "k\n": {"type": "integer"}}, "additionalProperties": False}
+    texts = ['{"c":"a\\nb"}', '{"c":"a\\u000ab"}', '{"c":"a\\u000Ab"}', '{"e":"\x7f"}', '{"e":"\\u007f"}',
+             '{"e":"x/y"}', '{"e":"x\\/y"}', '{"e":"\\t"}', '{"e":"\\u0009"}', '{"k\\n":1}', '{"k\\u000a":1}']
+    text = "start: %json " + json.dumps(schema)
+    g = Grammar.from_lark(text)
+    ours = [g.accepts(t) for t in texts]
+    assert ours == [True, True, True, False, True, True, False, True, True, True, False]
+    for t, want in zip(texts, ours, strict=True):
+        m = llguidance.LLMatcher(tok, llguidance.grammar_from("lark", text), log_level=0)
+        assert (bool(m.consume_tokens(list(t.encode()))) and not m.is_error() and m.is_accepting()) == want, t
+
+
 def test_json_coerce_one_of_reads_one_of_as_any_of_as_llguidance_does() -> None:
     """llguidance refuses ``oneOf`` unless ``coerce_one_of`` (then it is ``anyOf``: 1
     matches both branches and is taken); masklab reads ``oneOf`` exactly without it."""

@@ -26,8 +26,8 @@ Where the reading differs from llguidance's, on purpose or for now:
 * ``~`` complements within UTF-8 text (the IR's languages are text); llguidance's
   also takes byte strings that are not UTF-8.
 * ``%json`` compiles with :mod:`toolkit.jsonschema`, its strings spelled as
-  llguidance spells them (``spelling="llguidance"``: keys and constants as one plain
-  text, ``\\u`` escapes of controls only, no ``\\/``).  Its whitespace is llguidance's nested grammar's: JSON whitespace between the schema's
+  llguidance spells them (``spelling="llguidance"``: keys as one plain text, ``\\u``
+  escapes of controls and DEL only, no ``\\/``).  Its whitespace is llguidance's nested grammar's: JSON whitespace between the schema's
   tokens, none before its first or after its last, when the grammar ignores none;
   with an ``%ignore``, the IR's (global) ignore applies there, so ignored text may
   also stand before the schema's first token, where llguidance allows none.

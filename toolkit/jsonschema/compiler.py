@@ -162,10 +162,10 @@ SPELLINGS: tuple[str, ...] = get_args(Spelling)
 assert SPELLINGS == jsontext.SPELLINGS
 """``spelling``: how strings may be written.  ``"json"`` (default): every JSON text of
 the value (escapes as JSON means them).  ``"llguidance"``: as llguidance's schema
-compiler writes them, a subset (never looser than the schema): object keys and string
-``const``/``enum`` values as the one text ``json.dumps(value, ensure_ascii=False)``
-writes, other strings with the characters of
-:data:`toolkit.automata.jsontext.LLGUIDANCE_CHAR` (``\\u`` only for controls, no ``\\/``).
+compiler writes them, a subset (never looser than the schema): object keys as the one
+text ``json.dumps(value, ensure_ascii=False)`` writes, other strings (string ``const``
+and ``enum`` values too) with the characters of
+:data:`toolkit.automata.jsontext.LLGUIDANCE_CHAR` (``\\u`` only for controls and DEL, no ``\\/``).
 The Lark reader's ``%json`` uses it."""
 ANY_ORDER_MAX = 20_000
 """Largest object written in any order: (2 ** required names) x (kinds of member + 1)
@@ -391,7 +391,7 @@ class _Compiler:
     def string_term(self, value: str, hint: str, *, key: bool = True) -> str:
         """:meth:`term` for the JSON texts of the string ``value`` (a key, or with
         ``key=False`` a string ``const``): the same terminal, with its DFA written down directly."""
-        if not key and self.spelling not in ("json", "llguidance"):  # llguidance with x-guidance escapes
+        if not key and self.spelling != "json":  # a value: every spelling of its characters llguidance allows
             return self.term(jsontext.spelled_literal(value, self.spelling), hint)
         if self.spelling != "json":  # the one text llguidance's compiler writes
             text = json.dumps(value, ensure_ascii=False)
