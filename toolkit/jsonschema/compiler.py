@@ -167,6 +167,7 @@ text ``json.dumps(value, ensure_ascii=False)`` writes, other strings (string ``c
 and ``enum`` values too) with the characters of
 :data:`toolkit.automata.jsontext.LLGUIDANCE_CHAR` (``\\u`` only for controls and DEL, no ``\\/``).
 The Lark reader's ``%json`` uses it."""
+_CONTROL = re.compile("[\x00-\x1f\x7f]")  # the characters llguidance's JSON quoting writes other than json.dumps
 ANY_ORDER_MAX = 20_000
 """Largest object written in any order: (2 ** required names) x (kinds of member + 1)
 alternatives; larger ones keep the schema's order."""
@@ -391,7 +392,8 @@ class _Compiler:
     def string_term(self, value: str, hint: str, *, key: bool = True) -> str:
         """:meth:`term` for the JSON texts of the string ``value`` (a key, or with
         ``key=False`` a string ``const``): the same terminal, with its DFA written down directly."""
-        if not key and self.spelling != "json":  # a value: every spelling of its characters llguidance allows
+        if not key and self.spelling != "json" and (self.spelling != "llguidance" or _CONTROL.search(value)):
+            # a value with a character llguidance spells two ways (a control), or under x-guidance escapes
             return self.term(jsontext.spelled_literal(value, self.spelling), hint)
         if self.spelling != "json":  # the one text llguidance's compiler writes
             text = json.dumps(value, ensure_ascii=False)
