@@ -36,6 +36,9 @@ CASES: dict[str, tuple[dict, list[tuple[str, bool]]]] = {
     "const_string": ({"type": "const_string", "value": "hi!"}, [("hi!", True), ("hi", False), ("hi!!", False)]),
     "regex": ({"type": "regex", "pattern": "[a-c]+x?"}, [("abc", True), ("cx", True), ("x", False), ("", False)]),
     "json_schema": (_OBJ, [('{"x": 1}', True), ('{"x":-2}', True), ('{"x": "a"}', False), ("{}", False)]),
+    "json_schema_spaces": ({**_OBJ, "max_whitespace_cnt": 2},
+                           [('{"x":  1}', True), ('{ "x":1}', True), ('{"x":\n\t1}', True), ('{"x":   1}', False),
+                            (' {"x":1}', False), ('{"x":1} ', False)]),
     "sequence": ({"type": "sequence", "elements": [{"type": "const_string", "value": "A"},
                                                    {"type": "optional", "content": {"type": "regex", "pattern": "[0-9]+"}},
                                                    {"type": "repeat", "min": 1, "max": 2,
@@ -256,6 +259,12 @@ def test_the_format_is_registered_and_refuses_what_it_does_not_read() -> None:
     with pytest.raises(UnsupportedGrammar, match="excludes over a JSON string value"):
         to_lark({"type": "json_schema", "excludes": ["x"], "json_schema": {
             "type": "object", "properties": {"s": {"type": "string"}}}})
+    with pytest.raises(GrammarError, match="max_whitespace_cnt: a count >= 1"):
+        to_lark({**_OBJ, "max_whitespace_cnt": 0})
+    with pytest.raises(UnsupportedGrammar, match="max_whitespace_cnt: read for the json style only"):
+        to_lark({**_OBJ, "style": "qwen_xml", "max_whitespace_cnt": 2})
+    with pytest.raises(UnsupportedGrammar, match="any_order"):
+        to_lark({**_OBJ, "any_order": True})
     with pytest.raises(UnsupportedGrammar, match="minimax_m3_xml value of this schema"):
         to_lark({"type": "json_schema", "style": "minimax_m3_xml", "json_schema": {
             "type": "object", "properties": {"s": {"type": "string", "maxLength": 3}}}})

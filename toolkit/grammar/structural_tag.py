@@ -31,8 +31,9 @@ JSON pointer: ``json_schema``
 styles other than ``json`` and :data:`XML_STYLES` (each an XML argument syntax of one
 model family: ``cohere_xml`` and ``minimax_m3_xml`` nest objects and lists as elements),
 an XML style's string with other keywords than ``enum``, and a schema's
-``any_order`` (which loosens required keys by design), ``max_whitespace_cnt`` and
-``excludes`` over free JSON strings, token names that are
+``any_order`` (which loosens required keys by design), ``max_whitespace_cnt`` beside
+an XML style (the json style's is read: whitespace runs of at most that many characters
+between the value's tokens), ``excludes`` over free JSON strings, token names that are
 not written ``<...>`` and names where ids are needed, ``any_text`` anywhere but a tag's
 content or the end of the format.  A malformed tag is a
 :class:`~toolkit.core.errors.GrammarError` with its pointer.
@@ -187,9 +188,15 @@ class _Writer:
             raise UnsupportedGrammar(f"structural tag at {where}/style: the json_schema style {style!r} (an XML "
                                      f"argument syntax) is not read; json, {', '.join(XML_STYLES)} and "
                                      f"{', '.join(NESTED_XML_STYLES)} are")
-        for key, default in (("any_order", False), ("max_whitespace_cnt", None)):
-            if fmt.get(key, default) != default:
-                raise UnsupportedGrammar(f"structural tag at {where}/{key}: a json_schema's {key!r} is not read yet")
+        if fmt.get("any_order", False) is not False:
+            raise UnsupportedGrammar(f"structural tag at {where}/any_order: a json_schema's any_order (which lets "
+                                     "required keys go missing) is not read")
+        spaces = fmt.get("max_whitespace_cnt")
+        if spaces is not None and (not isinstance(spaces, int) or isinstance(spaces, bool) or spaces < 1):
+            raise GrammarError(f"structural tag at {where}/max_whitespace_cnt: a count >= 1 (as xgrammar asks), got "
+                               f"{spaces!r}")
+        if spaces is not None and style != "json":
+            raise UnsupportedGrammar(f"structural tag at {where}/max_whitespace_cnt: read for the json style only")
         excludes = _strings(fmt, "excludes", where)
         if style in NESTED_XML_STYLES:
             if excludes:
@@ -199,7 +206,11 @@ class _Writer:
         if style != "json":
             return self._xml_args(strict_schema(schema), style, f"{where}/json_schema", excludes)
         _no_string_to_exclude(strict_schema(schema), excludes, f"{where}/json_schema")
-        return self.rule("%json " + json.dumps(strict_schema(schema)))
+        body = strict_schema(schema)
+        if spaces is not None:  # at most that many whitespace characters in a row, between the value's tokens
+            ws = {"whitespace_pattern": f"[ \\n\\r\\t]{{1,{spaces}}}"}
+            body = {**body, "x-guidance": ws} if isinstance(body, Mapping) else body
+        return self.rule("%json " + json.dumps(body))
 
     def _xml_args(self, schema: Any, style: str, where: str, excludes: Sequence[str] = ()) -> str:
         """A model family's XML arguments (:data:`XML_STYLES`), as xgrammar writes them:
