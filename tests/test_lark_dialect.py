@@ -254,6 +254,15 @@ def test_llguidance_allows_a_token_into_a_parametric_dead_end_and_masklab_does_n
     assert all(b"z" not in LEX.token_bytes[t] for t in _as_ids(row))
 
 
+@pytest.mark.parametrize("text", [
+    'start: p::0\np::_: "a" %if ' + "not(" * 3000 + "true" + ")" * 3000 + "\n",
+    "start: A\nA: " + "(" * 3000 + '"a"' + ")" * 3000 + " & /a/\n",
+])
+def test_nesting_too_deep_for_the_readers_is_a_grammar_error(text: str) -> None:
+    with pytest.raises(GrammarError, match="nested too deeply"):
+        Grammar.from_lark(text)
+
+
 def test_parametric_instances_are_limited() -> None:
     from toolkit.core.errors import LimitExceeded
     from toolkit.grammar import parametric

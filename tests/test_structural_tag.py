@@ -259,6 +259,11 @@ def test_the_format_is_registered_and_refuses_what_it_does_not_read() -> None:
     with pytest.raises(UnsupportedGrammar, match="excludes over a JSON string value"):
         to_lark({"type": "json_schema", "excludes": ["x"], "json_schema": {
             "type": "object", "properties": {"s": {"type": "string"}}}})
+    deep: dict = _INT
+    for _ in range(3000):
+        deep = {"type": "optional", "content": deep}
+    with pytest.raises(GrammarError, match="nested too deeply"):
+        to_lark(deep)
     with pytest.raises(GrammarError, match="max_whitespace_cnt: a count >= 1"):
         to_lark({**_OBJ, "max_whitespace_cnt": 0})
     with pytest.raises(UnsupportedGrammar, match="max_whitespace_cnt: read for the json style only"):

@@ -550,10 +550,14 @@ def _from_lark(text: str, start: str) -> Grammar:
     """Lark text, in llguidance's dialect (:mod:`toolkit.grammar.lark_dialect`), to a Grammar."""
     if not isinstance(text, str):
         raise TypeError("Lark grammar text must be str")
-    plain, side = translate(text)
-    g = _from_plain_lark(plain, start, frozenset(side.helpers))
-    if not side.plain:
-        g = _with_dialect(g, side)
+    try:
+        plain, side = translate(text)
+        g = _from_plain_lark(plain, start, frozenset(side.helpers))
+        if not side.plain:
+            g = _with_dialect(g, side)
+    except RecursionError as e:  # the dialect's readers (a %if condition, a terminal's & and ~) recurse
+        raise GrammarError("cannot read Lark grammar: nested too deeply (a few hundred levels of parentheses or "
+                           "of a %if condition at most)") from e
     return Grammar(start=g.start, rules=g.rules, terminals=g.terminals, ignore=g.ignore, source=text,
                    attributes=side.attributes)
 

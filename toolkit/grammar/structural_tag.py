@@ -115,7 +115,10 @@ def to_lark(spec: Any) -> str:
     if spec.get("type") == "structural_tag":
         fmt, where = spec.get("format"), "/format"
     w = _Writer()
-    top = w.element(fmt, where, last=True)
+    try:
+        top = w.element(fmt, where, last=True)
+    except RecursionError as e:  # the writer follows the elements' nesting
+        raise GrammarError("a structural tag nested too deeply to read (a few hundred levels at most)") from e
     return "\n".join([f"start: {top}", *w.lines]) + "\n"
 
 
