@@ -221,6 +221,13 @@ class _Writer:
         tag, the value, the close tag, whitespace around.  A plain string's value is raw
         text up to the close tag; an ``enum`` of strings is one of them, raw; any other
         type is JSON.  Read for a closed object of such properties only."""
+        return self._xml_object(schema, style, where,
+                                lambda key, sub, ws, at: self._xml_value(key, sub, style, ws, at, excludes))
+
+    def _xml_object(self, schema: Any, style: str, where: str, value: Any) -> str:
+        """A closed object's properties in the schema's order (an optional one may be left
+        out), whitespace before each and after the last; ``value(key, sub, ws, pointer)``
+        writes one property's tags and value."""
         bad = sorted(k for k in schema if k not in _XML_OBJECT) if isinstance(schema, Mapping) else ["(not an object)"]
         if bad or schema.get("type", "object") != "object" or schema.get("additionalProperties", False) is not False:
             raise UnsupportedGrammar(f"structural tag at {where}: {style} is read for a closed object schema of "
@@ -229,7 +236,7 @@ class _Writer:
         required = set(schema.get("required", []))
         items = []
         for key, sub in schema.get("properties", {}).items():
-            item = f"[{ws}] {self._xml_value(key, sub, style, ws, f'{where}/properties/{key}', excludes)}"
+            item = f"[{ws}] {value(key, sub, ws, f'{where}/properties/{key}')}"
             items.append(item if key in required else f"[{self.rule(item)}]")
         return self.rule(" ".join([*items, f"[{ws}]"]))
 
@@ -262,27 +269,18 @@ class _Writer:
     # JSON type in cohere's open tag; read from the grammars xgrammar 0.2.8 builds for them
 
     def _nested_object(self, schema: Any, style: str, where: str) -> str:
-        """The properties of a closed object, in the schema's order (an optional one may be
-        left out), whitespace between and after, each as :meth:`_nested_value` writes it."""
-        bad = sorted(k for k in schema if k not in _XML_OBJECT) if isinstance(schema, Mapping) else ["(not an object)"]
-        if bad or schema.get("type", "object") != "object" or schema.get("additionalProperties", False) is not False:
-            raise UnsupportedGrammar(f"structural tag at {where}: {style} is read for a closed object schema of "
-                                     f"properties ({', '.join(bad) or 'additionalProperties'} is not)")
-        ws = self.terminal("/[ \\n\\r\\t]+/")
-        required = set(schema.get("required", []))
-        items = []
-        for key, sub in schema.get("properties", {}).items():
-            at = f"{where}/properties/{key}"
+        """A closed object in a nested style (:meth:`_xml_object`): cohere's
+        ``<cofl:value name="key"`` and its typed value (:meth:`_cohere_typed`), or
+        minimax's ``]<]minimax[>[<key>`` and its value (:meth:`_m3_value`)."""
+
+        def value(key: str, sub: Any, ws: str, at: str) -> str:
             if style == "cohere_xml":
                 if any(c in key for c in '"&<>'):
                     raise UnsupportedGrammar(f"structural tag at {at}: a cohere_xml name with a character XML escapes")
-                opener = _lit('<cofl:value name="' + key + '"')
-                item = f"[{ws}] {opener} {self._cohere_typed(sub, ws, at)}"
-            else:
-                mark = "]<]minimax[>["
-                item = f"[{ws}] {_lit(f'{mark}<{key}>')} {self._m3_value(sub, ws, key, at)}"
-            items.append(item if key in required else f"[{self.rule(item)}]")
-        return self.rule(" ".join([*items, f"[{ws}]"]))
+                return f"{_lit('<cofl:value name=' + chr(34) + key + chr(34))} {self._cohere_typed(sub, ws, at)}"
+            return f"{_lit(f'{_M3_MARK}<{key}>')} {self._m3_value(sub, ws, key, at)}"
+
+        return self._xml_object(schema, style, where, value)
 
     def _cohere_typed(self, sub: Any, ws: str, where: str) -> str:
         """cohere_xml after ``<cofl:value[ name="..."]``: the type attribute, the value and
@@ -306,7 +304,7 @@ class _Writer:
         """minimax_m3_xml after ``]<]minimax[>[<key>``: the value and the close tag: text
         up to the mark, an ``enum`` of strings, JSON scalars (no whitespace), objects as
         nested properties, arrays as ``<item>`` elements."""
-        mark = "]<]minimax[>["
+        mark = _M3_MARK
         close = _lit(f"{mark}</{key}>")
         kind = self._value_kind(sub, "minimax_m3_xml", where)
         if kind == "text":
@@ -620,6 +618,7 @@ whether an ``enum`` value may have whitespace around it."""
 
 NESTED_XML_STYLES = ("cohere_xml", "minimax_m3_xml")
 _COHERE = {t: _lit(' type="' + t + '">') for t in ("raw", "json", "dict", "list")}  # cohere's type attributes
+_M3_MARK = "]<]minimax[>["  # what opens each of minimax_m3's tags
 """The XML argument styles that nest objects and arrays as elements, a value's type in
 cohere's open tag (``_Writer._nested_object``)."""
 
