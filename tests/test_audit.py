@@ -340,3 +340,33 @@ def test_one_job_runs_peers_in_a_worker_under_the_memory_limit(monkeypatch) -> N
     assert isinstance(audit_mod._audit_pool(make, None, "tekken", [], 1, "local", None, 30.0, 2.0), InlinePool)
     assert audit_mod._audit_pool(make, None, "tekken", [], 1, "local", None, 30.0, 2.0, inline_ok=False) == "pool"
     assert opened[0][0][6] == 2.0 * 2**30  # the worker's resident limit, in bytes
+
+
+def test_respelled_instances_write_a_key_another_way_over_a_value_of_another_type() -> None:
+    from toolkit.bench.audit import respelled_instances
+
+    out = respelled_instances('{"a": 1, "b\u00e9": {"c": "x"}, "\U0001f600k": [1]}')
+    assert out[0] == '{"\\u0061": "x", "b\u00e9": {"c": "x"}, "\U0001f600k": [1]}'
+    assert json.loads(out[1]) == {"a": 1, "b\u00e9": "x", "\U0001f600k": [1]} and '"\\u0062\u00e9"' in out[1]
+    assert '"\\ud83d\\ude00k": "x"' in out[2]
+    assert json.loads(out[3]) == {"a": 1, "b\u00e9": {"c": 0}, "\U0001f600k": [1]}
+    assert respelled_instances("not json") == [] and respelled_instances('{"a": 1}', most=0) == []
+
+
+def test_respelled_keys_catch_an_engine_that_takes_a_listed_key_spelled_another_way(tmp_path: Path, tekken) -> None:
+    """llguidance 1.9.1 takes ``{"a": 1, "\\u0062": 0}`` for properties ``a`` (an integer) and ``b``
+    (a string) of an open object: another spelling of ``b`` passes as an additional
+    property; our ``llguidance`` does not.  Only the respelled instances find it."""
+    pytest.importorskip("llguidance", reason="peer:llguidance needs llguidance (the [peers] extra)")
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
+    item = load_item(_item(tmp_path, "open", schema, [{"data": {"a": 1, "b": "x"}, "valid": True}]))
+    peer = get_engine("peer:llguidance", tekken)
+    plain = audit_item(peer, tekken, item, samples=2, seed=1)
+    respelled = audit_item(peer, tekken, item, samples=2, seed=1, respell_keys=True)
+    assert plain["status"] == "sound"
+    assert respelled["status"] == "loosened", respelled
+    # llguidance writes the additional properties after the listed ones: the respelled "b" is taken
+    assert any(e["case"] == "respelled from 0" and e["text"] == '{"a": 1, "\\u0062": 0}'
+               for e in respelled["invalid_accepted"]), respelled["invalid_accepted"]
+    ours = audit_item(get_engine("llguidance", tekken), tekken, item, samples=2, seed=1, respell_keys=True)
+    assert ours["status"] == "sound" and not ours["invalid_accepted"], ours

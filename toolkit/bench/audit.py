@@ -20,6 +20,12 @@ write, with no model in the way:
   engine, token by token, then EOS.  An instance accepted through EOS is a
   counterexample too, when ``jsonschema`` also rejects it (else the dataset's label
   is wrong, and the record says so).
+* **Respelled keys** (``respell_keys``, off by default).  From each valid test instance,
+  instances whose one key is written with a ``\\u`` escape of its first character and
+  whose value under it has another type (:func:`respelled_instances`); those
+  ``jsonschema`` rejects are walked like the invalid ones.  An engine that takes another
+  spelling of a listed key as an additional property (llguidance 1.9.1 on an open
+  object) accepts them; random walks almost never write such a key.
 
 A record per (engine, item) (:func:`audit_item`) says ``status``:
 
@@ -300,14 +306,16 @@ def _judge(validator: Any, data: bytes) -> tuple[str, str] | None:
 
 def audit_item(engine: Any, vocab: Any, item: Item, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                max_tokens: int = DEFAULT_MAX_TOKENS, sampler: Sampler | None = None,
-               name: str | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> dict[str, Any]:
+               name: str | None = None, timeout: float | None = DEFAULT_TIMEOUT,
+               respell_keys: bool = False) -> dict[str, Any]:
     """The audit record of ``item`` (a JSON-schema item) on ``engine`` (module doc),
-    within ``timeout`` seconds (None: no limit)."""
+    within ``timeout`` seconds (None: no limit); ``respell_keys``: also the respelled
+    instances (:func:`respelled_instances`)."""
     t_start = time.perf_counter()
     try:
         with time_limit(timeout, "audit_seconds"):
             return _audit_item(engine, vocab, item, samples=samples, seed=seed, max_tokens=max_tokens,
-                               sampler=sampler, name=name)
+                               sampler=sampler, name=name, respell_keys=respell_keys)
     except TimeLimitExceeded:
         return {"engine": engine.name if name is None else name, "item": item.name, "status": "timeout",
                 "detail": f"over the {timeout:g} s limit", "samples": samples, "seed": seed, "finished": 0,
@@ -316,7 +324,7 @@ def audit_item(engine: Any, vocab: Any, item: Item, *, samples: int = DEFAULT_SA
 
 
 def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int, max_tokens: int,
-                sampler: Sampler | None, name: str | None) -> dict[str, Any]:
+                sampler: Sampler | None, name: str | None, respell_keys: bool = False) -> dict[str, Any]:
     if item.kind != "schema":
         raise HarnessError(f"{item.name}: only JSON-schema items can be audited, not {item.kind!r}")
     t_start = time.perf_counter()
@@ -334,7 +342,7 @@ def _audit_item(engine: Any, vocab: Any, item: Item, *, samples: int, seed: int,
         rec["wall_s"] = time.perf_counter() - t_start
         return rec
     rec["unenforced"] = unenforced_of(compiled)  # the keywords the compile says it left out
-    outputs, accepted = _audit_walks(engine, compiled, vocab, item, samples, seed, sampler, rec)
+    outputs, accepted = _audit_walks(engine, compiled, vocab, item, samples, seed, sampler, rec, respell_keys)
     _judge_outputs(validator, outputs, accepted, rec)
     rec["wall_s"] = time.perf_counter() - t_start
     return rec
@@ -362,8 +370,62 @@ def _audit_compile(engine: Any, item: Item, sampler: Sampler, rec: dict[str, Any
     return compiled, True
 
 
+RESPELLED_PER_INSTANCE = 8
+"""Most respelled instances made from one valid instance (:func:`respelled_instances`)."""
+
+
+def respelled_instances(text: str, most: int = RESPELLED_PER_INSTANCE) -> list[str]:
+    """JSON texts made from the JSON text ``text``: in each, one object key (the first
+    keys met, depth first) is written with its first character as a ``\\u`` escape (a
+    surrogate pair beyond the BMP), the same key to a JSON reader, and the value under
+    it is replaced by one of another type (a string becomes ``0``, anything else
+    ``"x"``).  None for text that is not JSON."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return []
+    marker = "\x00masklab-key\x00"
+    out: list[str] = []
+
+    def spelled(key: str) -> str:
+        cp = ord(key[0])
+        if cp > 0xFFFF:
+            cp -= 0x10000
+            first = f"\\u{0xD800 + (cp >> 10):04x}\\u{0xDC00 + (cp & 0x3FF):04x}"
+        else:
+            first = f"\\u{cp:04x}"
+        return '"' + first + json.dumps(key[1:], ensure_ascii=False)[1:-1] + '"'
+
+    def visit(node: Any, path: list[Any]) -> None:
+        if len(out) >= most:
+            return
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key and len(out) < most:
+                    variant = _replaced(doc, [*path, key], marker, 0 if isinstance(value, str) else "x")
+                    out.append(json.dumps(variant, ensure_ascii=False).replace(json.dumps(marker), spelled(key), 1))
+            for key, value in node.items():
+                visit(value, [*path, key])
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                visit(value, [*path, i])
+
+    visit(doc, [])
+    return out
+
+
+def _replaced(doc: Any, path: list[Any], marker: str, value: Any) -> Any:
+    """A copy of ``doc`` where the key at ``path`` (its last step) is ``marker`` and holds ``value``."""
+    if len(path) == 1:
+        return {(marker if k == path[0] else k): (value if k == path[0] else v) for k, v in doc.items()}
+    head = path[0]
+    if isinstance(doc, dict):
+        return {k: (_replaced(v, path[1:], marker, value) if k == head else v) for k, v in doc.items()}
+    return [(_replaced(v, path[1:], marker, value) if i == head else v) for i, v in enumerate(doc)]
+
+
 def _audit_walks(engine: Any, compiled: Any, vocab: Any, item: Item, samples: int, seed: int, sampler: Sampler,
-                 rec: dict[str, Any]) -> tuple[list[bytes], list[tuple[int, str]]]:
+                 rec: dict[str, Any], respell: bool = False) -> tuple[list[bytes], list[tuple[int, str]]]:
     """The ``samples`` seeded walks (how each ended counted in the record) and the
     invalid instances walked through EOS: ``(the finished outputs, the invalid
     instances the engine took through EOS)``; an engine call that raises ends them (a
@@ -382,18 +444,20 @@ def _audit_walks(engine: Any, compiled: Any, vocab: Any, item: Item, samples: in
                 rec["detail"] = f"walk {k}: the matcher stopped with an error: {m.error}"[:2000]
             if how == "finished":
                 outputs.append(vocab.decode(tokens))
-        for k, case in enumerate(item.cases):
-            if case.valid:
-                continue
+        instances = [(k, case.text) for k, case in enumerate(item.cases) if not case.valid]
+        if respell:
+            instances += [(-1 - k, text) for k, case in enumerate(item.cases) if case.valid
+                          for text in respelled_instances(case.text)]
+        for k, text in instances:
             call = "matcher"
             m = engine.matcher(compiled)
             call = "accept_token"
             try:
-                tokens = encode_case(vocab, item, case.text) + [vocab.eos_ids[0]]
+                tokens = encode_case(vocab, item, text) + [vocab.eos_ids[0]]
             except MasklabError:
                 continue
             if m.accept_tokens(tokens) == len(tokens):
-                accepted.append((k, case.text))
+                accepted.append((k, text))
     except MasklabError as e:  # a refusal mid-walk: the engine broke its own mask
         rec.update(status="crash", detail=f"{rec['engine']}.{call}: {type(e).__name__}: {e}"[:2000])
     except Exception as e:  # noqa: BLE001 - the engine's bug, recorded
@@ -414,9 +478,10 @@ def _judge_outputs(validator: Any, outputs: list[bytes], accepted: list[tuple[in
             rejected.setdefault(data, verdict)
     for k, text in accepted:
         verdict = _judge(validator, text.encode("utf-8"))
-        entry = {"case": k, "text": text[:2000]}
+        entry = {"case": k if k >= 0 else f"respelled from {-1 - k}", "text": text[:2000]}
         if verdict is None:
-            rec["mislabelled"].append(entry)  # jsonschema accepts it: the dataset's label is wrong
+            if k >= 0:  # a respelled instance the schema takes is no counterexample
+                rec["mislabelled"].append(entry)  # jsonschema accepts it: the dataset's label is wrong
         elif verdict[0] != UNDECIDED:
             entry.update(message=verdict[0], pointer=verdict[1])
             rec["invalid_accepted"].append(entry)
@@ -437,8 +502,9 @@ class AuditWorker:
     def __init__(self, vocab: Any, *, samples: int = DEFAULT_SAMPLES, seed: int = 0,
                  max_tokens: int = DEFAULT_MAX_TOKENS, sampler: str = "uniform",
                  timeout: float | None = DEFAULT_TIMEOUT,
-                 options: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+                 options: Mapping[str, Mapping[str, Any]] | None = None, respell_keys: bool = False) -> None:
         self.vocab = vocab
+        self.respell_keys = bool(respell_keys)
         self.samples, self.seed, self.timeout = int(samples), int(seed), timeout
         self.sampler = Sampler(vocab, max_tokens, sampler)
         self.options = {k: dict(v) for k, v in (options or {}).items()}
@@ -459,7 +525,7 @@ class AuditWorker:
     def measure(self, name: str, item: Item) -> dict[str, Any]:
         """The audit record of ``item`` on engine ``name`` (built by :meth:`prepare`)."""
         rec = audit_item(self.engines[name], self.vocab, item, samples=self.samples, seed=self.seed,
-                         sampler=self.sampler, name=name, timeout=self.timeout)
+                         sampler=self.sampler, name=name, timeout=self.timeout, respell_keys=self.respell_keys)
         rec["sampler"] = self.sampler.kind
         rec["dataset"] = dataset_of(item.name, item.path.parent.name if item.path is not None else "")
         return rec
@@ -475,7 +541,7 @@ def _failed(name: str, item: Item, status: str, detail: str, wall_s: float) -> d
 
 
 #: what a resumed audit must share with the folder's earlier runs
-_RESUME_KEYS = ("vocab", "samples", "seed", "max_tokens", "sampler")
+_RESUME_KEYS = ("vocab", "samples", "seed", "max_tokens", "sampler", "respell_keys")
 
 
 @locks_run_folder("out")  # one audit per folder at a time (toolkit.bench.runlock)
@@ -485,7 +551,7 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
               item_seed: int | None = None, timeout: float | None = DEFAULT_TIMEOUT, jobs: int = 1,
               backend: str = "local", address: str | None = None, memory_limit_gb: float | None = None,
               options: Mapping[str, Mapping[str, Any]] | None = None, progress: bool = True,
-              command: str | None = None, skip_bad_items: bool = False) -> pd.DataFrame:
+              command: str | None = None, skip_bad_items: bool = False, respell_keys: bool = False) -> pd.DataFrame:
     """Audit ``engines`` on the JSON-schema items of ``data`` (default: the embedded
     datasets); records are appended to ``OUT/audit.jsonl`` as they finish, and the run's
     provenance (command, options, engines' versions, machine, start and end, seconds)
@@ -519,6 +585,7 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
         "data": str(data) if data is not None else "datasets (embedded)",
         "items": len(items),
         "samples": int(samples), "seed": int(seed), "max_tokens": int(max_tokens), "sampler": sampler,
+        "respell_keys": bool(respell_keys),
         "limit": limit, "item_seed": item_seed, "timeout_s": timeout, "jobs": int(jobs), "backend": backend,
         "engines": {}, **provenance(), "seconds": 0.0,
     }
@@ -529,6 +596,7 @@ def run_audit(engines: Sequence[str], data: str | Path | None = None, *, vocab: 
     done |= set(zip(saved["engine"], saved["item"], strict=True))
     todo = [(n, it) for it in items for n in engines if (n, it.name) not in done]
     make = functools.partial(AuditWorker, samples=samples, seed=seed, max_tokens=max_tokens, sampler=sampler,
+                             respell_keys=respell_keys,
                              timeout=timeout, options=options)
     t0 = time.perf_counter()
     write_meta(meta_path, meta)
@@ -603,7 +671,7 @@ def _resume_audit(meta: dict[str, Any], old: dict[str, Any], out: Path) -> None:
     """``meta`` continuing the folder's audit ``old``, which must have the same
     :data:`_RESUME_KEYS`: its engines, its start, its seconds, the resumes."""
     for key in _RESUME_KEYS:
-        if key in old and old[key] != meta[key]:
+        if (key in old or key == "respell_keys") and old.get(key, False) != meta[key]:
             raise HarnessError(f"{out} holds an audit with {key}={old[key]!r}, not {meta[key]!r}: "
                                f"give another --out, or the same {key}")
     meta["engines"] = dict(old.get("engines") or {})

@@ -76,6 +76,10 @@ def _audit_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sampler", choices=SAMPLERS, default=SAMPLERS[0],
                    help="how a walk draws among the allowed tokens: uniform (each token alike, default), branch "
                         "(each first byte alike: rare branches as often as common ones) or mixed (odd walks by branch)")
+    p.add_argument("--respell-keys", action="store_true",
+                   help="also walk, from each valid instance, instances with one key written with a \\u escape "
+                        "and a value of another type under it (an engine that takes another spelling of a listed "
+                        "key as an additional property accepts them)")
     p.add_argument("--jobs", type=positive_int, default=1,
                    help="workers side by side (default 1: this process); more run worker processes, killed at "
                         "the time or memory limit")
@@ -118,7 +122,8 @@ def _run(args: argparse.Namespace, engines: list[str]) -> pd.DataFrame:
                    max_tokens=args.max_tokens, sampler=args.sampler, limit=args.limit, item_seed=args.item_seed,
                    timeout=args.timeout, jobs=args.jobs, backend=args.backend, address=args.address,
                    memory_limit_gb=args.memory_limit, options=checked_options(args.option, engines),
-                   progress=not args.quiet, command=command_line(args), skip_bad_items=args.skip_bad_items)
+                   progress=not args.quiet, command=command_line(args), skip_bad_items=args.skip_bad_items,
+                   respell_keys=args.respell_keys)
 
 
 def _write_tables(args: argparse.Namespace, records: pd.DataFrame | list[dict[str, Any]]) -> None:
