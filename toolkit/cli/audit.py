@@ -136,7 +136,7 @@ def _write_tables(args: argparse.Namespace, records: pd.DataFrame | list[dict[st
     table = audit_table(df)
     table.to_csv(out / "audit.csv")
     dataset_table(df).to_csv(out / "datasets.csv")
-    plot_audit(df, out / "audit", title=f"Soundness audit: {args.samples} walks per schema, "
+    plot_audit(df, out / "audit", title=f"Soundness audit: {args.samples} walk{'' if args.samples == 1 else 's'} per schema, "
                                                  f"{args.sampler} sampler, {short_vocab(args.vocab)}", pdf=args.pdf)
     found = list(counterexamples(df))
     with (out / "counterexamples.csv").open("w", newline="", encoding="utf-8") as f:
