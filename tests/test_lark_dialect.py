@@ -64,6 +64,8 @@ CASES = {
     "repeat_of_and": ('start: A\nA: ("x" & /x/){2} ~/y/\n', ["xx", "xxa", "xxab"], ["xxy", "x", "y"]),
     "bounded_repeat_of_and": ('start: A\nA: (/[a-z]/ & ~"q"){1,3}\n', ["a", "abc"], ["abcd", "q", "aq", ""]),
     "lark_repeat_beside_and": ("start: A\nA: /[ab]/ ~ 2..3 & /a.*/\n", ["ab", "aab"], ["b", "abab", "ba"]),
+    "nested_lark_braces": ('start: x "}"\nx: %lark {\n  start: /[{\\/]/ "}" # a } here\n  // and { here\n}\n',
+                           ["{}}", "/}}"], ["{}", "a}}"]),
     "nested_lark": ('start: /[ab]+/ x\nx: %lark {\n  start: "foo" | B\n  B: "Bar"\n}\n',
                     ["afoo", "abBar", "bbfoo"], ["afooa", "foo", "aBarfoo"]),
     # parametric rules (llguidance's docs/parametric.md): a permutation, and bounded counts in any order
@@ -129,6 +131,11 @@ def test_unsupported_constructs_name_themselves_and_where(text: str, what: str, 
     with pytest.raises(UnsupportedGrammar, match=what) as e:
         Grammar.from_lark(text)
     assert (e.value.line, e.value.column) == (line, column)
+
+
+def test_an_unclosed_nested_grammar_says_so() -> None:
+    with pytest.raises(GrammarError, match="%lark: the grammar in braces is not closed"):
+        Grammar.from_lark('start: x\nx: %lark {\n start: "a"\n')
 
 
 @pytest.mark.parametrize("text, what, line", [

@@ -168,7 +168,10 @@ def _json_end(text: str, start: int, at: _Tok) -> int:
         c = text[i]
         if c == '"' or (lark and c == "/" and text[i + 1 : i + 2] != "/"):
             i += 1
-            while i < len(text) and text[i] != c:
+            in_class = False  # a regex's "/" inside [...] does not end it
+            while i < len(text) and (text[i] != c or in_class):
+                if c == "/" and text[i] in "[]":
+                    in_class = text[i] == "["
                 i += 2 if text[i] == "\\" else 1
         elif lark and (c == "#" or c == "/"):  # a comment, to the end of its line
             while i < len(text) and text[i] != "\n":
@@ -182,7 +185,8 @@ def _json_end(text: str, start: int, at: _Tok) -> int:
             if depth == 0:
                 return i + 1
         i += 1
-    raise GrammarError(f"{at.text}: the JSON object is not closed", at.line, at.column)
+    raise GrammarError(f"{at.text}: the {'grammar in braces' if lark else 'JSON object'} is not closed", at.line,
+                       at.column)
 
 
 def _safe(name: str, renamed: dict[str, str], taken: set[str]) -> str:
