@@ -42,6 +42,7 @@ extensions = [
     _extension("toolkit.core.trie"),
     _extension("toolkit.automata._dfabuild"),
     _extension("toolkit.grammar.cfg"),
+    _extension("toolkit.core.bpe"),
     _extension("toolkit.core.session"),
     _extension("toolkit.decode._simdraw"),
     _extension("strategies.outlines._index"),

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from toolkit.core import bitmask as bm
+from toolkit.core.bpe import BpeTable
 from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT, LimitExceeded, UnsupportedGrammar, deadline
 from toolkit.core.forced import forced_tokens as tokens_for_forced
 from toolkit.core.memo import MemoScope
@@ -359,9 +360,11 @@ class NativeMatcher(MatcherBase):
         return self.session.allows_bytes(data)
 
     def prepare_forced(self) -> None:
-        """The protocol's, and the session's tokens sorted for the chop in C."""
+        """The protocol's, the session's tokens sorted for the chop in C, and the
+        vocabulary's C tokenizer (:class:`~toolkit.core.bpe.BpeTable`) where it has one."""
         super().prepare_forced()
         self.session.V.prepare_chop()
+        BpeTable.of(self.vocab)
 
     def forced_tokens(self) -> list[int]:
         """The protocol's forced tokens, the chop's trie walks in C (the session tries
@@ -372,7 +375,15 @@ class NativeMatcher(MatcherBase):
         return self.tokens_of_forced(forced)
 
     def tokens_of_forced(self, forced: bytes) -> list[int]:
-        """The protocol's, with the chop in one C call (:meth:`Session.chop_tokens`)."""
+        """The protocol's rule in one C call where the vocabulary's tokenizer is a BPE
+        that :class:`~toolkit.core.bpe.BpeTable` reads (:meth:`Session.forced_tokens_c`:
+        the canonical tokens and the chop without the GIL); else the Python rule with the
+        chop in C (:meth:`Session.chop_tokens`)."""
+        bpe = BpeTable.of(self.vocab)
+        if bpe is not None:
+            got = self.session.forced_tokens_c(bpe, forced)
+            if got is not None:
+                return got
         return tokens_for_forced(self.vocab, self.last_token(), forced, self.allows_bytes, self.session.chop_tokens)
 
     def fill_draft_bitmasks(self, draft: Sequence[int], bitmask: np.ndarray, row: int = 0) -> int:

@@ -159,48 +159,77 @@ def test_draft_and_forced_calls_refuse_bad_arguments() -> None:
         engine.matcher(engine.compile(Grammar.from_lark(JSON_LARK))).forced_bytes(1 << 40)
 
 
-@pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines", "glr"])
-def test_forced_tokens_from_c_are_the_python_rules(name: str) -> None:
-    """Our strategies' chop runs in C (``Session.chop_tokens``); on every step of the
-    conformance walks, and of a JSON schema's on Llama 3, it gives the tokens of the
-    Python rule (``forced_tokens`` with the matcher's ``allows_bytes``)."""
+def _forced_walks() -> list[tuple[Vocabulary, object, bytes]]:
+    """The conformance walks on the small vocabulary (no C tokenizer: the Python rule with
+    the chop in C), and on Tekken (C tokenizer) and Llama 3 (when the shared tokenizers
+    are here) a JSON schema's walk and the conformance grammars' (the texts made longer,
+    so forced runs start after multi-byte tokens)."""
     from tests._support.shared import SHARED
     from toolkit.core.vocab import load_vocab
 
-    assert MAX_LOOKBACK == 4  # what Session.chop_tokens reads
-    walks = [(VOCAB, Grammar.from_lark(GRAMMARS[g]), TEXTS[g]) for g in sorted(GRAMMARS)]
+    walks: list[tuple[Vocabulary, object, bytes]] = [(VOCAB, Grammar.from_lark(GRAMMARS[g]), TEXTS[g])
+                                                     for g in sorted(GRAMMARS)]
+    bpe_vocabs = [load_vocab("tekken")]
     shared = SHARED / "tokenizers/llama-3/tokenizer.model"
-    if shared.is_file():  # without the shared tokenizers: the small vocabulary's walks only
-        llama = load_vocab(f"llama3:{shared}")
-        schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"}},
-                  "required": ["name", "tags"], "additionalProperties": False}
-        walks.append((llama, schema, b'{"name": "Ada", "tags": ["x", 1]}'))
-    checked = 0
-    for vocab, spec, text in walks:
+    if shared.is_file():
+        bpe_vocabs.append(load_vocab(f"llama3:{shared}"))
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"},
+                                               "kind": {"enum": ["Übersicht", "naïve café", "x\ny"]}},
+              "required": ["name", "tags", "kind"], "additionalProperties": False}
+    for vocab in bpe_vocabs:
+        walks.append((vocab, schema, b'{"name": "Ada", "tags": ["x", 1], "kind": "na\xc3\xafve caf\xc3\xa9"}'))
+        walks.append((vocab, schema, b'{"name":"\xc3\x9c","tags":[{"a b":null}],"kind":"x\\ny"}'))
+        walks += [(vocab, Grammar.from_lark(GRAMMARS[g]), TEXTS[g]) for g in sorted(GRAMMARS)]
+    return walks
+
+
+@pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines", "glr"])
+def test_forced_tokens_from_c_are_the_python_rules(name: str) -> None:
+    """Our strategies' forced tokens come from C: on a vocabulary with a C tokenizer
+    (:class:`~toolkit.core.bpe.BpeTable`: Tekken, Llama 3) the whole rule
+    (``Session.forced_tokens_c``), elsewhere the chop (``Session.chop_tokens``).  On every
+    step of the walks they are the tokens of the Python rule (``forced_tokens`` with the
+    matcher's ``allows_bytes``), and the C tokenizer answered on the BPE walks."""
+    from toolkit.core.bpe import BpeTable
+
+    assert MAX_LOOKBACK == 4  # what Session.chop_tokens reads
+    checked = in_c = 0
+    for vocab, spec, text in _forced_walks():
         engine = get_engine(name, vocab, **({"spelling": "llguidance"} if isinstance(spec, dict) else {}))
         try:
             m = engine.matcher(engine.compile(spec))
         except UnsupportedGrammar:  # outlines: regular grammars only
             continue
+        bpe = BpeTable.of(vocab)
+        assert (bpe is None) == (vocab is VOCAB)
         for t in canonical_tokens(vocab, text):
             forced = m.forced_bytes()
             want = forced_tokens(vocab, m.last_token(), forced, m.allows_bytes) if forced else []
-            assert m.forced_tokens() == want, (name, text, forced)
+            assert m.forced_tokens() == want, (name, vocab.name, text, forced)
+            if forced and bpe is not None:
+                assert m.session.forced_tokens_c(bpe, forced) == want, (name, vocab.name, text, forced)
+                in_c += 1
             checked += bool(forced)
             if not m.accept_token(t):
                 break
-    assert checked >= 5
+    assert checked >= 5 and in_c >= 10
 
 
+@pytest.mark.parametrize("vocab_name", ["small", "tekken"])
 @pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines"])
-def test_the_batch_accepts_and_finds_the_forced_bytes_as_single_calls_do(name: str) -> None:
+def test_the_batch_accepts_and_finds_the_forced_bytes_as_single_calls_do(name: str, vocab_name: str) -> None:
     """``NativeBatchMatcher.accept_forced`` (jump-forward's step, one C call) does what
     ``accept_allowed`` then ``forced_bytes`` do per row: along a walk, row 0 takes the
     walk's tokens, row 1 a refused token (it ends, its state unchanged), row 2 is not
     live, row 3 draws nothing (an empty mask), row 4 has room for one token only (it
-    ends, with no forced bytes)."""
+    ends, with no forced bytes).  On Tekken the call also gives row 0's forced tokens,
+    those of the Python rule; on the small vocabulary (no C tokenizer) it leaves them to
+    the caller."""
+    from toolkit.core.vocab import load_vocab
+
+    vocab = VOCAB if vocab_name == "small" else load_vocab("tekken")
     g = Grammar.from_lark(GRAMMARS["object"])
-    engine = get_engine(name, VOCAB)
+    engine = get_engine(name, vocab)
     try:
         compiled = engine.compile(g)
     except UnsupportedGrammar:
@@ -214,12 +243,14 @@ def test_the_batch_accepts_and_finds_the_forced_bytes_as_single_calls_do(name: s
     n_out = np.zeros(n, dtype=np.int64)
     n_out[4] = 9
     tok, accepted = np.zeros(n, dtype=np.int32), np.zeros(n, dtype=np.int8)
-    forced_seen = 0
-    for step, t in enumerate(canonical_tokens(VOCAB, TEXTS["object"])):
-        bad = next(u for u in range(1, VOCAB.size) if not twins[1].fork().accept_token(u))
+    forced_seen = tokens_seen = 0
+    for step, t in enumerate(canonical_tokens(vocab, TEXTS["object"])):
+        bad = next(u for u in range(1, vocab.size) if not twins[1].fork().accept_token(u))
         ids = np.asarray([t, bad, t, -1, t], dtype=np.int64)
         was_live = live.copy()
-        written, n_forced, forced = batch.accept_forced(ids, np.arange(n), live, n_out, 10, tok, accepted)
+        written, n_forced, forced, n_ftok, ftok = batch.accept_forced(ids, np.arange(n), live, n_out, 10, tok,
+                                                                      accepted)
+        assert (ftok is None) == (vocab is VOCAB)
         want_acc = [twins[k].accept_allowed(int(ids[k])) if was_live[k] and ids[k] >= 0 else None for k in range(n)]
         assert written == sum(1 for a in want_acc if a)
         for k in range(n):
@@ -235,10 +266,16 @@ def test_the_batch_accepts_and_finds_the_forced_bytes_as_single_calls_do(name: s
                 want = twins[0].forced_bytes(256)
                 assert forced[0, : n_forced[0]].tobytes() == want and live[0]
                 forced_seen += bool(want)
+                if want and ftok is not None:
+                    rule = forced_tokens(vocab, twins[0].last_token(), want, twins[0].allows_bytes)
+                    assert n_ftok[0] >= 0 and ftok[0, : n_ftok[0]].tolist() == rule, (name, step)
+                    tokens_seen += 1
+                elif not want:
+                    assert n_ftok[0] == -1
             else:  # refused, or out of room: ends, no forced bytes
-                assert not live[k] and n_forced[k] == 0
+                assert not live[k] and n_forced[k] == 0 and n_ftok[k] == -1
         n_out[0] += 1
-    assert forced_seen >= 1
+    assert forced_seen >= 1 and (tokens_seen >= 1 or vocab is VOCAB)
     batch.close()
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from toolkit.core.bpe import BpeTable
 from toolkit.core.protocol import BatchMatcher, BatchStep, Matcher
 from toolkit.core.session import NativeBatch, Session
 
@@ -114,6 +115,10 @@ class NativeBatchMatcher:
         n = len(self.matchers)
         self._n_forced = np.zeros(n, dtype=np.int32)
         self._forced = np.zeros((n, FORCED_ROW), dtype=np.uint8)
+        self._bpe: BpeTable | None = None  # the vocabulary's C tokenizer, looked up by the first accept_forced
+        self._bpe_found = False
+        self._n_ftok = np.zeros(n, dtype=np.int32)
+        self._ftok: np.ndarray | None = None
 
     def step(self, tokens: Any, bitmask: np.ndarray) -> BatchStep:
         tok = check_step_args(len(self.matchers), tokens, bitmask)
@@ -126,17 +131,30 @@ class NativeBatchMatcher:
         return out
 
     def accept_forced(self, ids: np.ndarray, rows: np.ndarray, live: np.ndarray, n_out: np.ndarray,
-                      max_tokens: int, tokens: np.ndarray, accepted: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+                      max_tokens: int, tokens: np.ndarray, accepted: np.ndarray
+                      ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """Jump-forward's part of a step in one C call without the GIL
         (:meth:`toolkit.core.session.NativeBatch.accept_forced`): row ``i`` accepts the id
-        its slot drew, ``ids[rows[i]]``, and finds the bytes its grammar forces next;
-        ``live`` (bool), ``tokens`` (int32) and ``accepted`` (int8) are updated in place.
-        Returns the tokens accepted, ``n_forced`` and ``forced`` (row ``i``'s bytes are
-        ``forced[i, :n_forced[i]]``; a row that fills all :data:`FORCED_ROW` columns may
-        have more: ask its matcher's ``forced_bytes()``), reused by the next call."""
+        its slot drew, ``ids[rows[i]]``, finds the bytes its grammar forces next and, where
+        the vocabulary's tokenizer is a BPE read in C (:class:`~toolkit.core.bpe.BpeTable`),
+        the tokens to feed for them; ``live`` (bool), ``tokens`` (int32) and ``accepted``
+        (int8) are updated in place.  Returns the tokens accepted, ``n_forced`` and
+        ``forced`` (row ``i``'s bytes are ``forced[i, :n_forced[i]]``; a row that fills all
+        :data:`FORCED_ROW` columns may have more: ask its matcher's ``forced_bytes()``),
+        ``n_ftok`` and ``ftok`` (row ``i``'s forced tokens are ``ftok[i, :n_ftok[i]]``;
+        -1: ask its matcher's ``tokens_of_forced``; ``ftok`` is None without a C
+        tokenizer, every ``n_ftok`` then -1), all reused by the next call."""
+        if not self._bpe_found:
+            self._bpe_found = True
+            self._bpe = BpeTable.of(self.matchers[0].vocab) if self.matchers else None
+            if self._bpe is not None:
+                width = FORCED_ROW + self.matchers[0].session.V.chop_width()
+                self._ftok = np.zeros((len(self.matchers), width), dtype=np.int32)
+        if self._bpe is None:
+            self._n_ftok[:] = -1
         written = self._native.accept_forced(ids, rows, live.view(np.uint8), n_out, max_tokens, tokens, accepted,
-                                             self._n_forced, self._forced)
-        return written, self._n_forced, self._forced
+                                             self._n_forced, self._forced, self._bpe, self._n_ftok, self._ftok)
+        return written, self._n_forced, self._forced, self._n_ftok, self._ftok
 
     def close(self) -> None:
         self._native.close()

@@ -11,6 +11,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport malloc
 from libc.string cimport memcpy
 
+from toolkit.core.bpe cimport BpeTable
 from toolkit.core.cutil cimport WorkCounters, grow
 from toolkit.core.ids cimport token_t, word_t
 
@@ -148,7 +149,9 @@ cdef class Session:
                               ChopScratch* w) noexcept nogil
     cdef int _chop_scratch(self) except -1
     cdef void _free_chop(self) noexcept
-    cdef int64_t _chop(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt) except -2
+    cdef int64_t c_chop_count(self, const uint8_t* forced, int64_t nf, const int32_t* toks, int64_t n) noexcept nogil
+    cdef int64_t c_forced_tokens(self, BpeTable bpe, const uint8_t* forced, int64_t nf, int32_t* out,
+                                 uint8_t* buf) noexcept nogil
     cdef int32_t c_fill_draft(self, const int32_t* draft, int32_t k, word_t* rows) noexcept nogil
     cdef void c_fill_tree(self, const int32_t* tokens, const int32_t* parents, int32_t n, word_t* rows,
                           uint8_t* ok, int32_t* path) noexcept nogil

@@ -40,6 +40,7 @@ from toolkit.core.cutil cimport (
     grow,
     popcount64,
 )
+from toolkit.core.bpe cimport BpeTable
 from toolkit.core.ids cimport token_t, word_t
 
 from toolkit.core.errors import raise_code
@@ -172,6 +173,11 @@ cdef class VocabTable:
         self.size = vocab.size
         self.n_words = (vocab.size + 31) // 32
         self._vocab = vocab
+
+    def chop_width(self) -> int:
+        """The longest token's bytes (the tokens sorted for the chop first)."""
+        self.sort_by_bytes()
+        return self.max_len
 
     def prepare_chop(self) -> None:
         """Sort the tokens for the chop's walks now (:meth:`sort_by_bytes`), not in the
@@ -621,7 +627,7 @@ cdef class Session:
         suffix of the last :data:`~toolkit.core.forced.MAX_LOOKBACK` (4) tokens' bytes
         that a text token strictly extends with bytes the grammar allows after
         ``forced`` (:meth:`c_chop_start`)."""
-        cdef int64_t n = len(tokens), k = 0, j, t, nt = 0, start, covered = 0, m
+        cdef int64_t n = len(tokens), j, t, r
         cdef int32_t ids[4]
         cdef int64_t lo = n - 4 if n > 4 else 0
         if forced.shape[0] == 0 or n == 0:
@@ -632,21 +638,82 @@ cdef class Session:
             if not 0 <= t < self.V.size:
                 raise ValueError(f"chop_tokens: {t} is no token id")
             ids[j - lo] = <int32_t>t
-        for j in range(n - lo):  # the tail: the last tokens' bytes, at most the longest token's
-            t = ids[j]
+        with nogil:
+            r = self.c_chop_count(&forced[0], forced.shape[0], ids, n - lo)
+        return r
+
+    cdef int64_t c_chop_count(self, const uint8_t* forced, int64_t nf, const int32_t* toks,
+                              int64_t n) noexcept nogil:
+        """:meth:`chop_tokens` of the ``n`` ids ``toks`` (the chop's scratch made): how
+        many trailing ones to drop."""
+        cdef int64_t k, j, t, nt = 0, start, covered = 0, m
+        cdef int64_t lo = n - 4 if n > 4 else 0
+        if nf <= 0 or n <= 0:
+            return 0
+        for j in range(lo, n):  # the tail: the last tokens' bytes, at most the longest token's
+            t = toks[j]
             m = self.V.offsets[t + 1] - self.V.offsets[t]
             memcpy(self.chop_tail + nt, self.V.blob + self.V.offsets[t], <size_t>m)
             nt += m
         j = nt - self.V.max_len if nt > self.V.max_len else 0
-        start = self._chop(&forced[0], forced.shape[0], self.chop_tail + j, nt - j) if nt > j else -1
+        start = self.c_chop_start(forced, nf, self.chop_tail + j, nt - j, &self.chop_w) if nt > j else -1
         if start < 0:
             return 0
-        for k in range(1, n + 1):
-            t = tokens[n - k]
+        for k in range(1, n - lo + 1):
+            t = toks[n - k]
             covered += self.V.offsets[t + 1] - self.V.offsets[t]
             if covered >= nt - j - start:
                 return k
         return 0
+
+    def forced_tokens_c(self, BpeTable bpe, const uint8_t[::1] forced):
+        """:func:`toolkit.core.forced.forced_tokens` of ``forced`` (the bytes the grammar
+        forces now) all in C (:meth:`c_forced_tokens`): the ids, or ``None`` where the C
+        tokenizer cannot answer (the caller takes the Python rule)."""
+        cdef int64_t nf = forced.shape[0], k
+        if nf == 0:
+            return []
+        self._chop_scratch()
+        buf = np.zeros(self.V.max_len + nf + 1, dtype=np.uint8)
+        out = np.zeros(self.V.max_len + nf + 1, dtype=np.int32)
+        cdef uint8_t[::1] b = buf
+        cdef int32_t[::1] o = out
+        with nogil:
+            k = self.c_forced_tokens(bpe, &forced[0], nf, &o[0], &b[0])
+        return None if k < 0 else out[:k].tolist()
+
+    cdef int64_t c_forced_tokens(self, BpeTable bpe, const uint8_t* forced, int64_t nf, int32_t* out,
+                                 uint8_t* buf) noexcept nogil:
+        """llguidance's forced tokens (the module doc of :mod:`toolkit.core.forced`) in C:
+        the canonical tokens of the last token's bytes and ``forced`` (``forced`` alone
+        when they do not start with that token), the chop, the last token left out.
+        ``buf`` and ``out`` hold ``V.max_len + nf`` entries; the chop's scratch is made.
+        Returns how many ids went to ``out``, -1 where the tokenizer cannot answer."""
+        cdef int64_t n, np_ = 0, keep = 0, k, i
+        cdef int32_t last
+        cdef int64_t cap = self.V.max_len + nf
+        if self.n_eos == 0 and self.n_text > 0:
+            last = self.hist[self.n_text - 1]
+            if self.V.kind[last] == K_TEXT:
+                np_ = self.V.offsets[last + 1] - self.V.offsets[last]
+        if np_ > 0:
+            memcpy(buf, self.V.blob + self.V.offsets[last], <size_t>np_)
+            memcpy(buf + np_, forced, <size_t>nf)
+            n = bpe.encode(buf, np_ + nf, out, cap)
+            if n < 0:
+                return -1
+            keep = 1 if n > 0 and out[0] == last else 0
+        if keep == 0:
+            n = bpe.encode(forced, nf, out, cap)
+            if n < 0:
+                return -1
+        k = self.c_chop_count(forced, nf, out + keep, n - keep)
+        n -= k
+        if keep:
+            for i in range(n - 1):
+                out[i] = out[i + 1]
+            n -= 1
+        return n if n > 0 else 0
 
     cdef int _chop_scratch(self) except -1:
         """The chop's scratch, made once (for the vocabulary's longest token)."""
@@ -668,14 +735,6 @@ cdef class Session:
         self.chop_w.next_byte = self.chop_w.lo + 2 * m
         self.chop_tail = tail
         return 0
-
-    cdef int64_t _chop(self, const uint8_t* forced, int64_t nf, const uint8_t* tail, int64_t nt) except -2:
-        """:meth:`c_chop_start` with the session's scratch, without the GIL."""
-        cdef int64_t out
-        self._chop_scratch()
-        with nogil:
-            out = self.c_chop_start(forced, nf, tail, nt, &self.chop_w)
-        return out
 
     def next_bytes(self):
         """The bytes the core may take next (its ``next_bytes``; all 256 where the core
@@ -886,7 +945,8 @@ cdef class NativeBatch:
 
     def accept_forced(self, const int64_t[::1] ids, const int64_t[::1] rows, uint8_t[::1] live,
                       const int64_t[::1] n_out, int64_t max_tokens, int32_t[::1] tokens,
-                      signed char[::1] accepted, int32_t[::1] n_forced, uint8_t[:, ::1] forced) -> int:
+                      signed char[::1] accepted, int32_t[::1] n_forced, uint8_t[:, ::1] forced,
+                      BpeTable bpe=None, int32_t[::1] n_ftok=None, int32_t[:, ::1] ftok=None) -> int:
         """Jump-forward's step, on the calling thread without the GIL.  Row ``i`` (live
         when ``live[i]``) takes the id its slot ``rows[i]`` drew, ``ids[rows[i]]``, into
         ``tokens[i]`` (SKIP when not live or nothing was drawn) and accepts it
@@ -895,9 +955,17 @@ cdef class NativeBatch:
         finds the bytes its grammar forces next (:meth:`Session.forced_bytes`, at most
         ``forced.shape[1]``) into its row of ``forced`` (``n_forced[i]`` of them).  A row
         that ends here (nothing drawn, refused, EOS, out of room) is no longer ``live``.
+
+        With ``bpe`` (the vocabulary's :class:`~toolkit.core.bpe.BpeTable`), a row with
+        forced bytes (fewer than ``forced.shape[1]``: a full row may have more) also gets
+        its forced tokens (:meth:`Session.c_forced_tokens`) into ``ftok[i, :n_ftok[i]]``;
+        ``n_ftok[i]`` is -1 where they are left to the caller (no forced bytes, a full
+        row, text the C tokenizer cannot answer for).  ``ftok`` needs
+        ``forced.shape[1] + max_len`` columns (:attr:`VocabTable.max_len`).
         Returns the tokens accepted."""
         cdef int32_t i, acc, written = 0
-        cdef int64_t t, cap = forced.shape[1]
+        cdef int64_t t, cap = forced.shape[1], k
+        cdef uint8_t* buf = NULL
         if rows.shape[0] < self.n or live.shape[0] < self.n or n_out.shape[0] < self.n \
                 or tokens.shape[0] < self.n or accepted.shape[0] < self.n or n_forced.shape[0] < self.n \
                 or forced.shape[0] < self.n:
@@ -907,10 +975,24 @@ cdef class NativeBatch:
                 raise ValueError(f"accept_forced: row {i} names slot {rows[i]}, there are {ids.shape[0]}")
         if cap < 1:
             raise ValueError("accept_forced: forced needs at least one column")
+        if bpe is not None:
+            if self.n:
+                (<Session>self.ptrs[0]).V.sort_by_bytes()
+            for s in self.sessions:
+                (<Session>s)._chop_scratch()
+            if n_ftok is None or ftok is None or n_ftok.shape[0] < self.n or ftok.shape[0] < self.n \
+                    or (self.n and ftok.shape[1] < cap + (<Session>self.ptrs[0]).V.max_len):
+                raise ValueError("accept_forced: with bpe, n_ftok and ftok need a row per session and ftok "
+                                 "forced.shape[1] + max_len columns")
+            buf = <uint8_t*>malloc(<size_t>(cap + (<Session>self.ptrs[0]).V.max_len + 1 if self.n else 1))
+            if buf == NULL:
+                raise MemoryError()
         with nogil:
             for i in range(self.n):
                 n_forced[i] = 0
                 tokens[i] = T_SKIP
+                if buf != NULL:
+                    n_ftok[i] = -1
                 if not live[i]:
                     accepted[i] = -1
                     continue
@@ -932,6 +1014,12 @@ cdef class NativeBatch:
                     live[i] = 0
                     continue
                 n_forced[i] = <int32_t>(<Session>self.ptrs[i]).c_forced_bytes(&forced[i, 0], cap)
+                if buf != NULL:
+                    k = -1
+                    if 0 < n_forced[i] < cap:
+                        k = (<Session>self.ptrs[i]).c_forced_tokens(bpe, &forced[i, 0], n_forced[i], &ftok[i, 0], buf)
+                    n_ftok[i] = <int32_t>k
+        free(buf)
         return written
 
     def close(self):

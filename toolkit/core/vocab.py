@@ -54,6 +54,12 @@ LLAMA3_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+#: the pre-tokenizer pattern of mistral-common's tekken files (``config.pattern``)
+TEKKEN_PATTERN = (
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 _LLAMA3_NAMED_SPECIALS = (
     "<|begin_of_text|>",
     "<|end_of_text|>",
@@ -103,6 +109,7 @@ class Vocabulary:
         "eos_ids",
         "n_defined",
         "_encoder",
+        "bpe_pattern",
         "_text_ids",
         "_text_mask",
         "_byte_table",
@@ -114,6 +121,7 @@ class Vocabulary:
     special_tokens: dict[int, str]
     eos_ids: tuple[int, ...]
     n_defined: int
+    bpe_pattern: str | None
 
     def __init__(
         self,
@@ -124,8 +132,12 @@ class Vocabulary:
         eos_ids: Sequence[int] = (),
         n_defined: int | None = None,
         encoder: Encoder | None = None,
+        bpe_pattern: str | None = None,
     ) -> None:
         """Wrap ready-made tables; ``encoder`` defaults to greedy longest match.
+        ``bpe_pattern``: the encoder is tiktoken's byte-level BPE with this pre-tokenizer
+        pattern and the text tokens' ids in rank order (what lets
+        :class:`toolkit.core.bpe.BpeTable` tokenize in C); ``None`` otherwise.
 
         Prefer :func:`load_vocab` or :meth:`from_tokens`; this checks the invariants
         (special and padding ids have empty bytes, EOS ids are special) and raises
@@ -137,6 +149,7 @@ class Vocabulary:
         self.n_defined = self.size if n_defined is None else int(n_defined)
         self.special_tokens = {int(i): str(s) for i, s in (special_tokens or {}).items()}
         self.eos_ids = tuple(int(i) for i in eos_ids)
+        self.bpe_pattern = bpe_pattern
         if not 0 <= self.n_defined <= self.size:
             raise VocabError(f"{name}: n_defined={self.n_defined} outside [0, size={self.size}]")
         for i in self.special_tokens:
@@ -336,6 +349,7 @@ class Vocabulary:
             eos_ids=self.eos_ids,
             n_defined=self.n_defined,
             encoder=self._encoder,
+            bpe_pattern=self.bpe_pattern,
         )
 
     def memory_bytes(self) -> int:
@@ -498,7 +512,9 @@ def _load_tekken(path: Path | None) -> Vocabulary:
     def encode(text: str) -> list[int]:
         return tok.encode(text, bos=False, eos=False)
 
-    return Vocabulary(name, entries, special_tokens=specials, eos_ids=(tok.eos_id,), encoder=encode)
+    pattern = getattr(getattr(tok, "_model", None), "_pat_str", None)  # tiktoken's Encoding inside
+    return Vocabulary(name, entries, special_tokens=specials, eos_ids=(tok.eos_id,), encoder=encode,
+                      bpe_pattern=pattern if isinstance(pattern, str) else None)
 
 
 # --- Llama 3 (tiktoken BPE ranks) ----------------------------------------------------
@@ -567,6 +583,7 @@ def _load_llama3(path: Path) -> Vocabulary:
         special_tokens=specials,
         eos_ids=(eos,),
         encoder=_lazy(build),
+        bpe_pattern=LLAMA3_PATTERN,
     )
 
 

@@ -374,9 +374,10 @@ class Stepper(MaskRows):
         sampled id and the forced tokens; the sampled id alone, or 0, for a slot that is
         done) and the tokens written.
 
-        masklab's strategies accept and find the forced bytes of the whole batch in one
-        C call (:meth:`~toolkit.core.batch.NativeBatchMatcher.accept_forced`); only the
-        sequences with forced bytes then take a Python step (their tokens).  Other
+        masklab's strategies accept, find the forced bytes and tokenize them for the whole
+        batch in one C call (:meth:`~toolkit.core.batch.NativeBatchMatcher.accept_forced`);
+        only a sequence whose forced text the C tokenizer leaves to Python (a vocabulary
+        without one, bytes that are not UTF-8, a full row) takes a Python step.  Other
         engines take one per sequence (:meth:`_accept_each`).  What the launch does not
         need (the tokens written down, the statuses of the sequences that ended, the
         forced tokens accepted) is left to the mask thread, before the fill
@@ -385,17 +386,20 @@ class Stepper(MaskRows):
         if self.batch is None:
             return runs, 0
         native = getattr(self.batch, "accept_forced", None)
+        n_ftok = ftok = None
         if native is not None:
-            written, n_forced, forced_bytes = native(ids, self.rows, self.live, self.n_out, self.max_tokens,
-                                                     self.tok, self.accepted)
+            written, n_forced, forced_bytes, n_ftok, ftok = native(ids, self.rows, self.live, self.n_out,
+                                                                   self.max_tokens, self.tok, self.accepted)
         else:
             written, n_forced, forced_bytes = self._accept_each(ids)
         feed: dict[int, list[int]] = {}
         rows = self.row_list
         for k in np.flatnonzero(n_forced).tolist():
             slot = rows[k]
-            m = self.seqs[slot].matcher
-            if native is not None:
+            if ftok is not None and n_ftok[k] >= 0:  # tokenized in the C call
+                forced = ftok[k, : n_ftok[k]].tolist()
+            elif native is not None:
+                m = self.seqs[slot].matcher
                 forced = forced_bytes[k].tobytes()[: n_forced[k]]
                 if len(forced) == FORCED_ROW:  # the batch call's row is full: the whole run
                     forced = m.forced_bytes()
