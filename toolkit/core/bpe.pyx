@@ -26,6 +26,8 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
 
+from toolkit.core.cutil cimport hash_bytes
+
 import unicodedata
 
 import numpy as np
@@ -79,15 +81,6 @@ def code_point_classes() -> np.ndarray:
     return _classes_table
 
 
-cdef inline uint64_t _hash(const uint8_t* p, int64_t n) noexcept nogil:
-    """FNV-1a, 64 bits."""
-    cdef uint64_t h = 14695981039346656037ULL
-    cdef int64_t i
-    for i in range(n):
-        h = (h ^ p[i]) * 1099511628211ULL
-    return h
-
-
 cdef class BpeTable:
     """A vocabulary's tokens by their bytes, and the scanner of its pattern:
     ``BpeTable(vocab)`` (:meth:`of` keeps one per vocabulary; ``None`` there when the
@@ -123,7 +116,7 @@ cdef class BpeTable:
         cdef uint64_t h
         for i in range(tid.shape[0]):
             t = tid[i]
-            h = _hash(self.blob + self.offsets[t], self.offsets[t + 1] - self.offsets[t]) & self.mask
+            h = hash_bytes(self.blob + self.offsets[t], self.offsets[t + 1] - self.offsets[t]) & self.mask
             while self.slots[h] >= 0:
                 if self._same(self.slots[h], self.blob + self.offsets[t], self.offsets[t + 1] - self.offsets[t]):
                     raise ValueError(f"{vocab.name}: tokens {self.slots[h]} and {t} have the same bytes: "
@@ -152,7 +145,7 @@ cdef class BpeTable:
 
     cdef int32_t lookup(self, const uint8_t* p, int64_t n) noexcept nogil:
         """The id of the text token whose bytes are ``p[:n]``, -1 for none."""
-        cdef uint64_t h = _hash(p, n) & self.mask
+        cdef uint64_t h = hash_bytes(p, n) & self.mask
         cdef int32_t t
         while True:
             t = self.slots[h]

@@ -7,7 +7,7 @@
 # toolkit/core/errors.py: ``error_of(code, value, limit)``; the two lists are checked
 # against each other by tests/test_layers.py.
 
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memset
 
@@ -238,14 +238,30 @@ cdef inline uint64_t hash_mix(uint64_t h, uint64_t x) noexcept nogil:
     return h
 
 
+cdef inline uint64_t hash_basis() noexcept nogil:
+    """FNV-1a's offset basis: the hash of nothing, before a byte is folded in."""
+    return <uint64_t>0xcbf29ce484222325
+
+
 cdef inline uint64_t hash_ints(const int32_t* xs, int32_t n) noexcept nogil:
     """FNV-1a over the elements and the length, with a final shift to spread the low bits."""
-    cdef uint64_t h = <uint64_t>0xcbf29ce484222325
+    cdef uint64_t h = hash_basis()
     cdef int32_t i
     for i in range(n):
         h = hash_mix(h, <uint32_t>xs[i])
     h = hash_mix(h, <uint32_t>n)
     return h ^ (h >> 29)
+
+
+cdef inline uint64_t hash_bytes(const uint8_t* p, int64_t n) noexcept nogil:
+    """FNV-1a over ``p[:n]`` (from :func:`hash_basis`, a byte per :func:`hash_mix`),
+    finished by :func:`mix64`: a table may take the low bits.  A caller hashing each
+    prefix of a string in turn folds one byte more each time and mixes a copy."""
+    cdef uint64_t h = hash_basis()
+    cdef int64_t i
+    for i in range(n):
+        h = hash_mix(h, p[i])
+    return mix64(h)
 
 
 cdef inline int64_t pair_key(int32_t hi, int32_t lo) noexcept nogil:

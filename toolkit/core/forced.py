@@ -23,6 +23,12 @@ strategies give the tokens llguidance gives:
 Every forced token is then allowed and accepted in turn, and the forced tokens are what
 the canonical tokenizer gives for any allowed text that starts with the forced bytes,
 up to where a token could still grow.
+
+This module is the rule's definition, and what every engine's ``forced_tokens`` runs.
+masklab's strategies run the same rule in C, without the GIL, where the vocabulary's
+tokenizer is a BPE that :class:`toolkit.core.bpe.BpeTable` reads (Llama 3, Tekken):
+:meth:`toolkit.core.session.Session.forced_tokens_c`, and in the batch's jump-forward
+call; they fall back to this module for text the C tokenizer does not answer for.
 """
 
 from __future__ import annotations

@@ -98,8 +98,12 @@ cdef class VocabTable:
     cdef int32_t n_by_bytes
     cdef readonly int32_t max_len  # the longest token's bytes (with by_bytes)
     cdef object _by_bytes_keep
+    cdef const int64_t* prefixes   # the byte strings that are proper prefixes of a text token, by
+    cdef uint64_t prefix_mask      # hash (open addressing: t << 32 | length, -1 empty; with by_bytes)
+    cdef object _prefixes_keep
     cdef object _vocab
     cdef int sort_by_bytes(self) except -1
+    cdef bint extends_some(self, const uint8_t* s, int64_t n) noexcept nogil
 
 
 cdef struct ChopScratch:

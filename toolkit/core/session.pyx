@@ -38,6 +38,10 @@ from toolkit.core.cutil cimport (
     WorkCounters,
     ctz64,
     grow,
+    hash_basis,
+    hash_bytes,
+    hash_mix,
+    mix64,
     popcount64,
 )
 from toolkit.core.bpe cimport BpeTable
@@ -185,7 +189,10 @@ cdef class VocabTable:
         self.sort_by_bytes()
 
     cdef int sort_by_bytes(self) except -1:
-        """Make :attr:`by_bytes` (once): the text tokens in byte order, for the chop's walks."""
+        """Make :attr:`by_bytes` (once): the text tokens in byte order, for the chop's
+        walks; and :attr:`prefixes`, the strings some text token strictly extends (the
+        walk's first question, asked of each suffix of the tail: one hash probe where two
+        binary searches over the sorted tokens would touch memory the step left cold)."""
         if self._by_bytes_keep is not None:
             return 0
         vocab = self._vocab
@@ -193,11 +200,50 @@ cdef class VocabTable:
         ids = sorted(vocab.text_token_ids().tolist(), key=lambda t: tb[t])
         arr = np.asarray(ids if ids else [0], dtype=np.int32)
         cdef const int32_t[::1] a = arr
+        n_pre = sum(max(0, len(tb[t]) - 1) for t in ids)
+        # more slots than prefixes, duplicates counted (a third as many are distinct in Llama 3)
+        table = np.full(1 << max(4, n_pre.bit_length()), -1, dtype=np.int64)
+        cdef int64_t[::1] slots = table
+        cdef uint64_t mask = <uint64_t>(table.shape[0] - 1), h, k
+        cdef int64_t i, length, off, e, n_ids = len(ids)
+        cdef int32_t t
+        with nogil:  # each proper prefix of each token, once
+            for i in range(n_ids):
+                t = a[i]
+                off = self.offsets[t]
+                h = hash_basis()
+                for length in range(1, self.offsets[t + 1] - off):
+                    h = hash_mix(h, self.blob[off + length - 1])
+                    k = mix64(h) & mask
+                    while True:
+                        e = slots[k]
+                        if e < 0:
+                            slots[k] = (<int64_t>t << 32) | length
+                            break
+                        if (e & 0xffffffffLL) == length and memcmp(self.blob + self.offsets[<int32_t>(e >> 32)],
+                                                                 self.blob + off, <size_t>length) == 0:
+                            break
+                        k = (k + 1) & mask
+        self._prefixes_keep = table
+        self.prefixes = &slots[0]
+        self.prefix_mask = mask
         self._by_bytes_keep = arr
         self.by_bytes = &a[0]
         self.n_by_bytes = <int32_t>len(ids)
         self.max_len = <int32_t>max((len(tb[t]) for t in ids), default=0)
         return 0
+
+    cdef bint extends_some(self, const uint8_t* s, int64_t n) noexcept nogil:
+        """Does a text token strictly extend ``s[:n]`` (``n`` > 0; :meth:`sort_by_bytes` made)?"""
+        cdef uint64_t k = hash_bytes(s, n) & self.prefix_mask
+        cdef int64_t e
+        while True:
+            e = self.prefixes[k]
+            if e < 0:
+                return False
+            if (e & 0xffffffffLL) == n and memcmp(self.blob + self.offsets[<int32_t>(e >> 32)], s, <size_t>n) == 0:
+                return True
+            k = (k + 1) & self.prefix_mask
 
 
 cdef class Session:
@@ -387,7 +433,7 @@ cdef class Session:
         cdef uint64_t bits
         cdef uint64_t* cand
         cdef int r, found = 0
-        if ns >= self.V.max_len:  # no token is longer
+        if ns >= self.V.max_len or (ns > 0 and not self.V.extends_some(s, ns)):  # no token extends s
             return 0
         memcpy(w.prefix, s, <size_t>ns)
         lo = self._first_at_least(s, ns, 0, n_keys, False)
