@@ -115,3 +115,16 @@ def test_merges_follow_the_ranks() -> None:
     assert bpe.tokens(b"abc") == [ids[b"abc"]]
     assert bpe.tokens(b"aaa") == [ids[b"aa"], ids[b"a"]]
     assert np.array_equal(bpe.tokens(b"cd"), [ids[b"cd"]])
+
+
+def test_a_session_refuses_no_table() -> None:
+    """``forced_tokens_c`` without a table is a TypeError, not a crash in C."""
+    from strategies import get_engine
+
+    vocab = _vocab("tekken")
+    engine = get_engine("llguidance", vocab)
+    m = engine.matcher(engine.compile({"type": "object", "properties": {"a": {"type": "integer"}},
+                                       "required": ["a"], "additionalProperties": False}))
+    with pytest.raises(TypeError):
+        m.session.forced_tokens_c(None, b'{"a":')
+    assert m.session.forced_tokens_c(BpeTable.of(vocab), b"{") is not None

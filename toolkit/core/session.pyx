@@ -712,7 +712,7 @@ cdef class Session:
                 return k
         return 0
 
-    def forced_tokens_c(self, BpeTable bpe, const uint8_t[::1] forced):
+    def forced_tokens_c(self, BpeTable bpe not None, const uint8_t[::1] forced):
         """:func:`toolkit.core.forced.forced_tokens` of ``forced`` (the bytes the grammar
         forces now) all in C (:meth:`c_forced_tokens`): the ids, or ``None`` where the C
         tokenizer cannot answer (the caller takes the Python rule)."""
