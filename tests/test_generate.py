@@ -179,6 +179,38 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
     assert set(kernels["kernel"]) >= {"torch"} and kernels[kernels["runs"] > 0]["equal"].all()
 
 
+def test_cli_jump_forward_all_runs_each_schedule_and_the_report_labels_them(tmp_path, capsys) -> None:
+    """``--jump-forward all``: each engine without jump-forward, overlapped and inline,
+    each in its folder with its schedule recorded; the report labels the three apart and
+    shows the steps saved.  A schedule that does not exist is refused by name."""
+    out = tmp_path / "gen"
+    rc = main(["generate", "--engine", "llguidance", "-o", "llguidance.spelling=llguidance", "--data",
+               str(embedded_dir() / "schemas"), "--limit", "3", "--batch", "2", "--model", "sim:0.2:2:replay",
+               "--max-tokens", "48", "--jump-forward", "all", "--no-compare-kernels", "--out", str(out)])
+    assert rc == 0, capsys.readouterr()
+    want = {"llguidance": None, "llguidance+jump": "overlap", "llguidance+jump-inline": "inline"}
+    texts = {}
+    for folder, sched in want.items():
+        meta = json.loads((out / folder / "batch-2" / "run.json").read_text())
+        assert meta["jump_forward"] is (sched is not None) and meta["jump_schedule"] == sched
+        assert meta["summary"]["jump_schedule"] == sched
+        texts[folder] = sorted(json.loads(line)["text"] for line in (out / folder / "batch-2" / "sequences.jsonl").open())
+        assert (meta["summary"]["jumped_tokens"] > 0) == (sched is not None)
+    assert len({tuple(t) for t in texts.values()}) == 1  # the same texts whichever schedule
+    assert main(["report", str(out)]) == 0
+    table = pd.read_csv(out / "e2e.csv")
+    labels = sorted(e.split(" (")[0] for e in table["engine"])
+    assert labels == ["ours: llguidance", "ours: llguidance +jump", "ours: llguidance +jump-inline"], labels
+    assert "steps saved %" in table
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        main(["generate", "--engine", "llguidance", "--model", "sim:0.2:2", "--jump-forward", "sideways"])
+    assert "invalid choice: 'sideways'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="jump_forward must be a bool, 'off', 'on' or one of overlap, inline"):
+        generate(get_engine("llguidance", load_vocab("tekken")), load_model("sim:0.2:2", load_vocab("tekken")),
+                 load_vocab("tekken"), [], jump_forward="sideways")
+
+
 def test_report_refuses_a_folder_without_runs(tmp_path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(ReportError, match="no masklab generate run"):
@@ -852,9 +884,75 @@ def test_the_replaying_stand_in_writes_each_items_instance_and_jump_forward_save
         (seq,) = run.sequences
         assert seq["status"] == "valid" and seq["text"] == '{"name": "Ada", "age": 36}'
     assert plain.summary["jumped_tokens"] == 0 and jump.summary["jumped_tokens"] >= 2  # name", age"
-    assert jump.summary["steps"] < plain.summary["steps"]
+    assert jump.summary["steps"] <= plain.summary["steps"]  # runs of one token: overlap saves no pass
+    # the two schedules: a run of n forced tokens saves n passes inline (fed with the
+    # sampled token), n - 1 overlapped (fed in the pass after the sampled token's)
+    long = Item("long", "schema", {"type": "object", "additionalProperties": False,
+                                   "required": ["occupation_description", "year_of_birth"],
+                                   "properties": {"occupation_description": {"type": "string"},
+                                                  "year_of_birth": {"type": "integer"}}},
+                (Case('{"occupation_description": "Ada", "year_of_birth": 36}', True),))
+    runs = _forced_runs(engine, tekken, long, long.cases[0].text)
+    assert len(runs) == 2 and sum(runs) > 2  # occupation_description", year_of_birth"
+    got = {j: generate(engine, lm, tekken, [long], max_tokens=40, baseline=False, jump_forward=j)
+           for j in (False, "overlap", "inline")}
+    for j, run in got.items():
+        (seq,) = run.sequences
+        assert seq["text"] == long.cases[0].text and run.summary["jumped_tokens"] == (sum(runs) if j else 0)
+        con = [r for r in run.steps if r["mode"] == "constrained"]
+        assert sum(r["tokens"] for r in con) == seq["tokens"]  # each token counted once, sampled or forced
+    steps = {j: run.summary["steps"] for j, run in got.items()}
+    assert steps[False] - steps["inline"] == sum(runs) and steps[False] - steps["overlap"] == sum(runs) - len(runs)
     with pytest.raises(ModelError, match="replay"):
         load_model("sim:1:0:replays", tekken)
+
+
+def _forced_runs(engine, vocab, item: Item, text: str) -> list[int]:
+    """The lengths of the forced runs a greedy walk of ``text`` meets: after each token
+    sampled, the tokens its grammar forces (taken, then the walk goes on sampling)."""
+    from toolkit.grammar.inputs import engine_input
+
+    m = engine.matcher(engine.compile(engine_input(engine, item.source())))
+    m.prepare_forced()
+    ids, runs, k = vocab.encode(text), [], 0
+    while k < len(ids):
+        assert m.accept_token(ids[k])
+        k += 1
+        forced = m.forced_tokens()
+        if forced and k < len(ids):
+            assert ids[k: k + len(forced)] == forced
+            assert m.accept_tokens(forced) == len(forced)
+            runs.append(len(forced))
+            k += len(forced)
+    return runs
+
+
+def test_overlap_finds_the_forced_runs_on_the_mask_thread(tekken, monkeypatch) -> None:
+    """The overlap schedule keeps jump-forward off the critical path: the loop's thread
+    never accepts a token or asks for forced ones (every such call is the mask thread's),
+    where the inline schedule makes them before the launch."""
+    import threading
+
+    from toolkit.core.batch import NativeBatchMatcher
+
+    schema = Item("person", "schema", {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+                                       "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}},
+                  (Case('{"name": "Ada", "age": 36}', True),))
+    calls: list[str] = []
+    real = NativeBatchMatcher.accept_forced
+
+    def spy(self, *a, **k):
+        calls.append(threading.current_thread().name)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(NativeBatchMatcher, "accept_forced", spy)
+    lm = load_model("sim:1:0:replay", tekken)
+    engine = get_engine("llguidance", tekken, spelling="llguidance")
+    for sched, where in (("overlap", "masklab-masks"), ("inline", threading.main_thread().name)):
+        calls.clear()
+        run = generate(engine, lm, tekken, [schema, schema], batch=2, max_tokens=40, baseline=False,
+                       jump_forward=sched)
+        assert run.summary["jumped_tokens"] >= 4 and calls and set(calls) == {where}, sched
 
 
 def test_a_replaying_model_reads_the_fed_ids_before_it_launches_the_step(tekken, monkeypatch) -> None:

@@ -40,18 +40,22 @@ def _texts(run) -> dict[str, tuple[str, str, int]]:
 @pytest.mark.parametrize("name", available_engines())
 def test_continuous_batching_decodes_each_item_as_the_static_schedule_does(name, tekken, items) -> None:
     """Seeded greedy decoding on the replaying stand-in: each item's tokens, status and
-    text are the same whichever slot and schedule it decodes in, with and without
-    jump-forward; the continuous run decodes every item once (the static one cycles
-    items to fill its last batch)."""
+    text are the same whichever slot and schedule it decodes in, without jump-forward
+    and with either of its schedules; the continuous run decodes every item once (the
+    static one cycles items to fill its last batch)."""
     engine = get_engine(name, tekken)
     lm = load_model("sim:0.2:2:replay", tekken)
-    for jump in (False, True):
+    first = None
+    for jump in (False, "overlap", "inline"):
         static, cont = (generate(engine, lm, tekken, items, batch=2, max_tokens=24, schedule=s, baseline=False,
                                  jump_forward=jump) for s in ("static", "continuous"))
         assert static.summary["schedule"] == "static" and cont.summary["schedule"] == "continuous"
+        assert static.summary["jump_schedule"] == (jump or None)
         assert len(cont.sequences) == len(items) and len(static.sequences) == 6
         assert sorted(s["slot"] for s in cont.sequences) == list(range(len(items)))
         assert _texts(cont) == _texts(static), (name, jump)
+        first = first or _texts(cont)
+        assert _texts(cont) == first, (name, jump)  # jump-forward changes no text
         assert cont.summary["steps"] < static.summary["steps"]  # no slot waits for a batch's longest sequence
 
 

@@ -2,7 +2,7 @@
 # The eighth device call (issue 47), prepared for the next session lent a GPU: the
 # jump-forward rerun after its host work moved off the critical path (commits 61dfdf6,
 # 7f1e8a2). Our three strategies on the 64 schemas, the continuous schedule, batch 8 and
-# 32, jump-forward off and on, each run with its interleaved unconstrained baseline, CUDA
+# 32, jump-forward off, overlap and inline, each run with its interleaved unconstrained baseline, CUDA
 # graphs, three passes (--repeat: the report's medians and spreads); then batch 1 on
 # LIM1 items, one pass, with what time is left.
 source "$(dirname "$0")/common.sh"
@@ -11,7 +11,7 @@ SPELL="-o llguidance.spelling=llguidance -o xgrammar.spelling=llguidance -o outl
 jump() {  # $1: the folder, then the grid's options
   local name=$1; shift
   timeout "$(cap 400)" $G --engine llguidance xgrammar outlines $SPELL --model "$REPLAY" --device "$DEV" $VOCAB \
-    --max-tokens 256 --schedule continuous --jump-forward both --compile reduce-overhead \
+    --max-tokens 256 --schedule continuous --jump-forward all --compile reduce-overhead \
     --unconstrained-baseline --compile-once --compile-timeout 20 --no-compare-kernels --quiet \
     "$@" --out "$OUT/$name" >"$OUT/$name.log" 2>&1
   log "$name rc=$?"; tail -30 "$OUT/$name.log"; mv "$OUT/$name.log" "$OUT/$name/" 2>/dev/null

@@ -61,7 +61,7 @@ from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT, time_limit
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import Item
 from toolkit.data.provenance import finish_provenance
-from toolkit.decode.loop import Refill, Seq, Stepper, pipelined_loop
+from toolkit.decode.loop import Refill, Seq, Stepper, jump_schedule, pipelined_loop
 from toolkit.decode.model import CHUNK_ROOM, ChatTemplate, LoadedModel, ModelError
 from toolkit.decode.outputs import sequence_row
 from toolkit.decode.serial import Masker, decode_loop
@@ -361,7 +361,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
              threads: int | None = None, prompt: str = DEFAULT_PROMPT, apply: str = "torch",
              compare_kernels: bool = False, compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
              chat: ChatTemplate | None = None, compiled: dict[str, Any] | None = None,
-             loop: str = "pipelined", jump_forward: bool = False, schedule: str = "static",
+             loop: str = "pipelined", jump_forward: bool | str = False, schedule: str = "static",
              on_batch: Callable[[int], None] | None = None) -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
@@ -393,6 +393,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     (:meth:`~toolkit.core.protocol.Matcher.forced_tokens`), they are appended without
     sampling and fed with it in one multi-token forward pass (the pipelined loop only);
     the run records the forced tokens per sequence (``jumped``) and the steps saved.
+    True is the ``overlap`` schedule; ``"inline"`` the other (:data:`~toolkit.decode.loop.JUMP_SCHEDULES`
+    says what each costs and saves).
 
     ``schedule`` (:data:`SCHEDULES`, :func:`resolve_schedule`): ``static`` decodes the
     items a batch at a time (cycled to fill the last batch); ``continuous`` decodes each
@@ -406,6 +408,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     progress bar's ``update``)."""
     _check_generate(items, batch=batch, max_tokens=max_tokens, temperature=temperature, threads=threads,
                     baseline=baseline, prompt=prompt, chat=chat, loop=loop, jump_forward=jump_forward)
+    jump_forward = jump_schedule(jump_forward)
     schedule = resolve_schedule(schedule, len(items), batch, loop)
     if isinstance(baseline, Baseline) and baseline.schedule != schedule:
         raise ValueError(f"the baseline ran the {baseline.schedule} schedule, this run the {schedule} schedule")
@@ -414,7 +417,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
     groups = _groups(items, batch)
     warmup_s, logits_dtype = _warm_up(lm, [[prompts.slot(i, max_tokens) for i in g] for g in groups], max_tokens,
-                                      kernel, vocab, chunks=jump_forward, refills=schedule == "continuous")
+                                      kernel, vocab, chunks=bool(jump_forward), refills=schedule == "continuous")
     graphs_before = _compiled_graphs()
     run = _Generation(engine, lm, vocab, prompts, kernel, loop=loop, threads=threads, batch=batch,
                       max_tokens=max_tokens, temperature=temperature, seed=seed, jump_forward=jump_forward,
@@ -429,7 +432,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
         run.walls["unconstrained"], run.tokens["unconstrained"] = baseline.wall_s, baseline.tokens
     summary = summarize(run.steps, run.sequences, run.walls, run.tokens, batch, run.seq_times)
     summary["compiles_in_loop"] = _compiled_graphs() - graphs_before  # >0: a timing paid for compilation
-    summary.update(loop=loop, schedule=schedule, jump_forward=jump_forward, threads=threads or default_threads(batch),
+    summary.update(loop=loop, schedule=schedule, jump_forward=bool(jump_forward), jump_schedule=jump_forward or None,
+                   threads=threads or default_threads(batch),
                    apply=apply, apply_warmup_ms=1e3 * warmup_s, prompt=prompt,
                    chat=None if chat is None else chat.source,
                    baseline="shared" if isinstance(baseline, Baseline) else "interleaved" if baseline else "none")
@@ -440,11 +444,11 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
 
 def _check_generate(items: Sequence[Item], *, batch: int, max_tokens: int, temperature: float, threads: int | None,
                     baseline: bool | Baseline, prompt: str, chat: ChatTemplate | None, loop: str,
-                    jump_forward: bool) -> None:
+                    jump_forward: bool | str) -> None:
     """A ``ValueError`` naming the first setting :func:`generate` cannot run with."""
     if loop not in LOOPS:
         raise ValueError(f"loop must be one of {', '.join(LOOPS)}, got {loop!r}")
-    if jump_forward and loop != "pipelined":
+    if jump_schedule(jump_forward) and loop != "pipelined":
         raise ValueError("jump_forward runs in the pipelined loop (loop='pipelined')")
     if threads is not None and threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
@@ -471,7 +475,7 @@ class _Generation:
 
     def __init__(self, engine: Any, lm: LoadedModel, vocab: Vocabulary, prompts: _Prompts, kernel: Any, *,
                  loop: str, threads: int | None, batch: int, max_tokens: int, temperature: float, seed: int,
-                 jump_forward: bool, compile_timeout: float | None, compiled: dict[str, Any] | None,
+                 jump_forward: str, compile_timeout: float | None, compiled: dict[str, Any] | None,
                  interleaved: bool, schedule: str = "static") -> None:
         self.engine, self.lm, self.vocab, self.prompts, self.kernel = engine, lm, vocab, prompts, kernel
         self.loop, self.threads, self.max_tokens, self.temperature, self.seed = loop, threads, max_tokens, temperature, seed

@@ -43,7 +43,30 @@ from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import Item
 from toolkit.decode.model import LoadedModel
 
-__all__ = ["Seq", "MaskRows", "StepFigures", "Stepper", "Refill", "pipelined_loop"]
+__all__ = ["JUMP_SCHEDULES", "Seq", "MaskRows", "StepFigures", "Stepper", "Refill", "jump_schedule", "pipelined_loop"]
+
+JUMP_SCHEDULES = ("overlap", "inline")
+"""Where jump-forward's work sits in a step (:func:`jump_schedule`; the first is what
+``jump_forward=True`` means).  ``overlap``: on the mask thread beside the forward pass,
+as the masks are; a forced run found after the id sampled in step ``t`` is fed in step
+``t + 1`` (the sequence's draw of that step is dropped), so a run of ``n`` tokens saves
+``n - 1`` forward passes and the host adds nothing to the critical path.  ``inline``:
+before the launch (the pass of step ``t + 1`` feeds the sampled id and its forced run),
+so a run saves ``n`` passes and the accept and the forced tokens are on the critical
+path."""
+
+
+def jump_schedule(jump: bool | str | None) -> str:
+    """``jump_forward`` as a schedule: ``""`` (off: False, None, ``""``, ``"off"``), or one of
+    :data:`JUMP_SCHEDULES` (True and ``"on"``: the first); a ``ValueError`` naming the
+    valid values otherwise."""
+    if jump is None or jump is False or jump in ("", "off"):
+        return ""
+    if jump is True or jump == "on":
+        return JUMP_SCHEDULES[0]
+    if isinstance(jump, str) and jump in JUMP_SCHEDULES:
+        return jump
+    raise ValueError(f"jump_forward must be a bool, 'off', 'on' or one of {', '.join(JUMP_SCHEDULES)}, got {jump!r}")
 
 
 @dataclass
@@ -104,7 +127,8 @@ class StepFigures:
     """What one step's batch call took (:meth:`Stepper.wait`): the mask seconds summed
     over the rows masked and the slowest row's, how many rows, the batch call's wall
     seconds, each row's seconds (empty when the call does not time rows: its wall time
-    then stands for them), and the sequences still live after it."""
+    then stands for them), the sequences still live after it, and the forced tokens it
+    accepted (jump-forward's ``overlap`` schedule: the next launch feeds them)."""
 
     mask_s: float
     mask_max_s: float
@@ -112,6 +136,7 @@ class StepFigures:
     mask_wall_s: float
     seq_times: list[float]
     live: int
+    jumped: int = 0
 
     @classmethod
     def none(cls, live: int) -> StepFigures:
@@ -198,24 +223,32 @@ class Stepper(MaskRows):
 
     ``continuous``: a slot whose sequence ended takes another (:meth:`retire`,
     :meth:`start`, then :meth:`arrange`: the batch call is made again over the live
-    matchers), and a sequence that wrote ``max_tokens`` ends there (``unfinished``)."""
+    matchers), and a sequence that wrote ``max_tokens`` ends there (``unfinished``).
+
+    ``jump``: jump-forward (:func:`jump_schedule`).  ``inline``: :meth:`jump` before the
+    launch, the fill on the job thread.  ``overlap``: the job thread does both
+    (:meth:`_overlap_step`); :meth:`take_runs` hands the launch the runs it found."""
 
     def __init__(self, seqs: list[Seq], vocab: Vocabulary, engine: Any, threads: int | None, device: str,
-                 max_tokens: int, jump: bool = False, continuous: bool = False) -> None:
+                 max_tokens: int, jump: bool | str = False, continuous: bool = False) -> None:
         super().__init__(seqs, vocab, device)
         self.engine, self.threads = engine, threads
         self.max_tokens = max_tokens
-        self.jump_forward = jump
+        self.jump_mode = jump_schedule(jump)
+        self.jump_forward = bool(self.jump_mode)
         self.continuous = continuous
         self.is_eos = np.zeros(vocab.size, dtype=bool)
         self.is_eos[list(vocab.eos_ids)] = True
         self.batch: Any = None
         self.retired: list[Seq] = []  # sequences whose slot took another (continuous)
         self._pending: Any = None  # what jump() left to _settle()
+        # overlap: slot -> (its sequence, the forced run the next launch feeds it)
+        self._runs: dict[int, tuple[Seq, list[int]]] = {}
         for s in seqs:
             self._prepare(s)
         self.arrange()
-        self.job = _JobThread(self._fill_step if jump else self._step)
+        fn = {"": self._step, "inline": self._fill_step, "overlap": self._overlap_step}[self.jump_mode]
+        self.job = _JobThread(fn)
 
     def arrange(self) -> None:
         """(Re)make the rows: the slots whose sequence is live, their arrays (tokens so
@@ -243,6 +276,7 @@ class Stepper(MaskRows):
         self.jumped = np.zeros(n, dtype=np.int64)  # forced tokens fed without sampling
         self.tok = np.full(n, SKIP, dtype=np.int32)
         self.accepted = np.full(n, -1, dtype=np.int8)  # jump(): 1, 0 refused, -1 not live, -2 nothing drawn
+        self._held = np.zeros(n, dtype=bool)  # overlap: rows fed a forced run this step (their draw is not theirs)
 
     def harvest(self) -> None:
         """Hand the rows' tokens and forced counts to their sequences."""
@@ -348,6 +382,41 @@ class Stepper(MaskRows):
         tok[self.live] = NO_TOKEN
         res = self.batch.step(tok, self.compact)
         return self._after(res, self.live, last)
+
+    def take_runs(self) -> dict[int, list[int]]:
+        """``overlap``: the forced runs the step just waited for found (slot -> tokens),
+        for the launch to feed instead of those slots' draws; the next :meth:`submit`
+        skips their rows (they accepted the run already, and their masks are filled)."""
+        runs = {slot: toks for slot, (seq, toks) in self._runs.items() if self.seqs[slot] is seq and not seq.done}
+        self._runs = {}
+        self._held[:] = False
+        if runs:
+            self._held[np.isin(self.rows, np.fromiter(runs, dtype=np.int64, count=len(runs)))] = True
+        return runs
+
+    def _overlap_step(self, ids: np.ndarray, last: bool = False) -> StepFigures:
+        """``overlap``'s step on the job thread: the rows not held accept their ids and
+        find their forced tokens (:meth:`jump`), accept those (:meth:`_settle`), and every
+        row not held gets its next mask; the runs found wait for :meth:`take_runs`."""
+        if self.batch is None:
+            return StepFigures.none(0)
+        held = self._held
+        kept = held & self.live
+        self.live &= ~held
+        self.jump(ids)
+        self.live |= kept
+        feed: dict[int, list[int]] = self._pending or {}
+        before = int(self.jumped.sum())
+        self._settle()
+        tok = self.tok
+        tok[:] = SKIP
+        go = self.live & ~held
+        tok[go] = NO_TOKEN
+        figs = self._after(self.batch.step(tok, self.compact), go, last)
+        rows = self.row_list
+        self._runs = {rows[k]: (self.seqs[rows[k]], run) for k, run in feed.items() if self.live[k]}
+        figs.jumped = int(self.jumped.sum()) - before
+        return figs
 
     def _after(self, res: Any, masked: np.ndarray, last: bool) -> StepFigures:
         """A batch call's bookkeeping: the forced steps (unless ``last``), the compact
@@ -537,9 +606,10 @@ class _Pipeline:
         self.cuda = lm.device.startswith("cuda")
         self.sim = bool(getattr(lm, "simulated", False))  # the stand-in's device operations (toolkit.decode.sim)
         self.gen = torch.Generator(device=lm.device).manual_seed(seed)
-        self.jump = stepper is not None and stepper.jump_forward
+        self.jump = stepper is not None and stepper.jump_mode == "inline"
+        self.overlap = stepper is not None and stepper.jump_mode == "overlap"
         self.feeder = feeder
-        self.dec = lm.start(prompts, max_tokens, chunks=self.jump, targets=targets, lazy=self.sim,
+        self.dec = lm.start(prompts, max_tokens, chunks=self.jump or self.overlap, targets=targets, lazy=self.sim,
                             refills=feeder is not None)
         # continuous: until every slot is vacant (each sequence ends within max_tokens steps)
         self.n = (max_tokens if steps is None else min(steps, max_tokens)) if feeder is None else 1 << 62
@@ -573,6 +643,7 @@ class _Pipeline:
             self.logits = self.dec.forward()  # the prompts' pass: step 0's forward, launched
             launch = perf() - t_start
             wall = None
+            jumped = 0  # forced tokens the overlap schedule accepted, counted in the next step's row
             for step in range(self.n):
                 t0 = perf()
                 lm.synchronize()
@@ -582,6 +653,7 @@ class _Pipeline:
                     info = stepper.wait()
                     self.pending = False
                     self.live = info.live
+                    jumped += info.jumped
                 tw = tr = perf()
                 if self.feeder is not None:
                     self._refill()
@@ -601,7 +673,7 @@ class _Pipeline:
                 t4 = perf()
                 active = self.live
                 written, accept_s, forward_s, t6, ids_s = self._advance(step, nxt, t4)
-                rows.append({"step": step, "active": active, "tokens": written,
+                rows.append({"step": step, "active": active, "tokens": written + jumped,
                              "forward_s": launch + (t1 - t0) + forward_s, "launch_s": launch + forward_s,
                              "wait_s": tw - t1, "refill_s": tr - tw, "apply_s": t3 - tr,
                              "sample_s": t4 - t3 + ids_s, "accept_s": accept_s, "step_s": launch + t6 - t0})
@@ -612,10 +684,13 @@ class _Pipeline:
                 rows[-1].update(mask_s=info.mask_s, mask_max_s=info.mask_max_s, masks=info.masks,
                                 mask_wall_s=info.mask_wall_s)
                 launch = 0.0
+                jumped = 0
             if wall is None:
                 wall = perf() - t_start
             if self.pending:
-                stepper.wait()  # the last ids accepted (the masks it fills are not needed)
+                jumped += stepper.wait().jumped  # the last ids accepted (the masks it fills are not needed)
+            if rows:
+                rows[-1]["tokens"] += jumped  # written, never fed: the sequences ended
             lm.synchronize()  # the forward pass launched last, outside the timing
         return rows, wall
 
@@ -682,9 +757,12 @@ class _Pipeline:
     def _advance(self, step: int, nxt: Any, t4: float) -> tuple[int, float, float, float, float]:
         """Launch the next forward pass and submit the next masks: ``(tokens written,
         the accept seconds on the critical path, the launch seconds, when it ended, the
-        seconds waited for the sampled ids first)``.  Jump-forward accepts (and takes
-        the forced tokens) first: the pass feeds them, so the host waits for the sampler
-        (device time, counted with the sample) before its own work (the accept)."""
+        seconds waited for the sampled ids first)``.  Jump-forward ``inline`` accepts (and
+        takes the forced tokens) first: the pass feeds them, so the host waits for the
+        sampler (device time, counted with the sample) before its own work (the accept).
+        ``overlap`` feeds the runs the last job found (waiting for the sampled ids first
+        when there are any: the other slots' draws go in the same chunk step) and then
+        steps as without jump-forward."""
         perf, stepper, event, last = time.perf_counter, self.stepper, self.event, step + 1 >= self.n
         more = self.feeder is not None or step + 1 < self.max_tokens
         if self.jump:
@@ -700,16 +778,29 @@ class _Pipeline:
             self.pending = True
             t6 = perf()
             return written, (tj - te) + (t6 - t5), t5 - tj, t6, te - t4
+        te, held = t4, 0
+        if self.overlap:  # the runs the job thread found last step, fed instead of those slots' draws
+            runs = stepper.take_runs()  # type: ignore[union-attr]
+            held = len(runs)
+            if runs and more:
+                if event is not None:
+                    event.synchronize()
+                te = perf()
+                feed = [[max(t, 0)] for t in self.ids_np.tolist()]
+                for slot, run in runs.items():
+                    feed[slot] = run
+                self.logits = self.dec.forward_chunks(feed)
+                more = False
         if more:
             self.logits = self.dec.forward(nxt)
         t5 = perf()
         if event is not None:
             event.synchronize()
-        written = self.live
+        written = self.live - held
         if stepper is not None:
             stepper.submit(self.ids_np, last=last)
             self.pending = True
         else:
             written = self._plain_accept()
         t6 = perf()
-        return written, t6 - t5, t5 - t4, t6, 0.0
+        return written, t6 - t5, t5 - te, t6, te - t4

@@ -29,15 +29,25 @@ from toolkit.decode.generate import (
 )
 from toolkit.decode.model import LoadedModel
 
-__all__ = ["BASELINES", "JUMP_COLUMNS", "JUMP_MODES", "SUMMARY_COLUMNS", "check_grid", "run_generate"]
+__all__ = ["BASELINES", "JUMP_COLUMNS", "JUMP_MODES", "SUMMARY_COLUMNS", "check_grid", "jump_suffix", "run_generate"]
 
 BASELINES = ("none", "interleaved", "shared")
 """How a grid measures the unconstrained decode: not at all; after each batch of each
 engine, on its items (``generate(baseline=True)``, drift hits both alike); or once per
 batch size, shared by the engines (:func:`~toolkit.decode.generate.unconstrained`)."""
 
-JUMP_MODES: dict[str, tuple[bool, ...]] = {"off": (False,), "on": (True,), "both": (False, True)}
-"""``jump_forward``: the runs of each engine without and/or with jump-forward decoding."""
+JUMP_MODES: dict[str, tuple[str, ...]] = {"off": ("",), "on": ("overlap",), "both": ("", "overlap"),
+                                          "overlap": ("overlap",), "inline": ("inline",),
+                                          "all": ("", "overlap", "inline")}
+"""``jump_forward``: the runs of each engine without and/or with jump-forward decoding,
+each a schedule of :data:`~toolkit.decode.loop.JUMP_SCHEDULES` ("": off; "on" and "both"
+take ``overlap``)."""
+
+
+def jump_suffix(schedule: str | None) -> str:
+    """What a jump-forward run adds to its engine's name: `` +jump`` (``overlap``),
+    `` +jump-inline``, nothing when off."""
+    return "" if not schedule else " +jump" if schedule == "overlap" else f" +jump-{schedule}"
 
 SUMMARY_COLUMNS = ("engine", "batch", "schedule", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
                    "forward_ms", "unconstrained_forward_ms", "host_overhead_ms", "mask_max_ms", "wait_ms", "apply_ms",
@@ -108,12 +118,13 @@ def run_generate(engines: Mapping[str, Any], lm: LoadedModel, vocab: Vocabulary,
                            baseline=shared if shared is not None else baseline == "interleaved",
                            compiled=compiled[name] if compile_once else None, on_batch=bar.update, **decode)
             # several schedules: each its own folder (one schedule keeps the plain batch-B)
-            folder = (out_root / (name.replace(":", "-") + ("+jump" if jump else ""))
+            folder = (out_root / (name.replace(":", "-") + jump_suffix(jump).strip())
                       / (f"batch-{batch}" + (f"-{schedule}" if len(schedules) > 1 else "")))
             path = write_run(run, folder / f"repeat-{rep}" if repeat > 1 else folder,
                              {**(meta or {}), "engine": name, "engine_info": engine_info(engine, options.get(name, {})),
-                              "batch": batch, "jump_forward": jump, "repeat": rep, **settings})
-            summaries.append({"engine": name + (" +jump" if jump else ""), **run.summary, "schedule": schedule,
+                              "batch": batch, "jump_forward": bool(jump), "jump_schedule": jump or None,
+                              "repeat": rep, **settings})
+            summaries.append({"engine": name + jump_suffix(jump), **run.summary, "schedule": schedule,
                               **({"repeat": rep} if repeat > 1 else {})})
             pd.DataFrame(summaries).to_csv(out_root / "summary.csv", index=False)
             bar.clear()

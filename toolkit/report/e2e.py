@@ -41,6 +41,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from toolkit.core.errors import MasklabError
 from toolkit.decode.generate import DEFAULT_PROMPT, SPEC_PROMPT
+from toolkit.decode.runs import jump_suffix
 from toolkit.report.stats import DEFAULT_BOOT, estimates, with_intervals
 from toolkit.report.style import (
     HATCHES,
@@ -179,14 +180,21 @@ def load_generate_runs(dirs: Iterable[str | os.PathLike[str]]) -> tuple[pd.DataF
     differing = [s for s in _SETTINGS if runs[s].nunique() > 1]
     base = [engine_label(e, v if isinstance(v, str) and v else None)
             for e, v in zip(runs["engine"], runs["version"], strict=True)]
-    jump = runs["jump_forward"].fillna(False).astype(bool) if "jump_forward" in runs else pd.Series(False, index=runs.index)
-    base = [b + (" +jump" if j else "") for b, j in zip(base, jump, strict=True)]  # the two modes, side by side
+    base = [b + jump_suffix(j) for b, j in zip(base, _jump_schedules(runs), strict=True)]  # the modes side by side
     runs["setup"] = [", ".join(str(r[s]) for s in differing) for _, r in runs.iterrows()]
     runs["label"] = [b + (f" ({s})" if s else "") for b, s in zip(base, runs["setup"], strict=True)]
     runs = runs.sort_values(["label", "batch", "repeat"], kind="stable").reset_index(drop=True)
     kernels = pd.DataFrame(krows, columns=["dir", "device", "dtype", "batch", "kernel", "available", "ms_p50",
                                            "equal", "error"])
     return runs, kernels
+
+
+def _jump_schedules(runs: pd.DataFrame) -> list[str]:
+    """Each run's jump-forward schedule ("" off); runs from before the ``overlap``
+    schedule that jumped were ``inline``."""
+    jump = runs["jump_forward"].fillna(False).astype(bool) if "jump_forward" in runs else [False] * len(runs)
+    sched = runs["jump_schedule"] if "jump_schedule" in runs else [None] * len(runs)
+    return [("" if not j else s if isinstance(s, str) and s else "inline") for j, s in zip(jump, sched, strict=True)]
 
 
 def unconstrained_references(runs: pd.DataFrame) -> dict[str, pd.Series]:
