@@ -279,6 +279,72 @@ def test_the_batch_accepts_and_finds_the_forced_bytes_as_single_calls_do(name: s
     batch.close()
 
 
+@pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines"])
+def test_the_lookahead_tables_hold_the_forced_runs_of_the_python_rule(name: str) -> None:
+    """``NativeBatchMatcher.lookahead`` (jump-forward's ``lookahead`` schedule): after
+    each fill of a Tekken walk over a JSON schema, a row whose mask allows at most ``k``
+    tokens has a table of exactly those tokens, each with the forced run the Python rule
+    gives after it on a fork (-1 only where the C tokenizer cannot answer); a wider mask
+    has none; the rows' states are untouched (the masks after the walk equal a twin's);
+    ``lookahead_runs`` finds a drawn id's run, and nothing for an id without one."""
+    from toolkit.core.vocab import load_vocab
+
+    vocab = load_vocab("tekken")
+    schema = {"type": "object", "additionalProperties": False, "required": ["occupation_description", "tags", "é"],
+              "properties": {"occupation_description": {"type": "string"}, "é": {"enum": ["naïve\nline", "x"]},
+                             "tags": {"type": "array", "items": {"enum": ["first_value", "second_value"]}}}}
+    text = '{"occupation_description": "Ada", "é": "naïve\\nline", "tags": ["first_value", "second_value"]}'
+    engine = get_engine(name, vocab, spelling="llguidance")
+    compiled = engine.compile(schema)
+    rows = [engine.matcher(compiled) for _ in range(2)]
+    twin = engine.matcher(compiled)
+    batch = NativeBatchMatcher(rows, 1)
+    k = 64
+    assert batch.lookahead(k)
+    mask = np.zeros((2, bm.words(vocab.size)), dtype=np.int32)
+    want = np.zeros((1, bm.words(vocab.size)), dtype=np.int32)
+    tok = np.full(2, -1, dtype=np.int32)
+    tables = runs_seen = hits = 0
+    for t in vocab.encode(text) + [vocab.eos_ids[0]]:
+        batch.step(tok, mask)
+        twin.fill_bitmask(want, 0)
+        assert (mask[0] == want[0]).all() and (mask[1] == want[0]).all()
+        count, ttok, tn, trun = batch._la[:4]
+        allowed = bm.allowed_ids(want[0], vocab.size)
+        if len(allowed) > k:
+            assert count[0] == -1
+        else:
+            tables += 1
+            assert count[0] == len(allowed) and ttok[0, : count[0]].tolist() == allowed.tolist()
+            for j, u in enumerate(allowed.tolist()):
+                f = twin.fork()
+                if u in vocab.eos_ids:
+                    assert tn[0, j] == 0
+                    continue
+                assert f.accept_token(u)
+                rule = f.forced_tokens()
+                if tn[0, j] == -1:
+                    assert rule, (name, u)  # refused to the caller: only where a run may be
+                else:
+                    assert trun[0, j, : tn[0, j]].tolist() == rule, (name, vocab.decode([u]))
+                    runs_seen += bool(rule)
+        # the draw: row 0 the walk's token, row 1 an id without a run (or none)
+        ids = np.asarray([t, t], dtype=np.int64)
+        live = np.asarray([True, False])
+        got = batch.lookahead_runs(ids, np.arange(2), live)
+        f = twin.fork()
+        rule = f.forced_tokens() if f.accept_token(t) and t not in vocab.eos_ids else []
+        if count[0] >= 0 and rule:
+            assert got == {0: rule}
+            hits += 1
+        elif count[0] >= 0:
+            assert got == {}
+        assert twin.accept_token(t)
+        tok[:] = t
+    assert tables >= 5 and runs_seen >= 3 and hits >= 2, (tables, runs_seen, hits)
+    batch.close()
+
+
 @pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines", "glr"])
 def test_next_bytes_hold_every_byte_the_core_takes(name: str) -> None:
     """The core's ``next_bytes`` (what the forced bytes and the chop's walk try) holds

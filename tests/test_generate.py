@@ -180,7 +180,7 @@ def test_cli_generate_then_report(tmp_path, capsys) -> None:
 
 
 def test_cli_jump_forward_all_runs_each_schedule_and_the_report_labels_them(tmp_path, capsys) -> None:
-    """``--jump-forward all``: each engine without jump-forward, overlapped and inline,
+    """``--jump-forward all``: each engine without jump-forward and with each schedule,
     each in its folder with its schedule recorded; the report labels the three apart and
     shows the steps saved.  A schedule that does not exist is refused by name."""
     out = tmp_path / "gen"
@@ -188,7 +188,8 @@ def test_cli_jump_forward_all_runs_each_schedule_and_the_report_labels_them(tmp_
                str(embedded_dir() / "schemas"), "--limit", "3", "--batch", "2", "--model", "sim:0.2:2:replay",
                "--max-tokens", "48", "--jump-forward", "all", "--no-compare-kernels", "--out", str(out)])
     assert rc == 0, capsys.readouterr()
-    want = {"llguidance": None, "llguidance+jump": "overlap", "llguidance+jump-inline": "inline"}
+    want = {"llguidance": None, "llguidance+jump": "lookahead", "llguidance+jump-overlap": "overlap",
+            "llguidance+jump-inline": "inline"}
     texts = {}
     for folder, sched in want.items():
         meta = json.loads((out / folder / "batch-2" / "run.json").read_text())
@@ -200,13 +201,14 @@ def test_cli_jump_forward_all_runs_each_schedule_and_the_report_labels_them(tmp_
     assert main(["report", str(out)]) == 0
     table = pd.read_csv(out / "e2e.csv")
     labels = sorted(e.split(" (")[0] for e in table["engine"])
-    assert labels == ["ours: llguidance", "ours: llguidance +jump", "ours: llguidance +jump-inline"], labels
+    assert labels == ["ours: llguidance", "ours: llguidance +jump", "ours: llguidance +jump-inline",
+                      "ours: llguidance +jump-overlap"], labels
     assert "steps saved %" in table
     capsys.readouterr()
     with pytest.raises(SystemExit):
         main(["generate", "--engine", "llguidance", "--model", "sim:0.2:2", "--jump-forward", "sideways"])
     assert "invalid choice: 'sideways'" in capsys.readouterr().err
-    with pytest.raises(ValueError, match="jump_forward must be a bool, 'off', 'on' or one of overlap, inline"):
+    with pytest.raises(ValueError, match="jump_forward must be a bool, 'off', 'on' or one of lookahead, overlap, inline"):
         generate(get_engine("llguidance", load_vocab("tekken")), load_model("sim:0.2:2", load_vocab("tekken")),
                  load_vocab("tekken"), [], jump_forward="sideways")
 
@@ -895,7 +897,7 @@ def test_the_replaying_stand_in_writes_each_items_instance_and_jump_forward_save
     runs = _forced_runs(engine, tekken, long, long.cases[0].text)
     assert len(runs) == 2 and sum(runs) > 2  # occupation_description", year_of_birth"
     got = {j: generate(engine, lm, tekken, [long], max_tokens=40, baseline=False, jump_forward=j)
-           for j in (False, "overlap", "inline")}
+           for j in (False, "overlap", "lookahead", "inline")}
     for j, run in got.items():
         (seq,) = run.sequences
         assert seq["text"] == long.cases[0].text and run.summary["jumped_tokens"] == (sum(runs) if j else 0)
@@ -903,6 +905,13 @@ def test_the_replaying_stand_in_writes_each_items_instance_and_jump_forward_save
         assert sum(r["tokens"] for r in con) == seq["tokens"]  # each token counted once, sampled or forced
     steps = {j: run.summary["steps"] for j, run in got.items()}
     assert steps[False] - steps["inline"] == sum(runs) and steps[False] - steps["overlap"] == sum(runs) - len(runs)
+    # lookahead: the second run follows a narrow mask (` "` after the comma: its table has
+    # the run); the first follows the sequence's first mask, filled before the loop
+    # without a table, so it goes the overlap way: one pass more saved than overlap
+    assert steps["lookahead"] == steps["overlap"] - 1
+    for j, run in got.items():  # steps saved: the passes a run of jumped tokens did not take
+        saved = run.summary["steps_saved_pct"] * run.sequences[0]["tokens"] / 100
+        assert round(saved) == steps[False] - steps[j], j
     with pytest.raises(ModelError, match="replay"):
         load_model("sim:1:0:replays", tekken)
 

@@ -128,10 +128,11 @@ def _loop_args(p: argparse.ArgumentParser) -> None:
                         "batch size under each, in OUT/ENGINE/batch-B-SCHEDULE")
     p.add_argument("--jump-forward", nargs="?", const="on", default="off", choices=tuple(JUMP_MODES),
                    help="jump-forward decoding: the tokens a grammar forces after each sampled token are fed "
-                        "without sampling, in one multi-token forward pass. 'overlap' (what 'on' means) finds them "
-                        "on the mask thread while the device runs and feeds them the step after; 'inline' finds "
-                        "them before the launch and feeds them with the sampled token (one pass fewer per run, "
-                        "its work on the critical path); 'both': off and overlap; 'all': off, overlap and inline "
+                        "without sampling, in one multi-token forward pass. 'overlap' finds them on the mask thread "
+                        "while the device runs and feeds them the step after; 'lookahead' (what 'on' means) also "
+                        "tables, beside the device, the run after each token a narrow mask allows, and feeds a "
+                        "drawn token's run with it; 'inline' finds them before the launch and feeds them with the "
+                        "sampled token (its work on the critical path); 'both': off and lookahead; 'all': the four "
                         "(default: off; the flag alone: on)")
     p.add_argument("--compare-kernels", action=argparse.BooleanOptionalAction, default=True,
                    help="time every apply kernel on a real mask of each run (default: yes)")

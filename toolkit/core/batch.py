@@ -38,7 +38,7 @@ from toolkit.core.bpe import BpeTable
 from toolkit.core.protocol import BatchMatcher, BatchStep, Matcher
 from toolkit.core.session import NativeBatch, Session
 
-__all__ = ["NO_TOKEN", "SKIP", "FORCED_ROW", "make_batch", "ThreadedBatch", "NativeBatchMatcher", "default_threads", "lanes", "new_step",
+__all__ = ["NO_TOKEN", "SKIP", "FORCED_ROW", "LOOKAHEAD_K", "make_batch", "ThreadedBatch", "NativeBatchMatcher", "default_threads", "lanes", "new_step",
            "check_step_args"]
 
 NO_TOKEN = -1
@@ -49,6 +49,14 @@ SKIP = -2
 
 FORCED_ROW = 256
 """Forced bytes :meth:`NativeBatchMatcher.accept_forced` finds per row in its call."""
+
+LOOKAHEAD_K = 512
+"""The widest mask :meth:`NativeBatchMatcher.lookahead` makes a table for: the forced
+runs after each of its tokens.  Runs mostly follow narrow masks (the tokens that open
+an object's key: ``{"`` and the key's first letters, about 440 in Llama 3); a token
+drawn from a wide one (``",`` that ends a string) leaves its run to the ``overlap``
+path.  A table costs an accept, the forced bytes and tokens and a rollback per token:
+about 2-6 us each in C on the mask thread."""
 
 
 def default_threads(batch: int) -> int:
@@ -119,6 +127,7 @@ class NativeBatchMatcher:
         self._bpe_found = False
         self._n_ftok = np.zeros(n, dtype=np.int32)
         self._ftok: np.ndarray | None = None
+        self._la: tuple[np.ndarray, ...] | None = None  # the lookahead tables (lookahead())
 
     def step(self, tokens: Any, bitmask: np.ndarray) -> BatchStep:
         tok = check_step_args(len(self.matchers), tokens, bitmask)
@@ -144,17 +153,61 @@ class NativeBatchMatcher:
         ``n_ftok`` and ``ftok`` (row ``i``'s forced tokens are ``ftok[i, :n_ftok[i]]``;
         -1: ask its matcher's ``tokens_of_forced``; ``ftok`` is None without a C
         tokenizer, every ``n_ftok`` then -1), all reused by the next call."""
+        if self._find_bpe() is None:
+            self._n_ftok[:] = -1
+        written = self._native.accept_forced(ids, rows, live.view(np.uint8), n_out, max_tokens, tokens, accepted,
+                                             self._n_forced, self._forced, self._bpe, self._n_ftok, self._ftok)
+        return written, self._n_forced, self._forced, self._n_ftok, self._ftok
+
+    def _find_bpe(self) -> BpeTable | None:
+        """The vocabulary's C tokenizer (None: it has none), looked up once."""
         if not self._bpe_found:
             self._bpe_found = True
             self._bpe = BpeTable.of(self.matchers[0].vocab) if self.matchers else None
             if self._bpe is not None:
                 width = FORCED_ROW + self.matchers[0].session.V.chop_width()
                 self._ftok = np.zeros((len(self.matchers), width), dtype=np.int32)
-        if self._bpe is None:
-            self._n_ftok[:] = -1
-        written = self._native.accept_forced(ids, rows, live.view(np.uint8), n_out, max_tokens, tokens, accepted,
-                                             self._n_forced, self._forced, self._bpe, self._n_ftok, self._ftok)
-        return written, self._n_forced, self._forced, self._n_ftok, self._ftok
+        return self._bpe
+
+    def lookahead(self, k: int | None = None) -> bool:
+        """Turn on the lookahead tables (jump-forward's ``lookahead`` schedule,
+        :meth:`toolkit.core.session.NativeBatch.set_lookahead`): from the next step on,
+        each fill whose mask allows at most ``k`` tokens also finds, for each of them, the
+        forced run that would follow it (accept, forced bytes and tokens in C, roll back),
+        without the GIL and beside the forward pass.  False (no tables) where the
+        vocabulary has no C tokenizer.  ``k`` defaults to :data:`LOOKAHEAD_K` (read now)."""
+        k = LOOKAHEAD_K if k is None else k
+        bpe = self._find_bpe()
+        if bpe is None or k < 1:
+            self._la = None
+            return False
+        n, width = len(self.matchers), self._ftok.shape[1]  # type: ignore[union-attr]
+        self._la = (np.full(n, -1, dtype=np.int32), np.zeros((n, k), dtype=np.int32),
+                    np.zeros((n, k), dtype=np.int32), np.zeros((n, k, width), dtype=np.int32),
+                    np.zeros(n, dtype=np.float64), np.full(n, -1, dtype=np.int32))
+        count, tok, runs, run, secs, _ = self._la
+        self._native.set_lookahead(bpe, count, tok, runs, run, secs, FORCED_ROW)
+        return True
+
+    def lookahead_runs(self, ids: np.ndarray, rows: np.ndarray, live: np.ndarray) -> dict[int, list[int]]:
+        """After the draw ``ids`` (one per slot; row ``i`` drew ``ids[rows[i]]``): row ->
+        the forced run its lookahead table holds after that id, for the live rows whose
+        table has one (one C call; the tables the last step's fills made)."""
+        la = self._la
+        if la is None:
+            return {}
+        _, _, runs, run, _, hit = la
+        if not self._native.lookahead_hits(ids, rows, live.view(np.uint8), hit):
+            return {}
+        out = {}
+        for i in np.flatnonzero(hit >= 0).tolist():
+            j = int(hit[i])
+            out[i] = run[i, j, : runs[i, j]].tolist()
+        return out
+
+    def lookahead_seconds(self) -> np.ndarray | None:
+        """Each row's seconds of its last lookahead (None: no tables)."""
+        return None if self._la is None else self._la[4]
 
     def close(self) -> None:
         self._native.close()

@@ -902,11 +902,22 @@ cdef class NativeBatch:
     cdef signed char* acc_out
     cdef int32_t* allowed_out
     cdef double* secs_out
+    # lookahead (set_lookahead): after a fill that allows at most la_k tokens, each one's forced run
+    cdef int32_t la_k, la_w
+    cdef int64_t la_cap
+    cdef int32_t* la_count
+    cdef int32_t* la_tok
+    cdef int32_t* la_n
+    cdef int32_t* la_run
+    cdef double* la_secs
+    cdef BpeTable la_bpe
+    cdef object la_keep
 
     def __cinit__(self):
         self.ptrs = NULL
         self.lane_off = NULL
         self.lane_rows = NULL
+        self.la_k = 0
 
     def __init__(self, sessions, lanes, int threads):
         cdef int32_t i, k, j
@@ -946,9 +957,13 @@ cdef class NativeBatch:
         cdef int32_t k, i, acc
         cdef token_t t
         cdef double t0
+        cdef uint8_t* fbuf = NULL
+        if self.la_k > 0:  # the lookahead's scratch: the forced bytes, then the tokenizer's input
+            fbuf = <uint8_t*>malloc(<size_t>(2 * self.la_cap + self.la_w + 1))
         while True:
             lane = masklab_fetch_add(&self.next_lane, 1)
             if lane >= self.n_lanes:
+                free(fbuf)
                 return
             for k in range(self.lane_off[lane], self.lane_off[lane + 1]):
                 i = self.lane_rows[k]
@@ -965,6 +980,111 @@ cdef class NativeBatch:
                 self.allowed_out[i] = (<Session>self.ptrs[i]).c_fill(self.mask + i * self.stride)
                 self.acc_out[i] = <signed char>acc
                 self.secs_out[i] = _now() - t0
+                if self.la_k > 0:
+                    t0 = _now()
+                    self._lookahead(i, fbuf)
+                    self.la_secs[i] = _now() - t0
+
+    cdef void _lookahead(self, int32_t i, uint8_t* fbuf) noexcept nogil:
+        """Row ``i``'s table after its fill: when its mask allows 1 to ``la_k`` tokens,
+        each allowed token ``t`` (``la_tok``) with the forced run that would follow it
+        (``la_n``: its length, 0 none, -1 unknown: the tokenizer cannot answer, the bytes
+        fill ``la_cap``, or not a text token; ``la_run``: the tokens), found by accepting
+        ``t``, the forced bytes and tokens, and rolling ``t`` back; ``la_count[i]`` the
+        entries, -1 no table (no scratch, a failed or ended session, a wider mask)."""
+        cdef int32_t allowed = self.allowed_out[i], j = 0, w, t, e
+        cdef int64_t nb, k
+        cdef uint64_t bits
+        cdef word_t* row = self.mask + i * self.stride
+        self.la_count[i] = -1
+        if fbuf == NULL or allowed < 1 or allowed > self.la_k or (<Session>self.ptrs[i]).failed or (<Session>self.ptrs[i]).n_eos > 0:
+            return
+        for w in range(self.stride):
+            bits = row[w]
+            while bits != 0 and j < self.la_k:
+                t = w * 32 + ctz64(bits)
+                bits &= bits - 1
+                if t >= (<Session>self.ptrs[i]).V.size:
+                    break
+                e = i * self.la_k + j
+                self.la_tok[e] = t
+                self.la_n[e] = -1
+                j += 1
+                if (<Session>self.ptrs[i]).V.kind[t] == K_EOS:
+                    self.la_n[e] = 0
+                    continue
+                if (<Session>self.ptrs[i]).V.kind[t] != K_TEXT or (<Session>self.ptrs[i]).c_accept(t) != 1:
+                    continue
+                if (<Session>self.ptrs[i]).n_eos == 0 and not (<Session>self.ptrs[i]).failed:
+                    nb = (<Session>self.ptrs[i]).c_forced_bytes(fbuf, self.la_cap)
+                    if nb == 0:
+                        self.la_n[e] = 0
+                    elif nb < self.la_cap:
+                        k = (<Session>self.ptrs[i]).c_forced_tokens(self.la_bpe, fbuf, nb, self.la_run + <int64_t>e * self.la_w,
+                                              fbuf + self.la_cap)
+                        self.la_n[e] = <int32_t>k
+                (<Session>self.ptrs[i]).c_rollback(1)
+        self.la_count[i] = j
+
+    def set_lookahead(self, BpeTable bpe, int32_t[::1] count, int32_t[:, ::1] tok, int32_t[:, ::1] n,
+                      int32_t[:, :, ::1] run, double[::1] secs, int64_t cap):
+        """From now on each fill also makes its row's lookahead table (see
+        :meth:`_lookahead`) into ``count`` (a row each), ``tok`` and ``n`` (a row each,
+        ``k`` columns: the widest mask looked ahead) and ``run`` (``k`` rows of at least
+        ``cap + max_len`` tokens each, ``cap`` the forced bytes looked at); ``secs`` each
+        row's seconds of it.  ``bpe`` None turns it off."""
+        cdef int64_t m
+        self.la_k = 0
+        self.la_keep = None
+        if bpe is None or self.n == 0:
+            return
+        m = (<Session>self.ptrs[0]).V.max_len
+        if cap < 1 or count.shape[0] < self.n or secs.shape[0] < self.n or tok.shape[0] < self.n \
+                or n.shape[0] < self.n or run.shape[0] < self.n or tok.shape[1] != n.shape[1] \
+                or run.shape[1] != tok.shape[1] or run.shape[2] < cap + m or tok.shape[1] < 1:
+            raise ValueError("set_lookahead: count and secs need a row per session, tok and n k >= 1 columns, "
+                             "run (sessions, k, cap + max_len)")
+        (<Session>self.ptrs[0]).V.sort_by_bytes()
+        for sess in self.sessions:
+            (<Session>sess)._chop_scratch()
+        count[:] = -1
+        self.la_bpe = bpe
+        self.la_cap = cap
+        self.la_w = <int32_t>run.shape[2]
+        self.la_count = &count[0]
+        self.la_tok = &tok[0, 0]
+        self.la_n = &n[0, 0]
+        self.la_run = &run[0, 0, 0]
+        self.la_secs = &secs[0]
+        self.la_keep = (bpe, count, tok, n, run, secs)
+        self.la_k = <int32_t>tok.shape[1]
+
+    def lookahead_hits(self, const int64_t[::1] ids, const int64_t[::1] rows, const uint8_t[::1] live,
+                       int32_t[::1] hit) -> int:
+        """Row ``i`` (live when ``live[i]``) drew ``ids[rows[i]]``: ``hit[i]`` is where its
+        table holds that id with a forced run (``la_n > 0``), else -1.  Returns the rows
+        hit."""
+        cdef int32_t i, j, e, found = 0
+        cdef int64_t t
+        if rows.shape[0] < self.n or live.shape[0] < self.n or hit.shape[0] < self.n:
+            raise ValueError(f"lookahead_hits: every array needs {self.n} rows")
+        for i in range(self.n):
+            if not 0 <= rows[i] < ids.shape[0]:
+                raise ValueError(f"lookahead_hits: row {i} names slot {rows[i]}, there are {ids.shape[0]}")
+        with nogil:
+            for i in range(self.n):
+                hit[i] = -1
+                if self.la_k == 0 or not live[i]:
+                    continue
+                t = ids[rows[i]]
+                for j in range(self.la_count[i] if self.la_count[i] > 0 else 0):
+                    e = i * self.la_k + j
+                    if self.la_tok[e] == t:
+                        if self.la_n[e] > 0:
+                            hit[i] = j
+                            found += 1
+                        break
+        return found
 
     def _run(self):
         with nogil:

@@ -392,7 +392,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     ``jump_forward``: where a sequence's grammar forces tokens after its sampled one
     (:meth:`~toolkit.core.protocol.Matcher.forced_tokens`), they are appended without
     sampling and fed with it in one multi-token forward pass (the pipelined loop only);
-    the run records the forced tokens per sequence (``jumped``) and the steps saved.
+    the run records the forced tokens per sequence (``jumped``), the passes that fed a
+    run in place of a draw (``held``) and the steps saved (``jumped - held``).
     True is the ``overlap`` schedule; ``"inline"`` the other (:data:`~toolkit.decode.loop.JUMP_SCHEDULES`
     says what each costs and saves).
 
@@ -717,7 +718,10 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     written = sum(s.get("tokens", 0) for s in sequences)
     out["jumped_tokens"] = jumped
     out["jumped_per_sequence"] = jumped / len(sequences) if sequences else float("nan")
-    out["steps_saved_pct"] = 100.0 * jumped / written if written else float("nan")
+    # a pass that fed a run in place of a draw (the overlap path) saved none: the run's
+    # tokens less those passes are the passes saved
+    held = sum(s.get("held", 0) for s in sequences)
+    out["steps_saved_pct"] = 100.0 * (jumped - held) / written if written else float("nan")
     out["speedup_pct"] = (100.0 * (out["tokens_per_s"] / out["unconstrained_tokens_per_s"] - 1.0)
                           if unc else float("nan"))
     prompt_tokens = [s["prompt_tokens"] for s in sequences if s.get("prompt_tokens") is not None]

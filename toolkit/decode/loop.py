@@ -45,15 +45,19 @@ from toolkit.decode.model import LoadedModel
 
 __all__ = ["JUMP_SCHEDULES", "Seq", "MaskRows", "StepFigures", "Stepper", "Refill", "jump_schedule", "pipelined_loop"]
 
-JUMP_SCHEDULES = ("overlap", "inline")
+JUMP_SCHEDULES = ("lookahead", "overlap", "inline")
 """Where jump-forward's work sits in a step (:func:`jump_schedule`; the first is what
 ``jump_forward=True`` means).  ``overlap``: on the mask thread beside the forward pass,
 as the masks are; a forced run found after the id sampled in step ``t`` is fed in step
 ``t + 1`` (the sequence's draw of that step is dropped), so a run of ``n`` tokens saves
-``n - 1`` forward passes and the host adds nothing to the critical path.  ``inline``:
-before the launch (the pass of step ``t + 1`` feeds the sampled id and its forced run),
-so a run saves ``n`` passes and the accept and the forced tokens are on the critical
-path."""
+``n - 1`` forward passes and the host adds nothing to the critical path.
+``lookahead``: ``overlap``, and where a mask allows at most
+:data:`~toolkit.core.batch.LOOKAHEAD_K` tokens its fill also finds the run that would
+follow each of them (masklab's strategies on a vocabulary with a C tokenizer:
+:meth:`~toolkit.core.batch.NativeBatchMatcher.lookahead`), so the launch feeds the
+sampled id with its run at the cost of one lookup in C (``n`` passes saved).
+``inline``: the accepts and the forced tokens before the launch, which feeds each
+sampled id with its run (``n`` passes saved; that work on the critical path)."""
 
 
 def jump_schedule(jump: bool | str | None) -> str:
@@ -82,6 +86,7 @@ class Seq:
     status: str = "unfinished"
     forced: int = 0
     jumped: int = 0  # forced tokens fed without sampling (jump-forward)
+    held: int = 0  # passes that fed a forced run in place of a draw (jump-forward's overlap path)
     error: str = ""
     reused: bool = False  # compiled in an earlier run (``generate(compiled=...)``)
 
@@ -247,7 +252,8 @@ class Stepper(MaskRows):
         for s in seqs:
             self._prepare(s)
         self.arrange()
-        fn = {"": self._step, "inline": self._fill_step, "overlap": self._overlap_step}[self.jump_mode]
+        fn = {"": self._step, "inline": self._fill_step, "overlap": self._overlap_step,
+              "lookahead": self._overlap_step}[self.jump_mode]
         self.job = _JobThread(fn)
 
     def arrange(self) -> None:
@@ -255,12 +261,20 @@ class Stepper(MaskRows):
         far copied in), their compact mask rows and the batch call over their matchers.
         Call :meth:`harvest` first when rows hold tokens."""
         seqs = self.seqs
+        old_tables = self.batch._la if self.batch is not None and getattr(self, "_tables", False) else None
+        old_seqs: list[Seq] = getattr(self, "_row_seqs", [])
         self.rows = np.asarray([i for i, s in enumerate(seqs) if s.matcher is not None and not s.done], dtype=np.int64)
         self.row_list: list[int] = self.rows.tolist()
+        self._row_seqs = [seqs[i] for i in self.row_list]
         if self.batch is not None:
             self.batch.close()
         n = len(self.rows)
         self.batch = make_batch(self.engine, [seqs[i].matcher for i in self.rows], self.threads) if n else None
+        # lookahead: the batch's fills make the tables (engines without them: overlap)
+        self._tables = (self.jump_mode == "lookahead" and self.batch is not None
+                        and hasattr(self.batch, "lookahead") and self.batch.lookahead())
+        self._ahead: dict[int, list[int]] = {}  # lookahead: row -> the run fed with its draw this step
+        self._table_runs = False  # some table holds a run (the launch then waits for the draw)
         # a compact mask when some slot has no live matcher (copied into its rows each step)
         self.compact = self.mask if n == len(seqs) else np.zeros((n, self.mask.shape[1]), dtype=np.int32)
         if self.compact is not self.mask:
@@ -274,9 +288,18 @@ class Stepper(MaskRows):
             self.n_out[j] = len(toks)
         self.forced = np.zeros(n, dtype=np.int64)
         self.jumped = np.zeros(n, dtype=np.int64)  # forced tokens fed without sampling
+        self.held_steps = np.zeros(n, dtype=np.int64)  # passes that fed a run in place of a draw
         self.tok = np.full(n, SKIP, dtype=np.int32)
         self.accepted = np.full(n, -1, dtype=np.int8)  # jump(): 1, 0 refused, -1 not live, -2 nothing drawn
         self._held = np.zeros(n, dtype=bool)  # overlap: rows fed a forced run this step (their draw is not theirs)
+        if self._tables and old_tables is not None:  # a sequence that keeps its matcher keeps its table
+            where = {id(s): j for j, s in enumerate(old_seqs)}  # the old rows' sequences (alive: no id reused)
+            for k, s in enumerate(self._row_seqs):
+                j = where.get(id(s))
+                if j is not None:
+                    for new, old in zip(self.batch._la[:4], old_tables[:4], strict=True):
+                        new[k] = old[j]
+            self._table_runs = self._any_table_run()
 
     def harvest(self) -> None:
         """Hand the rows' tokens and forced counts to their sequences."""
@@ -286,8 +309,10 @@ class Stepper(MaskRows):
             s.tokens = self.out[j, : self.n_out[j]].tolist()
             s.forced += int(self.forced[j])
             s.jumped += int(self.jumped[j])
+            s.held += int(self.held_steps[j])
         self.forced[:] = 0
         self.jumped[:] = 0
+        self.held_steps[:] = 0
 
     def ended(self) -> list[int]:
         """The slots whose sequence ended and still holds the slot (continuous)."""
@@ -392,12 +417,35 @@ class Stepper(MaskRows):
         self._held[:] = False
         if runs:
             self._held[np.isin(self.rows, np.fromiter(runs, dtype=np.int64, count=len(runs)))] = True
+            self.held_steps[self._held] += 1
         return runs
 
+    def lookahead_ready(self) -> bool:
+        """``lookahead``: some live row's table holds a run (the launch then reads the draw
+        first, :meth:`lookahead_feed`)."""
+        return self._table_runs
+
+    def lookahead_feed(self, ids: np.ndarray) -> dict[int, list[int]]:
+        """``lookahead``, on the critical path: slot -> its drawn id and the run its table
+        holds after it, for the rows not held whose run leaves room for another token
+        (one C call, :meth:`~toolkit.core.batch.NativeBatchMatcher.lookahead_runs`); the
+        next :meth:`submit` accepts them."""
+        found = self.batch.lookahead_runs(ids, self.rows, self.live & ~self._held)
+        ahead, feed = {}, {}
+        for k, run in found.items():
+            if len(run) < self.max_tokens - 1 - self.n_out[k]:
+                slot = self.row_list[k]
+                ahead[k] = run
+                feed[slot] = [int(ids[slot]), *run]
+        self._ahead = ahead
+        return feed
+
     def _overlap_step(self, ids: np.ndarray, last: bool = False) -> StepFigures:
-        """``overlap``'s step on the job thread: the rows not held accept their ids and
-        find their forced tokens (:meth:`jump`), accept those (:meth:`_settle`), and every
-        row not held gets its next mask; the runs found wait for :meth:`take_runs`."""
+        """``overlap``'s (and ``lookahead``'s) step on the job thread: the rows not held
+        accept their ids and find their forced tokens (:meth:`jump`), accept those
+        (:meth:`_settle`; a row the launch fed its table's run accepts that run), and
+        every row not held gets its next mask (and table); the runs found and not fed
+        wait for :meth:`take_runs`."""
         if self.batch is None:
             return StepFigures.none(0)
         held = self._held
@@ -406,6 +454,11 @@ class Stepper(MaskRows):
         self.jump(ids)
         self.live |= kept
         feed: dict[int, list[int]] = self._pending or {}
+        ahead, self._ahead = self._ahead, {}
+        for k, run in ahead.items():  # fed with the draw: accepted whatever jump() found
+            if self.accepted[k] == 1:
+                feed[k] = run
+        self._pending = feed
         before = int(self.jumped.sum())
         self._settle()
         tok = self.tok
@@ -414,9 +467,17 @@ class Stepper(MaskRows):
         tok[go] = NO_TOKEN
         figs = self._after(self.batch.step(tok, self.compact), go, last)
         rows = self.row_list
-        self._runs = {rows[k]: (self.seqs[rows[k]], run) for k, run in feed.items() if self.live[k]}
+        self._runs = {rows[k]: (self.seqs[rows[k]], run) for k, run in feed.items()
+                      if self.live[k] and k not in ahead}
         figs.jumped = int(self.jumped.sum()) - before
+        if self._tables:
+            self._table_runs = self._any_table_run()
         return figs
+
+    def _any_table_run(self) -> bool:
+        """``lookahead``: some live row's table holds a run."""
+        count, _, runs = self.batch._la[:3]
+        return bool(((runs > 0) & (np.arange(runs.shape[1]) < count[:, None]))[self.live].any())
 
     def _after(self, res: Any, masked: np.ndarray, last: bool) -> StepFigures:
         """A batch call's bookkeeping: the forced steps (unless ``last``), the compact
@@ -607,7 +668,7 @@ class _Pipeline:
         self.sim = bool(getattr(lm, "simulated", False))  # the stand-in's device operations (toolkit.decode.sim)
         self.gen = torch.Generator(device=lm.device).manual_seed(seed)
         self.jump = stepper is not None and stepper.jump_mode == "inline"
-        self.overlap = stepper is not None and stepper.jump_mode == "overlap"
+        self.overlap = stepper is not None and stepper.jump_mode in ("overlap", "lookahead")
         self.feeder = feeder
         self.dec = lm.start(prompts, max_tokens, chunks=self.jump or self.overlap, targets=targets, lazy=self.sim,
                             refills=feeder is not None)
@@ -778,17 +839,23 @@ class _Pipeline:
             self.pending = True
             t6 = perf()
             return written, (tj - te) + (t6 - t5), t5 - tj, t6, te - t4
-        te, held = t4, 0
+        te = tj = t4
+        held = 0
         if self.overlap:  # the runs the job thread found last step, fed instead of those slots' draws
             runs = stepper.take_runs()  # type: ignore[union-attr]
             held = len(runs)
-            if runs and more:
+            ahead = stepper.lookahead_ready() if more else False  # type: ignore[union-attr]
+            if more and (runs or ahead):
                 if event is not None:
                     event.synchronize()
                 te = perf()
                 feed = [[max(t, 0)] for t in self.ids_np.tolist()]
                 for slot, run in runs.items():
                     feed[slot] = run
+                if ahead:  # each draw that a table holds a run after: fed with it
+                    for slot, run in stepper.lookahead_feed(self.ids_np).items():  # type: ignore[union-attr]
+                        feed[slot] = run
+                tj = perf()
                 self.logits = self.dec.forward_chunks(feed)
                 more = False
         if more:
@@ -803,4 +870,4 @@ class _Pipeline:
         else:
             written = self._plain_accept()
         t6 = perf()
-        return written, t6 - t5, t5 - te, t6, te - t4
+        return written, (tj - te) + (t6 - t5), t5 - tj, t6, te - t4

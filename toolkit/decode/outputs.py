@@ -51,7 +51,7 @@ def sequence_row(engine: Any, vocab: Vocabulary, s: Seq, batch_index: int, slot:
     return {"batch_index": batch_index, "slot": slot, "item": s.item.name, "kind": s.item.kind,
             "status": status, "detail": why, "grammar": "own" if own else "masklab",
             "prefix_ok": prefix_ok, "prompt_tokens": prompt_tokens,
-            "tokens": len(s.tokens), "forced": s.forced, "jumped": s.jumped,
+            "tokens": len(s.tokens), "forced": s.forced, "jumped": s.jumped, "held": s.held,
             "ttfm_s": s.ttfm_s if s.matcher is not None else None,
             "compile_reused": s.reused,
             "text": spelled(vocab, ids).decode("utf-8", errors="replace")[:2000]}

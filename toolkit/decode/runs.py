@@ -27,6 +27,7 @@ from toolkit.decode.generate import (
     unconstrained,
     write_run,
 )
+from toolkit.decode.loop import JUMP_SCHEDULES
 from toolkit.decode.model import LoadedModel
 
 __all__ = ["BASELINES", "JUMP_COLUMNS", "JUMP_MODES", "SUMMARY_COLUMNS", "check_grid", "jump_suffix", "run_generate"]
@@ -36,18 +37,17 @@ BASELINES = ("none", "interleaved", "shared")
 engine, on its items (``generate(baseline=True)``, drift hits both alike); or once per
 batch size, shared by the engines (:func:`~toolkit.decode.generate.unconstrained`)."""
 
-JUMP_MODES: dict[str, tuple[str, ...]] = {"off": ("",), "on": ("overlap",), "both": ("", "overlap"),
-                                          "overlap": ("overlap",), "inline": ("inline",),
-                                          "all": ("", "overlap", "inline")}
+JUMP_MODES: dict[str, tuple[str, ...]] = {"off": ("",), "on": (JUMP_SCHEDULES[0],), "both": ("", JUMP_SCHEDULES[0]),
+                                          **{s: (s,) for s in JUMP_SCHEDULES}, "all": ("", *JUMP_SCHEDULES)}
 """``jump_forward``: the runs of each engine without and/or with jump-forward decoding,
 each a schedule of :data:`~toolkit.decode.loop.JUMP_SCHEDULES` ("": off; "on" and "both"
-take ``overlap``)."""
+take the first, ``lookahead``)."""
 
 
 def jump_suffix(schedule: str | None) -> str:
-    """What a jump-forward run adds to its engine's name: `` +jump`` (``overlap``),
-    `` +jump-inline``, nothing when off."""
-    return "" if not schedule else " +jump" if schedule == "overlap" else f" +jump-{schedule}"
+    """What a jump-forward run adds to its engine's name: `` +jump`` (the default
+    schedule), `` +jump-overlap``, `` +jump-inline``, nothing when off."""
+    return "" if not schedule else " +jump" if schedule == JUMP_SCHEDULES[0] else f" +jump-{schedule}"
 
 SUMMARY_COLUMNS = ("engine", "batch", "schedule", "sequences", "tokens_per_s", "unconstrained_tokens_per_s", "overhead_pct",
                    "forward_ms", "unconstrained_forward_ms", "host_overhead_ms", "mask_max_ms", "wait_ms", "apply_ms",
