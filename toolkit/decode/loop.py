@@ -347,7 +347,8 @@ class Stepper(MaskRows):
         """Start the step for the sampled ``ids`` (one per slot, -1: none to draw) on
         the job thread; ``last``: no step will use the masks it fills (they count no
         forced step).  :meth:`wait` gives its figures."""
-        self.job.submit(ids[self.rows].copy(), last)
+        # the overlap schedules' step reads each row's id from its slot (jump())
+        self.job.submit(ids.copy() if self.jump_mode in ("overlap", "lookahead") else ids[self.rows].copy(), last)
 
     def submit_fill(self, last: bool = False) -> None:
         """Start the fill of every live sequence's next mask (jump-forward runs: the
