@@ -771,13 +771,15 @@ def test_an_engine_that_raises_in_the_batch_call_stops_the_run_with_its_error(te
                                            ("outlines", "dynamic"), ("peer:llguidance", "dynamic")])
 def test_jump_forward_feeds_forced_tokens_without_sampling(name, cache, tekken, items) -> None:
     """Every output stays valid, forced tokens are taken without a step of their own
-    (fewer steps than tokens), and the figures of a jump-forward run are recorded."""
+    (fewer steps than tokens: the inline schedule, where every run saves its passes),
+    and the figures of a jump-forward run are recorded."""
     if name.startswith("peer:"):
         pytest.importorskip("llguidance", reason="peer:llguidance needs llguidance (the [peers] extra)")
     lm = load_model("random:tiny", tekken, cache=cache)
     engine = get_engine(name, tekken) if name.startswith("peer:") else get_engine(name, tekken, whitespace="compact")
     forced = [i for i in items if i.name in ("r01_iso_date", "s09_array_tuple")]
-    run = generate(engine, lm, tekken, forced, batch=2, max_tokens=30, temperature=1.0, seed=5, jump_forward=True)
+    run = generate(engine, lm, tekken, forced, batch=2, max_tokens=30, temperature=1.0, seed=5,
+                   jump_forward="inline")
     s = run.summary
     assert s["jump_forward"] and s["invalid"] == s["rejected"] == s["error"] == s["bad_prefix"] == 0
     assert s["jumped_tokens"] > 0 and 0 < s["steps_saved_pct"] < 100

@@ -184,26 +184,22 @@ class NativeBatchMatcher:
         n, width = len(self.matchers), self._ftok.shape[1]  # type: ignore[union-attr]
         self._la = (np.full(n, -1, dtype=np.int32), np.zeros((n, k), dtype=np.int32),
                     np.zeros((n, k), dtype=np.int32), np.zeros((n, k, width), dtype=np.int32),
-                    np.zeros(n, dtype=np.float64), np.full(n, -1, dtype=np.int32))
-        count, tok, runs, run, secs, _ = self._la
+                    np.zeros(n, dtype=np.float64))
+        count, tok, runs, run, secs = self._la
         self._native.set_lookahead(bpe, count, tok, runs, run, secs, FORCED_ROW)
         return True
 
-    def lookahead_runs(self, ids: np.ndarray, rows: np.ndarray, live: np.ndarray) -> dict[int, list[int]]:
+    def lookahead_runs(self, ids: np.ndarray, rows: np.ndarray, live: np.ndarray,
+                       held: np.ndarray | None = None) -> dict[int, list[int]]:
         """After the draw ``ids`` (one per slot; row ``i`` drew ``ids[rows[i]]``): row ->
-        the forced run its lookahead table holds after that id, for the live rows whose
-        table has one (one C call; the tables the last step's fills made)."""
-        la = self._la
-        if la is None:
+        the forced run its lookahead table holds after that id, for the live rows (bool;
+        not ``held``, bool: rows whose draw is not theirs) whose table has one (one C
+        call, :meth:`toolkit.core.session.NativeBatch.lookahead_runs`, over the tables
+        the last step's fills made)."""
+        if self._la is None:
             return {}
-        _, _, runs, run, _, hit = la
-        if not self._native.lookahead_hits(ids, rows, live.view(np.uint8), hit):
-            return {}
-        out = {}
-        for i in np.flatnonzero(hit >= 0).tolist():
-            j = int(hit[i])
-            out[i] = run[i, j, : runs[i, j]].tolist()
-        return out
+        lv = live.view(np.uint8)
+        return self._native.lookahead_runs(ids, rows, lv, np.zeros_like(lv) if held is None else held.view(np.uint8))
 
     def lookahead_seconds(self) -> np.ndarray | None:
         """Each row's seconds of its last lookahead (None: no tables)."""

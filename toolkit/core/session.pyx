@@ -1059,32 +1059,46 @@ cdef class NativeBatch:
         self.la_keep = (bpe, count, tok, n, run, secs)
         self.la_k = <int32_t>tok.shape[1]
 
-    def lookahead_hits(self, const int64_t[::1] ids, const int64_t[::1] rows, const uint8_t[::1] live,
-                       int32_t[::1] hit) -> int:
-        """Row ``i`` (live when ``live[i]``) drew ``ids[rows[i]]``: ``hit[i]`` is where its
-        table holds that id with a forced run (``la_n > 0``), else -1.  Returns the rows
-        hit."""
-        cdef int32_t i, j, e, found = 0
+    def lookahead_runs(self, const int64_t[::1] ids, const int64_t[::1] rows, const uint8_t[::1] live,
+                       const uint8_t[::1] held) -> dict:
+        """Row ``i`` (live when ``live[i]``, not ``held[i]``) drew ``ids[rows[i]]``: row ->
+        the forced run its table holds after that id (``la_n > 0``), a dict of lists made
+        here (it is on the decode loop's critical path)."""
+        cdef int32_t i, j, e, m, found = 0
         cdef int64_t t
-        if rows.shape[0] < self.n or live.shape[0] < self.n or hit.shape[0] < self.n:
-            raise ValueError(f"lookahead_hits: every array needs {self.n} rows")
+        cdef int32_t* hit
+        if rows.shape[0] < self.n or live.shape[0] < self.n or held.shape[0] < self.n:
+            raise ValueError(f"lookahead_runs: every array needs {self.n} rows")
         for i in range(self.n):
             if not 0 <= rows[i] < ids.shape[0]:
-                raise ValueError(f"lookahead_hits: row {i} names slot {rows[i]}, there are {ids.shape[0]}")
+                raise ValueError(f"lookahead_runs: row {i} names slot {rows[i]}, there are {ids.shape[0]}")
+        out = {}
+        if self.la_k == 0 or self.n == 0:
+            return out
+        hit = <int32_t*>malloc(self.n * sizeof(int32_t))
+        if hit == NULL:
+            raise MemoryError()
         with nogil:
             for i in range(self.n):
                 hit[i] = -1
-                if self.la_k == 0 or not live[i]:
+                if not live[i] or held[i]:
                     continue
                 t = ids[rows[i]]
                 for j in range(self.la_count[i] if self.la_count[i] > 0 else 0):
                     e = i * self.la_k + j
                     if self.la_tok[e] == t:
                         if self.la_n[e] > 0:
-                            hit[i] = j
+                            hit[i] = e
                             found += 1
                         break
-        return found
+        try:
+            for i in range(self.n):
+                if hit[i] >= 0:
+                    e = hit[i]
+                    out[i] = [self.la_run[<int64_t>e * self.la_w + m] for m in range(self.la_n[e])]
+        finally:
+            free(hit)
+        return out
 
     def _run(self):
         with nogil:

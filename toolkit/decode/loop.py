@@ -172,14 +172,16 @@ class _JobThread:
     :meth:`wait` returns its result (re-raising its exception).  Lighter than a
     ``concurrent.futures`` pool on the critical path: the hand-over is one lock
     released (a ``threading.Event`` is a condition over a lock, several times the
-    work), and a finished job is one flag read."""
+    work), and the job's end is another lock released (waited for only while a job is
+    in flight)."""
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
         self._go = threading.Lock()
         self._go.acquire()  # released by submit
-        self._done = threading.Event()
-        self._done.set()
+        self._fin = threading.Lock()
+        self._fin.acquire()  # released when the job ends
+        self._busy = False  # a job submitted and not waited for
         self._args: tuple[Any, ...] = ()
         self._result: Any = None
         self._error: BaseException | None = None
@@ -196,16 +198,22 @@ class _JobThread:
                 self._result, self._error = self.fn(*self._args), None
             except BaseException as e:  # noqa: BLE001 - handed to wait()
                 self._result, self._error = None, e
-            self._done.set()
+            self._fin.release()
 
     def submit(self, *args: Any) -> None:
-        self._done.clear()
+        self.wait_done()
         self._args = args
+        self._busy = True
         self._go.release()
 
+    def wait_done(self) -> None:
+        """Until the job in flight (if any) has ended."""
+        if self._busy:
+            self._fin.acquire()
+            self._busy = False
+
     def wait(self) -> Any:
-        if not self._done.is_set():
-            self._done.wait()
+        self.wait_done()
         if self._error is not None:
             raise self._error
         return self._result
@@ -213,7 +221,7 @@ class _JobThread:
     def close(self) -> None:
         """Stop the thread (after the job in flight; its error, if any, was the caller's
         to take from :meth:`wait`, and is not raised again here)."""
-        self._done.wait()
+        self.wait_done()
         self._stop = True
         self._go.release()
         self._thread.join()
@@ -292,6 +300,8 @@ class Stepper(MaskRows):
         self.tok = np.full(n, SKIP, dtype=np.int32)
         self.accepted = np.full(n, -1, dtype=np.int8)  # jump(): 1, 0 refused, -1 not live, -2 nothing drawn
         self._held = np.zeros(n, dtype=bool)  # overlap: rows fed a forced run this step (their draw is not theirs)
+        self._any_held = False
+        self._row_of = {slot: k for k, slot in enumerate(self.row_list)}
         if self._tables and old_tables is not None:  # a sequence that keeps its matcher keeps its table
             where = {id(s): j for j, s in enumerate(old_seqs)}  # the old rows' sequences (alive: no id reused)
             for k, s in enumerate(self._row_seqs):
@@ -413,12 +423,16 @@ class Stepper(MaskRows):
         """``overlap``: the forced runs the step just waited for found (slot -> tokens),
         for the launch to feed instead of those slots' draws; the next :meth:`submit`
         skips their rows (they accepted the run already, and their masks are filled)."""
+        if self._any_held:
+            self._held[:] = False
+            self._any_held = False
+        if not self._runs:  # most steps (plain Python here: it is on the critical path)
+            return {}
         runs = {slot: toks for slot, (seq, toks) in self._runs.items() if self.seqs[slot] is seq and not seq.done}
         self._runs = {}
-        self._held[:] = False
-        if runs:
-            self._held[np.isin(self.rows, np.fromiter(runs, dtype=np.int64, count=len(runs)))] = True
-            self.held_steps[self._held] += 1
+        for slot in runs:
+            self._held[self._row_of[slot]] = True
+        self._any_held = bool(runs)
         return runs
 
     def lookahead_ready(self) -> bool:
@@ -431,10 +445,10 @@ class Stepper(MaskRows):
         holds after it, for the rows not held whose run leaves room for another token
         (one C call, :meth:`~toolkit.core.batch.NativeBatchMatcher.lookahead_runs`); the
         next :meth:`submit` accepts them."""
-        found = self.batch.lookahead_runs(ids, self.rows, self.live & ~self._held)
+        found = self.batch.lookahead_runs(ids, self.rows, self.live, self._held)
         ahead, feed = {}, {}
         for k, run in found.items():
-            if len(run) < self.max_tokens - 1 - self.n_out[k]:
+            if len(run) < self.max_tokens - 1 - int(self.n_out[k]):
                 slot = self.row_list[k]
                 ahead[k] = run
                 feed[slot] = [int(ids[slot]), *run]
@@ -450,6 +464,7 @@ class Stepper(MaskRows):
         if self.batch is None:
             return StepFigures.none(0)
         held = self._held
+        self.held_steps[held] += 1
         kept = held & self.live
         self.live &= ~held
         self.jump(ids)
