@@ -309,7 +309,7 @@ def test_the_lookahead_tables_hold_the_forced_runs_of_the_python_rule(name: str)
         batch.step(tok, mask)
         twin.fill_bitmask(want, 0)
         assert (mask[0] == want[0]).all() and (mask[1] == want[0]).all()
-        count, ttok, tn, trun = batch._la[:4]
+        count, ttok, tn, toff, trun = batch._la[:5]
         allowed = bm.allowed_ids(want[0], vocab.size)
         if len(allowed) > k:
             assert count[0] == -1
@@ -326,7 +326,7 @@ def test_the_lookahead_tables_hold_the_forced_runs_of_the_python_rule(name: str)
                 if tn[0, j] == -1:
                     assert rule, (name, u)  # refused to the caller: only where a run may be
                 else:
-                    assert trun[0, j, : tn[0, j]].tolist() == rule, (name, vocab.decode([u]))
+                    assert trun[0, toff[0, j]: toff[0, j] + tn[0, j]].tolist() == rule, (name, vocab.decode([u]))
                     runs_seen += bool(rule)
         # the draw: row 0 the walk's token, row 1 an id without a run (or none)
         ids = np.asarray([t, t], dtype=np.int64)

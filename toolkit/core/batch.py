@@ -38,7 +38,7 @@ from toolkit.core.bpe import BpeTable
 from toolkit.core.protocol import BatchMatcher, BatchStep, Matcher
 from toolkit.core.session import NativeBatch, Session
 
-__all__ = ["NO_TOKEN", "SKIP", "FORCED_ROW", "LOOKAHEAD_K", "make_batch", "ThreadedBatch", "NativeBatchMatcher", "default_threads", "lanes", "new_step",
+__all__ = ["NO_TOKEN", "SKIP", "FORCED_ROW", "LOOKAHEAD_K", "LOOKAHEAD_POOL", "make_batch", "ThreadedBatch", "NativeBatchMatcher", "default_threads", "lanes", "new_step",
            "check_step_args"]
 
 NO_TOKEN = -1
@@ -57,6 +57,10 @@ an object's key: ``{"`` and the key's first letters, about 440 in Llama 3); a to
 drawn from a wide one (``",`` that ends a string) leaves its run to the ``overlap``
 path.  A table costs an accept, the forced bytes and tokens and a rollback per token:
 about 2-6 us each in C on the mask thread."""
+
+LOOKAHEAD_POOL = 8192
+"""Tokens of forced runs a row's lookahead table holds (32 KB): runs past it are left to
+the ``overlap`` path (unknown in the table)."""
 
 
 def default_threads(batch: int) -> int:
@@ -183,10 +187,10 @@ class NativeBatchMatcher:
             return False
         n, width = len(self.matchers), self._ftok.shape[1]  # type: ignore[union-attr]
         self._la = (np.full(n, -1, dtype=np.int32), np.zeros((n, k), dtype=np.int32),
-                    np.zeros((n, k), dtype=np.int32), np.zeros((n, k, width), dtype=np.int32),
-                    np.zeros(n, dtype=np.float64))
-        count, tok, runs, run, secs = self._la
-        self._native.set_lookahead(bpe, count, tok, runs, run, secs, FORCED_ROW)
+                    np.zeros((n, k), dtype=np.int32), np.zeros((n, k), dtype=np.int32),
+                    np.zeros((n, max(LOOKAHEAD_POOL, width)), dtype=np.int32), np.zeros(n, dtype=np.float64))
+        count, tok, runs, off, run, secs = self._la
+        self._native.set_lookahead(bpe, count, tok, runs, off, run, secs, FORCED_ROW)
         return True
 
     def lookahead_runs(self, ids: np.ndarray, rows: np.ndarray, live: np.ndarray,
@@ -203,7 +207,7 @@ class NativeBatchMatcher:
 
     def lookahead_seconds(self) -> np.ndarray | None:
         """Each row's seconds of its last lookahead (None: no tables)."""
-        return None if self._la is None else self._la[4]
+        return None if self._la is None else self._la[5]
 
     def close(self) -> None:
         self._native.close()

@@ -903,11 +903,12 @@ cdef class NativeBatch:
     cdef int32_t* allowed_out
     cdef double* secs_out
     # lookahead (set_lookahead): after a fill that allows at most la_k tokens, each one's forced run
-    cdef int32_t la_k, la_w
-    cdef int64_t la_cap
+    cdef int32_t la_k
+    cdef int64_t la_cap, la_pool, la_maxlen
     cdef int32_t* la_count
     cdef int32_t* la_tok
     cdef int32_t* la_n
+    cdef int32_t* la_off
     cdef int32_t* la_run
     cdef double* la_secs
     cdef BpeTable la_bpe
@@ -959,7 +960,7 @@ cdef class NativeBatch:
         cdef double t0
         cdef uint8_t* fbuf = NULL
         if self.la_k > 0:  # the lookahead's scratch: the forced bytes, then the tokenizer's input
-            fbuf = <uint8_t*>malloc(<size_t>(2 * self.la_cap + self.la_w + 1))
+            fbuf = <uint8_t*>malloc(<size_t>(2 * self.la_cap + self.la_maxlen + 1))
         while True:
             lane = masklab_fetch_add(&self.next_lane, 1)
             if lane >= self.n_lanes:
@@ -987,17 +988,20 @@ cdef class NativeBatch:
 
     cdef void _lookahead(self, int32_t i, uint8_t* fbuf) noexcept nogil:
         """Row ``i``'s table after its fill: when its mask allows 1 to ``la_k`` tokens,
-        each allowed token ``t`` (``la_tok``) with the forced run that would follow it
-        (``la_n``: its length, 0 none, -1 unknown: the tokenizer cannot answer, the bytes
-        fill ``la_cap``, or not a text token; ``la_run``: the tokens), found by accepting
-        ``t``, the forced bytes and tokens, and rolling ``t`` back; ``la_count[i]`` the
+        each allowed token ``t`` (``la_tok``) with the forced run that would follow it,
+        found by accepting ``t``, the forced bytes and tokens, and rolling ``t`` back:
+        ``la_n`` its length (0 none; -1 unknown: the tokenizer cannot answer, the bytes
+        fill ``la_cap``, the row's pool is full, or not a text token), the tokens at
+        ``la_off`` in the row's pool of ``la_pool`` tokens.  ``la_count[i]``: the
         entries, -1 no table (no scratch, a failed or ended session, a wider mask)."""
         cdef int32_t allowed = self.allowed_out[i], j = 0, w, t, e
-        cdef int64_t nb, k
+        cdef int64_t nb, k, pos = 0
         cdef uint64_t bits
         cdef word_t* row = self.mask + i * self.stride
+        cdef int32_t* pool = self.la_run + <int64_t>i * self.la_pool
         self.la_count[i] = -1
-        if fbuf == NULL or allowed < 1 or allowed > self.la_k or (<Session>self.ptrs[i]).failed or (<Session>self.ptrs[i]).n_eos > 0:
+        if fbuf == NULL or allowed < 1 or allowed > self.la_k or (<Session>self.ptrs[i]).failed \
+                or (<Session>self.ptrs[i]).n_eos > 0:
             return
         for w in range(self.stride):
             bits = row[w]
@@ -1009,6 +1013,7 @@ cdef class NativeBatch:
                 e = i * self.la_k + j
                 self.la_tok[e] = t
                 self.la_n[e] = -1
+                self.la_off[e] = <int32_t>pos
                 j += 1
                 if (<Session>self.ptrs[i]).V.kind[t] == K_EOS:
                     self.la_n[e] = 0
@@ -1019,20 +1024,22 @@ cdef class NativeBatch:
                     nb = (<Session>self.ptrs[i]).c_forced_bytes(fbuf, self.la_cap)
                     if nb == 0:
                         self.la_n[e] = 0
-                    elif nb < self.la_cap:
-                        k = (<Session>self.ptrs[i]).c_forced_tokens(self.la_bpe, fbuf, nb, self.la_run + <int64_t>e * self.la_w,
-                                              fbuf + self.la_cap)
+                    elif nb < self.la_cap and pos + nb + self.la_maxlen <= self.la_pool:
+                        k = (<Session>self.ptrs[i]).c_forced_tokens(self.la_bpe, fbuf, nb, pool + pos,
+                                                                     fbuf + self.la_cap)
                         self.la_n[e] = <int32_t>k
+                        if k > 0:
+                            pos += k
                 (<Session>self.ptrs[i]).c_rollback(1)
         self.la_count[i] = j
 
     def set_lookahead(self, BpeTable bpe, int32_t[::1] count, int32_t[:, ::1] tok, int32_t[:, ::1] n,
-                      int32_t[:, :, ::1] run, double[::1] secs, int64_t cap):
+                      int32_t[:, ::1] off, int32_t[:, ::1] run, double[::1] secs, int64_t cap):
         """From now on each fill also makes its row's lookahead table (see
-        :meth:`_lookahead`) into ``count`` (a row each), ``tok`` and ``n`` (a row each,
-        ``k`` columns: the widest mask looked ahead) and ``run`` (``k`` rows of at least
-        ``cap + max_len`` tokens each, ``cap`` the forced bytes looked at); ``secs`` each
-        row's seconds of it.  ``bpe`` None turns it off."""
+        :meth:`_lookahead`) into ``count`` (a row each), ``tok``, ``n`` and ``off`` (a row
+        each, ``k`` columns: the widest mask looked ahead) and ``run`` (a row's pool of
+        runs, at least ``cap + max_len`` tokens), ``cap`` the forced bytes looked at;
+        ``secs`` each row's seconds of it.  ``bpe`` None turns it off."""
         cdef int64_t m
         self.la_k = 0
         self.la_keep = None
@@ -1040,23 +1047,26 @@ cdef class NativeBatch:
             return
         m = (<Session>self.ptrs[0]).V.max_len
         if cap < 1 or count.shape[0] < self.n or secs.shape[0] < self.n or tok.shape[0] < self.n \
-                or n.shape[0] < self.n or run.shape[0] < self.n or tok.shape[1] != n.shape[1] \
-                or run.shape[1] != tok.shape[1] or run.shape[2] < cap + m or tok.shape[1] < 1:
-            raise ValueError("set_lookahead: count and secs need a row per session, tok and n k >= 1 columns, "
-                             "run (sessions, k, cap + max_len)")
+                or n.shape[0] < self.n or off.shape[0] < self.n or run.shape[0] < self.n \
+                or tok.shape[1] != n.shape[1] or off.shape[1] != n.shape[1] or run.shape[1] < cap + m \
+                or tok.shape[1] < 1:
+            raise ValueError("set_lookahead: count and secs need a row per session, tok, n and off k >= 1 "
+                             "columns, run cap + max_len")
         (<Session>self.ptrs[0]).V.sort_by_bytes()
         for sess in self.sessions:
             (<Session>sess)._chop_scratch()
         count[:] = -1
         self.la_bpe = bpe
         self.la_cap = cap
-        self.la_w = <int32_t>run.shape[2]
+        self.la_maxlen = m
+        self.la_pool = run.shape[1]
         self.la_count = &count[0]
         self.la_tok = &tok[0, 0]
         self.la_n = &n[0, 0]
-        self.la_run = &run[0, 0, 0]
+        self.la_off = &off[0, 0]
+        self.la_run = &run[0, 0]
         self.la_secs = &secs[0]
-        self.la_keep = (bpe, count, tok, n, run, secs)
+        self.la_keep = (bpe, count, tok, n, off, run, secs)
         self.la_k = <int32_t>tok.shape[1]
 
     def lookahead_runs(self, const int64_t[::1] ids, const int64_t[::1] rows, const uint8_t[::1] live,
@@ -1095,7 +1105,7 @@ cdef class NativeBatch:
             for i in range(self.n):
                 if hit[i] >= 0:
                     e = hit[i]
-                    out[i] = [self.la_run[<int64_t>e * self.la_w + m] for m in range(self.la_n[e])]
+                    out[i] = [self.la_run[<int64_t>i * self.la_pool + self.la_off[e] + m] for m in range(self.la_n[e])]
         finally:
             free(hit)
         return out

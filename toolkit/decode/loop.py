@@ -307,7 +307,7 @@ class Stepper(MaskRows):
             for k, s in enumerate(self._row_seqs):
                 j = where.get(id(s))
                 if j is not None:
-                    for new, old in zip(self.batch._la[:4], old_tables[:4], strict=True):
+                    for new, old in zip(self.batch._la[:5], old_tables[:5], strict=True):
                         new[k] = old[j]
             self._table_runs = self._any_table_run()
 
