@@ -1,10 +1,10 @@
 #!/bin/bash
 # The eighth device call (issue 47), prepared for the next session lent a GPU: the
-# jump-forward rerun after its host work moved off the critical path (commits 61dfdf6,
-# 7f1e8a2). Our three strategies on the 64 schemas, the continuous schedule, batch 8 and
-# 32, jump-forward off, overlap and inline, each run with its interleaved unconstrained baseline, CUDA
-# graphs, three passes (--repeat: the report's medians and spreads); then batch 1 on
-# LIM1 items, one pass, with what time is left.
+# jump-forward rerun with its three schedules (lookahead, overlap, inline). Our three
+# strategies on the 64 schemas, the continuous schedule, batch 8 and 32, jump-forward off
+# and each schedule, each run with its interleaved unconstrained baseline, CUDA graphs,
+# three passes (--repeat: the report's medians and spreads); then batch 1 on LIM1 items,
+# one pass, with what time is left.
 source "$(dirname "$0")/common.sh"
 REPLAY=random:llama-3-8b:replay
 SPELL="-o llguidance.spelling=llguidance -o xgrammar.spelling=llguidance -o outlines.spelling=llguidance"

@@ -839,7 +839,9 @@ class _Pipeline:
         sampler (device time, counted with the sample) before its own work (the accept).
         ``overlap`` feeds the runs the last job found (waiting for the sampled ids first
         when there are any: the other slots' draws go in the same chunk step) and then
-        steps as without jump-forward."""
+        steps as without jump-forward; ``lookahead`` also waits for the ids when some
+        table holds a run, and feeds each drawn id with the run its table holds after it
+        (the lookup is the accept seconds here)."""
         perf, stepper, event, last = time.perf_counter, self.stepper, self.event, step + 1 >= self.n
         more = self.feeder is not None or step + 1 < self.max_tokens
         if self.jump:

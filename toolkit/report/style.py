@@ -290,14 +290,23 @@ def _legend_columns(labels: Sequence[str], width_in: float, fontsize: float) -> 
     return max(1, min(len(labels), int(width_in // widest)))
 
 
+LEGEND_ROWS = 3
+"""Legend rows a figure holds at its own height; each row past them makes it taller by
+the row's height, so a legend of many series does not squeeze the axes."""
+
+
 def figure_legend(fig: Any, handles: list[Any], labels: list[str]) -> None:
-    """The figure's legend below its axes, in as many columns as its width holds."""
+    """The figure's legend below its axes, in as many columns as its width holds (the
+    figure taller for rows past :data:`LEGEND_ROWS`)."""
     if not handles:
         return
     size = mpl.rcParams["legend.fontsize"]
     points = mpl.font_manager.FontProperties(size=size).get_size_in_points()
-    fig.legend(handles, labels, loc="outside lower center",
-               ncols=_legend_columns(labels, fig.get_figwidth(), points))
+    ncols = _legend_columns(labels, fig.get_figwidth(), points)
+    rows = -(-len(labels) // ncols)
+    if rows > LEGEND_ROWS:
+        fig.set_figheight(fig.get_figheight() + (rows - LEGEND_ROWS) * 1.45 * points / 72)
+    fig.legend(handles, labels, loc="outside lower center", ncols=ncols)
 
 
 # --------------------------------------------------------------- looks: screen and paper
