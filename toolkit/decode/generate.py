@@ -383,19 +383,15 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     an engine fills in lazily and keeps with the compiled grammar (lexer tables) is then
     warm in the later runs.
 
-    ``loop``: ``pipelined`` (the default; see the module doc) or ``serial``, the loop
-    of masklab before it (masks submitted per sequence to a thread pool before the
-    forward pass, accepted one by one after sampling), kept to compare the two.
-    ``threads``: the batch's mask threads (default: the cores there are, at most
-    ``batch``).
+    ``loop``: ``pipelined`` (the default; see the module doc) or ``serial``, masklab's
+    loop before it (masks per sequence on a thread pool before the forward pass, accepts
+    one by one after sampling), kept to compare.  ``threads``: the batch's mask threads
+    (default: the cores there are, at most ``batch``).
 
-    ``jump_forward``: where a sequence's grammar forces tokens after its sampled one
-    (:meth:`~toolkit.core.protocol.Matcher.forced_tokens`), they are appended without
-    sampling and fed with it in one multi-token forward pass (the pipelined loop only);
-    the run records the forced tokens per sequence (``jumped``), the passes that fed a
-    run in place of a draw (``held``) and the steps saved (``jumped - held``).
-    True is the ``overlap`` schedule; ``"inline"`` the other (:data:`~toolkit.decode.loop.JUMP_SCHEDULES`
-    says what each costs and saves).
+    ``jump_forward`` (True: ``lookahead``, or a :data:`~toolkit.decode.loop.JUMP_SCHEDULES`
+    name): the tokens a grammar forces after a sampled one (``forced_tokens``) are fed
+    without sampling in multi-token passes (pipelined loop only); a sequence records them
+    (``jumped``) and the passes that fed a run in place of a draw (``held``).
 
     ``schedule`` (:data:`SCHEDULES`, :func:`resolve_schedule`): ``static`` decodes the
     items a batch at a time (cycled to fill the last batch); ``continuous`` decodes each
@@ -405,8 +401,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     continuous when there are more items than ``batch`` (``masklab generate``'s default;
     this function's is static).  Its unconstrained baseline runs the same schedule.
 
-    ``on_batch``: called with the number of sequences after each batch is decoded (a
-    progress bar's ``update``)."""
+    ``on_batch``: called with each decoded batch's sequence count (a progress bar's)."""
     _check_generate(items, batch=batch, max_tokens=max_tokens, temperature=temperature, threads=threads,
                     baseline=baseline, prompt=prompt, chat=chat, loop=loop, jump_forward=jump_forward)
     jump_forward = jump_schedule(jump_forward)
