@@ -315,6 +315,7 @@ def test_the_lookahead_tables_hold_the_forced_runs_of_the_python_rule(name: str)
             assert count[0] == -1
         else:
             tables += 1
+            assert batch.lookahead_seconds()[0] > 0  # the table's own time, beside the fill's
             assert count[0] == len(allowed) and ttok[0, : count[0]].tolist() == allowed.tolist()
             for j, u in enumerate(allowed.tolist()):
                 f = twin.fork()
