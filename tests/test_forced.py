@@ -343,7 +343,14 @@ def test_the_lookahead_tables_hold_the_forced_runs_of_the_python_rule(name: str)
         assert twin.accept_token(t)
         tok[:] = t
     assert tables >= 5 and runs_seen >= 3 and hits >= 2, (tables, runs_seen, hits)
+    with pytest.raises(ValueError, match="must be >= 1, got 0"):
+        batch.lookahead(0)
     batch.close()
+    small = NativeBatchMatcher([get_engine(name, VOCAB).matcher(get_engine(name, VOCAB).compile(
+        Grammar.from_lark(GRAMMARS["object"])))], 1)
+    assert small.lookahead() is False and small.lookahead_runs(np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64),
+                                                               np.ones(1, dtype=bool)) == {}  # no C tokenizer
+    small.close()
 
 
 @pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines", "glr"])

@@ -181,8 +181,10 @@ class NativeBatchMatcher:
         without the GIL and beside the forward pass.  False (no tables) where the
         vocabulary has no C tokenizer.  ``k`` defaults to :data:`LOOKAHEAD_K` (read now)."""
         k = LOOKAHEAD_K if k is None else k
+        if k < 1:
+            raise ValueError(f"lookahead: k (the widest mask tabled) must be >= 1, got {k}")
         bpe = self._find_bpe()
-        if bpe is None or k < 1:
+        if bpe is None:
             self._la = None
             return False
         n, width = len(self.matchers), self._ftok.shape[1]  # type: ignore[union-attr]
