@@ -670,8 +670,12 @@ def test_host_overhead_and_the_interleaved_baseline_in_the_pipelined_loop(tekken
     s = run.summary
     steps = pd.DataFrame(run.steps)
     assert set(steps["mode"]) == {"constrained", "unconstrained"} and s["loop"] == "pipelined"
-    assert s["host_overhead_ms"] == pytest.approx(s["wait_ms"] + s["accept_ms"] + s["forward_ms"]
-                                                  - s["unconstrained_forward_ms"])
+    # the forward pass's slowdown over the steps that waited for a one-token pass (all but
+    # the first, the prompts'), in both modes
+    one = steps[steps["width"] == 1].groupby("mode")["forward_s"].mean() * 1e3
+    assert set(steps["width"]) == {0, 1} and s["forward_one_ms"] == pytest.approx(one["constrained"])
+    assert s["host_overhead_ms"] == pytest.approx(s["wait_ms"] + s["accept_ms"] + one["constrained"]
+                                                  - one["unconstrained"])
     assert s["host_overhead_pct"] == pytest.approx(100 * s["host_overhead_ms"] / s["unconstrained_forward_ms"])
     # a step is its parts: the forward pass (its launch and the wait for the device), the
     # wait for the masks, apply, sample, and the accepts' part on the critical path
@@ -898,7 +902,7 @@ def test_the_replaying_stand_in_writes_each_items_instance_and_jump_forward_save
                 (Case('{"occupation_description": "Ada", "year_of_birth": 36}', True),))
     runs = _forced_runs(engine, tekken, long, long.cases[0].text)
     assert len(runs) == 2 and sum(runs) > 2  # occupation_description", year_of_birth"
-    got = {j: generate(engine, lm, tekken, [long], max_tokens=40, baseline=False, jump_forward=j)
+    got = {j: generate(engine, lm, tekken, [long], max_tokens=40, baseline=False, jump_forward=j, chunk_width="all")
            for j in (False, "overlap", "lookahead", "inline")}
     for j, run in got.items():
         (seq,) = run.sequences
@@ -916,6 +920,23 @@ def test_the_replaying_stand_in_writes_each_items_instance_and_jump_forward_save
         assert round(saved) == steps[False] - steps[j], j
     with pytest.raises(ModelError, match="replay"):
         load_model("sim:1:0:replays", tekken)
+    # runs cut to chunks of at most w tokens, their rest fed in the next passes in place of
+    # the draws: the same text, every forced token still jumped, the passes saved exactly
+    # those the chunks fill (w = 1: none, every run fed a token a pass as plain decoding)
+    for j in ("overlap", "lookahead"):
+        for w in (1, 2, 3):
+            run = generate(engine, lm, tekken, [long], max_tokens=40, baseline=False, jump_forward=j, chunk_width=w)
+            (seq,) = run.sequences
+            assert seq["text"] == long.cases[0].text and run.summary["jumped_tokens"] == sum(runs)
+            assert run.summary["chunk_width"] == w
+            con = [r for r in run.steps if r["mode"] == "constrained"]
+            assert max(r["width"] for r in con) == min(w, max(runs) + 1) and sum(r["tokens"] for r in con) == seq["tokens"]
+            # the first run goes the overlap way (its n tokens after the draw's pass), the
+            # second, under lookahead, with its draw (n + 1 tokens)
+            fed = [runs[0], runs[1] + (j == "lookahead")]
+            saved = sum(n - -(-n // w) for n in fed)
+            assert steps[False] - run.summary["steps"] == saved, (j, w)
+            assert round(run.summary["steps_saved_pct"] * seq["tokens"] / 100) == saved, (j, w)
 
 
 def _forced_runs(engine, vocab, item: Item, text: str) -> list[int]:

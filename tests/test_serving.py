@@ -41,15 +41,17 @@ def _texts(run) -> dict[str, tuple[str, str, int]]:
 def test_continuous_batching_decodes_each_item_as_the_static_schedule_does(name, tekken, items) -> None:
     """Seeded greedy decoding on the replaying stand-in: each item's tokens, status and
     text are the same whichever slot and schedule it decodes in, without jump-forward
-    and with either of its schedules; the continuous run decodes every item once (the
+    and with each of its schedules; the continuous run decodes every item once (the
     static one cycles items to fill its last batch)."""
     engine = get_engine(name, tekken)
     lm = load_model("sim:0.2:2:replay", tekken)
     first = None
-    for jump in (False, "overlap", "lookahead", "inline"):
+    # and with runs cut to chunks of 2 and of 1 token (the rest fed in the next passes)
+    for jump, width in ((False, "all"), ("overlap", "all"), ("lookahead", "all"), ("inline", "all"),
+                        ("lookahead", 2), ("overlap", 1)):
         # batch 3: a slot other than the last falls vacant while the others decode
         static, cont = (generate(engine, lm, tekken, items, batch=3, max_tokens=24, schedule=s, baseline=False,
-                                 jump_forward=jump) for s in ("static", "continuous"))
+                                 jump_forward=jump, chunk_width=width) for s in ("static", "continuous"))
         assert static.summary["schedule"] == "static" and cont.summary["schedule"] == "continuous"
         assert static.summary["jump_schedule"] == (jump or None)
         assert len(cont.sequences) == len(items) and len(static.sequences) == 6

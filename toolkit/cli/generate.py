@@ -23,6 +23,7 @@ from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT
 from toolkit.core.vocab import load_vocab
 from toolkit.data.datasets import embedded_dir, select_items
 from toolkit.data.provenance import provenance
+from toolkit.decode.chunks import chunk_policy
 from toolkit.decode.generate import DEFAULT_PROMPT, LOOPS, SCHEDULES, SPEC_PROMPT
 from toolkit.decode.model import CACHES, COMPILE_MODES, ModelError, load_chat_template, load_model
 from toolkit.decode.runs import (
@@ -134,8 +135,21 @@ def _loop_args(p: argparse.ArgumentParser) -> None:
                         "drawn token's run with it; 'inline' finds them before the launch and feeds them with the "
                         "sampled token (its work on the critical path); 'both': off and lookahead; 'all': the four "
                         "(default: off; the flag alone: on)")
+    p.add_argument("--chunk-width", type=_chunk_width, default="auto", metavar="auto|all|N",
+                   help="jump-forward (lookahead, overlap): how many tokens of a forced run one pass feeds. auto "
+                        "(default): each step the width that writes the most tokens per second of the steps' "
+                        "measured device time (a chunk pass costs more than a one-token pass on a GPU at large "
+                        "batches), the rest of a cut run fed in the next passes; all: whole runs; N: at most N")
     p.add_argument("--compare-kernels", action=argparse.BooleanOptionalAction, default=True,
                    help="time every apply kernel on a real mask of each run (default: yes)")
+
+
+def _chunk_width(text: str) -> str | int:
+    """``--chunk-width``: auto, all or N >= 1 (argparse reports a bad value with its valid ones)."""
+    try:
+        return chunk_policy(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _chat_folder(chat: str, model: str, vocab: str) -> str:
@@ -196,7 +210,7 @@ def _generate(args: argparse.Namespace) -> int:
                          options=options, meta=meta, progress=not args.quiet, max_tokens=args.max_tokens,
                          temperature=args.temperature, seed=args.seed, prompt=prompt, chat=chat, apply=args.apply,
                          compare_kernels=args.compare_kernels, compile_timeout=args.compile_timeout or None,
-                         loop=args.loop, threads=args.threads, repeat=args.repeat,
+                         loop=args.loop, threads=args.threads, repeat=args.repeat, chunk_width=args.chunk_width,
                          schedules=list(dict.fromkeys(args.schedule)))
     cols = [*SUMMARY_COLUMNS, *(JUMP_COLUMNS if args.jump_forward != "off" else ())]
     print(table.reindex(columns=cols).round(3).to_string(index=False))

@@ -14,7 +14,8 @@ feed the forced tokens) and accept (the part of accepting the sampled tokens, an
 with jump-forward of finding the forced tokens, on the critical path) times; per run:
 constrained tokens/s,
 ``host_overhead_ms`` (wait + accept + the forward pass's slowdown against the
-unconstrained one: what the host adds besides the apply kernel),
+unconstrained one, over the steps that waited for a one-token pass: what the host adds
+besides the apply kernel; a jump-forward chunk step's longer pass is the device's),
 and with ``baseline=True`` the same loop without masks (unconstrained tokens/s) and
 the overhead (constrained step time over unconstrained, minus 1); TTFM per sequence
 (compile + first mask).  With ``compare_kernels`` every apply kernel is timed on the
@@ -61,6 +62,7 @@ from toolkit.core.errors import DEFAULT_COMPILE_TIMEOUT, time_limit
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import Item
 from toolkit.data.provenance import finish_provenance
+from toolkit.decode.chunks import chunk_policy
 from toolkit.decode.loop import Refill, Seq, Stepper, jump_schedule, pipelined_loop
 from toolkit.decode.model import CHUNK_ROOM, ChatTemplate, LoadedModel, ModelError
 from toolkit.decode.outputs import sequence_row
@@ -362,7 +364,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
              compare_kernels: bool = False, compile_timeout: float | None = DEFAULT_COMPILE_TIMEOUT,
              chat: ChatTemplate | None = None, compiled: dict[str, Any] | None = None,
              loop: str = "pipelined", jump_forward: bool | str = False, schedule: str = "static",
-             on_batch: Callable[[int], None] | None = None) -> GenerateRun:
+             chunk_width: str | int = "auto", on_batch: Callable[[int], None] | None = None) -> GenerateRun:
     """Decode every item (``batch`` sequences at a time, items cycled to fill the last
     batch) with ``engine``'s masks applied by the ``apply`` kernel; see the module doc
     for what is measured.  ``baseline``: True runs the unconstrained loop after each
@@ -392,6 +394,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     name): the tokens a grammar forces after a sampled one (``forced_tokens``) are fed
     without sampling in multi-token passes (pipelined loop only); a sequence records them
     (``jumped``) and the passes that fed a run in place of a draw (``held``).
+    ``chunk_width`` (``overlap``, ``lookahead``): the tokens of a run a pass feeds
+    (:mod:`toolkit.decode.chunks`: ``auto``, the most tokens per device second; ``all``; N).
 
     ``schedule`` (:data:`SCHEDULES`, :func:`resolve_schedule`): ``static`` decodes the
     items a batch at a time (cycled to fill the last batch); ``continuous`` decodes each
@@ -404,7 +408,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     ``on_batch``: called with each decoded batch's sequence count (a progress bar's)."""
     _check_generate(items, batch=batch, max_tokens=max_tokens, temperature=temperature, threads=threads,
                     baseline=baseline, prompt=prompt, chat=chat, loop=loop, jump_forward=jump_forward)
-    jump_forward = jump_schedule(jump_forward)
+    jump_forward, chunk_width = jump_schedule(jump_forward), chunk_policy(chunk_width)
     schedule = resolve_schedule(schedule, len(items), batch, loop)
     if isinstance(baseline, Baseline) and baseline.schedule != schedule:
         raise ValueError(f"the baseline ran the {baseline.schedule} schedule, this run the {schedule} schedule")
@@ -418,7 +422,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     run = _Generation(engine, lm, vocab, prompts, kernel, loop=loop, threads=threads, batch=batch,
                       max_tokens=max_tokens, temperature=temperature, seed=seed, jump_forward=jump_forward,
                       compile_timeout=compile_timeout, compiled=compiled, interleaved=baseline is True,
-                      schedule=schedule)
+                      schedule=schedule, chunk_width=chunk_width)
     try:
         run.decode_all(items, groups, on_batch)
     finally:
@@ -428,10 +432,8 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
         run.walls["unconstrained"], run.tokens["unconstrained"] = baseline.wall_s, baseline.tokens
     summary = summarize(run.steps, run.sequences, run.walls, run.tokens, batch, run.seq_times)
     summary["compiles_in_loop"] = _compiled_graphs() - graphs_before  # >0: a timing paid for compilation
-    summary.update(loop=loop, schedule=schedule, jump_forward=bool(jump_forward), jump_schedule=jump_forward or None,
-                   threads=threads or default_threads(batch),
-                   apply=apply, apply_warmup_ms=1e3 * warmup_s, prompt=prompt,
-                   chat=None if chat is None else chat.source,
+    summary.update(run.settings(), threads=threads or default_threads(batch), apply=apply,
+                   apply_warmup_ms=1e3 * warmup_s, prompt=prompt, chat=None if chat is None else chat.source,
                    baseline="shared" if isinstance(baseline, Baseline) else "interleaved" if baseline else "none")
     kernels = (_kernel_rows(lm, vocab, run.sample_mask, logits_dtype, seed)
                if compare_kernels and run.sample_mask is not None else [])
@@ -472,11 +474,12 @@ class _Generation:
     def __init__(self, engine: Any, lm: LoadedModel, vocab: Vocabulary, prompts: _Prompts, kernel: Any, *,
                  loop: str, threads: int | None, batch: int, max_tokens: int, temperature: float, seed: int,
                  jump_forward: str, compile_timeout: float | None, compiled: dict[str, Any] | None,
-                 interleaved: bool, schedule: str = "static") -> None:
+                 interleaved: bool, schedule: str = "static", chunk_width: str | int = "auto") -> None:
         self.engine, self.lm, self.vocab, self.prompts, self.kernel = engine, lm, vocab, prompts, kernel
         self.loop, self.threads, self.max_tokens, self.temperature, self.seed = loop, threads, max_tokens, temperature, seed
         self.jump_forward, self.compile_timeout, self.compiled = jump_forward, compile_timeout, compiled
         self.interleaved = interleaved
+        self.chunk_width = chunk_width
         self.pool = ThreadPoolExecutor(max_workers=threads or min(batch, 8)) if loop == "serial" else None
         self.steps: list[dict[str, Any]] = []
         self.sequences: list[dict[str, Any]] = []
@@ -487,6 +490,13 @@ class _Generation:
         self.schedule, self.batch = schedule, batch
         self.ahead: dict[str, _Compiled] = {}  # items compiled by this run ahead of their sequence
         self.sample_mask: np.ndarray | None = None  # the first step's masks, for the kernel comparison
+
+    def settings(self) -> dict[str, Any]:
+        """The run's loop settings, for its summary."""
+        jump = self.jump_forward
+        return {"loop": self.loop, "schedule": self.schedule, "jump_forward": bool(jump),
+                "jump_schedule": jump or None, "chunk_width": self.chunk_width if jump in ("overlap", "lookahead")
+                else None}
 
     def close(self) -> None:
         if self.pool is not None:
@@ -609,7 +619,7 @@ class _Generation:
         try:
             rows, wall = pipelined_loop(lm, [f.prompt if f is not None else dummy for f in firsts], max_tokens,
                                         self.temperature, self.seed, masker, self.kernel, targets=targets,
-                                        feeder=take, eos=vocab.eos_ids)
+                                        feeder=take, eos=vocab.eos_ids, chunks=self.chunk_width)
         finally:
             masker.finish()
         self.seq_times.extend(masker.seq_times)
@@ -654,7 +664,7 @@ class _Generation:
             try:
                 targets = [_replay_target(s.item) for s in seqs] if lm.replay else None
                 return pipelined_loop(lm, group_prompts, self.max_tokens, self.temperature, self.seed + b, masker,
-                                      self.kernel, targets=targets)
+                                      self.kernel, targets=targets, chunks=self.chunk_width)
             finally:
                 masker.finish()
         rows, _, wall = decode_loop(lm, group_prompts, self.max_tokens, self.temperature, self.seed + b, masker,
@@ -695,9 +705,13 @@ def summarize(steps: list[dict[str, Any]], sequences: list[dict[str, Any]], wall
     out["overhead_pct"] = (100.0 * (out["step_ms"] / out["unconstrained_step_ms"] - 1.0)
                            if unc else float("nan"))
     # what the host adds to a step besides the apply kernel: the wait for the masks,
-    # the accepts on the critical path, and the forward pass's slowdown by mask work
-    out["host_overhead_ms"] = (out["wait_ms"] + out["accept_ms"]
-                               + out["forward_ms"] - out["unconstrained_forward_ms"])
+    # the accepts on the critical path, and the forward pass's slowdown by mask work,
+    # measured on the steps that launched a one-token pass (a chunk step's pass is
+    # longer by the device's own work: jump-forward)
+    ones, unc_ones = ([r for r in rows if r.get("width", 1) == 1] for rows in (con, unc))
+    out["forward_one_ms"] = 1e3 * mean(ones, "forward_s") if ones else out["forward_ms"]
+    unc_one = 1e3 * mean(unc_ones, "forward_s") if unc_ones else out["unconstrained_forward_ms"]
+    out["host_overhead_ms"] = out["wait_ms"] + out["accept_ms"] + out["forward_one_ms"] - unc_one
     out["host_overhead_pct"] = (100.0 * out["host_overhead_ms"] / out["unconstrained_forward_ms"]
                                 if unc else float("nan"))
     ttfm = [s["ttfm_s"] for s in sequences if s["ttfm_s"] is not None]

@@ -41,6 +41,7 @@ from toolkit.core import bitmask as bm
 from toolkit.core.batch import FORCED_ROW, NO_TOKEN, SKIP, make_batch
 from toolkit.core.vocab import Vocabulary
 from toolkit.data.datasets import Item
+from toolkit.decode.chunks import ChunkWidths
 from toolkit.decode.model import LoadedModel
 
 __all__ = ["JUMP_SCHEDULES", "Seq", "MaskRows", "StepFigures", "Stepper", "Refill", "jump_schedule", "pipelined_loop"]
@@ -257,6 +258,8 @@ class Stepper(MaskRows):
         self._pending: Any = None  # what jump() left to _settle()
         # overlap: slot -> (its sequence, the forced run the next launch feeds it)
         self._runs: dict[int, tuple[Seq, list[int]]] = {}
+        # slot -> (its sequence, the rest of a run the launch cut: ChunkWidths), fed next
+        self._rest: dict[int, tuple[Seq, list[int]]] = {}
         for s in seqs:
             self._prepare(s)
         self.arrange()
@@ -420,20 +423,28 @@ class Stepper(MaskRows):
         return self._after(res, self.live, last)
 
     def take_runs(self) -> dict[int, list[int]]:
-        """``overlap``: the forced runs the step just waited for found (slot -> tokens),
-        for the launch to feed instead of those slots' draws; the next :meth:`submit`
-        skips their rows (they accepted the run already, and their masks are filled)."""
+        """``overlap``: the forced runs the step just waited for found, and the rest of
+        the runs the last launch cut (:meth:`defer`), slot -> tokens, for the launch to
+        feed instead of those slots' draws; the next :meth:`submit` skips their rows
+        (they accepted the run already, and their masks are filled)."""
         if self._any_held:
             self._held[:] = False
             self._any_held = False
-        if not self._runs:  # most steps (plain Python here: it is on the critical path)
+        if not self._runs and not self._rest:  # most steps (plain Python here: it is on the critical path)
             return {}
-        runs = {slot: toks for slot, (seq, toks) in self._runs.items() if self.seqs[slot] is seq and not seq.done}
-        self._runs = {}
+        runs = {slot: toks for slot, (seq, toks) in (*self._runs.items(), *self._rest.items())
+                if self.seqs[slot] is seq and not seq.done}
+        self._runs, self._rest = {}, {}
         for slot in runs:
             self._held[self._row_of[slot]] = True
         self._any_held = bool(runs)
         return runs
+
+    def defer(self, slot: int, rest: list[int]) -> None:
+        """The tokens of ``slot``'s run that the launch did not feed (its chunk width cut
+        the run): :meth:`take_runs` hands them to the next launch, in place of the
+        slot's draw (its matcher accepted the whole run)."""
+        self._rest[slot] = (self.seqs[slot], rest)
 
     def lookahead_ready(self) -> bool:
         """``lookahead``: some live row's table holds a run (the launch then reads the draw
@@ -643,7 +654,8 @@ class Refill:
 def pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float,
                    seed: int, stepper: Stepper | None, kernel: Any = None, steps: int | None = None,
                    targets: list[bytes | None] | None = None, feeder: Callable[[], Refill | None] | None = None,
-                   eos: Sequence[int] = (), idle: Sequence[bool] = ()) -> tuple[list[dict[str, Any]], float]:
+                   eos: Sequence[int] = (), idle: Sequence[bool] = (),
+                   chunks: str | int = "auto") -> tuple[list[dict[str, Any]], float]:
     """One batch as a serving engine runs it (see the module doc): the logits of step
     ``t`` are masked and sampled on the device, the ids copied to (pinned) host memory
     behind an event, the forward pass of ``t + 1`` launched, and only then are the ids
@@ -661,8 +673,13 @@ def pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, t
     mask, the batch call made again; the step's ``refill_s`` is that work.  The loop
     runs until every slot is vacant, each sequence at most ``max_tokens`` tokens.
 
-    Returns the step rows and the wall time of the steps."""
-    pipe = _Pipeline(lm, prompts, max_tokens, temperature, seed, stepper, kernel, steps, targets, feeder, eos)
+    ``chunks``: jump-forward's chunk widths (``overlap`` and ``lookahead``:
+    :class:`~toolkit.decode.chunks.ChunkWidths`; ``inline`` feeds whole runs).
+
+    Returns the step rows (``width``: the tokens per sequence of the pass the step
+    waited for, 0 for the prompts') and the wall time of the steps."""
+    pipe = _Pipeline(lm, prompts, max_tokens, temperature, seed, stepper, kernel, steps, targets, feeder, eos,
+                     chunks)
     if stepper is None and len(idle):
         pipe.plain_live &= ~np.asarray(idle, dtype=bool)
         pipe.live = int(pipe.plain_live.sum())
@@ -676,7 +693,7 @@ class _Pipeline:
 
     def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float, seed: int,
                  stepper: Stepper | None, kernel: Any, steps: int | None, targets: list[bytes | None] | None,
-                 feeder: Callable[[], Refill | None] | None, eos: Sequence[int]) -> None:
+                 feeder: Callable[[], Refill | None] | None, eos: Sequence[int], chunks: str | int = "auto") -> None:
         import torch
 
         self.lm, self.stepper, self.kernel, self.temperature, self.max_tokens = lm, stepper, kernel, temperature, max_tokens
@@ -685,6 +702,9 @@ class _Pipeline:
         self.gen = torch.Generator(device=lm.device).manual_seed(seed)
         self.jump = stepper is not None and stepper.jump_mode == "inline"
         self.overlap = stepper is not None and stepper.jump_mode in ("overlap", "lookahead")
+        self.widths = ChunkWidths(chunks) if self.overlap else None
+        self.launched: int | None = None  # the width of the pass in flight (None: the prompts' pass, none)
+        self.pre_s = 0.0  # its launch and the wait for the ids before it
         self.feeder = feeder
         self.dec = lm.start(prompts, max_tokens, chunks=self.jump or self.overlap, targets=targets, lazy=self.sim,
                             refills=feeder is not None)
@@ -725,6 +745,9 @@ class _Pipeline:
                 t0 = perf()
                 lm.synchronize()
                 t1 = perf()
+                waited = self.launched  # the width of the pass just waited for
+                if self.widths is not None and waited is not None:
+                    self.widths.record(waited, self.pre_s + (t1 - t0))
                 info: StepFigures | None = None
                 if stepper is not None and self.pending:
                     info = stepper.wait()
@@ -750,7 +773,7 @@ class _Pipeline:
                 t4 = perf()
                 active = self.live
                 written, accept_s, forward_s, t6, ids_s = self._advance(step, nxt, t4)
-                rows.append({"step": step, "active": active, "tokens": written + jumped,
+                rows.append({"step": step, "active": active, "tokens": written + jumped, "width": waited or 0,
                              "forward_s": launch + (t1 - t0) + forward_s, "launch_s": launch + forward_s,
                              "wait_s": tw - t1, "refill_s": tr - tw, "apply_s": t3 - tr,
                              "sample_s": t4 - t3 + ids_s, "accept_s": accept_s, "step_s": launch + t6 - t0})
@@ -850,8 +873,10 @@ class _Pipeline:
             te = perf()
             runs, written = stepper.jump(self.ids_np)  # type: ignore[union-attr]
             tj = perf()
+            self.launched = None
             if more and (stepper.live_count() or self.feeder is not None):  # type: ignore[union-attr]
                 self.logits = self.dec.forward_chunks(runs)
+                self.launched = max(len(r) for r in runs)
             t5 = perf()
             stepper.submit_fill(last=last)  # type: ignore[union-attr]
             self.pending = True
@@ -859,6 +884,7 @@ class _Pipeline:
             return written, (tj - te) + (t6 - t5), t5 - tj, t6, te - t4
         te = tj = t4
         held = 0
+        self.launched = 1 if more else None
         if self.overlap:  # the runs the job thread found last step, fed instead of those slots' draws
             runs = stepper.take_runs()  # type: ignore[union-attr]
             held = len(runs)
@@ -873,12 +899,14 @@ class _Pipeline:
                 if ahead:  # each draw that a table holds a run after: fed with it
                     for slot, run in stepper.lookahead_feed(self.ids_np).items():  # type: ignore[union-attr]
                         feed[slot] = run
+                width = self._cut(feed)
                 tj = perf()
                 self.logits = self.dec.forward_chunks(feed)
-                more = False
+                self.launched, more = width, False
         if more:
             self.logits = self.dec.forward(nxt)
         t5 = perf()
+        self.pre_s = (t5 - tj) + (te - t4)
         if event is not None:
             event.synchronize()
         written = self.live - held
@@ -889,3 +917,17 @@ class _Pipeline:
             written = self._plain_accept()
         t6 = perf()
         return written, (tj - te) + (t6 - t5), t5 - tj, t6, te - t4
+
+    def _cut(self, feed: list[list[int]]) -> int:
+        """The width of the chunk step feeding ``feed`` (:class:`~toolkit.decode.chunks.ChunkWidths`):
+        the runs longer than it cut in place, their rest deferred to the next launch."""
+        runs = [len(r) for r in feed if len(r) > 1]
+        if not runs:
+            return 1
+        width = self.widths.choose(runs, self.live)  # type: ignore[union-attr]
+        if width < max(runs):
+            for slot, run in enumerate(feed):
+                if len(run) > width:
+                    feed[slot] = run[:width]
+                    self.stepper.defer(slot, run[width:])  # type: ignore[union-attr]
+        return width

@@ -3,7 +3,8 @@
 It reproduces what a GPU step leaves to the host.  The device is a queue of work
 with a clock (:class:`SimModel`): a forward pass makes LAUNCHES short Python-level calls
 (a framework launching kernels: each needs the GIL, so a thread that holds it delays
-the step as it would on a GPU) and queues FORWARD_MS of device time; the apply kernel
+the step as it would on a GPU) and queues FORWARD_MS of device time (a jump-forward
+chunk step more, :data:`SIM_CHUNK_COST`); the apply kernel
 queues :data:`SIM_APPLY_MS` and the sampler :data:`SIM_SAMPLE_MS`, as a GPU runs them
 after the forward pass.  :meth:`SimModel.synchronize` waits without the GIL until the
 queue is done (asleep, then spinning its last :data:`SIM_SPIN_MS`, as CUDA's
@@ -35,7 +36,7 @@ from toolkit.decode._simdraw import masked_greedy, spin_until
 from toolkit.decode.replay import REPLAY_BONUS, ModelError, Replay
 
 __all__ = ["SimModel", "SimDecoding", "SimLogits", "SimEvent", "sim_model", "wait_until", "SIM_NOTE", "SIM_APPLY_MS",
-           "SIM_SAMPLE_MS", "SIM_SPIN_MS"]
+           "SIM_CHUNK_COST", "SIM_SAMPLE_MS", "SIM_SPIN_MS"]
 
 SIM_NOTE = ("simulated device (sim:FORWARD_MS:LAUNCHES): no model runs; a forward pass is LAUNCHES Python calls "
             "and a wait, the apply kernel and the sampler waits of their own, the logits seeded noise: step times "
@@ -45,6 +46,15 @@ SIM_APPLY_MS = 0.07
 """Device milliseconds of the stand-in's apply kernel: the torch op's p50 on an H100 was
 0.057-0.076 ms at batch 1 to 64 with Llama-3's 128,256 logits in bf16
 (``results/gpu/*/apply_kernels.csv``, launch included), flat in the batch."""
+
+SIM_CHUNK_COST = 0.005
+"""What a chunk step (jump-forward: several tokens per sequence in one pass) adds to
+FORWARD_MS, per slot of the batch: a chunk step costs ``FORWARD_MS * (1 + SIM_CHUNK_COST
+* B)`` whatever its width.  On an H200 (``results/gpu/lookahead/``, random Llama-3-8B,
+bf16, CUDA graphs) chunk steps of 2 to 16 tokens took 9.0-9.3 ms at batch 8 against
+8.7-8.9 ms for one-token steps (+3-6 %; this prices +4 %) and 13.4-14.7 ms at batch 32
+against 12.3-12.7 ms (+9-17 %; this prices +16 %), flat in the width: every row runs
+the padded width, so the cost grows with the batch."""
 
 SIM_SAMPLE_MS = 0.05
 """Device milliseconds of the stand-in's sampler: a greedy draw is a max reduction over the
@@ -107,6 +117,7 @@ class SimModel:
     vocab: Any = field(default=None, repr=False)
     apply_ms: float = SIM_APPLY_MS
     sample_ms: float = SIM_SAMPLE_MS
+    chunk_cost: float = SIM_CHUNK_COST
     _pool: Any = field(default=None, repr=False)
     _pool_np: Any = field(default=None, repr=False)
     _order: Any = field(default=None, repr=False)
@@ -165,6 +176,7 @@ class SimModel:
         return {"spec": self.spec, "random_weights": False, "simulated": True, "vocab_size": self.vocab_size,
                 "device": "sim", "dtype": self.dtype, "parameters": 0, "forward_ms": self.forward_ms,
                 "launches": self.launches, "apply_ms": self.apply_ms, "sample_ms": self.sample_ms,
+                "chunk_cost": self.chunk_cost,
                 "cache": self.cache, "compile": None, "notes": list(self.notes)}
 
 
@@ -277,10 +289,11 @@ class SimDecoding:
 
     def forward_chunks(self, chunks: list[list[int]]) -> Any:
         """One step feeding a run of tokens per sequence
-        (:meth:`~toolkit.decode.model.Decoding.forward_chunks`).  It costs one forward
-        pass, FORWARD_MS, whatever the runs' lengths: a decode step of a batch is bound
-        by reading the weights, and a few more tokens per sequence read them once (on a
-        GPU a chunk of up to a few dozen tokens costs about one step)."""
+        (:meth:`~toolkit.decode.model.Decoding.forward_chunks`).  A step of single tokens
+        costs FORWARD_MS; a longer one ``FORWARD_MS * (1 + chunk_cost * B)`` whatever the
+        runs' lengths (:data:`SIM_CHUNK_COST`: a decode step is bound by reading the
+        weights, which a few more tokens per sequence read once, but every row runs the
+        padded width)."""
         if len(chunks) != self.batch or not all(chunks):
             raise ModelError(f"need a run of at least one token for each of the {self.batch} sequences")
         if not self.seen:
@@ -289,7 +302,9 @@ class SimDecoding:
         if self.replay is not None:
             self.replay.write(chunks)
         fed = np.asarray([c[-1] for c in chunks], dtype=np.int64)
-        return self._launch(t0, fed, max(len(c) for c in chunks), np.asarray([len(c) for c in chunks]))
+        width = max(len(c) for c in chunks)
+        ms = self.lm.forward_ms * (1.0 + self.lm.chunk_cost * self.batch) if width > 1 else None
+        return self._launch(t0, fed, width, np.asarray([len(c) for c in chunks]), ms)
 
     def refill(self, row: int, prompt: list[int], target: bytes | None, logits: Any) -> None:
         """Slot ``row`` starts a new sequence: its prompt's pass and its first logits
@@ -327,7 +342,7 @@ class SimDecoding:
             return np.full(self.batch, -1, dtype=np.int64)
         return np.asarray([-1 if t is None else t for t in self.replay.next_tokens()], dtype=np.int64)
 
-    def _launch(self, t0: float, fed: np.ndarray, n: int, advance: np.ndarray | None) -> Any:
+    def _launch(self, t0: float, fed: np.ndarray, n: int, advance: np.ndarray | None, ms: float | None = None) -> Any:
         lm = self.lm
         for k in range(lm.launches):
             _launch(k)
@@ -336,7 +351,7 @@ class SimDecoding:
             self._pos += advance
         rows = (self._salt + fed * 7919 + self._pos * 104729 + lm.seed) % _SIM_POOL
         logits = SimLogits(lm, rows, self._bonus())
-        lm.queue(lm.forward_ms, t0)
+        lm.queue(lm.forward_ms if ms is None else ms, t0)
         return logits if self.lazy else logits.tensor()
 
 
