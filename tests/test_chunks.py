@@ -66,7 +66,7 @@ def test_the_stand_in_prices_a_chunk_step_by_its_batch() -> None:
     step (a chunk step of single tokens too) FORWARD_MS."""
     pytest.importorskip("torch", reason="the stand-in's logits are torch tensors")
     from toolkit.core.vocab import load_vocab
-    from toolkit.decode.model import load_model
+    from toolkit.decode.model import ModelError, load_model
 
     vocab = load_vocab("tekken")
     lm = load_model("sim:20:0", vocab)
@@ -85,3 +85,8 @@ def test_the_stand_in_prices_a_chunk_step_by_its_batch() -> None:
     chunk = step([[5, 6], [5], [5], [5]])
     assert one > 0.019 and chunk > 0.039 and chunk > one + 0.012  # 20 ms, then 20 * (1 + 0.25 * 4)
     assert lm.describe()["chunk_cost"] == 0.25
+    assert load_model("sim:20:0:chunk=0:replay", vocab).chunk_cost == 0.0
+    assert load_model("sim:20", vocab).chunk_cost == 0.005
+    for bad in ("sim:20:chunk=x", "sim:20:0:chunk=2", "sim:20:chunk=0.1:0"):
+        with pytest.raises(ModelError, match=r"chunk=C"):
+            load_model(bad, vocab)

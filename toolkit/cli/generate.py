@@ -54,9 +54,10 @@ def configure(name: str, p: argparse.ArgumentParser) -> None:
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="random:tiny",
-                   help="checkpoint directory, random:NAME[:replay], or sim:FORWARD_MS[:LAUNCHES][:replay] (the "
-                        "stand-in device for machines without a GPU, e.g. sim:8:300; :replay favours each item's "
-                        "valid instance) (default: random:tiny)")
+                   help="checkpoint directory, random:NAME[:replay], or sim:FORWARD_MS[:LAUNCHES][:chunk=C][:replay] (the "
+                        "stand-in device for machines without a GPU, e.g. sim:8:300; :chunk=C prices a jump-forward "
+                        "chunk step at FORWARD_MS * (1 + C * batch), default 0.005 as an H200 ran them; :replay "
+                        "favours each item's valid instance) (default: random:tiny)")
     p.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto (bf16 on cuda)")

@@ -28,8 +28,6 @@ what plain decoding does.  An integer ``N`` caps every step at ``N`` tokens.
 
 from __future__ import annotations
 
-from statistics import median
-
 from toolkit.decode.model import chunk_width
 
 __all__ = ["CHUNK_POLICIES", "COST_SAMPLES", "RETRY", "ChunkWidths", "chunk_policy"]
@@ -66,6 +64,7 @@ class ChunkWidths:
         self._times: dict[int, list[float]] = {}  # padded width -> the last COST_SAMPLES step seconds
         self._first: set[int] = set()  # padded widths whose first step was left out
         self._passed: dict[int, int] = {}  # padded width -> the choices in a row it lost
+        self._cost: dict[int, float] = {}  # padded width -> the median of its times (made when asked)
 
     def record(self, width: int, seconds: float) -> None:
         """A step launched at ``width`` tokens took ``seconds`` of device time."""
@@ -77,11 +76,19 @@ class ChunkWidths:
         times.append(seconds)
         if len(times) > COST_SAMPLES:
             del times[0]
+        self._cost.pop(key, None)
 
     def cost(self, width: int) -> float | None:
-        """The measured seconds of a step of ``width`` tokens (None: not measured yet)."""
-        times = self._times.get(chunk_width(width))
-        return median(times) if times else None
+        """The measured seconds of a step of ``width`` tokens (None: not measured yet):
+        the median of its last :data:`COST_SAMPLES` (the upper one of an even count)."""
+        key = chunk_width(width)
+        c = self._cost.get(key)
+        if c is None:
+            times = self._times.get(key)
+            if not times:
+                return None
+            c = self._cost[key] = sorted(times)[len(times) // 2]
+        return c
 
     def choose(self, runs: list[int], live: int) -> int:
         """The width of a step where ``live`` sequences write and ``runs`` are the lengths
@@ -97,7 +104,10 @@ class ChunkWidths:
         best, best_rate = 1, live / one
         widths = [1 << k for k in range(1, max(longest - 1, 1).bit_length()) if 1 << k < longest] + [longest]
         for w in widths:
-            rate = (live + sum(min(n, w) - 1 for n in runs)) / (self.cost(w) or one)
+            extra = 0
+            for n in runs:
+                extra += (n if n < w else w) - 1
+            rate = (live + extra) / (self.cost(w) or one)
             if rate > best_rate:
                 best, best_rate = w, rate
         lost = self._passed

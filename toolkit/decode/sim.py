@@ -1,4 +1,4 @@
-"""The stand-in device, ``sim:FORWARD_MS[:LAUNCHES][:replay]``, for machines without a GPU.
+"""The stand-in device, ``sim:FORWARD_MS[:LAUNCHES][:chunk=C][:replay]``, for machines without a GPU.
 
 It reproduces what a GPU step leaves to the host.  The device is a queue of work
 with a clock (:class:`SimModel`): a forward pass makes LAUNCHES short Python-level calls
@@ -54,7 +54,9 @@ FORWARD_MS, per slot of the batch: a chunk step costs ``FORWARD_MS * (1 + SIM_CH
 bf16, CUDA graphs) chunk steps of 2 to 16 tokens took 9.0-9.3 ms at batch 8 against
 8.7-8.9 ms for one-token steps (+3-6 %; this prices +4 %) and 13.4-14.7 ms at batch 32
 against 12.3-12.7 ms (+9-17 %; this prices +16 %), flat in the width: every row runs
-the padded width, so the cost grows with the batch."""
+the padded width, so the cost grows with the batch.  ``sim:...:chunk=C`` sets another
+(``chunk=0``: a chunk step costs a one-token step's, as a server's ragged batch of a
+few more tokens nearly does)."""
 
 SIM_SAMPLE_MS = 0.05
 """Device milliseconds of the stand-in's sampler: a greedy draw is a max reduction over the
@@ -361,22 +363,28 @@ def _salt(prompt: list[int]) -> int:
 
 def sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, cache: str,
               compile: str | None) -> SimModel:
-    """The stand-in device of ``spec`` (``sim:FORWARD_MS[:LAUNCHES][:replay]``); a
+    """The stand-in device of ``spec`` (``sim:FORWARD_MS[:LAUNCHES][:chunk=C][:replay]``); a
     :class:`~toolkit.decode.replay.ModelError` for a spec or option it does not take."""
     parts = spec.split(":")[1:]
     replay = bool(parts) and parts[-1] == "replay"
     if replay:
         parts = parts[:-1]
+    chunk_cost = SIM_CHUNK_COST
     try:
+        if parts and parts[-1].startswith("chunk="):
+            chunk_cost = float(parts.pop()[len("chunk="):])
         if not 1 <= len(parts) <= 2:
             raise ValueError
         forward_ms = float(parts[0])
         launches = int(parts[1]) if len(parts) == 2 else 0
         if not forward_ms > 0 or forward_ms > 10_000 or launches < 0 or launches > 1_000_000:
             raise ValueError
+        if not 0 <= chunk_cost <= 1:
+            raise ValueError
     except ValueError:
-        raise ModelError(f"model {spec!r}: the stand-in device is sim:FORWARD_MS[:LAUNCHES][:replay] with 0 < "
-                         "FORWARD_MS <= 10000 and 0 <= LAUNCHES <= 1000000 (e.g. sim:8:300)") from None
+        raise ModelError(f"model {spec!r}: the stand-in device is sim:FORWARD_MS[:LAUNCHES][:chunk=C][:replay] with "
+                         "0 < FORWARD_MS <= 10000, 0 <= LAUNCHES <= 1000000 and 0 <= C <= 1 (e.g. sim:8:300, "
+                         "sim:10:300:chunk=0:replay)") from None
     if dtype not in ("auto", "float32"):
         raise ModelError(f"the simulated device {spec} makes float32 logits: --dtype {dtype} does not apply")
     if device != "cpu":
@@ -384,4 +392,4 @@ def sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, 
     if compile is not None or cache != "dynamic":
         raise ModelError(f"the simulated device {spec} has no KV cache or graphs: --cache and --compile do not apply")
     return SimModel(spec, forward_ms, launches, vocab.size, seed, bos_id=None, max_positions=None, replay=replay,
-                    vocab=vocab)
+                    vocab=vocab, chunk_cost=chunk_cost)

@@ -465,9 +465,10 @@ filled in one batch call while the next forward pass runs; the *serial loop*, ma
 earlier one, accepted the ids one by one after sampling); *wait ms* is the mask time the
 forward pass did not hide, *apply ms* copies the masks to the device and applies them
 to the logits, *accept ms* is the part of accepting the sampled tokens left on the
-critical path (all part of the step time).  *host overhead ms* is wait + accept + the
-forward pass's slowdown against the unconstrained one: what the host adds to a step
-besides the apply kernel (*host overhead %*: of the unconstrained forward pass).  *overhead %* is the
+critical path (all part of the step time).  *host overhead ms* is wait + accept + forward
+against the same in the unconstrained loop (the forward pass over the steps that waited
+for a one-token pass): what the host adds to a step besides the apply kernel and the
+sampler (*host overhead %*: of the unconstrained forward pass).  *overhead %* is the
 mean constrained step time over the mean unconstrained one (the same loop without
 masks, same batch and number of steps), minus 1.  A *forward ms* above the
 *unconstrained forward ms* is mask work slowing the forward pass down rather than
