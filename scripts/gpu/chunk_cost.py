@@ -28,7 +28,7 @@ def main() -> int:
     p.add_argument("--model", default="random:llama-3-8b")
     p.add_argument("--vocab", required=True)
     p.add_argument("--device", default="cuda")
-    p.add_argument("--compile", default="reduce-overhead")
+    p.add_argument("--compile", default="reduce-overhead", help="a torch.compile mode, or none (eager)")
     p.add_argument("--batch", type=int, nargs="+", default=[8, 32])
     p.add_argument("--widths", type=int, nargs="+", default=[2, 4, 8, 16])
     p.add_argument("--graphs", nargs="+", choices=("dynamic", "static"), default=["dynamic"])
@@ -48,9 +48,10 @@ def main() -> int:
     rows = []
     mark = dynamo.mark_dynamic
     for graphs in args.graphs:
-        lm = load_model(args.model, vocab, device=args.device, compile=args.compile, cache="static")
-        if graphs == "static":  # one graph per width: no dimension left dynamic
-            lm._compiled_chunks = torch.compile(lm.model.forward, mode=args.compile, dynamic=False, fullgraph=True)
+        mode = None if args.compile == "none" else args.compile
+        lm = load_model(args.model, vocab, device=args.device, compile=mode, cache="static")
+        if graphs == "static" and mode is not None:  # one graph per width: no dimension left dynamic
+            lm._compiled_chunks = torch.compile(lm.model.forward, mode=mode, dynamic=False, fullgraph=True)
             dynamo.mark_dynamic = lambda *a, **k: None
         try:
             for batch in args.batch:
