@@ -208,6 +208,14 @@ def test_cli_jump_forward_all_runs_each_schedule_and_the_report_labels_them(tmp_
     with pytest.raises(SystemExit):
         main(["generate", "--engine", "llguidance", "--model", "sim:0.2:2", "--jump-forward", "sideways"])
     assert "invalid choice: 'sideways'" in capsys.readouterr().err
+    # chunk widths: refused where no schedule reads them, and a width that is none
+    for jump in ("off", "inline"):
+        assert main(["generate", "--engine", "llguidance", "--model", "sim:0.2:2", "--jump-forward", jump,
+                     "--chunk-width", "2", "--out", str(tmp_path / "cw")]) == 2
+        assert "--chunk-width applies to the lookahead and overlap schedules" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["generate", "--engine", "llguidance", "--model", "sim:0.2:2", "--jump-forward", "--chunk-width", "0"])
+    assert "'auto', 'all' or an integer >= 1, got '0'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="jump_forward must be a bool, 'off', 'on' or one of lookahead, overlap, inline"):
         generate(get_engine("llguidance", load_vocab("tekken")), load_model("sim:0.2:2", load_vocab("tekken")),
                  load_vocab("tekken"), [], jump_forward="sideways")

@@ -188,6 +188,10 @@ def _generate(args: argparse.Namespace) -> int:
         print("masklab: --baseline-groups is for --shared-baseline (the interleaved baseline decodes each batch)",
               file=sys.stderr)
         return 2
+    if args.chunk_width != "auto" and args.jump_forward in ("off", "inline"):
+        print(f"masklab: --chunk-width applies to the lookahead and overlap schedules (--jump-forward on, both, "
+              f"lookahead, overlap or all), not to --jump-forward {args.jump_forward}", file=sys.stderr)
+        return 2
     baseline = "shared" if args.shared_baseline else "interleaved" if args.unconstrained_baseline else "none"
     check_grid(baseline, args.jump_forward, args.loop)
     vocab = load_vocab(args.vocab)

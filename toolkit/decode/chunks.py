@@ -48,10 +48,9 @@ def chunk_policy(value: str | int) -> str | int:
     or its digits); a ``ValueError`` naming the valid values otherwise."""
     if isinstance(value, str) and value in CHUNK_POLICIES:
         return value
-    if isinstance(value, str) and value.isdigit():
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
+    n = int(value) if isinstance(value, str) and value.isdigit() else value
+    if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+        return n
     raise ValueError(f"chunk width must be 'auto', 'all' or an integer >= 1, got {value!r}")
 
 
