@@ -56,7 +56,7 @@ def test_all_and_a_cap() -> None:
     assert ChunkWidths(3).choose([7, 2], 32) == 3
     assert ChunkWidths(8).choose([7, 2], 32) == 7
     assert chunk_policy("auto") == "auto" and chunk_policy("4") == 4 and chunk_policy(1) == 1
-    for bad in ("0", 0, -2, "wide", True, 2.5):
+    for bad in ("0", 0, -2, "wide", True, 2.5, "²", "٣", "+2"):
         with pytest.raises(ValueError, match="'auto', 'all' or an integer >= 1"):
             chunk_policy(bad)
 

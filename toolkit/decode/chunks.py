@@ -48,7 +48,7 @@ def chunk_policy(value: str | int) -> str | int:
     or its digits); a ``ValueError`` naming the valid values otherwise."""
     if isinstance(value, str) and value in CHUNK_POLICIES:
         return value
-    n = int(value) if isinstance(value, str) and value.isdigit() else value
+    n = int(value) if isinstance(value, str) and value.isascii() and value.isdecimal() else value
     if isinstance(n, int) and not isinstance(n, bool) and n >= 1:
         return n
     raise ValueError(f"chunk width must be 'auto', 'all' or an integer >= 1, got {value!r}")
