@@ -2,8 +2,9 @@
 
 cutil.pxd is inline C that every Cython module of masklab cimports; its map, growth and
 key packing are reached here through the probes in :mod:`toolkit.core.session`
-(``I64MapProbe``, ``grow_probe``, ``vgrow_probe``) and checked against Python: the map against a dict
-under hypothesis (keys over the whole int64 range), growth against its doubling rule.
+(``I64MapProbe``, ``grow_probe``, ``vgrow_probe``, ``or_words_probe``) and checked against Python: the map against a dict
+under hypothesis (keys over the whole int64 range), growth against its doubling rule,
+the masks' bulk OR against numpy's.
 Its error codes are checked against their Python half, :mod:`toolkit.core.errors`.
 Everything is seeded: hypothesis runs derandomized.
 """
@@ -14,10 +15,11 @@ import random
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tests._support.cutil_probe import I64MapProbe, grow_probe, vgrow_probe
+from tests._support.cutil_probe import I64MapProbe, grow_probe, or_words_probe, vgrow_probe
 
 from toolkit.core.errors import ERROR_CODES, LIMIT_OPTIONS, LimitExceeded, error_of, raise_code
 
@@ -198,3 +200,22 @@ def test_the_other_codes() -> None:
     assert isinstance(error_of(ERROR_CODES["ERR_NO_CACHE"]), RuntimeError)
     assert isinstance(error_of(ERROR_CODES["ERR_SHAPE"], 3), ValueError)
     assert "where" in str(error_of(ERROR_CODES["ERR_MEMORY"], 10, where="where"))
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 8, 9, 31, 33, 64, 65, 4008])
+@pytest.mark.parametrize("start", [0, 1, 3])
+def test_or_words_is_numpys_or(n: int, start: int) -> None:
+    """Every length about the vector widths (8 words of AVX2), from unaligned starts: the
+    words in range ORed, the words around them untouched."""
+    rng = np.random.default_rng(n * 7 + start)
+    dst = rng.integers(0, 2**32, n + 8, dtype=np.uint32)
+    src = rng.integers(0, 2**32, n + 8, dtype=np.uint32)
+    want = dst.copy()
+    want[start:start + n] |= src[start:start + n]
+    or_words_probe(dst, src, start, n)
+    assert np.array_equal(dst, want)
+
+
+def test_or_words_probe_refuses_a_range_outside() -> None:
+    with pytest.raises(IndexError, match="outside"):
+        or_words_probe(np.zeros(4, np.uint32), np.zeros(4, np.uint32), 2, 3)

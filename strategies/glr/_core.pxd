@@ -101,6 +101,8 @@ cdef class GLRTables(ParserTables):
     cdef int32_t* cx_gn              # per context: its groups
     cdef uint8_t* cx_sliced          # per context: its row took slices whole
     cdef Arena cx_wa                 # dense rows (blocks that never move: a new row copies no old one)
+    cdef I64Map dr_index             # a hash of a dense row's words -> the first context with that row
+    cdef readonly int64_t rows_shared  # contexts whose dense row is an older context's
     cdef int32_t* cx_si              # sparse rows: word index
     cdef word_t* cx_sw               # and its bits
     cdef int64_t cx_s_n, cx_s_cap

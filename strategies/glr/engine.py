@@ -150,6 +150,7 @@ class GLRCompiled(CompiledTables):
             "roots_shared": t.roots_shared,
             "context_groups": t.groups,
             "groups_shared": t.groups_shared,
+            "rows_shared": t.rows_shared,
             "table_bytes": t.cx_bytes,
             "ahead_nodes": t.ahead_nodes,
             "table_fills": t.cx_fills,

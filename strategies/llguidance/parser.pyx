@@ -65,7 +65,7 @@ cimport numpy as cnp
 from toolkit.core.cutil cimport (
     BYTES, ERR_MAX_LEXER_STATES, ERR_MAX_ROW_ITEMS, ERR_MAX_STEPS, ERR_MEMORY, ERR_NONE, ERR_SHAPE, I64Map,
     WorkCounters, arena_at, arena_bytes, arena_free, arena_init, arena_take, grow, hash_ints, i64map_bytes,
-    i64map_clear, i64map_free, i64map_get, i64map_init, i64map_intern, i64map_put, pair_key, resize,
+    i64map_clear, i64map_free, i64map_get, i64map_init, i64map_intern, i64map_put, or_words, pair_key, resize,
 )
 from toolkit.core.intsets cimport intsets_add, intsets_find, intsets_free, intsets_init
 from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
@@ -1220,9 +1220,7 @@ cdef class EarleyParser:
             if bits != 0:
                 for k in range(ns + 1):  # the slices, then the rest's trie
                     if k < ns and (bits >> k) & 1:
-                        src = self.walk_slices.masks[k]
-                        for w in range(self.walk_slices.n_words):
-                            scratch[w] |= src[w]
+                        or_words(scratch, self.walk_slices.masks[k], self.walk_slices.n_words)
                         sliced += self.walk_slices.n_tokens[k]
                         continue
                     v = self._walk_lex(self.walk_slices.t_nodes[k], self.walk_slices.t_num[k],
@@ -1263,8 +1261,7 @@ cdef class EarleyParser:
             r = self.T.wc_used[e]
             count = self.T.wc_count[e]
             self.T.wc_hits += 1
-        for w in range(n_words):
-            mask[w] |= src[w]
+        or_words(mask, src, n_words)
         # the boundaries: each node and its subtree, from the lexer state before its byte
         for b in range(nb0, nb1, 3):
             k = self.T.wc_bnd[b]
@@ -1344,8 +1341,7 @@ cdef class EarleyParser:
             return self._fill_c(mask, n_words)
         top = self.row_id[self.n_rows - 1]
         if self.cache_ls == self.ls and self.cache_row == top and self.cache_words == n_words:
-            for w in range(n_words):
-                mask[w] |= self.cache_mask[w]
+            or_words(mask, self.cache_mask, n_words)
             self.cache_hits += 1
             self.last_visited = 0
             self.fill_count = self.cache_count

@@ -28,7 +28,7 @@ from libc.string cimport memcpy, memset
 
 from strategies.xgrammar._charts cimport Charts
 from strategies.xgrammar._tables cimport K_ACCEPTED, K_BITSET, Inner, Pos, Tables
-from toolkit.core.cutil cimport BYTES, ERR_MEMORY, ERR_NO_CACHE, WorkCounters
+from toolkit.core.cutil cimport BYTES, ERR_MEMORY, ERR_NO_CACHE, WorkCounters, or_words
 from toolkit.core.ids cimport DEAD, state_t, symbol_t, token_t, word_t
 from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 
@@ -144,15 +144,13 @@ cdef class Parser(Charts):
                     t = pool[j]
                     row[t >> 5] |= (<word_t>1) << (t & 31)
             elif inn.kind == K_BITSET:
-                for j in range(self.T.n_words):
-                    row[j] |= wpool[inn.data + j]
+                or_words(row, &wpool[inn.data], self.T.n_words)
             else:
                 memcpy(self.scratch, self.T.text_words, self.T.n_words * sizeof(word_t))
                 for j in range(inn.data, inn.data + inn.n_data):
                     t = pool[j]
                     self.scratch[t >> 5] &= ~((<word_t>1) << (t & 31))
-                for j in range(self.T.n_words):
-                    row[j] |= self.scratch[j]
+                or_words(row, self.scratch, self.T.n_words)
 
     cdef int64_t _candidates(self, const word_t* row) noexcept nogil:
         """``cand``: the live positions' uncertain tokens not allowed already, each

@@ -5,7 +5,7 @@ they run it.  Test code: ``setup.py`` builds it only in place (``build_ext --inp
 what ``make`` runs), so no wheel ships it.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.stdlib cimport free
 
 from toolkit.core.cutil cimport (
@@ -18,6 +18,7 @@ from toolkit.core.cutil cimport (
     i64map_init,
     i64map_intern,
     i64map_put,
+    or_words,
     pair_key,
     resize,
     vfree,
@@ -141,3 +142,12 @@ def vgrow_probe(needs, int64_t elem=4):
     finally:
         vfree(buf, cap, elem)
     return addrs
+
+
+def or_words_probe(uint32_t[::1] dst, const uint32_t[::1] src, int64_t start, int64_t n):
+    """``dst[start:start + n] |= src[start:start + n]`` by cutil's ``or_words`` (the
+    masks' bulk OR, AVX2 where the CPU has it), for its tests."""
+    if start < 0 or n < 0 or start + n > dst.shape[0] or start + n > src.shape[0]:
+        raise IndexError(f"words [{start}, {start + n}) outside arrays of {dst.shape[0]} and {src.shape[0]}")
+    if n > 0:
+        or_words(&dst[start], &src[start], n)
