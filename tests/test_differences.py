@@ -12,6 +12,7 @@ from tests._support.shared import PROJECT_ROOT
 from toolkit.bench.differences import (
     CACHE,
     DEVIATIONS,
+    _json_whitespace,
     _late_match,
     _partial_tail,
     _Probe,
@@ -118,6 +119,33 @@ def test_the_late_match_test_is_outlines_core_s_rule() -> None:
     assert m.accept_token(vocab.token_bytes.index(b"true"))
     assert _late_match(_probe(vocab, m, b",")) and not _late_match(_probe(vocab, m, b",t"))
     assert {d.side for d in DEVIATIONS} == {"allows", "refuses"} and all(d.where for d in DEVIATIONS)
+
+
+def test_whitespace_a_peer_requires_is_its_whitespace_rule() -> None:
+    """A peer that writes ``": "`` refuses ``":{\n``, ``":{"`` and ``{`` after ``":``: whitespace differences
+    (the token respaced as the peer spaces JSON is taken); a token that differs in more
+    than whitespace is not one."""
+    from strategies import get_engine
+
+    vocab = Vocabulary.from_tokens([b"", *(c.encode() for c in '{}[]":, \naxb1'), b'":{\n', b'":{"', b'":[\n', b'"x:\n'],
+                                   eos_ids=(0,), special_tokens={0: "</s>"})
+    naive = get_engine("naive", vocab)
+    m = naive.matcher(naive.compile(Grammar.from_regex(r'\{"a": \{("b": 1)?\}\}')))
+    for c in '{"a':
+        assert m.accept_token(vocab.token_bytes.index(c.encode()))
+    fits = _json_whitespace("refuses")
+
+    def probe(data: bytes) -> _Probe:
+        return _Probe(vocab, vocab.token_bytes.index(data), data, b'{"a', {}, None, None, m, native_schema=True)
+
+    assert fits(probe(b'":{\n')) and fits(probe(b'":{"')) and not fits(probe(b'":[\n')) and not fits(probe(b'"x:\n'))
+    assert not _json_whitespace("allows")(probe(b'":{\n'))  # (naive is None here: no judge)
+    assert m.num_tokens == 3  # (the probes left the matcher as it was)
+    for c in '":':
+        assert m.accept_token(vocab.token_bytes.index(c.encode()))
+    after = _Probe(vocab, vocab.token_bytes.index(b"{"), b"{", b'{"a":', {}, None, None, m, native_schema=True)
+    assert fits(after) and not fits(_Probe(vocab, vocab.token_bytes.index(b"["), b"[", b'{"a":', {}, None, None, m,
+                                           native_schema=True))
 
 
 def test_partial_characters_are_read_from_the_end() -> None:

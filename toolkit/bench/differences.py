@@ -145,17 +145,23 @@ _JSON_WS = frozenset(b" \t\n\r")
 def _json_whitespace(side: str) -> Callable[[_Probe], bool]:
     """A peer's own JSON Schema compiler writes its own whitespace rules: the token
     differs only in whitespace when, its whitespace bytes removed, what is left is empty
-    or taken by the side that refused the whole token."""
+    or taken by the side that refused the whole token; a refusing side is also tried
+    with a space after each ``:`` and ``,`` (the text's last one too), whitespace the
+    token may lack (glrmask writes ``": "`` and ``", "``: it refuses ``":{\n``, ``":{"``
+    and, after ``":``, ``{``)."""
     def fits(p: _Probe) -> bool:
-        if not p.native_schema:
+        if not p.native_schema or not p.data:
             return False
         bare = bytes(x for x in p.data if x not in _JSON_WS)
-        if bare == p.data or not p.data:
-            return False
         if not bare:
             return True
         judge = p.matcher if side == "refuses" else p.naive
-        return judge is not None and _feeds(judge, p.vocab, bare)[0]
+        if judge is None:
+            return False
+        if bare != p.data and _feeds(judge, p.vocab, bare)[0]:
+            return True
+        spaced = (b" " if p.before[-1:] in (b":", b",") else b"") + bare.replace(b":", b": ").replace(b",", b", ")
+        return side == "refuses" and spaced != bare and _feeds(judge, p.vocab, spaced)[0]
     return fits
 
 
