@@ -161,8 +161,8 @@ cdef inline void vfree(void* p, int64_t n, size_t elem) noexcept nogil:
 # ``dst |= src`` over ``n`` bitmask words: the masks' one bulk operation (a row of
 # 128k tokens is 4,000 words).  -O3 alone vectorizes it with SSE2 (16 bytes); where the
 # CPU has AVX2 the 32-byte version runs, chosen once per process (as the session's
-# popcount is): a glr mask on Llama-3 took 21 % less at the median
-# (the schemas of ``results/glr``, AMD EPYC).  AVX-512 gave nothing more there.
+# popcount is): a glr fill on Llama-3 took 21 % less at the median (six MaskBench
+# schemas, least of 30 walks, AMD EPYC).  AVX-512 gave nothing more there.
 cdef extern from *:
     """
     static void masklab_or_words_sw(unsigned int* restrict d, const unsigned int* restrict s, long long n) {
