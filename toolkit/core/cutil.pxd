@@ -162,24 +162,25 @@ cdef inline void vfree(void* p, int64_t n, size_t elem) noexcept nogil:
 # 128k tokens is 4,000 words).  -O3 alone vectorizes it with SSE2 (16 bytes); where the
 # CPU has AVX2 the 32-byte version runs, chosen once per process (as the session's
 # popcount is): a glr fill on Llama-3 took 21 % less at the median (six MaskBench
-# schemas, least of 30 walks, AMD EPYC).  AVX-512 gave nothing more there.
+# schemas, least of 30 walks, AMD EPYC).  AVX-512 gave nothing more there.  (``static
+# inline``: no warning in the modules that cimport this file and never call it.)
 cdef extern from *:
     """
-    static void masklab_or_words_sw(unsigned int* restrict d, const unsigned int* restrict s, long long n) {
+    static inline void masklab_or_words_sw(unsigned int* restrict d, const unsigned int* restrict s, long long n) {
         for (long long i = 0; i < n; i++) d[i] |= s[i];
     }
     #if defined(__x86_64__) && defined(__GNUC__)
     __attribute__((target("avx2")))
-    static void masklab_or_words_avx2(unsigned int* restrict d, const unsigned int* restrict s, long long n) {
+    static inline void masklab_or_words_avx2(unsigned int* restrict d, const unsigned int* restrict s, long long n) {
         for (long long i = 0; i < n; i++) d[i] |= s[i];
     }
-    static void masklab_or_words(unsigned int* d, const unsigned int* s, long long n) {
+    static inline void masklab_or_words(unsigned int* d, const unsigned int* s, long long n) {
         static int avx2 = -1;
         if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
         if (avx2) masklab_or_words_avx2(d, s, n); else masklab_or_words_sw(d, s, n);
     }
     #else
-    static void masklab_or_words(unsigned int* d, const unsigned int* s, long long n) {
+    static inline void masklab_or_words(unsigned int* d, const unsigned int* s, long long n) {
         masklab_or_words_sw(d, s, n);
     }
     #endif
