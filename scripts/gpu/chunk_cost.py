@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import statistics
 import sys
 import time
@@ -35,6 +36,8 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--out", default="-")
     args = p.parse_args()
+    if args.steps < 1 or min(args.batch) < 1 or min(args.widths) < 2:
+        p.error("--steps and --batch must be >= 1 and each of --widths >= 2 (width 1 is always timed)")
     if max(args.widths) * (args.steps + 2) > 256:
         p.error("--steps and --widths must fit the 256 positions each measurement's cache has")
 
@@ -72,7 +75,7 @@ def main() -> int:
                     times.sort()
                     row = {"graphs": graphs, "batch": batch, "width": width,
                            "ms_p50": round(statistics.median(times), 3),
-                           "ms_p90": round(times[int(0.9 * (len(times) - 1))], 3)}
+                           "ms_p90": round(times[math.ceil(0.9 * len(times)) - 1], 3)}  # (nearest rank)
                     rows.append(row)
                     print(row, flush=True)
         finally:
