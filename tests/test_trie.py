@@ -306,6 +306,27 @@ def test_memory_bytes(hand_trie: TokenTrie) -> None:
     assert hand_trie.memory_bytes() == 26 * 17 + 23 * 4
 
 
+def test_child_index_lists_each_nodes_children_by_prefix(rng: np.random.Generator) -> None:
+    # node p's children are the nodes whose prefix is p's and one byte more, in byte order
+    for trie in (TokenTrie(random_vocab(rng, n=3000)), TokenTrie(make_vocab([b"<eos>"], eos_ids=[0], size=33))):
+        before = trie.memory_bytes()
+        off, kids, kb = trie.child_index()
+        n = trie.num_nodes
+        assert off.shape == (n + 1,) and kids.shape == kb.shape == (n - 1,) and off[0] == 0 and off[n] == n - 1
+        prefix = [trie.token_prefix_bytes(p) for p in range(n)]
+        by_parent: dict[bytes, list[int]] = {}
+        for c in range(1, n):
+            by_parent.setdefault(prefix[c][:-1], []).append(c)
+        for p in range(n):
+            got = kids[off[p] : off[p + 1]].tolist()
+            assert got == sorted(by_parent.get(prefix[p], []), key=lambda c: prefix[c])
+            assert kb[off[p] : off[p + 1]].tolist() == [prefix[c][-1] for c in got]
+        assert trie.child_index()[0] is off  # built once, then kept
+        assert trie.memory_bytes() == before + off.nbytes + kids.nbytes + kb.nbytes
+        with pytest.raises(ValueError, match="read-only"):
+            kids[0:1] = 0
+
+
 # -- the hand-drawn walks -------------------------------------------------------------
 
 

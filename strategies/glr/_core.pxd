@@ -88,6 +88,9 @@ cdef class GLRTables(ParserTables):
     # state the lexeme ends in; per (group, lexer state after the boundary) a child context
     cdef object cx_trie              # the trie and slices the contexts were made over (None: none yet)
     cdef object cx_slices
+    cdef const int32_t** kw_off      # per trie _cx_trie numbers (ns + 2): its child index (TokenTrie.kid_off)
+    cdef const int32_t** kw_node
+    cdef const uint8_t** kw_byte
     cdef int32_t cx_words            # words of a row
     cdef I64Map cx_root              # lexer state -> its root context
     cdef state_t* g_rep              # per global state: the least one of its lexeme no token tells from it (NULL: none)
@@ -117,6 +120,7 @@ cdef class GLRTables(ParserTables):
     cdef readonly int64_t groups_shared  # groups that share an older group's nodes and children
     cdef int32_t g_n, g_cap
     cdef int32_t* nd_k               # a group's node: its trie (the slices' tries, the rest's, ns + 1: the whole)
+                                     # | its byte << 8 (a dead node is passed over without reading its record)
     cdef int32_t* nd_i               # and its index there
     cdef int64_t nd_n, nd_cap
     cdef I64Map ch_index             # pair_key(group, lexer state after the boundary) -> its child context (but the first)
@@ -133,7 +137,7 @@ cdef class GLRTables(ParserTables):
     # scratch of a context's making
     cdef word_t* x_row               # its row (cx_words words, zero between makings)
     cdef state_t* x_bq               # its boundaries: the lexer state,
-    cdef int32_t* x_bk               # the trie
+    cdef int32_t* x_bk               # the trie | the node's byte << 8 (nd_k)
     cdef int32_t* x_bi               # and the node
     cdef int64_t x_bn, x_bcap
     cdef int32_t* x_tok              # the tokens the making's row got (the first X_TOKENS of them)
@@ -199,6 +203,7 @@ cdef class GLRParser(EarleyParser):
     cdef int64_t* lin_h
     cdef int32_t* lin_vn
     cdef int32_t lin_cap             # levels
+    cdef int32_t* kw_stk             # _cx_walk's stack: per depth the next child and the end of the list
 
     cdef int _view_reset(self, int32_t j) noexcept nogil
     cdef int _vn_new(self, int32_t state, int32_t orig) noexcept nogil
@@ -219,8 +224,7 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t _cx_make(self, state_t s, int32_t parent_g) noexcept nogil
     cdef int64_t _groups_intern(self, int32_t g0) noexcept nogil
     cdef int32_t _root_of(self, state_t x) noexcept nogil
-    cdef int _cx_walk(self, const TrieNode* nodes, const token_t* ids, int32_t k, int32_t p, int32_t end,
-                      state_t q0, int64_t* cnt) noexcept nogil
+    cdef int _cx_walk(self, int32_t k, int32_t p, state_t q0, int64_t* cnt) noexcept nogil
     cdef int32_t _cx_child(self, int32_t g, state_t s) noexcept nogil
     cdef int _cx_fill(self, int32_t c, word_t* mask, int64_t* cnt, bint deep) noexcept nogil
     cdef int32_t _cx_lookup(self, int32_t g, state_t s) noexcept nogil

@@ -282,7 +282,7 @@ cdef class GLRTables(ParserTables):
         free(self.prod_lhs); free(self.prod_len); free(self.cand_off); free(self.cand_lex)
         free(self.cand_safe); free(self.acc_safe); free(self.acc_any); free(self.cand_ss)
         free(self.pred_off); free(self.pred); free(self.r_mark); free(self.r_fr); free(self.r_lb)
-        free(self.g_rep)
+        free(self.g_rep); free(<void*>self.kw_off); free(<void*>self.kw_node); free(<void*>self.kw_byte)
 
     cdef int _horizon_init(self, int32_t depth) noexcept nogil:
         """``g_rep`` for tokens of at most ``depth`` bytes: per lexeme, Moore's classes
@@ -658,7 +658,7 @@ cdef class GLRParser(EarleyParser):
         free(self.vn_state); free(self.vn_orig); free(self.vn_edge); free(self.vn_mat)
         free(self.ve_to); free(self.ve_next); free(self.by_state)
         free(self.fr_a); free(self.fr_b); free(self.sh_state); free(self.sh_from); free(self.chain)
-        free(self.lin_vs); free(self.lin_h); free(self.lin_vn)
+        free(self.lin_vs); free(self.lin_h); free(self.lin_vn); free(self.kw_stk)
 
     # ------------------------------------------------------------ arena --
 
@@ -1033,8 +1033,22 @@ cdef class GLRParser(EarleyParser):
     def set_walk(self, TokenTrie trie not None, SliceSet slices=None):
         """:meth:`EarleyParser.set_walk`; the first walk set on the grammar's tables is the
         one its mask tables are made over (a parser walking another walks every mask)."""
+        cdef TokenTrie tt
+        cdef int32_t k, n
         EarleyParser.set_walk(self, trie, slices)
         if self.G.cx_trie is None and self.G.max_cx_bytes > 0:
+            # the tries _cx_trie numbers: the slices', the rest's, the whole vocabulary's
+            tries = ([] if self.walk_slices is None else list(self.walk_slices.tries)) + [trie]
+            n = len(tries)
+            self.G.kw_off = <const int32_t**>calloc(n, sizeof(int32_t*))
+            self.G.kw_node = <const int32_t**>calloc(n, sizeof(int32_t*))
+            self.G.kw_byte = <const uint8_t**>calloc(n, sizeof(uint8_t*))
+            if self.G.kw_off == NULL or self.G.kw_node == NULL or self.G.kw_byte == NULL:
+                raise MemoryError()
+            for k in range(n):
+                tt = tries[k]
+                tt.child_index()  # (kept by the trie, which outlives the tables through cx_trie/cx_slices)
+                self.G.kw_off[k], self.G.kw_node[k], self.G.kw_byte[k] = tt.kid_off, tt.kid_node, tt.kid_byte
             self.G.cx_trie = trie
             self.G.cx_slices = self.walk_slices
             self.G.cx_words = (trie.vocab_size + 31) // 32
@@ -1042,6 +1056,8 @@ cdef class GLRParser(EarleyParser):
             if self.G._horizon_init(trie.max_depth) < 0:
                 self.T.raise_error()
         self.cx_ok = self.G.max_cx_bytes > 0 and self.G.cx_trie is trie and self.G.cx_slices is self.walk_slices
+        if self.cx_ok and resize(<void**>&self.kw_stk, 2 * (self.st_cap + 1), sizeof(int32_t)) < 0:
+            raise MemoryError()
 
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
         """The mask from the grammar's store when a stored one was made from what this
@@ -1121,26 +1137,42 @@ cdef class GLRParser(EarleyParser):
         ids[0] = self.walk_trie.token_ids
         return self.walk_trie.num_nodes
 
-    cdef int _cx_walk(self, const TrieNode* nodes, const token_t* ids, int32_t k, int32_t p, int32_t end,
-                      state_t q0, int64_t* cnt) noexcept nogil:
-        """Nodes ``p`` .. ``end`` (a trie range whose nodes' parent is in lexer state ``q0``):
-        the tokens whose bytes stay in the lexeme into the making's row, a node whose byte
-        ends the lexeme (one accepts) into its boundaries; 0 or -1 (a limit)."""
-        cdef int32_t depth = 1, i, e
+    cdef int _cx_walk(self, int32_t k, int32_t p, state_t q0, int64_t* cnt) noexcept nogil:
+        """The subtrees of node ``p``'s children in trie ``k`` (``p`` in lexer state ``q0``;
+        0: the whole trie): the tokens whose bytes stay in the lexeme into the making's row,
+        a node whose byte ends the lexeme (one accepts) into its boundaries; 0 or -1 (a
+        limit).  Depth first in the trie's order, over its child index: a child's byte is
+        read from its parent's list, so a dead child (most of them: 840 of 854 nodes in a
+        root made at a mask) costs no read of its record, which lies a subtree away."""
+        cdef const TrieNode* nodes
+        cdef const token_t* ids
+        cdef const int32_t* koff = self.G.kw_off[k]
+        cdef const int32_t* knode = self.G.kw_node[k]
+        cdef const uint8_t* kbyte = self.G.kw_byte[k]
+        cdef int32_t depth = 0, i, e, c
         cdef state_t y, parent
         cdef token_t t
         cdef const TrieNode* node
         cdef state_t* st = self.st_ls
+        cdef int32_t* stk = self.kw_stk
+        cdef const state_t* trans
         cdef int64_t cap, visited = 0
         cdef word_t* row = self.G.x_row
+        self._cx_trie(k, &nodes, &ids)
         st[0] = q0
-        while p < end:
-            node = &nodes[p]
-            parent = st[depth - 1]
+        stk[0] = koff[p]
+        stk[1] = koff[p + 1]
+        while depth >= 0:
+            i = stk[2 * depth]
+            if i == stk[2 * depth + 1]:
+                depth -= 1
+                continue
+            stk[2 * depth] = i + 1
+            parent = st[depth]
             visited += 1
-            y = self.G.ls_trans[<int64_t>parent * BYTES + node.byte]
+            y = self.G.ls_trans[<int64_t>parent * BYTES + kbyte[i]]
             if y == MISSING:
-                y = self.G.step(parent, node.byte)
+                y = self.G.step(parent, kbyte[i])
             if y < 0:
                 if y == LS_ERROR:
                     return -1
@@ -1153,12 +1185,12 @@ cdef class GLRParser(EarleyParser):
                             return self.G._fail(ERR_MEMORY, self.G.x_bn + 1)
                         self.G.x_bcap = cap
                     self.G.x_bq[self.G.x_bn] = parent
-                    self.G.x_bk[self.G.x_bn] = k
-                    self.G.x_bi[self.G.x_bn] = p
+                    self.G.x_bk[self.G.x_bn] = k | (<int32_t>kbyte[i] << 8)
+                    self.G.x_bi[self.G.x_bn] = knode[i]
                     self.G.x_bn += 1
-                depth -= node.num_parents - 1
-                p += node.subtree_size
                 continue
+            c = knode[i]
+            node = &nodes[c]
             e = node.token_start + node.token_count
             for i in range(node.token_start, e):
                 t = ids[i]
@@ -1168,9 +1200,11 @@ cdef class GLRParser(EarleyParser):
                 cnt[0] += 1
             if self.G.x_collect and node.token_count and self._queue_root(y) < 0:
                 return -1
-            st[depth] = y
-            depth += 1 - node.num_parents * (node.subtree_size == 1)
-            p += 1
+            if node.subtree_size > 1:
+                depth += 1
+                st[depth] = y
+                stk[2 * depth] = koff[c]
+                stk[2 * depth + 1] = koff[c + 1]
         self.work.trie_nodes += visited
         self.work.lexer_steps += visited
         self.G.cx_nodes += visited
@@ -1212,25 +1246,24 @@ cdef class GLRParser(EarleyParser):
                         if self.G.x_collect and self._collect_slice(k, s) < 0:
                             return -1
                         continue
-                    n = self._cx_trie(k, &nodes, &ids)
-                    if self._cx_walk(nodes, ids, k, 1, n, s, &cnt) < 0:
+                    if self._cx_walk(k, 0, s, &cnt) < 0:
                         return -1
             else:
-                n = self._cx_trie(ns + 1, &nodes, &ids)
-                if self._cx_walk(nodes, ids, ns + 1, 1, n, s, &cnt) < 0:
+                if self._cx_walk(ns + 1, 0, s, &cnt) < 0:
                     return -1
         else:
             for j in range(self.G.g_noff[parent_g], self.G.g_noff[parent_g] + self.G.g_nn[parent_g]):
-                k = self.G.nd_k[j]
-                self._cx_trie(k, &nodes, &ids)
-                n = self.G.nd_i[j]
-                y = self.G.ls_trans[<int64_t>s * BYTES + nodes[n].byte]
+                b = self.G.nd_k[j] >> 8
+                y = self.G.ls_trans[<int64_t>s * BYTES + b]
                 if y == MISSING:
-                    y = self.G.step(s, nodes[n].byte)
+                    y = self.G.step(s, <uint8_t>b)
                 if y == LS_ERROR:
                     return -1
                 if y < 0:
                     continue  # the byte starts no lexeme allowed after the boundary
+                k = self.G.nd_k[j] & 0xFF
+                self._cx_trie(k, &nodes, &ids)
+                n = self.G.nd_i[j]
                 for w in range(nodes[n].token_start, nodes[n].token_start + nodes[n].token_count):
                     self.G.x_row[ids[w] >> 5] = self.G.x_row[ids[w] >> 5] | ((<word_t>1) << (ids[w] & 31))
                     if cnt < X_TOKENS:
@@ -1238,8 +1271,7 @@ cdef class GLRParser(EarleyParser):
                     cnt += 1
                 if self.G.x_collect and nodes[n].token_count and self._queue_root(y) < 0:
                     return -1
-                if nodes[n].subtree_size > 1 and self._cx_walk(nodes, ids, k, n + 1, n + nodes[n].subtree_size,
-                                                                 y, &cnt) < 0:
+                if nodes[n].subtree_size > 1 and self._cx_walk(k, n, y, &cnt) < 0:
                     return -1
         # the context
         c = self.G.cx_n
@@ -1921,16 +1953,16 @@ cdef class GLRParser(EarleyParser):
         cdef state_t y, saved_ls = self.ls
         self.G.cx_walked += 1
         for j in range(self.G.g_noff[g], self.G.g_noff[g] + self.G.g_nn[g]):
-            k = self.G.nd_k[j]
-            self._cx_trie(k, &nodes, &ids)
-            n = self.G.nd_i[j]
-            y = self.G.ls_trans[<int64_t>s * BYTES + nodes[n].byte]
+            y = self.G.ls_trans[<int64_t>s * BYTES + (self.G.nd_k[j] >> 8)]
             if y == MISSING:
-                y = self.G.step(s, nodes[n].byte)
+                y = self.G.step(s, <uint8_t>(self.G.nd_k[j] >> 8))
             if y == LS_ERROR:
                 return -1
             if y < 0:
                 continue
+            k = self.G.nd_k[j] & 0xFF
+            self._cx_trie(k, &nodes, &ids)
+            n = self.G.nd_i[j]
             for i in range(nodes[n].token_start, nodes[n].token_start + nodes[n].token_count):
                 mask[ids[i] >> 5] |= (<word_t>1) << (ids[i] & 31)
             cnt[0] += nodes[n].token_count

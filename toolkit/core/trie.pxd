@@ -60,3 +60,12 @@ cdef class TokenTrie:
     cdef object _token_ids_array         # numpy int32 array of the ids (a view of the padded array)
     cdef const TrieNode* nodes           # _nodes_array's data
     cdef const token_t* token_ids        # ids grouped by node, DFS order, then one readable 0
+    # The child index (built by ``child_index()`` the first time a walk asks for it, NULL
+    # before): node p's children are kid_node[kid_off[p] .. kid_off[p + 1]), in byte order,
+    # their bytes kid_byte[...] beside them, so a walk that tests a child's byte against its
+    # recognizer skips a dead child without reading the child's record (a cache miss each,
+    # where the children of one node lie a subtree apart)
+    cdef object _kids                    # the three numpy arrays owning them
+    cdef const int32_t* kid_off
+    cdef const int32_t* kid_node
+    cdef const uint8_t* kid_byte

@@ -231,6 +231,23 @@ cdef int64_t trie_walk_dfa(
     return visited
 
 
+cdef void _child_index(const TrieNode* nodes, int32_t n, int32_t* off, int32_t* kid,
+                       uint8_t* kb) noexcept nogil:
+    """Fill the child index (see ``TokenTrie.kid_off``): each node's children in byte
+    order, the next one a subtree after the last; every node but the root is one child."""
+    cdef int32_t p, c, end, m = 0
+    for p in range(n):
+        off[p] = m
+        c = p + 1
+        end = p + nodes[p].subtree_size
+        while c < end:
+            kid[m] = c
+            kb[m] = nodes[c].byte
+            m += 1
+            c += nodes[c].subtree_size
+    off[n] = m
+
+
 # ---------------------------------------------------------------------------
 # The Python-facing owner
 # ---------------------------------------------------------------------------
@@ -326,8 +343,32 @@ cdef class TokenTrie:
         return self._token_ids_array
 
     def memory_bytes(self):
-        """Bytes held by the node records and the token id array."""
-        return int(self._nodes_array.nbytes + self._token_ids_array.nbytes)
+        """Bytes held by the node records and the token id array (and the child index,
+        once built)."""
+        kids = 0 if self._kids is None else sum(int(a.nbytes) for a in self._kids)
+        return int(self._nodes_array.nbytes + self._token_ids_array.nbytes) + kids
+
+    def child_index(self):
+        """``(offsets, nodes, bytes)``: node ``p``'s children are
+        ``nodes[offsets[p]:offsets[p + 1]]`` in byte order, their edge bytes ``bytes[...]``
+        beside them (int32[num_nodes + 1], int32[num_nodes - 1], uint8[num_nodes - 1]).
+        Built the first time it is asked for (one pass, 9 bytes a node), then kept: a walk
+        that prunes by byte (``glr``'s making of its mask tables) reads a node's children's
+        bytes in a row instead of each child's record."""
+        if self._kids is None:
+            n = self.num_nodes
+            off = np.empty(n + 1, dtype=np.int32)
+            kid = np.empty(max(n - 1, 0), dtype=np.int32)
+            kb = np.empty(max(n - 1, 0), dtype=np.uint8)
+            _child_index(self.nodes, n, <int32_t*>cnp.PyArray_DATA(off), <int32_t*>cnp.PyArray_DATA(kid),
+                         <uint8_t*>cnp.PyArray_DATA(kb))
+            for a in (off, kid, kb):
+                a.flags.writeable = False
+            self.kid_off = <const int32_t*>cnp.PyArray_DATA(off)
+            self.kid_node = <const int32_t*>cnp.PyArray_DATA(kid)
+            self.kid_byte = <const uint8_t*>cnp.PyArray_DATA(kb)
+            self._kids = (off, kid, kb)
+        return self._kids
 
     def token_prefix_bytes(self, node):
         """The bytes spelled by the path from the root to ``node`` (b"" for the root)."""
