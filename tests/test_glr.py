@@ -41,7 +41,11 @@ GRAMMARS = {
 
 
 def _row(m, vocab: Vocabulary = VOCAB) -> np.ndarray:
+    """``m``'s mask, filled over a row of ones: a word the fill does not write (``glr``
+    copies its first row over the old words instead of zeroing them) shows as a
+    difference from ``llguidance``'s."""
     row = bm.allocate(vocab.size)
+    row.fill(-1)
     m.fill_bitmask(row)
     return row[0].copy()
 

@@ -204,6 +204,7 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t* lin_vn
     cdef int32_t lin_cap             # levels
     cdef int32_t* kw_stk             # _cx_walk's stack: per depth the next child and the end of the list
+    cdef int32_t dirty               # c_fill_over: the words of the mask not yet written (0: the mask is clean)
 
     cdef int _view_reset(self, int32_t j) noexcept nogil
     cdef int _vn_new(self, int32_t state, int32_t orig) noexcept nogil
@@ -235,6 +236,7 @@ cdef class GLRParser(EarleyParser):
     cdef int _ahead(self, int64_t max_nodes) noexcept nogil
     cdef int _lin_reserve(self, int32_t level) noexcept nogil
     cdef void _cx_or(self, int32_t c, word_t* mask, int64_t* cnt) noexcept nogil
+    cdef void _clean(self, word_t* mask) noexcept nogil
     cdef int32_t _lin_sim(self, int32_t level, int32_t l, int32_t out) noexcept nogil
     cdef int32_t _lin_step(self, int32_t level, state_t q) noexcept nogil
     cdef state_t _lin_start(self, int32_t level, int32_t t) noexcept nogil

@@ -1059,6 +1059,22 @@ cdef class GLRParser(EarleyParser):
         if self.cx_ok and resize(<void**>&self.kw_stk, 2 * (self.st_cap + 1), sizeof(int32_t)) < 0:
             raise MemoryError()
 
+    cdef void _clean(self, word_t* mask) noexcept nogil:
+        """Zero the mask if :meth:`c_fill_over` left it unwritten (a path that ORs)."""
+        if self.dirty > 0:
+            memset(mask, 0, self.dirty * sizeof(word_t))
+            self.dirty = 0
+
+    cdef int c_fill_over(self, word_t* mask, int32_t n_words) noexcept nogil:
+        """:meth:`c_fill` into a row whose words are garbage: the mask's first row (a
+        stored mask, the root context's dense row) is copied over it, where zeroing the
+        row and ORing it in wrote it twice; a path that ORs zeroes it first."""
+        cdef int r
+        self.dirty = n_words
+        r = self.c_fill(mask, n_words)
+        self._clean(mask)  # (nothing written: no token, or an error)
+        return r
+
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
         """The mask from the grammar's store when a stored one was made from what this
         stack shows (the lexer state, the top row's start state, the LR states down to
@@ -1070,12 +1086,17 @@ cdef class GLRParser(EarleyParser):
         cdef int64_t hits, cnt = 0, cost
         cdef const word_t* stored
         if self.walk_trie is None:
+            self._clean(mask)
             return EarleyParser.c_fill(self, mask, n_words)
         if self.G.max_store_bytes > 0 and n_words == self.G.st_words:
             e = self._store_lookup()
             if e >= 0:
                 stored = <const word_t*>arena_at(&self.G.st_ma, self.G.st_moff[e])
-                or_words(mask, stored, n_words)
+                if self.dirty > 0:
+                    memcpy(mask, stored, n_words * sizeof(word_t))
+                    self.dirty = 0
+                else:
+                    or_words(mask, stored, n_words)
                 self.G.store_hits += 1
                 self.work.tokens_cached += self.walk_trie.num_tokens
                 self.last_visited = 0
@@ -1115,6 +1136,7 @@ cdef class GLRParser(EarleyParser):
             if self.G.max_cx_bytes > 0:
                 self.G.cx_walks += 1
             hits = self.cache_hits
+            self._clean(mask)
             r = EarleyParser.c_fill(self, mask, n_words)
             self.track_base = -1
             if r < 0 or self.cache_hits != hits:
@@ -1920,7 +1942,8 @@ cdef class GLRParser(EarleyParser):
         return EarleyParser._accepting(self)
 
     cdef void _cx_or(self, int32_t c, word_t* mask, int64_t* cnt) noexcept nogil:
-        """OR context ``c``'s row into ``mask``, its tokens into ``cnt``."""
+        """OR context ``c``'s row into ``mask`` (a dense row over a dirty mask: copied,
+        the words past the row zeroed), its tokens into ``cnt``."""
         cdef int64_t off = self.G.cx_roff[c], i
         cdef int32_t n = self.G.cx_rlen[c]
         cdef const word_t* row
@@ -1930,8 +1953,15 @@ cdef class GLRParser(EarleyParser):
         if n < 0:
             row = <const word_t*>arena_at(&self.G.cx_wa, off)
             self.G.cx_dense += 1
-            or_words(mask, row, self.G.cx_words)
+            if self.dirty > 0:
+                memcpy(mask, row, self.G.cx_words * sizeof(word_t))
+                if self.dirty > self.G.cx_words:
+                    memset(mask + self.G.cx_words, 0, (self.dirty - self.G.cx_words) * sizeof(word_t))
+                self.dirty = 0
+            else:
+                or_words(mask, row, self.G.cx_words)
         else:
+            self._clean(mask)
             si = self.G.cx_si  # (locals: a store to mask could alias the tables' fields)
             sw = self.G.cx_sw
             for i in range(off, off + n):

@@ -1330,6 +1330,12 @@ cdef class EarleyParser:
             raise RuntimeError("llguidance parser: fill failed")
         return self.last_visited, r == 1
 
+    cdef int c_fill_over(self, word_t* mask, int32_t n_words) noexcept nogil:
+        """:meth:`c_fill` into a row whose words are garbage (``StrategyOps.fill_over``):
+        zeroed here, then ORed; ``glr``'s parser writes its first row over it instead."""
+        memset(mask, 0, n_words * sizeof(word_t))
+        return self.c_fill(mask, n_words)
+
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
         """The mask into ``mask`` (ORed) from the walk set: 0, 1 (slices used), -1."""
         cdef int32_t w
@@ -1681,6 +1687,15 @@ cdef int _ops_fill(void* core, word_t* row, int32_t n_words, int64_t* count) noe
     return r
 
 
+cdef int _ops_fill_over(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil:
+    cdef int r
+    (<EarleyParser>core).fill_count = -1
+    r = (<EarleyParser>core).c_fill_over(row, n_words)
+    if r >= 0 and (<EarleyParser>core).fill_count >= 0:
+        count[0] = (<EarleyParser>core).fill_count
+    return r
+
+
 cdef int _ops_accepting(void* core) noexcept nogil:
     return (<EarleyParser>core).c_accepting()
 
@@ -1698,7 +1713,7 @@ cdef int _ops_next_bytes(void* core, uint64_t* out) noexcept nogil:
 
 
 cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error, _ops_work,
-                                    _ops_next_bytes)
+                                    _ops_next_bytes, _ops_fill_over)
 
 
 def ops_capsule():

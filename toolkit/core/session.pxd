@@ -39,6 +39,10 @@ cdef struct StrategyOps:
     # Jump-forward's probes (forced bytes, the chop's trie walk) try only these bytes;
     # an exact set of two or more bytes is no forced byte without a try.
     int (*next_bytes)(void* core, uint64_t* out) noexcept nogil
+    # ``fill`` into a row whose words are garbage: the core writes every word (a copy
+    # of its first row instead of zeroing the row and ORing it in).  NULL: the session
+    # zeroes the row and calls ``fill``
+    int (*fill_over)(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil
 
 
 cdef struct UndoStack:

@@ -575,18 +575,23 @@ cdef class Session:
         cdef int32_t n_words = self.V.n_words, i, e
         cdef int r
         cdef int64_t count = 0
-        memset(row, 0, n_words * sizeof(word_t))
         self.sliced = False
         self.n_masks += 1
         if not self.failed and self.n_eos == 0:
             count = -1
-            r = self.ops.fill(self.cp, row, n_words, &count)
+            if self.ops.fill_over != NULL:  # (the core writes every word)
+                r = self.ops.fill_over(self.cp, row, n_words, &count)
+            else:
+                memset(row, 0, n_words * sizeof(word_t))
+                r = self.ops.fill(self.cp, row, n_words, &count)
             if r < 0:
                 self._fail()
                 memset(row, 0, n_words * sizeof(word_t))
                 count = 0
             else:
                 self.sliced = r == 1
+        else:
+            memset(row, 0, n_words * sizeof(word_t))
         if count < 0:
             count = masklab_popcount_row(row, n_words)
         if self.n_eos > 0 or self.failed or self._accepting():
