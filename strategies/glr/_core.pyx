@@ -94,6 +94,10 @@ tables: past it, a mask is llguidance's walk (``cx_walks``).  The tables grow wh
 are served and never copy to grow (a realloc of tens of MB would cost the mask that made
 a context milliseconds): dense rows and stored masks sit in blocks that never move
 (``cutil.Arena``), the other arrays are page mappings grown by the kernel (``cutil.vgrow``).
+A context's walk goes over the trie's child index (:meth:`TokenTrie.child_index`): a
+child's byte is read from its parent's list, and its record only when the byte keeps the
+lexeme alive, so the dead children a walk tests (most of them, where few first bytes
+are allowed) cost no cache miss each; a group's nodes carry their byte for the same.
 
 **Lexer states no token tells apart share a root.**  A counted repeat (a string of
 ``maxLength`` 32,767, a number of 30 digits) gives a lexer state per position, each of
