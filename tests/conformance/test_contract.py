@@ -27,6 +27,7 @@ from toolkit.core.protocol import (
     Matcher,
     MatcherBase,
 )
+from toolkit.core.vocab import Vocabulary
 from toolkit.grammar.ir import Grammar
 
 ENGINES = engines(any_vocabulary=True)
@@ -72,6 +73,25 @@ def test_fill_overwrites_the_whole_row(json_matcher: Matcher) -> None:
     assert (rows[0] == -1).all() and (rows[2] == -1).all()
     allowed = set(bm.allowed_ids(rows[1], 32).tolist())
     assert not allowed & {SPECIAL, EOS, *PAD, 30, 31}
+
+
+LONG = [b"</s>", b"abcdefgh", b"abcdefghi", b"abcdefghijklmnop", b"ijklmnop", b"jklmnop", b"abcdefghX", b"abcdefgX",
+        b"abcdefghijklmnoX"]
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_a_token_is_its_bytes_short_or_long(name: str) -> None:
+    # tokens of up to 8 bytes and longer ones are read alike (the session keeps the
+    # short ones' bytes beside their kind), the last byte included
+    vocab = Vocabulary.from_tokens(LONG, eos_ids=[0], special_tokens={0: "</s>"}, name="long")
+    engine = make(name, vocab)
+    compiled = engine.compile(Grammar.from_lark('start: "abcdefghijklmnop"\n'))
+    for path in ([3], [1, 4], [2, 5]):
+        m = engine.matcher(compiled)
+        assert all(m.accept_token(t) for t in path), (name, path)
+        assert m.is_accepting(), (name, path)
+    for bad in (6, 7, 8):
+        assert not engine.matcher(compiled).accept_token(bad), (name, bad)
 
 
 def test_rejected_token_leaves_the_state_unchanged(json_matcher: Matcher) -> None:

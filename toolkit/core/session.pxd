@@ -93,6 +93,9 @@ cdef class VocabTable:
     cdef const uint8_t* blob       # every token's bytes, concatenated
     cdef const int64_t* offsets    # token t's bytes: blob[offsets[t] : offsets[t + 1]]
     cdef const uint8_t* kind       # K_TEXT, K_EOS or K_OTHER (special, padding, empty)
+    cdef const uint64_t* rec       # per token two words, what accepting it reads in one cache line:
+                                   # its kind | its length << 8, then its bytes when at most 8 (most
+                                   # tokens), else their offset in blob
     cdef const int32_t* eos        # the EOS ids
     cdef int32_t n_eos
     cdef readonly int32_t size     # ids, padding included

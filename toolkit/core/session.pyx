@@ -164,11 +164,23 @@ cdef class VocabTable:
         kind[text[: vocab.size]] = K_TEXT
         eos = np.asarray(sorted(set(int(e) for e in vocab.eos_ids)), dtype=np.int32)
         kind[eos] = K_EOS
-        self._keep = (blob, offsets, kind, eos)
+        lengths = np.diff(offsets)
+        rec = np.zeros((vocab.size, 2), dtype=np.uint64)
+        rec[:, 0] = kind.astype(np.uint64) | (lengths.astype(np.uint64) << np.uint64(8))
+        rec[:, 1] = offsets[:-1].astype(np.uint64)
+        short = np.nonzero(lengths <= 8)[0]
+        inline = np.zeros((len(short), 8), dtype=np.uint8)
+        for j in range(8):  # (the bytes of a token of at most 8, in place of its offset)
+            has = lengths[short] > j
+            inline[has, j] = blob[offsets[short[has]] + j]
+        rec[short, 1] = inline.view(np.uint64)[:, 0]
+        self._keep = (blob, offsets, kind, eos, rec)
         cdef const uint8_t[::1] b = blob
         cdef const int64_t[::1] o = offsets
         cdef const uint8_t[::1] k = kind
         cdef const int32_t[::1] e = eos
+        cdef const uint64_t[:, ::1] r = rec
+        self.rec = &r[0, 0] if vocab.size > 0 else NULL
         self.blob = &b[0]
         self.offsets = &o[0]
         self.kind = &k[0]
@@ -281,16 +293,20 @@ cdef class Session:
     cdef int c_accept(self, int32_t t) noexcept nogil:
         """``accept_token(t)``: 1 accepted, 0 refused (state unchanged)."""
         cdef int r
-        cdef const int64_t* off = self.V.offsets
+        cdef const uint64_t* rec
+        cdef uint8_t kind
+        cdef int32_t n
         if t < 0 or t >= self.V.size:
             return 0
-        if self.V.kind[t] == K_EOS:
+        rec = self.V.rec + 2 * <int64_t>t  # (one cache line: the kind, the length, the bytes)
+        kind = <uint8_t>(rec[0] & 0xFF)
+        if kind == K_EOS:
             if self.failed or self.n_eos > 0 or self._accepting():
                 self.n_eos += 1
                 self.last_eos = t
                 return 1
             return 0
-        if self.failed or self.n_eos > 0 or self.V.kind[t] != K_TEXT:
+        if self.failed or self.n_eos > 0 or kind != K_TEXT:
             return 0
         if self.n_text >= self.hist_cap and grow(<void**>&self.hist, &self.hist_cap, self.n_text + 1,
                                                  sizeof(int32_t)) < 0:
@@ -298,7 +314,8 @@ cdef class Session:
             self.err_code = ERR_MEMORY
             self.err_value = self.n_text + 1
             return 0
-        r = self.ops.advance(self.cp, <token_t>t, self.V.blob + off[t], <int32_t>(off[t + 1] - off[t]))
+        n = <int32_t>(rec[0] >> 8)
+        r = self.ops.advance(self.cp, <token_t>t, <const uint8_t*>&rec[1] if n <= 8 else self.V.blob + rec[1], n)
         if r < 0:
             self._fail()
             return 0
