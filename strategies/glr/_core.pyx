@@ -1181,7 +1181,6 @@ cdef class GLRParser(EarleyParser):
         cdef const TrieNode* node
         cdef state_t* st = self.st_ls
         cdef int32_t* stk = self.kw_stk
-        cdef const state_t* trans
         cdef int64_t cap, visited = 0
         cdef word_t* row = self.G.x_row
         self._cx_trie(k, &nodes, &ids)
