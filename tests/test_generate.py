@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("transformers", reason="the model harness needs the [model] extra")
+import torch  # noqa: E402  (transformers needs it)
 
 from strategies import get_engine  # noqa: E402
 from tests._support.shared import require_shared  # noqa: E402
@@ -32,6 +33,7 @@ from toolkit.decode.generate import (  # noqa: E402
     write_run,
 )
 from toolkit.decode.model import ModelError, load_model  # noqa: E402
+from toolkit.decode.replay import REPLAY_BONUS, Replay  # noqa: E402
 from toolkit.decode.serial import _sample, decode_loop  # noqa: E402
 from toolkit.report.bench import ReportError  # noqa: E402
 from toolkit.report.write import write_report  # noqa: E402
@@ -884,6 +886,36 @@ def test_a_replaying_model_and_its_baseline_write_the_items_instances(tekken) ->
     assert load_model("random:tiny", tekken).replay is False
     with pytest.raises(ModelError, match="unknown random architecture"):
         load_model("random:tiny:replays", tekken)
+
+
+def test_replay_adds_its_bonus_to_the_token_each_row_favours(tekken) -> None:
+    """:class:`Replay` adds :data:`REPLAY_BONUS` once per row, at the canonical next token
+    of its target; a row without a target gets nothing; ``rows`` maps rows of a slice."""
+    r = Replay(tekken, [b'{"a": 1}', None], 2)
+    first = r.next_token(0)
+    assert first is not None and r.next_token(1) is None
+    logits = torch.zeros(2, tekken.size)
+    r.favour(logits)
+    assert logits[0, first] == REPLAY_BONUS and int(logits.count_nonzero()) == 1
+    one = torch.zeros(1, tekken.size, dtype=torch.bfloat16)
+    r.favour(one, [0])
+    assert one[0, first] == REPLAY_BONUS and int(one.count_nonzero()) == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (run on a GPU machine)")
+def test_replay_does_not_wait_for_the_forward_pass_on_cuda(tekken) -> None:
+    """``favour`` is called right after a forward pass is launched, and the step's masks
+    are made while the pass runs: on CUDA it must return with the device still busy (a
+    copy from pageable memory would wait for the queued work, as it did on the H200)."""
+    r = Replay(tekken, [b'{"a": 1}'], 1)
+    logits = torch.zeros(1, tekken.size, device="cuda")
+    r.favour(logits)  # the device constant made once
+    torch.cuda.synchronize()
+    torch.cuda._sleep(2_000_000_000)  # about a second of device work queued ahead, as a forward pass is
+    r.favour(logits)
+    assert not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    assert logits[0, r.next_token(0)].item() == 2 * REPLAY_BONUS
 
 
 def test_the_replaying_stand_in_writes_each_items_instance_and_jump_forward_saves_steps(tekken) -> None:

@@ -48,6 +48,7 @@ class Replay:
         self._canon: list[list[int]] = [[] for _ in range(batch)]  # the target's tokens
         self._ends: list[list[int]] = [[] for _ in range(batch)]  # where each of them ends
         self._k = [0] * batch  # the first of them not yet written
+        self._bonus: dict[tuple[Any, Any], Any] = {}  # REPLAY_BONUS per (device, dtype), on the device
         for row, target in enumerate(targets):
             self.reset(row, target)
 
@@ -105,12 +106,25 @@ class Replay:
 
     def favour(self, logits: Any, rows: list[int] | None = None) -> None:
         """Add the bonus to ``logits`` (``(B, V)``, any device) in place; ``rows``: only
-        to these rows (``logits`` then has one row per entry, in that order)."""
+        to these rows (``logits`` then has one row per entry, in that order).
+
+        Nothing here waits for the device: it is called right after a forward pass is
+        launched, and the masks of the step are made while that pass runs.  A copy from
+        pageable host memory to a GPU waits for the work queued before it (the whole
+        forward pass), so on CUDA the positions go through pinned memory and the bonus
+        is a device constant made by a fill kernel, once."""
         import torch
 
         wanted = range(len(self.targets)) if rows is None else rows
         pairs = [(k, t) for k, r in enumerate(wanted) if (t := self.next_token(r)) is not None]
-        if pairs:
-            idx = torch.tensor(pairs, dtype=torch.long).to(logits.device, non_blocking=True)
-            logits.index_put_((idx[:, 0], idx[:, 1]), torch.tensor(REPLAY_BONUS, dtype=logits.dtype,
-                                                                     device=logits.device), accumulate=True)
+        if not pairs:
+            return
+        idx = torch.tensor(pairs, dtype=torch.long)
+        if logits.device.type == "cuda":
+            idx = idx.pin_memory()
+        idx = idx.to(logits.device, non_blocking=True)
+        key = (logits.device, logits.dtype)
+        bonus = self._bonus.get(key)
+        if bonus is None:
+            bonus = self._bonus[key] = torch.full((), REPLAY_BONUS, dtype=logits.dtype, device=logits.device)
+        logits.index_put_((idx[:, 0], idx[:, 1]), bonus, accumulate=True)
