@@ -2,7 +2,8 @@
 # What the device calls share (sourced by run.sh ... run6.sh in this
 # folder): settings, the deadline helpers, the install of the carried wheels and the
 # in-place build.  Run a call (e.g. `bash scripts/gpu/run4.sh`) on a copy of the
-# repository that holds the ignored `.whl/` (wheels) and `.gpu/` (tokenizer, schemas);
+# repository that holds the ignored `.whl/` (wheels) and `.gpu/` (tokenizer, schemas),
+# made by `bash scripts/gpu/prepare.sh`;
 # the four calls' outputs are in results/gpu/ (its README; the scripts were there then).
 # Env: BIG (the model), DEV (cuda), BUDGET (seconds for the whole script), LIM1 (items
 # at batch 1), SETUP=0 to skip the install (a local dry run).
