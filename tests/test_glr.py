@@ -237,6 +237,35 @@ def test_mask_tables_made_ahead_hold_the_walks_masks() -> None:
     assert st["table_fills"] == len(walk) + 1 and st["table_rows"] >= len(walk)  # (the last: no lexeme, no row)
 
 
+def test_the_exploration_makes_the_roots_where_several_stacks_start_a_lexeme() -> None:
+    """A key both lexemes accept (``"ab"``) leaves two stacks whose next lexemes differ (a
+    number, a string): their row starts in the union of the two, which no LR state's
+    candidates give, so the making ahead lacks its root and the first mask there makes
+    it.  The exploration of the parser's configurations finds that row at compile and
+    makes the root; the masks are the same with and without it, and llguidance's."""
+    vocab = Vocabulary.from_tokens([b"</s>", b'"', b"a", b"b", b"c", b"d", b'"ab"', b":", b"1", b"12", b'"c', b'd"',
+                                    b'ab"', b'"a'], eos_ids=[0], special_tokens={0: "</s>"}, name="glr-explore")
+    g = Grammar.from_lark('start: p | q\np: KEY ":" NUM\nq: PAIR ":" STR\nKEY: /"[a-d]+"/\n'
+                          'PAIR: /"(ab|cd)"/\nNUM: /[0-9]+/\nSTR: /"[a-d]*"/\n')
+    ref = get_engine("llguidance", vocab)
+    rc = ref.compile(g)
+    walk = [vocab.token_bytes.index(t) for t in (b'"ab"', b":", b'"c', b'd"')]
+    roots = {}
+    for configs in (0, 4096):
+        eng = get_engine("glr", vocab, mask_store_bytes=0, explore_configs=configs)
+        c = eng.compile(g)
+        assert (c.explored[1] > 0) == (configs > 0) and (c.timings.get("explore", 0) > 0) == (configs > 0)
+        before = c.tables.roots
+        m, r = eng.matcher(c), ref.matcher(rc)
+        for t in [*walk, 0]:
+            assert np.array_equal(_row(m, vocab), _row(r, vocab))
+            assert m.accept_token(t) and r.accept_token(t)
+        roots[configs] = c.tables.roots - before
+    assert roots[0] > 0 and roots[4096] == 0, roots
+    with pytest.raises(ValueError, match="explore_configs"):
+        get_engine("glr", vocab, explore_configs=-1)
+
+
 def test_mask_tables_past_max_table_bytes_walk_the_same_masks() -> None:
     """Tables that reach ``max_table_bytes`` stop growing and the masks past them are
     walked (counted), the same masks; ``mask_tables`` is checked."""

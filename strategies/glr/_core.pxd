@@ -234,6 +234,7 @@ cdef class GLRParser(EarleyParser):
     cdef int _collect_slice(self, int32_t k, state_t x) noexcept nogil
     cdef int _queue_closure(self, state_t y) noexcept nogil
     cdef int _ahead(self, int64_t max_nodes) noexcept nogil
+    cdef int _explore(self, int64_t max_configs, int64_t max_nodes, int64_t* out) noexcept nogil
     cdef int _lin_reserve(self, int32_t level) noexcept nogil
     cdef void _cx_or(self, int32_t c, word_t* mask, int64_t* cnt) noexcept nogil
     cdef void _clean(self, word_t* mask) noexcept nogil

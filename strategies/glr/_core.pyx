@@ -89,7 +89,21 @@ state a lexeme it ends is shifted into anywhere, a child's group per state
 the start state of its candidates and, where up to ``UNSAFE_SUBSETS`` of them are
 unsafe, of each subset.  What the making ahead cannot see (several stacks at once, a
 lookback past ``REACH_MAX`` states, the ``ahead_nodes`` budget spent) is made when first
-met.  ``max_cx_bytes`` (the engine's ``max_table_bytes`` less the LR arrays) bounds the
+met.
+
+**Several stacks at once** (:meth:`GLRParser.explore`, after the making ahead).  Where
+the stack has several tops (alternatives of an ``anyOf`` in lockstep, a key two lexemes
+accept), a row's lexemes start in the union of the tops' candidates, a lexer state no LR
+state gives: its root was made at the mask, a walk of the trie's rest (5,300 nodes inside
+a JSON key, 50-90 us with Llama 3).  So the parser's configurations are explored at
+compile, depth first from row 0, a lexeme at a time: from a row's start state, each
+allowed lexeme's shortest string leads to a lexer state that accepts it and every lexeme
+that accepts that string too (as a real lexeme does), and that state is scanned; a
+configuration (its top row's LR states and start state) is expanded once.  Each row with
+several tops queues its start state for a root, made with the states its tokens end in.
+A prediction only makes contexts, each exact for its lexer state, so a wrong one costs
+time, never a mask.  A stack whose configuration repeats another's top row but not what
+lies below may be missed (then made at the mask, as before).  ``max_cx_bytes`` (the engine's ``max_table_bytes`` less the LR arrays) bounds the
 tables: past it, a mask is llguidance's walk (``cx_walks``).  The tables grow while masks
 are served and never copy to grow (a realloc of tens of MB would cost the mask that made
 a context milliseconds): dense rows and stored masks sit in blocks that never move
@@ -143,7 +157,8 @@ from strategies.llguidance.parser cimport EarleyParser, F_SKIP_ACC, LS_ERROR, Pa
 from toolkit.automata._dfabuild cimport horizon_reps
 from toolkit.core.cutil cimport (
     BYTES, ERR_MAX_ROW_ITEMS, ERR_MEMORY, arena_at, arena_bytes, arena_free, arena_init, arena_take, grow,
-    i64map_free, i64map_get, i64map_init, i64map_put, mix64, next_cap, or_words, pair_key, resize, vfree, vgrow,
+    hash_ints, i64map_free, i64map_get, i64map_init, i64map_put, mix64, next_cap, or_words, pair_key, resize, vfree,
+    vgrow,
 )
 from toolkit.core.ids cimport MISSING, state_t, token_t, word_t
 from toolkit.core.trie cimport TokenTrie, TrieNode
@@ -1585,6 +1600,242 @@ cdef class GLRParser(EarleyParser):
             self.T.raise_error()
             raise RuntimeError("glr: the making of the mask tables failed")
         return self.G.ahead_complete
+
+    def explore(self, int64_t max_configs, int64_t max_nodes):
+        """Make ahead the roots of the lexer states where a stack of several tops starts a
+        lexeme, which the making ahead cannot predict (see the module doc); on a fresh
+        parser, after :meth:`ahead`.  ``(configurations met, such states found, trie nodes
+        visited)``."""
+        cdef int r
+        cdef int64_t out[3]
+        if not self.cx_ok:
+            raise ValueError("the parser does not walk the trie and slices of the grammar's mask tables")
+        with nogil:
+            r = self._explore(max_configs, max_nodes, out)
+        if r == -2:
+            check_deadline(f"glr: the mask tables made ahead ({self.G.cx_n} contexts made)")
+            raise RuntimeError("glr: the exploration stopped for a deadline that has not passed")
+        if r < 0:
+            self.T.raise_error()
+            raise RuntimeError("glr: the exploration of the parser's configurations failed")
+        return out[0], out[1], out[2]
+
+    cdef int _explore(self, int64_t max_configs, int64_t max_nodes, int64_t* out) noexcept nogil:
+        """:meth:`explore`: 0, -1 (memory) or -2 (the compile's deadline passed).
+
+        Depth first over the parser's configurations from row 0, a lexeme at a time: from
+        a row's start state, each allowed lexeme's shortest string is read (the lexer
+        state it leads to accepts that lexeme and every other that accepts the string
+        too, as a real lexeme does) and that state is scanned, once per distinct set of
+        accepted lexemes; a configuration, keyed by its top row's LR states and start
+        state, is expanded once, up to ``max_configs``.  The start state of each row with
+        several tops is queued for a root, and the queue (those roots and the states their
+        tokens end in) is made, up to ``max_nodes`` trie nodes.  Limits a mask would meet
+        are left to the masks: the walk stops at half of ``max_lexer_states`` or when the
+        tables are full, and a limit met on the way clears its error and skips."""
+        cdef int32_t n_lex = self.G.n_term, l, ns, d, c, e, i, j, k, g, qn, base, ntop, mi, b
+        cdef int32_t sw_n = 0, nf = 0, nseed = 0
+        cdef int64_t configs = 0, h, node0 = self.work.trie_nodes, pos = self.G.x_rq_n
+        cdef int64_t fr_cap = 0, pool_cap = 0, pool_n = 0, mm_cap = 0, mm_n = 0
+        cdef int64_t sw_cap = 0, par_cap = 0, pby_cap = 0, dq_cap = 0
+        cdef uint64_t key, akey
+        cdef uint8_t tmp_b
+        cdef state_t x, y
+        cdef int r = 0
+        cdef int32_t* sw_off = <int32_t*>malloc(max(1, n_lex) * sizeof(int32_t))  # per lexeme: its string
+        cdef int32_t* sw_len = <int32_t*>malloc(max(1, n_lex) * sizeof(int32_t))
+        cdef uint8_t* sw = NULL
+        cdef int32_t* par = NULL     # the breadth-first search of a lexeme's DFA: parent,
+        cdef uint8_t* pby = NULL     # the byte from it,
+        cdef int32_t* dq = NULL      # and the queue
+        cdef int64_t* fr = NULL      # frames: rows, memo entry, next
+        cdef state_t* pool = NULL    # per start state met: its lexer states to scan
+        cdef int64_t* mm = NULL      # memo entries: pool offset, count
+        cdef I64Map seen, accs, memo
+        out[0] = out[1] = out[2] = 0
+        if sw_off == NULL or sw_len == NULL or i64map_init(&seen, 64) < 0:
+            free(sw_off); free(sw_len)
+            return self.G._fail(ERR_MEMORY, n_lex)
+        if i64map_init(&memo, 64) < 0:
+            free(sw_off); free(sw_len); i64map_free(&seen)
+            return self.G._fail(ERR_MEMORY, 64)
+        # per lexeme, a shortest non-empty string it accepts
+        for l in range(n_lex):
+            sw_off[l] = -1
+            sw_len[l] = 0
+            ns = self.G.lex_off[l + 1] - self.G.lex_off[l]
+            if self.G.lex_start[l] == 0 or ns <= 0:  # (DEAD: the lexeme matches nothing)
+                continue
+            if (grow(<void**>&par, &par_cap, ns, sizeof(int32_t)) < 0 or grow(<void**>&pby, &pby_cap, ns, 1) < 0
+                    or grow(<void**>&dq, &dq_cap, ns, sizeof(int32_t)) < 0):
+                r = self.G._fail(ERR_MEMORY, ns)
+                break
+            for d in range(ns):
+                par[d] = -2
+            par[self.G.lex_start[l]] = -1
+            dq[0] = self.G.lex_start[l]
+            qn = 1
+            i = 0
+            e = -1
+            while i < qn and e < 0:
+                d = dq[i]
+                i += 1
+                for b in range(BYTES):
+                    c = self.G.lex_trans[l][<int64_t>d * self.G.lex_k[l] + self.G.lex_cls[l][b]]
+                    if c == 0 or par[c] != -2:
+                        continue
+                    par[c] = d
+                    pby[c] = <uint8_t>b
+                    dq[qn] = c
+                    qn += 1
+                    if self.G.g_acc[self.G.lex_off[l] + c]:
+                        e = c
+                        break
+            if e < 0:
+                continue
+            sw_off[l] = sw_n
+            d = e
+            while d != self.G.lex_start[l]:
+                if grow(<void**>&sw, &sw_cap, sw_n + 1, 1) < 0:
+                    r = self.G._fail(ERR_MEMORY, sw_n + 1)
+                    break
+                sw[sw_n] = pby[d]
+                sw_n += 1
+                d = par[d]
+            if r < 0:
+                break
+            sw_len[l] = sw_n - sw_off[l]
+            i = sw_off[l]
+            j = sw_n - 1
+            while i < j:  # (read from the end)
+                tmp_b = sw[i]
+                sw[i] = sw[j]
+                sw[j] = tmp_b
+                i += 1
+                j -= 1
+        self.G.x_collect = True
+        x = self.row_ls[self.n_rows - 1]
+        while r == 0:
+            # a frame for the top row (start state x): the lexer states to scan, once per x
+            mi = i64map_get(&memo, x)
+            if mi < 0:
+                if (i64map_init(&accs, 16) < 0
+                        or grow(<void**>&mm, &mm_cap, 2 * (mm_n + 1), sizeof(int64_t)) < 0):
+                    r = self.G._fail(ERR_MEMORY, mm_n + 1)
+                    break
+                mi = <int32_t>mm_n
+                mm[2 * mi] = pool_n
+                mm[2 * mi + 1] = 0
+                mm_n += 1
+                if i64map_put(&memo, x, mi) < 0:
+                    r = self.G._fail(ERR_MEMORY, mm_n)
+                for k in range(self.G.sets.len[x]):
+                    l = self.G.g_lex[self.G.sets.pool[self.G.sets.off[x] + k]]
+                    if r < 0 or l >= n_lex or sw_off[l] < 0:
+                        continue
+                    y = x
+                    for i in range(sw_off[l], sw_off[l] + sw_len[l]):
+                        y = self.G.step(y, sw[i])
+                        if y < 0:
+                            break
+                    if y == LS_ERROR:
+                        self.T.err = 0
+                    if y < 0 or self.G.ls_acc_len[y] == 0:
+                        continue
+                    akey = hash_ints(&self.G.acc_pool[self.G.ls_acc_off[y]], self.G.ls_acc_len[y])
+                    if i64map_get(&accs, <int64_t>(akey >> 1)) >= 0:
+                        continue
+                    if (i64map_put(&accs, <int64_t>(akey >> 1), 1) < 0
+                            or grow(<void**>&pool, &pool_cap, pool_n + 1, sizeof(state_t)) < 0):
+                        r = self.G._fail(ERR_MEMORY, pool_n + 1)
+                        continue
+                    pool[pool_n] = y
+                    pool_n += 1
+                    mm[2 * mi + 1] += 1
+                i64map_free(&accs)
+                if r < 0:
+                    break
+            if grow(<void**>&fr, &fr_cap, 3 * (nf + 1), sizeof(int64_t)) < 0:
+                r = self.G._fail(ERR_MEMORY, nf + 1)
+                break
+            fr[3 * nf] = self.n_rows
+            fr[3 * nf + 1] = mi
+            fr[3 * nf + 2] = 0
+            nf += 1
+            # the next configuration not met yet, depth first
+            x = -1
+            while nf > 0 and configs < max_configs and self.G.n_ls < self.G.max_lexer_states // 2:
+                base = 3 * (nf - 1)
+                mi = <int32_t>fr[base + 1]
+                if fr[base + 2] == mm[2 * mi + 1]:
+                    nf -= 1
+                    continue
+                y = pool[mm[2 * mi] + fr[base + 2]]
+                fr[base + 2] += 1
+                self._truncate(<int32_t>fr[base])
+                self.T.steps = 0
+                if self._scan(y) < 0:  # (a limit of the row or the steps: not followed)
+                    self.T.err = 0
+                    self._truncate(<int32_t>fr[base])
+                    continue
+                j = self.n_rows - 1
+                ntop = 0
+                h = self.row_beg[j]
+                key = <uint64_t>(self.row_ls[j] + 1) * 0x9E3779B97F4A7C15ULL
+                while h < self.n_items:
+                    if not (self.items[h].dr & VIRT):
+                        ntop += 1
+                        key = mix64(key ^ <uint64_t>(self.items[h].dr + 1))
+                    h += 1 + self.items[h].origin
+                if ntop == 0 or i64map_get(&seen, <int64_t>(key >> 1)) >= 0:
+                    continue
+                if i64map_put(&seen, <int64_t>(key >> 1), 1) < 0:
+                    r = self.G._fail(ERR_MEMORY, configs + 1)
+                    break
+                configs += 1
+                if (configs & 63) == 0 and _deadline_passed():
+                    r = -2
+                    break
+                if ntop > 1 and self.G.sets.len[self.row_ls[j]] > 0:
+                    nseed += 1
+                    if self._queue_root(self.row_ls[j]) < 0:
+                        r = -1
+                        break
+                x = self.row_ls[j]
+                break
+            if x < 0:
+                break
+        self._truncate(1)
+        # the queued roots, and the states their tokens end in
+        while r == 0 and pos < self.G.x_rq_n:
+            if self.work.trie_nodes - node0 > max_nodes or self.G.cx_bytes >= self.G.max_cx_bytes:
+                break
+            if (pos & 63) == 0 and _deadline_passed():
+                r = -2
+                break
+            x = self.G.x_rq[pos]
+            pos += 1
+            if i64map_get(&self.G.cx_root, x) >= 0:
+                continue
+            self.T.steps = 0
+            if self._root_of(x) < 0:
+                if self.T.err == ERR_MEMORY:
+                    r = -1
+                    break
+                # a limit (left to a mask): the making's row cleared, no more made
+                self.T.err = 0
+                if self.G.x_row != NULL:
+                    memset(self.G.x_row, 0, self.G.cx_words * sizeof(word_t))
+                break
+        self.G.x_collect = False
+        self.G.ahead_nodes += self.work.trie_nodes - node0
+        out[0] = configs
+        out[1] = nseed
+        out[2] = self.work.trie_nodes - node0
+        i64map_free(&seen)
+        i64map_free(&memo)
+        free(sw_off); free(sw_len); free(sw); free(par); free(pby); free(dq); free(fr); free(pool); free(mm)
+        return r
 
     cdef int _ahead(self, int64_t max_nodes) noexcept nogil:
         """:meth:`ahead`: 0, -1 (a limit of the lexer, memory) or -2 (the compile's
