@@ -1719,8 +1719,7 @@ cdef class GLRParser(EarleyParser):
             # a frame for the top row (start state x): the lexer states to scan, once per x
             mi = i64map_get(&memo, x)
             if mi < 0:
-                if (i64map_init(&accs, 16) < 0
-                        or grow(<void**>&mm, &mm_cap, 2 * (mm_n + 1), sizeof(int64_t)) < 0):
+                if grow(<void**>&mm, &mm_cap, 2 * (mm_n + 1), sizeof(int64_t)) < 0 or i64map_init(&accs, 16) < 0:
                     r = self.G._fail(ERR_MEMORY, mm_n + 1)
                     break
                 mi = <int32_t>mm_n
