@@ -156,7 +156,7 @@ cimport numpy as cnp
 from strategies.llguidance.parser cimport EarleyParser, F_SKIP_ACC, LS_ERROR, ParserTables, SliceSet
 from toolkit.automata._dfabuild cimport horizon_reps
 from toolkit.core.cutil cimport (
-    BYTES, ERR_MAX_ROW_ITEMS, ERR_MEMORY, arena_at, arena_bytes, arena_free, arena_init, arena_take, grow,
+    BYTES, ERR_MAX_ROW_ITEMS, ERR_MEMORY, ERR_NONE, arena_at, arena_bytes, arena_free, arena_init, arena_take, grow,
     hash_ints, i64map_free, i64map_get, i64map_init, i64map_put, mix64, next_cap, or_words, pair_key, resize, vfree,
     vgrow,
 )
@@ -1738,7 +1738,7 @@ cdef class GLRParser(EarleyParser):
                         if y < 0:
                             break
                     if y == LS_ERROR:
-                        self.T.err = 0
+                        self.T.err = ERR_NONE
                     if y < 0 or self.G.ls_acc_len[y] == 0:
                         continue
                     akey = hash_ints(&self.G.acc_pool[self.G.ls_acc_off[y]], self.G.ls_acc_len[y])
@@ -1774,7 +1774,7 @@ cdef class GLRParser(EarleyParser):
                 self._truncate(<int32_t>fr[base])
                 self.T.steps = 0
                 if self._scan(y) < 0:  # (a limit of the row or the steps: not followed)
-                    self.T.err = 0
+                    self.T.err = ERR_NONE
                     self._truncate(<int32_t>fr[base])
                     continue
                 j = self.n_rows - 1
@@ -1822,7 +1822,7 @@ cdef class GLRParser(EarleyParser):
                     r = -1
                     break
                 # a limit (left to a mask): the making's row cleared, no more made
-                self.T.err = 0
+                self.T.err = ERR_NONE
                 if self.G.x_row != NULL:
                     memset(self.G.x_row, 0, self.G.cx_words * sizeof(word_t))
                 break
