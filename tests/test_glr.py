@@ -266,6 +266,44 @@ def test_the_exploration_makes_the_roots_where_several_stacks_start_a_lexeme() -
         get_engine("glr", vocab, explore_configs=-1)
 
 
+def test_a_fill_repeating_the_last_ones_state_copies_its_mask() -> None:
+    """Inside a string every token leaves the lexer state and the rows as they were: the
+    second fill there keeps its mask and the later ones copy it (``cache_hits``), the
+    same masks as without the cache and as llguidance's, and no copy outlives its rows:
+    after a rollback, a fork, or a new row with the same lexer state the masks still
+    agree."""
+    vocab = Vocabulary.from_tokens([b"</s>", b"{", b"}", b":", b'"', b"a", b"b", b" ", b'a"', b'",', b'"}'],
+                                   eos_ids=[0], special_tokens={0: "</s>"}, name="glr-cache")
+    # a key and a value are one lexeme (one lexer state inside them), their masks differ
+    g = Grammar.from_lark('start: "{" pair ("," pair)* "}"\npair: STR ":" STR\nSTR: /"[ab ]*"/\n')
+    ref = get_engine("llguidance", vocab)
+    rc = ref.compile(g)
+    tok = {t: vocab.token_bytes.index(t) for t in vocab.token_bytes}
+    walk = [b"{", b'"', b"a", b"b", b"a", b'"', b":", b'"', b"a", b"b", b'",', b'"', b"b", b'a"', b":", b'"', b"a",
+            b'"}']
+    hits = {}
+    for cache in (True, False):
+        eng = get_engine("glr", vocab, mask_store_bytes=0, mask_cache=cache)
+        c = eng.compile(g)
+        m, r = eng.matcher(c), ref.matcher(rc)
+        for i, t in enumerate(walk):
+            assert np.array_equal(_row(m, vocab), _row(r, vocab)), (cache, i)
+            if i == 9:  # back out of the second string and into it again, on a fork too
+                m.rollback(2)
+                r.rollback(2)
+                f, fr = m.fork(), r.fork()
+                for u in (b'"', b"b", b"b", b'a"'):
+                    assert np.array_equal(_row(f, vocab), _row(fr, vocab)), (cache, u)
+                    assert f.accept_token(tok[u]) and fr.accept_token(tok[u])
+                for u in (b'"', b"a"):
+                    assert np.array_equal(_row(m, vocab), _row(r, vocab)), (cache, u)
+                    assert m.accept_token(tok[u]) and r.accept_token(tok[u])
+                assert np.array_equal(_row(m, vocab), _row(r, vocab)), (cache, i)
+            assert m.accept_token(tok[t]) and r.accept_token(tok[t]), (cache, i)
+        hits[cache] = m.parser.cache_hits
+    assert hits[True] >= 4 and hits[False] == 0, hits
+
+
 def test_mask_tables_past_max_table_bytes_walk_the_same_masks() -> None:
     """Tables that reach ``max_table_bytes`` stop growing and the masks past them are
     walked (counted), the same masks; ``mask_tables`` is checked."""

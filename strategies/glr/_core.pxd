@@ -205,6 +205,8 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t lin_cap             # levels
     cdef int32_t* kw_stk             # _cx_walk's stack: per depth the next child and the end of the list
     cdef int32_t dirty               # c_fill_over: the words of the mask not yet written (0: the mask is clean)
+    cdef state_t prev_ls             # the last fill's key (lexer state, top row's id): a second fill
+    cdef int64_t prev_row            # with the same key keeps its mask in EarleyParser's cache
 
     cdef int _view_reset(self, int32_t j) noexcept nogil
     cdef int _vn_new(self, int32_t state, int32_t orig) noexcept nogil
@@ -234,6 +236,7 @@ cdef class GLRParser(EarleyParser):
     cdef int _collect_slice(self, int32_t k, state_t x) noexcept nogil
     cdef int _queue_closure(self, state_t y) noexcept nogil
     cdef int _ahead(self, int64_t max_nodes) noexcept nogil
+    cdef int _cache_keep(self, const word_t* mask, int32_t n_words, bint sliced, int64_t count) noexcept nogil
     cdef int _explore(self, int64_t max_configs, int64_t max_nodes, int64_t* out) noexcept nogil
     cdef int _lin_reserve(self, int32_t level) noexcept nogil
     cdef void _cx_or(self, int32_t c, word_t* mask, int64_t* cnt) noexcept nogil

@@ -669,6 +669,7 @@ cdef class GLRParser(EarleyParser):
             raise MemoryError()
         memset(self.by_state, 0xFF, max(1, self.G.n_states) * sizeof(int32_t))  # -1
         self.track_base = -1
+        self.prev_ls = -1
 
     def __init__(self, ParserTables tables not None, bint _empty=False, bint use_cache=True):
         EarleyParser.__init__(self, tables, _empty, use_cache)
@@ -1095,18 +1096,40 @@ cdef class GLRParser(EarleyParser):
         return r
 
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
-        """The mask from the grammar's store when a stored one was made from what this
+        """A copy of the mask cache's when it was made in this lexer state and rows
+        (``EarleyParser``'s cache, which a mask from the tables joins the second time in a
+        row it is asked for there); else the mask from the grammar's store when a stored one was made from what this
         stack shows (the lexer state, the top row's start state, the LR states down to
         the depth that fill read); else from the mask tables (the lexer state's context and
         a scan per boundary group), stored; else, the tables full, llguidance's walk,
         stored (see the module doc)."""
         cdef int32_t e, w, c, made
         cdef int r
-        cdef int64_t hits, cnt = 0, cost
+        cdef int64_t hits, cnt = 0, cost, top_id
         cdef const word_t* stored
+        cdef bint keep
         if self.walk_trie is None:
             self._clean(mask)
             return EarleyParser.c_fill(self, mask, n_words)
+        top_id = self.row_id[self.n_rows - 1]
+        if self.use_cache and self.cache_ls == self.ls and self.cache_row == top_id and self.cache_words == n_words:
+            # the mask of the lexer state and rows of the last fills (EarleyParser's cache:
+            # inside a lexeme, as a string's, token after token)
+            if self.dirty > 0:
+                memcpy(mask, self.cache_mask, n_words * sizeof(word_t))
+                self.dirty = 0
+            else:
+                or_words(mask, self.cache_mask, n_words)
+            self.cache_hits += 1
+            self.work.tokens_cached += self.walk_trie.num_tokens
+            self.last_visited = 0
+            self.fill_count = self.cache_count
+            return self.cache_sliced
+        # a second fill with the last one's key (and the mask its own: written over)
+        # keeps its mask for the next: a copy only where the state repeats
+        keep = self.use_cache and self.dirty > 0 and self.prev_ls == self.ls and self.prev_row == top_id
+        self.prev_ls = self.ls
+        self.prev_row = top_id
         if self.G.max_store_bytes > 0 and n_words == self.G.st_words:
             e = self._store_lookup()
             if e >= 0:
@@ -1149,6 +1172,8 @@ cdef class GLRParser(EarleyParser):
             self.fill_count = cnt
             r = self.G.cx_sliced[c]
             cost = self.G.cx_rows + STORE_SCAN_ROWS * (self.G.cx_scans + self.G.cx_walked) - cost
+            if keep and self.dirty == 0 and self._cache_keep(mask, n_words, r == 1, cnt) < 0:
+                return -1
             if self.G.cx_n == made and cost < self.G.store_min_rows:
                 return r  # (a few rows: cheaper made again than stored)
         else:
@@ -1164,6 +1189,23 @@ cdef class GLRParser(EarleyParser):
         if self.G.max_store_bytes > 0 and self._store_insert(mask, n_words, r == 1, cnt) < 0:
             return -1
         return r
+
+    cdef int _cache_keep(self, const word_t* mask, int32_t n_words, bint sliced, int64_t count) noexcept nogil:
+        """Keep ``mask``, made in this lexer state and rows, in EarleyParser's cache: 0, -1."""
+        if self.cache_words != n_words:
+            free(self.cache_mask)
+            self.cache_mask = <word_t*>malloc(max(1, n_words) * sizeof(word_t))
+            if self.cache_mask == NULL:
+                self.cache_words = 0
+                self.cache_ls = -1
+                return self.T._fail(ERR_MEMORY, n_words)
+            self.cache_words = n_words
+        memcpy(self.cache_mask, mask, n_words * sizeof(word_t))
+        self.cache_ls = self.ls
+        self.cache_row = self.row_id[self.n_rows - 1]
+        self.cache_sliced = sliced
+        self.cache_count = count
+        return 0
 
     # ------------------------------------------------------- mask tables --
 

@@ -29,7 +29,10 @@ that such states made, 4 remain, up to 70 us), and what a mask meets that they l
 made then; ``"lazy"`` makes them only
 then, ``"off"`` walks the token trie as ``llguidance`` does (ablations).  Lexer states
 that no token tells apart (a ``maxLength`` string's positions away from its ends) share
-one root.  Masks can
+one root.  A mask asked for twice in a row in one lexer state and
+rows (inside a string, token after token) is kept in the matcher's mask cache the
+second time, and the masks after it there are copies (``mask_cache``; 16 % of the masks
+of 150 MaskBench schemas, at 0.57 us against 1.19 us made).  Masks can
 also be stored as they are made (``mask_store_bytes`` > 0; off by default): keyed by
 the lexer state and the LR states of the stack's top down to the deepest one the mask
 read, so a later mask at the same lexer state over the same stack top is a row copy.
