@@ -23,6 +23,7 @@ cdef enum:
 cdef enum:
     VIRT = 0x40000000  # a row's header of a node of the level below it (made by a scan's reductions)
     EDGE = -1          # Item.dr of an edge item (its origin: the header it points to)
+    NO_EDGE = -0x7fffffff  # _reduce's worklist: a node's every path (not one edge's)
 
 
 cdef class GLRTables(ParserTables):
@@ -178,6 +179,10 @@ cdef class GLRParser(EarleyParser):
     cdef int32_t* vn_orig            # the level's header it extends, or -1
     cdef int32_t* vn_edge            # first extra edge, or -1
     cdef int32_t* vn_mat             # the header it was written as in the arena, or -1
+    cdef int32_t* vn_stk             # _reduce's worklist: (view node, first edge or NO_EDGE) pairs
+    cdef int64_t cap_stk
+    cdef uint8_t* vn_inq             # per view node: in the worklist for all its paths
+    cdef uint8_t* vn_mk              # scratch per view node (_requeue_above)
     cdef int32_t n_ve, cap_ve
     cdef int32_t* ve_to              # an extra edge's target: a header (>= 0) or view node -(v + 2)
     cdef int32_t* ve_next
@@ -209,6 +214,8 @@ cdef class GLRParser(EarleyParser):
     cdef int64_t prev_row            # with the same key keeps its mask in EarleyParser's cache
 
     cdef int _view_reset(self, int32_t j) noexcept nogil
+    cdef int _wl_push(self, int64_t* sn, int32_t v, int32_t first) noexcept nogil
+    cdef int _requeue_above(self, int32_t v, int64_t* sn) noexcept nogil
     cdef int _vn_new(self, int32_t state, int32_t orig) noexcept nogil
     cdef bint _vn_has_edge(self, int32_t v, int32_t ref) noexcept nogil
     cdef int _vn_add_edge(self, int32_t v, int32_t ref) noexcept nogil

@@ -676,6 +676,7 @@ cdef class GLRParser(EarleyParser):
 
     def __dealloc__(self):
         free(self.vn_state); free(self.vn_orig); free(self.vn_edge); free(self.vn_mat)
+        free(self.vn_stk); free(self.vn_inq); free(self.vn_mk)
         free(self.ve_to); free(self.ve_next); free(self.by_state)
         free(self.fr_a); free(self.fr_b); free(self.sh_state); free(self.sh_from); free(self.chain)
         free(self.lin_vs); free(self.lin_h); free(self.lin_vn); free(self.kw_stk)
@@ -717,7 +718,9 @@ cdef class GLRParser(EarleyParser):
             if (grow(<void**>&self.vn_state, &cap, v + 1, sizeof(int32_t)) < 0
                     or resize(<void**>&self.vn_orig, cap, sizeof(int32_t)) < 0
                     or resize(<void**>&self.vn_edge, cap, sizeof(int32_t)) < 0
-                    or resize(<void**>&self.vn_mat, cap, sizeof(int32_t)) < 0):
+                    or resize(<void**>&self.vn_mat, cap, sizeof(int32_t)) < 0
+                    or resize(<void**>&self.vn_inq, cap, 1) < 0
+                    or resize(<void**>&self.vn_mk, cap, 1) < 0):
                 return self.T._fail(ERR_MEMORY, v + 1)
             self.cap_vn = <int32_t>cap
         if v + self.n_ve + 1 > self.T.max_row_items:  # the level a scan reduces in: its nodes and edges
@@ -726,6 +729,7 @@ cdef class GLRParser(EarleyParser):
         self.vn_orig[v] = orig
         self.vn_edge[v] = -1
         self.vn_mat[v] = -1
+        self.vn_inq[v] = 0
         self.by_state[state] = v
         self.n_vn += 1
         return v
@@ -826,40 +830,112 @@ cdef class GLRParser(EarleyParser):
         return 0
 
     cdef int _reduce(self, int32_t la) noexcept nogil:
-        """Every reduction on lookahead ``la`` in the view, to a fixpoint: 0 or -1."""
-        cdef bint changed = True
-        cdef int32_t i, r, p, a, n, k, e, t, v, s
-        while changed:
-            changed = False
-            i = 0
-            while i < self.n_vn:
-                s = self.vn_state[i]
-                r = self.G.reductions_from(s, la)
-                while r < self.G.rd_off[s + 1] and self.G.rd_la[r] == la:
-                    p = self.G.rd_prod[r]
-                    r += 1
-                    a = self.G.prod_lhs[p]
-                    if a < 0:
-                        continue  # the augmented production: acceptance, read by the close
-                    self.reductions += 1
-                    if self._ancestors(-(i + 2), self.G.prod_len[p], &n) < 0:
+        """Every reduction on lookahead ``la`` in the view, to a fixpoint: 0 or -1.
+
+        A worklist: a new view node's reductions are made along every path down from it;
+        an edge added to a node, only along the paths that start with that edge (a
+        right-recursive list that ends reduces once per element, not once per element
+        and path), since a path down from a node runs along its own edges into the level
+        below, which a reduction does not change.  Once a view node has an edge to
+        another (an empty production's), a path can run through the other: an edge added
+        to a node makes again every path of the nodes above it (:meth:`_requeue_above`).
+        So a reduction follows a path once, close to RNGLR (Scott and Johnstone, 2006)."""
+        cdef int32_t i, r, p, a, n, k, e, t, v, s, first, m
+        cdef int64_t sn = 0
+        cdef bint via_view = False
+        for i in range(self.n_vn):
+            if self._wl_push(&sn, i, NO_EDGE) < 0:
+                return -1
+            self.vn_inq[i] = 1
+        while sn > 0:
+            sn -= 1
+            i = self.vn_stk[2 * sn]
+            first = self.vn_stk[2 * sn + 1]
+            if first == NO_EDGE:
+                self.vn_inq[i] = 0
+            s = self.vn_state[i]
+            r = self.G.reductions_from(s, la)
+            while r < self.G.rd_off[s + 1] and self.G.rd_la[r] == la:
+                p = self.G.rd_prod[r]
+                r += 1
+                a = self.G.prod_lhs[p]
+                if a < 0:
+                    continue  # the augmented production: acceptance, read by the close
+                m = self.G.prod_len[p]
+                if first == NO_EDGE:
+                    if self._ancestors(-(i + 2), m, &n) < 0:
                         return -1
-                    for k in range(n):
-                        e = self.fr_a[k]
-                        t = self.G.goto(self._ref_state(e), a)
-                        if t < 0:
-                            continue  # (a reduction's goto always exists in an LR automaton)
-                        v = self.by_state[t]
-                        if v < 0:
-                            v = self._vn_new(t, -1)
-                            if v < 0 or self._vn_add_edge(v, e) < 0:
+                elif m == 0:
+                    continue  # (made when the node was: no edge read)
+                else:
+                    if 0 <= first < self.track_base and first < self.track_min:
+                        self.track_min = first
+                    if self._ancestors(first, m - 1, &n) < 0:
+                        return -1
+                self.reductions += 1
+                for k in range(n):
+                    e = self.fr_a[k]
+                    t = self.G.goto(self._ref_state(e), a)
+                    if t < 0:
+                        continue  # (a reduction's goto always exists in an LR automaton)
+                    v = self.by_state[t]
+                    if v < 0:
+                        v = self._vn_new(t, -1)
+                        if v < 0 or self._vn_add_edge(v, e) < 0 or self._wl_push(&sn, v, NO_EDGE) < 0:
+                            return -1
+                        self.vn_inq[v] = 1
+                    elif not self._vn_has_edge(v, e):
+                        if self._vn_add_edge(v, e) < 0:
+                            return -1
+                        if e >= 0:
+                            if not self.vn_inq[v] and self._wl_push(&sn, v, e) < 0:
                                 return -1
-                            changed = True
-                        elif not self._vn_has_edge(v, e):
-                            if self._vn_add_edge(v, e) < 0:
+                        elif not self.vn_inq[v]:  # (a path from v through a view node: all again)
+                            if self._wl_push(&sn, v, NO_EDGE) < 0:
                                 return -1
-                            changed = True
-                i += 1
+                            self.vn_inq[v] = 1
+                        if via_view and self._requeue_above(v, &sn) < 0:
+                            return -1
+                    if e < 0:
+                        via_view = True
+        return 0
+
+    cdef int _requeue_above(self, int32_t v, int64_t* sn) noexcept nogil:
+        """Queue for all their paths the view nodes whose paths can run through view node
+        ``v`` (an edge to it, or to such a node), which just took an edge: 0, -1."""
+        cdef int32_t u, e
+        cdef bint more = True
+        for u in range(self.n_vn):
+            self.vn_mk[u] = 0
+        self.vn_mk[v] = 1
+        while more:
+            more = False
+            for u in range(self.n_vn):
+                if self.vn_mk[u]:
+                    continue
+                e = self.vn_edge[u]
+                while e >= 0:
+                    if self.ve_to[e] < 0 and self.vn_mk[-(self.ve_to[e] + 2)]:
+                        self.vn_mk[u] = 1
+                        more = True
+                        if not self.vn_inq[u]:
+                            if self._wl_push(sn, u, NO_EDGE) < 0:
+                                return -1
+                            self.vn_inq[u] = 1
+                        break
+                    e = self.ve_next[e]
+        return 0
+
+    cdef int _wl_push(self, int64_t* sn, int32_t v, int32_t first) noexcept nogil:
+        """Push (view node, first edge or NO_EDGE) on :meth:`_reduce`'s worklist: 0, -1."""
+        cdef int64_t cap = self.cap_stk
+        if 2 * (sn[0] + 1) > cap:
+            if grow(<void**>&self.vn_stk, &cap, 2 * (sn[0] + 1), sizeof(int32_t)) < 0:
+                return self.T._fail(ERR_MEMORY, sn[0] + 1)
+            self.cap_stk = cap
+        self.vn_stk[2 * sn[0]] = v
+        self.vn_stk[2 * sn[0] + 1] = first
+        sn[0] += 1
         return 0
 
     cdef int _shifts_on(self, int32_t la) noexcept nogil:
