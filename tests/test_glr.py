@@ -374,6 +374,27 @@ def test_masks_equal_llguidance_on_maskbench_walks_with_llama3() -> None:
 
 
 @pytest.mark.shared
+def test_the_exploration_follows_a_top_row_again_over_another_stack_below() -> None:
+    """``Github_medium---o62761``: the rows where several stacks start a lexeme are met
+    through configurations whose top row another path met first over a different stack
+    below; keyed by the top row alone the exploration stopped there and the walk's masks
+    made 11 roots (50-60 us each), keyed by the two top levels it makes them at compile:
+    the walk makes none, its masks llguidance's."""
+    vocab, item, g, ours, c, ref = _llama3_schema("Github_medium---o62761")
+    rc = ref.compile(g)
+    assert c.explored[1] > 0
+    before = c.tables.roots
+    for case in item.cases:
+        if not case.valid:
+            continue
+        m, r = ours.matcher(c), ref.matcher(rc)
+        for i, t in enumerate([*vocab.encode(case.text), vocab.eos_ids[0]]):
+            assert np.array_equal(_row(m, vocab), _row(r, vocab)), i
+            assert m.accept_token(t) and r.accept_token(t), i
+    assert c.tables.roots == before
+
+
+@pytest.mark.shared
 def test_a_right_recursive_list_closes_in_reductions_linear_in_the_stack() -> None:
     """The JSON Schema compiler's right-recursive property list that conflicts keep right
     recursive (``Github_medium---o30911``: 40 properties, an empty production at the
