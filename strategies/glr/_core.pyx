@@ -24,8 +24,10 @@ truncation, as Earley rows are, so a header never changes once its row is closed
 level is copied into a *view* (C arrays outside the arena: a view node is a header
 of the level, ``orig``, plus edges of its own), every reduction on lookahead ``l`` is
 performed in the view along every path of the production's length (new nodes, or
-edges added to a node, of the top level; repeated until nothing changes, which makes
-ε-productions and hidden left recursion right: Farshi's fix of Tomita), then ``l`` is
+edges added to a node, of the top level; until nothing changes, which makes
+ε-productions and hidden left recursion right: Farshi's fix of Tomita; from a worklist,
+so an edge added to a node is reduced along the paths it starts, and all of a node's
+only when the node is new or a path may run through a view node: ``_reduce``), then ``l`` is
 shifted from every view node that can.  The view nodes a shift leaves from are written
 into the new row as headers of the level below (flag ``VIRT``: they belong to the
 level the reductions worked on), an unchanged one as its own header; then the row's
