@@ -104,11 +104,11 @@ that accepts that string too (as a real lexeme does), and that state is scanned;
 configuration (its top row's LR states, the states their edges lead to, and its start
 state) is expanded once: keyed by the top row alone, a property list reached through
 one key was not followed through another whose stack below differs, and 3 schemas kept
-masks of 58-68 us.  Each row with
-several tops queues its start state for a root, made with the states its tokens end in.
-A prediction only makes contexts, each exact for its lexer state, so a wrong one costs
-time, never a mask.  A stack whose configuration repeats another's two top levels but not what
-lies below may be missed (then made at the mask, as before).  ``max_cx_bytes`` (the engine's ``max_table_bytes`` less the LR arrays) bounds the
+masks of 58-68 us.  Each row with several tops queues its start state for a root, made
+with the states its tokens end in.  A prediction only makes contexts, each exact for
+its lexer state, so a wrong one costs time, never a mask.  A stack whose configuration
+repeats another's two top levels but not what lies below may be missed (then made at
+the mask, as before).  ``max_cx_bytes`` (the engine's ``max_table_bytes`` less the LR arrays) bounds the
 tables: past it, a mask is llguidance's walk (``cx_walks``).  The tables grow while masks
 are served and never copy to grow (a realloc of tens of MB would cost the mask that made
 a context milliseconds): dense rows and stored masks sit in blocks that never move
@@ -1178,12 +1178,12 @@ cdef class GLRParser(EarleyParser):
 
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil:
         """A copy of the mask cache's when it was made in this lexer state and rows
-        (``EarleyParser``'s cache, which a mask from the tables joins the second time in a
-        row it is asked for there); else the mask from the grammar's store when a stored one was made from what this
-        stack shows (the lexer state, the top row's start state, the LR states down to
-        the depth that fill read); else from the mask tables (the lexer state's context and
-        a scan per boundary group), stored; else, the tables full, llguidance's walk,
-        stored (see the module doc)."""
+        (``EarleyParser``'s cache, which a mask from the tables joins the second time in
+        a row it is asked for there); else the mask from the grammar's store when a
+        stored one was made from what this stack shows (the lexer state, the top row's
+        start state, the LR states down to the depth that fill read); else from the mask
+        tables (the lexer state's context and a scan per boundary group), stored; else,
+        the tables full, llguidance's walk, stored (see the module doc)."""
         cdef int32_t e, w, c, made
         cdef int r
         cdef int64_t hits, cnt = 0, cost, top_id
@@ -1751,9 +1751,10 @@ cdef class GLRParser(EarleyParser):
         state it leads to accepts that lexeme and every other that accepts the string
         too, as a real lexeme does) and that state is scanned, once per distinct set of
         accepted lexemes; a configuration, keyed by its top row's LR states, the states
-        their edges lead to and its start state, is expanded once, up to ``max_configs``.  The start state of each row with
-        several tops is queued for a root, and the queue (those roots and the states their
-        tokens end in) is made, up to ``max_nodes`` trie nodes.  Limits a mask would meet
+        their edges lead to and its start state, is expanded once, up to
+        ``max_configs``.  The start state of each row with several tops is queued for a
+        root, and the queue (those roots and the states their tokens end in) is made, up
+        to ``max_nodes`` trie nodes.  Limits a mask would meet
         are left to the masks: the walk stops at half of ``max_lexer_states`` or when the
         tables are full, and a limit met on the way clears its error and skips."""
         cdef int32_t n_lex = self.G.n_term, l, ns, d, c, e, i, j, k, g, qn, base, ntop, mi, b
