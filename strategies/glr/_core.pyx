@@ -913,7 +913,9 @@ cdef class GLRParser(EarleyParser):
         for u in range(self.n_vn):
             self.vn_mk[u] = 0
         self.vn_mk[v] = 1
-        while more:
+        while more:  # (a pass per level of view edges, counted as steps: max_steps bounds it)
+            if self.T._spend(self.n_vn) < 0:
+                return -1
             more = False
             for u in range(self.n_vn):
                 if self.vn_mk[u]:
@@ -1273,14 +1275,8 @@ cdef class GLRParser(EarleyParser):
 
     cdef int _cache_keep(self, const word_t* mask, int32_t n_words, bint sliced, int64_t count) noexcept nogil:
         """Keep ``mask``, made in this lexer state and rows, in EarleyParser's cache: 0, -1."""
-        if self.cache_words != n_words:
-            free(self.cache_mask)
-            self.cache_mask = <word_t*>malloc(max(1, n_words) * sizeof(word_t))
-            if self.cache_mask == NULL:
-                self.cache_words = 0
-                self.cache_ls = -1
-                return self.T._fail(ERR_MEMORY, n_words)
-            self.cache_words = n_words
+        if self._cache_room(n_words) < 0:
+            return -1
         memcpy(self.cache_mask, mask, n_words * sizeof(word_t))
         self.cache_ls = self.ls
         self.cache_row = self.row_id[self.n_rows - 1]

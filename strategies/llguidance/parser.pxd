@@ -251,6 +251,7 @@ cdef class EarleyParser:
     cdef int _fill_cached(self, word_t* mask, int32_t n_words) noexcept nogil
     cdef int64_t _slices_here(self, int32_t n_words) noexcept nogil
     cdef int c_fill(self, word_t* mask, int32_t n_words) noexcept nogil
+    cdef int _cache_room(self, int32_t n_words) noexcept nogil
     cdef int c_fill_over(self, word_t* mask, int32_t n_words) noexcept nogil
     cdef int _fill_c(self, word_t* mask, int32_t n_words) noexcept nogil
     cdef int c_push(self, const uint8_t* data, int32_t n) noexcept nogil

@@ -1353,13 +1353,8 @@ cdef class EarleyParser:
             self.fill_count = self.cache_count
             self.work.tokens_cached += self.walk_trie.num_tokens  # every text token's verdict is the copy's
             return self.cache_sliced
-        if self.cache_words != n_words:
-            free(self.cache_mask)
-            self.cache_mask = <word_t*>malloc(max(1, n_words) * sizeof(word_t))
-            if self.cache_mask == NULL:
-                self.cache_words = 0
-                return self.T._fail(ERR_MEMORY, n_words)
-            self.cache_words = n_words
+        if self._cache_room(n_words) < 0:
+            return -1
         self.cache_ls = -1  # no entry unless this mask is made
         memset(self.cache_mask, 0, n_words * sizeof(word_t))
         r = self._fill_c(self.cache_mask, n_words)
@@ -1372,6 +1367,20 @@ cdef class EarleyParser:
         self.cache_sliced = r == 1
         self.cache_count = self.fill_count
         return r
+
+    cdef int _cache_room(self, int32_t n_words) noexcept nogil:
+        """The mask cache's buffer for masks of ``n_words`` words (its entry dropped when
+        it is made anew): 0, or -1 on memory."""
+        if self.cache_words == n_words:
+            return 0
+        free(self.cache_mask)
+        self.cache_ls = -1
+        self.cache_mask = <word_t*>malloc(max(1, n_words) * sizeof(word_t))
+        if self.cache_mask == NULL:
+            self.cache_words = 0
+            return self.T._fail(ERR_MEMORY, n_words)
+        self.cache_words = n_words
+        return 0
 
     cdef int64_t _slices_here(self, int32_t n_words) noexcept nogil:
         """The slices a fill in the current lexer state ORs in whole (bit k: slice k;
