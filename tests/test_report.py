@@ -180,6 +180,12 @@ def test_with_repeats_the_slowest_mask_is_its_median_over_the_repeats(tmp_path: 
     assert row["TBM max per mask (µs)"] == pytest.approx(9) and row["repeats"] == 3
     single = engine_table(load_runs(_write_run(tmp_path / "one", meta, recs[:1])), boot=0)
     assert "TBM max per mask (µs)" not in single
+    # the bench's summary prints it beside the max, only for runs with repeats
+    from toolkit.cli.report import timing_summary
+
+    summary = timing_summary([str(tmp_path / "rep")])
+    assert "TBM max per mask (µs)" in summary and "300.0" in summary and "9.0" in summary
+    assert "per mask" not in timing_summary([str(tmp_path / "one")])
 
 
 def test_engine_table_numbers(run_a: Path) -> None:
