@@ -15,6 +15,12 @@ DEBUG = os.environ.get("MASKLAB_DEBUG", "") not in ("", "0")
 #: ``MASKLAB_ONLY=toolkit.core.trie,...`` builds only those extensions (a quick rebuild
 #: of the one being worked on); unset, all of them
 ONLY = [m for m in os.environ.get("MASKLAB_ONLY", "").split(",") if m]
+#: ``MASKLAB_NO_EXT=1``: no extensions (the Makefile's ``pip install -e`` step, whose
+#: ``make build`` then builds them once, in place; unset, pip builds them as usual)
+NO_EXT = os.environ.get("MASKLAB_NO_EXT", "") not in ("", "0")
+#: processes that translate the .pyx files to C (``build_ext -j N`` compiles the C in
+#: parallel); ``MASKLAB_JOBS`` overrides the CPU count
+JOBS = int(os.environ.get("MASKLAB_JOBS", "0")) or os.cpu_count() or 1
 
 directives = {
     "language_level": 3,
@@ -66,5 +72,6 @@ if ONLY:
     extensions = [e for e in extensions if e.name in ONLY]
 
 setup(
-    ext_modules=cythonize(extensions, compiler_directives=directives, annotate=DEBUG),
+    ext_modules=[] if NO_EXT else cythonize(extensions, compiler_directives=directives, annotate=DEBUG,
+                                            nthreads=JOBS if len(extensions) > 1 else 0),
 )
