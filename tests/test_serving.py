@@ -42,7 +42,8 @@ def test_continuous_batching_decodes_each_item_as_the_static_schedule_does(name,
     """Seeded greedy decoding on the replaying stand-in: each item's tokens, status and
     text are the same whichever slot and schedule it decodes in, without jump-forward
     and with each of its schedules; the continuous run decodes every item once (the
-    static one cycles items to fill its last batch)."""
+    static one cycles items to fill its last batch).  With the prompt passes beside the
+    decode step too (plain, and cut lookahead runs)."""
     engine = get_engine(name, tekken)
     lm = load_model("sim:0.2:2:replay", tekken)
     first = None
@@ -60,6 +61,13 @@ def test_continuous_batching_decodes_each_item_as_the_static_schedule_does(name,
         first = first or _texts(cont)
         assert _texts(cont) == first, (name, jump)  # jump-forward changes no text
         assert cont.summary["steps"] < static.summary["steps"]  # no slot waits for a batch's longest sequence
+        if width in ("all", 2) and jump in (False, "lookahead"):
+            beside = generate(engine, lm, tekken, items, batch=3, max_tokens=24, schedule="continuous-beside",
+                              baseline=False, jump_forward=jump, chunk_width=width)
+            assert beside.summary["schedule"] == "continuous-beside"
+            assert _texts(beside) == first, (name, jump)
+            # a refilled slot idles in the step its prompt pass runs beside
+            assert cont.summary["steps"] < beside.summary["steps"] < static.summary["steps"]
 
 
 def test_the_unconstrained_baseline_runs_the_same_schedule_and_ends_at_eos(tekken, items) -> None:
@@ -90,7 +98,9 @@ def test_resolve_schedule() -> None:
     assert resolve_schedule("auto", 5, 2, "serial") == "static"
     with pytest.raises(ValueError, match="pipelined loop"):
         resolve_schedule("continuous", 5, 2, "serial")
-    with pytest.raises(ValueError, match="schedule must be one of static, continuous or auto"):
+    with pytest.raises(ValueError, match="pipelined loop"):
+        resolve_schedule("continuous-beside", 5, 2, "serial")
+    with pytest.raises(ValueError, match="schedule must be one of static, continuous, continuous-beside or auto"):
         resolve_schedule("greedy", 5, 2)
 
 
@@ -98,15 +108,34 @@ def test_resolve_schedule() -> None:
 def test_a_real_models_refilled_slot_decodes_as_it_would_alone(cache, tekken, items, monkeypatch) -> None:
     """random:tiny: a refilled slot's prompt is written into its rows of the KV cache
     (a static cache of 32-column blocks is compacted as it fills), its positions restart;
-    every item's text is the static schedule's."""
+    every item's text is the static schedule's, with the prompt pass before the step's
+    draw or beside the step (written after the step's pass, over the column the idle
+    slot was fed in), replayed or the model's own greedy text."""
     monkeypatch.setattr(model_mod, "CACHE_BLOCK", 32)
-    lm = load_model("random:tiny:replay", tekken, cache=cache)
     engine = get_engine("llguidance", tekken)
     many = items * 3
-    static, cont = (generate(engine, lm, tekken, many, batch=2, max_tokens=20, schedule=s, baseline=False)
-                    for s in ("static", "continuous"))
-    assert _texts(cont) == _texts(static)
-    assert cont.summary["steps"] > 32  # past a static cache's length: compacted on the way
+    for spec in ("random:tiny:replay", "random:tiny"):
+        lm = load_model(spec, tekken, cache=cache)
+        static, cont, beside = (generate(engine, lm, tekken, many, batch=2, max_tokens=20, schedule=s, baseline=False)
+                                for s in ("static", "continuous", "continuous-beside"))
+        assert _texts(cont) == _texts(static) == _texts(beside), spec
+        assert cont.summary["steps"] > 32  # past a static cache's length: compacted on the way
+
+
+def test_a_prompt_pass_beside_the_step_is_not_waited_for(tekken, items) -> None:
+    """On a stand-in whose pass takes 20 ms, a refill's prompt pass run before the draw
+    is waited for in the step (its ``refill_s``); beside the decode step, it is launched
+    after the step's pass and queued behind it, so no step's refill waits for it and the
+    next step's wait for the forward pass holds it.  Both decode the same texts."""
+    lm = load_model("sim:20:0:replay", tekken)
+    engine = get_engine("xgrammar", tekken)
+    runs = {s: generate(engine, lm, tekken, items[:3], batch=2, max_tokens=24, schedule=s, baseline=False)
+            for s in ("continuous", "continuous-beside")}
+    assert _texts(runs["continuous"]) == _texts(runs["continuous-beside"])
+    refills = {s: max(r["refill_s"] for r in run.steps) for s, run in runs.items()}
+    waits = {s: max(r["forward_s"] for r in run.steps[1:]) for s, run in runs.items()}
+    assert refills["continuous"] >= 0.019 and refills["continuous-beside"] < 0.01, refills
+    assert waits["continuous"] < 0.03 and waits["continuous-beside"] >= 0.039, waits
 
 
 def test_the_stand_ins_greedy_draw_is_the_tensors_argmax(tekken) -> None:
@@ -172,6 +201,25 @@ def test_cli_generate_runs_both_schedules(tmp_path, capsys) -> None:
     assert rc == 2 and "pipelined loop" in capsys.readouterr().err
 
 
+def test_the_stand_in_prices_a_refills_eager_prompt_pass(tekken, items) -> None:
+    """``sim:...:prefill=P``: a refill's prompt pass makes P launches (the host's time in
+    the step's ``refill_s``), where a decode step makes LAUNCHES; bad values are refused."""
+    lm = load_model("sim:1:0:prefill=20000:replay", tekken)
+    assert lm.describe()["prefill_launches"] == 20000 and lm.launches == 0
+    assert load_model("sim:1:7", tekken).describe()["prefill_launches"] == 7
+    assert load_model("sim:1:7:prefill=3:chunk=0", tekken).chunk_cost == 0.0
+    engine = get_engine("xgrammar", tekken)
+    refill = {}
+    for spec in ("sim:1:0:replay", "sim:1:0:prefill=20000:replay"):
+        run = generate(engine, load_model(spec, tekken), tekken, items[:3], batch=2, max_tokens=24,
+                       schedule="continuous", baseline=False)
+        refill[spec] = max(r["refill_s"] for r in run.steps)
+    assert refill["sim:1:0:prefill=20000:replay"] > refill["sim:1:0:replay"] + 0.005, refill
+    for bad in ("sim:1:0:prefill=-1", "sim:1:0:prefill=x", "sim:1:0:launch=3"):
+        with pytest.raises(model_mod.ModelError, match="prefill=P"):
+            load_model(bad, tekken)
+
+
 def test_a_schema_decodes_once_per_item_when_it_ends_early(tekken) -> None:
     """A sequence that ends (EOS) frees its slot at once: with one slot, the continuous
     run's steps are the sum of its items' tokens (plus nothing for waiting)."""
@@ -179,6 +227,11 @@ def test_a_schema_decodes_once_per_item_when_it_ends_early(tekken) -> None:
     lm = load_model("sim:0.2:2:replay", tekken)
     run = generate(get_engine("llguidance", tekken), lm, tekken, [schema] * 3, batch=1, max_tokens=8,
                    schedule="continuous", baseline=False)
+    assert [s["text"] for s in run.sequences] == ["7"] * 3
+    assert run.summary["steps"] == sum(s["tokens"] for s in run.sequences)
+    # beside: no pass to run the prompt beside when the one slot is vacant, so none waits
+    run = generate(get_engine("llguidance", tekken), lm, tekken, [schema] * 3, batch=1, max_tokens=8,
+                   schedule="continuous-beside", baseline=False)
     assert [s["text"] for s in run.sequences] == ["7"] * 3
     assert run.summary["steps"] == sum(s["tokens"] for s in run.sequences)
 

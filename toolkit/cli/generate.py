@@ -54,10 +54,12 @@ def configure(name: str, p: argparse.ArgumentParser) -> None:
 
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="random:tiny",
-                   help="checkpoint directory, random:NAME[:replay], or sim:FORWARD_MS[:LAUNCHES][:chunk=C][:replay] (the "
-                        "stand-in device for machines without a GPU, e.g. sim:8:300; :chunk=C prices a jump-forward "
-                        "chunk step at FORWARD_MS * (1 + C * batch), default 0.005 as an H200 ran them; :replay "
-                        "favours each item's valid instance) (default: random:tiny)")
+                   help="checkpoint directory, random:NAME[:replay], or "
+                        "sim:FORWARD_MS[:LAUNCHES][:chunk=C][:prefill=P][:replay] (the stand-in device for "
+                        "machines without a GPU, e.g. sim:8:300; :chunk=C prices a jump-forward chunk step at "
+                        "FORWARD_MS * (1 + C * batch), default 0.005 as an H200 ran them; :prefill=P gives a "
+                        "refill's eager prompt pass P launches, default LAUNCHES (an H200's took 28-38 ms, about "
+                        "30000); :replay favours each item's valid instance) (default: random:tiny)")
     p.add_argument("--vocab", default="tekken", help="vocabulary spec (default: tekken)")
     p.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
     p.add_argument("--dtype", default="auto", help="float32, bfloat16, float16 or auto (bf16 on cuda)")
@@ -126,7 +128,9 @@ def _loop_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--schedule", nargs="+", default=["auto"], choices=(*SCHEDULES, "auto"), metavar="SCHEDULE",
                    help="how the batch's slots are filled: static (a batch of items until its longest sequence "
                         "ends), continuous (a slot takes the next item as soon as its sequence ends, as a server "
-                        "does), auto (default: continuous when there are more items than slots); several: each "
+                        "does; its prompt pass runs before the step's draw), continuous-beside (the prompt pass "
+                        "launched after the step's forward pass, beside it; the new sequence draws from the next "
+                        "step), auto (default: continuous when there are more items than slots); several: each "
                         "batch size under each, in OUT/ENGINE/batch-B-SCHEDULE")
     p.add_argument("--jump-forward", nargs="?", const="on", default="off", choices=tuple(JUMP_MODES),
                    help="jump-forward decoding: the tokens a grammar forces after each sampled token are fed "

@@ -82,10 +82,20 @@ SPEC_PROMPT = "Reply with only the output, nothing else. It must match this {kin
 LOOPS = ("pipelined", "serial")
 """The decode loops :func:`generate` runs (see the module doc)."""
 
-SCHEDULES = ("static", "continuous")
+SCHEDULES = ("static", "continuous", "continuous-beside")
 """How :func:`generate` fills its batch's slots: ``static``, a batch of items at a time
 until its longest sequence ends (the next batch waits); ``continuous``, a slot takes the
-next item as soon as its sequence ends, as a server does (:func:`resolve_schedule`)."""
+next item as soon as its sequence ends, as a server does (:func:`resolve_schedule`), its
+prompt pass run and waited for before the step's draw; ``continuous-beside``, the same
+with the prompt pass launched after the step's forward pass, beside it on the device,
+and the new sequence drawing from the next step (``beside`` of
+:func:`~toolkit.decode.loop.pipelined_loop`)."""
+
+
+def is_continuous(schedule: str) -> bool:
+    """Does ``schedule`` (of :data:`SCHEDULES`) refill a slot as its sequence ends?"""
+    return schedule.startswith("continuous")
+
 
 WARM_CHUNK_WIDTH = 16
 """Jump-forward runs warm up chunk steps of 2, 4, ... up to this many tokens (a compiled
@@ -287,11 +297,12 @@ def _unconstrained_rows(lm: LoadedModel, prompts: list[list[int]], max_tokens: i
 
 
 def _continuous_unconstrained(lm: LoadedModel, prompts: _Prompts, items: Sequence[Item | None], batch: int,
-                              max_tokens: int, temperature: float, seed: int, vocab: Vocabulary
+                              max_tokens: int, temperature: float, seed: int, vocab: Vocabulary, beside: bool = False
                               ) -> tuple[list[dict[str, Any]], float]:
     """The unconstrained baseline of a continuous run: every item once in ``batch``
-    slots, a slot refilled as its sequence ends (EOS or ``max_tokens``); a masked run's
-    baseline gets the items its engine decoded (not those it refused)."""
+    slots, a slot refilled as its sequence ends (EOS or ``max_tokens``; ``beside``: its
+    prompt pass beside the next step's, as the masked run's); a masked run's baseline
+    gets the items its engine decoded (not those it refused)."""
     fits = [i for i in items if not prompts.too_long(i, max_tokens)]
     queue = deque(Refill(prompts(i), _replay_target(i) if lm.replay and i is not None else None) for i in fits)
     firsts = [queue.popleft() if queue else None for _ in range(batch)]
@@ -299,7 +310,8 @@ def _continuous_unconstrained(lm: LoadedModel, prompts: _Prompts, items: Sequenc
     targets = [f.target if f is not None else None for f in firsts] if lm.replay else None
     return pipelined_loop(lm, [f.prompt if f is not None else dummy for f in firsts], max_tokens, temperature, seed,
                           None, targets=targets, feeder=lambda: queue.popleft() if queue else None,
-                          eos=vocab.eos_ids, idle=[f is None for f in firsts])  # fewer items than slots: vacant
+                          eos=vocab.eos_ids, idle=[f is None for f in firsts],  # fewer items than slots: vacant
+                          beside=beside)
 
 
 def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | int, *, batch: int = 1,
@@ -325,12 +337,13 @@ def unconstrained(lm: LoadedModel, vocab: Vocabulary, items: Sequence[Item] | in
     prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
     item_groups = _groups(seqs, batch)[:max_groups]
     groups = [[prompts.slot(i, max_tokens) for i in g] for g in item_groups]
-    _warm_up(lm, groups, max_tokens, bm.apply_kernel("torch"), vocab, refills=schedule == "continuous")
+    _warm_up(lm, groups, max_tokens, bm.apply_kernel("torch"), vocab, refills=is_continuous(schedule))
     steps: list[dict[str, Any]] = []
     wall = 0.0
-    if schedule == "continuous":
+    if is_continuous(schedule):
         chosen = seqs[: max_groups * batch] if max_groups else seqs
-        steps, wall = _continuous_unconstrained(lm, prompts, chosen, batch, max_tokens, temperature, seed, vocab)
+        steps, wall = _continuous_unconstrained(lm, prompts, chosen, batch, max_tokens, temperature, seed, vocab,
+                                                beside=schedule == "continuous-beside")
         for r in steps:
             r.update(batch_index=0, mode="unconstrained")
     for b, group in enumerate(groups if schedule == "static" else []):
@@ -352,8 +365,8 @@ def resolve_schedule(schedule: str, items: int, batch: int, loop: str = "pipelin
         raise ValueError(f"schedule must be one of {', '.join(SCHEDULES)} or auto, got {schedule!r}")
     if schedule == "auto":
         return "continuous" if items > batch and loop == "pipelined" else "static"
-    if schedule == "continuous" and loop != "pipelined":
-        raise ValueError("the continuous schedule runs in the pipelined loop (loop='pipelined')")
+    if is_continuous(schedule) and loop != "pipelined":
+        raise ValueError(f"the {schedule} schedule runs in the pipelined loop (loop='pipelined')")
     return schedule
 
 
@@ -402,7 +415,9 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     items a batch at a time (cycled to fill the last batch); ``continuous`` decodes each
     item once, a slot taking the next item as soon as its sequence ends (EOS, a refusal,
     or ``max_tokens`` tokens), with the items compiled before the loop and each new
-    sequence's matcher, first mask and prompt pass inside it (``refill_ms``); ``auto``:
+    sequence's matcher, first mask and prompt pass inside it (``refill_ms``);
+    ``continuous-beside``, the same with each prompt pass launched beside the step's
+    forward pass, not waited for, the new sequence drawing from the next step; ``auto``:
     continuous when there are more items than ``batch`` (``masklab generate``'s default;
     this function's is static).  Its unconstrained baseline runs the same schedule.
 
@@ -418,7 +433,7 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     prompts = _Prompts(prompt, vocab, lm, max_tokens, chat)
     groups = _groups(items, batch)
     warmup_s, logits_dtype = _warm_up(lm, [[prompts.slot(i, max_tokens) for i in g] for g in groups], max_tokens,
-                                      kernel, vocab, chunks=bool(jump_forward), refills=schedule == "continuous")
+                                      kernel, vocab, chunks=bool(jump_forward), refills=is_continuous(schedule))
     graphs_before = _compiled_graphs()
     run = _Generation(engine, lm, vocab, prompts, kernel, loop=loop, threads=threads, batch=batch,
                       max_tokens=max_tokens, temperature=temperature, seed=seed, jump_forward=jump_forward,
@@ -576,7 +591,7 @@ class _Generation:
 
     def decode_all(self, items: list[Item], groups: list[list[Item]], on_batch: Callable[[int], None] | None) -> None:
         """Every item in the run's schedule; ``on_batch`` after each batch (continuous: once)."""
-        if self.schedule == "continuous":
+        if is_continuous(self.schedule):
             self.decode_continuous(items)
             if on_batch is not None:
                 on_batch(len(items))
@@ -620,7 +635,8 @@ class _Generation:
         try:
             rows, wall = pipelined_loop(lm, [f.prompt if f is not None else dummy for f in firsts], max_tokens,
                                         self.temperature, self.seed, masker, self.kernel, targets=targets,
-                                        feeder=take, eos=vocab.eos_ids, chunks=self.chunk_width)
+                                        feeder=take, eos=vocab.eos_ids, chunks=self.chunk_width,
+                                        beside=self.schedule == "continuous-beside")
         finally:
             masker.finish()
         self.seq_times.extend(masker.seq_times)
@@ -632,7 +648,8 @@ class _Generation:
         if self.interleaved:
             started = {s.item.name for s in masker.retired + masker.seqs if s.item is not None and s.matcher}
             rows, wall = _continuous_unconstrained(lm, self.prompts, [i for i in items if i.name in started],
-                                                   self.batch, max_tokens, self.temperature, self.seed, vocab)
+                                                   self.batch, max_tokens, self.temperature, self.seed, vocab,
+                                                   beside=self.schedule == "continuous-beside")
             self._add_steps(0, rows, wall, "unconstrained")
 
     def _add_steps(self, b: int, rows: list[dict[str, Any]], wall: float, mode: str) -> None:
@@ -646,7 +663,7 @@ class _Generation:
         """The batch's masker, its first masks filled: TTFM = compile + first mask."""
         masker = (Masker(seqs, self.vocab, self.pool, self.lm.device) if self.loop == "serial"
                   else Stepper(seqs, self.vocab, self.engine, self.threads, self.lm.device, self.max_tokens,
-                               jump=self.jump_forward, continuous=self.schedule == "continuous"))
+                               jump=self.jump_forward, continuous=is_continuous(self.schedule)))
         for k, s in enumerate(seqs):
             t0 = time.perf_counter()
             masker.fill(k)  # a refused item's slot gets its EOS-only row here too

@@ -655,7 +655,7 @@ def pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, t
                    seed: int, stepper: Stepper | None, kernel: Any = None, steps: int | None = None,
                    targets: list[bytes | None] | None = None, feeder: Callable[[], Refill | None] | None = None,
                    eos: Sequence[int] = (), idle: Sequence[bool] = (),
-                   chunks: str | int = "auto") -> tuple[list[dict[str, Any]], float]:
+                   chunks: str | int = "auto", beside: bool = False) -> tuple[list[dict[str, Any]], float]:
     """One batch as a serving engine runs it (see the module doc): the logits of step
     ``t`` are masked and sampled on the device, the ids copied to (pinned) host memory
     behind an event, the forward pass of ``t + 1`` launched, and only then are the ids
@@ -672,6 +672,12 @@ def pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, t
     vacant): its prompt's pass into the slot's rows of the cache and logits, its first
     mask, the batch call made again; the step's ``refill_s`` is that work.  The loop
     runs until every slot is vacant, each sequence at most ``max_tokens`` tokens.
+    ``beside``: a refill's prompt pass is launched after the step's forward pass (its
+    launches while the device runs that pass, its device work queued behind it, no
+    wait), the slot idle in that pass, and the new sequence takes its first mask and
+    draws its first token in the next step (what a server that schedules a prefill
+    beside the decode step does); else the prompt pass runs before the step's draw
+    and is waited for.
 
     ``chunks``: jump-forward's chunk widths (``overlap`` and ``lookahead``:
     :class:`~toolkit.decode.chunks.ChunkWidths`; ``inline`` feeds whole runs).
@@ -679,7 +685,7 @@ def pipelined_loop(lm: LoadedModel, prompts: list[list[int]], max_tokens: int, t
     Returns the step rows (``width``: the tokens per sequence of the pass the step
     waited for, 0 for the prompts') and the wall time of the steps."""
     pipe = _Pipeline(lm, prompts, max_tokens, temperature, seed, stepper, kernel, steps, targets, feeder, eos,
-                     chunks)
+                     chunks, beside)
     if stepper is None and len(idle):
         pipe.plain_live &= ~np.asarray(idle, dtype=bool)
         pipe.live = int(pipe.plain_live.sum())
@@ -693,7 +699,8 @@ class _Pipeline:
 
     def __init__(self, lm: LoadedModel, prompts: list[list[int]], max_tokens: int, temperature: float, seed: int,
                  stepper: Stepper | None, kernel: Any, steps: int | None, targets: list[bytes | None] | None,
-                 feeder: Callable[[], Refill | None] | None, eos: Sequence[int], chunks: str | int = "auto") -> None:
+                 feeder: Callable[[], Refill | None] | None, eos: Sequence[int], chunks: str | int = "auto",
+                 beside: bool = False) -> None:
         import torch
 
         self.lm, self.stepper, self.kernel, self.temperature, self.max_tokens = lm, stepper, kernel, temperature, max_tokens
@@ -706,6 +713,9 @@ class _Pipeline:
         self.launched: int | None = None  # the width of the pass in flight (None: the prompts' pass, none)
         self.pre_s = 0.0  # its launch and the wait for the ids before it
         self.feeder = feeder
+        self.beside = beside and feeder is not None
+        self.waiting: list[tuple[int, Refill]] = []  # beside: slots whose next sequence's prompt pass is to launch
+        self.joining: list[tuple[int, Refill]] = []  # beside: slots whose prompt pass was launched last step
         self.dec = lm.start(prompts, max_tokens, chunks=self.jump or self.overlap, targets=targets, lazy=self.sim,
                             refills=feeder is not None)
         # continuous: until every slot is vacant (each sequence ends within max_tokens steps)
@@ -758,6 +768,11 @@ class _Pipeline:
                 if self.feeder is not None:
                     self._refill()
                     tr = perf()
+                if not self.live and self.waiting:  # beside: no pass to launch the prompts beside
+                    self._launch_waiting()
+                    self.lm.synchronize()
+                    self._join(arrange=True)
+                    tr = perf()
                 if not self.live:  # the forward pass just waited for is not needed
                     wall = t0 - t_start
                     break
@@ -773,10 +788,14 @@ class _Pipeline:
                 t4 = perf()
                 active = self.live
                 written, accept_s, forward_s, t6, ids_s = self._advance(step, nxt, t4)
+                t7 = t6
+                if self.waiting:  # beside: after the step's launch, while the device runs it
+                    self._launch_waiting()
+                    t7 = perf()
                 rows.append({"step": step, "active": active, "tokens": written + jumped, "width": waited or 0,
                              "forward_s": launch + (t1 - t0) + forward_s, "launch_s": launch + forward_s,
-                             "wait_s": tw - t1, "refill_s": tr - tw, "apply_s": t3 - tr,
-                             "sample_s": t4 - t3 + ids_s, "accept_s": accept_s, "step_s": launch + t6 - t0})
+                             "wait_s": tw - t1, "refill_s": tr - tw + (t7 - t6), "apply_s": t3 - tr,
+                             "sample_s": t4 - t3 + ids_s, "accept_s": accept_s, "step_s": launch + t7 - t0})
                 if info is None:  # step 0's masks are the first ones (in TTFM), or no masks
                     info = StepFigures.none(self.live)
                 else:  # the figures of the masks this step waited for (bookkeeping, after the step)
@@ -795,11 +814,18 @@ class _Pipeline:
         return rows, wall
 
     def _refill(self) -> None:
-        """Continuous batching: each slot whose sequence ended takes the feeder's next one."""
+        """Continuous batching: each slot whose sequence ended takes the feeder's next one
+        (``beside``: the sequences whose prompt pass ran beside the last step join first,
+        and the new ones wait for :meth:`_launch_waiting`)."""
         stepper, dec = self.stepper, self.dec
+        joined = self._join(arrange=False)
         if stepper is not None:
             ended = stepper.ended()
             if not ended:
+                if joined:
+                    stepper.harvest()
+                    stepper.arrange()
+                    self.live = stepper.live_count()
                 return
             stepper.harvest()
             for slot in ended:
@@ -807,6 +833,10 @@ class _Pipeline:
                 nxt = self.feeder()  # type: ignore[misc]
                 if nxt is None or nxt.seq is None:
                     dec.release(slot)
+                    continue
+                if self.beside:
+                    dec.release(slot)
+                    self.waiting.append((slot, nxt))
                     continue
                 stepper.start(slot, nxt.seq)
                 dec.refill(slot, nxt.prompt, nxt.target, self.logits)
@@ -819,11 +849,46 @@ class _Pipeline:
                     self.plain_n[slot] = -1  # vacant
                     dec.release(slot)
                     continue
+                if self.beside:
+                    self.plain_n[slot] = -2  # its prompt pass is launched with this step's pass
+                    dec.release(slot)
+                    self.waiting.append((slot, nxt))
+                    continue
                 dec.refill(slot, nxt.prompt, nxt.target, self.logits)
                 self.plain_live[slot], self.plain_n[slot] = True, 0
             self.live = int(self.plain_live.sum())
-        # the prompts' passes are device work of this step's refills, not of its sampling
-        self.lm.synchronize()
+        if not self.beside:
+            # the prompts' passes are device work of this step's refills, not of its sampling
+            self.lm.synchronize()
+
+    def _launch_waiting(self) -> None:
+        """``beside``: the prompt passes of the slots refilled this step, launched after
+        its forward pass (the slots' rows of its logits, which they were idle in, become
+        their prompts' last logits); the sequences join at the next step (:meth:`_join`)."""
+        for slot, nxt in self.waiting:
+            self.dec.refill(slot, nxt.prompt, nxt.target, self.logits)
+        self.joining, self.waiting = self.waiting, []
+
+    def _join(self, arrange: bool) -> bool:
+        """``beside``: the sequences whose prompt pass was launched last step take their
+        slots (their first masks filled); ``arrange``: the batch call made again here
+        (else by the caller).  Whether any joined."""
+        stepper = self.stepper
+        if not self.joining:
+            return False
+        for slot, nxt in self.joining:
+            if stepper is not None:
+                stepper.start(slot, nxt.seq)  # type: ignore[arg-type]
+            else:
+                self.plain_live[slot], self.plain_n[slot] = True, 0
+        self.joining = []
+        if stepper is None:
+            self.live = int(self.plain_live.sum())
+        elif arrange:
+            stepper.harvest()
+            stepper.arrange()
+            self.live = stepper.live_count()
+        return True
 
     def _sample(self) -> Any:
         """Draw the step's ids on the device and start their copy to the host (behind

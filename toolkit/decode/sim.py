@@ -1,4 +1,4 @@
-"""The stand-in device, ``sim:FORWARD_MS[:LAUNCHES][:chunk=C][:replay]``, for machines without a GPU.
+"""The stand-in device, ``sim:FORWARD_MS[:LAUNCHES][:chunk=C][:prefill=P][:replay]``, for machines without a GPU.
 
 It reproduces what a GPU step leaves to the host.  The device is a queue of work
 with a clock (:class:`SimModel`): a forward pass makes LAUNCHES short Python-level calls
@@ -18,7 +18,11 @@ tensor (the serial loop, the warm-up), materialize the rows.
 
 Each sequence's position is its own (prompt plus tokens fed), so a sequence decodes as
 it would alone, in a static batch or in a continuous batch's slot
-(:meth:`SimDecoding.refill`).  Every output of a simulated run says so
+(:meth:`SimDecoding.refill`).  A refill's prompt pass makes LAUNCHES calls too, unless
+``:prefill=P`` sets its own: a server's decode step is one CUDA graph and its prefill
+an eager pass, and on the H200 a refill's eager prompt pass of random Llama-3-8B took
+28-38 ms of host time (``results/gpu/serving/``), about 30,000 of the stand-in's
+launches, where LAUNCHES 300 stands for a graphed step's host work.  Every output of a simulated run says so
 (:data:`SIM_NOTE`).
 """
 
@@ -120,6 +124,8 @@ class SimModel:
     apply_ms: float = SIM_APPLY_MS
     sample_ms: float = SIM_SAMPLE_MS
     chunk_cost: float = SIM_CHUNK_COST
+    #: launches of a refill's prompt pass (``:prefill=P``; None: ``launches``; see the module doc)
+    prefill_launches: int | None = None
     _pool: Any = field(default=None, repr=False)
     _pool_np: Any = field(default=None, repr=False)
     _order: Any = field(default=None, repr=False)
@@ -179,6 +185,7 @@ class SimModel:
                 "device": "sim", "dtype": self.dtype, "parameters": 0, "forward_ms": self.forward_ms,
                 "launches": self.launches, "apply_ms": self.apply_ms, "sample_ms": self.sample_ms,
                 "chunk_cost": self.chunk_cost,
+                "prefill_launches": self.launches if self.prefill_launches is None else self.prefill_launches,
                 "cache": self.cache, "compile": None, "notes": list(self.notes)}
 
 
@@ -319,7 +326,7 @@ class SimDecoding:
         t0 = time.perf_counter()
         first = self._refilled_at != self.seen  # the step's first refill launches the pass
         self._refilled_at = self.seen
-        for k in range(lm.launches if first else 0):
+        for k in range((lm.launches if lm.prefill_launches is None else lm.prefill_launches) if first else 0):
             _launch(k)
         self._salt[row], self._pos[row] = _salt(prompt), len(prompt)
         if self.replay is not None:
@@ -363,28 +370,32 @@ def _salt(prompt: list[int]) -> int:
 
 def sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, cache: str,
               compile: str | None) -> SimModel:
-    """The stand-in device of ``spec`` (``sim:FORWARD_MS[:LAUNCHES][:chunk=C][:replay]``); a
-    :class:`~toolkit.decode.replay.ModelError` for a spec or option it does not take."""
+    """The stand-in device of ``spec`` (``sim:FORWARD_MS[:LAUNCHES][:chunk=C][:prefill=P][:replay]``,
+    the named options in any order); a :class:`~toolkit.decode.replay.ModelError` for a
+    spec or option it does not take."""
     parts = spec.split(":")[1:]
     replay = bool(parts) and parts[-1] == "replay"
     if replay:
         parts = parts[:-1]
-    chunk_cost = SIM_CHUNK_COST
+    named: dict[str, str] = {}
+    while parts and "=" in parts[-1]:
+        key, _, value = parts.pop().partition("=")
+        named[key] = value
     try:
-        if parts and parts[-1].startswith("chunk="):
-            chunk_cost = float(parts.pop()[len("chunk="):])
-        if not 1 <= len(parts) <= 2:
+        if set(named) - {"chunk", "prefill"} or not 1 <= len(parts) <= 2:
             raise ValueError
+        chunk_cost = float(named.get("chunk", SIM_CHUNK_COST))
+        prefill = int(named["prefill"]) if "prefill" in named else None
         forward_ms = float(parts[0])
         launches = int(parts[1]) if len(parts) == 2 else 0
         if not forward_ms > 0 or forward_ms > 10_000 or launches < 0 or launches > 1_000_000:
             raise ValueError
-        if not 0 <= chunk_cost <= 1:
+        if not 0 <= chunk_cost <= 1 or (prefill is not None and not 0 <= prefill <= 1_000_000):
             raise ValueError
     except ValueError:
-        raise ModelError(f"model {spec!r}: the stand-in device is sim:FORWARD_MS[:LAUNCHES][:chunk=C][:replay] with "
-                         "0 < FORWARD_MS <= 10000, 0 <= LAUNCHES <= 1000000 and 0 <= C <= 1 (e.g. sim:8:300, "
-                         "sim:10:300:chunk=0:replay)") from None
+        raise ModelError(f"model {spec!r}: the stand-in device is sim:FORWARD_MS[:LAUNCHES][:chunk=C][:prefill=P]"
+                         "[:replay] with 0 < FORWARD_MS <= 10000, 0 <= LAUNCHES, P <= 1000000 and 0 <= C <= 1 "
+                         "(e.g. sim:8:300, sim:10:300:chunk=0:replay, sim:10:300:prefill=30000:replay)") from None
     if dtype not in ("auto", "float32"):
         raise ModelError(f"the simulated device {spec} makes float32 logits: --dtype {dtype} does not apply")
     if device != "cpu":
@@ -392,4 +403,4 @@ def sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, 
     if compile is not None or cache != "dynamic":
         raise ModelError(f"the simulated device {spec} has no KV cache or graphs: --cache and --compile do not apply")
     return SimModel(spec, forward_ms, launches, vocab.size, seed, bos_id=None, max_positions=None, replay=replay,
-                    vocab=vocab, chunk_cost=chunk_cost)
+                    vocab=vocab, chunk_cost=chunk_cost, prefill_launches=prefill)
