@@ -20,7 +20,10 @@ ONLY = [m for m in os.environ.get("MASKLAB_ONLY", "").split(",") if m]
 NO_EXT = os.environ.get("MASKLAB_NO_EXT", "") not in ("", "0")
 #: processes that translate the .pyx files to C (``build_ext -j N`` compiles the C in
 #: parallel); ``MASKLAB_JOBS`` overrides the CPU count
-JOBS = int(os.environ.get("MASKLAB_JOBS", "0")) or os.cpu_count() or 1
+_jobs = os.environ.get("MASKLAB_JOBS", "") or "0"
+if not _jobs.isdigit():
+    raise SystemExit(f"MASKLAB_JOBS must be a whole number of processes (0: the CPU count), got {_jobs!r}")
+JOBS = int(_jobs) or os.cpu_count() or 1
 
 directives = {
     "language_level": 3,
