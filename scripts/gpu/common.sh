@@ -37,3 +37,19 @@ $PY -c "import sys, importlib.metadata as m; print(sys.version.split()[0], *(f'{
 VOCAB="--vocab llama3:.gpu/llama-3/tokenizer.model --data .gpu/maskbench64"
 ENGINES="peer:llguidance peer:xgrammar llguidance outlines xgrammar"
 G="$PY -m toolkit generate"
+
+# Our three strategies (object keys spelled as llguidance spells them) on the carried
+# schemas, each run with its interleaved unconstrained baseline, CUDA graphs (COMPILE;
+# empty: eager), one pass, on MODEL: $1 the folder under $OUT, $2 its seconds at most,
+# then the grid's own options (--schedule, --batch, --jump-forward ...).  Its steps.csv
+# files are gzipped and the folder packed.
+ours_grid() {
+  local name=$1 secs=$2; shift 2
+  timeout "$(cap "$secs")" $G --engine llguidance xgrammar outlines -o llguidance.spelling=llguidance \
+    -o xgrammar.spelling=llguidance -o outlines.spelling=llguidance --model "$MODEL" --device "$DEV" $VOCAB \
+    --max-tokens 256 ${COMPILE:+--compile $COMPILE} --unconstrained-baseline --compile-once --compile-timeout 20 \
+    --no-compare-kernels --quiet "$@" --out "$OUT/$name" >"$OUT/$name.log" 2>&1
+  log "$name rc=$?"; tail -40 "$OUT/$name.log"; mv "$OUT/$name.log" "$OUT/$name/" 2>/dev/null
+  for f in "$OUT/$name"/*/*/steps.csv; do [ -f "$f" ] && gzip -9 "$f"; done
+  pack "$name"
+}

@@ -8,20 +8,9 @@
 # COMPILE= CCMODEL=random:tiny).
 source "$(dirname "$0")/common.sh"
 MODEL=${MODEL:-random:llama-3-8b:replay}
-SPELL="-o llguidance.spelling=llguidance -o xgrammar.spelling=llguidance -o outlines.spelling=llguidance"
 COMPILE=${COMPILE-reduce-overhead}
-grid() {  # $1: the folder, $2: seconds at most, then the grid's options
-  local name=$1 secs=$2; shift 2
-  timeout "$(cap "$secs")" $G --engine llguidance xgrammar outlines $SPELL --model "$MODEL" --device "$DEV" $VOCAB \
-    --max-tokens 256 --schedule continuous ${COMPILE:+--compile $COMPILE} \
-    --unconstrained-baseline --compile-once --compile-timeout 20 --no-compare-kernels --quiet \
-    "$@" --out "$OUT/$name" >"$OUT/$name.log" 2>&1
-  log "$name rc=$?"; tail -40 "$OUT/$name.log"; mv "$OUT/$name.log" "$OUT/$name/" 2>/dev/null
-  for f in "$OUT/$name"/*/*/steps.csv; do [ -f "$f" ] && gzip -9 "$f"; done
-  pack "$name"
-}
-grid auto-32 250 --limit "${LIM:-64}" --batch 32 --jump-forward both
-grid auto-8 250 --limit "${LIM:-64}" --batch 8 --jump-forward both
+ours_grid auto-32 250 --schedule continuous --limit "${LIM:-64}" --batch 32 --jump-forward both
+ours_grid auto-8 250 --schedule continuous --limit "${LIM:-64}" --batch 8 --jump-forward both
 if [ "$(left)" -gt 40 ]; then
   log "chunk-cost: $(cap 200)s"
   timeout "$(cap 200)" $PY scripts/gpu/chunk_cost.py --model "${CCMODEL:-random:llama-3-8b}" --device "$DEV" \

@@ -414,12 +414,10 @@ def generate(engine: Any, lm: LoadedModel, vocab: Vocabulary, items: Sequence[It
     ``schedule`` (:data:`SCHEDULES`, :func:`resolve_schedule`): ``static`` decodes the
     items a batch at a time (cycled to fill the last batch); ``continuous`` decodes each
     item once, a slot taking the next item as soon as its sequence ends (EOS, a refusal,
-    or ``max_tokens`` tokens), with the items compiled before the loop and each new
-    sequence's matcher, first mask and prompt pass inside it (``refill_ms``);
-    ``continuous-beside``, the same with each prompt pass launched beside the step's
-    forward pass, not waited for, the new sequence drawing from the next step; ``auto``:
-    continuous when there are more items than ``batch`` (``masklab generate``'s default;
-    this function's is static).  Its unconstrained baseline runs the same schedule.
+    or ``max_tokens`` tokens), the items compiled before the loop and each new sequence's
+    matcher, first mask and prompt pass inside it (``refill_ms``; ``continuous-beside``:
+    the prompt pass beside the step's); ``auto``: continuous for more items than ``batch``
+    (``masklab generate``'s default; here static).  Its baseline runs the same schedule.
 
     ``on_batch``: called with each decoded batch's sequence count (a progress bar's)."""
     _check_generate(items, batch=batch, max_tokens=max_tokens, temperature=temperature, threads=threads,
