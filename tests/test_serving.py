@@ -218,6 +218,8 @@ def test_the_stand_in_prices_a_refills_eager_prompt_pass(tekken, items) -> None:
     for bad in ("sim:1:0:prefill=-1", "sim:1:0:prefill=x", "sim:1:0:launch=3"):
         with pytest.raises(model_mod.ModelError, match="prefill=P"):
             load_model(bad, tekken)
+    with pytest.raises(model_mod.ModelError, match="no option 'launch'"):
+        load_model("sim:1:0:launch=3:replay", tekken)
 
 
 def test_a_schema_decodes_once_per_item_when_it_ends_early(tekken) -> None:

@@ -22,8 +22,8 @@ it would alone, in a static batch or in a continuous batch's slot
 ``:prefill=P`` sets its own: a server's decode step is one CUDA graph and its prefill
 an eager pass, and on the H200 a refill's eager prompt pass of random Llama-3-8B took
 28-38 ms of host time (``results/gpu/serving/``), about 30,000 of the stand-in's
-launches, where LAUNCHES 300 stands for a graphed step's host work.  Every output of a simulated run says so
-(:data:`SIM_NOTE`).
+launches, where LAUNCHES 300 stands for a graphed step's host work.  Every output of a
+simulated run says so (:data:`SIM_NOTE`).
 """
 
 from __future__ import annotations
@@ -381,8 +381,12 @@ def sim_model(spec: str, vocab: Vocabulary, device: str, dtype: str, seed: int, 
     while parts and "=" in parts[-1]:
         key, _, value = parts.pop().partition("=")
         named[key] = value
+    unknown = sorted(set(named) - {"chunk", "prefill"})
+    if unknown:
+        raise ModelError(f"model {spec!r}: the stand-in device has no option {unknown[0]!r}; its options are "
+                         "chunk=C and prefill=P (sim:FORWARD_MS[:LAUNCHES][:chunk=C][:prefill=P][:replay])")
     try:
-        if set(named) - {"chunk", "prefill"} or not 1 <= len(parts) <= 2:
+        if not 1 <= len(parts) <= 2:
             raise ValueError
         chunk_cost = float(named.get("chunk", SIM_CHUNK_COST))
         prefill = int(named["prefill"]) if "prefill" in named else None
