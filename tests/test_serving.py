@@ -123,19 +123,20 @@ def test_a_real_models_refilled_slot_decodes_as_it_would_alone(cache, tekken, it
 
 
 def test_a_prompt_pass_beside_the_step_is_not_waited_for(tekken, items) -> None:
-    """On a stand-in whose pass takes 20 ms, a refill's prompt pass run before the draw
+    """On a stand-in whose pass takes 50 ms, a refill's prompt pass run before the draw
     is waited for in the step (its ``refill_s``); beside the decode step, it is launched
     after the step's pass and queued behind it, so no step's refill waits for it and the
-    next step's wait for the forward pass holds it.  Both decode the same texts."""
-    lm = load_model("sim:20:0:replay", tekken)
+    next step's wait for the forward pass holds both passes.  Both decode the same texts.
+    (The margins are half a pass: a loaded host's stalls stay well inside them.)"""
+    lm = load_model("sim:50:0:replay", tekken)
     engine = get_engine("xgrammar", tekken)
     runs = {s: generate(engine, lm, tekken, items[:3], batch=2, max_tokens=24, schedule=s, baseline=False)
             for s in ("continuous", "continuous-beside")}
     assert _texts(runs["continuous"]) == _texts(runs["continuous-beside"])
     refills = {s: max(r["refill_s"] for r in run.steps) for s, run in runs.items()}
     waits = {s: max(r["forward_s"] for r in run.steps[1:]) for s, run in runs.items()}
-    assert refills["continuous"] >= 0.019 and refills["continuous-beside"] < 0.01, refills
-    assert waits["continuous"] < 0.03 and waits["continuous-beside"] >= 0.039, waits
+    assert refills["continuous"] >= 0.045 and refills["continuous-beside"] < 0.025, refills
+    assert waits["continuous"] < 0.075 and waits["continuous-beside"] >= 0.09, waits
 
 
 def test_the_stand_ins_greedy_draw_is_the_tensors_argmax(tekken) -> None:
