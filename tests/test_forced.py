@@ -161,8 +161,8 @@ def test_draft_and_forced_calls_refuse_bad_arguments() -> None:
 
 def _forced_walks() -> list[tuple[Vocabulary, object, bytes]]:
     """The conformance walks on the small vocabulary (no C tokenizer: the Python rule with
-    the chop in C), and on Tekken (C tokenizer) and Llama 3 (when the shared tokenizers
-    are here) a JSON schema's walk and the conformance grammars' (the texts made longer,
+    the chop in C), and on Tekken (C tokenizer), Llama 3 and Mistral 7B v0.3 (when the
+    shared tokenizers are here) a JSON schema's walk and the conformance grammars' (the texts made longer,
     so forced runs start after multi-byte tokens)."""
     from tests._support.shared import SHARED
     from toolkit.core.vocab import load_vocab
@@ -173,6 +173,9 @@ def _forced_walks() -> list[tuple[Vocabulary, object, bytes]]:
     shared = SHARED / "tokenizers/llama-3/tokenizer.model"
     if shared.is_file():
         bpe_vocabs.append(load_vocab(f"llama3:{shared}"))
+    mistral = SHARED / "tokenizers/mistral-7b-v0.3/tokenizer.json"  # ranked merges (BpeMerges)
+    if mistral.is_file():
+        bpe_vocabs.append(load_vocab(f"hf:{mistral}"))
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"},
                                                "kind": {"enum": ["Übersicht", "naïve café", "x\ny"]}},
               "required": ["name", "tags", "kind"], "additionalProperties": False}
@@ -186,7 +189,7 @@ def _forced_walks() -> list[tuple[Vocabulary, object, bytes]]:
 @pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines", "glr"])
 def test_forced_tokens_from_c_are_the_python_rules(name: str) -> None:
     """Our strategies' forced tokens come from C: on a vocabulary with a C tokenizer
-    (:class:`~toolkit.core.bpe.BpeTable`: Tekken, Llama 3) the whole rule
+    (:class:`~toolkit.core.bpe.BpeTable`: Tekken, Llama 3, Mistral's merges) the whole rule
     (``Session.forced_tokens_c``), elsewhere the chop (``Session.chop_tokens``).  On every
     step of the walks they are the tokens of the Python rule (``forced_tokens`` with the
     matcher's ``allows_bytes``), and the C tokenizer answered on the BPE walks."""
@@ -279,17 +282,23 @@ def test_the_batch_accepts_and_finds_the_forced_bytes_as_single_calls_do(name: s
     batch.close()
 
 
+@pytest.mark.parametrize("vocab_name", ["tekken", "mistral"])
 @pytest.mark.parametrize("name", ["llguidance", "xgrammar", "outlines"])
-def test_the_lookahead_tables_hold_the_forced_runs_of_the_python_rule(name: str) -> None:
+def test_the_lookahead_tables_hold_the_forced_runs_of_the_python_rule(name: str, vocab_name: str) -> None:
     """``NativeBatchMatcher.lookahead`` (jump-forward's ``lookahead`` schedule): after
-    each fill of a Tekken walk over a JSON schema, a row whose mask allows at most ``k``
+    each fill of a walk over a JSON schema (Tekken; Mistral 7B v0.3, whose C tokenizer
+    runs its ranked merges), a row whose mask allows at most ``k``
     tokens has a table of exactly those tokens, each with the forced run the Python rule
     gives after it on a fork (-1 only where the C tokenizer cannot answer); a wider mask
     has none; the rows' states are untouched (the masks after the walk equal a twin's);
     ``lookahead_runs`` finds a drawn id's run, and nothing for an id without one."""
+    from tests._support.shared import require_shared
     from toolkit.core.vocab import load_vocab
 
-    vocab = load_vocab("tekken")
+    if vocab_name == "tekken":
+        vocab = load_vocab("tekken")
+    else:
+        vocab = load_vocab("hf:" + str(require_shared("tokenizers/mistral-7b-v0.3/tokenizer.json")))
     schema = {"type": "object", "additionalProperties": False, "required": ["occupation_description", "tags", "é"],
               "properties": {"occupation_description": {"type": "string"}, "é": {"enum": ["naïve\nline", "x"]},
                              "tags": {"type": "array", "items": {"enum": ["first_value", "second_value"]}}}}

@@ -1,4 +1,4 @@
-"""Canonical tokenization in C for tiktoken's byte-level BPE: jump-forward's forced text.
+"""Canonical tokenization in C for BPE tokenizers: jump-forward's forced text.
 
 A vocabulary whose tokenizer is tiktoken's BPE with merge ranks in id order (Llama 3,
 Tekken: :attr:`toolkit.core.vocab.Vocabulary.bpe_pattern` names its pre-tokenizer
@@ -16,17 +16,28 @@ the GIL, the ids tiktoken's ``encode_ordinary`` gives:
    ``_byte_pair_merge``, the adjacent pair whose bytes form the lowest-ranked token
    merged first (the leftmost of equal ranks).
 
+A Hugging Face ``tokenizer.json`` BPE with ranked merges (Mistral 7B v0.3's
+sentencepiece BPE with byte fallback, or a ``Split`` then ``ByteLevel`` on one of the
+patterns above: :attr:`~toolkit.core.vocab.Vocabulary.bpe_merges`, read by
+:func:`toolkit.core.vocab.hf_merges`) is read too, and :meth:`BpeTable.encode` then gives
+the ids of the ``tokenizers`` crate's ``encode``: the text cut into pieces (one piece,
+one per space, or the pattern's matches), each piece's first symbols (each code point's
+token, else its UTF-8 bytes' ``<0xXX>`` tokens; each byte's token for ByteLevel), then
+the adjacent pair of the lowest merge rank merged, the leftmost of equal ranks (the
+order of the crate's queue in ``Word::merge_all``), a merge of those two tokens only.
+
 Where it cannot answer exactly it returns -1 and the caller takes the Python rule
 (:func:`toolkit.core.forced.marked_tokens`): bytes that are not UTF-8 (a special-token
-mark is one), a code point Python's Unicode tables do not assign (tiktoken's regex may
-know it), a piece no token sequence spells, or more ids than ``cap``.
+mark is one), a code point Python's Unicode tables do not assign where a pattern classes it
+(tiktoken's regex may know it), sentencepiece's ``▁`` typed in the text (the model
+reads it as a space's piece), a piece no token sequence spells, or more ids than ``cap``.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp
 
-from toolkit.core.cutil cimport hash_bytes
+from toolkit.core.cutil cimport hash_bytes, i64map_free, i64map_get, i64map_init, i64map_put, pair_key
 
 import unicodedata
 
@@ -39,6 +50,11 @@ __all__ = ["BpeTable", "PATTERNS", "code_point_classes"]
 cdef enum:
     PAT_LLAMA3 = 1
     PAT_TEKKEN = 2
+
+cdef enum:
+    SPLIT_NONE = 0
+    SPLIT_SPACE = 1
+    SPLIT_PATTERN = 2
 
 cdef enum:
     C_OTHER = 0
@@ -90,27 +106,37 @@ cdef class BpeTable:
     _cache = {}
 
     def __init__(self, vocab):
-        pattern = getattr(vocab, "bpe_pattern", None)
-        if pattern not in PATTERNS:
+        spec = getattr(vocab, "bpe_merges", None)
+        pattern = spec.pattern if spec is not None else getattr(vocab, "bpe_pattern", None)
+        if (spec is None or spec.split == "pattern") and pattern not in PATTERNS:
             raise ValueError(f"{vocab.name}: no BPE pre-tokenizer for pattern {pattern!r}")
-        raw, offsets = vocab.byte_table()
+        if spec is None:
+            raw, offsets = vocab.byte_table()
+            ids = vocab.text_token_ids()
+            index = None
+        else:  # the model's own tokens by their bytes: the index into them is not the id
+            raw, offsets, ids = spec.blob, spec.offsets, np.arange(len(spec.ids), dtype=np.int32)
+            index = np.ascontiguousarray(spec.ids, dtype=np.int32)
         blob = np.frombuffer(raw + b"\0", dtype=np.uint8)
-        ids = vocab.text_token_ids()
         size = 1 << max(4, (2 * len(ids)).bit_length())
         slots = np.full(size, -1, dtype=np.int32)
         classes = code_point_classes()
-        self._keep = (blob, offsets, slots, classes)
+        self._keep = (blob, offsets, slots, classes, index)
         cdef const uint8_t[::1] b = blob
         cdef const int64_t[::1] o = offsets
         cdef int32_t[::1] s = slots
         cdef const uint8_t[::1] c = classes
         cdef const int32_t[::1] tid = ids
+        cdef const int32_t[::1] kid
         self.blob = &b[0]
         self.offsets = &o[0]
         self.slots = &s[0]
         self.mask = <uint64_t>(size - 1)
         self.classes = &c[0]
-        self.pattern = PATTERNS[pattern]
+        self.pattern = PATTERNS.get(pattern, 0)
+        if index is not None and len(index):
+            kid = index
+            self.key_ids = &kid[0]
         cdef Py_ssize_t i
         cdef int32_t t
         cdef uint64_t h
@@ -123,16 +149,42 @@ cdef class BpeTable:
                                      "ranks are not ids")
                 h = (h + 1) & self.mask
             self.slots[h] = t
+        if spec is not None:
+            self._merges_from(spec)
+
+    def _merges_from(self, spec):
+        """Take a :class:`~toolkit.core.vocab.BpeMerges`' merges, first symbols and split."""
+        arr = np.ascontiguousarray(np.asarray(spec.merges, dtype=np.int32).reshape(-1, 3))
+        cdef const int32_t[:, ::1] rows = arr
+        cdef Py_ssize_t r
+        self._keep += (arr,)
+        self.merges = True
+        self.split = {"none": SPLIT_NONE, "space": SPLIT_SPACE, "pattern": SPLIT_PATTERN}[spec.split]
+        self.unit_byte = spec.unit == "byte"
+        self.ignore_merges = bool(spec.ignore_merges)
+        for r in range(256):
+            self.fallback[r] = int(spec.fallback[r])
+        if i64map_init(&self.pairs, 2 * rows.shape[0]) != 0:
+            raise MemoryError()
+        if rows.shape[0]:
+            self.merged = &rows[0, 0]
+        for r in range(rows.shape[0]):
+            if i64map_put(&self.pairs, pair_key(rows[r, 0], rows[r, 1]), <int32_t>r) != 0:
+                raise MemoryError()
+
+    def __dealloc__(self):
+        i64map_free(&self.pairs)
 
     @classmethod
     def of(cls, vocab):
         """The table of ``vocab`` (made once per vocabulary object), or ``None`` when its
-        tokenizer is not a BPE with a pattern known here."""
+        tokenizer is not a BPE known here (tiktoken's with a known pattern, or a Hugging
+        Face model read as :class:`~toolkit.core.vocab.BpeMerges`)."""
         key = id(vocab)
         hit = cls._cache.get(key)
         if hit is None or hit[0] is not vocab:
             table = None
-            if getattr(vocab, "bpe_pattern", None) in PATTERNS:
+            if getattr(vocab, "bpe_pattern", None) in PATTERNS or getattr(vocab, "bpe_merges", None) is not None:
                 try:
                     table = cls(vocab)
                 except ValueError:
@@ -152,7 +204,7 @@ cdef class BpeTable:
             if t < 0:
                 return -1
             if self._same(t, p, n):
-                return t
+                return t if self.key_ids == NULL else self.key_ids[t]
             h = (h + 1) & self.mask
 
     def tokens(self, data: bytes):
@@ -169,7 +221,8 @@ cdef class BpeTable:
 
     cdef int64_t encode(self, const uint8_t* data, int64_t n, int32_t* out, int64_t cap) noexcept nogil:
         """tiktoken's ``encode_ordinary`` of the UTF-8 text ``data[:n]`` into ``out``
-        (at most ``cap`` ids): how many, or -1 (see the module doc)."""
+        (at most ``cap`` ids), or the Hugging Face model's ``encode`` (:attr:`merges`):
+        how many, or -1 (see the module doc)."""
         cdef int64_t m = 0, i = 0, j, k, got = 0, r
         cdef uint32_t c
         cdef uint8_t b0
@@ -214,7 +267,10 @@ cdef class BpeTable:
             if (k == 3 and (c < 0x800 or 0xD800 <= c <= 0xDFFF)) or (k == 4 and not 0x10000 <= c <= 0x10FFFF):
                 free(mem)
                 return -1
-            if self.classes[c] & C_CLASS == C_UNKNOWN:
+            if (self.pattern != 0 and self.classes[c] & C_CLASS == C_UNKNOWN) or (
+                    self.merges and not self.unit_byte and c == 0x2581):
+                # (a scanner's class not known; a sentencepiece "▁" in the text, which
+                # the model reads as a space's: a space's bytes stand for it here)
                 free(mem)
                 return -1
             cps[m] = c
@@ -224,11 +280,20 @@ cdef class BpeTable:
         boff[m] = n
         i = 0
         while i < m:
-            if self.pattern == PAT_LLAMA3:
+            if self.merges and self.split == SPLIT_NONE:
+                j = m
+            elif self.merges and self.split == SPLIT_SPACE:  # each space starts a piece
+                j = i + 1
+                while j < m and cps[j] != 32:
+                    j += 1
+            elif self.pattern == PAT_LLAMA3:
                 j = _llama3(cps, cl, i, m)
             else:
                 j = _tekken(cps, cl, i, m)
-            r = self._piece(data + boff[i], boff[j] - boff[i], out + got, cap - got, starts, ranks)
+            if self.merges:  # (starts and ranks: room for n int32 symbols and ranks)
+                r = self._merge_piece(data, boff, i, j, out + got, cap - got, <int32_t*>starts, ranks)
+            else:
+                r = self._piece(data + boff[i], boff[j] - boff[i], out + got, cap - got, starts, ranks)
             if r < 0:
                 free(mem)
                 return -1
@@ -236,6 +301,75 @@ cdef class BpeTable:
             i = j
         free(mem)
         return got
+
+    cdef int32_t _rank(self, int32_t left, int32_t right) noexcept nogil:
+        """The rank of the merge of ``left`` then ``right``, -1 for none."""
+        return i64map_get(&self.pairs, pair_key(left, right))
+
+    cdef int64_t _merge_piece(self, const uint8_t* p, const int64_t* boff, int64_t a, int64_t b, int32_t* out,
+                              int64_t cap, int32_t* syms, int32_t* ranks) noexcept nogil:
+        """The ids of the piece of code points ``a:b`` (bytes ``p[boff[a]:boff[b]]``) as
+        the ``tokenizers`` crate's BPE makes them (``Word::merge_all``): the first symbols
+        (each code point's token, else its bytes' fallback tokens; each byte's token for
+        ByteLevel), then the adjacent pair of the lowest merge rank merged, the leftmost
+        of equal ranks, until no pair has a merge (its queue pops that order)."""
+        cdef int64_t m = 0, k, q, lo = boff[a], hi = boff[b]
+        cdef int32_t t, best
+        cdef int64_t at
+        if self.ignore_merges:
+            t = self.lookup(p + lo, hi - lo)
+            if t >= 0:
+                if cap < 1:
+                    return -1
+                out[0] = t
+                return 1
+        if self.unit_byte:
+            for q in range(lo, hi):
+                t = self.lookup(p + q, 1)
+                if t < 0:
+                    t = self.fallback[p[q]]
+                    if t < 0:
+                        return -1
+                syms[m] = t
+                m += 1
+        else:
+            for k in range(a, b):
+                t = self.lookup(p + boff[k], boff[k + 1] - boff[k])
+                if t >= 0:
+                    syms[m] = t
+                    m += 1
+                    continue
+                for q in range(boff[k], boff[k + 1]):  # byte fallback (else the unknown token: not here)
+                    t = self.fallback[p[q]]
+                    if t < 0:
+                        return -1
+                    syms[m] = t
+                    m += 1
+        for k in range(m - 1):
+            ranks[k] = self._rank(syms[k], syms[k + 1])
+        while True:
+            best = -1
+            at = -1
+            for k in range(m - 1):
+                if ranks[k] >= 0 and (best < 0 or ranks[k] < best):
+                    best = ranks[k]
+                    at = k
+            if at < 0:
+                break
+            syms[at] = self.merged[3 * best + 2]
+            for k in range(at + 1, m - 1):
+                syms[k] = syms[k + 1]
+            for k in range(at + 1, m - 2):
+                ranks[k] = ranks[k + 1]
+            m -= 1
+            ranks[at] = self._rank(syms[at], syms[at + 1]) if at + 1 < m else -1
+            if at > 0:
+                ranks[at - 1] = self._rank(syms[at - 1], syms[at])
+        if m > cap:
+            return -1
+        for k in range(m):
+            out[k] = syms[k]
+        return m
 
     cdef int64_t _piece(self, const uint8_t* p, int64_t n, int32_t* out, int64_t cap, int64_t* starts,
                         int32_t* ranks) noexcept nogil:

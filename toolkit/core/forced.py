@@ -26,7 +26,8 @@ up to where a token could still grow.
 
 This module is the rule's definition, and what every engine's ``forced_tokens`` runs.
 masklab's strategies run the same rule in C, without the GIL, where the vocabulary's
-tokenizer is a BPE that :class:`toolkit.core.bpe.BpeTable` reads (Llama 3, Tekken):
+tokenizer is a BPE that :class:`toolkit.core.bpe.BpeTable` reads (Llama 3, Tekken, Hugging
+Face BPE models with ranked merges such as Mistral 7B v0.3's):
 :meth:`toolkit.core.session.Session.forced_tokens_c`, and in the batch's jump-forward
 call; they fall back to this module for text the C tokenizer does not answer for.
 """

@@ -39,7 +39,7 @@ import numpy.typing as npt
 
 from toolkit.core.errors import VocabError
 
-__all__ = ["Vocabulary", "load_vocab", "vocab_file"]
+__all__ = ["BpeMerges", "Vocabulary", "load_vocab", "vocab_file"]
 
 Encoder = Callable[[str], list[int]]
 
@@ -110,6 +110,7 @@ class Vocabulary:
         "n_defined",
         "_encoder",
         "bpe_pattern",
+        "bpe_merges",
         "_text_ids",
         "_text_mask",
         "_byte_table",
@@ -122,6 +123,7 @@ class Vocabulary:
     eos_ids: tuple[int, ...]
     n_defined: int
     bpe_pattern: str | None
+    bpe_merges: BpeMerges | None
 
     def __init__(
         self,
@@ -133,11 +135,14 @@ class Vocabulary:
         n_defined: int | None = None,
         encoder: Encoder | None = None,
         bpe_pattern: str | None = None,
+        bpe_merges: BpeMerges | None = None,
     ) -> None:
         """Wrap ready-made tables; ``encoder`` defaults to greedy longest match.
         ``bpe_pattern``: the encoder is tiktoken's byte-level BPE with this pre-tokenizer
         pattern and the text tokens' ids in rank order (what lets
         :class:`toolkit.core.bpe.BpeTable` tokenize in C); ``None`` otherwise.
+        ``bpe_merges``: the encoder is a Hugging Face BPE model with ranked merges that
+        :class:`toolkit.core.bpe.BpeTable` runs too (:class:`BpeMerges`); ``None`` otherwise.
 
         Prefer :func:`load_vocab` or :meth:`from_tokens`; this checks the invariants
         (special and padding ids have empty bytes, EOS ids are special) and raises
@@ -150,6 +155,7 @@ class Vocabulary:
         self.special_tokens = {int(i): str(s) for i, s in (special_tokens or {}).items()}
         self.eos_ids = tuple(int(i) for i in eos_ids)
         self.bpe_pattern = bpe_pattern
+        self.bpe_merges = bpe_merges
         if not 0 <= self.n_defined <= self.size:
             raise VocabError(f"{name}: n_defined={self.n_defined} outside [0, size={self.size}]")
         for i in self.special_tokens:
@@ -350,6 +356,7 @@ class Vocabulary:
             n_defined=self.n_defined,
             encoder=self._encoder,
             bpe_pattern=self.bpe_pattern,
+            bpe_merges=self.bpe_merges,
         )
 
     def memory_bytes(self) -> int:
@@ -652,6 +659,99 @@ def _hf_encoding_json(data: dict[str, Any]) -> str:
     return json.dumps(data)
 
 
+class BpeMerges:
+    """A Hugging Face BPE model (``tokenizer.json``) as :class:`toolkit.core.bpe.BpeTable`
+    runs it in C, read by :func:`hf_merges`:
+
+    * ``split``: how the text is cut into pieces before merging: ``"none"`` (one piece:
+      sentencepiece's ``Metaspace`` with ``split: false``, or a ``Replace`` normalizer),
+      ``"space"`` (a piece starts at each space: ``Metaspace`` with ``split: true``) or
+      ``"pattern"`` (the matches of ``pattern``: a ``Split`` then ``ByteLevel``);
+    * ``unit``: a piece's first symbols, ``"char"`` (each code point's token, else its
+      bytes' ``<0xXX>`` tokens: ``byte_fallback``) or ``"byte"`` (ByteLevel);
+    * ``ids``, ``blob``, ``offsets``: the model's tokens by their bytes (a space for
+      ``▁``), byte-fallback tokens left out (they are in ``fallback``, by byte, -1 none);
+    * ``merges``: int32 rows (left id, right id, merged id) in rank order;
+    * ``ignore_merges``: a piece that is a token is that token, unmerged."""
+
+    __slots__ = ("split", "pattern", "unit", "ids", "blob", "offsets", "merges", "fallback", "ignore_merges")
+
+    def __init__(self, split: str, pattern: str | None, unit: str, pieces: Mapping[bytes, int],
+                 merges: npt.NDArray[np.int32], fallback: npt.NDArray[np.int32], ignore_merges: bool) -> None:
+        self.split, self.pattern, self.unit, self.ignore_merges = split, pattern, unit, ignore_merges
+        self.ids = np.fromiter(pieces.values(), dtype=np.int32, count=len(pieces))
+        self.blob = b"".join(pieces)
+        self.offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
+        np.cumsum([len(b) for b in pieces], out=self.offsets[1:])
+        self.merges = merges
+        self.fallback = fallback
+
+
+def _pure(node: Any, allowed: Mapping[str, Any]) -> bool:
+    """Whether the component ``node`` has only the keys of ``allowed`` besides ``type``, each
+    at one of its values (a tuple of values, or ``...`` for any)."""
+    return isinstance(node, dict) and all(
+        k == "type" or (k in allowed and (allowed[k] is ... or v in allowed[k])) for k, v in node.items()
+    )
+
+
+def hf_merges(data: Any, piece_bytes: Callable[[str], bytes], pieces: Mapping[str, int]) -> BpeMerges | None:
+    """The C tokenizer's form of a ``tokenizer.json``'s BPE model (:class:`BpeMerges`), or
+    ``None`` where its tokenizer does something that form does not (the Python encoder is
+    then the only one): a normalizer other than sentencepiece's space ``Replace``, a
+    pre-tokenizer other than ``Metaspace`` or a ``Split`` then ``ByteLevel``, added tokens
+    that are not special, dropout, word prefixes or suffixes, a merge of unknown pieces,
+    two tokens with the same bytes."""
+    model = data.get("model")
+    if not isinstance(model, dict) or model.get("type") != "BPE" or model.get("dropout") not in (None, 0, 0.0):
+        return None
+    if model.get("continuing_subword_prefix") or model.get("end_of_word_suffix"):
+        return None
+    if any(not t.get("special") for t in data.get("added_tokens") or []):
+        return None  # the added vocabulary would cut them out of the text first
+    norm, pre = data.get("normalizer"), data.get("pre_tokenizer")
+    norms = [c for c in _components(norm) if c.get("type") != "Sequence"] if norm else []
+    norms = [c for c in norms if c.get("type") != "Prepend"]  # dropped for encoding (_hf_encoding_json)
+    pattern: str | None = None
+    space = {"type": "Replace", "pattern": {"String": " "}, "content": _SP_SPACE}
+    if norms == [space] and pre is None:
+        split, unit = "none", "char"
+    elif not norms and _pure(pre, {"replacement": (_SP_SPACE,), "prepend_scheme": ...,
+                                   "add_prefix_space": ..., "split": (True, False), "str_rep": ...}) \
+            and pre.get("type") == "Metaspace":
+        split, unit = ("space" if pre.get("split", True) else "none"), "char"
+    elif not norms and isinstance(pre, dict) and pre.get("type") == "Sequence" and len(pre.get("pretokenizers") or ()) == 2:
+        cut, level = pre["pretokenizers"]
+        if not (cut.get("type") == "Split" and _pure(cut, {"pattern": ..., "behavior": ("Isolated",), "invert": (False,)})
+                and level.get("type") == "ByteLevel" and level.get("use_regex") is False):
+            return None
+        pattern = (cut.get("pattern") or {}).get("Regex")
+        if not isinstance(pattern, str):
+            return None
+        split, unit = "pattern", "byte"
+    else:
+        return None
+    fallback = np.full(256, -1, dtype=np.int32)
+    table: dict[bytes, int] = {}
+    for piece, i in pieces.items():
+        if model.get("byte_fallback") and (m := _BYTE_FALLBACK.fullmatch(piece)):
+            fallback[int(m.group(1), 16)] = i
+            continue
+        b = piece_bytes(piece)
+        if table.setdefault(b, i) != i:
+            return None
+    ranked: dict[tuple[int, int], tuple[int, int]] = {}  # (left, right) -> (rank, merged): the last rank wins
+    for rank, merge in enumerate(model.get("merges") or []):
+        a, b = merge.split(" ", 1) if isinstance(merge, str) else merge
+        left, right, both = pieces.get(a), pieces.get(b), pieces.get(a + b)
+        if left is None or right is None or both is None:
+            return None
+        ranked[left, right] = (rank, both)
+    rows = sorted(ranked.items(), key=lambda kv: kv[1][0])
+    merges = np.array([(lr[0], lr[1], rb[1]) for lr, rb in rows], dtype=np.int32).reshape(-1, 3)
+    return BpeMerges(split, pattern, unit, table, merges, fallback, bool(model.get("ignore_merges")))
+
+
 def _hf_eos_names(path: Path) -> list[str] | None:
     """The ``eos_token`` of ``tokenizer_config.json`` beside ``path``, if it names one."""
     config = path.with_name("tokenizer_config.json")
@@ -750,4 +850,6 @@ def _hf_vocab(data: Any, where: str, name: str, eos_names: list[str] | None) -> 
 
         return encode
 
-    return Vocabulary(name, entries, special_tokens=specials, eos_ids=eos_ids, encoder=_lazy(build))
+    merges = hf_merges(data, piece_bytes, pieces) if model["type"] == "BPE" else None
+    return Vocabulary(name, entries, special_tokens=specials, eos_ids=eos_ids, encoder=_lazy(build),
+                      bpe_merges=merges)

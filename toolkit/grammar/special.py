@@ -311,7 +311,9 @@ def vocab_view(vocab: Vocabulary, ids: frozenset[int]) -> Vocabulary:
     if not duals:
         return Vocabulary(f"{vocab.name}+special:{tag}", entries, special_tokens=specials,
                           eos_ids=vocab.eos_ids, n_defined=vocab.n_defined, encoder=vocab._encoder,
-                          bpe_pattern=vocab.bpe_pattern)
+                          bpe_pattern=vocab.bpe_pattern,
+                          bpe_merges=vocab.bpe_merges)
     entries += [b"\xff%d\xff" % t for t in duals]  # mark_bytes, written out: 128k of them for <[*]>
     return Vocabulary(f"{vocab.name}+special:{tag}", entries, special_tokens=specials,
-                      eos_ids=vocab.eos_ids, encoder=vocab._encoder, bpe_pattern=vocab.bpe_pattern)
+                      eos_ids=vocab.eos_ids, encoder=vocab._encoder, bpe_pattern=vocab.bpe_pattern,
+                      bpe_merges=vocab.bpe_merges)
