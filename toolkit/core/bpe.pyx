@@ -97,6 +97,16 @@ def code_point_classes() -> np.ndarray:
     return _classes_table
 
 
+cdef inline int64_t _lowest(const int32_t* ranks, int64_t n) noexcept nogil:
+    """The index of the lowest of ``ranks[:n]`` that is not -1 (the leftmost of equal
+    ones), -1 when all are: the next pair to merge."""
+    cdef int64_t i, at = -1
+    for i in range(n):
+        if ranks[i] >= 0 and (at < 0 or ranks[i] < ranks[at]):
+            at = i
+    return at
+
+
 cdef class BpeTable:
     """A vocabulary's tokens by their bytes, and the scanner of its pattern:
     ``BpeTable(vocab)`` (:meth:`of` keeps one per vocabulary; ``None`` there when the
@@ -348,14 +358,10 @@ cdef class BpeTable:
         for k in range(m - 1):
             ranks[k] = self._rank(syms[k], syms[k + 1])
         while True:
-            best = -1
-            at = -1
-            for k in range(m - 1):
-                if ranks[k] >= 0 and (best < 0 or ranks[k] < best):
-                    best = ranks[k]
-                    at = k
+            at = _lowest(ranks, m - 1)
             if at < 0:
                 break
+            best = ranks[at]
             syms[at] = self.merged[3 * best + 2]
             for k in range(at + 1, m - 1):
                 syms[k] = syms[k + 1]
@@ -375,7 +381,7 @@ cdef class BpeTable:
                         int32_t* ranks) noexcept nogil:
         """One piece's ids (tiktoken's ``byte_pair_encode``): the piece's own token when
         it is one, else its bytes merged pair by pair, lowest rank first."""
-        cdef int32_t t = self.lookup(p, n), best
+        cdef int32_t t = self.lookup(p, n)
         cdef int64_t m, i, at
         if t >= 0:
             if cap < 1:
@@ -389,12 +395,7 @@ cdef class BpeTable:
         for i in range(n - 1):
             ranks[i] = self.lookup(p + i, 2)
         while True:
-            best = -1
-            at = -1
-            for i in range(m - 1):
-                if ranks[i] >= 0 and (best < 0 or ranks[i] < best):
-                    best = ranks[i]
-                    at = i
+            at = _lowest(ranks, m - 1)
             if at < 0:
                 break
             # merge parts at and at + 1: drop boundary at + 1
