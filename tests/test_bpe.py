@@ -15,7 +15,14 @@ from hypothesis import strategies as st
 from tests._support.fixtures import small_vocab
 from tests._support.shared import require_shared
 from toolkit.core.bpe import PATTERNS, BpeTable, code_point_classes
-from toolkit.core.vocab import LLAMA3_PATTERN, TEKKEN_PATTERN, Vocabulary, load_vocab
+from toolkit.core.vocab import (
+    GPT2_PATTERN,
+    LLAMA3_PATTERN,
+    QWEN2_PATTERN,
+    TEKKEN_PATTERN,
+    Vocabulary,
+    load_vocab,
+)
 
 
 @functools.cache
@@ -95,7 +102,7 @@ def test_which_vocabularies_have_a_table() -> None:
     assert BpeTable.of(tekken) is BpeTable.of(tekken)  # one per vocabulary
     assert BpeTable.of(small_vocab()) is None  # greedy longest match: no pattern
     assert tekken.padded(tekken.size + 64).bpe_pattern == TEKKEN_PATTERN
-    assert set(PATTERNS) == {LLAMA3_PATTERN, TEKKEN_PATTERN}
+    assert set(PATTERNS) == {LLAMA3_PATTERN, TEKKEN_PATTERN, QWEN2_PATTERN, GPT2_PATTERN}
     other = Vocabulary("v", [b"a", b"b", b"ab"], bpe_pattern=r"\w+")  # a pattern with no scanner here
     assert BpeTable.of(other) is None
     twice = Vocabulary("v", [b"a", b"b", b"a"], bpe_pattern=LLAMA3_PATTERN)  # ranks cannot be ids

@@ -2,7 +2,8 @@
 merges (:class:`toolkit.core.vocab.BpeMerges`): against the ``tokenizers`` crate itself on
 Mistral 7B v0.3's sentencepiece BPE (byte fallback, ``Metaspace``) and on BPE models
 trained here (``Metaspace`` that splits at spaces, a ``Replace`` normalizer, ``Split``
-then ``ByteLevel``), their ids shuffled so that a merge's rank is not its token's id."""
+on Llama 3's, Tekken's and Qwen2's patterns then ``ByteLevel``, ``NFC``, GPT-2's
+``ByteLevel``), their ids shuffled so that a merge's rank is not its token's id."""
 
 from __future__ import annotations
 
@@ -17,8 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests._support.shared import require_shared
-from toolkit.core.bpe import BpeTable
-from toolkit.core.vocab import LLAMA3_PATTERN, TEKKEN_PATTERN, Vocabulary, load_vocab
+from toolkit.core.bpe import BpeTable, code_point_classes
+from toolkit.core.vocab import (
+    GPT2_PATTERN,
+    LLAMA3_PATTERN,
+    QWEN2_PATTERN,
+    TEKKEN_PATTERN,
+    Vocabulary,
+    load_vocab,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: what the pieces and merges tell apart: spaces (one, several, leading), newlines, byte
@@ -45,28 +53,37 @@ def _trained_json(kind: str, ignore_merges: bool = False) -> str:
     """A BPE of 700 tokens trained on the embedded schemas' files, of ``kind`` ("split":
     Metaspace that splits at spaces, with byte fallback; "replace": sentencepiece's
     normalizer form, ``Prepend`` and ``Replace``; "bytelevel": ``Split`` on Llama 3's
-    pattern then ``ByteLevel``; "tekken": the same on Tekken's pattern), every model id
+    pattern then ``ByteLevel``; "tekken": the same on Tekken's pattern; "qwen2": ``NFC``, then
+    the same on Qwen2's pattern; "gpt2": ``ByteLevel`` with its own regex), every model id
     shuffled: its ``tokenizer.json``."""
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-    level = kind in ("bytelevel", "tekken")
+    level = kind in ("bytelevel", "tekken", "qwen2", "gpt2")
     fallback = [] if level else [f"<0x{b:02X}>" for b in range(256)]
     tok = Tokenizer(models.BPE(byte_fallback=not level, ignore_merges=ignore_merges))
     if kind == "split":
         tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="never", split=True)
     elif kind == "replace":
         tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"), normalizers.Replace(" ", "\u2581")])
+    elif kind == "gpt2":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        tok.decoder = decoders.ByteLevel()
     else:
+        # (qwen2 is trained on Llama 3's pattern, so it has merges of digits that Qwen2's cut never applies)
+        pattern = {"tekken": TEKKEN_PATTERN}.get(kind, LLAMA3_PATTERN)
         tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(TEKKEN_PATTERN if kind == "tekken" else LLAMA3_PATTERN),
-                                 behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         tok.decoder = decoders.ByteLevel()
+        if kind == "qwen2":
+            tok.normalizer = normalizers.NFC()
     alphabet = pre_tokenizers.ByteLevel.alphabet() if level else []
     trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=["<unk>", "</s>"],
                                   initial_alphabet=alphabet, show_progress=False)
     tok.train_from_iterator(_corpus(), trainer)
     data = json.loads(tok.to_str())
+    if kind == "qwen2":
+        data["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": QWEN2_PATTERN}
     pieces = data["model"]["vocab"]
     pieces.update({p: len(pieces) + i for i, p in enumerate(fallback)})  # model tokens, as sentencepiece's
     ids = list(range(len(data["model"]["vocab"])))
@@ -94,14 +111,16 @@ def _vocab(name: str) -> Vocabulary:
     return _mistral() if name == "mistral" else _trained(kind, bool(ignore))
 
 
-VOCABS = ["mistral", "split", "replace", "bytelevel", "bytelevel+1", "tekken"]
+VOCABS = ["mistral", "split", "replace", "bytelevel", "bytelevel+1", "tekken", "qwen2", "gpt2"]
 
 
 def _probe(vocab: Vocabulary, text: str) -> bool:
     """The C tokenizer gives the model's ids, or refuses (False) where it may not."""
     got = BpeTable.of(vocab).tokens(text.encode("utf-8"))
     if got is None:
-        assert "\u2581" in text or vocab.bpe_merges.unit == "byte" and "\u0378" in text, (vocab.name, text)
+        spec = vocab.bpe_merges
+        assert ("\u2581" in text or spec.unit == "byte" and "\u0378" in text
+                or spec.nfc and max(map(ord, text)) >= 0x300), (vocab.name, text)
         return False
     assert got == vocab.encode(text), (vocab.name, text)
     return True
@@ -115,7 +134,7 @@ def test_texts_a_grammar_forces_tokenize_as_the_model_does(name: str) -> None:
     assert spec.split == {"mistral": "none", "split": "space", "replace": "none"}.get(name, "pattern")
     assert BpeTable.of(vocab).merges
     answered = sum(_probe(vocab, t) for t in TEXTS)
-    assert answered >= len(TEXTS) - 1
+    assert answered >= (len(TEXTS) - 1 if not vocab.bpe_merges.nfc else 12)
     for text in _corpus()[:8]:  # whole files: long pieces, every merge rank in play
         assert _probe(vocab, text)
 
@@ -128,10 +147,34 @@ def test_random_texts_tokenize_as_the_model_does(name: str, data: st.DataObject)
     _probe(vocab, "".join(data.draw(st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=14))))
     text = data.draw(st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=12))
     got = BpeTable.of(vocab).tokens(text.encode("utf-8"))
-    if got is None:  # only a sentencepiece "▁", or (a scanner's) a code point Python does not assign
-        assert "\u2581" in text or vocab.bpe_merges.unit == "byte"
+    if got is None:  # only a sentencepiece "▁", NFC's code points, or (a scanner's) one Python does not assign
+        assert ("\u2581" in text or vocab.bpe_merges.nfc and max(map(ord, text)) >= 0x300
+                or any(code_point_classes()[ord(c)] & 0x0F == 8 for c in text))
     else:
         assert got == vocab.encode(text), text
+
+
+@pytest.mark.parametrize("name", ["gpt2", "qwen2"])
+def test_every_assigned_code_point_is_cut_as_the_model_cuts_it(name: str) -> None:
+    """GPT-2's and Qwen2's patterns (the scanners written for them here) around each
+    code point Python's Unicode tables assign, beside letters, a space, digits, an
+    apostrophe and a newline (Qwen2's NFC: the code points below U+0300, and none above
+    answered)."""
+    vocab = _vocab(name)
+    bpe = BpeTable.of(vocab)
+    assert vocab.bpe_merges.pattern == (GPT2_PATTERN if name == "gpt2" else QWEN2_PATTERN)
+    classes = code_point_classes()
+    top = 0x110000 if name == "gpt2" else 0x300
+    cps = [c for c in range(top) if classes[c] & 0x0F != 8 and not 0xD800 <= c < 0xE000]
+    bad = []
+    for i in range(0, len(cps), 4):
+        chunk = "".join(map(chr, cps[i:i + 4]))
+        text = f"a{chunk}A{chunk[0]} {chunk[1:]}12345'{chunk[-1]}\n {chunk[0]}  {chunk[0]}'s"
+        if bpe.tokens(text.encode("utf-8")) != vocab.encode(text):
+            bad.append(chunk)
+    assert not bad, [hex(ord(c)) for c in bad[0]]
+    if name == "qwen2":
+        assert bpe.tokens("e\u0301".encode()) is None  # NFC composes it: left to the model
 
 
 def test_a_piece_is_merged_by_rank_not_by_id() -> None:
@@ -160,9 +203,9 @@ def test_a_piece_is_merged_by_rank_not_by_id() -> None:
 
 
 def test_tokenizers_it_cannot_run_have_no_table() -> None:
-    """A normalizer, a pre-tokenizer it has no form for, a pattern without a scanner,
-    added tokens that are not special, dropout: no table (the Python encoder is the rule
-    there)."""
+    """A normalizer other than NFC, a pre-tokenizer it has no form for, a pattern without
+    a scanner, added tokens that are not special, dropout: no table (the Python encoder is
+    the rule there)."""
     trained = json.loads(_trained_json("split"))
     level = json.loads(_trained_json("bytelevel"))
 
@@ -177,8 +220,8 @@ def test_tokenizers_it_cannot_run_have_no_table() -> None:
         (trained, lambda d: d["added_tokens"].append({"id": 700, "content": "[INST]", "special": False,
                                                       "single_word": False, "lstrip": False, "rstrip": False,
                                                       "normalized": False})),
-        (level, lambda d: d.update(pre_tokenizer={"type": "ByteLevel", "add_prefix_space": False,
-                                                  "use_regex": True, "trim_offsets": True})),
+        (level, lambda d: d.update(pre_tokenizer={"type": "Whitespace"})),
+        (level, lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(behavior="Removed")),
     ]
     for data, change in cases:
         v = load(data, change)

@@ -10,11 +10,12 @@ cdef class BpeTable:
     cdef const int32_t* key_ids    # merges: the id of the token at each index of blob/offsets (NULL: the index is the id)
     cdef uint64_t mask             # slots - 1 (a power of two)
     cdef const uint8_t* classes    # per code point: its class (C_*) and the White_Space bit
-    cdef readonly int pattern      # which pre-tokenizer (PAT_LLAMA3, PAT_TEKKEN; 0: none)
+    cdef readonly int pattern      # which pre-tokenizer (PAT_LLAMA3, PAT_TEKKEN, PAT_QWEN2, PAT_GPT2; 0: none)
     cdef readonly bint merges      # a Hugging Face BPE with ranked merges (BpeMerges), not ranks by id
     cdef int split                 # merges: how pieces are cut (SPLIT_NONE, SPLIT_SPACE, SPLIT_PATTERN)
     cdef bint unit_byte            # merges: a piece starts as its bytes' tokens (ByteLevel), not its code points'
     cdef bint ignore_merges        # merges: a piece that is a token is that token
+    cdef bint nfc                  # merges: NFC first (text from U+0300 on is left to the caller)
     cdef I64Map pairs              # merges: (left id, right id) -> the merge's rank
     cdef const int32_t* merged     # merges: rank -> (left, right, merged id)
     cdef int32_t fallback[256]     # merges: each byte's <0xXX> token, -1 none

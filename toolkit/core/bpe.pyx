@@ -17,8 +17,9 @@ the GIL, the ids tiktoken's ``encode_ordinary`` gives:
    merged first (the leftmost of equal ranks).
 
 A Hugging Face ``tokenizer.json`` BPE with ranked merges (Mistral 7B v0.3's
-sentencepiece BPE with byte fallback, or a ``Split`` then ``ByteLevel`` on one of the
-patterns above: :attr:`~toolkit.core.vocab.Vocabulary.bpe_merges`, read by
+sentencepiece BPE with byte fallback; a ``Split`` then ``ByteLevel`` on one of the
+patterns here, Qwen2's with its ``NFC``; GPT-2's ``ByteLevel``:
+:attr:`~toolkit.core.vocab.Vocabulary.bpe_merges`, read by
 :func:`toolkit.core.vocab.hf_merges`) is read too, and :meth:`BpeTable.encode` then gives
 the ids of the ``tokenizers`` crate's ``encode``: the text cut into pieces (one piece,
 one per space, or the pattern's matches), each piece's first symbols (each code point's
@@ -30,7 +31,10 @@ Where it cannot answer exactly it returns -1 and the caller takes the Python rul
 (:func:`toolkit.core.forced.marked_tokens`): bytes that are not UTF-8 (a special-token
 mark is one), a code point Python's Unicode tables do not assign where a pattern classes it
 (tiktoken's regex may know it), sentencepiece's ``▁`` typed in the text (the model
-reads it as a space's piece), a piece no token sequence spells, or more ids than ``cap``.
+reads it as a space's piece), a code point from U+0300 on under NFC (which may compose
+it), a piece no token sequence spells, or more ids than ``cap``.  The scanners' classes
+are also those of the Oniguruma regexes a ``tokenizer.json`` ``Split`` runs, on every code
+point Python assigns (checked once against the ``tokenizers`` crate, 2026-12-01).
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -43,13 +47,15 @@ import unicodedata
 
 import numpy as np
 
-from toolkit.core.vocab import LLAMA3_PATTERN, TEKKEN_PATTERN
+from toolkit.core.vocab import GPT2_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN, TEKKEN_PATTERN
 
 __all__ = ["BpeTable", "PATTERNS", "code_point_classes"]
 
 cdef enum:
     PAT_LLAMA3 = 1
     PAT_TEKKEN = 2
+    PAT_QWEN2 = 3
+    PAT_GPT2 = 4
 
 cdef enum:
     SPLIT_NONE = 0
@@ -69,7 +75,7 @@ cdef enum:
     C_WS = 0x10     # bit: White_Space
     C_CLASS = 0x0f  # the class without the bit
 
-PATTERNS = {LLAMA3_PATTERN: PAT_LLAMA3, TEKKEN_PATTERN: PAT_TEKKEN}
+PATTERNS = {LLAMA3_PATTERN: PAT_LLAMA3, TEKKEN_PATTERN: PAT_TEKKEN, QWEN2_PATTERN: PAT_QWEN2, GPT2_PATTERN: PAT_GPT2}
 """The pre-tokenizer patterns with a scanner here (tiktoken ``pat_str`` -> scanner)."""
 
 #: Unicode's White_Space property (what ``\\s`` means in the regex crate); Python's
@@ -172,6 +178,7 @@ cdef class BpeTable:
         self.split = {"none": SPLIT_NONE, "space": SPLIT_SPACE, "pattern": SPLIT_PATTERN}[spec.split]
         self.unit_byte = spec.unit == "byte"
         self.ignore_merges = bool(spec.ignore_merges)
+        self.nfc = bool(getattr(spec, "nfc", False))
         for r in range(256):
             self.fallback[r] = int(spec.fallback[r])
         if i64map_init(&self.pairs, 2 * rows.shape[0]) != 0:
@@ -278,9 +285,10 @@ cdef class BpeTable:
                 free(mem)
                 return -1
             if (self.pattern != 0 and self.classes[c] & C_CLASS == C_UNKNOWN) or (
-                    self.merges and not self.unit_byte and c == 0x2581):
+                    self.merges and ((not self.unit_byte and c == 0x2581) or (self.nfc and c >= 0x300))):
                 # (a scanner's class not known; a sentencepiece "▁" in the text, which
-                # the model reads as a space's: a space's bytes stand for it here)
+                # the model reads as a space's: a space's bytes stand for it here; NFC,
+                # which changes no text below U+0300)
                 free(mem)
                 return -1
             cps[m] = c
@@ -297,9 +305,16 @@ cdef class BpeTable:
                 while j < m and cps[j] != 32:
                     j += 1
             elif self.pattern == PAT_LLAMA3:
-                j = _llama3(cps, cl, i, m)
+                j = _llama3(cps, cl, i, m, 3)
+            elif self.pattern == PAT_QWEN2:
+                j = _llama3(cps, cl, i, m, 1)
+            elif self.pattern == PAT_GPT2:
+                j = _gpt2(cps, cl, i, m)
             else:
                 j = _tekken(cps, cl, i, m)
+            if j <= i:  # (a scanner that matched nothing: never, but never a loop either)
+                free(mem)
+                return -1
             if self.merges:  # (starts and ranks: room for n int32 symbols and ranks)
                 r = self._merge_piece(data, boff, i, j, out + got, cap - got, <int32_t*>starts, ranks)
             else:
@@ -466,9 +481,10 @@ cdef int64_t _spaces(const uint32_t* cps, const uint8_t* cl, int64_t i, int64_t 
     return j - 1
 
 
-cdef int64_t _llama3(const uint32_t* cps, const uint8_t* cl, int64_t i, int64_t n) noexcept nogil:
+cdef int64_t _llama3(const uint32_t* cps, const uint8_t* cl, int64_t i, int64_t n, int64_t digits) noexcept nogil:
     """``(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|
-    ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+``"""
+    ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+`` (``digits`` 3);
+    Qwen2's, the same with ``\\p{N}`` (``digits`` 1)"""
     cdef uint32_t c = cps[i], d, e
     cdef int64_t j
     if c == 39 and i + 1 < n:  # contractions, any case (simple case folding: 'ſ' is an 's')
@@ -485,7 +501,7 @@ cdef int64_t _llama3(const uint32_t* cps, const uint8_t* cl, int64_t i, int64_t 
         return _run_l(cl, i, n)
     if _is_n(cl[i]):
         j = i + 1
-        while j < n and j < i + 3 and _is_n(cl[j]):
+        while j < n and j < i + digits and _is_n(cl[j]):
             j += 1
         return j
     j = i + 1 if c == 32 and i + 1 < n and _is_other(cl[i + 1]) else i
@@ -563,3 +579,37 @@ cdef int64_t _tekken(const uint32_t* cps, const uint8_t* cl, int64_t i, int64_t 
             j += 1
         return j
     return _spaces(cps, cl, i, n)
+
+
+cdef int64_t _gpt2(const uint32_t* cps, const uint8_t* cl, int64_t i, int64_t n) noexcept nogil:
+    """``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``:
+    the contractions in lower case only; the optional space is U+0020 alone; whitespace
+    as the other patterns' last two alternatives (a run, up to the text's end, or all of
+    it but its last code point)."""
+    cdef uint32_t c = cps[i], d
+    cdef int64_t j = i
+    if c == 39 and i + 1 < n:
+        d = cps[i + 1]
+        if d == 115 or d == 116 or d == 109 or d == 100:  # s t m d
+            return i + 2
+        if i + 2 < n and ((d == 114 and cps[i + 2] == 101) or (d == 118 and cps[i + 2] == 101)
+                          or (d == 108 and cps[i + 2] == 108)):  # re ve ll
+            return i + 3
+    if c == 32 and i + 1 < n and not (cl[i + 1] & C_WS):
+        j = i + 1  # " ?" then a letter, a number or an other: the run after the space
+    if _is_l(cl[j]):
+        return _run_l(cl, j, n)
+    if _is_n(cl[j]):
+        while j < n and _is_n(cl[j]):
+            j += 1
+        return j
+    if _is_other(cl[j]):
+        while j < n and _is_other(cl[j]):
+            j += 1
+        return j
+    j = i
+    while j < n and cl[j] & C_WS:
+        j += 1
+    if j == n or j - i < 2:
+        return j
+    return j - 1

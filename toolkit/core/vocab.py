@@ -54,6 +54,13 @@ LLAMA3_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+#: Qwen2's ``Split`` pattern (its ``tokenizer.json``): Llama 3's with single digits
+QWEN2_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+    r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+#: GPT-2's pattern: what the ``tokenizers`` crate's ``ByteLevel`` with ``use_regex`` cuts by
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 #: the pre-tokenizer pattern of mistral-common's tekken files (``config.pattern``)
 TEKKEN_PATTERN = (
     r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
@@ -672,13 +679,16 @@ class BpeMerges:
     * ``ids``, ``blob``, ``offsets``: the model's tokens by their bytes (a space for
       ``▁``), byte-fallback tokens left out (they are in ``fallback``, by byte, -1 none);
     * ``merges``: int32 rows (left id, right id, merged id) in rank order;
-    * ``ignore_merges``: a piece that is a token is that token, unmerged."""
+    * ``ignore_merges``: a piece that is a token is that token, unmerged;
+    * ``nfc``: the text is NFC-normalized first (Qwen2's): the C tokenizer answers only
+      for text below U+0300, where NFC changes nothing."""
 
-    __slots__ = ("split", "pattern", "unit", "ids", "blob", "offsets", "merges", "fallback", "ignore_merges")
+    __slots__ = ("split", "pattern", "unit", "ids", "blob", "offsets", "merges", "fallback", "ignore_merges", "nfc")
 
     def __init__(self, split: str, pattern: str | None, unit: str, pieces: Mapping[bytes, int],
-                 merges: npt.NDArray[np.int32], fallback: npt.NDArray[np.int32], ignore_merges: bool) -> None:
-        self.split, self.pattern, self.unit, self.ignore_merges = split, pattern, unit, ignore_merges
+                 merges: npt.NDArray[np.int32], fallback: npt.NDArray[np.int32], ignore_merges: bool,
+                 nfc: bool = False) -> None:
+        self.split, self.pattern, self.unit, self.ignore_merges, self.nfc = split, pattern, unit, ignore_merges, nfc
         self.ids = np.fromiter(pieces.values(), dtype=np.int32, count=len(pieces))
         self.blob = b"".join(pieces)
         self.offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
@@ -701,7 +711,9 @@ def hf_merges(data: Any, piece_bytes: Callable[[str], bytes], pieces: Mapping[st
     then the only one): a normalizer other than sentencepiece's space ``Replace``, a
     pre-tokenizer other than ``Metaspace`` or a ``Split`` then ``ByteLevel``, added tokens
     that are not special, dropout, word prefixes or suffixes, a merge of unknown pieces,
-    two tokens with the same bytes."""
+    two tokens with the same bytes.  Read: no normalizer, or ``NFC``;
+    ``Metaspace``; a ``Replace`` of spaces by ``▁`` (sentencepiece's, with its ``Prepend``);
+    a ``Split`` on a pattern then ``ByteLevel``; ``ByteLevel`` with its own regex (GPT-2's)."""
     model = data.get("model")
     if not isinstance(model, dict) or model.get("type") != "BPE" or model.get("dropout") not in (None, 0, 0.0):
         return None
@@ -714,6 +726,9 @@ def hf_merges(data: Any, piece_bytes: Callable[[str], bytes], pieces: Mapping[st
     norms = [c for c in norms if c.get("type") != "Prepend"]  # dropped for encoding (_hf_encoding_json)
     pattern: str | None = None
     space = {"type": "Replace", "pattern": {"String": " "}, "content": _SP_SPACE}
+    nfc = norms == [{"type": "NFC"}]
+    if nfc:
+        norms = []
     if norms == [space] and pre is None:
         split, unit = "none", "char"
     elif not norms and _pure(pre, {"replacement": (_SP_SPACE,), "prepend_scheme": ...,
@@ -729,6 +744,8 @@ def hf_merges(data: Any, piece_bytes: Callable[[str], bytes], pieces: Mapping[st
         if not isinstance(pattern, str):
             return None
         split, unit = "pattern", "byte"
+    elif not norms and isinstance(pre, dict) and pre.get("type") == "ByteLevel" and pre.get("use_regex", True):
+        split, unit, pattern = "pattern", "byte", GPT2_PATTERN
     else:
         return None
     fallback = np.full(256, -1, dtype=np.int32)
@@ -749,7 +766,7 @@ def hf_merges(data: Any, piece_bytes: Callable[[str], bytes], pieces: Mapping[st
         ranked[left, right] = (rank, both)
     rows = sorted(ranked.items(), key=lambda kv: kv[1][0])
     merges = np.array([(lr[0], lr[1], rb[1]) for lr, rb in rows], dtype=np.int32).reshape(-1, 3)
-    return BpeMerges(split, pattern, unit, table, merges, fallback, bool(model.get("ignore_merges")))
+    return BpeMerges(split, pattern, unit, table, merges, fallback, bool(model.get("ignore_merges")), nfc)
 
 
 def _hf_eos_names(path: Path) -> list[str] | None:
