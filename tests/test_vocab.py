@@ -436,6 +436,21 @@ def test_load_is_cached(tekken: Vocabulary) -> None:
     assert load_vocab("tekken", size=131_072) is tekken
 
 
+def test_a_padded_load_stays_the_cached_vocabulary_after_other_loads(tmp_path: Path) -> None:
+    # CI caught this: the other vocabularies a test run loads evicted the base cache but
+    # not the per-size one, and size= (the tokenizer's own) then built a second copy.
+    def write(i: int) -> str:
+        path = tmp_path / f"v{i}.model"
+        path.write_text("".join(f"{base64.b64encode(bytes([97 + j])).decode()} {j}\n" for j in range(i + 2)))
+        return f"llama3:{path}"
+
+    base = load_vocab(write(0))
+    for i in range(1, 18):
+        assert load_vocab(write(i)).n_defined == i + 2 + 256  # and the 256 specials
+    assert load_vocab(write(0)) is base
+    assert load_vocab(write(0), size=base.size) is base
+
+
 def test_byte_table_holds_every_ids_bytes_in_id_order() -> None:
     from tests._support.fixtures import small_vocab
 

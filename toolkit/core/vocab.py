@@ -432,12 +432,11 @@ def _parse_spec(spec: str) -> tuple[str, str]:
 
 @functools.lru_cache(maxsize=32)
 def _load_cached(kind: str, path: str, size: int | None) -> Vocabulary:
-    vocab = _load_base(kind, path)
-    return vocab if size is None else vocab.padded(size)
-
-
-@functools.lru_cache(maxsize=16)
-def _load_base(kind: str, path: str) -> Vocabulary:
+    # One cache, a padded entry derived from the unpadded one: with two caches of their
+    # own sizes, the base could be evicted while the unpadded entry stayed, and a later
+    # ``size=`` (even the tokenizer's own size) then returned a second copy.
+    if size is not None:
+        return _load_cached(kind, path, None).padded(size)
     if kind == "tekken":
         return _load_tekken(Path(path) if path else None)
     if kind == "llama3":
