@@ -229,3 +229,21 @@ def test_tokenizers_it_cannot_run_have_no_table() -> None:
     other = load(level, lambda d: d["pre_tokenizer"]["pretokenizers"][0].update(pattern={"Regex": r"\w+"}))
     assert other.bpe_merges is not None and BpeTable.of(other) is None  # no scanner for \w+
     assert BpeTable.of(load(trained, lambda d: None)) is not None
+
+
+def test_masklab_vocab_says_where_forced_text_is_tokenized(capsys: pytest.CaptureFixture[str],
+                                                           tmp_path: Path) -> None:
+    """``masklab vocab`` names the C tokenizer's form, or Python where there is none."""
+    from toolkit.cli import main
+
+    nfkc = json.loads(_trained_json("split"))
+    nfkc["normalizer"] = {"type": "NFKC"}
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps(nfkc), encoding="utf-8")
+    want = {"tekken": "C (tiktoken BPE ranks, Tekken's pattern)",
+            f"hf:{path}": "Python (its tokenizer; jump-forward's lookahead runs as overlap)",
+            "hf:" + str(require_shared("tokenizers/mistral-7b-v0.3/tokenizer.json")):
+                "C (tokenizer.json BPE merges, chars, one piece, byte fallback)"}
+    for spec, where in want.items():
+        assert main(["vocab", spec]) == 0
+        assert f"forced text   tokenized in {where}\n" in capsys.readouterr().out

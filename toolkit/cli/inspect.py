@@ -13,6 +13,7 @@ from typing import Any
 from strategies import get_engine
 from toolkit.cli.common import add_option_arg, checked_options
 from toolkit.core import bitmask as bm
+from toolkit.core.bpe import describe as describe_bpe
 from toolkit.core.errors import MasklabError
 from toolkit.core.trie import TokenTrie
 from toolkit.core.vocab import load_vocab
@@ -133,6 +134,7 @@ def _vocab(args: argparse.Namespace) -> int:
     print(f"EOS           {eos}")
     print(f"trie          {trie.num_nodes} nodes, longest token {trie.max_depth} bytes, "
           f"{trie.memory_bytes() / 1e6:.1f} MB")
+    print(f"forced text   tokenized in {describe_bpe(vocab)}")
     print(f"load / trie   {(t1 - t0) * 1e3:.0f} ms / {(t2 - t1) * 1e3:.0f} ms")
     return 0
 

@@ -49,7 +49,7 @@ import numpy as np
 
 from toolkit.core.vocab import GPT2_PATTERN, LLAMA3_PATTERN, QWEN2_PATTERN, TEKKEN_PATTERN
 
-__all__ = ["BpeTable", "PATTERNS", "code_point_classes"]
+__all__ = ["BpeTable", "PATTERNS", "code_point_classes", "describe"]
 
 cdef enum:
     PAT_LLAMA3 = 1
@@ -77,6 +77,27 @@ cdef enum:
 
 PATTERNS = {LLAMA3_PATTERN: PAT_LLAMA3, TEKKEN_PATTERN: PAT_TEKKEN, QWEN2_PATTERN: PAT_QWEN2, GPT2_PATTERN: PAT_GPT2}
 """The pre-tokenizer patterns with a scanner here (tiktoken ``pat_str`` -> scanner)."""
+
+_PATTERN_NAMES = {LLAMA3_PATTERN: "Llama 3's", TEKKEN_PATTERN: "Tekken's", QWEN2_PATTERN: "Qwen2's",
+                  GPT2_PATTERN: "GPT-2's"}
+
+
+def describe(vocab) -> str:
+    """Where ``vocab``'s forced text is tokenized (``masklab vocab`` prints it): in C by
+    its :class:`BpeTable` (tiktoken's ranks or a ``tokenizer.json``'s merges, with the
+    pre-tokenizer), or in Python (no table: jump-forward's ``lookahead`` then runs as
+    ``overlap``)."""
+    if BpeTable.of(vocab) is None:
+        return "Python (its tokenizer; jump-forward's lookahead runs as overlap)"
+    spec = getattr(vocab, "bpe_merges", None)
+    if spec is None:
+        return f"C (tiktoken BPE ranks, {_PATTERN_NAMES[vocab.bpe_pattern]} pattern)"
+    cut = {"none": "one piece", "space": "a piece per space"}.get(spec.split)
+    cut = cut or f"{_PATTERN_NAMES[spec.pattern]} pattern"
+    extras = [x for x, on in (("byte fallback", (spec.fallback >= 0).any()), ("NFC below U+0300", spec.nfc),
+                              ("ignore_merges", spec.ignore_merges)) if on]
+    return f"C (tokenizer.json BPE merges, {spec.unit}s, {cut}{''.join(', ' + x for x in extras)})"
+
 
 #: Unicode's White_Space property (what ``\\s`` means in the regex crate); Python's
 #: ``str.isspace`` adds U+001C..U+001F, which are not White_Space
