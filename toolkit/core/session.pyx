@@ -738,17 +738,22 @@ cdef class Session:
         """:func:`toolkit.core.forced.forced_tokens` of ``forced`` (the bytes the grammar
         forces now) all in C (:meth:`c_forced_tokens`): the ids, or ``None`` where the C
         tokenizer cannot answer (the caller takes the Python rule)."""
-        cdef int64_t nf = forced.shape[0], k
+        cdef int64_t nf = forced.shape[0], k, cap
         if nf == 0:
             return []
         self._chop_scratch()
-        buf = np.zeros(self.V.max_len + nf + 1, dtype=np.uint8)
-        out = np.zeros(self.V.max_len + nf + 1, dtype=np.int32)
-        cdef uint8_t[::1] b = buf
-        cdef int32_t[::1] o = out
-        with nogil:
-            k = self.c_forced_tokens(bpe, &forced[0], nf, &o[0], &b[0])
-        return None if k < 0 else out[:k].tolist()
+        cap = self.V.max_len + nf + 1
+        cdef uint8_t* b = <uint8_t*>malloc(<size_t>cap)
+        cdef int32_t* o = <int32_t*>malloc(<size_t>cap * sizeof(int32_t))
+        try:
+            if b == NULL or o == NULL:
+                raise MemoryError()
+            with nogil:
+                k = self.c_forced_tokens(bpe, &forced[0], nf, o, b)
+            return None if k < 0 else [o[i] for i in range(k)]
+        finally:
+            free(b)
+            free(o)
 
     cdef int64_t c_forced_tokens(self, BpeTable bpe, const uint8_t* forced, int64_t nf, int32_t* out,
                                  uint8_t* buf) noexcept nogil:
