@@ -6,6 +6,7 @@ import numpy as np
 PATTERNS: dict[str, int]
 
 def code_point_classes() -> np.ndarray: ...
+def describe(vocab: Any) -> str: ...
 
 class BpeTable:
     pattern: int
