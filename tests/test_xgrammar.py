@@ -187,19 +187,66 @@ def _cache_of(c: XGrammarCompiled) -> dict[tuple[int, int], tuple]:
 NESTED = {"type": "object", "properties": {"bad": {"type": "object", "properties": {"bat": {"type": "integer"}}}}}
 
 
+# free text until a trigger, a tagged call, and free text to the end (a tool-calling
+# format): the last text's positions end the grammar, nothing may follow them
+TOOL_TEXT = {"type": "structural_tag", "format": {
+    "type": "triggered_tags", "triggers": ["<t>"], "excludes": ["</x>"], "at_least_one": False,
+    "stop_after_first": False,
+    "tags": [{"type": "tag", "begin": "<t>", "content": {"type": "json_schema", "json_schema": NESTED},
+              "end": "</t>"}]}}
+
+
+def _shared_walks_grammar(name: str) -> Grammar:
+    from toolkit.grammar.structural_tag import read_structural_tag
+
+    if name == "nested-objects":
+        return Grammar.from_json_schema(NESTED, whitespace="flexible")
+    return read_structural_tag(TOOL_TEXT) if name == "tool-text" else _grammar(name)
+
+
 def test_shared_walks_build_the_same_cache() -> None:
-    shared = twins = inners = 0
-    for name in [*NAMES, "nested-objects"]:
-        g = Grammar.from_json_schema(NESTED, whitespace="flexible") if name == "nested-objects" else _grammar(name)
+    shared = twins = inners = ended = 0
+    for name in [*NAMES, "nested-objects", "tool-text"]:
+        g = _shared_walks_grammar(name)
         on = get_engine("xgrammar", LEX).compile(g)
         off = get_engine("xgrammar", LEX, share_walks=False).compile(g)
         a, b = on.stats(), off.stats()
         assert b["shared_walks"] == 0 and a["frontier_nodes"] <= b["frontier_nodes"], name  # shared, not stored twice
-        assert b["twin_positions"] == 0 and b["shared_inners"] == 0 and _cache_of(on) == _cache_of(off), name
+        assert b["twin_positions"] == 0 and b["shared_inners"] == 0 and b["ended_positions"] == 0, name
+        assert _cache_of(on) == _cache_of(off), name
         shared += a["shared_walks"]
         twins += a["twin_positions"]
         inners += a["shared_inners"]
-    assert shared > 0 and twins > 0 and inners > 0  # each kind of sharing happens: the comparison means something
+        ended += a["ended_positions"]
+    # each kind of sharing happens: the comparison means something
+    assert shared > 0 and twins > 0 and inners > 0 and ended > 0
+
+
+def test_free_text_ending_a_tool_format_walks_nothing_below_its_frontier_on_llama3() -> None:
+    """The positions of the text that ends a tool-calling format (the frontier: every
+    token longer than a byte) take no walks, and the masks along every transcript of a
+    real setup are those of the cache built with the walks, on Llama 3."""
+    from toolkit.core import bitmask as bm
+    from toolkit.core.forced import canonical_tokens
+
+    llama3 = load_vocab(f"llama3:{require_shared('tokenizers/llama-3/tokenizer.model')}")
+    item = load_item("datasets/tools/tools-qwen_3-1.json")
+    on = get_engine("xgrammar", llama3)
+    off = get_engine("xgrammar", llama3, share_walks=False)
+    c_on, c_off = on.compile(item.source()), off.compile(item.source())
+    assert c_on.stats()["ended_positions"] > 0 and c_off.stats()["ended_positions"] == 0
+    rows = bm.allocate(llama3.size, 2)
+    steps = 0
+    for case in item.cases:
+        a, b = on.matcher(c_on), off.matcher(c_off)
+        for t in [*canonical_tokens(llama3, case.text.encode()), llama3.eos_ids[0]]:
+            a.fill_bitmask(rows, 0)
+            b.fill_bitmask(rows, 1)
+            assert np.array_equal(rows[0], rows[1]), (case.description, steps)
+            steps += 1
+            if not (a.accept_token(t) and b.accept_token(t)):
+                break
+    assert steps > 250  # the 8 transcripts, the valid ones to EOS
 
 
 def test_inlining_substitutes_single_productions_and_stops_at_cycles() -> None:

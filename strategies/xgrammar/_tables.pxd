@@ -132,6 +132,7 @@ cdef class Tables(RuleTables):
     cdef readonly int64_t shared_walks      # root-child walks the cache build reused
     cdef readonly int64_t merged_positions  # positions copied from an equivalent state's
     cdef readonly int64_t twin_positions    # positions copied from an equivalent dotted rule's
+    cdef readonly int64_t ended_positions   # positions that end their rule, nothing after it: no walks
     cdef readonly int64_t shared_inners     # terminal states given another terminal's Inner
     cdef readonly int32_t vocab_size        # the vocabulary's ids (a mask row's bits)
     cdef readonly int32_t n_words           # words of a mask row
@@ -168,7 +169,7 @@ cdef class Tables(RuleTables):
     cdef int _walk_child(self, symbol_t t, state_t s, int32_t child, TokenTrie trie, state_t* stack, uint8_t* path,
                          int32_t* sb, int32_t* count) noexcept nogil
     cdef int _occurrence(self, Charts p, int32_t r, state_t s, int32_t inner, TokenTrie trie,
-                         Build* b) noexcept nogil
+                         Build* b, bint share_walks) noexcept nogil
     cdef int _below_frontier(self, Charts p, int32_t r, state_t s, const Frontier* f, TokenTrie trie, Build* b,
                              int32_t* ne, int32_t* nu) noexcept nogil
     cdef int _store_position(self, int32_t r, state_t s, int32_t inner, const int32_t* eb, int32_t ne,

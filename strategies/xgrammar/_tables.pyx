@@ -41,7 +41,11 @@ make the same base parses: the later ones copy the first one's records.  Across
 terminals, states whose DFAs from there are the same up to renaming (every object's
 key-excluding string has the same "inside the string" state, with its UTF-8 states)
 get one canonical id: they share one Inner, and other states' walks into them are
-kept for every terminal.
+kept for every terminal.  A position whose terminal ends its production, where no
+byte may follow the production's lhs (free text at the end of a tool-calling format,
+whose frontier is every token longer than a byte), walks nothing below the frontier:
+past the terminal its base parse can only pop where nothing may follow, so it keeps
+the tokens S keeps and no others.
 
 A mask (:mod:`strategies.xgrammar._pda`) is the union over the live positions of
 ``S`` (once per Inner) and the extra ids, then the uncertain tokens checked one by
@@ -387,7 +391,7 @@ cdef class Tables(RuleTables):
                 self.inner_of[g] = <int32_t>(self.inners.n - 1)
                 if b.canon[g] >= 0:
                     b.canon_inner[b.canon[g]] = self.inner_of[g]
-            rc = self._occurrence(p, r, s, self.inner_of[g], trie, b)
+            rc = self._occurrence(p, r, s, self.inner_of[g], trie, b, share_walks)
             if rc < 0:
                 return rc
             used[0] = self._cache_bytes()
@@ -814,14 +818,26 @@ cdef class Tables(RuleTables):
     # --------------------------------------------------------- positions --
 
     cdef int _occurrence(self, Charts p, int32_t r, state_t s, int32_t inner, TokenTrie trie,
-                         Build* b) noexcept nogil:
+                         Build* b, bint share_walks) noexcept nogil:
         """Position (r, s): below each frontier node of its Inner, the base parse (see
         the module doc) sorts the tokens into accepted-outside-S (``b.eb``) and
-        uncertain (``b.ub``); both are stored in the pool."""
+        uncertain (``b.ub``); both are stored in the pool.  Where the terminal ends its
+        production and no byte may follow the rule's lhs, the walks are left out
+        (``share_walks``; counted in ``ended_positions``)."""
         cdef const Inner* inn = &(<Inner*>self.inners.p)[inner]
-        cdef int32_t j, ne = 0, nu = 0
+        cdef const uint8_t* fol = self.follow + <int64_t>self.dr_lhs[r] * BYTES
+        cdef int32_t j, ne = 0, nu = 0, n_fr = inn.n_fr, followed = 0
         cdef int rc
-        for j in range(inn.n_fr):
+        for j in range(BYTES):
+            followed |= fol[j]
+        if share_walks and self.dr_sym[r + 1] < 0 and not followed:
+            # the terminal ends its production and no byte may follow the rule (free
+            # text at the end of a tool-calling format): past the terminal the base
+            # parse can only pop where nothing follows, so below the frontier it
+            # keeps the tokens S keeps and no others, and no walk is needed
+            n_fr = 0
+            self.ended_positions += 1
+        for j in range(n_fr):
             rc = self._below_frontier(p, r, s, &(<Frontier*>self.frs.p)[inn.fr + j], trie, b, &ne, &nu)
             if rc < 0:
                 return rc
@@ -945,7 +961,8 @@ cdef class Tables(RuleTables):
         """Positions; shared terminal states (Inners) by storage kind and their frontier
         nodes; accepted-outside-S and uncertain ids over the positions; the root-child
         walks reused while building, the positions copied from an equivalent state's
-        or dotted rule's, and the states given another terminal's Inner
+        or dotted rule's, the positions at a rule's end with nothing after it (no
+        walks below the frontier), and the states given another terminal's Inner
         (``share_walks``); cache bytes."""
         kinds = [0, 0, 0]
         cdef int64_t i, n_extra = 0, n_unc = 0
@@ -964,6 +981,7 @@ cdef class Tables(RuleTables):
                 "inner_rejected": kinds[1], "inner_bitset": kinds[2], "frontier_nodes": int(self.frs.n),
                 "extra_ids": int(n_extra), "uncertain_ids": int(n_unc), "shared_walks": int(self.shared_walks),
                 "merged_positions": int(self.merged_positions), "twin_positions": int(self.twin_positions),
+                "ended_positions": int(self.ended_positions),
                 "shared_inners": int(self.shared_inners),
                 "cache_bytes": self.cache_bytes()}
 
