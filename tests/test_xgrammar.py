@@ -24,7 +24,18 @@ from strategies import get_engine
 from strategies.xgrammar import XGrammarCompiled, XGrammarEngine
 from strategies.xgrammar.engine import follow_sets, inline_rules
 from tests._support.shared import require_shared
-from tests.test_llguidance import EOS, GRAMMARS, LEX, REGEXES, _as_ids, _grammar, _ids, _row, _show
+from tests.test_llguidance import (
+    EOS,
+    GRAMMARS,
+    LEX,
+    REGEXES,
+    TOK,
+    _as_ids,
+    _grammar,
+    _ids,
+    _row,
+    _show,
+)
 from toolkit.core.errors import LimitExceeded, UnsupportedGrammar
 from toolkit.core.protocol import MaskEngine, Matcher
 from toolkit.core.vocab import Vocabulary, load_vocab
@@ -87,6 +98,37 @@ def test_masks_equal_naive_on_random_walks(eng, data, which: str) -> None:
 @given(data=st.data(), which=st.sampled_from(REGEXES))
 def test_masks_equal_naive_on_regexes(eng, data, which: str) -> None:
     _walk(data, eng.matcher("naive", which, regex=True), {"xg-4": eng.matcher("xg-4", which, regex=True)}, which)
+
+
+# a choice among 48 literals that share their first two bytes (a tool's name out of
+# many), beside a word terminal, nested through the value: the live positions of one
+# fill come from many terms of one origin chart, and from terms of several origins
+MANY_NAMES = [f"li{a}{b}" for a in "abcdef" for b in "01234567"]
+MANY_LITERALS = Grammar.from_lark(
+    'start: call (";" call)*\n'
+    "call: (" + " | ".join(f'"{n}"' for n in MANY_NAMES) + ') "=" value | WORD ":" value\n'
+    "value: /[0-9]+/ | call | \"(\" call \")\"\n"
+    "WORD: /l[a-u]+/\n")
+
+
+@pytest.fixture(scope="module")
+def many_literals() -> tuple:
+    return tuple((e, e.compile(MANY_LITERALS)) for e in (get_engine("naive", LEX), get_engine("xgrammar", LEX)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_masks_equal_naive_on_a_choice_among_many_literals(many_literals, data) -> None:
+    (naive, c_naive), (ours, c_ours) = many_literals
+    prefix = [TOK[b"l"], TOK[b"i"]]
+    if data.draw(st.booleans(), label="nested"):
+        prefix = [TOK[b"l"], TOK[b"i"], TOK[b"a"], TOK[b"0"], TOK[b"="], TOK[b"("], *prefix]
+    a, b = naive.matcher(c_naive), ours.matcher(c_ours)
+    for t in prefix:
+        assert a.accept_token(t) and b.accept_token(t)
+    _row(b)
+    assert b.last_fill["positions"] >= len(MANY_NAMES)  # every literal is live after "li"
+    _walk(data, a, {"xgrammar": b}, "many literals")
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

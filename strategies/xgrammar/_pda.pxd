@@ -20,6 +20,11 @@ cdef class Parser(Charts):
     cdef int64_t n_pos_seen
     cdef uint32_t* pos_stamp        # [n_pos]: the fill that found a position live
     cdef uint32_t* inner_stamp      # [Inners]: the fill that added an Inner's S
+    cdef int64_t* term_keys         # [cap_keys]: the last chart's terms as (origin << 32 | index), sorted
+    cdef int64_t cap_keys
+    cdef int64_t* sym_term          # [n_sym]: a terminal's term in the origin group being matched
+    cdef uint32_t* sym_stamp        # [n_sym]: the origin group that set sym_term
+    cdef uint32_t gstamp            # the origin group's stamp
     cdef readonly int64_t checked   # uncertain tokens checked by the last fill
     cdef readonly int64_t positions # live positions of the last fill
     cdef UndoStack undo_stack       # bytes of each token consumed through the ops
@@ -27,7 +32,7 @@ cdef class Parser(Charts):
 
     cdef int _prepare_fill(self) noexcept nogil
     cdef int _fill(self, word_t* row) noexcept nogil
-    cdef void _live_positions(self) noexcept nogil
+    cdef int _live_positions(self) noexcept nogil
     cdef void _add_cached(self, word_t* row) noexcept nogil
     cdef int64_t _candidates(self, const word_t* row) noexcept nogil
     cdef int _check(self, word_t* row, int64_t n_cand, int64_t* nodes) noexcept nogil

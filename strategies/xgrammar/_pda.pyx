@@ -23,7 +23,7 @@ The parser counts its work (``MaskStats``, through the session's ``work`` op):
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, qsort
+from libc.stdlib cimport calloc, free, malloc, qsort, realloc
 from libc.string cimport memcpy, memset
 
 from strategies.xgrammar._charts cimport Charts
@@ -33,6 +33,11 @@ from toolkit.core.ids cimport DEAD, state_t, symbol_t, token_t, word_t
 from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 
 __all__ = ["Parser", "ops_capsule"]
+
+
+cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
+    cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
+    return (x > y) - (x < y)
 
 
 cdef int _cmp_int32(const void* a, const void* b) noexcept nogil:
@@ -58,6 +63,9 @@ cdef class Parser(Charts):
         free(self.pos_seen)
         free(self.pos_stamp)
         free(self.inner_stamp)
+        free(self.term_keys)
+        free(self.sym_term)
+        free(self.sym_stamp)
 
     # ---------------------------------------------------------- the mask --
 
@@ -71,7 +79,9 @@ cdef class Parser(Charts):
         self.pos_stamp = <uint32_t*>malloc(max(1, self.T.n_pos) * sizeof(uint32_t))
         self.pos_seen = <int64_t*>malloc(max(1, self.T.n_pos) * sizeof(int64_t))
         self.inner_stamp = <uint32_t*>malloc(max(1, self.T.inners.n) * sizeof(uint32_t))
-        if (self.inner_stamp == NULL or self.cand == NULL or self.cand_stamp == NULL or self.scratch == NULL
+        self.sym_term = <int64_t*>malloc(max(1, self.T.n_sym) * sizeof(int64_t))
+        self.sym_stamp = <uint32_t*>calloc(max(1, self.T.n_sym), sizeof(uint32_t))
+        if (self.sym_term == NULL or self.sym_stamp == NULL or self.inner_stamp == NULL or self.cand == NULL or self.cand_stamp == NULL or self.scratch == NULL
                 or self.pos_stamp == NULL or self.pos_seen == NULL):
             return ERR_MEMORY
         memset(self.cand_stamp, 0, max(1, self.T.n_tokens) * sizeof(uint32_t))
@@ -91,7 +101,9 @@ cdef class Parser(Charts):
             memset(self.pos_stamp, 0, max(1, self.T.n_pos) * sizeof(uint32_t))
             memset(self.inner_stamp, 0, max(1, self.T.inners.n) * sizeof(uint32_t))
             self.cstamp = 1
-        self._live_positions()
+        rc = self._live_positions()
+        if rc < 0:
+            return rc
         self._add_cached(row)
         n_cand = self._candidates(row)
         self.checked = n_cand
@@ -101,25 +113,58 @@ cdef class Parser(Charts):
         self.work.tokens_cached += self.T.n_tokens - n_cand
         return rc
 
-    cdef void _live_positions(self) noexcept nogil:
+    cdef int _live_positions(self) noexcept nogil:
         """``pos_seen``: the positions of the last chart's terms, each once (a term
-        with each item of its origin chart whose next symbol is its terminal)."""
+        with each item of its origin chart whose next symbol is its terminal).  The
+        terms are grouped by origin and each origin chart's items are read once, so a
+        choice among many literals (a tool's name out of 512) costs terms plus items,
+        not their product.  A chart holds one term per (terminal, origin): a terminal is
+        predicted once per chart and its DFA takes each term to one state.  0, or
+        ERR_MEMORY."""
         cdef int32_t o, r
         cdef symbol_t x
-        cdef int64_t i, j, k
+        cdef int64_t i, j, k, g, g_end
+        cdef int64_t first = self.ch_terms[self.n_charts - 1], n = self.n_terms - first
+        cdef int64_t* grown
         self.n_pos_seen = 0
-        for i in range(self.ch_terms[self.n_charts - 1], self.n_terms):
-            x = self.terms[i].t
-            o = self.terms[i].o
+        self.positions = 0
+        if n > self.cap_keys:
+            grown = <int64_t*>realloc(self.term_keys, n * 2 * sizeof(int64_t))
+            if grown == NULL:
+                return ERR_MEMORY
+            self.term_keys = grown
+            self.cap_keys = n * 2
+        for i in range(n):
+            self.term_keys[i] = (<int64_t>self.terms[first + i].o << 32) | i
+        if n > 1:
+            qsort(self.term_keys, n, sizeof(int64_t), _cmp_int64)
+        g = 0
+        while g < n:
+            o = <int32_t>(self.term_keys[g] >> 32)
+            g_end = g
+            self.gstamp += 1
+            if self.gstamp == 0:  # wrapped: no terminal is stamped by a new group
+                memset(self.sym_stamp, 0, max(1, self.T.n_sym) * sizeof(uint32_t))
+                self.gstamp = 1
+            while g_end < n and (self.term_keys[g_end] >> 32) == o:
+                i = self.term_keys[g_end] & <int64_t>0xFFFFFFFF
+                x = self.terms[first + i].t
+                self.sym_stamp[x] = self.gstamp
+                self.sym_term[x] = first + i
+                g_end += 1
             for j in range(self.ch_items[o], self.ch_items[o + 1]):
                 r = self.items[j].r
-                if self.T.dr_sym[r] == x:
-                    k = self.T.pos_start[r] + self.terms[i].s
-                    if self.pos_stamp[k] != self.cstamp:
-                        self.pos_stamp[k] = self.cstamp
-                        self.pos_seen[self.n_pos_seen] = k
-                        self.n_pos_seen += 1
+                x = self.T.dr_sym[r]
+                if x < self.T.n_nt or self.sym_stamp[x] != self.gstamp:
+                    continue  # ends its rule, waits on a nonterminal, or on no term's terminal
+                k = self.T.pos_start[r] + self.terms[self.sym_term[x]].s
+                if self.pos_stamp[k] != self.cstamp:
+                    self.pos_stamp[k] = self.cstamp
+                    self.pos_seen[self.n_pos_seen] = k
+                    self.n_pos_seen += 1
+            g = g_end
         self.positions = self.n_pos_seen
+        return 0
 
     cdef void _add_cached(self, word_t* row) noexcept nogil:
         """OR the live positions' context-independent sets into ``row``: each shared S
