@@ -34,6 +34,9 @@ from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_co
 
 __all__ = ["Parser", "ops_capsule"]
 
+cdef extern from *:
+    void prefetch "__builtin_prefetch"(const void* p) noexcept nogil
+
 
 cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
     cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
@@ -162,19 +165,33 @@ cdef class Parser(Charts):
                     self.pos_stamp[k] = self.cstamp
                     self.pos_seen[self.n_pos_seen] = k
                     self.n_pos_seen += 1
+                    prefetch(&self.T.pos[k])
             g = g_end
         self.positions = self.n_pos_seen
         return 0
 
     cdef void _add_cached(self, word_t* row) noexcept nogil:
         """OR the live positions' context-independent sets into ``row``: each shared S
-        once, then each position's extra ids."""
+        once, then each position's extra ids.  Many positions (a choice among many
+        literals) first prefetch their Inners and id lists, so the cache misses of a
+        cold fill overlap instead of following one another."""
         cdef const int32_t* pool = <const int32_t*>self.T.pool.p
         cdef const word_t* wpool = <const word_t*>self.T.wpool.p
         cdef const Inner* inn
         cdef const Pos* ps
         cdef int64_t i, j
         cdef token_t t
+        if self.n_pos_seen > 8:  # many positions: their Inners and id lists fetched together, not one by one
+            for i in range(self.n_pos_seen):
+                ps = &self.T.pos[self.pos_seen[i]]
+                prefetch(&self.inner_stamp[ps.inner])
+                prefetch(&(<const Inner*>self.T.inners.p)[ps.inner])
+                if ps.n_extra:
+                    prefetch(&pool[ps.extra])
+            for i in range(self.n_pos_seen):
+                inn = &(<const Inner*>self.T.inners.p)[self.T.pos[self.pos_seen[i]].inner]
+                if inn.n_data:
+                    prefetch(&pool[inn.data] if inn.kind != K_BITSET else <const void*>&wpool[inn.data])
         for i in range(self.n_pos_seen):
             ps = &self.T.pos[self.pos_seen[i]]
             for j in range(ps.extra, ps.extra + ps.n_extra):
