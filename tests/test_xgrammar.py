@@ -267,26 +267,30 @@ def test_shared_walks_build_the_same_cache() -> None:
 def test_free_text_ending_a_tool_format_walks_nothing_below_its_frontier_on_llama3() -> None:
     """The positions of the text that ends a tool-calling format (the frontier: every
     token longer than a byte) take no walks, and the masks along every transcript of a
-    real setup are those of the cache built with the walks, on Llama 3."""
+    real setup are those of the cache built with the walks and our llguidance's, on
+    Llama 3.  Rows are filled over garbage: the free text's S, stored as its rejected
+    ids, is the first row written over it."""
     from toolkit.core import bitmask as bm
     from toolkit.core.forced import canonical_tokens
 
     llama3 = load_vocab(f"llama3:{require_shared('tokenizers/llama-3/tokenizer.model')}")
     item = load_item("datasets/tools/tools-qwen_3-1.json")
-    on = get_engine("xgrammar", llama3)
-    off = get_engine("xgrammar", llama3, share_walks=False)
-    c_on, c_off = on.compile(item.source()), off.compile(item.source())
-    assert c_on.stats()["ended_positions"] > 0 and c_off.stats()["ended_positions"] == 0
-    rows = bm.allocate(llama3.size, 2)
+    engines = (get_engine("xgrammar", llama3), get_engine("xgrammar", llama3, share_walks=False),
+               get_engine("llguidance", llama3))
+    compiled = [e.compile(item.source()) for e in engines]
+    assert compiled[0].stats()["ended_positions"] > 0 and compiled[1].stats()["ended_positions"] == 0
+    assert compiled[0].stats()["inner_rejected"] > 0
+    rows = bm.allocate(llama3.size, 3)
     steps = 0
     for case in item.cases:
-        a, b = on.matcher(c_on), off.matcher(c_off)
+        ms = [e.matcher(c) for e, c in zip(engines, compiled, strict=True)]
         for t in [*canonical_tokens(llama3, case.text.encode()), llama3.eos_ids[0]]:
-            a.fill_bitmask(rows, 0)
-            b.fill_bitmask(rows, 1)
-            assert np.array_equal(rows[0], rows[1]), (case.description, steps)
+            rows[:] = 0x5A5A5A5A
+            for i, m in enumerate(ms):
+                assert m.fill_bitmask(rows, i).allowed == bm.popcount(rows[i]), (case.description, steps, i)
+            assert np.array_equal(rows[0], rows[1]) and np.array_equal(rows[0], rows[2]), (case.description, steps)
             steps += 1
-            if not (a.accept_token(t) and b.accept_token(t)):
+            if not all([m.accept_token(t) for m in ms]):
                 break
     assert steps > 250  # the 8 transcripts, the valid ones to EOS
 

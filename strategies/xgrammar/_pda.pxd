@@ -31,12 +31,13 @@ cdef class Parser(Charts):
     cdef int last_err               # the error code of the last failed op
 
     cdef int _prepare_fill(self) noexcept nogil
-    cdef int _fill(self, word_t* row) noexcept nogil
+    cdef int _fill(self, word_t* row, bint over, int64_t* count) noexcept nogil
+    cdef void _write_first(self, word_t* row) noexcept nogil
     cdef int _live_positions(self) noexcept nogil
     cdef void _add_cached(self, word_t* row) noexcept nogil
     cdef int64_t _candidates(self, const word_t* row) noexcept nogil
-    cdef int _check(self, word_t* row, int64_t n_cand, int64_t* nodes) noexcept nogil
+    cdef int _check(self, word_t* row, int64_t n_cand, int64_t* nodes, int64_t* accepted) noexcept nogil
     cdef int c_advance(self, const uint8_t* data, int32_t n) noexcept nogil
     cdef int c_next_bytes(self, uint64_t* out) noexcept nogil
     cdef void c_undo(self) noexcept nogil
-    cdef int c_fill(self, word_t* row, int32_t n_words) noexcept nogil
+    cdef int c_fill(self, word_t* row, int32_t n_words, bint over, int64_t* count) noexcept nogil

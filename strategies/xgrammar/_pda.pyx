@@ -7,7 +7,11 @@ A :class:`Parser` is the Earley charts of one sequence
 positions (a term of the last chart with an item of its origin chart waiting on its
 terminal) of ``S`` (once per Inner) and the extra ids, then the uncertain tokens
 checked one by one against the real parse, in trie order so a token reuses the bytes
-it shares with the previous one.
+it shares with the previous one.  Through the session (``StrategyOps.fill_over``) the
+first live S that fills a whole row is copied over the row instead of zeroing the row
+and ORing it in, and a fill with one live position says how many tokens it set (its S,
+its extra ids and the candidates checked in are disjoint), so the row is not counted
+again.
 
 The parser counts its work (``MaskStats``, through the session's ``work`` op):
 
@@ -92,10 +96,15 @@ cdef class Parser(Charts):
         memset(self.inner_stamp, 0, max(1, self.T.inners.n) * sizeof(uint32_t))
         return 0
 
-    cdef int _fill(self, word_t* row) noexcept nogil:
-        """OR the allowed text tokens into ``row``: 0, or an error code."""
-        cdef int64_t n_cand, nodes = 0
+    cdef int _fill(self, word_t* row, bint over, int64_t* count) noexcept nogil:
+        """OR the allowed text tokens into ``row`` (``over``: its words are garbage and
+        the fill writes every one, its first full-row S copied over them): 0, or an
+        error code.  ``*count``: the tokens set where one position is live (its S, its
+        extra ids and the checked candidates, disjoint), else -1 (the caller counts)."""
+        cdef int64_t n_cand, nodes = 0, accepted = 0
+        cdef const Inner* inn
         cdef int rc = self._prepare_fill()
+        count[0] = -1
         if rc < 0:
             return rc
         self.cstamp += 1
@@ -107,14 +116,49 @@ cdef class Parser(Charts):
         rc = self._live_positions()
         if rc < 0:
             return rc
+        if over:
+            self._write_first(row)
         self._add_cached(row)
         n_cand = self._candidates(row)
         self.checked = n_cand
-        rc = self._check(row, n_cand, &nodes)
+        rc = self._check(row, n_cand, &nodes, &accepted)
         self.work.trie_nodes += nodes
         self.work.tokens_checked += n_cand
         self.work.tokens_cached += self.T.n_tokens - n_cand
+        if rc >= 0 and self.n_pos_seen <= 1:
+            if self.n_pos_seen == 0:
+                count[0] = 0
+            else:
+                inn = &(<const Inner*>self.T.inners.p)[self.T.pos[self.pos_seen[0]].inner]
+                if inn.kind != K_BITSET:
+                    count[0] = ((inn.n_data if inn.kind == K_ACCEPTED else self.T.n_tokens - inn.n_data)
+                                + self.T.pos[self.pos_seen[0]].n_extra + accepted)
         return rc
+
+    cdef void _write_first(self, word_t* row) noexcept nogil:
+        """Write the first live position's S that fills a whole row (a bitset, or the
+        text tokens but its rejected ids) over ``row``, its Inner stamped done; with
+        none, zero ``row``."""
+        cdef const int32_t* pool = <const int32_t*>self.T.pool.p
+        cdef const Inner* inn
+        cdef int64_t i, j
+        cdef int32_t inner
+        cdef token_t t
+        for i in range(self.n_pos_seen):
+            inner = self.T.pos[self.pos_seen[i]].inner
+            inn = &(<const Inner*>self.T.inners.p)[inner]
+            if inn.kind == K_ACCEPTED:
+                continue
+            if inn.kind == K_BITSET:
+                memcpy(row, &(<const word_t*>self.T.wpool.p)[inn.data], self.T.n_words * sizeof(word_t))
+            else:
+                memcpy(row, self.T.text_words, self.T.n_words * sizeof(word_t))
+                for j in range(inn.data, inn.data + inn.n_data):
+                    t = pool[j]
+                    row[t >> 5] &= ~((<word_t>1) << (t & 31))
+            self.inner_stamp[inner] = self.cstamp
+            return
+        memset(row, 0, self.T.n_words * sizeof(word_t))
 
     cdef int _live_positions(self) noexcept nogil:
         """``pos_seen``: the positions of the last chart's terms, each once (a term
@@ -237,11 +281,11 @@ cdef class Parser(Charts):
             qsort(self.cand, n_cand, sizeof(int32_t), _cmp_int32)
         return n_cand
 
-    cdef int _check(self, word_t* row, int64_t n_cand, int64_t* nodes) noexcept nogil:
+    cdef int _check(self, word_t* row, int64_t n_cand, int64_t* nodes, int64_t* accepted) noexcept nogil:
         """Set the bits of the candidates the real parse reads, pushing each one's bytes
         past the prefix it shares with the previous one (a refused prefix skips the
-        candidates that start with it); ``*nodes``: the bytes pushed.  The charts are
-        as before.  0, or an error code."""
+        candidates that start with it); ``*nodes``: the bytes pushed, ``*accepted``: the
+        candidates set.  The charts are as before.  0, or an error code."""
         cdef int32_t base = self.n_charts, lcp, fail_at = -1, depth = 0, m
         cdef const uint8_t* prev = NULL
         cdef const uint8_t* cur
@@ -278,6 +322,7 @@ cdef class Parser(Charts):
             if fail_at < 0:
                 t = self.T.trie_ids[m]
                 row[t >> 5] |= (<word_t>1) << (t & 31)
+                accepted[0] += 1
         self.pop(self.n_charts - base)
         nodes[0] = pushed
         return 0
@@ -291,8 +336,9 @@ cdef class Parser(Charts):
         if row.shape[0] != self.T.n_words:
             raise ValueError(f"row has {row.shape[0]} words, the vocabulary needs {self.T.n_words}")
         cdef int rc
+        cdef int64_t count
         with nogil:
-            rc = self._fill(&row[0])
+            rc = self._fill(&row[0], False, &count)
         if rc < 0:
             raise self.T.error(rc)
 
@@ -350,12 +396,12 @@ cdef class Parser(Charts):
     cdef void c_undo(self) noexcept nogil:
         self.pop(undo_pop(&self.undo_stack))
 
-    cdef int c_fill(self, word_t* row, int32_t n_words) noexcept nogil:
+    cdef int c_fill(self, word_t* row, int32_t n_words, bint over, int64_t* count) noexcept nogil:
         cdef int rc
         if self.T.pos == NULL or n_words != self.T.n_words:
             self.last_err = ERR_NO_CACHE
             return -1
-        rc = self._fill(row)
+        rc = self._fill(row, over, count)
         if rc < 0:
             self.last_err = rc
             return -1
@@ -375,7 +421,11 @@ cdef void _ops_undo(void* core) noexcept nogil:
 
 
 cdef int _ops_fill(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil:
-    return (<Parser>core).c_fill(row, n_words)
+    return (<Parser>core).c_fill(row, n_words, False, count)
+
+
+cdef int _ops_fill_over(void* core, word_t* row, int32_t n_words, int64_t* count) noexcept nogil:
+    return (<Parser>core).c_fill(row, n_words, True, count)
 
 
 cdef int _ops_accepting(void* core) noexcept nogil:
@@ -396,7 +446,7 @@ cdef int _ops_next_bytes(void* core, uint64_t* out) noexcept nogil:
 
 
 cdef StrategyOps _OPS = StrategyOps(_ops_advance, _ops_undo, _ops_fill, _ops_accepting, _ops_take_error, _ops_work,
-                                    _ops_next_bytes)
+                                    _ops_next_bytes, _ops_fill_over)
 
 
 def ops_capsule():
