@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._support.codepoints import mismatched_chunks
 from tests._support.fixtures import small_vocab
 from tests._support.shared import require_shared
 from toolkit.core.bpe import PATTERNS, BpeTable, code_point_classes
@@ -79,12 +80,7 @@ def test_every_assigned_code_point_is_classed_as_the_tokenizer_classes_it(name: 
     classes = code_point_classes()
     cps = [c for c in range(0x110000) if classes[c] & 0x0F != 8 and not 0xD800 <= c < 0xE000]
     assert len(cps) > 280_000
-    bad = []
-    for i in range(0, len(cps), 4):
-        chunk = "".join(map(chr, cps[i:i + 4]))
-        text = f"a{chunk}A{chunk[0]} {chunk[1:]}1'{chunk[-1]}\n{chunk[0]}{chunk[0]}"
-        if bpe.tokens(text.encode("utf-8")) != vocab.encode(text):
-            bad.append(chunk)
+    bad = mismatched_chunks(bpe, vocab, cps, lambda c: f"a{c}A{c[0]} {c[1:]}1'{c[-1]}\n{c[0]}{c[0]}")
     assert not bad, [hex(ord(c)) for c in bad[0]]
 
 

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._support.codepoints import mismatched_chunks
 from tests._support.shared import require_shared
 from toolkit.core.bpe import BpeTable, code_point_classes
 from toolkit.core.vocab import (
@@ -166,12 +167,7 @@ def test_every_assigned_code_point_is_cut_as_the_model_cuts_it(name: str) -> Non
     classes = code_point_classes()
     top = 0x110000 if name == "gpt2" else 0x300
     cps = [c for c in range(top) if classes[c] & 0x0F != 8 and not 0xD800 <= c < 0xE000]
-    bad = []
-    for i in range(0, len(cps), 4):
-        chunk = "".join(map(chr, cps[i:i + 4]))
-        text = f"a{chunk}A{chunk[0]} {chunk[1:]}12345'{chunk[-1]}\n {chunk[0]}  {chunk[0]}'s"
-        if bpe.tokens(text.encode("utf-8")) != vocab.encode(text):
-            bad.append(chunk)
+    bad = mismatched_chunks(bpe, vocab, cps, lambda c: f"a{c}A{c[0]} {c[1:]}12345'{c[-1]}\n {c[0]}  {c[0]}'s")
     assert not bad, [hex(ord(c)) for c in bad[0]]
     if name == "qwen2":
         assert bpe.tokens("e\u0301".encode()) is None  # NFC composes it: left to the model
