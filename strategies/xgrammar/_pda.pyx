@@ -88,8 +88,8 @@ cdef class Parser(Charts):
         self.inner_stamp = <uint32_t*>malloc(max(1, self.T.inners.n) * sizeof(uint32_t))
         self.sym_term = <int64_t*>malloc(max(1, self.T.n_sym) * sizeof(int64_t))
         self.sym_stamp = <uint32_t*>calloc(max(1, self.T.n_sym), sizeof(uint32_t))
-        if (self.sym_term == NULL or self.sym_stamp == NULL or self.inner_stamp == NULL or self.cand == NULL or self.cand_stamp == NULL or self.scratch == NULL
-                or self.pos_stamp == NULL or self.pos_seen == NULL):
+        if (self.sym_term == NULL or self.sym_stamp == NULL or self.inner_stamp == NULL or self.cand == NULL
+                or self.cand_stamp == NULL or self.scratch == NULL or self.pos_stamp == NULL or self.pos_seen == NULL):
             return ERR_MEMORY
         memset(self.cand_stamp, 0, max(1, self.T.n_tokens) * sizeof(uint32_t))
         memset(self.pos_stamp, 0, max(1, self.T.n_pos) * sizeof(uint32_t))
