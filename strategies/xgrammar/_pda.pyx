@@ -27,12 +27,12 @@ The parser counts its work (``MaskStats``, through the session's ``work`` op):
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, qsort, realloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
 from strategies.xgrammar._charts cimport Charts
 from strategies.xgrammar._tables cimport K_ACCEPTED, K_BITSET, Inner, Pos, Tables
-from toolkit.core.cutil cimport BYTES, ERR_MEMORY, ERR_NO_CACHE, WorkCounters, or_words
+from toolkit.core.cutil cimport BYTES, ERR_MEMORY, ERR_NO_CACHE, WorkCounters, grow, or_words, sort_ints
 from toolkit.core.ids cimport DEAD, state_t, symbol_t, token_t, word_t
 from toolkit.core.session cimport StrategyOps, add_work, ops_capsule_of, undo_copy, undo_pop, undo_reserve
 
@@ -40,16 +40,6 @@ __all__ = ["Parser", "ops_capsule"]
 
 cdef extern from *:
     void prefetch "__builtin_prefetch"(const void* p) noexcept nogil
-
-
-cdef int _cmp_int64(const void* a, const void* b) noexcept nogil:
-    cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
-    return (x > y) - (x < y)
-
-
-cdef int _cmp_int32(const void* a, const void* b) noexcept nogil:
-    cdef int32_t x = (<const int32_t*>a)[0], y = (<const int32_t*>b)[0]
-    return (x > y) - (x < y)
 
 
 cdef class Parser(Charts):
@@ -172,19 +162,13 @@ cdef class Parser(Charts):
         cdef symbol_t x
         cdef int64_t i, j, k, g, g_end
         cdef int64_t first = self.ch_terms[self.n_charts - 1], n = self.n_terms - first
-        cdef int64_t* grown
         self.n_pos_seen = 0
         self.positions = 0
-        if n > self.cap_keys:
-            grown = <int64_t*>realloc(self.term_keys, n * 2 * sizeof(int64_t))
-            if grown == NULL:
-                return ERR_MEMORY
-            self.term_keys = grown
-            self.cap_keys = n * 2
+        if grow(<void**>&self.term_keys, &self.cap_keys, n, sizeof(int64_t)) < 0:
+            return ERR_MEMORY
         for i in range(n):
             self.term_keys[i] = (<int64_t>self.terms[first + i].o << 32) | i
-        if n > 1:
-            qsort(self.term_keys, n, sizeof(int64_t), _cmp_int64)
+        sort_ints(self.term_keys, n)
         g = 0
         while g < n:
             o = <int32_t>(self.term_keys[g] >> 32)
@@ -278,7 +262,7 @@ cdef class Parser(Charts):
                     self.cand[n_cand] = m
                     n_cand += 1
         if sources > 1:  # one position's list is in trie order already
-            qsort(self.cand, n_cand, sizeof(int32_t), _cmp_int32)
+            sort_ints(self.cand, n_cand)
         return n_cand
 
     cdef int _check(self, word_t* row, int64_t n_cand, int64_t* nodes, int64_t* accepted) noexcept nogil:

@@ -34,7 +34,7 @@ name, so a long counter costs its ends per round, not its length.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport calloc, free, malloc, qsort
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, memset
 
 import numpy as np
@@ -57,6 +57,7 @@ from toolkit.core.cutil cimport (
     i64map_put,
     I64Map,
     pair_key,
+    sort_ints,
 )
 from toolkit.core.ids cimport DEAD, MISSING, state_t
 from toolkit.core.intsets cimport (
@@ -91,47 +92,12 @@ cdef inline state_t _key_t(int64_t key) noexcept nogil:
     return <state_t>(key & 0x7FFFFFFF)
 
 
-cdef int _cmp_i32(const void* a, const void* b) noexcept nogil:
-    cdef int32_t x = (<const int32_t*>a)[0]
-    cdef int32_t y = (<const int32_t*>b)[0]
-    return (x > y) - (x < y)
-
-
-cdef int _cmp_i64(const void* a, const void* b) noexcept nogil:
-    cdef int64_t x = (<const int64_t*>a)[0]
-    cdef int64_t y = (<const int64_t*>b)[0]
-    return (x > y) - (x < y)
-
-
-ctypedef fused _sortable:
-    int32_t
-    int64_t
-
-
-cdef void _sort(_sortable* xs, int64_t n) noexcept nogil:
-    """Sort xs[0..n) ascending: insertion sort when short, qsort otherwise."""
-    cdef int64_t i, j
-    cdef _sortable x
-    if n <= 16:
-        for i in range(1, n):
-            x = xs[i]
-            j = i - 1
-            while j >= 0 and xs[j] > x:
-                xs[j + 1] = xs[j]
-                j -= 1
-            xs[j + 1] = x
-    elif _sortable is int32_t:
-        qsort(xs, n, sizeof(int32_t), _cmp_i32)
-    else:
-        qsort(xs, n, sizeof(int64_t), _cmp_i64)
-
-
 cdef int32_t _sort_unique_i32(int32_t* xs, int32_t n) noexcept nogil:
     """Sort xs[0..n) and drop repeats; returns the new length."""
     cdef int32_t i, j
     if n < 2:
         return n
-    _sort(xs, n)
+    sort_ints(xs, n)
     j = 1
     for i in range(1, n):
         if xs[i] != xs[j - 1]:
@@ -333,7 +299,7 @@ cdef class _Subsets:
             for e in range(self.ed_off[q], self.ed_off[q + 1]):
                 self.out[nout] = self.ed_key[e]
                 nout += 1
-        _sort(self.out, nout)
+        sort_ints(self.out, nout)
         return nout
 
     cdef int _fill_disjoint(self, state_t i, int64_t nout) noexcept nogil:

@@ -1,5 +1,6 @@
 # The C utility layer every Cython module of masklab shares: the byte alphabet, the
-# error codes, array growth, hashing, one open-addressing map and the work counters.
+# error codes, array growth, sorting, hashing, one open-addressing map and the work
+# counters.
 #
 # Everything here is inline C usable without the GIL.  A function that can run out of
 # memory returns a negative value (ERR_MEMORY where it returns a code) and leaves its
@@ -8,7 +9,7 @@
 # against each other by tests/test_layers.py.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.stdlib cimport free, malloc, realloc
+from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memset
 
 
@@ -88,6 +89,43 @@ cdef inline int resize(void** p, int64_t n, size_t elem) noexcept nogil:
         return ERR_MEMORY
     p[0] = q
     return 0
+
+
+# ----------------------------------------------------------------- sorting ----
+
+cdef inline int cmp_i32(const void* a, const void* b) noexcept nogil:
+    """qsort's comparison of two int32_t."""
+    cdef int32_t x = (<const int32_t*>a)[0], y = (<const int32_t*>b)[0]
+    return (x > y) - (x < y)
+
+
+cdef inline int cmp_i64(const void* a, const void* b) noexcept nogil:
+    """qsort's comparison of two int64_t."""
+    cdef int64_t x = (<const int64_t*>a)[0], y = (<const int64_t*>b)[0]
+    return (x > y) - (x < y)
+
+
+ctypedef fused sortable:
+    int32_t
+    int64_t
+
+
+cdef inline void sort_ints(sortable* xs, int64_t n) noexcept nogil:
+    """Sort xs[0..n) ascending: insertion sort when short, qsort otherwise."""
+    cdef int64_t i, j
+    cdef sortable x
+    if n <= 16:
+        for i in range(1, n):
+            x = xs[i]
+            j = i - 1
+            while j >= 0 and xs[j] > x:
+                xs[j + 1] = xs[j]
+                j -= 1
+            xs[j + 1] = x
+    elif sortable is int32_t:
+        qsort(xs, n, sizeof(int32_t), cmp_i32)
+    else:
+        qsort(xs, n, sizeof(int64_t), cmp_i64)
 
 
 # Arrays of pages: a big table that grows while masks are served (the mask tables made
