@@ -290,7 +290,9 @@ def test_free_text_ending_a_tool_format_walks_nothing_below_its_frontier_on_llam
                 assert m.fill_bitmask(rows, i).allowed == bm.popcount(rows[i]), (case.description, steps, i)
             assert np.array_equal(rows[0], rows[1]) and np.array_equal(rows[0], rows[2]), (case.description, steps)
             steps += 1
-            if not all([m.accept_token(t) for m in ms]):
+            accepted = [m.accept_token(t) for m in ms]
+            assert len(set(accepted)) == 1, (case.description, steps, accepted)
+            if not accepted[0]:
                 break
     assert steps > 250  # the 8 transcripts, the valid ones to EOS
 
