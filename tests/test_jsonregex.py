@@ -390,6 +390,25 @@ def test_json_string_dfa_large_and_limits() -> None:
             json_string_dfa(lo, hi)
 
 
+def test_string_copies_refuses_a_bad_layout() -> None:
+    """The C writer of a string's copies (:func:`toolkit.automata._dfabuild.string_copies`)
+    reads its code table without bounds checks, so it checks the layout first: a target
+    outside the character, a start or quote column outside the code, a class without a
+    column, or bounds the wrong way round are a ValueError, not a crash."""
+    from toolkit.automata import _dfabuild
+
+    code = np.array([[1, -1, -1], [-2, -1, 0]], dtype=np.int32)  # 'a' then 'b' is a character
+    cols = np.array([1, 0, 2], dtype=np.int32)
+    table, acc = _dfabuild.string_copies(code, 0, 2, cols, 0, 2)
+    assert acc.sum() == 1 and table.shape[1] == 3
+    for bad in (dict(code=np.array([[2, -1, -1], [-2, -1, 0]], dtype=np.int32)),
+                dict(code=np.array([[1, -3, -1], [-2, -1, 0]], dtype=np.int32)),
+                dict(s0=2), dict(quote=3), dict(cols=np.array([1, 0, 3], dtype=np.int32)), dict(lo=3)):
+        args = dict(code=code, s0=0, quote=2, cols=cols, lo=0, hi=2) | bad
+        with pytest.raises(ValueError, match="string_copies"):
+            _dfabuild.string_copies(args["code"], args["s0"], args["quote"], args["cols"], args["lo"], args["hi"])
+
+
 def test_json_string_bounds_only_its_own_regexes() -> None:
     """Only json_string's exact output takes the direct road; anything else, even the
     same language spelled otherwise, is compiled from the regex."""

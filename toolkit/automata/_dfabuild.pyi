@@ -12,6 +12,7 @@ __all__ = [
     "minus_words",
     "product",
     "renumber",
+    "string_copies",
 ]
 
 def determinize(
@@ -47,3 +48,6 @@ def minus_words(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None: ...
 def byte_classes(table: np.ndarray, column: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 def renumber(table: np.ndarray, accepting: np.ndarray, start: int) -> tuple[np.ndarray, np.ndarray]: ...
+def string_copies(
+    code: np.ndarray, s0: int, quote: int, cols: np.ndarray, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray]: ...

@@ -24,6 +24,10 @@ puts all its pieces but the largest on it.  The minimal states are numbered
 canonically: dead 0, start 1, then breadth-first with successors in order of the
 smallest class that reaches them, so two equal languages give identical arrays.
 
+:func:`string_copies` writes a bounded JSON string's DFA (one copy of a character's DFA per
+character read: 1.31M states for ``maxLength: 65535``) already minimal and canonically
+numbered, in one breadth-first pass over copies it never lays out.
+
 :func:`horizon_classes` (``horizon_reps`` for the strategies' C code) is Moore's
 refinement stopped after a number of rounds: the states no word of that many bytes
 tells apart, which read every token of the vocabulary alike (a ``maxLength`` string's
@@ -72,7 +76,8 @@ from toolkit.core.errors import error_of
 
 cnp.import_array()
 
-__all__ = ["byte_classes", "determinize", "horizon_classes", "json_literal", "literal_set", "minimize", "minus_words", "product", "renumber"]
+__all__ = ["byte_classes", "determinize", "horizon_classes", "json_literal", "literal_set", "minimize", "minus_words", "product",
+           "renumber", "string_copies"]
 
 cdef enum:
     _SMALL_UNION = 8   # up to this many targets: union of their closures; more: one search
@@ -2004,3 +2009,105 @@ def renumber(const int32_t[:, ::1] table, const uint8_t[::1] accepting, state_t 
     free(new_id)
     free(order)
     return out, out_acc
+
+
+cdef inline state_t _copy_target(const int32_t[:, ::1] code, int64_t s, int32_t col, int32_t r, int32_t s0,
+                                 int32_t quote, int64_t copies, int64_t lo, bint bounded, bint loop) noexcept nogil:
+    """The target of state ``s`` on code column ``col`` in :func:`string_copies`' layout
+    (dead 0, before the quote 1, after it 2, then ``copies`` copies of ``r`` states)."""
+    cdef int64_t c, q
+    cdef int32_t v
+    if s < 3:
+        return 3 + s0 if s == 1 and col == quote else DEAD
+    c = (s - 3) // r
+    q = (s - 3) - c * r
+    if q == s0:
+        if col == quote:  # the closing quote, from the start of a copy: once lo characters are read
+            return 2 if c >= lo else DEAD
+        if c == copies - 1:
+            if bounded:  # no character after the last one
+                return DEAD
+            if loop:  # the last copy's start reads as the one before it (it may also close)
+                c -= 1
+    v = code[q, col]
+    if v >= 0:
+        return <state_t>(3 + c * r + v)
+    if v == -1:
+        return DEAD
+    if c < copies - 1:  # the character is done: the next copy's start
+        return <state_t>(3 + (c + 1) * r + s0)
+    return <state_t>(3 + c * r + s0) if not bounded and not loop else DEAD
+
+
+def string_copies(const int32_t[:, ::1] code, int32_t s0, int32_t quote, const int32_t[::1] cols,
+                  int64_t lo, int64_t hi):
+    """The canonical DFA of a quoted string of ``lo..hi`` characters (``hi`` -1: no
+    bound), each character a prefix code given as ``code`` (``r`` states by its columns:
+    ``>= 0`` a state of the same character, -1 dead, -2 the character done), written
+    down in one breadth-first pass: :func:`renumber`'s arrays of the layout dead,
+    before the quote, after it, then one copy of ``code`` per character read, without
+    building that layout.  ``s0`` is the character's start, ``quote`` the column of
+    ``"`` (a character's start closes the string there), ``cols[j]`` the code column
+    of output class ``j`` (the canonical classes, computed on ``code``).  Returns
+    ``(table, accepting)``; the caller checks the state count first."""
+    cdef int32_t r = code.shape[0], m = cols.shape[0], j
+    cdef bint bounded = hi >= 0, loop = hi < 0 and lo > 0
+    cdef int64_t copies = (hi if bounded else lo) + 1
+    cdef int64_t n = 3 + copies * r
+    if r < 1 or not 0 <= s0 < r or not 0 <= quote < code.shape[1] or lo < 0 or (bounded and lo > hi):
+        raise ValueError(f"string_copies: bad layout (r={r}, s0={s0}, quote={quote}, lo={lo}, hi={hi})")
+    for j in range(m):
+        if not 0 <= cols[j] < code.shape[1]:
+            raise ValueError(f"string_copies: class {j} maps to column {cols[j]}, outside the code")
+    cdef int32_t q, c
+    for q in range(r):
+        for c in range(code.shape[1]):
+            if not -2 <= code[q, c] < r:
+                raise ValueError(f"string_copies: code[{q}, {c}] = {code[q, c]}, outside [-2, {r})")
+    if n >= 2147483647:
+        raise ValueError(f"string_copies: {n} states do not fit int32")
+    out = np.empty((n, m), dtype=np.int32)
+    cdef int64_t found[2]
+    if not _copies_bfs(code, s0, quote, cols, lo, copies, bounded, loop, out, found):
+        raise MemoryError(f"string_copies: no memory for {n} states")
+    out.resize((found[0], m), refcheck=False)  # the unreachable states are left out
+    acc = np.zeros(found[0], dtype=bool)
+    if found[1] > 0:
+        acc[found[1]] = True
+    return out, acc
+
+
+cdef bint _copies_bfs(const int32_t[:, ::1] code, int32_t s0, int32_t quote, const int32_t[::1] cols, int64_t lo,
+                      int64_t copies, bint bounded, bint loop, int32_t[:, ::1] ov, int64_t* found):
+    """:func:`string_copies`' breadth-first pass into ``ov`` (its first rows): ``found``
+    gets the number of states reached and the new number of the accepting one (0: not
+    reached).  False when out of memory."""
+    cdef int32_t r = code.shape[0], m = cols.shape[0], j
+    cdef int64_t n = 3 + copies * r, i = 1, cnt = 2, s
+    cdef state_t t
+    cdef state_t* new_id = <state_t*>calloc(n, sizeof(state_t))
+    cdef int64_t* order = <int64_t*>malloc(n * sizeof(int64_t))
+    if new_id == NULL or order == NULL:
+        free(new_id)
+        free(order)
+        return False
+    with nogil:
+        order[0] = DEAD
+        order[1] = 1
+        new_id[1] = 1
+        memset(&ov[0, 0], 0, m * sizeof(int32_t))
+        while i < cnt:
+            s = order[i]
+            for j in range(m):
+                t = _copy_target(code, s, cols[j], r, s0, quote, copies, lo, bounded, loop)
+                if t != DEAD and not new_id[t]:
+                    new_id[t] = <state_t>cnt
+                    order[cnt] = t
+                    cnt += 1
+                ov[i, j] = new_id[t]
+            i += 1
+    found[0] = cnt
+    found[1] = new_id[2]
+    free(new_id)
+    free(order)
+    return True

@@ -124,11 +124,16 @@ def minimize(table: np.ndarray, accepting: np.ndarray) -> tuple[np.ndarray, np.n
 
 
 def freeze(table: np.ndarray, accepting: np.ndarray, start: int, pattern: str | None,
-            column: np.ndarray) -> ByteDFA:
+            column: np.ndarray, *, canonical: bool = False) -> ByteDFA:
     """A :class:`ByteDFA` from a table over columns (byte ``b`` moves by column
-    ``column[b]``), its columns merged into the canonical byte classes."""
-    classes, table = _dfabuild.byte_classes(np.ascontiguousarray(table, dtype=np.int32),
-                                            np.ascontiguousarray(column, dtype=np.int32))
+    ``column[b]``), its columns merged into the canonical byte classes.  ``canonical``:
+    the columns are those classes already (uint8 ``column``, int32 ``table``, as
+    :func:`~toolkit.automata._dfabuild.string_copies` writes them), taken as they are."""
+    if canonical:
+        classes = column
+    else:
+        classes, table = _dfabuild.byte_classes(np.ascontiguousarray(table, dtype=np.int32),
+                                                np.ascontiguousarray(column, dtype=np.int32))
     accepting = np.ascontiguousarray(accepting, dtype=bool)
     table.setflags(write=False)
     classes.setflags(write=False)

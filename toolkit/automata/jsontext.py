@@ -645,15 +645,17 @@ def json_string_bounds(regex: str, char: str = JSON_CHAR) -> tuple[int, int | No
 _CHAR_CODE: dict[str, Any] = {}
 
 
-def _char_code(char: str = JSON_CHAR) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray] | None:
-    """One copy of the DFA of ``char`` (:data:`JSON_CHAR` or :data:`LLGUIDANCE_CHAR`) as
-    :func:`json_string_dfa` lays copies out:
-    ``(rel, dead, done, start, column)`` over its states but the accepting one (``r``
-    rows) and its byte classes plus a last column for the quote: ``rel`` the target
-    relative to the copy's first state (``r + start`` is the next copy's start), ``dead``
-    and ``done`` where the target is dead or finishes the character, ``start`` the
-    copy's first state's offset, ``column`` the column of each byte.  None when the
-    character's DFA is not a prefix code (one accepting state, no way out of it).
+def _char_code(char: str = JSON_CHAR) -> tuple[np.ndarray, int, int, np.ndarray, np.ndarray] | None:
+    """The DFA of ``char`` (:data:`JSON_CHAR` or :data:`LLGUIDANCE_CHAR`) as
+    :func:`json_string_dfa` repeats it (:func:`toolkit.automata._dfabuild.string_copies`):
+    ``(code, start, quote, classes, cols)``.  ``code`` has a row per state but the
+    accepting one and a column per byte class plus a last one for the quote (``quote``):
+    the next state's row, -1 dead, -2 the character done; ``start`` is the character's
+    first state's row.  ``classes`` are the string DFA's canonical byte classes and
+    ``cols[j]`` the column of class ``j``: two bytes share a class exactly when their
+    columns of ``code`` are equal, as in every copy (the quote's column is its own: the
+    state before the string reads the quote alone).  None when the character's DFA is
+    not a prefix code (one accepting state, no way out of it).
 
     Built once per process and character: it depends on nothing but the module's
     constants (a table any JSON-specific engine has compiled in), so the harness's cache
@@ -669,16 +671,21 @@ def _char_code(char: str = JSON_CHAR) -> tuple[np.ndarray, np.ndarray, np.ndarra
                 or xt[1, quote_col] != 0):
             f, nx = int(acc[0]), xt.shape[0]
             inner = np.array([q for q in range(1, nx) if q != f], dtype=np.int64)  # the copy's states
-            r = inner.size
             idx = np.full(nx, -1, dtype=np.int64)
-            idx[inner] = np.arange(r)
-            xcols = np.concatenate([xt[inner], xt[inner, quote_col : quote_col + 1]], axis=1)  # (r, k)
-            local = idx[xcols]  # -1: dead or the accepting state
-            done = xcols == f
-            rel = np.where(local >= 0, local, r + idx[1]).astype(np.int32)
+            idx[inner] = np.arange(inner.size)
+            xcols = np.concatenate([xt[inner], xt[inner, quote_col : quote_col + 1]], axis=1)
+            code = np.where(xcols == f, -2, idx[xcols]).astype(np.int32)  # idx of the dead state 0 is -1
+            quote = xt.shape[1]
             column = xclasses.astype(np.int32)
-            column[0x22] = xt.shape[1]
-            made = (rel, (local < 0) & ~done, done, int(idx[1]), column)
+            column[0x22] = quote
+            # the classes of a small table with the string DFA's kinds of rows: dead, the
+            # one before the quote, and the character's (entries shifted to stay distinct)
+            small = np.zeros((2 + code.shape[0], quote + 1), dtype=np.int32)
+            small[1, quote] = 1
+            small[2:] = code + 3
+            classes, _ = _dfabuild.byte_classes(small, column)
+            first = np.unique(classes, return_index=True)[1]  # the smallest byte of each class
+            made = (code, int(idx[1]), quote, classes, column[first].astype(np.int32))
         _CHAR_CODE[char] = made
     return _CHAR_CODE[char]
 
@@ -686,8 +693,8 @@ def _char_code(char: str = JSON_CHAR) -> tuple[np.ndarray, np.ndarray, np.ndarra
 def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
                     max_states: int = DEFAULT_MAX_STATES, char: str = JSON_CHAR) -> ByteDFA:
     """The minimal DFA of :func:`json_string` ``(min_length, max_length)`` (``char``: its
-    character, :data:`JSON_CHAR`, or :data:`LLGUIDANCE_CHAR` for the llguidance spelling), written down
-    directly: the same arrays as ``compile_regex`` of that regex (the tests compare
+    character, :data:`JSON_CHAR`, or :data:`LLGUIDANCE_CHAR` for the llguidance spelling), written
+    down directly: the same arrays as ``compile_regex`` of that regex (the tests compare
     them), without its NFA of ``max_length`` copies, subset construction and
     minimization, which took 0.3 s for ``maxLength: 8192`` (164k states).
 
@@ -698,9 +705,11 @@ def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
     start of every copy ``c >= min_length`` (the last copy, for an unbounded string,
     loops to its own start; for a bounded one it only closes).  Distinct copies are
     told apart by how many characters may still come, and states within one copy as
-    in the character's DFA, so the whole is minimal; it is numbered canonically
-    (:func:`toolkit.automata._dfabuild.renumber`).  More than ``max_states`` states raise
-    :class:`~toolkit.core.errors.LimitExceeded` before anything is built.
+    in the character's DFA, so the whole is minimal.  It is numbered canonically as it
+    is written, in one breadth-first pass in C over the copies
+    (:func:`toolkit.automata._dfabuild.string_copies`: 65,535 characters in tens of ms).
+    More than ``max_states`` states raise :class:`~toolkit.core.errors.LimitExceeded`
+    before anything is built.
     """
     lo, hi = min_length, max_length
     for name, v in (("min_length", lo), ("max_length", hi)):
@@ -711,39 +720,20 @@ def json_string_dfa(min_length: int = 0, max_length: int | None = None, *,
     if hi is not None and lo > hi:
         return compile_nfa(NOTHING, DEFAULT_MAX_STATES, False)
     regex = json_string(lo, hi) if char is JSON_CHAR else ('""' if hi == 0 else '"' + quant(char, lo, hi) + '"')
-    code = _char_code(char)
-    if code is None:  # not the prefix code this relies on: the regex road
+    made = _char_code(char)
+    if made is None:  # not the prefix code this relies on: the regex road
         return compile_nfa(regex, max_states, False)
-    rel, dead, done, start, column = code
-    r, k = rel.shape
+    code, start, quote, classes, cols = made
+    r = code.shape[0]
     loop = hi is None and lo > 0  # the last copy's characters are the previous copy's
     copies = (lo if hi is None else hi) + 1
     n_states = 3 + (copies - 1) * r + (r if hi is None and not loop else 1)  # dead, before, after + copies
     if n_states > max_states:
         raise LimitExceeded("max_states", n_states, max_states)
-    # each copy's targets relative to its first state: one add per copy, then the dead
-    # entries back to 0
-    base = 3
-    table = np.zeros((3 + copies * r, k), dtype=np.int32)
-    body = table[base:].reshape(copies, r, k)
-    np.add(rel[None], (base + np.arange(copies, dtype=np.int32) * r)[:, None, None], out=body)
-    body[:, dead] = 0
-    # after the last copy: its own start (unbounded, lo == 0), else nothing
-    body[-1][done] = base + (copies - 1) * r + start if hi is None and not loop else 0
-    quote = k - 1
-    table[1, quote] = base + start  # the opening quote: to the start of copy 0
-    starts = base + np.arange(copies) * r + start
-    table[starts, quote] = np.where(np.arange(copies) >= lo, 2, 0)  # the closing quote: to 2
-    if hi is not None:
-        table[starts[-1], :quote] = 0  # no character after the last one
-    elif loop:  # the last copy is its start alone: as the previous start, but it may close
-        table[starts[-1], :quote] = table[starts[-2], :quote]
-    accepting = np.zeros(table.shape[0], dtype=np.uint8)
-    accepting[2] = 1
-    # canonical columns (in order of their smallest byte) first: renumber visits in that order
-    classes, table = _dfabuild.byte_classes(table, column)
-    table, accepting = _dfabuild.renumber(table, accepting, 1)
-    return freeze(table, accepting, 1, regex, classes.astype(np.int32))
+    table, accepting = _dfabuild.string_copies(code, start, quote, cols, lo, -1 if hi is None else hi)
+    # every row of the character is reached in copy 0 unless no character may come: the
+    # columns stay the classes computed on the code, but for "" (the quote's column alone)
+    return freeze(table, accepting, 1, regex, classes.copy(), canonical=hi != 0)
 
 
 _HEX_RX = tuple(_hex_class((d,)) for d in range(16))  # one hex digit, either case
