@@ -552,19 +552,18 @@ def _from_lark(text: str, start: str) -> Grammar:
         raise TypeError("Lark grammar text must be str")
     try:
         plain, side = translate(text)
-        g = _from_plain_lark(plain, start, frozenset(side.helpers))
-        if not side.plain:
-            g = _with_dialect(g, side)
+        if side.plain:
+            return _from_plain_lark(plain, start, frozenset(side.helpers), source=text, attributes=side.attributes)
+        return _with_dialect(_from_plain_lark(plain, start, frozenset(side.helpers)), side, text)
     except RecursionError as e:  # the dialect's readers (a %if condition, a terminal's & and ~) recurse
         raise GrammarError("cannot read Lark grammar: nested too deeply (a few hundred levels of parentheses or "
                            "of a %if condition at most)") from e
-    return Grammar(start=g.start, rules=g.rules, terminals=g.terminals, ignore=g.ignore, source=text,
-                   attributes=side.attributes)
 
 
-def _with_dialect(g: Grammar, side: Any) -> Grammar:
+def _with_dialect(g: Grammar, side: Any, source: str) -> Grammar:
     """``g`` with what plain Lark could not say: boolean terminals (from their helper
-    terminals), ``%regex`` terminals, and ``%json`` schemas spliced in as rules."""
+    terminals), ``%regex`` terminals, and ``%json`` schemas spliced in as rules; the
+    grammar of the Lark text ``source``, with its rule attributes."""
     terminals = dict(g.terminals)
     rules = {k: list(v) for k, v in g.rules.items()}
     for name, text in side.special.items():
@@ -586,8 +585,7 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
             if term.literal and term.value in separators:  # llguidance's separators, when not flexible
                 terminals[ren[t]] = Terminal.from_literal(ren[t], separators[term.value])
                 continue
-            terminals[ren[t]] = Terminal(ren[t], term.regex, term.literal, term.value, term.also, term.excluding,
-                                         term.json_string, forms=term.forms)
+            terminals[ren[t]] = _renamed(term, ren[t])
         wrap = {}
         if not ws_ignored and opts["whitespace_flexible"]:  # JSON whitespace between the schema's tokens
             ws = prefix + "WS"
@@ -605,7 +603,18 @@ def _with_dialect(g: Grammar, side: Any) -> Grammar:
         rules.pop(h, None)
     terminals = {k: v for k, v in terminals.items() if k in used}
     return Grammar(start=g.start, rules={k: tuple(v) for k, v in rules.items()}, terminals=terminals,
-                   ignore=g.ignore)
+                   ignore=g.ignore, source=source, attributes=side.attributes)
+
+
+def _renamed(t: Terminal, name: str) -> Terminal:
+    """``t`` under another name (a spliced grammar's terminal), with the DFA it has built
+    already: the language is the same, and a nested grammar's terminals were checked
+    (their DFAs built) when it was read."""
+    new = dataclasses.replace(t, name=name)
+    dfa = t.__dict__.get("_dfa")
+    if dfa is not None:
+        object.__setattr__(new, "_dfa", dfa)
+    return new
 
 
 _ANY_TEXT = "[\\d\\D]*"
@@ -623,7 +632,7 @@ def _splice_lark(name: str, text: str, line: int, g: Grammar, rules: dict[str, l
     prefix = f"{name}__"
     ren = {s: prefix + s for s in (*sub.rules, *sub.terminals)}
     for t, term in sub.terminals.items():
-        terminals[ren[t]] = dataclasses.replace(term, name=ren[t])
+        terminals[ren[t]] = _renamed(term, ren[t])
     for r, alts in sub.rules.items():
         rules[ren[r]] = [tuple(ren[s] for s in alt) for alt in alts]
     rules[name] = [(ren[sub.start],)]
@@ -794,10 +803,13 @@ def _json_lead(sub: Grammar, rule: str, ren: dict[str, str], wrap: dict[str, str
     return made[rule]
 
 
-def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset()) -> Grammar:
+def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset(), *, source: str | None = None,
+                     attributes: Mapping[str, Mapping[str, Any]] | None = None) -> Grammar:
     """Plain Lark text to a Grammar: lark reads the text and expands EBNF (its grammar
     loader; no lark parser is built, so a terminal may match the empty string, as in
-    llguidance).  ``keep``: terminals to keep though no rule uses them.
+    llguidance).  ``keep``: terminals to keep though no rule uses them.  ``source`` and
+    ``attributes``: the Grammar's (default: ``text``, none), when ``text`` is the plain
+    Lark written for a text in llguidance's dialect.
 
     lark's loader is one call that checks no deadline (about a millisecond per rule:
     20,000 rules take a minute or more), so under a compile's :func:`deadline` it runs
@@ -853,7 +865,8 @@ def _from_plain_lark(text: str, start: str, keep: frozenset[str] = frozenset()) 
         rules={k: tuple(v) for k, v in rules.items()},
         terminals=terminals,
         ignore=tuple(ignore),
-        source=text,
+        source=text if source is None else source,
+        attributes=attributes or {},
     )
 
 
