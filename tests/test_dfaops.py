@@ -97,6 +97,15 @@ def test_dfabuild_refuses_malformed_input() -> None:
         _dfabuild.product(good, acc, 1, table, acc, 1, "and", 100)
     with pytest.raises(ValueError, match="start states"):
         _dfabuild.product(good, acc, 5, good, acc, 1, "and", 100)
+    cols = np.array([1, 0], dtype=np.int32)
+    with pytest.raises(ValueError, match="both DFAs or of neither"):
+        _dfabuild.product(good, acc, 1, good, acc, 1, "and", 100, cols)
+    with pytest.raises(ValueError, match="same classes"):  # a column the table does not have
+        _dfabuild.product(good, acc, 1, good, acc, 1, "and", 100, cols, np.array([0, 2], dtype=np.int32))
+    # read through its column maps, a table is the copy of its columns
+    assert all(np.array_equal(x, y) for x, y in zip(
+        _dfabuild.product(good, acc, 1, good, acc, 1, "or", 100, cols, cols),
+        _dfabuild.product(good[:, cols].copy(), acc, 1, good[:, cols].copy(), acc, 1, "or", 100), strict=True))
     with pytest.raises(ValueError, match="the edge"):
         _dfabuild.determinize([[], []], [((0, 300, 1),), ()], 0, 1, 100)
     with pytest.raises(ValueError, match="the edge"):

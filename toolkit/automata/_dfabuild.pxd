@@ -121,7 +121,7 @@ cdef class _Refiner:
 
 cdef class _Product:
     # the breadth-first product of two DFAs (product); pair 0 stands for the dead pair
-    cdef int32_t k                  # byte classes (the same in both DFAs)
+    cdef int32_t k                  # joint byte classes (each a column of both DFAs)
     cdef I64Map ids                 # pair_key(p, q) -> pair id
     cdef state_t* pp                # pair i is (pp[i], pq[i])
     cdef state_t* pq
@@ -131,7 +131,8 @@ cdef class _Product:
     cdef state_t n                  # pairs made
 
     cdef state_t _pair(self, state_t p, state_t q, int64_t max_states) noexcept nogil
-    cdef int _explore(self, const state_t* ta, const state_t* tb, int op, int64_t max_states) noexcept nogil
+    cdef int _explore(self, const state_t* ta, int32_t ka, const int32_t* ca, const state_t* tb, int32_t kb,
+                      const int32_t* cb, int op, int64_t max_states) noexcept nogil
 
 
 cdef class _Trie:

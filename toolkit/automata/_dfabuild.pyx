@@ -1142,16 +1142,19 @@ cdef class _Product:
         self.n += 1
         return j
 
-    cdef int _explore(self, const state_t* ta, const state_t* tb, int op, int64_t max_states) noexcept nogil:
-        """The rows of every pair reachable from pair 1 (tables of k columns); 0, or an error code."""
+    cdef int _explore(self, const state_t* ta, int32_t ka, const int32_t* ca, const state_t* tb, int32_t kb,
+                      const int32_t* cb, int op, int64_t max_states) noexcept nogil:
+        """The rows of every pair reachable from pair 1 (k columns: column ``c`` of the
+        product is column ``ca[c]`` of ``ta``, of ``ka`` columns, and ``cb[c]`` of ``tb``);
+        0, or an error code."""
         cdef int32_t c, k = self.k
         cdef state_t i = 1, j, p, q, np_, nq
         memset(self.rows, 0, k * sizeof(state_t))  # the dead pair's row
         while i < self.n:
             p, q = self.pp[i], self.pq[i]
             for c in range(k):
-                np_ = ta[<int64_t>p * k + c]
-                nq = tb[<int64_t>q * k + c]
+                np_ = ta[<int64_t>p * ka + ca[c]]
+                nq = tb[<int64_t>q * kb + cb[c]]
                 if _dead_pair(op, np_, nq):
                     j = DEAD
                 else:
@@ -1253,21 +1256,36 @@ cdef _trimmed(_Product P, int op, const uint8_t[::1] acc_a, const uint8_t[::1] a
 
 def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, state_t start_a,
             const int32_t[:, ::1] tb, const uint8_t[::1] acc_b, state_t start_b,
-            str op, int64_t max_states):
+            str op, int64_t max_states, cols_a=None, cols_b=None):
     """The product of two DFAs over the same ``k`` byte classes (``ta``: int32
     ``(na, k)``, state 0 dead, ``acc_a`` uint8) for ``op`` ``"and"``, ``"or"`` or
     ``"diff"``, breadth-first from ``(start_a, start_b)``, trimmed to the states that
     can reach acceptance.  Returns ``(table, accepting)`` for :func:`minimize` (dead 0,
     start 1), or None when the language is empty.  Raises :class:`LimitExceeded`
-    (``max_states``) past ``max_states`` reachable pairs."""
+    (``max_states``) past ``max_states`` reachable pairs.
+
+    ``cols_a``, ``cols_b`` (int32, one entry per joint class, both or neither): the
+    operands keep their own classes, and joint class ``c`` reads column ``cols_a[c]`` of
+    ``ta`` and ``cols_b[c]`` of ``tb`` (no copy of either table over the joint classes)."""
     cdef int code = OP_AND if op == "and" else OP_OR if op == "or" else OP_DIFF if op == "diff" else -1
-    cdef int32_t k = ta.shape[1]
     cdef _Product P = _Product()
     cdef int rc
     if code < 0:
         raise ValueError(f"op must be and, or or diff, not {op!r}")
-    if tb.shape[1] != k or acc_a.shape[0] != ta.shape[0] or acc_b.shape[0] != tb.shape[0]:
+    if (cols_a is None) != (cols_b is None):
+        raise ValueError("product: give the column maps of both DFAs or of neither")
+    if cols_a is None:
+        if tb.shape[1] != ta.shape[1]:
+            raise ValueError("product: both DFAs need the same classes and one flag per state")
+        cols_a = cols_b = np.arange(ta.shape[1], dtype=np.int32)
+    col_a = np.ascontiguousarray(cols_a, dtype=np.int32).reshape(-1)
+    col_b = np.ascontiguousarray(cols_b, dtype=np.int32).reshape(-1)
+    if (col_a.size < 1 or col_b.size != col_a.size or acc_a.shape[0] != ta.shape[0] or acc_b.shape[0] != tb.shape[0]
+            or col_a.min() < 0 or col_a.max() >= ta.shape[1] or col_b.min() < 0 or col_b.max() >= tb.shape[1]):
         raise ValueError("product: both DFAs need the same classes and one flag per state")
+    cdef const int32_t[::1] ca = col_a
+    cdef const int32_t[::1] cb = col_b
+    cdef int32_t k = ca.shape[0]
     _check_targets("product", ta, ta.shape[0])
     _check_targets("product", tb, tb.shape[0])
     if not (0 <= start_a < ta.shape[0] and 0 <= start_b < tb.shape[0]):
@@ -1281,7 +1299,7 @@ def product(const int32_t[:, ::1] ta, const uint8_t[::1] acc_a, state_t start_a,
         rc = P._pair(start_a, start_b, max_states)
     if rc >= 0:
         with nogil:
-            rc = P._explore(&ta[0, 0], &tb[0, 0], code, max_states)
+            rc = P._explore(&ta[0, 0], ta.shape[1], &ca[0], &tb[0, 0], tb.shape[1], &cb[0], code, max_states)
     if rc < 0:
         _raise(rc, P.n + 1, max_states, "product")
     return _trimmed(P, code, acc_a, acc_b)

@@ -53,7 +53,7 @@ def _joint_columns(a: ByteDFA, b: ByteDFA) -> tuple[np.ndarray, np.ndarray, np.n
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
     first = first[order]
-    return rank[inverse].astype(np.int32), a.classes[first].astype(np.intp), b.classes[first].astype(np.intp)
+    return rank[inverse].astype(np.int32), a.classes[first].astype(np.int32), b.classes[first].astype(np.int32)
 
 
 def _product(a: ByteDFA, b: ByteDFA, op: str, max_states: int) -> ByteDFA:
@@ -62,12 +62,10 @@ def _product(a: ByteDFA, b: ByteDFA, op: str, max_states: int) -> ByteDFA:
     if op not in _OPS:
         raise ValueError(f"op must be one of {_OPS}")
     column, cols_a, cols_b = _joint_columns(a, b)
-    made = _dfabuild.product(
-        np.ascontiguousarray(a.table[:, cols_a], dtype=np.int32),
-        np.asarray(a.accepting, dtype=bool).view(np.uint8), int(a.start),
-        np.ascontiguousarray(b.table[:, cols_b], dtype=np.int32),
-        np.asarray(b.accepting, dtype=bool).view(np.uint8), int(b.start),
-        op, max_states)
+    made = _dfabuild.product(  # each table read through its columns of the joint classes, not copied
+        np.ascontiguousarray(a.table, dtype=np.int32), np.asarray(a.accepting, dtype=bool).view(np.uint8),
+        int(a.start), np.ascontiguousarray(b.table, dtype=np.int32),
+        np.asarray(b.accepting, dtype=bool).view(np.uint8), int(b.start), op, max_states, cols_a, cols_b)
     if made is None:
         return _empty()
     table, acc, start = minimize(made[0], made[1])
