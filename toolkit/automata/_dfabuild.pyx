@@ -2029,16 +2029,15 @@ def renumber(const int32_t[:, ::1] table, const uint8_t[::1] accepting, state_t 
     return out, out_acc
 
 
-cdef inline state_t _copy_target(const int32_t[:, ::1] code, int64_t s, int32_t col, int32_t r, int32_t s0,
-                                 int32_t quote, int64_t copies, int64_t lo, bint bounded, bint loop) noexcept nogil:
-    """The target of state ``s`` on code column ``col`` in :func:`string_copies`' layout
-    (dead 0, before the quote 1, after it 2, then ``copies`` copies of ``r`` states)."""
-    cdef int64_t c, q
+cdef inline state_t _copy_target(const int32_t[:, ::1] code, int64_t s, int64_t c, int64_t q, int32_t col,
+                                 int32_t r, int32_t s0, int32_t quote, int64_t copies, int64_t lo, bint bounded,
+                                 bint loop) noexcept nogil:
+    """The target of state ``s`` (copy ``c``, its state ``q``, for ``s >= 3``) on code
+    column ``col`` in :func:`string_copies`' layout (dead 0, before the quote 1, after it
+    2, then ``copies`` copies of ``r`` states)."""
     cdef int32_t v
     if s < 3:
         return 3 + s0 if s == 1 and col == quote else DEAD
-    c = (s - 3) // r
-    q = (s - 3) - c * r
     if q == s0:
         if col == quote:  # the closing quote, from the start of a copy: once lo characters are read
             return 2 if c >= lo else DEAD
@@ -2101,7 +2100,7 @@ cdef bint _copies_bfs(const int32_t[:, ::1] code, int32_t s0, int32_t quote, con
     gets the number of states reached and the new number of the accepting one (0: not
     reached).  False when out of memory."""
     cdef int32_t r = code.shape[0], m = cols.shape[0], j
-    cdef int64_t n = 3 + copies * r, i = 1, cnt = 2, s
+    cdef int64_t n = 3 + copies * r, i = 1, cnt = 2, s, c = 0, q = 0
     cdef state_t t
     cdef state_t* new_id = <state_t*>calloc(n, sizeof(state_t))
     cdef int64_t* order = <int64_t*>malloc(n * sizeof(int64_t))
@@ -2116,8 +2115,11 @@ cdef bint _copies_bfs(const int32_t[:, ::1] code, int32_t s0, int32_t quote, con
         memset(&ov[0, 0], 0, m * sizeof(int32_t))
         while i < cnt:
             s = order[i]
+            if s >= 3:  # its copy and state there, once per row
+                c = (s - 3) // r
+                q = (s - 3) - c * r
             for j in range(m):
-                t = _copy_target(code, s, cols[j], r, s0, quote, copies, lo, bounded, loop)
+                t = _copy_target(code, s, c, q, cols[j], r, s0, quote, copies, lo, bounded, loop)
                 if t != DEAD and not new_id[t]:
                     new_id[t] = <state_t>cnt
                     order[cnt] = t
