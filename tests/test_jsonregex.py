@@ -29,7 +29,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tests._support.shared import require_shared
-from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA
+from toolkit.automata.dfa import DEFAULT_MAX_STATES, ByteDFA, freeze
 from toolkit.automata.dfaops import compile_boolean, difference, json_keys_dfa
 from toolkit.automata.jsontext import (
     JSON_CHAR,
@@ -397,14 +397,23 @@ def test_string_copies_refuses_a_bad_layout() -> None:
     column, or bounds the wrong way round are a ValueError, not a crash."""
     from toolkit.automata import _dfabuild
 
-    code = np.array([[1, -1, -1], [-2, -1, 0]], dtype=np.int32)  # 'a' then 'b' is a character
-    cols = np.array([1, 0, 2], dtype=np.int32)
-    table, acc = _dfabuild.string_copies(code, 0, 2, cols, 0, 2)
-    assert acc.sum() == 1 and table.shape[1] == 3
-    for bad in (dict(code=np.array([[2, -1, -1], [-2, -1, 0]], dtype=np.int32)),
-                dict(code=np.array([[1, -3, -1], [-2, -1, 0]], dtype=np.int32)),
-                dict(s0=2), dict(quote=3), dict(cols=np.array([1, 0, 3], dtype=np.int32)), dict(lo=3)):
-        args = dict(code=code, s0=0, quote=2, cols=cols, lo=0, hi=2) | bad
+    # a character is "ab" (columns 0 'a', 1 'b', 2 every other byte, 3 the quote): the
+    # strings of 0 to 2 of them, written down, are the strings "", "ab" and "abab"
+    code = np.array([[1, -1, -1, -1], [-1, -2, -1, -1]], dtype=np.int32)
+    cols = np.array([2, 3, 0, 1], dtype=np.int32)  # classes by smallest byte: others, '"', 'a', 'b'
+    table, acc = _dfabuild.string_copies(code, 0, 3, cols, 0, 2)
+    classes = np.zeros(256, dtype=np.int32)
+    classes[ord('"')], classes[ord("a")], classes[ord("b")] = 1, 2, 3
+    dfa = freeze(table, acc, 1, None, classes)
+    for text, ok in (('""', True), ('"ab"', True), ('"abab"', True), ('"ababab"', False), ('"a"', False),
+                     ('"ba"', False), ("ab", False), ('"ab', False)):
+        assert dfa.fullmatch(text.encode()) == ok, text
+    assert _same_dfa(dfa, _nfa_road('"(?:ab){0,2}"'))
+    for bad in (dict(code=np.array([[2, -1, -1, -1], [-1, -2, -1, -1]], dtype=np.int32)),
+                dict(code=np.array([[1, -3, -1, -1], [-1, -2, -1, -1]], dtype=np.int32)),
+                dict(s0=2), dict(quote=4), dict(cols=np.array([2, 3, 0, 4], dtype=np.int32)),
+                dict(cols=np.array([], dtype=np.int32)), dict(lo=3)):
+        args = dict(code=code, s0=0, quote=3, cols=cols, lo=0, hi=2) | bad
         with pytest.raises(ValueError, match="string_copies"):
             _dfabuild.string_copies(args["code"], args["s0"], args["quote"], args["cols"], args["lo"], args["hi"])
 

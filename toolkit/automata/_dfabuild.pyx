@@ -2071,8 +2071,10 @@ def string_copies(const int32_t[:, ::1] code, int32_t s0, int32_t quote, const i
     cdef bint bounded = hi >= 0, loop = hi < 0 and lo > 0
     cdef int64_t copies = (hi if bounded else lo) + 1
     cdef int64_t n = 3 + copies * r
-    if r < 1 or not 0 <= s0 < r or not 0 <= quote < code.shape[1] or lo < 0 or (bounded and lo > hi):
-        raise ValueError(f"string_copies: bad layout (r={r}, s0={s0}, quote={quote}, lo={lo}, hi={hi})")
+    if (r < 1 or not 0 <= s0 < r or not 0 <= quote < code.shape[1] or lo < 0 or (bounded and lo > hi)
+            or not 1 <= m <= BYTES):
+        raise ValueError(f"string_copies: bad layout (r={r}, s0={s0}, quote={quote}, lo={lo}, hi={hi}, "
+                         f"{m} classes)")
     for j in range(m):
         if not 0 <= cols[j] < code.shape[1]:
             raise ValueError(f"string_copies: class {j} maps to column {cols[j]}, outside the code")
